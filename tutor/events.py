@@ -1,0 +1,86 @@
+"""What an experiment tells the world while it runs.
+
+Experiments are generators that yield these small, frozen dataclasses. They carry
+plain floats and strings only (never tensors), so the same stream can feed the TUI,
+the headless CLI (`gpututor run --json`) and the tests. Nothing here imports torch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Union
+
+Metric = Union[float, int, str, bool, None]
+
+
+@dataclass(frozen=True)
+class Started:
+    """First event of every run: where it runs and on what data."""
+
+    experiment: str
+    device: str  # "cuda", "cuda:1", "mps", "cpu", "meta"
+    device_name: str  # "NVIDIA H100 80GB HBM3", "AMD EPYC (2 threads)"
+    dataset: str  # "MNIST (../shared/data)", "synthetic digits (MNIST not found: ...)"
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class Step:
+    """One optimiser step (throttled by the producer: not necessarily every step)."""
+
+    step: int  # 1-based, counted across epochs
+    total: int  # steps planned for the whole run (0 if unknown)
+    loss: float
+    seconds: float  # wall-clock since training started (device-synchronised)
+    samples_per_s: float
+    epoch: int = 1
+    label: str = ""  # which series this belongs to, e.g. "cpu" / "cuda" in a comparison
+
+
+@dataclass(frozen=True)
+class Epoch:
+    epoch: int
+    epochs: int
+    train_loss: float
+    test_acc: float  # 0..1
+    seconds: float  # this epoch's training time (device-synchronised)
+    samples_per_s: float
+    label: str = ""
+
+
+@dataclass(frozen=True)
+class Note:
+    """A sentence for the learner: what was done and why ("No GPU here: ...")."""
+
+    text: str
+    level: str = "info"  # "info" | "warning" | "result"
+
+
+@dataclass(frozen=True)
+class Table:
+    """A small results table (comparisons: cpu vs cuda, fp32 vs amp)."""
+
+    title: str
+    columns: list[str]
+    rows: list[list[str]]
+
+
+@dataclass(frozen=True)
+class Finished:
+    """Last event of a successful run: the metrics a prediction or check compares with."""
+
+    metrics: dict[str, Metric] = field(default_factory=dict)
+
+
+Event = Union[Started, Step, Epoch, Note, Table, Finished]
+
+_NAMES = {Started: "started", Step: "step", Epoch: "epoch", Note: "note", Table: "table", Finished: "finished"}
+
+
+def event_name(event: Event) -> str:
+    return _NAMES[type(event)]
+
+
+def to_json(event: Event) -> dict[str, Any]:
+    """{"event": "step", ...fields}: one line of `gpututor run --json`."""
+    return {"event": event_name(event), **asdict(event)}

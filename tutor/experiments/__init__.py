@@ -1,0 +1,240 @@
+"""The experiment registry: name -> parameters, metrics, and the generator that runs it.
+
+This module is torch-free so that the CLI, the lesson linter and the TUI can list and
+validate experiments without importing torch. Each experiment lives in its own module
+(`tutor/experiments/<module>.py`) with a function
+
+    def run(p: <Params>, dev: Device) -> Iterator[Event]
+
+that imports torch, never Textual, and yields `tutor.events` objects; its last event is
+`Finished(metrics)` with (at least) the metrics declared here.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from tutor.events import Event
+
+
+class Params(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    device: str | None = Field(None, description="cpu, cuda, cuda:1, mps; default: the best device here")
+    seed: int = Field(0, description="random seed for weights, shuffling and data")
+
+
+class TrainParams(Params):
+    epochs: int = Field(3, ge=1, le=100)
+    batch_size: int = Field(64, ge=1, le=65536)
+    lr: float = Field(1e-3, gt=0, le=10)
+    amp: Literal["off", "auto", "fp16", "bf16"] = Field(
+        "off", description="mixed precision: auto = fp16 on cuda, bf16 on cpu"
+    )
+    data_path: Literal["resident", "loader"] = Field(
+        "resident", description="resident: whole set as tensors on the device; loader: DataLoader + ToTensor"
+    )
+    num_workers: int = Field(0, ge=0, le=64, description="DataLoader workers (loader path)")
+    max_steps: int | None = Field(None, ge=1, description="stop after this many optimiser steps")
+    train_samples: int | None = Field(None, ge=1, description="use only the first N training images")
+    test_samples: int | None = Field(None, ge=1, description="evaluate on the first N test images")
+    checkpoint: str | None = Field(None, description="path: save the best-accuracy checkpoint dict here")
+
+
+class CrossoverParams(Params):
+    model: Literal["tiny", "mlp", "both"] = Field(
+        "both", description="tiny: ~500-parameter model; mlp: the notebook's MNISTClassifier"
+    )
+    tiny_samples: int = Field(200, ge=1)
+    tiny_batch_size: int = Field(32, ge=1)
+    mlp_samples: int = Field(60000, ge=1)
+    mlp_batch_size: int = Field(64, ge=1)
+    epochs: int = Field(1, ge=1, le=20)
+    repeats: int = Field(3, ge=1, le=20, description="timed repeats per case (the median is reported)")
+
+
+class DeviceMismatchParams(Params):
+    pass
+
+
+class CheckpointParams(Params):
+    steps: int = Field(200, ge=1, le=100000, description="training steps before saving")
+    batch_size: int = Field(64, ge=1)
+    path: str | None = Field(None, description="where to write the checkpoint (default: a temp file)")
+
+
+class Fp16UnderflowParams(Params):
+    gradient: float = Field(1e-8, gt=0, description="the true gradient value to represent")
+    scale: float = Field(65536.0, gt=0, description="the loss scale (GradScaler's default init_scale)")
+
+
+class AmpCompareParams(Params):
+    epochs: int = Field(1, ge=1, le=20)
+    batch_size: int = Field(256, ge=1)
+    lr: float = Field(1e-3, gt=0)
+    amp: Literal["auto", "fp16", "bf16"] = Field("auto", description="auto = fp16 on cuda/mps, bf16 on cpu")
+    train_samples: int | None = Field(None, ge=1)
+    test_samples: int | None = Field(None, ge=1)
+
+
+@dataclass(frozen=True)
+class Experiment:
+    name: str
+    title: str
+    module: str  # tutor.experiments.<module>
+    params: type[Params]
+    metrics: dict[str, str]  # metric name -> what it means (with unit)
+    quick: dict[str, Any] = field(default_factory=dict)  # small params for tests and `lesson test`
+
+    def load(self) -> Callable[[Params, Any], Iterator[Event]]:
+        """The generator function (imports torch)."""
+        return importlib.import_module(f"tutor.experiments.{self.module}").run
+
+    def make_params(self, values: dict[str, Any] | None = None) -> Params:
+        return self.params(**(values or {}))
+
+
+REGISTRY: dict[str, Experiment] = {
+    e.name: e
+    for e in [
+        Experiment(
+            "train",
+            "Train the MNIST classifier",
+            "train",
+            TrainParams,
+            {
+                "accuracy": "test accuracy after the last epoch (0..1)",
+                "best_accuracy": "best test accuracy of any epoch (0..1)",
+                "final_loss": "mean training loss of the last epoch",
+                "seconds_per_epoch": "median training seconds per epoch (device-synchronised)",
+                "samples_per_s": "training samples per second",
+                "total_seconds": "training seconds, all epochs",
+                "steps": "optimiser steps taken",
+                "device": "torch device used",
+                "device_name": "device's name",
+                "data_source": "MNIST or the synthetic fallback",
+                "data_path": "resident or loader",
+                "amp_dtype": "autocast dtype, or off",
+                "checkpoint": "checkpoint path, if one was written",
+            },
+            {"epochs": 1, "train_samples": 2048, "test_samples": 512, "batch_size": 128},
+        ),
+        Experiment(
+            "crossover",
+            "When does the GPU pay off? CPU vs accelerator",
+            "crossover",
+            CrossoverParams,
+            {
+                "cpu_seconds_tiny": "median seconds to train the tiny model on the CPU",
+                "accel_seconds_tiny": "same on the accelerator (None without one)",
+                "speedup_tiny": "cpu / accelerator time for the tiny model (None without an accelerator)",
+                "cpu_seconds_mlp": "median seconds to train MNISTClassifier on the CPU",
+                "accel_seconds_mlp": "same on the accelerator (None without one)",
+                "speedup_mlp": "cpu / accelerator time for MNISTClassifier (None without an accelerator)",
+                "speedup": "the headline speedup: speedup_mlp (None without an accelerator)",
+                "accelerator": "the accelerator's name, or 'none'",
+            },
+            {"tiny_samples": 200, "mlp_samples": 1024, "repeats": 1},
+        ),
+        Experiment(
+            "device-mismatch",
+            "Model on one device, data on another",
+            "device_mismatch",
+            DeviceMismatchParams,
+            {
+                "error_type": "the exception's type, e.g. RuntimeError",
+                "error_message": "the exception's message",
+                "error_line": "the source line that raised it",
+                "model_device": "where the model's parameters were",
+                "input_device": "where the batch was",
+                "method": "cuda/mps (real accelerator) or meta (stand-in without one)",
+            },
+            {},
+        ),
+        Experiment(
+            "checkpoint-roundtrip",
+            "Save on the training device, load on the CPU",
+            "checkpoint_roundtrip",
+            CheckpointParams,
+            {
+                "allclose": "torch.allclose(predictions before saving, after loading on the CPU)",
+                "max_abs_diff": "largest absolute difference between the two predictions",
+                "file_bytes": "checkpoint size in bytes",
+                "saved_on": "device the model trained and was saved on",
+                "loaded_on": "device the checkpoint was loaded onto (cpu)",
+                "epoch": "epoch stored in the checkpoint",
+                "loss": "loss stored in the checkpoint",
+            },
+            {"steps": 20},
+        ),
+        Experiment(
+            "fp16-underflow",
+            "A small gradient in float16, with and without loss scaling",
+            "fp16_underflow",
+            Fp16UnderflowParams,
+            {
+                "gradient_fp32": "the gradient computed in float32",
+                "gradient_fp16": "the same gradient computed in float16 (0.0 if it underflowed)",
+                "gradient_scaled_fp16": "the float16 gradient with the loss scaled, then unscaled in float32",
+                "flushed_to_zero": "True if float16 without scaling lost the gradient",
+                "scale": "the loss scale used",
+                "fp16_smallest_subnormal": "smallest positive float16 (2**-24)",
+                "fp16_smallest_normal": "smallest normal float16 (2**-14)",
+                "fp16_max": "largest float16",
+            },
+            {},
+        ),
+        Experiment(
+            "amp-compare",
+            "fp32 vs mixed precision on the same data and seed",
+            "amp_compare",
+            AmpCompareParams,
+            {
+                "fp32_seconds": "training seconds per epoch in fp32",
+                "amp_seconds": "training seconds per epoch with autocast",
+                "speedup": "fp32_seconds / amp_seconds",
+                "fp32_accuracy": "test accuracy in fp32 (0..1)",
+                "amp_accuracy": "test accuracy with autocast (0..1)",
+                "fp32_peak_mb": "peak device memory in fp32 (MB; None where not measurable)",
+                "amp_peak_mb": "peak device memory with autocast (MB; None where not measurable)",
+                "amp_dtype": "float16 or bfloat16",
+                "grad_scaler": "True if a GradScaler was used",
+                "device": "torch device used",
+            },
+            {"train_samples": 2048, "test_samples": 512},
+        ),
+    ]
+}
+
+
+class UnknownExperiment(KeyError):
+    pass
+
+
+def get(name: str) -> Experiment:
+    try:
+        return REGISTRY[name]
+    except KeyError:
+        raise UnknownExperiment(
+            f"unknown experiment {name!r}; available: {', '.join(sorted(REGISTRY))}"
+        ) from None
+
+
+def start(name: str, values: dict[str, Any] | None = None, device: str | None = None) -> Iterator[Event]:
+    """Validate params, resolve the device, and return the experiment's event stream.
+
+    `device` (the CLI's --device or the app's setting) is used unless `values` names one.
+    Raises UnknownExperiment, pydantic.ValidationError or devices.DeviceError before any
+    work starts; errors during the run surface while iterating.
+    """
+    from tutor import devices
+
+    exp = get(name)
+    params = exp.make_params(values)
+    dev = devices.resolve(params.device or device)
+    return exp.load()(params, dev)
