@@ -1,0 +1,177 @@
+"""Pilot tests: walk a lesson as a learner would (predict, run, check wrong then right, resume)."""
+
+from __future__ import annotations
+
+import io
+import time
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+from textual.widgets import Input, OptionList, Static
+
+from tutor.app import TutorApp
+from tutor.progress import Progress
+from tutor.screens.home import HomeScreen
+from tutor.screens.lesson import LessonScreen
+from tutor.widgets.check_step import CheckStepView
+from tutor.widgets.predict_step import PredictStepView
+from tutor.widgets.read_step import ReadStepView
+from tutor.widgets.run_panel import RunPanel
+from tutor.widgets.run_step import RunStepView
+
+LESSONS = Path(__file__).parent / "tui_lessons"
+
+
+def make_app(tmp_path: Path) -> TutorApp:
+    return TutorApp(lessons_dirs=[LESSONS], home=tmp_path, device="cpu")
+
+
+def text_of(widget: Static) -> str:
+    """The plain text a Static shows (whatever Rich renderable it holds)."""
+    console = Console(width=200, record=True, file=io.StringIO())
+    console.print(widget.content)
+    return console.export_text()
+
+
+async def wait_for(pilot, condition, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met in time")
+        await pilot.pause(0.05)
+
+
+async def open_demo(pilot) -> LessonScreen:
+    app = pilot.app
+    assert isinstance(app.screen, HomeScreen)
+    options = app.screen.query_one("#lessons", OptionList)
+    ids = [options.get_option_at_index(i).id for i in range(options.option_count)]
+    options.highlighted = ids.index("tui-demo")
+    await pilot.press("enter")
+    await pilot.pause()
+    assert isinstance(app.screen, LessonScreen)
+    return app.screen
+
+
+async def test_home_lists_lessons_and_detects_device(tmp_path):
+    app = make_app(tmp_path)
+    async with app.run_test(size=(100, 30)) as pilot:
+        assert isinstance(app.screen, HomeScreen)
+        await wait_for(pilot, lambda: "detecting" not in str(app.device_text))
+        device = str(app.screen.query_one("#device", Static).render())
+        assert "cpu" in device
+        options = app.screen.query_one("#lessons", OptionList)
+        ids = [options.get_option_at_index(i).id for i in range(options.option_count)]
+        assert "tui-demo" in ids
+
+
+async def test_walk_predict_run_check_and_resume(tmp_path):
+    app = make_app(tmp_path)
+    async with app.run_test(size=(110, 40)) as pilot:
+        screen = await open_demo(pilot)
+        assert isinstance(screen.view, ReadStepView)
+        # The diff marks the changed lines: 2 on the left (model line + forward? no: only model line), 3 on the right.
+        await pilot.press("n")
+        await pilot.pause()
+        view = screen.view
+        assert isinstance(view, PredictStepView)
+
+        # No skipping a prediction: its result must come after the guess.
+        await pilot.press("escape")  # leave the option list
+        await pilot.press("n")
+        await pilot.pause()
+        assert isinstance(screen.view, PredictStepView)
+
+        # Lock "above 80%".
+        view.query_one("#choices", OptionList).focus()
+        await pilot.press("down", "down", "enter")
+        await pilot.pause()
+        locked = app.progress.prediction("tui-demo", "guess-acc")
+        assert locked is not None and locked.answer == "above 80%"
+        assert "above 80%" in text_of(screen.view.query_one("#locked", Static))
+
+        await pilot.press("n")
+        await pilot.pause()
+        run_view = screen.view
+        assert isinstance(run_view, RunStepView)
+        await pilot.press("r")
+        panel = run_view.query_one(RunPanel)
+        await wait_for(pilot, lambda: panel.state in ("finished", "failed"))
+        assert panel.state == "finished", text_of(panel.query_one("#status", Static))
+        assert 0.1 < panel.metrics["accuracy"] <= 1.0
+        await wait_for(pilot, lambda: app.progress.latest_run(lesson_id="tui-demo", step_id="short-run"))
+        reveal = text_of(panel.query_one("#reveal", Static))
+        assert "above 80%" in reveal and "accuracy" in reveal
+        record = app.progress.latest_run(lesson_id="tui-demo", step_id="short-run")
+        assert record is not None and record.metrics["accuracy"] == panel.metrics["accuracy"]
+
+        await pilot.press("n")
+        await pilot.pause()
+        check = screen.view
+        assert isinstance(check, CheckStepView)
+        box = check.query_one("#answer", Input)
+        box.focus()
+        box.value = "it makes training faster because the learning rate is bigger"
+        await pilot.press("enter")
+        await pilot.pause()
+        feedback = text_of(check.query_one("#feedback", Static))
+        assert "Not yet" in feedback and "speed" in feedback.lower() or "learning rate" in feedback.lower()
+        assert not check.solved
+
+        box.value = "tiny gradients underflow to zero in float16, scaling keeps them representable"
+        await pilot.press("enter")
+        await pilot.pause()
+        assert check.solved
+        assert "Correct" in text_of(check.query_one("#feedback", Static))
+        # Verify with a real run.
+        await pilot.press("r")
+        verify = check.query_one("#verify", RunPanel)
+        await wait_for(pilot, lambda: verify.state in ("finished", "failed"))
+        assert verify.state == "finished"
+        assert verify.metrics["flushed_to_zero"] is True
+        assert app.progress.position("tui-demo") == "why-scale"
+
+    # Quit and come back: same place, prediction and answers intact.
+    app2 = make_app(tmp_path)
+    async with app2.run_test(size=(110, 40)) as pilot:
+        screen = await open_demo(pilot)
+        assert isinstance(screen.view, CheckStepView)
+        assert screen.view.solved
+        await pilot.press("p", "p")
+        await pilot.pause()
+        assert isinstance(screen.view, PredictStepView)
+        reveal = text_of(screen.view.query_one("#reveal", Static))
+        assert "above 80%" in reveal
+
+
+async def test_escape_cancels_a_run(tmp_path):
+    app = make_app(tmp_path)
+    async with app.run_test(size=(100, 30)) as pilot:
+        screen = await open_demo(pilot)
+        app.progress.lock_prediction("tui-demo", "guess-acc", "above 80%", None)
+        screen.show_step(2)
+        await pilot.pause()
+        panel = screen.view.query_one(RunPanel)
+        panel.params = {"epochs": 20, "batch_size": 16}  # long enough to still be running
+        await pilot.press("r")
+        await wait_for(pilot, lambda: panel._last_step is not None)
+        await pilot.press("escape")
+        t0 = time.monotonic()
+        await wait_for(pilot, lambda: panel.state == "cancelled", timeout=5)
+        assert time.monotonic() - t0 < 2
+        assert "Cancelled" in text_of(panel.query_one("#status", Static))
+        assert app.progress.latest_run(lesson_id="tui-demo", step_id="short-run") is None
+        await wait_for(pilot, lambda: not any(w.is_running for w in app.workers), timeout=5)
+
+
+async def test_usable_at_80x24(tmp_path):
+    app = make_app(tmp_path)
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = await open_demo(pilot)
+        for step in range(4):
+            screen.show_step(step)
+            await pilot.pause()
+            hint = screen.query_one("#keys-hint", Static)
+            assert hint.region.y < 24 and hint.region.width >= 78
+            assert screen.query_one("#where", Static).region.y == 0

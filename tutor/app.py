@@ -1,0 +1,147 @@
+"""The Textual app: one App, three screens, one stylesheet.
+
+torch is not imported here: the device is detected in a thread worker after the first
+screen is painted, and experiments import torch inside their own worker.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from rich.text import Text
+from textual import work
+from textual.app import App
+from textual.binding import Binding
+from textual.worker import Worker, WorkerState
+
+from tutor import errors
+from tutor.lesson import CheckStep, Lesson, discover
+from tutor.progress import Progress
+from tutor.screens.help import HelpScreen
+from tutor.screens.home import HomeScreen
+from tutor.screens.lesson import LessonScreen
+
+
+class TutorApp(App):
+    CSS_PATH = "app.tcss"
+    TITLE = "gpututor"
+    SUB_TITLE = "predict, then measure"
+    BINDINGS = [Binding("ctrl+c", "quit", "quit", show=False, priority=True)]
+
+    def __init__(
+        self,
+        lessons_dirs: Iterable[str | Path] = (),
+        device: str | None = None,
+        data_dir: str | None = None,
+        home: Path | None = None,
+        progress: Progress | None = None,
+    ) -> None:
+        super().__init__()
+        self.lessons_dirs = list(lessons_dirs)
+        self.device_override = device
+        self.data_dir = data_dir
+        self.catalog = discover(self.lessons_dirs)
+        self.progress = progress or Progress(home / "progress.db" if home else None)
+        self.device_text: Text = Text("Device: detecting… (loading PyTorch)", style="dim")
+
+    def on_mount(self) -> None:
+        self.push_screen(HomeScreen())
+        if self.progress.warning:
+            self.notify(self.progress.warning, severity="warning", timeout=10)
+        self.detect_device()
+
+    # ------------------------------------------------------------------ device
+
+    @work(thread=True, exit_on_error=False, name="detect-device")
+    def detect_device(self) -> None:
+        from tutor import devices
+
+        found = devices.available()
+        try:
+            chosen = devices.resolve(self.device_override)
+            problem = None
+        except devices.DeviceError as exc:
+            chosen, problem = found[0], str(exc)
+        self.call_from_thread(self._device_ready, found, chosen, problem)
+
+    def _device_ready(self, found, chosen, problem: str | None) -> None:
+        text = Text.assemble(("Device: ", "bold"), (chosen.describe(), "bold cyan"))
+        if not chosen.is_accelerator:
+            if any(d.is_accelerator for d in found):
+                text.append("\n  (an accelerator is present, but you chose the CPU)", style="dim")
+            else:
+                text.append("\n  No GPU here (no CUDA, no MPS): runs measure this CPU, and steps that compare "
+                            "with a GPU say what they cannot measure.", style="yellow")
+        if problem:
+            text.append(f"\n  {problem}", style="bold red")
+        self.device_text = text
+        for screen in self.screen_stack:
+            if isinstance(screen, HomeScreen):
+                screen.update_device()
+
+    # ------------------------------------------------------------------ lessons
+
+    def open_lesson(self, lesson_id: str) -> None:
+        item = self.catalog.get(lesson_id)
+        position = self.progress.position(lesson_id)
+        index = 0
+        if position is not None:
+            try:
+                index = item.lesson.index(position)
+            except StopIteration:
+                index = 0  # the step was removed from the lesson since
+        self.push_screen(LessonScreen(item.lesson, index))
+
+    def finish_lesson(self, lesson: Lesson) -> None:
+        done = self.progress.completed_steps(lesson.id)
+        missing = [s.title or s.id for s in lesson.steps if s.id not in done]
+        if missing:
+            self.notify(f"End of “{lesson.title}”. Not done yet: {', '.join(missing[:4])}"
+                        f"{' …' if len(missing) > 4 else ''}", timeout=8)
+        else:
+            nxt = f" Next: {lesson.next}." if lesson.next else ""
+            self.notify(f"You finished “{lesson.title}”.{nxt}", timeout=8)
+        self.pop_screen()
+
+    def action_help(self) -> None:
+        if not isinstance(self.screen, HelpScreen):
+            self.push_screen(HelpScreen())
+
+    # ------------------------------------------------------------------ runs
+
+    def record_run(self, lesson_id: str, step_id: str, done: Any) -> None:
+        """Store a run's outcome (a RunPanel.Done); cancelled runs leave no record."""
+        if done.status == "cancelled":
+            return
+        self.progress.record_run(
+            experiment=done.panel.experiment,
+            params=done.panel.params,
+            device=done.device,
+            metrics=done.metrics,
+            status=done.status,
+            error=done.error,
+            lesson_id=lesson_id,
+            step_id=step_id,
+        )
+
+    def check_metrics(self, lesson_id: str, step: CheckStep) -> dict[str, Any]:
+        """Metrics a check may grade against: its verify experiment's latest run."""
+        if step.verify is None:
+            return {}
+        record = self.progress.latest_run(lesson_id=lesson_id, step_id=step.id) or self.progress.latest_run(
+            experiment=step.verify.experiment
+        )
+        return dict(record.metrics) if record else {}
+
+    # ------------------------------------------------------------------ errors
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        """Central error handling: a worker that dies says why, the app carries on."""
+        if event.state == WorkerState.ERROR and event.worker.error is not None:
+            self.notify(errors.describe(event.worker.error), title="Something went wrong",
+                        severity="error", timeout=10)
+
+    def on_unmount(self) -> None:
+        self.progress.close()

@@ -1,0 +1,1 @@
+"""The app's screens: home (device + lessons + progress), lesson, help."""

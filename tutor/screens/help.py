@@ -1,0 +1,60 @@
+"""The `?` screen: every key, and how a lesson works."""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Markdown
+
+HELP = """\
+# How gpututor works
+
+Each lesson is a list of steps. **Read** steps explain; **predict** steps ask you to
+commit to a guess *before* anything runs (it is locked once you press enter);
+**run** steps train a real model on your device and show loss and timing live, then
+put the measurement beside your prediction; **check** steps grade your answer and
+tell you what is missing, then let you verify it with a real run.
+
+Your position, predictions and answers are saved as you go: quit any time and
+`gpututor` brings you back where you were.
+
+## Keys
+
+| key | what it does |
+|---|---|
+| `enter` | open a lesson · lock a prediction · submit an answer · continue |
+| `n` or `→` | next step |
+| `p` or `←` | previous step |
+| `r` | run the step's experiment (or the check's verify run) |
+| `escape` | cancel a run · leave a text box · back to the lessons |
+| `h` | a hint for the current check |
+| `g` | show the answer (after two tries) |
+| `?` | this help |
+| `q` | quit (a running experiment is stopped first) |
+
+In a text box, letters go into the box: press `escape` to leave it, then use the keys.
+The mouse works too: click options, scroll with the wheel.
+
+## Honesty rules
+
+Every number on screen was measured on this machine in a run, or computed from a
+formula shown beside it. GPU timings synchronise the device and warm up first. With
+no GPU, the tutor says so and measures what runs here; it never invents GPU numbers.
+
+Press `escape` or `?` to close.
+"""
+
+
+class HelpScreen(ModalScreen[None]):
+    BINDINGS = [
+        Binding("escape,question_mark,q", "close", "close"),
+    ]
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll(id="help-box"):
+            yield Markdown(HELP)
+
+    def action_close(self) -> None:
+        self.dismiss()

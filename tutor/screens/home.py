@@ -1,0 +1,83 @@
+"""Home: the device, the lessons with progress, broken lesson files with their errors."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.screen import Screen
+from textual.widgets import Footer, Header, OptionList, Static
+from textual.widgets.option_list import Option
+
+from tutor.lesson import LoadedLesson
+
+
+class HomeScreen(Screen):
+    BINDINGS = [
+        Binding("question_mark", "app.help", "help"),
+        Binding("q", "app.quit", "quit"),
+    ]
+
+    def compose(self) -> ComposeResult:
+        yield Header(show_clock=False)
+        with VerticalScroll(id="home"):
+            yield Static(Text("Learn PyTorch GPU training by predicting, then measuring.", style="bold"),
+                         id="tagline")
+            yield Static(self.app.device_text, id="device")
+            yield Static(Text("Lessons", style="bold underline"), classes="section")
+            yield OptionList(id="lessons")
+            yield Static("", id="broken")
+        yield Static("↑↓ choose · enter open / continue · ? help · q quit", id="keys-hint")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.refresh_lessons()
+        self.query_one("#lessons", OptionList).focus()
+
+    def on_screen_resume(self) -> None:
+        self.refresh_lessons()
+
+    def refresh_lessons(self) -> None:
+        app = self.app
+        catalog, progress = app.catalog, app.progress
+        options = self.query_one("#lessons", OptionList)
+        highlighted = options.highlighted
+        options.clear_options()
+        last = progress.last_lesson()
+        for i, item in enumerate(catalog.lessons):
+            options.add_option(Option(self._row(item, last), id=item.lesson.id))
+            if highlighted is None and item.lesson.id == last:
+                highlighted = i
+        if catalog.lessons:
+            options.highlighted = highlighted or 0
+        broken = self.query_one("#broken", Static)
+        lines: list[Text] = []
+        for lesson_id, path in catalog.overridden.items():
+            lines.append(Text(f"note: lesson {lesson_id!r} is overridden by {path}", style="dim"))
+        for path, error in catalog.broken:
+            lines.append(Text(f"✗ {path} could not be loaded:", style="bold red"))
+            for issue in error.issues[:5]:
+                lines.append(Text(f"    {issue}", style="red"))
+        broken.update(Text("\n").join(lines) if lines else "")
+
+    def _row(self, item: LoadedLesson, last: str | None) -> Text:
+        lesson = item.lesson
+        done = len(self.app.progress.completed_steps(lesson.id) & {s.id for s in lesson.steps})
+        total = len(lesson.steps)
+        bar_width = 12
+        filled = round(bar_width * done / total) if total else 0
+        status = "✓ done" if done == total else ("continue" if done or lesson.id == last else "new")
+        return Text.assemble(
+            (lesson.title, "bold"), ("\n  ", ""), ("█" * filled + "░" * (bar_width - filled), "green"),
+            f" {done}/{total} steps · ", (status, "cyan" if status == "continue" else ""),
+            (f"\n  {lesson.summary}" if lesson.summary else "", "dim"),
+        )
+
+    def update_device(self) -> None:
+        self.query_one("#device", Static).update(self.app.device_text)
+
+    @on(OptionList.OptionSelected, "#lessons")
+    def _open(self, event: OptionList.OptionSelected) -> None:
+        self.app.open_lesson(event.option.id)

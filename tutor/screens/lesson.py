@@ -1,0 +1,170 @@
+"""The lesson screen: where you are, the current step, what to press."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.screen import Screen
+from textual.widgets import Footer, Input, OptionList, Static
+
+from tutor.lesson import CheckStep, Lesson, PredictStep, ReadStep, RunStep
+from tutor.widgets.base import StepView
+from tutor.widgets.check_step import CheckStepView
+from tutor.widgets.predict_step import PredictStepView
+from tutor.widgets.read_step import ReadStepView
+from tutor.widgets.run_step import RunStepView
+
+VIEWS = {ReadStep: ReadStepView, PredictStep: PredictStepView, RunStep: RunStepView, CheckStep: CheckStepView}
+KIND_LABEL = {"read": "Read", "predict": "Predict", "run": "Run", "check": "Check"}
+
+
+class LessonScreen(Screen):
+    BINDINGS = [
+        Binding("n,right", "next", "next"),
+        Binding("p,left", "previous", "prev"),
+        Binding("enter", "enter", "continue", show=False),
+        Binding("r", "run", "run"),
+        Binding("h", "hint", "hint"),
+        Binding("g", "give_up", "answer", show=False),
+        Binding("escape", "escape", "cancel/back"),
+        Binding("question_mark", "app.help", "help"),
+        Binding("q", "quit", "quit"),
+    ]
+
+    def __init__(self, lesson: Lesson, index: int = 0) -> None:
+        super().__init__()
+        self.lesson = lesson
+        self.index = max(0, min(index, len(lesson.steps) - 1))
+
+    def compose(self) -> ComposeResult:
+        yield Static("", id="where")
+        yield Static("", id="trail")
+        yield VerticalScroll(id="content")
+        yield Static("", id="keys-hint")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.show_step(self.index)
+
+    # ------------------------------------------------------------------ display
+
+    @property
+    def view(self) -> StepView | None:
+        found = self.query_one("#content").query(StepView)
+        return found.first() if found else None
+
+    def show_step(self, index: int) -> None:
+        self.index = index
+        step = self.lesson.steps[index]
+        content = self.query_one("#content", VerticalScroll)
+        content.remove_children()
+        view = VIEWS[type(step)](self.lesson, index)
+        content.mount(view)
+        content.scroll_home(animate=False)
+        self.app.progress.set_position(self.lesson.id, step.id)
+        self._update_header()
+        self.call_after_refresh(self._after_mount)
+
+    def _after_mount(self) -> None:
+        view = self.view
+        if view is None:
+            return
+        view.refresh_hint()
+        if not isinstance(self.focused, (Input, OptionList)):
+            self.query_one("#content").focus()
+
+    def _update_header(self) -> None:
+        step = self.lesson.steps[self.index]
+        total = len(self.lesson.steps)
+        title = step.title or step.id
+        self.query_one("#where", Static).update(Text.assemble(
+            (self.lesson.title, "bold"), "  ·  ", (f"step {self.index + 1} of {total}", "bold cyan"), "  ·  ",
+            (KIND_LABEL[step.kind], "bold magenta"), ": ", title,
+        ))
+        done = self.app.progress.completed_steps(self.lesson.id)
+        trail = Text()
+        for i, s in enumerate(self.lesson.steps):
+            if i == self.index:
+                trail.append("◆", style="bold cyan")
+            elif s.id in done:
+                trail.append("●", style="green")
+            else:
+                trail.append("○", style="dim")
+        self.query_one("#trail", Static).update(trail)
+
+    def say(self, text: str, severity: str = "information") -> None:
+        self.notify(text, severity=severity, timeout=4)
+
+    # ------------------------------------------------------------------ navigation
+
+    def _can_move(self) -> bool:
+        view = self.view
+        if view is not None and view.running:
+            self.say("A run is in progress: escape cancels it first.", "warning")
+            return False
+        return True
+
+    def action_next(self) -> None:
+        if not self._can_move():
+            return
+        view = self.view
+        blocker = view.leave_blocker() if view else None
+        if blocker:
+            self.say(blocker, "warning")
+            return
+        if self.index + 1 < len(self.lesson.steps):
+            self.show_step(self.index + 1)
+        else:
+            self.app.finish_lesson(self.lesson)
+
+    def action_previous(self) -> None:
+        if self._can_move() and self.index > 0:
+            self.show_step(self.index - 1)
+
+    def action_enter(self) -> None:
+        view = self.view
+        if isinstance(view, RunStepView) and not view.running and view.query_one("#panel").state == "idle":
+            view.action_run()
+            return
+        self.action_next()
+
+    def action_run(self) -> None:
+        view = self.view
+        if view is None or not view.action_run():
+            self.say("Nothing to run on this step.")
+
+    def action_hint(self) -> None:
+        view = self.view
+        if view is None or not view.action_hint():
+            self.say("No hint here: hints belong to check steps.")
+
+    def action_give_up(self) -> None:
+        view = self.view
+        if isinstance(view, CheckStepView):
+            view.give_up()
+
+    def action_escape(self) -> None:
+        view = self.view
+        if view is not None and view.cancel_run():
+            return
+        if isinstance(self.focused, (Input, OptionList)):
+            self.query_one("#content").focus()
+            if view is not None:
+                view.refresh_hint()
+            return
+        self.app.pop_screen()
+
+    def action_quit(self) -> None:
+        view = self.view
+        if view is not None:
+            view.cancel_run()
+        self.app.exit()
+
+    @on(StepView.Completed)
+    def _completed(self, event: StepView.Completed) -> None:
+        event.stop()
+        self.app.progress.complete_step(self.lesson.id, event.step_id)
+        self._update_header()

@@ -1,0 +1,1 @@
+"""One widget per step kind, plus the live run panel."""

@@ -1,0 +1,63 @@
+"""What every step widget shares: its lesson, its place, and the actions the screen forwards."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from textual.containers import Vertical
+from textual.message import Message
+from textual.widgets import Static
+
+from tutor.lesson import Lesson
+
+if TYPE_CHECKING:
+    from tutor.app import TutorApp
+
+
+class StepView(Vertical):
+    """Base of the step widgets. The lesson screen forwards keys to these methods."""
+
+    @dataclass
+    class Completed(Message):
+        """The learner finished this step (locked, ran, solved): progress records it."""
+
+        step_id: str
+
+    def __init__(self, lesson: Lesson, index: int) -> None:
+        super().__init__(classes="step")
+        self.lesson = lesson
+        self.index = index
+        self.step = lesson.steps[index]
+
+    @property
+    def tutor(self) -> "TutorApp":
+        return self.app  # type: ignore[return-value]
+
+    # Actions forwarded by the lesson screen; each returns True if it handled the key.
+    def action_run(self) -> bool:
+        return False
+
+    def action_hint(self) -> bool:
+        return False
+
+    def cancel_run(self) -> bool:
+        return False
+
+    @property
+    def running(self) -> bool:
+        return False
+
+    def leave_blocker(self) -> str | None:
+        """A reason the learner may not move past this step yet (None: free to go)."""
+        return None
+
+    def keys_hint(self) -> str:
+        """The line at the bottom telling the learner what to press now."""
+        return "n next · p previous · ? help"
+
+    def refresh_hint(self) -> None:
+        try:
+            self.screen.query_one("#keys-hint", Static).update(self.keys_hint())
+        except Exception:  # noqa: BLE001 - not mounted on a lesson screen (tests)
+            pass

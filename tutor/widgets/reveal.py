@@ -1,0 +1,32 @@
+"""The reveal: a locked prediction beside the measurement it predicted."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from rich.text import Text
+
+import checks
+from tutor.lesson import PredictStep
+from tutor.widgets.run_panel import fmt
+
+
+def reveal_text(step: PredictStep, answer: str, metrics: dict[str, Any], device: dict[str, Any] | None = None,
+                at: float | None = None) -> Text:
+    """'You predicted X · measured Y · off by 3.1x' for a predict step and a run's metrics."""
+    metric = step.compare or ""
+    measured = metrics.get(metric)
+    score = checks.score_prediction(answer, step.answer, measured, step.unit)
+    where = ""
+    if device:
+        where = f" on {device.get('name') or device.get('device') or '?'}"
+    if at is not None and time.time() - at > 600:
+        where += time.strftime(" (measured %Y-%m-%d %H:%M)", time.localtime(at))
+    mark = ("✓ ", "bold green") if score.hit else ("• ", "bold yellow")
+    return Text.assemble(
+        ("Prediction vs measurement", "bold underline"), "\n",
+        ("  you predicted: ", "bold"), (answer, "cyan"), "\n",
+        ("  measured:      ", "bold"), (f"{metric} = {fmt(measured, step.unit)}", "bold"), (where, "dim"), "\n",
+        mark, score.summary,
+    )

@@ -1,0 +1,81 @@
+"""A run step: the experiment runs live; afterwards, earlier predictions are revealed."""
+
+from __future__ import annotations
+
+from rich.console import Group
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.widgets import Markdown, Static
+
+from tutor.lesson import PredictStep
+from tutor.widgets.base import StepView
+from tutor.widgets.reveal import reveal_text
+from tutor.widgets.run_panel import RunPanel, fmt
+
+
+class RunStepView(StepView):
+    def compose(self) -> ComposeResult:
+        if self.step.body:
+            yield Markdown(self.step.body)
+        yield RunPanel(self.step.experiment, self.step.params, id="panel")
+        yield Static("", id="previous", classes="previous")
+
+    def on_mount(self) -> None:
+        record = self.tutor.progress.latest_run(lesson_id=self.lesson.id, step_id=self.step.id)
+        if record is not None:
+            when = record.at
+            import time
+
+            stamp = time.strftime("%Y-%m-%d %H:%M", time.localtime(when))
+            device = record.device.get("name") or record.device.get("device") or "?"
+            shown = ", ".join(f"{k} {fmt(v)}" for k, v in list(record.metrics.items())[:4])
+            parts: list = [Text.assemble(("Your last run ", "bold"), (f"({stamp} on {device}): ", "dim"), shown)]
+            parts.extend(self._reveals(record.metrics, record.device, when))
+            self.query_one("#previous", Static).update(Group(*parts))
+
+    def _predictions(self) -> list[tuple[PredictStep, str]]:
+        """Locked predictions that this run step reveals."""
+        found = []
+        for i, step in enumerate(self.lesson.steps[: self.index]):
+            if isinstance(step, PredictStep) and step.compare and self.lesson.run_after(i) is self.step:
+                locked = self.tutor.progress.prediction(self.lesson.id, step.id)
+                if locked is not None:
+                    found.append((step, locked.answer))
+        return found
+
+    def _reveals(self, metrics, device, at=None) -> list[Text]:
+        return [reveal_text(step, answer, metrics, device, at) for step, answer in self._predictions()]
+
+    # ------------------------------------------------------------------ actions
+
+    def action_run(self) -> bool:
+        panel = self.query_one(RunPanel)
+        if not panel.running:
+            self.query_one("#previous", Static).update("")
+            panel.start(self.tutor.device_override)
+            self.refresh_hint()
+        return True
+
+    def cancel_run(self) -> bool:
+        return self.query_one(RunPanel).cancel()
+
+    @property
+    def running(self) -> bool:
+        return self.query_one(RunPanel).running
+
+    @on(RunPanel.Done)
+    def _done(self, event: RunPanel.Done) -> None:
+        event.stop()
+        self.tutor.record_run(self.lesson.id, self.step.id, event)
+        if event.status == "finished":
+            self.post_message(self.Completed(self.step.id))
+            reveals = self._reveals(event.metrics, event.device)
+            if reveals:
+                event.panel.show_reveal(Group(*reveals))
+        self.refresh_hint()
+
+    def keys_hint(self) -> str:
+        if self.running:
+            return "escape cancel the run · ? help"
+        return "r run · n next · p previous · ? help · q quit"
