@@ -38,6 +38,7 @@ class LessonScreen(Screen):
         super().__init__()
         self.lesson = lesson
         self.index = max(0, min(index, len(lesson.steps) - 1))
+        self._view: StepView | None = None
 
     def compose(self) -> ComposeResult:
         yield Static("", id="where")
@@ -53,8 +54,7 @@ class LessonScreen(Screen):
 
     @property
     def view(self) -> StepView | None:
-        found = self.query_one("#content").query(StepView)
-        return found.first() if found else None
+        return self._view
 
     def show_step(self, index: int) -> None:
         self.index = index
@@ -62,6 +62,7 @@ class LessonScreen(Screen):
         content = self.query_one("#content", VerticalScroll)
         content.remove_children()
         view = VIEWS[type(step)](self.lesson, index)
+        self._view = view
         content.mount(view)
         content.scroll_home(animate=False)
         self.app.progress.set_position(self.lesson.id, step.id)
@@ -80,9 +81,12 @@ class LessonScreen(Screen):
         step = self.lesson.steps[self.index]
         total = len(self.lesson.steps)
         title = step.title or step.id
+        label = KIND_LABEL[step.kind]
+        if title.lower().startswith(label.lower() + ":"):
+            title = title[len(label) + 1 :].strip()
         self.query_one("#where", Static).update(Text.assemble(
             (self.lesson.title, "bold"), "  ·  ", (f"step {self.index + 1} of {total}", "bold cyan"), "  ·  ",
-            (KIND_LABEL[step.kind], "bold magenta"), ": ", title,
+            (label, "bold magenta"), ": ", title,
         ))
         done = self.app.progress.completed_steps(self.lesson.id)
         trail = Text()

@@ -38,7 +38,7 @@ def fmt(value: Any, unit: str = "") -> str:
         elif value != 0 and (abs(value) < 1e-3 or abs(value) >= 1e6):
             text = f"{value:.3g}"
         else:
-            text = f"{value:.3g}" if abs(value) < 100 else f"{value:,.1f}"
+            text = f"{value:.3g}" if abs(value) < 100 else f"{value:,.0f}"
         return f"{text}{unit}" if unit == "x" else f"{text} {unit}".rstrip()
     return str(value)
 
@@ -66,6 +66,7 @@ class RunPanel(Vertical):
         self._first_loss: float | None = None
         self._t0 = 0.0
         self._last_step: Step | None = None
+        self._series: str | None = None
         self._tick_timer = None
 
     def compose(self) -> ComposeResult:
@@ -103,6 +104,7 @@ class RunPanel(Vertical):
                               style="italic"))
         self.query_one("#bar", ProgressBar).display = True
         runner.start(self, self.run_id, self.experiment, self.params, device)
+        self.call_after_refresh(self.scroll_visible, animate=False)
         self._stop_tick()
         self._tick_timer = self.set_interval(0.5, self._tick)
 
@@ -119,6 +121,7 @@ class RunPanel(Vertical):
         self._losses = []
         self._first_loss = None
         self._last_step = None
+        self._series = None
         self.query_one("#notes").remove_children()
         self.query_one("#reveal", Static).update("")
         table = self.query_one("#epochs", DataTable)
@@ -178,6 +181,9 @@ class RunPanel(Vertical):
             f" · {step.seconds:.1f} s · {fmt(step.samples_per_s)} samples/s",
         ))
         if math.isfinite(step.loss):
+            if self._series != step.label:  # a new case of a comparison: a fresh chart
+                self._series = step.label
+                self._losses, self._first_loss = [], None
             if self._first_loss is None:
                 self._first_loss = step.loss
             self._losses.append(step.loss)
@@ -187,7 +193,7 @@ class RunPanel(Vertical):
             spark.data = list(self._losses)
             lab = self.query_one("#loss-label", Static)
             lab.display = True
-            lab.update(Text.assemble(("loss ", "bold"), f"{self._first_loss:.3f} → ", (f"{step.loss:.3f}", "bold"),
+            lab.update(Text.assemble((f"loss [{step.label}] " if step.label else "loss ", "bold"), f"{self._first_loss:.3f} → ", (f"{step.loss:.3f}", "bold"),
                                      (f"   ({len(self._losses)} points, newest on the right)", "dim")))
 
     def _on_epoch(self, ep: Epoch) -> None:
