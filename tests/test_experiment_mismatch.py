@@ -1,0 +1,60 @@
+"""device-mismatch: a genuine device error at the forward pass, then the fix runs."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from tutor import experiments
+from tutor.events import Finished, Note, Started
+
+gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+
+
+@pytest.fixture(autouse=True)
+def _data(monkeypatch):
+    monkeypatch.setenv("GPUTUTOR_DATA_DIR", "/work/shared/data")
+
+
+def run(device):
+    events = list(experiments.start("device-mismatch", {}, device=device))
+    assert isinstance(events[0], Started)
+    assert isinstance(events[-1], Finished)
+    return events, events[-1].metrics
+
+
+def test_without_accelerator_meta_model_and_cpu_batch_raise_a_device_error():
+    events, m = run("cpu")
+    assert set(experiments.get("device-mismatch").metrics) <= set(m)
+    assert m["method"] == "meta"
+    assert m["model_device"] == "meta"
+    assert m["input_device"] == "cpu"
+    assert m["error_type"] == "RuntimeError"
+    message = m["error_message"].lower()
+    assert "device" in message and "meta" in message and "cpu" in message
+    assert "model(" in m["error_line"]
+    assert "linear" in m["error_frame"]
+    notes = " ".join(e.text for e in events if isinstance(e, Note))
+    assert "meta" in notes and "cuda:0" in notes  # says plainly what was done instead of a GPU
+
+
+def test_the_fix_runs_a_real_step():
+    _, m = run("cpu")
+    assert m["fix_ran"] is True
+    assert m["fix_device"] == "cpu"
+    # A fresh 10-class classifier starts near ln(10) = 2.30.
+    assert math.isfinite(m["fix_loss"]) and 1.5 < m["fix_loss"] < 3.5
+
+
+@gpu
+def test_cuda_model_with_cpu_batch():
+    _, m = run("cuda")
+    assert m["method"] == "cuda"
+    assert m["model_device"].startswith("cuda")
+    assert m["input_device"] == "cpu"
+    assert m["error_type"] == "RuntimeError"
+    assert "cuda" in m["error_message"] and "cpu" in m["error_message"]
+    assert "model(" in m["error_line"]
+    assert m["fix_ran"] is True and m["fix_device"].startswith("cuda")

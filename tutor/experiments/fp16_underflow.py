@@ -1,0 +1,190 @@
+"""fp16-underflow: a small gradient vanishes in float16 and survives with loss scaling.
+
+The computation is one link of the chain rule, the way it happens under autocast: an
+activation `x` (float16) times a weight `w`, and a loss computed in float32 whose
+gradient flowing back into the float16 part is `g`. Then d loss / d w = g * x.
+Both factors are sqrt(gradient) - each fits in float16 (1e-4 is above its smallest
+normal, 6.1e-5) - but their product, the gradient itself, may not.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+
+import torch
+
+from tutor.devices import Device
+from tutor.events import Event, Finished, Note, Started, Table
+from tutor.experiments import Fp16UnderflowParams
+
+
+def weight_gradient(dtype: torch.dtype, factor: float, scale: float, device: str) -> float:
+    """d loss / d w for loss = (w * x) * g with x = g = factor, computed in `dtype`.
+
+    The loss is multiplied by `scale` before backward() and the gradient divided by it
+    afterwards in float32, as GradScaler does (scale=1: no scaling).
+    """
+    w = torch.tensor(1.0, dtype=dtype, device=device, requires_grad=True)
+    x = torch.tensor(factor, dtype=dtype, device=device)  # the activation
+    g = torch.tensor(factor, dtype=torch.float32, device=device)  # upstream gradient, fp32 loss
+    loss = (w * x).float() * g  # autocast computes losses in float32
+    (loss * scale).backward()  # backward casts scale*g to `dtype`, then multiplies by x in `dtype`
+    return w.grad.float().item() / scale
+
+
+def smallest_subnormal(dtype: torch.dtype) -> float:
+    """The first representable number above zero (torch.finfo has no field for it)."""
+    zero = torch.zeros(1, dtype=dtype)
+    return torch.nextafter(zero, torch.ones(1, dtype=dtype)).item()
+
+
+def scaler_step(factor: float, upstream: float, scale: float) -> dict[str, float | bool]:
+    """One real torch.amp.GradScaler step on the CPU; returns what it saw and did."""
+    w = torch.nn.Parameter(torch.zeros(1))  # fp32 master weight; starts at 0 so any step shows
+    optimizer = torch.optim.SGD([w], lr=1.0)
+    scaler = torch.amp.GradScaler("cpu", init_scale=scale)
+    x = torch.tensor([factor], dtype=torch.float16)
+    scale_before = scaler.get_scale()
+    loss = ((w.half() * x).float() * upstream).sum()
+    scaler.scale(loss).backward()
+    scaled_grad = w.grad.item()
+    scaler.unscale_(optimizer)  # divides by the scale in fp32 and looks for inf/NaN
+    unscaled_grad = w.grad.item()
+    scaler.step(optimizer)  # skipped if an inf/NaN was found
+    scaler.update()  # halves the scale after a skipped step
+    return {
+        "scale_before": scale_before,
+        "scaled_grad": scaled_grad,
+        "unscaled_grad": unscaled_grad,
+        "stepped": w.item() != 0.0,
+        "scale_after": scaler.get_scale(),
+    }
+
+
+def _fmt(v: float) -> str:
+    return f"{v:.5g}"
+
+
+def run(p: Fp16UnderflowParams, dev: Device) -> Iterator[Event]:
+    device = dev.torch_device
+    yield Started("fp16-underflow", device, dev.name, "none (a single weight and activation)")
+
+    factor = math.sqrt(p.gradient)
+    try:
+        g16 = weight_gradient(torch.float16, factor, 1.0, device)
+    except (RuntimeError, TypeError) as exc:  # a backend without float16 kernels
+        yield Note(f"float16 failed on {device} ({exc}); computing on the CPU instead.", "warning")
+        device = "cpu"
+        g16 = weight_gradient(torch.float16, factor, 1.0, device)
+    g32 = weight_gradient(torch.float32, factor, 1.0, device)
+    g16_scaled = weight_gradient(torch.float16, factor, p.scale, device)
+    try:
+        gbf16 = weight_gradient(torch.bfloat16, factor, 1.0, device)
+    except (RuntimeError, TypeError):  # e.g. MPS before macOS 14 has no bfloat16
+        gbf16 = weight_gradient(torch.bfloat16, factor, 1.0, "cpu")
+    stored16 = torch.tensor(p.gradient, dtype=torch.float16).item()
+    flushed = g16 == 0.0 and g32 != 0.0
+
+    factor16 = torch.tensor(factor, dtype=torch.float16).item()
+    yield Note(
+        f"Computed on {device}. loss = (w * x) * g with x = g = sqrt({p.gradient:g}) = {factor:.4g} "
+        f"({factor16:.4g} as float16), so d loss / d w = g * x = {p.gradient:g}: the product that "
+        "backward() must store in float16."
+    )
+    yield Table(
+        "d loss / d w, computed in each number format",
+        ["computation", "d loss / d w"],
+        [
+            ["true value (Python float64)", _fmt(p.gradient)],
+            ["float32", _fmt(g32)],
+            ["float16", _fmt(g16)],
+            [f"float16, loss x {p.scale:g}, then / {p.scale:g} in float32", _fmt(g16_scaled)],
+            ["bfloat16 (no scaling)", _fmt(gbf16)],
+            [f"the number {p.gradient:g} stored as float16", _fmt(stored16)],
+        ],
+    )
+
+    f16, bf16, f32 = torch.finfo(torch.float16), torch.finfo(torch.bfloat16), torch.finfo(torch.float32)
+    sub16 = smallest_subnormal(torch.float16)
+    yield Table(
+        "Range of each format (torch.finfo; smallest subnormal by torch.nextafter)",
+        ["dtype", "max", "smallest normal", "smallest subnormal", "eps"],
+        [
+            [str(d).removeprefix("torch."), _fmt(fi.max), _fmt(fi.smallest_normal),
+             _fmt(smallest_subnormal(d)), _fmt(fi.eps)]
+            for d, fi in ((torch.float16, f16), (torch.bfloat16, bf16), (torch.float32, f32))
+        ],
+    )
+    if flushed:
+        yield Note(
+            f"float16 lost the gradient: {p.gradient:g} is below half of its smallest subnormal "
+            f"({sub16:.3g}), so the product rounds to 0.0 and this weight would never learn. "
+            f"Multiplying the loss by {p.scale:g} makes every gradient {p.scale:g} times larger "
+            f"during backward(), inside float16's range; dividing by {p.scale:g} afterwards in "
+            f"float32 gives back {g16_scaled:.4g}.",
+            "result",
+        )
+    elif math.isinf(g16):
+        yield Note(
+            f"float16 overflowed: {p.gradient:g} is above its max ({f16.max:g}), so the gradient "
+            "became inf. Loss scaling cannot help here; GradScaler would skip this step.",
+            "result",
+        )
+    else:
+        yield Note(
+            f"float16 kept this gradient ({g16:.4g}): {p.gradient:g} is not below half of float16's "
+            f"smallest subnormal ({sub16:.3g}). Try gradient=1e-8 to see it vanish."
+            + (f" Below float16's smallest normal ({f16.smallest_normal:.3g}) it is stored as a subnormal "
+               "with fewer significant bits; loss scaling lifts it back into the normal range."
+               if p.gradient < f16.smallest_normal else ""),
+            "result",
+        )
+    yield Note(
+        f"bfloat16 has float32's exponent range (smallest normal {bf16.smallest_normal:.3g}) with "
+        f"only 8 bits of precision (eps {bf16.eps:g}): it keeps the gradient ({gbf16:.4g}), "
+        "which is why bf16 autocast usually needs no GradScaler."
+    )
+
+    # What GradScaler itself does: one step that fits, one whose scaled gradient overflows.
+    ok = scaler_step(factor, factor, p.scale)
+    # A true gradient of 1.0 overflows once scaled by 65536 (> 65504); smaller scales need a bigger one.
+    big = 1.0 if p.scale > f16.max else 2 * f16.max / p.scale
+    over = scaler_step(factor, big / factor, p.scale)
+    yield Table(
+        "torch.amp.GradScaler('cpu'), one real SGD step each",
+        ["true gradient", "scale before", "grad after backward", "grad after unscale_", "step taken", "scale after"],
+        [
+            [_fmt(p.gradient), _fmt(ok["scale_before"]), _fmt(ok["scaled_grad"]), _fmt(ok["unscaled_grad"]),
+             str(ok["stepped"]), _fmt(ok["scale_after"])],
+            [_fmt(big), _fmt(over["scale_before"]), _fmt(over["scaled_grad"]), _fmt(over["unscaled_grad"]),
+             str(over["stepped"]), _fmt(over["scale_after"])],
+        ],
+    )
+    yield Note(
+        "GradScaler multiplies the loss by its scale before backward(), unscale_ divides the "
+        "gradients by it in float32, and step() skips the update when any gradient is inf or NaN; "
+        f"update() then lowers the scale ({over['scale_before']:g} -> {over['scale_after']:g} in the "
+        "second row, where the scaled gradient exceeded float16's max of "
+        f"{f16.max:g}). After enough good steps it grows the scale again."
+    )
+
+    yield Finished(
+        {
+            "gradient_fp32": g32,
+            "gradient_fp16": g16,
+            "gradient_scaled_fp16": g16_scaled,
+            "gradient_bf16": gbf16,
+            "flushed_to_zero": flushed,
+            "scale": p.scale,
+            "fp16_smallest_subnormal": sub16,
+            "fp16_smallest_normal": f16.smallest_normal,
+            "fp16_max": f16.max,
+            "bf16_smallest_normal": bf16.smallest_normal,
+            "computed_on": device,
+            "scaler_skipped_overflow_step": not over["stepped"],
+            "scaler_scale_before": over["scale_before"],
+            "scaler_scale_after_overflow": over["scale_after"],
+            "scaler_unscaled_gradient": ok["unscaled_grad"],
+        }
+    )
