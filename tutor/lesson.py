@@ -8,7 +8,6 @@ broken lesson instead of crashing. YAML is read with PyYAML's safe loader only.
 from __future__ import annotations
 
 import difflib
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -152,28 +151,41 @@ class LoadedLesson:
 
 Pos = tuple[int, int]
 Path_ = tuple[Union[str, int], ...]
+KEY = "__key__"  # marks[(*path, key, KEY)] is where a mapping key is written; marks[path] its value
 
 
 class _Budget(Exception):
     pass
 
 
-def _to_python(node: yaml.Node, where: Path_, marks: dict[Path_, Pos], budget: list[int]) -> Any:
+@dataclass
+class _Parsed:
+    data: Any
+    marks: dict[Path_, Pos]
+    duplicate_keys: list[tuple[Pos, str, int]]  # (where, key, line of the first one)
+
+
+def _to_python(node: yaml.Node, where: Path_, parsed: _Parsed, budget: list[int]) -> Any:
     """Construct plain Python from a composed YAML node, recording each value's position."""
     budget[0] -= 1
     if budget[0] < 0:
         raise _Budget
+    marks = parsed.marks
     marks[where] = (node.start_mark.line + 1, node.start_mark.column + 1)
     if isinstance(node, yaml.MappingNode):
         out: dict[Any, Any] = {}
         for key_node, value_node in node.value:
             key = _scalar(key_node) if isinstance(key_node, yaml.ScalarNode) else str(key_node.value)
             key = str(key) if not isinstance(key, str) else key
-            marks[(*where, key, "__key__")] = (key_node.start_mark.line + 1, key_node.start_mark.column + 1)
-            out[key] = _to_python(value_node, (*where, key), marks, budget)
+            key_pos = (key_node.start_mark.line + 1, key_node.start_mark.column + 1)
+            if key in out:
+                # PyYAML silently keeps the last of two equal keys; an instructor wants to know.
+                parsed.duplicate_keys.append((key_pos, key, marks[(*where, key, KEY)][0]))
+            marks[(*where, key, KEY)] = key_pos
+            out[key] = _to_python(value_node, (*where, key), parsed, budget)
         return out
     if isinstance(node, yaml.SequenceNode):
-        return [_to_python(v, (*where, i), marks, budget) for i, v in enumerate(node.value)]
+        return [_to_python(v, (*where, i), parsed, budget) for i, v in enumerate(node.value)]
     return _scalar(node)
 
 
@@ -187,44 +199,81 @@ def _scalar(node: yaml.Node) -> Any:
         return node.value
 
 
-def parse_yaml(text: str, path: str) -> tuple[Any, dict[Path_, Pos]]:
-    """Parse one YAML document safely; raise LessonError with positions on failure."""
+# PyYAML's messages name the parser state; these say what to fix.
+_YAML_HINTS = [
+    ("'\\t'", "tabs cannot indent YAML: use spaces"),
+    ("mapping values are not allowed here",
+     "check this line's indentation, or put a value that contains ': ' in quotes"),
+    ("expected <block end>", "check the indentation: this line does not line up with the lines above it"),
+    ("could not find expected ':'", "a key needs a colon after it (or put the text in quotes)"),
+    ("did not find expected key", "check the indentation of this line and the one above it"),
+    ("did not find expected '-' indicator", "list items must line up under each other"),
+    ("found character '@' that cannot start any token", "put a value that starts with @ in quotes"),
+    ("found character '`' that cannot start any token", "put a value that starts with ` in quotes"),
+]
+
+
+def _yaml_issue(e: yaml.MarkedYAMLError, path: str) -> LessonIssue:
+    problem, context = e.problem or "", e.context or ""
+    mark = e.problem_mark or e.context_mark
+    if "end of stream" in problem and "quoted scalar" in context and e.context_mark is not None:
+        # The end of the file is not where the mistake is: the quote that never closes is.
+        mark, msg = e.context_mark, "this quoted string is never closed"
+    else:
+        msg = " ".join(x for x in (context, problem) if x) or "invalid YAML"
+        hint = next((h for needle, h in _YAML_HINTS if needle in msg), "")
+        if hint:
+            msg = f"{msg} ({hint})"
+    line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
+    return LessonIssue(path, line, col, f"YAML syntax: {msg}")
+
+
+def _parse(text: str, path: str) -> _Parsed:
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.MarkedYAMLError as e:
-        mark = e.problem_mark or e.context_mark
-        line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
-        msg = " ".join(x for x in (e.context, e.problem) if x) or "invalid YAML"
-        raise LessonError([LessonIssue(path, line, col, f"YAML syntax: {msg}")]) from None
+        raise LessonError([_yaml_issue(e, path)]) from None
     except yaml.YAMLError as e:
         raise LessonError([LessonIssue(path, 1, 1, f"YAML: {e}")]) from None
     except RecursionError:
         raise LessonError([LessonIssue(path, 1, 1, "YAML nested too deeply")]) from None
     if node is None:
         raise LessonError([LessonIssue(path, 1, 1, "empty file: a lesson needs id, title and steps")])
-    marks: dict[Path_, Pos] = {}
+    parsed = _Parsed(None, {}, [])
     try:
-        data = _to_python(node, (), marks, [MAX_NODES])
+        parsed.data = _to_python(node, (), parsed, [MAX_NODES])
     except _Budget:
         raise LessonError(
             [LessonIssue(path, 1, 1, f"document too large (more than {MAX_NODES} values, or an alias bomb)")]
         ) from None
     except RecursionError:
         raise LessonError([LessonIssue(path, 1, 1, "YAML nested too deeply")]) from None
-    return data, marks
+    return parsed
 
 
-def _position(marks: dict[Path_, Pos], loc: Iterable[Any]) -> Pos:
-    """Best position for a pydantic error location: the deepest recorded prefix."""
+def parse_yaml(text: str, path: str) -> tuple[Any, dict[Path_, Pos]]:
+    """Parse one YAML document safely: (data, positions); raise LessonError with positions on failure.
+
+    positions[path] is the (line, col) of the value at `path` (a tuple of keys and indexes);
+    positions[(*path, "__key__")] is where a mapping key itself is written.
+    """
+    parsed = _parse(text, path)
+    return parsed.data, parsed.marks
+
+
+def _position(marks: dict[Path_, Pos], loc: Iterable[Any], at_key: bool = False) -> Pos:
+    """Where to point for a location: the value there (or its key, with at_key), else the
+    deepest enclosing value that exists (a missing key points at the mapping it belongs in)."""
     loc = tuple(loc)
+    if at_key and (*loc, KEY) in marks:
+        return marks[(*loc, KEY)]
     for n in range(len(loc), -1, -1):
-        prefix = loc[:n]
-        # an unknown or missing key: point at the key itself where we have it
-        if (*prefix, "__key__") in marks and n == len(loc):
-            return marks[(*prefix, "__key__")]
-        if prefix in marks:
-            return marks[prefix]
+        if loc[:n] in marks:
+            return marks[loc[:n]]
     return (1, 1)
+
+
+_TAGS = {"read", "predict", "run", "check", "choice", "number", "text"}
 
 
 def _clean_loc(loc: tuple[Any, ...], data: Any) -> tuple[Any, ...]:
@@ -238,124 +287,197 @@ def _clean_loc(loc: tuple[Any, ...], data: Any) -> tuple[Any, ...]:
         elif isinstance(cur, list) and isinstance(part, int) and 0 <= part < len(cur):
             out.append(part)
             cur = cur[part]
-        elif isinstance(cur, dict) and isinstance(part, str) and part not in cur and part.islower():
-            # could be a discriminator tag or a missing/unknown key; keep only if it's a plain key name
-            if part in ("read", "predict", "run", "check", "choice", "number", "text"):
-                continue
-            out.append(part)
-            cur = None
+        elif isinstance(cur, dict) and part in _TAGS and cur.get("kind", cur.get("type")) == part:
+            continue  # the discriminated union's branch name, not a key of the file
         else:
             out.append(part)
             cur = None
     return tuple(out)
 
 
-def _friendly(err: dict[str, Any], loc: tuple[Any, ...]) -> str:
-    where = ".".join(str(p) for p in loc) or "lesson"
-    kind = err.get("type", "")
-    if kind == "extra_forbidden":
-        return f"unknown key {loc[-1]!r}" + _suggest_key(err, loc)
-    if kind == "missing":
-        return f"missing required key {loc[-1]!r}"
-    if kind == "union_tag_invalid":
-        ctx = err.get("ctx", {})
-        return f"{where}: unknown kind {ctx.get('tag')!r}; expected one of {ctx.get('expected_tags')}"
-    if kind == "union_tag_not_found":
-        return f"{where}: missing the discriminator key ({err.get('ctx', {}).get('discriminator')})"
-    msg = err.get("msg", "invalid value")
-    return f"{where}: {msg}"
+def _where(loc: tuple[Any, ...], data: Any) -> str:
+    """A location as an instructor reads it: "step 'check-1' answer.rubric.require[0].any"."""
+    head, rest = "", loc
+    if len(loc) >= 2 and loc[0] == "steps" and isinstance(loc[1], int):
+        steps = data.get("steps") if isinstance(data, dict) else None
+        step = steps[loc[1]] if isinstance(steps, list) and 0 <= loc[1] < len(steps) else None
+        sid = step.get("id") if isinstance(step, dict) else None
+        head = f"step {sid!r}" if isinstance(sid, str) else f"steps[{loc[1]}]"
+        rest = loc[2:]
+    tail = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in rest).lstrip(".")
+    return " ".join(x for x in (head, tail) if x)
 
 
-def _suggest_key(err: dict[str, Any], loc: tuple[Any, ...]) -> str:
-    key = str(loc[-1])
-    known = {
-        *Lesson.model_fields,
-        *ReadStep.model_fields,
-        *PredictStep.model_fields,
-        *RunStep.model_fields,
-        *CheckStep.model_fields,
-        *CodeCompare.model_fields,
-        *Verify.model_fields,
-        *ChoiceAnswer.model_fields,
-        *NumberAnswer.model_fields,
-        *TextAnswer.model_fields,
-    }
-    close = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.7)
+def _known_keys() -> list[str]:
+    models = (Lesson, ReadStep, PredictStep, RunStep, CheckStep, CodeCompare, Verify,
+              ChoiceAnswer, NumberAnswer, TextAnswer)
+    return sorted({k for m in models for k in m.model_fields})
+
+
+def _did_you_mean(word: Any, choices: Iterable[str], cutoff: float = 0.6) -> str:
+    close = difflib.get_close_matches(str(word), sorted(choices), n=1, cutoff=cutoff)
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 
-def _semantic_issues(lesson: Lesson, marks: dict[Path_, Pos], path: str) -> list[LessonIssue]:
-    """Checks beyond the schema: experiments exist, params fit, compared metrics exist."""
+def _got(value: Any) -> str:
+    if isinstance(value, (dict, list)):
+        return ""
+    text = repr(value)
+    return f" (got {text})" if len(text) <= 60 else ""
+
+
+def _schema_issues(e: ValidationError, data: Any, marks: dict[Path_, Pos], path: str) -> list[LessonIssue]:
+    errors = [
+        (err, _clean_loc(tuple(err["loc"]), data))
+        for err in e.errors()
+        # reported from the file itself, with both positions (see _duplicate_step_ids)
+        if "duplicate step id" not in str(err.get("msg", ""))
+    ]
+    missing: dict[tuple[Any, ...], set[str]] = {}
+    for err, loc in errors:
+        if err["type"] == "missing" and loc:
+            missing.setdefault(loc[:-1], set()).add(str(loc[-1]))
+
+    # A misspelt key ('promt') also makes the real one ('prompt') missing: report it once.
+    misspelt: dict[tuple[Any, ...], str] = {}
+    for err, loc in errors:
+        if err["type"] == "extra_forbidden" and loc:
+            close = difflib.get_close_matches(str(loc[-1]), sorted(missing.get(loc[:-1], ())), n=1, cutoff=0.5)
+            if close:
+                misspelt[loc] = close[0]
+    explained = {(*loc[:-1], key) for loc, key in misspelt.items()}
+
     issues: list[LessonIssue] = []
 
-    def add(loc: tuple[Any, ...], message: str) -> None:
-        line, col = _position(marks, loc)
+    def add(pos: Pos, where: str, message: str) -> None:
+        issues.append(LessonIssue(path, pos[0], pos[1], f"{where}: {message}" if where else message))
+
+    for err, loc in errors:
+        kind = err["type"]
+        ctx = err.get("ctx") or {}
+        if kind == "extra_forbidden" and loc:
+            key = str(loc[-1])
+            hint = f" (did you mean {misspelt[loc]!r}?)" if loc in misspelt else _did_you_mean(key, _known_keys(), 0.7)
+            add(_position(marks, loc, at_key=True), _where(loc[:-1], data), f"unknown key {key!r}{hint}")
+        elif kind == "missing" and loc:
+            if loc in explained:
+                continue
+            add(_position(marks, loc), _where(loc[:-1], data), f"missing required key {loc[-1]!r}")
+        elif kind in ("union_tag_invalid", "union_tag_not_found"):
+            key = str(ctx.get("discriminator", "kind")).strip("'\"")
+            what = "step kind" if key == "kind" else "answer type"
+            expected = "read, predict, run, check" if key == "kind" else "choice, number, text"
+            if kind == "union_tag_invalid":
+                tag = ctx.get("tag")
+                add(_position(marks, (*loc, key)), _where(loc, data),
+                    f"unknown {what} {tag!r}{_did_you_mean(tag, expected.split(', '))}; expected one of {expected}")
+            else:
+                add(_position(marks, loc), _where(loc, data), f"missing key {key!r} (one of {expected})")
+        elif kind == "string_pattern_mismatch" and loc and loc[-1] == "id":
+            add(_position(marks, loc), _where(loc, data),
+                f"ids use lowercase letters, digits and dashes, like 'check-1'{_got(err.get('input'))}")
+        else:
+            msg = str(err.get("msg", "invalid value")).replace(" after validation", "")
+            add(_position(marks, loc), _where(loc, data) or "lesson", f"{msg}{_got(err.get('input'))}")
+    return issues
+
+
+def _duplicate_step_ids(data: dict[str, Any], marks: dict[Path_, Pos], path: str) -> list[LessonIssue]:
+    issues = []
+    first: dict[str, int] = {}
+    steps = data.get("steps")
+    for i, step in enumerate(steps if isinstance(steps, list) else []):
+        sid = step.get("id") if isinstance(step, dict) else None
+        if not isinstance(sid, str):
+            continue
+        if sid in first:
+            line, col = _position(marks, ("steps", i, "id"))
+            earlier = _position(marks, ("steps", first[sid], "id"))[0]
+            issues.append(LessonIssue(path, line, col, f"duplicate step id {sid!r} (first used at line {earlier})"))
+        else:
+            first[sid] = i
+    return issues
+
+
+def _semantic_issues(data: dict[str, Any], marks: dict[Path_, Pos], path: str) -> list[LessonIssue]:
+    """Checks beyond the schema: experiments exist, params fit, compared metrics exist.
+
+    Works on the parsed YAML rather than the validated model, so a lesson with schema
+    errors still gets these reported in the same pass.
+    """
+    issues: list[LessonIssue] = []
+
+    def add(loc: tuple[Any, ...], message: str, at_key: bool = False) -> None:
+        line, col = _position(marks, loc, at_key)
         issues.append(LessonIssue(path, line, col, message))
 
-    def check_experiment(loc: tuple[Any, ...], name: str, params: dict[str, Any]) -> None:
-        try:
-            exp = experiments.get(name)
-        except experiments.UnknownExperiment as e:
-            close = difflib.get_close_matches(name, sorted(experiments.REGISTRY), n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
-            add((*loc, "experiment"), f"{e.args[0]}{hint}")
+    def check_experiment(loc: tuple[Any, ...], name: Any, params: Any) -> None:
+        if not isinstance(name, str):
+            return  # the schema reports a non-string
+        if name not in experiments.REGISTRY:
+            add((*loc, "experiment"), f"unknown experiment {name!r}{_did_you_mean(name, experiments.REGISTRY)}; "
+                f"available: {', '.join(sorted(experiments.REGISTRY))}")
             return
+        if not isinstance(params, dict):
+            return
+        exp = experiments.REGISTRY[name]
         try:
             exp.make_params(params)
         except ValidationError as e:
+            names = list(exp.params.model_fields)
             for err in e.errors():
                 key = err["loc"][0] if err["loc"] else None
                 ploc = (*loc, "params", key) if key is not None else (*loc, "params")
                 if err["type"] == "extra_forbidden":
-                    close = difflib.get_close_matches(str(key), sorted(exp.params.model_fields), n=1)
-                    hint = f" (did you mean {close[0]!r}?)" if close else ""
-                    add(ploc, f"experiment {name!r} has no parameter {key!r}{hint}; "
-                        f"it takes: {', '.join(exp.params.model_fields)}")
+                    add(ploc, f"experiment {name!r} has no parameter {key!r}{_did_you_mean(key, names)}; "
+                        f"it takes: {', '.join(names)}", at_key=True)
                 else:
-                    add(ploc, f"params.{key}: {err['msg']}")
+                    add(ploc, f"experiment {name!r} parameter {key!r}: {err['msg']}{_got(err.get('input'))}")
 
-    for i, step in enumerate(lesson.steps):
+    steps = data.get("steps")
+    steps = steps if isinstance(steps, list) else []
+    for i, step in enumerate(steps):
+        if not isinstance(step, dict):
+            continue
         loc = ("steps", i)
-        if isinstance(step, RunStep):
-            check_experiment(loc, step.experiment, step.params)
-        elif isinstance(step, CheckStep) and step.verify is not None:
-            check_experiment((*loc, "verify"), step.verify.experiment, step.verify.params)
-        elif isinstance(step, PredictStep) and step.compare:
-            run = lesson.run_after(i)
+        kind = step.get("kind")
+        if kind == "run":
+            check_experiment(loc, step.get("experiment"), step.get("params", {}))
+        elif kind == "check" and isinstance(step.get("verify"), dict):
+            verify = step["verify"]
+            check_experiment((*loc, "verify"), verify.get("experiment"), verify.get("params", {}))
+        elif kind == "predict" and isinstance(step.get("compare"), str):
+            metric = step["compare"]
+            run = next((s for s in steps[i + 1 :] if isinstance(s, dict) and s.get("kind") == "run"), None)
             if run is None:
-                add((*loc, "compare"), f"compares {step.compare!r} but no run step follows it")
-            elif run.experiment in experiments.REGISTRY:
-                metrics = experiments.REGISTRY[run.experiment].metrics
-                if step.compare not in metrics:
-                    add((*loc, "compare"), f"experiment {run.experiment!r} (step {run.id!r}) has no metric "
-                        f"{step.compare!r}; it reports: {', '.join(metrics)}")
+                add((*loc, "compare"), f"compares {metric!r} but no run step follows it")
+            elif run.get("experiment") in experiments.REGISTRY:
+                metrics = experiments.REGISTRY[run["experiment"]].metrics
+                if metric not in metrics:
+                    add((*loc, "compare"), f"experiment {run['experiment']!r} (step {run.get('id')!r}) has no "
+                        f"metric {metric!r}{_did_you_mean(metric, metrics)}; it reports: {', '.join(metrics)}")
     return issues
 
 
 def load_text(text: str, path: str = "<lesson>") -> Lesson:
-    data, marks = parse_yaml(text, path)
+    """Parse and validate one lesson; raise LessonError listing every problem found, in file order."""
+    parsed = _parse(text, path)
+    data, marks = parsed.data, parsed.marks
     if not isinstance(data, dict):
         raise LessonError([LessonIssue(path, 1, 1, "a lesson file must be a mapping with id, title and steps")])
+    issues = [
+        LessonIssue(path, pos[0], pos[1], f"duplicate key {key!r} (first at line {first}); YAML keeps only the last")
+        for pos, key, first in parsed.duplicate_keys
+    ]
+    issues += _duplicate_step_ids(data, marks, path)
+    issues += _semantic_issues(data, marks, path)
+    lesson = None
     try:
         lesson = Lesson.model_validate(data)
     except ValidationError as e:
-        issues = []
-        for err in e.errors():
-            loc = _clean_loc(tuple(err["loc"]), data)
-            line, col = _position(marks, loc)
-            issues.append(LessonIssue(path, line, col, _friendly(err, loc)))
-        dup = re.search(r"duplicate step id '([^']+)'", str(e))
-        if dup:
-            for i, s in enumerate(data.get("steps") or []):
-                if isinstance(s, dict) and s.get("id") == dup.group(1):
-                    line, col = _position(marks, ("steps", i, "id"))
-            issues = [x for x in issues if "duplicate step id" not in x.message] + [
-                LessonIssue(path, line, col, f"duplicate step id {dup.group(1)!r}")
-            ]
-        raise LessonError(_dedupe(issues)) from None
-    issues = _semantic_issues(lesson, marks, path)
-    if issues:
-        raise LessonError(issues)
+        issues += _schema_issues(e, data, marks, path)
+    if issues or lesson is None:
+        raise LessonError(sorted(_dedupe(issues), key=lambda i: (i.line, i.col)))
     return lesson
 
 
@@ -375,6 +497,8 @@ def load_file(path: str | Path) -> Lesson:
     shown = str(path)
     try:
         raw = p.read_bytes()
+    except IsADirectoryError:
+        raise LessonError([LessonIssue(shown, 1, 1, "is a directory, not a lesson file")]) from None
     except OSError as e:
         raise LessonError([LessonIssue(shown, 1, 1, f"cannot read file: {e.strerror or e}")]) from None
     if len(raw) > MAX_FILE_BYTES:
@@ -384,9 +508,11 @@ def load_file(path: str | Path) -> Lesson:
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as e:
+        line_start = raw.rfind(b"\n", 0, e.start) + 1
         line = raw[: e.start].count(b"\n") + 1
+        col = len(raw[line_start : e.start].decode("utf-8", errors="replace")) + 1
         raise LessonError(
-            [LessonIssue(shown, line, 1, "not UTF-8 text: save the lesson file as UTF-8")]
+            [LessonIssue(shown, line, col, f"not UTF-8 text (byte 0x{raw[e.start]:02x}): save the lesson file as UTF-8")]
         ) from None
     return load_text(text, shown)
 

@@ -1,0 +1,435 @@
+"""The learner's progress: one SQLite file (WAL) under tutor.paths.home_dir().
+
+Stores the position in each lesson, completed steps, locked predictions, graded answers
+and run metrics with the device they ran on. Every write is its own committed
+transaction, so quitting (or a crash) never loses more than the write in flight.
+
+One `Progress` may be shared between the Textual main thread and run workers: the
+connection is opened with check_same_thread=False and every statement runs under a lock.
+A database file that SQLite cannot read is moved aside (progress.db.corrupt-<time>) and a
+fresh one started; `.warning` then says so, for the UI to show. If the home directory
+cannot be written at all, progress lives in memory for this session and `.warning` says
+that instead of the app failing to start.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+SCHEMA_VERSION = 1
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS positions (
+    lesson_id TEXT PRIMARY KEY,
+    step_id   TEXT NOT NULL,
+    seq       INTEGER NOT NULL,  -- increases with every set_position: orders last_lesson()
+    at        REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS completed (
+    lesson_id TEXT NOT NULL,
+    step_id   TEXT NOT NULL,
+    at        REAL NOT NULL,
+    PRIMARY KEY (lesson_id, step_id)
+);
+CREATE TABLE IF NOT EXISTS predictions (
+    lesson_id TEXT NOT NULL,
+    step_id   TEXT NOT NULL,
+    answer    TEXT NOT NULL,
+    value     REAL,
+    locked_at REAL NOT NULL,
+    PRIMARY KEY (lesson_id, step_id)
+);
+CREATE TABLE IF NOT EXISTS answers (
+    id        INTEGER PRIMARY KEY AUTOINCREMENT,
+    lesson_id TEXT NOT NULL,
+    step_id   TEXT NOT NULL,
+    answer    TEXT NOT NULL,
+    correct   INTEGER NOT NULL,
+    feedback  TEXT NOT NULL,
+    at        REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS answers_step ON answers (lesson_id, step_id);
+CREATE TABLE IF NOT EXISTS runs (
+    id         INTEGER PRIMARY KEY AUTOINCREMENT,
+    lesson_id  TEXT,
+    step_id    TEXT,
+    experiment TEXT NOT NULL,
+    params     TEXT NOT NULL,  -- JSON
+    device     TEXT NOT NULL,  -- JSON
+    metrics    TEXT NOT NULL,  -- JSON
+    status     TEXT NOT NULL,  -- finished | failed
+    error      TEXT,
+    at         REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS runs_experiment ON runs (experiment, status);
+CREATE INDEX IF NOT EXISTS runs_step ON runs (lesson_id, step_id);
+"""
+
+
+@dataclass(frozen=True)
+class Prediction:
+    lesson_id: str
+    step_id: str
+    answer: str
+    value: float | None
+    locked_at: float
+
+
+@dataclass(frozen=True)
+class AnswerRecord:
+    lesson_id: str
+    step_id: str
+    answer: str
+    correct: bool
+    feedback: str
+    at: float
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    id: int
+    lesson_id: str | None
+    step_id: str | None
+    experiment: str
+    params: dict
+    device: dict
+    metrics: dict
+    status: str
+    error: str | None
+    at: float
+
+
+def default_path() -> Path:
+    from tutor.paths import home_dir
+
+    return home_dir() / "progress.db"
+
+
+# ---------------------------------------------------------------- JSON that survives NaN/inf
+
+# Non-finite floats (a loss that went NaN in fp16 is a lesson in itself) are tagged so the
+# stored text is strict JSON that any tool can read, and come back as the same float.
+_NONFINITE = "__float__"
+
+
+def _encode(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return {_NONFINITE: repr(value)}  # 'nan', 'inf', '-inf'
+    if isinstance(value, dict):
+        return {str(k): _encode(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_encode(v) for v in value]
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    return str(value)  # a Path, a torch.device...: keep something readable
+
+
+def _decode(value: Any) -> Any:
+    if isinstance(value, dict):
+        if len(value) == 1 and _NONFINITE in value:
+            return float(value[_NONFINITE])
+        return {k: _decode(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_decode(v) for v in value]
+    return value
+
+
+def dumps(value: Any) -> str:
+    return json.dumps(_encode(value), allow_nan=False, sort_keys=True)
+
+
+def loads(text: str | None) -> Any:
+    if not text:
+        return {}
+    try:
+        return _decode(json.loads(text))
+    except ValueError:
+        return {}
+
+
+# ---------------------------------------------------------------- the store
+
+
+class Progress:
+    def __init__(self, path: Path | str | None = None):
+        self.path = Path(path) if path is not None else default_path()
+        self.warning: str | None = None
+        self._lock = threading.RLock()
+        self._conn = self._open()
+
+    # -- opening, recovery
+
+    def _open(self) -> sqlite3.Connection:
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            return self._in_memory(f"cannot create {self.path.parent} ({e.strerror or e})")
+        try:
+            return self._connect(self.path)
+        except sqlite3.DatabaseError as e:
+            if not self._is_corruption(e):
+                return self._in_memory(f"cannot open {self.path} ({e})")
+        backup = self._move_aside()
+        try:
+            conn = self._connect(self.path)
+        except sqlite3.DatabaseError as e:
+            return self._in_memory(f"cannot open {self.path} ({e})")
+        self.warning = (
+            f"Your progress database was damaged and could not be read; it was moved to "
+            f"{backup} and a fresh one started."
+        )
+        return conn
+
+    @staticmethod
+    def _is_corruption(e: sqlite3.DatabaseError) -> bool:
+        # OperationalError covers "database is locked", "unable to open": not corruption.
+        if isinstance(e, sqlite3.OperationalError):
+            text = str(e).lower()
+            return "malformed" in text or "not a database" in text
+        return True
+
+    def _connect(self, path: Path | str) -> sqlite3.Connection:
+        conn = sqlite3.connect(str(path), timeout=10, check_same_thread=False, isolation_level=None)
+        try:
+            conn.execute("PRAGMA busy_timeout = 10000")
+            if str(path) != ":memory:":
+                # WAL lets the TUI read while a worker records a run; a filesystem without
+                # shared memory refuses it, and the default journal still works there.
+                conn.execute("PRAGMA journal_mode = WAL")
+                conn.execute("PRAGMA synchronous = NORMAL")
+                ok = conn.execute("PRAGMA quick_check").fetchone()
+                if not ok or ok[0] != "ok":
+                    raise sqlite3.DatabaseError(f"database disk image is malformed ({ok and ok[0]})")
+            self._migrate(conn)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _migrate(self, conn: sqlite3.Connection) -> None:
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        if version > SCHEMA_VERSION:
+            # Written by a newer gpututor: use it as it is (tables are only ever added to).
+            self.warning = (
+                f"{self.path} was written by a newer gpututor (schema {version}, this one "
+                f"knows {SCHEMA_VERSION}); some progress may not show."
+            )
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            for statement in _SCHEMA.split(";"):
+                if statement.strip():
+                    conn.execute(statement)
+            if version < SCHEMA_VERSION:
+                conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
+    def _move_aside(self) -> Path:
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        backup = self.path.with_name(f"{self.path.name}.corrupt-{stamp}")
+        n = 1
+        while backup.exists():
+            n += 1
+            backup = self.path.with_name(f"{self.path.name}.corrupt-{stamp}-{n}")
+        self.path.replace(backup)
+        # The WAL and shared-memory files belong to the damaged database, not the new one.
+        for suffix in ("-wal", "-shm", "-journal"):
+            side = self.path.with_name(self.path.name + suffix)
+            if side.exists():
+                try:
+                    side.replace(backup.with_name(backup.name + suffix))
+                except OSError:
+                    pass
+        return backup
+
+    def _in_memory(self, why: str) -> sqlite3.Connection:
+        self.warning = f"Progress will not be saved this session: {why}."
+        return self._connect(":memory:")
+
+    # -- plumbing
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        """One committed transaction."""
+        with self._lock:
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._conn
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+            self._conn.execute("COMMIT")
+
+    def _query(self, sql: str, args: tuple = ()) -> list[tuple]:
+        with self._lock:
+            return self._conn.execute(sql, args).fetchall()
+
+    # -- position
+
+    def position(self, lesson_id: str) -> str | None:
+        rows = self._query("SELECT step_id FROM positions WHERE lesson_id = ?", (lesson_id,))
+        return rows[0][0] if rows else None
+
+    def set_position(self, lesson_id: str, step_id: str) -> None:
+        with self._write() as c:
+            seq = c.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM positions").fetchone()[0]
+            c.execute(
+                "INSERT INTO positions (lesson_id, step_id, seq, at) VALUES (?, ?, ?, ?) "
+                "ON CONFLICT (lesson_id) DO UPDATE SET step_id = excluded.step_id, "
+                "seq = excluded.seq, at = excluded.at",
+                (lesson_id, step_id, seq, time.time()),
+            )
+
+    def last_lesson(self) -> str | None:
+        rows = self._query("SELECT lesson_id FROM positions ORDER BY seq DESC LIMIT 1")
+        return rows[0][0] if rows else None
+
+    # -- completion
+
+    def complete_step(self, lesson_id: str, step_id: str) -> None:
+        with self._write() as c:
+            c.execute(
+                "INSERT OR IGNORE INTO completed (lesson_id, step_id, at) VALUES (?, ?, ?)",
+                (lesson_id, step_id, time.time()),
+            )
+
+    def completed_steps(self, lesson_id: str) -> set[str]:
+        return {r[0] for r in self._query("SELECT step_id FROM completed WHERE lesson_id = ?", (lesson_id,))}
+
+    # -- predictions
+
+    def lock_prediction(self, lesson_id: str, step_id: str, answer: str, value: float | None) -> Prediction:
+        """Lock a prediction. The first lock wins: locking again returns the existing one."""
+        if value is not None:
+            value = float(value)
+            if not math.isfinite(value):
+                value = None  # SQLite stores NaN as NULL anyway; say so explicitly
+        with self._write() as c:
+            c.execute(
+                "INSERT OR IGNORE INTO predictions (lesson_id, step_id, answer, value, locked_at) "
+                "VALUES (?, ?, ?, ?, ?)",
+                (lesson_id, step_id, str(answer), value, time.time()),
+            )
+            row = c.execute(
+                "SELECT answer, value, locked_at FROM predictions WHERE lesson_id = ? AND step_id = ?",
+                (lesson_id, step_id),
+            ).fetchone()
+        return Prediction(lesson_id, step_id, row[0], row[1], row[2])
+
+    def prediction(self, lesson_id: str, step_id: str) -> Prediction | None:
+        rows = self._query(
+            "SELECT answer, value, locked_at FROM predictions WHERE lesson_id = ? AND step_id = ?",
+            (lesson_id, step_id),
+        )
+        return Prediction(lesson_id, step_id, *rows[0]) if rows else None
+
+    # -- answers
+
+    def record_answer(self, lesson_id: str, step_id: str, answer: str, correct: bool, feedback: str) -> None:
+        with self._write() as c:
+            c.execute(
+                "INSERT INTO answers (lesson_id, step_id, answer, correct, feedback, at) VALUES (?, ?, ?, ?, ?, ?)",
+                (lesson_id, step_id, str(answer), int(bool(correct)), str(feedback or ""), time.time()),
+            )
+
+    def answers(self, lesson_id: str, step_id: str) -> list[AnswerRecord]:
+        rows = self._query(
+            "SELECT answer, correct, feedback, at FROM answers WHERE lesson_id = ? AND step_id = ? ORDER BY id",
+            (lesson_id, step_id),
+        )
+        return [AnswerRecord(lesson_id, step_id, a, bool(c), f, at) for a, c, f, at in rows]
+
+    def solved(self, lesson_id: str, step_id: str) -> bool:
+        rows = self._query(
+            "SELECT 1 FROM answers WHERE lesson_id = ? AND step_id = ? AND correct = 1 LIMIT 1",
+            (lesson_id, step_id),
+        )
+        return bool(rows)
+
+    # -- runs
+
+    def record_run(
+        self,
+        *,
+        experiment: str,
+        params: dict,
+        device: dict,
+        metrics: dict,
+        status: str,
+        error: str | None = None,
+        lesson_id: str | None = None,
+        step_id: str | None = None,
+    ) -> int:
+        with self._write() as c:
+            cur = c.execute(
+                "INSERT INTO runs (lesson_id, step_id, experiment, params, device, metrics, status, error, at) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    lesson_id,
+                    step_id,
+                    experiment,
+                    dumps(params or {}),
+                    dumps(device or {}),
+                    dumps(metrics or {}),
+                    status,
+                    error,
+                    time.time(),
+                ),
+            )
+            return int(cur.lastrowid)
+
+    def latest_run(
+        self,
+        *,
+        lesson_id: str | None = None,
+        step_id: str | None = None,
+        experiment: str | None = None,
+        status: str | None = "finished",
+    ) -> RunRecord | None:
+        """The most recent run matching every filter given (None = any); status None = any status."""
+        where, args = [], []
+        for column, value in (("lesson_id", lesson_id), ("step_id", step_id),
+                              ("experiment", experiment), ("status", status)):
+            if value is not None:
+                where.append(f"{column} = ?")
+                args.append(value)
+        sql = "SELECT id, lesson_id, step_id, experiment, params, device, metrics, status, error, at FROM runs"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        rows = self._query(sql + " ORDER BY id DESC LIMIT 1", tuple(args))
+        if not rows:
+            return None
+        rid, lid, sid, exp, params, device, metrics, st, err, at = rows[0]
+        return RunRecord(rid, lid, sid, exp, loads(params), loads(device), loads(metrics), st, err, at)
+
+    # -- housekeeping
+
+    def reset_lesson(self, lesson_id: str) -> None:
+        """Forget everything about one lesson: position, completion, predictions, answers, its runs."""
+        with self._write() as c:
+            for table in ("positions", "completed", "predictions", "answers", "runs"):
+                c.execute(f"DELETE FROM {table} WHERE lesson_id = ?", (lesson_id,))
+
+    def close(self) -> None:
+        with self._lock:
+            try:
+                self._conn.close()
+            except sqlite3.Error:
+                pass
+
+    def __enter__(self) -> Progress:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
