@@ -1,0 +1,92 @@
+"""The `amp-compare` experiment and the autocast settings behind it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from tutor import devices, experiments
+from tutor.devices import Device
+from tutor.events import Finished, Note, Started, Table
+from tutor.experiments.common import autocast_settings
+
+SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+SMALL = {"train_samples": 2048, "test_samples": 512, "batch_size": 128}
+
+
+@pytest.fixture(autouse=True)
+def mnist_env(monkeypatch):
+    if SHARED_DATA.is_dir():
+        monkeypatch.setenv("GPUTUTOR_DATA_DIR", str(SHARED_DATA))
+
+
+def run(values: dict, device: str = "cpu") -> list:
+    events = list(experiments.start("amp-compare", values, device=device))
+    assert isinstance(events[0], Started) and isinstance(events[-1], Finished)
+    declared = experiments.get("amp-compare").metrics
+    assert set(declared) <= set(events[-1].metrics)
+    return events
+
+
+CPU_NO_BF16 = Device("cpu", None, "Test CPU", bf16=False, threads=2)
+CPU_BF16 = Device("cpu", None, "Test CPU", bf16=True, threads=2)
+OLD_GPU = Device("cuda", 0, "Old GPU", capability=(6, 1), bf16=False, fp16=True, tensor_cores=False)
+NEW_GPU = Device("cuda", 0, "New GPU", capability=(9, 0), bf16=True, fp16=True, tensor_cores=True)
+
+
+def test_autocast_settings_choose_per_device():
+    assert autocast_settings("off", NEW_GPU) == (False, None, False, "")
+    enabled, dtype, scaler, note = autocast_settings("auto", NEW_GPU)
+    assert enabled and dtype == torch.float16 and scaler and "GradScaler" in note
+    enabled, dtype, scaler, note = autocast_settings("auto", CPU_BF16)
+    assert enabled and dtype == torch.bfloat16 and not scaler and "emulated" not in note
+    assert autocast_settings("bf16", NEW_GPU).dtype == torch.bfloat16
+    assert not autocast_settings("bf16", NEW_GPU).use_scaler
+
+
+def test_cpu_without_native_bf16_is_warned():
+    amp = autocast_settings("auto", CPU_NO_BF16)
+    assert amp.dtype == torch.bfloat16 and "emulated" in amp.note and "slower" in amp.note
+
+
+def test_bf16_on_pre_ampere_gpu_is_refused_clearly():
+    with pytest.raises(ValueError, match="fp16"):
+        autocast_settings("bf16", OLD_GPU)
+    assert "tensor cores" in autocast_settings("fp16", OLD_GPU).note
+
+
+def test_amp_compare_on_cpu_uses_bf16():
+    events = run(SMALL)
+    m = events[-1].metrics
+    assert m["device"] == "cpu" and m["amp_dtype"] == "bfloat16" and m["grad_scaler"] is False
+    assert m["fp32_peak_mb"] is None and m["amp_peak_mb"] is None
+    assert m["fp32_accuracy"] > 0.5 and m["amp_accuracy"] > 0.5
+    assert abs(m["fp32_accuracy"] - m["amp_accuracy"]) < 0.1  # same data, seed, start weights
+    assert m["speedup"] == pytest.approx(m["fp32_seconds"] / m["amp_seconds"])
+    table = next(e for e in events if isinstance(e, Table))
+    assert len(table.rows) == 2 and "bfloat16" in table.rows[1][0]
+    notes = " ".join(e.text for e in events if isinstance(e, Note))
+    assert "Peak memory" in notes and "bfloat16" in notes
+    if not devices.resolve("cpu").bf16:
+        assert "emulated" in notes
+    # The result is explained whichever way it went.
+    assert any(e.level in ("result", "warning") and ("faster" in e.text or "slower" in e.text)
+               for e in events if isinstance(e, Note))
+
+
+def test_fp16_on_cpu_uses_grad_scaler():
+    m = run({**SMALL, "amp": "fp16", "train_samples": 1024})[-1].metrics
+    assert m["amp_dtype"] == "float16" and m["grad_scaler"] is True
+    assert m["amp_accuracy"] > 0.3
+
+
+@cuda
+@pytest.mark.gpu
+def test_amp_compare_on_cuda_measures_memory():
+    m = run(SMALL, device="cuda")[-1].metrics
+    assert m["device"].startswith("cuda") and m["amp_dtype"] == "float16" and m["grad_scaler"] is True
+    assert m["fp32_peak_mb"] > 0 and m["amp_peak_mb"] > 0
+    assert m["fp32_accuracy"] > 0.5 and m["amp_accuracy"] > 0.5

@@ -1,0 +1,256 @@
+"""`amp-compare`: float32 vs mixed precision (torch.autocast) on the same data and seed.
+
+Both runs start from the same initial weights and see the batches in the same order. Each
+mode first runs a few untimed warm-up steps on a throwaway copy of the model (so neither pays
+the other's one-time costs: autocast's kernel selection, cuBLAS handles), then trains
+`epochs` epochs; seconds per epoch are device-synchronised medians, evaluation excluded.
+Peak memory (cuda only) is measured per mode with torch.cuda.reset_peak_memory_stats and
+reported as the peak *above* what was allocated before the mode started (the resident data
+set), i.e. what training itself used.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterator
+
+import torch
+
+from tutor.devices import Device
+from tutor.events import Epoch, Event, Finished, Note, Started, Step, Table
+from tutor.experiments import AmpCompareParams
+from tutor.experiments.common import (
+    OFF,
+    Amp,
+    RunClock,
+    autocast_settings,
+    evaluate,
+    make_scaler,
+    report_interval,
+    seed_everything,
+    train_epoch,
+)
+from tutor.model import MNISTClassifier
+from tutor.timing import median
+
+WARMUP_STEPS = 5
+
+
+def _peak_supported(dev: Device) -> bool:
+    return dev.kind == "cuda"
+
+
+def _train_mode(
+    label: str, amp: Amp, init_state: dict, d, p: AmpCompareParams, dev: Device, total_steps: int, every: int
+) -> Iterator[Event | dict]:
+    """Train one mode; yields Step/Epoch events, then a result dict."""
+    from tutor.data import batches
+
+    device = dev.torch_device
+    # Warm-up on a throwaway model, same precision, so the timed epochs start warm.
+    warm = MNISTClassifier().to(device)
+    warm.load_state_dict(init_state)
+    warm_opt = torch.optim.Adam(warm.parameters(), lr=p.lr)
+    warm_scaler = make_scaler(amp, dev)
+    for _ in train_epoch(
+        warm, warm_opt, batches(d.train_x, d.train_y, p.batch_size, generator=torch.Generator().manual_seed(p.seed)),
+        device, amp=amp, scaler=warm_scaler, max_steps=WARMUP_STEPS, report_every=WARMUP_STEPS,
+    ):
+        pass
+    del warm, warm_opt
+
+    seed_everything(p.seed)
+    model = MNISTClassifier().to(device)
+    model.load_state_dict(init_state)  # identical starting weights for both modes
+    opt = torch.optim.Adam(model.parameters(), lr=p.lr)
+    scaler = make_scaler(amp, dev)
+    gen = torch.Generator().manual_seed(p.seed)  # identical batch order for both modes
+
+    base = None
+    if _peak_supported(dev):
+        torch.cuda.synchronize(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        base = torch.cuda.memory_allocated(device)
+
+    clock = RunClock(device)
+    epoch_seconds: list[float] = []
+    steps = 0
+    acc = float("nan")
+    for epoch in range(1, p.epochs + 1):
+        ep_clock = RunClock(device)
+        last = None
+        for prog in train_epoch(
+            model, opt, batches(d.train_x, d.train_y, p.batch_size, generator=gen), device,
+            amp=amp, scaler=scaler, report_every=every,
+        ):
+            last = prog
+            if prog.steps:
+                seconds = clock.elapsed()
+                event = Step(
+                    step=steps + prog.steps, total=total_steps, loss=prog.loss, seconds=seconds,
+                    samples_per_s=((epoch - 1) * d.train_x.shape[0] + prog.samples) / seconds if seconds > 0 else 0.0,
+                    epoch=epoch, label=label,
+                )
+                with clock.paused(), ep_clock.paused():
+                    yield event
+        secs = ep_clock.elapsed()
+        epoch_seconds.append(secs)
+        steps += last.steps
+        with clock.paused():
+            acc = evaluate(model, d.test_x, d.test_y, 1000, amp=amp)
+            yield Epoch(epoch, p.epochs, last.epoch_loss, acc, secs, last.samples / secs if secs > 0 else 0.0, label=label)
+
+    peak_mb = None
+    if base is not None:
+        peak_mb = (torch.cuda.max_memory_allocated(device) - base) / 1e6
+    yield {
+        "seconds": median(epoch_seconds),
+        "accuracy": acc,
+        "peak_mb": peak_mb,
+        "loss": last.epoch_loss if last else float("nan"),
+        "scale": float(scaler.get_scale()) if scaler.is_enabled() else None,
+    }
+
+
+def run(p: AmpCompareParams, dev: Device) -> Iterator[Event]:
+    from tutor import data as mnist
+
+    device = dev.torch_device
+    amp = autocast_settings(p.amp, dev)
+    d = mnist.load(device, train_samples=p.train_samples, test_samples=p.test_samples)
+    n = d.train_x.shape[0]
+
+    yield Started(
+        "amp-compare", device, dev.name, d.description,
+        detail=f"float32 vs autocast {amp.dtype_name}; batch {p.batch_size}, {p.epochs} epoch(s)",
+    )
+    yield Note(f"Device: {dev.describe()}.")
+    if d.fallback_reason:
+        yield Note(f"Data: {d.description}.", "warning")
+    if not amp.enabled:
+        yield Note(amp.note or "Mixed precision is not available on this device.", "warning")
+    else:
+        slow_cpu = dev.kind == "cpu" and (amp.dtype == torch.float16 or not dev.bf16)
+        yield Note(amp.note, "warning" if slow_cpu else "info")
+    if not _peak_supported(dev):
+        yield Note(
+            f"Peak memory is reported only on CUDA (torch.cuda.max_memory_allocated); on {dev.kind} "
+            "PyTorch keeps no per-run peak, so the memory columns show None."
+        )
+    else:
+        yield Note(
+            "Peak memory is the peak above what was allocated before each mode started (the resident data "
+            f"set, {d.train_x.numel() * 4 / 1e6:.0f} MB), i.e. the weights, gradients, optimizer state, "
+            "activations and autocast's cached low-precision weight copies."
+        )
+
+    seed_everything(p.seed)
+    init_state = copy.deepcopy(MNISTClassifier().state_dict())
+    steps_per_epoch = -(-n // p.batch_size)
+    every = report_interval(steps_per_epoch)
+    total = steps_per_epoch * p.epochs
+
+    results = {}
+    for label, mode in (("fp32", OFF), ("amp", amp)):
+        if label == "amp" and not amp.enabled:
+            break
+        yield Note(f"Training in {'float32' if label == 'fp32' else 'autocast ' + amp.dtype_name} ...")
+        for item in _train_mode(label, mode, {k: v.to(device) for k, v in init_state.items()}, d, p, dev, total, every):
+            if isinstance(item, dict):
+                results[label] = item
+            else:
+                yield item
+
+    fp32 = results["fp32"]
+    mixed = results.get("amp")
+    speedup = fp32["seconds"] / mixed["seconds"] if mixed and mixed["seconds"] > 0 else None
+
+    def mb(v):
+        return "n/a" if v is None else f"{v:.1f}"
+
+    rows = [["float32", f"{fp32['seconds']:.3f}", f"{fp32['accuracy']:.2%}", mb(fp32["peak_mb"]), "1.00x"]]
+    if mixed:
+        rows.append([
+            f"autocast {amp.dtype_name}" + (" + GradScaler" if amp.use_scaler else ""),
+            f"{mixed['seconds']:.3f}", f"{mixed['accuracy']:.2%}", mb(mixed["peak_mb"]), f"{speedup:.2f}x",
+        ])
+    yield Table(
+        f"float32 vs mixed precision on {device} (median s/epoch)",
+        ["precision", "s/epoch", "test accuracy", "peak MB", "speedup"],
+        rows,
+    )
+
+    if mixed and speedup is not None:
+        if speedup < 1:
+            reasons = [
+                f"Mixed precision was {1 / speedup:.2f}x slower here, and that is a real result, not a bug.",
+                "This model's matmuls are small (at most 784x256 weights), so each step is dominated by "
+                "fixed costs, and autocast adds work: casting weights and activations to the lower precision "
+                "each step.",
+            ]
+            if dev.kind == "cpu":
+                if amp.dtype == torch.bfloat16 and not dev.bf16:
+                    reasons.append(
+                        f"{dev.name} has no native bfloat16 arithmetic, so bfloat16 matmuls are emulated "
+                        "(converted back and forth around float32 math): slower, never faster."
+                    )
+                elif amp.dtype == torch.float16:
+                    reasons.append("CPUs have no fast float16 matmul path, so float16 is emulated.")
+                else:
+                    reasons.append("Even with native bfloat16, matmuls this small gain little on a CPU.")
+            elif not dev.tensor_cores:
+                reasons.append("This GPU has no tensor cores, which is where float16 gets its speed.")
+            else:
+                reasons.append(
+                    "Tensor cores pay off on large matmuls (big layers, big batches); try a larger batch_size."
+                )
+            yield Note(" ".join(reasons), "result")
+        elif dev.kind == "cpu" and (amp.dtype == torch.float16 or not dev.bf16):
+            yield Note(
+                f"Mixed precision measured {speedup:.2f}x faster, which this CPU's emulated {amp.dtype_name} "
+                "does not explain: the difference is most likely noise (other programs sharing the CPU). "
+                "Run more train_samples or epochs for a steadier comparison.",
+                "warning",
+            )
+        else:
+            yield Note(
+                f"Mixed precision was {speedup:.2f}x faster: the matmuls ran in {amp.dtype_name}"
+                + (" on tensor cores" if dev.tensor_cores else "")
+                + ", moving half the bytes of float32, while the weights and the optimizer step stayed in float32.",
+                "result",
+            )
+        if min(fp32["seconds"], mixed["seconds"]) < 0.5:
+            yield Note(
+                "These epochs took under half a second, so a few milliseconds of noise shift the ratio; "
+                "more train_samples or epochs give a steadier figure."
+            )
+        diff = (mixed["accuracy"] - fp32["accuracy"]) * 100
+        yield Note(
+            f"Accuracy: float32 {fp32['accuracy']:.2%}, mixed {mixed['accuracy']:.2%} ({diff:+.2f} points): "
+            "autocast keeps float32 master weights, so training quality matches float32 closely.",
+            "result",
+        )
+        if fp32["peak_mb"] is not None and mixed["peak_mb"] is not None:
+            yield Note(
+                f"Peak training memory: float32 {fp32['peak_mb']:.1f} MB, mixed {mixed['peak_mb']:.1f} MB. "
+                "Mixed precision halves activation memory, but this model's activations are small and autocast "
+                "also caches low-precision copies of the weights, so the difference can go either way here.",
+                "result",
+            )
+        if mixed["scale"] is not None:
+            yield Note(f"GradScaler's loss scale at the end: {mixed['scale']:g}.")
+
+    yield Finished(
+        {
+            "fp32_seconds": fp32["seconds"],
+            "amp_seconds": mixed["seconds"] if mixed else None,
+            "speedup": speedup,
+            "fp32_accuracy": fp32["accuracy"],
+            "amp_accuracy": mixed["accuracy"] if mixed else None,
+            "fp32_peak_mb": fp32["peak_mb"],
+            "amp_peak_mb": mixed["peak_mb"] if mixed else None,
+            "amp_dtype": amp.dtype_name if amp.enabled else "off",
+            "grad_scaler": bool(amp.enabled and amp.use_scaler),
+            "device": device,
+        }
+    )
