@@ -1,0 +1,25 @@
+"""Answer grading for gpututor: pure Python (no Textual, no torch).
+
+    grade(answer, spec, metrics=None) -> Verdict
+    parse_number(text, unit="") -> float | None
+    score_prediction(answer, spec, measured, unit="") -> PredictionScore
+    describe_spec(spec) -> str
+"""
+
+from checks.grade import describe_spec, grade
+from checks.number import format_number, parse_number
+from checks.predict import score_prediction
+from checks.spec import AnswerSpec, PredictionScore, Verdict
+from checks.text import explain_matches
+
+__all__ = [
+    "AnswerSpec",
+    "PredictionScore",
+    "Verdict",
+    "describe_spec",
+    "explain_matches",
+    "format_number",
+    "grade",
+    "parse_number",
+    "score_prediction",
+]

@@ -65,6 +65,9 @@ class Concept(Strict):
 
     A phrase matches regardless of case, punctuation, plural/verb endings and word order
     (its words must all occur close together). Prefix a phrase with `re:` for a regex.
+    A word ending in `*` matches any word it begins ("automat*"). Phrases with code
+    punctuation ("model(inputs)", "to(device)") match their tokens in order. A negated
+    statement ("does not underflow") does not match; checks/text.py has the details.
     """
 
     name: str
@@ -84,6 +87,9 @@ class Rubric(Strict):
     require: list[Concept] = []
     misconceptions: list[Misconception] = []
     min_concepts: int | None = None  # how many required concepts suffice (default: all)
+    # Ideas that make an answer fuller but are not needed to pass: they count towards
+    # `score`, and a correct answer that lacks one is told about it ("To go further: ...").
+    bonus: list[Concept] = []
 
 
 class Examples(Strict):

@@ -1,0 +1,330 @@
+"""Read numbers with units from what a learner types, and grade number answers.
+
+Reading rules (`read_quantity`, `parse_number`):
+
+- The first number in the text counts: "12", "~12 gb", "about 12GB", "12,000" (a comma
+  before exactly three digits groups thousands; otherwise it is a decimal comma: "1,5"),
+  "1.5e3", "1.5 x 10^3", "2^-24", ".5", "-3". Digits inside words ("fp16") are not numbers.
+- A range "2-3x", "2 to 3x", "between 2 and 3" reads as its midpoint (2.5).
+- Multipliers: "12k", "1.2M", "3 million", "2 thousand", "1bn".
+- Speed-ups: "3x", "3 x", "3×", "x3", "3 times", "3-fold", "twice" (2x).
+- Number words when the text has no digits: "three times" -> 3, "ten" -> 10.
+- Units of one kind convert into the spec's unit: B/KB/MB/GB/TB and KiB/MiB/GiB/TiB
+  (1 GiB = 1.073741824 GB), ns/us/ms/s/min/h. No unit in the answer: the spec's unit is
+  assumed. A unit of another kind ("12 ms" for a GB question) reads as None.
+- Percent: when the spec's unit is "%", "35%", "35 percent" and "35" mean 35; a bare
+  fraction strictly between -1 and 1 without a % sign ("0.35") means 35%, because a learner
+  who types 0.35 for a percentage almost always means the fraction (write "0.35%" for that).
+- A spec without a unit (or with a unit this module does not know, e.g. "params") takes the
+  number as written, whatever unit follows it.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import unicodedata
+from dataclasses import dataclass
+
+from checks.spec import NumberAnswer, Verdict
+
+# unit word -> (canonical unit, kind, factor to the kind's base unit)
+_UNIT_TABLE: dict[str, tuple[str, str, float]] = {}
+
+
+def _add(names: str, canonical: str, kind: str, factor: float) -> None:
+    for n in names.split():
+        _UNIT_TABLE[n] = (canonical, kind, factor)
+
+
+_add("b byte bytes", "B", "bytes", 1.0)
+_add("kb kilobyte kilobytes", "KB", "bytes", 1e3)
+_add("kib kibibyte kibibytes", "KiB", "bytes", 2.0**10)
+_add("mb megabyte megabytes meg megs", "MB", "bytes", 1e6)
+_add("mib mebibyte mebibytes", "MiB", "bytes", 2.0**20)
+_add("gb gigabyte gigabytes gig gigs", "GB", "bytes", 1e9)
+_add("gib gibibyte gibibytes", "GiB", "bytes", 2.0**30)
+_add("tb terabyte terabytes", "TB", "bytes", 1e12)
+_add("tib tebibyte tebibytes", "TiB", "bytes", 2.0**40)
+_add("s sec secs second seconds", "s", "time", 1.0)
+_add("ms msec msecs millisecond milliseconds", "ms", "time", 1e-3)
+_add("us µs μs microsecond microseconds", "us", "time", 1e-6)
+_add("ns nanosecond nanoseconds", "ns", "time", 1e-9)
+_add("min mins minute minutes", "min", "time", 60.0)
+_add("h hr hrs hour hours", "h", "time", 3600.0)
+_add("x times fold", "x", "ratio", 1.0)
+_add("% percent pct", "%", "percent", 1.0)
+
+_UNIT_ALT = "|".join(re.escape(u) for u in sorted(_UNIT_TABLE, key=len, reverse=True))
+_MULTIPLIERS = {"k": 1e3, "thousand": 1e3, "million": 1e6, "mil": 1e6, "mio": 1e6, "M": 1e6,
+                "billion": 1e9, "bn": 1e9}
+_WORD_NUMBERS = {
+    "zero": 0, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
+    "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "thirteen": 13,
+    "fourteen": 14, "fifteen": 15, "sixteen": 16, "seventeen": 17, "eighteen": 18,
+    "nineteen": 19, "twenty": 20, "thirty": 30, "forty": 40, "fifty": 50, "sixty": 60,
+    "seventy": 70, "eighty": 80, "ninety": 90, "hundred": 100, "thousand": 1000,
+}
+
+MAX_INPUT = 10_000  # characters looked at; a number answer is short
+
+_NUM = r"(?:[0-9]{1,3}(?:,[0-9]{3})+(?:\.[0-9]+)?|[0-9]+(?:[.,][0-9]+)?|\.[0-9]+)(?:[eE][-+]?[0-9]{1,4})?"
+_SIGNED = rf"(?<![\w.,])(?P<sign>[-+]?)(?P<num>{_NUM})"
+_RANGE_SEP = r"\s*(?:-|to|or)\s*"
+_MULT = r"(?P<{}>k|thousand|million|mil|mio|bn|billion|(?-i:M))(?![A-Za-z])"
+_QUANTITY_RE = re.compile(
+    rf"(?P<between>\bbetween\s+)?{_SIGNED}"
+    rf"(?:\s*{_MULT.format('mult1')})?"
+    rf"(?:(?:{_RANGE_SEP}|(?(between)\s+and\s+|(?!)))(?P<num2>{_NUM})(?:\s*{_MULT.format('mult2')})?)?"
+    rf"(?:\s*-?\s*(?P<unit>{_UNIT_ALT})(?![A-Za-z]))?",
+    re.IGNORECASE,
+)
+_PREFIX_X_RE = re.compile(rf"(?<![A-Za-z0-9])[x×]\s*(?P<num>{_NUM})(?![0-9])", re.IGNORECASE)
+_SCI_RE = re.compile(r"([0-9.]+)\s*(?:x|×|\*|·)\s*10\s*(?:\^|\*\*)\s*([-+]?[0-9]{1,4})", re.IGNORECASE)
+_POW_RE = re.compile(r"(?<![\w.])([0-9]+(?:\.[0-9]+)?)\s*(?:\^|\*\*)\s*\(?\s*([-+]?[0-9]{1,4})\)?")
+
+
+@dataclass(frozen=True)
+class Quantity:
+    value: float
+    unit: str  # canonical unit ("GB", "x", "%", "ms") or "" when none was written
+    text: str  # the part of the answer that was read
+
+
+def _to_float(num: str) -> float:
+    if re.fullmatch(r"[0-9]{1,3}(?:,[0-9]{3})+(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?", num):
+        num = num.replace(",", "")
+    else:
+        num = num.replace(",", ".")
+    return float(num)
+
+
+def _clean(text: str) -> str:
+    text = unicodedata.normalize("NFKC", text[:MAX_INPUT])
+    text = text.replace("\u2212", "-").replace("\u2013", "-").replace("\u2014", "-")
+    text = "".join(ch if unicodedata.category(ch)[0] != "C" else " " for ch in text)
+    text = re.sub(r"\btwice\b", "2x", text, flags=re.IGNORECASE)
+    text = re.sub(r"\bhalf\b", "0.5", text, flags=re.IGNORECASE)
+
+    def sci(m: re.Match[str]) -> str:
+        return f"{m.group(1)}e{m.group(2)}"
+
+    text = _SCI_RE.sub(sci, text)
+
+    def power(m: re.Match[str]) -> str:
+        try:
+            value = float(m.group(1)) ** int(m.group(2))
+        except (OverflowError, ZeroDivisionError, ValueError):
+            return m.group(0)
+        return repr(value) if math.isfinite(value) else m.group(0)
+
+    text = _POW_RE.sub(power, text)
+    if not re.search(r"[0-9]", text):
+        text = re.sub(
+            r"\b(" + "|".join(_WORD_NUMBERS) + r")\b",
+            lambda m: str(_WORD_NUMBERS[m.group(1).lower()]),
+            text,
+            flags=re.IGNORECASE,
+        )
+        text = re.sub(r"\b(?:a|one)\s+(100|1000)\b", r"\1", text)
+    return text
+
+
+def read_quantity(text: str) -> Quantity | None:
+    """The first number in `text` with the unit written after it (or before it: "x3")."""
+    if not isinstance(text, str):
+        return None
+    try:
+        cleaned = _clean(text)
+    except (ValueError, OverflowError):
+        return None
+    m = _QUANTITY_RE.search(cleaned)
+    px = _PREFIX_X_RE.search(cleaned)
+    if px and (m is None or px.start() < m.start()):
+        try:
+            value = _to_float(px.group("num"))
+        except ValueError:
+            return None
+        return Quantity(value, "x", px.group(0)) if math.isfinite(value) else None
+    if m is None:
+        return None
+    try:
+        value = _to_float(m.group("num")) * _MULTIPLIERS.get(_mult_key(m.group("mult1")), 1.0)
+        if m.group("num2"):
+            second = _to_float(m.group("num2")) * _MULTIPLIERS.get(_mult_key(m.group("mult2") or m.group("mult1")), 1.0)
+            value = (value + second) / 2
+    except (ValueError, OverflowError):
+        return None
+    if m.group("sign") == "-":
+        value = -value
+    if not math.isfinite(value):
+        return None
+    unit = ""
+    if m.group("unit"):
+        unit = _UNIT_TABLE[m.group("unit").lower()][0]
+    return Quantity(value, unit, m.group(0).strip())
+
+
+def _mult_key(mult: str | None) -> str:
+    if not mult:
+        return ""
+    return mult if mult == "M" else mult.lower()
+
+
+def unit_info(unit: str) -> tuple[str, str, float] | None:
+    """(canonical, kind, factor) for a unit name, or None for "" and unknown units."""
+    if not unit:
+        return None
+    return _UNIT_TABLE.get(unit.strip().lower()) or _UNIT_TABLE.get(unit.strip())
+
+
+def convert(value: float, from_unit: str, to_unit: str) -> float | None:
+    """`value` in `from_unit` expressed in `to_unit`; None when the kinds differ."""
+    a, b = unit_info(from_unit), unit_info(to_unit)
+    if a is None or b is None:
+        return value
+    if a[1] != b[1]:
+        return None
+    return value * a[2] / b[2]
+
+
+def quantity_in(q: Quantity, spec_unit: str) -> float | None:
+    """A read quantity in the spec's unit (see the module docstring for the rules)."""
+    target = unit_info(spec_unit)
+    if target is None:
+        return q.value  # spec without a (known) unit: the number as written
+    if not q.unit:
+        if target[1] == "percent" and -1 < q.value < 1 and q.value != 0:
+            return q.value * 100  # "0.35" for a percentage means 35%
+        return q.value
+    return convert(q.value, q.unit, spec_unit)
+
+
+def parse_number(text: str, unit: str = "") -> float | None:
+    """The number a learner wrote, in `unit`; None when no number (in a compatible unit) is there."""
+    try:
+        q = read_quantity(text)
+        if q is None:
+            return None
+        value = quantity_in(q, unit)
+        return value if value is not None and math.isfinite(value) else None
+    except Exception:  # a learner's text must never crash the tutor
+        return None
+
+
+# ----------------------------------------------------------------------------- format
+
+def format_number(value: float, unit: str = "") -> str:
+    """3 significant digits, thousands grouped, the unit attached ("3.2x", "35%", "12 GB")."""
+    if value is None or not isinstance(value, (int, float)) or isinstance(value, bool):
+        return str(value)
+    if not math.isfinite(value):
+        text = "infinity" if math.isinf(value) else "not a number"
+    elif value == 0:
+        text = "0"
+    else:
+        mag = abs(value)
+        if mag >= 1e15 or mag < 1e-3:
+            mant, exp = f"{value:.2e}".split("e")
+            mant = mant.rstrip("0").rstrip(".")
+            text = f"{mant}e{int(exp)}"
+        else:
+            digits = max(0, 2 - int(math.floor(math.log10(mag))))
+            rounded = round(value, digits)
+            text = f"{rounded:,.{digits}f}"
+            if "." in text:
+                text = text.rstrip("0").rstrip(".")
+            if mag >= 1000:
+                sig = round(value, -int(math.floor(math.log10(mag))) + 2)
+                text = f"{sig:,.0f}"
+    if not unit:
+        return text
+    canonical = (unit_info(unit) or (unit,))[0]
+    if canonical in ("x", "%"):
+        return f"{text}{canonical}"
+    return f"{text} {unit}"
+
+
+_EXAMPLES = {"x": "3x", "%": "35%", "GB": "12 GB", "GiB": "12 GiB", "MB": "500 MB", "MiB": "500 MiB",
+             "TB": "2 TB", "KB": "64 KB", "B": "1024 B", "s": "2.5 s", "ms": "40 ms", "us": "15 us",
+             "min": "5 min", "h": "2 h"}
+
+
+def example_for(unit: str) -> str:
+    info = unit_info(unit)
+    if info is None:
+        return f"42 {unit}".strip()
+    return _EXAMPLES.get(info[0], f"12 {unit}")
+
+
+def describe_number(spec: NumberAnswer) -> str:
+    if not spec.unit:
+        return "a number, e.g. 42"
+    return f"a number in {spec.unit}, e.g. {example_for(spec.unit)}"
+
+
+# ----------------------------------------------------------------------------- grade
+
+def _target(spec: NumberAnswer, metrics: dict | None) -> tuple[float | None, str | None]:
+    """The correct value, or (None, reason) when it cannot be known here."""
+    if spec.from_metric:
+        raw = (metrics or {}).get(spec.from_metric) if isinstance(metrics, dict) else None
+        if isinstance(raw, bool) or raw is None:
+            return None, (
+                f"This answer is checked against the measured `{spec.from_metric}`, and no run in "
+                "this session has measured it yet. Run the step's experiment first, then submit again."
+            )
+        try:
+            value = float(raw)
+        except (TypeError, ValueError):
+            return None, f"The measured `{spec.from_metric}` ({raw!r}) is not a number, so this cannot be checked."
+        if not math.isfinite(value):
+            return None, f"The measured `{spec.from_metric}` is not a finite number, so this cannot be checked."
+        return value, None
+    if spec.value is None:
+        return None, None
+    return spec.value, None
+
+
+def _within(answer: float, target: float, spec: NumberAnswer) -> bool:
+    if spec.abs_tolerance is not None:
+        return abs(answer - target) <= spec.abs_tolerance + 1e-12 * max(1.0, abs(target))
+    return abs(answer - target) <= spec.tolerance * abs(target) + 1e-12 * max(1.0, abs(target))
+
+
+def grade_number(answer: str, spec: NumberAnswer, metrics: dict | None = None) -> Verdict:
+    """Grade a number answer.
+
+    `from_metric`: the correct value is metrics[from_metric]. When that metric is missing or
+    None (nothing measured yet, or no GPU here), the verdict is correct=False with
+    feedback saying the answer cannot be checked yet and `missing=[from_metric]`; an
+    answer inside a `ranges` band is still judged by that band, which needs no metric.
+    """
+    text = answer if isinstance(answer, str) else ""
+    if not text.strip():
+        return Verdict(False, f"Write {describe_number(spec)}.")
+    q = read_quantity(text)
+    if q is None:
+        return Verdict(False, f"I could not find a number in your answer. Write {describe_number(spec)}.")
+    value = quantity_in(q, spec.unit)
+    if value is None or not math.isfinite(value):
+        return Verdict(
+            False,
+            f"Your answer is in {q.unit}, which cannot be converted to {spec.unit}. "
+            f"Write {describe_number(spec)}.",
+        )
+    shown = format_number(value, spec.unit)
+    band = next((r for r in spec.ranges if (r.min is None or value >= r.min) and (r.max is None or value <= r.max)), None)
+    target, problem = _target(spec, metrics)
+    within = target is not None and _within(value, target, spec)
+    if within or (band is not None and band.correct):
+        feedback = band.feedback if band is not None and band.correct and band.feedback else f"Right: {shown}."
+        return Verdict(True, feedback, score=1.0)
+    if band is not None:
+        return Verdict(False, band.feedback or f"Not quite: {shown} is not it. Think it through once more.")
+    if problem is not None:
+        return Verdict(False, problem, missing=[spec.from_metric or "value"])
+    if target is None:
+        return Verdict(False, "This question has no answer to compare with (the lesson sets no value).")
+    direction = "high" if value > target else "low"
+    return Verdict(False, f"Not quite: {shown} is too {direction}.")

@@ -1,0 +1,149 @@
+"""Compare a locked prediction with what a run measured ("off by 3.1x (you said 10x, measured 3.2x)")."""
+
+from __future__ import annotations
+
+import math
+
+from checks.choice import resolve
+from checks.number import convert, format_number, parse_number, unit_info
+from checks.spec import ChoiceAnswer, NumberAnswer, PredictionScore, TextAnswer
+from checks.text import normalise
+
+NO_GPU = (
+    "No measurement to compare with on this machine: this comparison needs a GPU and there is "
+    "none here. That is not a miss; your prediction ({said}) stays as you locked it."
+)
+NO_MEASUREMENT = (
+    "No measurement to compare with on this machine, so this prediction is not scored "
+    "(that is not a miss). You said {said}."
+)
+
+
+def _number(x) -> float | None:
+    if isinstance(x, bool) or x is None:
+        return None
+    if isinstance(x, (int, float)):
+        return float(x) if math.isfinite(x) else None
+    if isinstance(x, str):
+        return parse_number(x)
+    return None
+
+
+def _shown(measured, unit: str) -> str:
+    value = _number(measured) if not isinstance(measured, str) else None
+    if value is not None:
+        return format_number(value, unit)
+    if isinstance(measured, bool):
+        return "yes" if measured else "no"
+    text = str(measured).strip()
+    return text[:80] + ("..." if len(text) > 80 else "")
+
+
+def _quote(answer: str) -> str:
+    text = " ".join(str(answer).split())
+    return text[:60] + ("..." if len(text) > 60 else "")
+
+
+def score_prediction(answer: str, spec, measured, unit: str = "") -> PredictionScore:
+    """Score a prediction against a measurement.
+
+    `unit` is the unit the measurement is in (default: the spec's unit). Number specs give
+    the ratio measured/predicted; choice specs whose options carry min/max are a hit when the
+    measurement lies in the chosen option's [min, max); text specs only show the measurement.
+    `measured` None means nothing could be measured here (e.g. no GPU): never a miss.
+    Never raises.
+    """
+    try:
+        return _score(answer if isinstance(answer, str) else str(answer or ""), spec, measured, unit or "")
+    except Exception:  # a display helper must never take the lesson down
+        return PredictionScore(summary=f"You said {_quote(answer)}; measured {_shown(measured, unit)}.")
+
+
+def _said(answer: str, spec) -> str:
+    if isinstance(spec, ChoiceAnswer):
+        i = resolve(answer, spec)
+        return f"'{spec.options[i].text}'" if i is not None else f"'{_quote(answer)}'"
+    if isinstance(spec, NumberAnswer):
+        v = parse_number(answer, spec.unit)
+        return format_number(v, spec.unit) if v is not None else f"'{_quote(answer)}'"
+    return f"'{_quote(answer)}'"
+
+
+def _score(answer: str, spec, measured, unit: str) -> PredictionScore:
+    if measured is None or (isinstance(measured, float) and math.isnan(measured)):
+        template = NO_GPU if _about_speed(spec, unit) else NO_MEASUREMENT
+        return PredictionScore(template.format(said=_said(answer, spec)))
+    if isinstance(spec, NumberAnswer):
+        return _score_number(answer, spec, measured, unit)
+    if isinstance(spec, ChoiceAnswer):
+        return _score_choice(answer, spec, measured, unit)
+    if isinstance(spec, TextAnswer):
+        return PredictionScore(f"You said '{_quote(answer)}'; measured {_shown(measured, unit)}.")
+    return PredictionScore(f"Measured {_shown(measured, unit)}.")
+
+
+def _about_speed(spec, unit: str) -> bool:
+    u = unit or getattr(spec, "unit", "") or ""
+    if u.strip().lower() in ("x", "times"):
+        return True
+    if isinstance(spec, ChoiceAnswer):
+        return any(o.min is not None or o.max is not None for o in spec.options)
+    return False
+
+
+def _score_number(answer: str, spec: NumberAnswer, measured, unit: str) -> PredictionScore:
+    shown_unit = spec.unit or unit
+    m = _number(measured)
+    if m is None:
+        return PredictionScore(f"You said {_said(answer, spec)}; measured {_shown(measured, unit)}.")
+    if unit and spec.unit and unit_info(unit) and unit_info(spec.unit):
+        converted = convert(m, unit, spec.unit)
+        if converted is not None:
+            m = converted
+    predicted = parse_number(answer, spec.unit)
+    measured_text = format_number(m, shown_unit)
+    if predicted is None:
+        return PredictionScore(f"I could not read a number in your prediction ('{_quote(answer)}'); measured {measured_text}.")
+    said = f"you said {format_number(predicted, shown_unit)}, measured {measured_text}"
+    if predicted == 0 or m == 0 or (predicted < 0) != (m < 0):
+        hit = abs(m - predicted) <= (spec.abs_tolerance or 0.0)
+        return PredictionScore(("close enough" if hit else "not comparable as a ratio") + f" ({said})", None, hit)
+    ratio = m / predicted
+    if not math.isfinite(ratio) or ratio == 0:
+        return PredictionScore(f"not comparable as a ratio ({said})", None, False)
+    if spec.abs_tolerance is not None:
+        hit = abs(m - predicted) <= spec.abs_tolerance
+    else:
+        hit = abs(m - predicted) <= spec.tolerance * abs(m)
+    rel = abs(m - predicted) / abs(m)
+    if hit:
+        pct = max(1, math.ceil(rel * 100))
+        return PredictionScore(f"within {pct}% ({said})", ratio, True)
+    factor = max(ratio, 1 / ratio)
+    if factor >= 1.5:
+        return PredictionScore(f"off by {format_number(factor, 'x')} ({said})", ratio, False)
+    direction = "high" if predicted > m else "low"
+    return PredictionScore(f"{round(rel * 100)}% too {direction} ({said})", ratio, False)
+
+
+def _in(option, value: float) -> bool:
+    return (option.min is None or value >= option.min) and (option.max is None or value < option.max)
+
+
+def _score_choice(answer: str, spec: ChoiceAnswer, measured, unit: str) -> PredictionScore:
+    index = resolve(answer, spec)
+    chose = f"you chose '{spec.options[index].text}'" if index is not None else f"you wrote '{_quote(answer)}'"
+    ranged = [o for o in spec.options if o.min is not None or o.max is not None]
+    m = _number(measured) if not isinstance(measured, str) or ranged else None
+    if ranged and m is not None:
+        text = format_number(m, unit)
+        home = next((o for o in spec.options if (o.min is not None or o.max is not None) and _in(o, m)), None)
+        if index is not None and home is spec.options[index]:
+            return PredictionScore(f"{chose}; measured {text}, which is in that range", None, True)
+        if home is None:
+            return PredictionScore(f"{chose}; measured {text}, outside every option's range", None, False)
+        return PredictionScore(f"{chose}; measured {text}, which is in '{home.text}'", None, False)
+    text = _shown(measured, unit)
+    if index is not None and isinstance(measured, str) and normalise(measured) == normalise(spec.options[index].text):
+        return PredictionScore(f"{chose}; measured {text}: a match", None, True)
+    return PredictionScore(f"{chose}; measured {text}", None, False)

@@ -1,0 +1,205 @@
+"""Reading numbers with units, and grading number answers."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from checks import describe_spec, format_number, grade, parse_number
+from checks.spec import NumberAnswer, NumberRange
+
+
+@pytest.mark.parametrize(
+    "text,unit,expected",
+    [
+        ("12", "", 12),
+        ("12 GB", "GB", 12),
+        ("12GB", "GB", 12),
+        ("~12 gb", "GB", 12),
+        ("about 12 GB", "GB", 12),
+        ("roughly 12", "GB", 12),  # no unit written: the spec's unit
+        ("12,000", "", 12000),
+        ("1,234,567.5", "", 1234567.5),
+        ("1,5", "", 1.5),  # decimal comma
+        ("1.5e3", "", 1500),
+        ("1.5E-3", "", 0.0015),
+        ("6 x 10^-8", "", 6e-8),
+        ("2^-24", "", 2**-24),
+        (".5", "", 0.5),
+        ("-3", "", -3),
+        ("\u22123", "", -3),  # Unicode minus
+        ("3x", "x", 3),
+        ("3 x", "x", 3),
+        ("3\u00d7", "x", 3),
+        ("x3", "x", 3),
+        ("3 times faster", "x", 3),
+        ("3-fold", "x", 3),
+        ("twice as fast", "x", 2),
+        ("three times", "x", 3),
+        ("2-3x", "x", 2.5),  # a range reads as its midpoint
+        ("2 to 3 x", "x", 2.5),
+        ("between 2 and 3", "x", 2.5),
+        ("12k", "", 12000),
+        ("1.2M", "", 1.2e6),
+        ("3 million", "", 3e6),
+        ("35%", "%", 35),
+        ("35 percent", "%", 35),
+        ("35", "%", 35),
+        ("0.35", "%", 35),  # a bare fraction for a percentage means that share
+        ("0.35%", "%", 0.35),  # written with % it is taken literally
+        ("500 MB", "GB", 0.5),
+        ("12 GiB", "GB", 12 * 1.073741824),
+        ("12 GB", "GiB", 12 / 1.073741824),
+        ("2 TB", "GB", 2000),
+        ("40 ms", "s", 0.04),
+        ("0.5 s", "ms", 500),
+        ("2 min", "s", 120),
+        ("12 GB", "", 12),  # a spec without unit takes the number as written
+        ("fp16 is 2x faster", "x", 2),  # digits inside words are not numbers
+        ("12 and 3 copies", "", 12),  # "and" is a range only after "between"
+    ],
+)
+def test_parse_number(text, unit, expected):
+    value = parse_number(text, unit)
+    assert value is not None
+    assert math.isclose(value, expected, rel_tol=1e-9), value
+
+
+@pytest.mark.parametrize(
+    "text,unit",
+    [("", ""), ("   ", "GB"), ("no idea", "x"), ("fp16", ""), ("12 ms", "GB"), ("3 GB", "s"), ("1e999", ""), ("inf", "")],
+)
+def test_parse_number_returns_none_when_nothing_fits(text, unit):
+    assert parse_number(text, unit) is None
+
+
+def test_grade_value_with_relative_tolerance():
+    spec = NumberAnswer(type="number", unit="GB", value=12, tolerance=0.1)
+    assert grade("12 GB", spec).correct
+    assert grade("13", spec).correct
+    assert grade("12.9 GiB", spec).correct is False  # 13.85 GB
+    assert grade("11 GiB", spec).correct  # 11.81 GB
+    v = grade("20 GB", spec)
+    assert not v.correct and "too high" in v.feedback
+    assert "12" not in v.feedback  # the right value is not revealed
+    assert "too low" in grade("5", spec).feedback
+
+
+def test_grade_value_with_absolute_tolerance():
+    spec = NumberAnswer(type="number", unit="%", value=35, abs_tolerance=5)
+    assert grade("31%", spec).correct
+    assert grade("0.38", spec).correct  # a fraction for a percentage
+    assert not grade("41%", spec).correct
+
+
+def test_grade_ranges_give_band_feedback():
+    spec = NumberAnswer(
+        type="number",
+        unit="x",
+        value=3,
+        tolerance=0.2,
+        ranges=[
+            NumberRange(max=1, feedback="Slower than the CPU? Not for this model."),
+            NumberRange(min=50, feedback="Far too optimistic."),
+            NumberRange(min=4, max=5, correct=True, feedback="Close enough."),
+        ],
+    )
+    assert grade("0.5x", spec).feedback == "Slower than the CPU? Not for this model."
+    assert not grade("0.5x", spec).correct
+    assert grade("100x", spec).feedback == "Far too optimistic."
+    v = grade("4.5x", spec)
+    assert v.correct and v.feedback == "Close enough."
+    assert grade("3.3x", spec).correct
+
+
+def test_grade_from_metric_uses_the_measurement():
+    spec = NumberAnswer(type="number", unit="x", from_metric="speedup", tolerance=0.25)
+    assert grade("3x", spec, {"speedup": 3.2}).correct
+    assert not grade("10x", spec, {"speedup": 3.2}).correct
+
+
+@pytest.mark.parametrize("metrics", [None, {}, {"speedup": None}, {"speedup": "n/a"}, {"speedup": float("nan")}])
+def test_grade_from_metric_without_a_measurement_is_unverifiable(metrics):
+    spec = NumberAnswer(type="number", unit="x", from_metric="speedup")
+    v = grade("3x", spec, metrics)
+    assert not v.correct
+    assert "speedup" in v.feedback
+    assert v.missing == ["speedup"] or "not" in v.feedback
+
+
+def test_grade_from_metric_ranges_still_apply_without_a_measurement():
+    spec = NumberAnswer(
+        type="number", unit="x", from_metric="speedup", ranges=[NumberRange(max=0, feedback="A speedup is positive.")]
+    )
+    assert grade("-2", spec, {}).feedback == "A speedup is positive."
+
+
+def test_grade_number_unreadable_and_wrong_unit():
+    spec = NumberAnswer(type="number", unit="GB", value=12)
+    v = grade("a lot", spec)
+    assert not v.correct and "e.g. 12 GB" in v.feedback
+    v = grade("12 ms", spec)
+    assert not v.correct and "ms" in v.feedback and "GB" in v.feedback
+    assert grade("", spec).feedback.startswith("Write a number in GB")
+
+
+def test_describe_number_spec():
+    assert describe_spec(NumberAnswer(type="number", unit="GB", value=1)) == "a number in GB, e.g. 12 GB"
+    assert describe_spec(NumberAnswer(type="number", unit="x", value=1)) == "a number in x, e.g. 3x"
+    assert describe_spec(NumberAnswer(type="number", value=1)) == "a number, e.g. 42"
+
+
+@pytest.mark.parametrize(
+    "value,unit,text",
+    [
+        (3.2, "x", "3.2x"),
+        (3.14159, "x", "3.14x"),
+        (35.04, "%", "35%"),
+        (12, "GB", "12 GB"),
+        (1234.5, "", "1,230"),
+        (0.0123, "s", "0.0123 s"),
+        (6e-8, "", "6e-8"),
+        (0, "x", "0x"),
+        (float("inf"), "", "infinity"),
+    ],
+)
+def test_format_number(value, unit, text):
+    assert format_number(value, unit) == text
+
+
+# ----------------------------------------------------------------------------- properties
+
+UNITS = st.sampled_from(["", "x", "%", "GB", "GiB", "MB", "s", "ms", "params"])
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=2000), UNITS)
+def test_parse_number_never_raises(text, unit):
+    value = parse_number(text, unit)
+    assert value is None or math.isfinite(value)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.text(min_size=1, max_size=10), UNITS)
+def test_parse_number_never_raises_on_huge_text(chunk, unit):
+    value = parse_number(chunk * 100_000, unit)
+    assert value is None or math.isfinite(value)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.floats(min_value=-1e12, max_value=1e12, allow_nan=False), st.sampled_from(["", "x", "GB", "s"]))
+def test_formatted_numbers_read_back_close(value, unit):
+    back = parse_number(format_number(value, unit), unit)
+    assert back is not None
+    assert math.isclose(back, value, rel_tol=0.006, abs_tol=1e-12)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.text(max_size=500))
+def test_grade_number_never_raises(text):
+    spec = NumberAnswer(type="number", unit="GB", value=12, ranges=[NumberRange(max=1, feedback="tiny")])
+    v = grade(text, spec)
+    assert isinstance(v.correct, bool) and v.feedback

@@ -1,0 +1,129 @@
+"""Scoring a locked prediction against what a run measured."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from checks import score_prediction
+from checks.spec import ChoiceAnswer, NumberAnswer, TextAnswer
+
+SPEEDUP = NumberAnswer(type="number", unit="x", tolerance=0.1)
+RANGED = ChoiceAnswer(
+    type="choice",
+    options=[
+        {"text": "slower", "max": 1},
+        {"text": "about 2x", "min": 1, "max": 3.5},
+        {"text": "about 5x", "min": 3.5, "max": 10},
+        {"text": "10x or more", "min": 10},
+    ],
+)
+
+
+def test_number_far_off_reports_the_factor():
+    s = score_prediction("10x", SPEEDUP, 3.2)
+    assert s.summary.startswith("off by 3.1")
+    assert "(you said 10x, measured 3.2x)" in s.summary
+    assert not s.hit
+    assert math.isclose(s.ratio, 0.32)
+
+
+def test_number_too_low_reports_the_factor_the_other_way():
+    s = score_prediction("0.5x", SPEEDUP, 3.2)
+    assert s.summary.startswith("off by 6.4x") and not s.hit and math.isclose(s.ratio, 6.4)
+
+
+def test_number_within_tolerance_is_a_hit():
+    s = score_prediction("3x", SPEEDUP, 3.2)
+    assert s.hit
+    assert s.summary == "within 7% (you said 3x, measured 3.2x)"
+
+
+def test_number_close_but_outside_tolerance_says_by_how_much():
+    s = score_prediction("4x", SPEEDUP, 3.2)
+    assert not s.hit and s.summary == "25% too high (you said 4x, measured 3.2x)"
+
+
+def test_number_measurement_in_another_unit_is_converted():
+    spec = NumberAnswer(type="number", unit="GB", tolerance=0.05)
+    s = score_prediction("12 GB", spec, 12000, unit="MB")
+    assert s.hit and "measured 12 GB" in s.summary
+
+
+def test_number_measurement_given_as_text_is_read():
+    assert score_prediction("3x", SPEEDUP, "3.2x").hit
+
+
+def test_number_prediction_that_cannot_be_read():
+    s = score_prediction("no idea", SPEEDUP, 3.2)
+    assert not s.hit and s.ratio is None and "measured 3.2x" in s.summary
+
+
+def test_zero_prediction_has_no_ratio():
+    s = score_prediction("0", SPEEDUP, 3.2)
+    assert s.ratio is None and not s.hit and "measured 3.2x" in s.summary
+
+
+@pytest.mark.parametrize("spec", [SPEEDUP, RANGED])
+@pytest.mark.parametrize("measured", [None, float("nan")])
+def test_no_measurement_is_not_a_miss(spec, measured):
+    s = score_prediction("3", spec, measured)
+    assert not s.hit and s.ratio is None
+    assert "No measurement to compare with on this machine" in s.summary
+    assert "GPU" in s.summary and "not a miss" in s.summary
+
+
+def test_no_measurement_for_text_says_so_without_blaming_the_gpu():
+    s = score_prediction("it crashes", TextAnswer(type="text"), None)
+    assert "No measurement" in s.summary and "not a miss" in s.summary and "'it crashes'" in s.summary
+
+
+def test_choice_hit_inside_the_chosen_range():
+    s = score_prediction("about 2x", RANGED, 3.2, unit="x")
+    assert s.hit
+    assert s.summary == "you chose 'about 2x'; measured 3.2x, which is in that range"
+
+
+def test_choice_miss_names_the_option_the_measurement_falls_in():
+    s = score_prediction("b", RANGED, 5.0, unit="x")
+    assert not s.hit
+    assert s.summary == "you chose 'about 2x'; measured 5x, which is in 'about 5x'"
+
+
+def test_choice_range_bounds_are_half_open():
+    assert score_prediction("about 5x", RANGED, 3.5, unit="x").hit
+    assert not score_prediction("about 2x", RANGED, 3.5, unit="x").hit
+    assert score_prediction("4", RANGED, 1000, unit="x").hit  # open upper end
+
+
+def test_choice_without_ranges_compares_text_measurements():
+    spec = ChoiceAnswer(type="choice", options=["forward pass", "backward pass"])
+    assert score_prediction("1", spec, "forward pass").hit
+    s = score_prediction("2", spec, "forward pass")
+    assert not s.hit and "'backward pass'" in s.summary and "forward pass" in s.summary
+
+
+def test_text_prediction_shows_the_measurement():
+    s = score_prediction("it crashes at backward", TextAnswer(type="text"), "RuntimeError")
+    assert not s.hit and s.ratio is None and "RuntimeError" in s.summary
+
+
+MEASURED = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.integers(min_value=-(10**30), max_value=10**30),
+    st.text(max_size=200),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=2000), st.sampled_from([SPEEDUP, RANGED, TextAnswer(type="text")]), MEASURED,
+       st.sampled_from(["", "x", "GB", "MB", "s", "%"]))
+def test_score_prediction_never_raises(answer, spec, measured, unit):
+    s = score_prediction(answer, spec, measured, unit)
+    assert isinstance(s.summary, str) and s.summary
+    assert s.ratio is None or math.isfinite(s.ratio)
