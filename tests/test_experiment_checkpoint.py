@@ -67,6 +67,7 @@ def test_temp_file_is_removed(monkeypatch, tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.gpu
 @gpu
 def test_cuda_checkpoint_loads_on_cpu(monkeypatch):
     monkeypatch.setenv("GPUTUTOR_DATA_DIR", "/work/shared/data")

@@ -86,6 +86,7 @@ def test_table_shows_the_values():
     assert all(math.isfinite(float(r[1])) for r in first.rows)
 
 
+@pytest.mark.gpu
 @gpu
 def test_runs_on_cuda():
     _, m = run(device="cuda")

@@ -48,6 +48,7 @@ def test_the_fix_runs_a_real_step():
     assert math.isfinite(m["fix_loss"]) and 1.5 < m["fix_loss"] < 3.5
 
 
+@pytest.mark.gpu
 @gpu
 def test_cuda_model_with_cpu_batch():
     _, m = run("cuda")

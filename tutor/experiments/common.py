@@ -150,8 +150,12 @@ def train_epoch(
     loss_fn: nn.Module | None = None,
     report_every: int = 20,
     max_steps: int | None = None,
+    max_interval_s: float = 0.25,
 ) -> Iterator[Progress]:
     """The notebook's training loop over `batches`, yielding a Progress every `report_every` steps.
+
+    Also reports when `max_interval_s` passed since the last report, so a consumer that
+    stops iterating (escape, quit) is heard quickly even on a slow or busy machine.
 
     Batches are moved with `.to(device)` inside the loop (a no-op for resident tensors; a
     host-to-device copy for a DataLoader's CPU batches). The last report has done=True.
@@ -163,6 +167,7 @@ def train_epoch(
     total_sum = 0.0
     since = steps = samples = 0
     it = iter(batches)
+    last_report = time.perf_counter()
     nxt = next(it, None)  # one batch of look-ahead, so the last report is known to be the last
     if nxt is None or max_steps == 0:
         yield Progress(0, 0, float("nan"), float("nan"), True)
@@ -187,7 +192,8 @@ def train_epoch(
         samples += xb.shape[0]
         done = max_steps is not None and steps >= max_steps
         nxt = None if done else next(it, None)
-        if nxt is None or steps % report_every == 0:
+        if nxt is None or steps % report_every == 0 or time.perf_counter() - last_report >= max_interval_s:
+            last_report = time.perf_counter()
             value = run_sum.item() / since  # the one host sync per report
             total_sum += value * since
             run_sum.zero_()
