@@ -51,6 +51,8 @@ def score_prediction(answer: str, spec, measured, unit: str = "") -> PredictionS
     the ratio measured/predicted; choice specs whose options carry min/max are a hit when the
     measurement lies in the chosen option's [min, max); text specs only show the measurement.
     `measured` None means nothing could be measured here (e.g. no GPU): never a miss.
+    With unit "%", the measurement is a share (0..1, as runs report accuracy) and is compared
+    and shown in percent: 0.977 -> 97.7%; choice ranges are then written in percent too.
     Never raises.
     """
     try:
@@ -69,7 +71,18 @@ def _said(answer: str, spec) -> str:
     return f"'{_quote(answer)}'"
 
 
+def _as_percent(measured, spec, unit: str):
+    """Shares are measured as fractions; a "%" step compares them in percent."""
+    u = unit or getattr(spec, "unit", "") or ""
+    if u.strip() == "%" and isinstance(measured, (int, float)) and not isinstance(measured, bool):
+        return measured * 100
+    return measured
+
+
 def _score(answer: str, spec, measured, unit: str) -> PredictionScore:
+    measured = _as_percent(measured, spec, unit)
+    if isinstance(spec, ChoiceAnswer) and not unit and getattr(spec, "unit", ""):
+        unit = spec.unit
     if measured is None or (isinstance(measured, float) and math.isnan(measured)):
         template = NO_GPU if _about_speed(spec, unit) else NO_MEASUREMENT
         return PredictionScore(template.format(said=_said(answer, spec)))

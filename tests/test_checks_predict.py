@@ -127,3 +127,20 @@ def test_score_prediction_never_raises(answer, spec, measured, unit):
     s = score_prediction(answer, spec, measured, unit)
     assert isinstance(s.summary, str) and s.summary
     assert s.ratio is None or math.isfinite(s.ratio)
+
+
+def test_percent_step_compares_a_fraction_metric_in_percent():
+    from checks.spec import ChoiceAnswer, NumberAnswer
+
+    choice = ChoiceAnswer(type="choice", options=[{"text": "90-96%", "min": 90, "max": 96},
+                                                  {"text": "96-99%", "min": 96, "max": 99}])
+    hit = score_prediction("96-99%", choice, 0.9771, "%")
+    assert hit.hit and "97.7%" in hit.summary
+    miss = score_prediction("90-96%", choice, 0.9771, "%")
+    assert not miss.hit and "96-99%" in miss.summary
+
+    number = NumberAnswer(type="number", unit="%", tolerance=0.02)
+    close = score_prediction("97%", number, 0.9771, "%")
+    assert close.hit and "97.7%" in close.summary
+    far = score_prediction("50%", number, 0.9771, "%")
+    assert not far.hit

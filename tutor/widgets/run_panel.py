@@ -31,8 +31,8 @@ def fmt(value: Any, unit: str = "") -> str:
     if isinstance(value, (int, float)):
         if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
             return str(value)
-        if unit == "%":
-            return f"{value * 100:.1f}%" if abs(value) <= 1 else f"{value:.1f}%"
+        if unit == "%":  # shares are measured as fractions 0..1
+            return f"{value * 100:.1f}%"
         if isinstance(value, int) or float(value).is_integer() and abs(value) >= 1000:
             text = f"{int(value):,}"
         elif value != 0 and (abs(value) < 1e-3 or abs(value) >= 1e6):
