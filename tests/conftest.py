@@ -23,8 +23,9 @@ def gpututor_env(tmp_path: Path):
     os.environ["GPUTUTOR_HOME"] = str(tmp_path)
     if SHARED_DATA.is_dir():
         os.environ["GPUTUTOR_DATA_DIR"] = str(SHARED_DATA)
-    else:
-        os.environ.pop("GPUTUTOR_DATA_DIR", None)
+    else:  # no MNIST here: an empty dir makes data.load() use the offline fallback at once
+        (tmp_path / "no-mnist").mkdir(exist_ok=True)
+        os.environ["GPUTUTOR_DATA_DIR"] = str(tmp_path / "no-mnist")
     for k in ("GPUTUTOR_DEVICE", "GPUTUTOR_DEBUG"):
         os.environ.pop(k, None)
     yield

@@ -210,3 +210,20 @@ def test_discover_lists_broken_files_and_overrides(tmp_path: Path):
     assert "unknown key 'promt'" in str(catalog.broken[0][1])
     with pytest.raises(KeyError):
         catalog.get("no-such-lesson")
+
+
+def test_lint_reports_a_rubric_regex_that_cannot_compile(tmp_path):
+    from tutor.lesson import LessonError, load_file
+
+    path = tmp_path / "bad-rubric.yaml"
+    path.write_text(
+        "id: bad-rubric\ntitle: Bad rubric\nsteps:\n  - id: c\n    kind: check\n    prompt: Why?\n"
+        "    answer:\n      type: text\n      rubric:\n        require:\n          - name: x\n"
+        "            any: [\"re:(unclosed\"]\n",
+        encoding="utf-8",
+    )
+    with pytest.raises(LessonError) as info:
+        load_file(path)
+    (issue,) = info.value.issues
+    assert (issue.line, issue.col) == (10, 9)
+    assert "invalid regex" in issue.message and "'c'" in issue.message

@@ -459,6 +459,21 @@ def _semantic_issues(data: dict[str, Any], marks: dict[Path_, Pos], path: str) -
     return issues
 
 
+def _rubric_issues(lesson: Lesson, marks: dict[Path_, Pos], path: str) -> list[LessonIssue]:
+    """Rubric phrases that cannot grade well (bad regex, a phrase that shrinks to one common word)."""
+    from checks.text import lint_rubric
+
+    issues = []
+    for i, step in enumerate(lesson.steps):
+        rubric = getattr(getattr(step, "answer", None), "rubric", None)
+        if rubric is None:
+            continue
+        for problem in lint_rubric(rubric):
+            line, col = _position(marks, ("steps", i, "answer", "rubric"))
+            issues.append(LessonIssue(path, line, col, f"step {step.id!r} rubric: {problem}"))
+    return issues
+
+
 def load_text(text: str, path: str = "<lesson>") -> Lesson:
     """Parse and validate one lesson; raise LessonError listing every problem found, in file order."""
     parsed = _parse(text, path)
@@ -476,6 +491,8 @@ def load_text(text: str, path: str = "<lesson>") -> Lesson:
         lesson = Lesson.model_validate(data)
     except ValidationError as e:
         issues += _schema_issues(e, data, marks, path)
+    if lesson is not None:
+        issues += _rubric_issues(lesson, marks, path)
     if issues or lesson is None:
         raise LessonError(sorted(_dedupe(issues), key=lambda i: (i.line, i.col)))
     return lesson
