@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import os
 import time
 from pathlib import Path
 
@@ -163,6 +164,12 @@ async def test_escape_cancels_a_run(tmp_path):
         assert "Cancelled" in text_of(panel.query_one("#status", Static))
         assert app.progress.latest_run(lesson_id="tui-demo", step_id="short-run") is None
         await wait_for(pilot, lambda: not any(w.is_running for w in app.workers), timeout=5)
+        engine_pid = app.engine.pid
+        assert engine_pid is not None
+    # Leaving the app leaves no experiment process behind.
+    assert app.engine.pid is None
+    with pytest.raises(ProcessLookupError):
+        os.kill(engine_pid, 0)
 
 
 async def test_usable_at_80x24(tmp_path):

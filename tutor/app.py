@@ -1,7 +1,8 @@
 """The Textual app: one App, three screens, one stylesheet.
 
-torch is not imported here: the device is detected in a thread worker after the first
-screen is painted, and experiments import torch inside their own worker.
+torch is never imported in this process: the engine process (tutor/engine.py) imports
+it, detects the device and runs the experiments, starting in the background once the
+first screen is painted.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from textual.binding import Binding
 from textual.worker import Worker, WorkerState
 
 from tutor import errors
+from tutor.engine import Engine
 from tutor.lesson import CheckStep, Lesson, discover
 from tutor.progress import Progress
 from tutor.screens.help import HelpScreen
@@ -44,6 +46,7 @@ class TutorApp(App):
         self.data_dir = data_dir
         self.catalog = discover(self.lessons_dirs)
         self.progress = progress or Progress(home / "progress.db" if home else None)
+        self.engine = Engine(log_path=str(self.progress.path.parent / "engine.log") if self.progress.path else None)
         self.device_text: Text = Text("Device: detecting… (loading PyTorch)", style="dim")
 
     def on_mount(self) -> None:
@@ -56,14 +59,8 @@ class TutorApp(App):
 
     @work(thread=True, exit_on_error=False, name="detect-device")
     def detect_device(self) -> None:
-        from tutor import devices
-
-        found = devices.available()
-        try:
-            chosen = devices.resolve(self.device_override)
-            problem = None
-        except devices.DeviceError as exc:
-            chosen, problem = found[0], str(exc)
+        """Start the engine process (it imports torch) and ask it what this machine has."""
+        found, chosen, problem = self.engine.detect(self.device_override)
         self.call_from_thread(self._device_ready, found, chosen, problem)
 
     def _device_ready(self, found, chosen, problem: str | None) -> None:
@@ -143,5 +140,10 @@ class TutorApp(App):
             self.notify(errors.describe(event.worker.error), title="Something went wrong",
                         severity="error", timeout=10)
 
+    async def action_quit(self) -> None:
+        self.engine.close()  # stop a run at once, so the worker relaying it ends too
+        self.exit()
+
     def on_unmount(self) -> None:
+        self.engine.close()
         self.progress.close()

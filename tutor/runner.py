@@ -1,18 +1,20 @@
-"""The only bridge between experiments (plain generators) and the TUI.
+"""The only bridge between experiments and the TUI.
 
-An experiment runs in a Textual thread worker. Between events the worker checks
-`is_cancelled`, so escape (or quitting) stops it at the next event; the generator is
-closed so its `finally` blocks run. Step events are throttled to about 15 per second,
-everything else is delivered. Exceptions never escape: they become a `RunEnded` with
-status "failed" and a sentence from `tutor.errors.describe`.
+An experiment runs in the engine process (tutor/engine.py: no GIL shared with the UI, so
+the timings on screen are the machine's). A Textual thread worker relays its events as
+messages; when the worker is cancelled (escape, quitting) it asks the engine to stop at
+the next event. Step events are throttled (5-15 per second, by core count), everything else is
+delivered. Exceptions never escape: they become a `RunEnded` with status "failed" and a
+sentence a learner can act on.
 """
 
 from __future__ import annotations
 
 import itertools
+import os
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from textual.message import Message
 from textual.widget import Widget
@@ -20,7 +22,12 @@ from textual.worker import Worker, get_current_worker
 
 from tutor.events import Event, Finished, Started, Step
 
-STEP_INTERVAL_S = 1 / 15  # UI updates for Step events: at most ~15 per second
+if TYPE_CHECKING:
+    from tutor.engine import Engine
+
+# UI updates for Step events. Each repaint takes CPU from training; on a 2-core machine
+# 15 updates/s cost 20% of the measured speed and 5/s cost 8% (bench/tui_overhead.py).
+STEP_INTERVAL_S = 1 / 15 if (os.cpu_count() or 1) >= 4 else 1 / 5
 
 _run_ids = itertools.count(1)
 
@@ -56,10 +63,11 @@ def new_run_id() -> int:
     return next(_run_ids)
 
 
-def start(owner: Widget, run_id: int, experiment: str, params: dict[str, Any], device: str | None) -> Worker:
-    """Run `experiment` in a thread worker; messages go to `owner`."""
+def start(owner: Widget, run_id: int, experiment: str, params: dict[str, Any], device: str | None,
+          engine: "Engine") -> Worker:
+    """Run `experiment` in the engine process; a thread worker relays its events to `owner`."""
     return owner.run_worker(
-        lambda: _pump(owner, run_id, experiment, params, device),
+        lambda: _pump(owner, engine, run_id, experiment, params, device),
         name=f"run:{experiment}",
         group="experiment",
         thread=True,
@@ -68,20 +76,26 @@ def start(owner: Widget, run_id: int, experiment: str, params: dict[str, Any], d
     )
 
 
-def _pump(owner: Widget, run_id: int, experiment: str, params: dict[str, Any], device: str | None) -> None:
-    from tutor import errors, experiments
+def _pump(owner: Widget, engine: "Engine", run_id: int, experiment: str, params: dict[str, Any],
+          device: str | None) -> None:
+    from tutor.engine import EngineDied
 
     worker = get_current_worker()
     started: dict[str, Any] = {}
-    gen = None
+    metrics: dict[str, Any] = {}
+    last_step_post = 0.0
+    pending_step: Step | None = None
     try:
-        gen = experiments.start(experiment, params, device)
-        last_step_post = 0.0
-        pending_step: Step | None = None
-        for event in gen:
-            if worker.is_cancelled:
-                owner.post_message(RunEnded(run_id, "cancelled", device=started))
+        for message in engine.run(experiment, params, device, cancelled=lambda: worker.is_cancelled):
+            if message[0] == "ended":
+                _, status, error = message
+                if pending_step is not None:
+                    owner.post_message(RunUpdate(run_id, pending_step))
+                if status == "finished" and not metrics:
+                    status, error = "failed", "the experiment ended without results"
+                owner.post_message(RunEnded(run_id, status, metrics if status == "finished" else {}, error, started))
                 return
+            event = message[1]
             if isinstance(event, Step):
                 now = time.monotonic()
                 if now - last_step_post < STEP_INTERVAL_S:
@@ -93,16 +107,12 @@ def _pump(owner: Widget, run_id: int, experiment: str, params: dict[str, Any], d
                 pending_step = None
             if isinstance(event, Started):
                 started = {"device": event.device, "name": event.device_name, "dataset": event.dataset}
+            elif isinstance(event, Finished):
+                metrics = dict(event.metrics)
             owner.post_message(RunUpdate(run_id, event))
-            if isinstance(event, Finished):
-                owner.post_message(RunEnded(run_id, "finished", dict(event.metrics), device=started))
-                return
-        owner.post_message(RunEnded(run_id, "failed", error="the experiment ended without results", device=started))
+    except EngineDied as exc:
+        owner.post_message(RunEnded(run_id, "failed", error=str(exc), device=started))
     except Exception as exc:  # noqa: BLE001 - every failure becomes a message, never a traceback
-        if worker.is_cancelled:
-            owner.post_message(RunEnded(run_id, "cancelled", device=started))
-        else:
-            owner.post_message(RunEnded(run_id, "failed", error=errors.describe(exc), device=started))
-    finally:
-        if gen is not None:
-            gen.close()
+        from tutor import errors
+
+        owner.post_message(RunEnded(run_id, "failed", error=errors.describe(exc), device=started))

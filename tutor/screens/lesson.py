@@ -130,6 +130,8 @@ class LessonScreen(Screen):
 
     def action_enter(self) -> None:
         view = self.view
+        if view is not None and view.action_enter():
+            return
         if isinstance(view, RunStepView) and not view.running and view.query_one("#panel").state == "idle":
             view.action_run()
             return
@@ -161,11 +163,19 @@ class LessonScreen(Screen):
             return
         self.app.pop_screen()
 
-    def action_quit(self) -> None:
+    async def action_quit(self) -> None:
         view = self.view
         if view is not None:
             view.cancel_run()
-        self.app.exit()
+        await self.app.action_quit()
+
+    def on_descendant_focus(self) -> None:
+        if self.view is not None:
+            self.view.refresh_hint()
+
+    def on_descendant_blur(self) -> None:
+        if self.view is not None:
+            self.call_after_refresh(self.view.refresh_hint)
 
     @on(StepView.Completed)
     def _completed(self, event: StepView.Completed) -> None:

@@ -35,6 +35,9 @@ class StepView(Vertical):
         return self.app  # type: ignore[return-value]
 
     # Actions forwarded by the lesson screen; each returns True if it handled the key.
+    def action_enter(self) -> bool:
+        return False
+
     def action_run(self) -> bool:
         return False
 
@@ -55,6 +58,11 @@ class StepView(Vertical):
     def keys_hint(self) -> str:
         """The line at the bottom telling the learner what to press now."""
         return "n next · p previous · ? help"
+
+    def focus_content(self) -> None:
+        """Give focus back to the scrolling lesson content (after an input goes away)."""
+        if self.parent is not None and self.parent.can_focus:
+            self.parent.focus()
 
     def refresh_hint(self) -> None:
         try:

@@ -79,9 +79,9 @@ class CheckStepView(StepView):
             self.attempts += 1
             extra = ""
             if self.attempts >= GIVE_UP_AFTER:
-                extra = "\nStuck? h shows a hint; g shows the answer."
+                extra = "\nStuck? escape, then h for a hint or g to see the answer."
             elif self.step.hint:
-                extra = "\nh shows a hint."
+                extra = "\nescape, then h, shows a hint."
             feedback.update(Text.assemble(("✗ Not yet. ", "bold red"), verdict.feedback, (extra, "dim")))
         self.refresh_hint()
 
@@ -95,6 +95,7 @@ class CheckStepView(StepView):
         for w in self.query("#choices, #answer"):
             w.disabled = True
         self._show_explanation()
+        self.call_after_refresh(self.focus_content)
 
     def _show_explanation(self) -> None:
         after = self.query_one("#after", Vertical)
@@ -111,6 +112,14 @@ class CheckStepView(StepView):
             after.mount(RunPanel(self.step.verify.experiment, self.step.verify.params, id="verify"))
 
     # ------------------------------------------------------------------ actions
+
+    def action_enter(self) -> bool:
+        """Back into the answer box while the check is open."""
+        for w in self.query("#choices, #answer"):
+            if not w.disabled:
+                w.focus()
+                return True
+        return False
 
     def action_hint(self) -> bool:
         text = self.step.hint or "No hint for this one: reread the step before it."
@@ -171,7 +180,9 @@ class CheckStepView(StepView):
             verify = "r verify with a real run · " if self.step.verify else ""
             return f"{verify}n next · p previous · ? help"
         stuck = " · g show answer" if self.attempts >= GIVE_UP_AFTER else ""
-        return f"type your answer · enter submit · h hint{stuck} · escape leave the input · ? help"
+        if isinstance(self.screen.focused, (Input, OptionList)):
+            return "type your answer · enter submit · escape leave the box (then h hint)"
+        return f"enter/tab back to the answer box · h hint{stuck} · n next · p previous · ? help"
 
 
 def spec_max(spec) -> int:

@@ -94,8 +94,16 @@ class PredictStepView(StepView):
         self.mount(Static(self._locked_text(locked.answer, locked.locked_at), id="locked", classes="locked"))
         self.mount(Static(self._reveal(locked.answer), id="reveal", classes="reveal"))
         self.refresh_hint()
+        self.call_after_refresh(self.focus_content)
 
     # ------------------------------------------------------------------ navigation
+
+    def action_enter(self) -> bool:
+        """Back into the input while the prediction is not locked."""
+        for w in self.query("#choices, #answer"):
+            w.focus()
+            return True
+        return False
 
     def leave_blocker(self) -> str | None:
         if self.tutor.progress.prediction(self.lesson.id, self.step.id) is None:
@@ -106,5 +114,5 @@ class PredictStepView(StepView):
         if self.tutor.progress.prediction(self.lesson.id, self.step.id) is None:
             if isinstance(self.step.answer, ChoiceAnswer):
                 return "↑↓ choose · enter lock in · p previous · ? help"
-            return "type your guess · enter lock in · escape leave the input · ? help"
+            return "type your guess · enter lock in · escape leave the box"
         return "n next · p previous · ? help · q quit"

@@ -103,7 +103,7 @@ class RunPanel(Vertical):
         self._set_status(Text("Starting… (loading PyTorch and the data the first time takes a few seconds)",
                               style="italic"))
         self.query_one("#bar", ProgressBar).display = True
-        runner.start(self, self.run_id, self.experiment, self.params, device)
+        runner.start(self, self.run_id, self.experiment, self.params, device, self.app.engine)
         self.call_after_refresh(self.scroll_visible, animate=False)
         self._stop_tick()
         self._tick_timer = self.set_interval(0.5, self._tick)

@@ -1,0 +1,196 @@
+"""A child process that runs experiments for the TUI.
+
+Why a process and not a thread: training an MLP is Python-heavy, and a thread shares the
+GIL with Textual's rendering; measured here, that inflated the learner's timings by 60%.
+In a child process the timings on screen are the machine's, and the TUI never imports
+torch at all. The child starts in the background when the app starts (it imports torch
+and detects devices once, and keeps MNIST cached between runs), and dies with the app.
+
+Protocol over one duplex pipe (all values are plain picklable data):
+    parent -> child   ("detect",)                        child -> ("devices", [Device...], chosen, problem)
+    parent -> child   ("run", name, params, device)       child -> ("event", Event)* then ("ended", status, error)
+    parent -> child   ("cancel",)                         (between events; the run ends "cancelled")
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import signal
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from tutor.events import Event
+
+
+class EngineDied(Exception):
+    """The experiment process exited unexpectedly (killed, crashed, out of memory)."""
+
+
+def _serve(conn, log_path: str | None) -> None:
+    """The child's main loop."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the TUI owns ctrl+c
+    # Nothing the child prints may reach the terminal the TUI draws on.
+    target = open(log_path, "a", buffering=1) if log_path else open(os.devnull, "w")
+    os.dup2(target.fileno(), 1)
+    os.dup2(target.fileno(), 2)
+    sys.stdout = sys.stderr = target
+
+    from tutor import devices, errors, experiments
+
+    while True:
+        try:
+            request = conn.recv()
+        except (EOFError, OSError):
+            return  # the app went away
+        kind = request[0]
+        if kind == "detect":
+            found = devices.available()
+            try:
+                chosen, problem = devices.resolve(request[1]), None
+            except devices.DeviceError as exc:
+                chosen, problem = found[0], str(exc)
+            conn.send(("devices", list(found), chosen, problem))
+        elif kind == "run":
+            _, name, params, device = request
+            status, error = "finished", None
+            gen = None
+            try:
+                gen = experiments.start(name, params, device)
+                for event in gen:
+                    if conn.poll():
+                        control = conn.recv()[0]
+                        if control in ("cancel", "quit"):
+                            status = "cancelled"
+                            if control == "quit":
+                                return
+                            break
+                    conn.send(("event", event))
+            except (BrokenPipeError, EOFError):
+                return
+            except Exception as exc:  # noqa: BLE001 - reported to the learner as a sentence
+                status, error = "failed", errors.describe(exc)
+            finally:
+                if gen is not None:
+                    gen.close()
+            try:
+                conn.send(("ended", status, error))
+            except (BrokenPipeError, OSError):
+                return
+        elif kind == "quit":
+            return
+
+
+class Engine:
+    """The parent's handle on the experiment process. One run at a time."""
+
+    def __init__(self, log_path: str | None = None) -> None:
+        self.log_path = log_path
+        self._proc: mp.process.BaseProcess | None = None
+        self._conn = None
+        self._lock = threading.Lock()  # one conversation at a time
+
+    def _ensure(self) -> None:
+        if self._proc is not None and self._proc.is_alive():
+            return
+        ctx = mp.get_context("spawn")  # a fresh interpreter: no Textual state, no inherited threads
+        parent, child = ctx.Pipe(duplex=True)
+        proc = ctx.Process(target=_serve, args=(child, self.log_path), name="gpututor-engine", daemon=True)
+        # Textual swaps sys.stdout/stderr for objects without a file descriptor, and
+        # multiprocessing hands stderr's descriptor to its helper: start with the real ones.
+        saved = sys.stdout, sys.stderr
+        sys.stdout, sys.stderr = sys.__stdout__ or saved[0], sys.__stderr__ or saved[1]
+        try:
+            proc.start()
+        finally:
+            sys.stdout, sys.stderr = saved
+        child.close()
+        self._proc, self._conn = proc, parent
+
+    def _recv(self, conn=None, proc=None) -> Any:
+        conn, proc = conn or self._conn, proc or self._proc
+        try:
+            return conn.recv()
+        except (EOFError, OSError, AttributeError):
+            code = proc.exitcode if proc is not None else None
+            if proc is self._proc:
+                self._proc = None
+            raise EngineDied(_died(code)) from None
+
+    def detect(self, requested: str | None) -> tuple[list, Any, str | None]:
+        with self._lock:
+            self._ensure()
+            self._conn.send(("detect", requested))
+            _, found, chosen, problem = self._recv()
+            return found, chosen, problem
+
+    def run(self, name: str, params: dict[str, Any], device: str | None,
+            cancelled: Callable[[], bool]) -> Iterator[tuple]:
+        """Yield ("event", Event) items, then one ("ended", status, error).
+
+        `cancelled` is polled while waiting; when it turns true the child is asked to stop.
+        Raises EngineDied if the child dies (or the engine is closed) mid-run.
+        """
+        with self._lock:
+            self._ensure()
+            conn, proc = self._conn, self._proc
+            conn.send(("run", name, params, device))
+            asked = False
+            while True:
+                try:
+                    if not asked and cancelled():
+                        conn.send(("cancel",))
+                        asked = True
+                    ready = conn.poll(0.05)
+                except (OSError, ValueError):
+                    raise EngineDied("The experiment process was stopped.") from None
+                if not ready:
+                    if not proc.is_alive():
+                        self._recv(conn, proc)  # drains what is left, then raises EngineDied
+                    continue
+                message = self._recv(conn, proc)
+                yield message
+                if message[0] == "ended":
+                    return
+
+    def close(self, timeout: float = 0.5) -> None:
+        """Stop the child: politely, then for sure. Never leaves it behind."""
+        proc, conn = self._proc, self._conn
+        self._proc = self._conn = None
+        if proc is None:
+            return
+        try:
+            conn.send(("cancel",))
+            conn.send(("quit",))
+        except (OSError, ValueError, AttributeError):
+            pass
+        proc.join(timeout)
+        if proc.is_alive():
+            proc.kill()
+            proc.join(1)
+        try:
+            conn.close()
+        except (OSError, AttributeError):
+            pass
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
+
+def _died(code: int | None) -> str:
+    if code is not None and code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        if name == "SIGKILL":
+            return ("The experiment process was killed (SIGKILL), most likely because the machine ran out of "
+                    "memory. Try a smaller batch_size or fewer samples.")
+        return f"The experiment process crashed ({name}). Press r to try again."
+    return f"The experiment process exited unexpectedly (exit code {code}). Press r to try again."
+
+
+__all__ = ["Engine", "EngineDied", "Event"]
