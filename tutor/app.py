@@ -98,7 +98,11 @@ class TutorApp(App):
             self.notify(f"End of “{lesson.title}”. Not done yet: {', '.join(missing[:4])}"
                         f"{' …' if len(missing) > 4 else ''}", timeout=8)
         else:
-            nxt = f" Next: {lesson.next}." if lesson.next else ""
+            nxt = ""
+            if lesson.next:
+                following = next((x.lesson for x in self.catalog.lessons if x.lesson.id == lesson.next), None)
+                nxt = (f" Next: “{following.title}”." if following
+                       else f" The next lesson ({lesson.next}) is not installed in this version yet.")
             self.notify(f"You finished “{lesson.title}”.{nxt}", timeout=8)
         self.pop_screen()
 

@@ -211,8 +211,10 @@ class RunPanel(Vertical):
 
     def _add_table(self, table: Table) -> None:
         rt = RichTable(title=table.title, title_justify="left", expand=False, show_edge=False, pad_edge=False)
-        for col in table.columns:
-            rt.add_column(col, overflow="fold")
+        for i, col in enumerate(table.columns):
+            # Keep values whole (a folded "0.0006556 / 5" misleads); let headers wrap instead.
+            widest = max((len(str(row[i])) for row in table.rows if i < len(row)), default=0)
+            rt.add_column(col, overflow="fold", min_width=min(widest, 16))
         for row in table.rows:
             rt.add_row(*[str(c) for c in row])
         self.query_one("#notes").mount(Static(rt, classes="result-table"))
