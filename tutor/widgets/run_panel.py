@@ -19,7 +19,7 @@ from textual.widgets import DataTable, ProgressBar, Sparkline, Static
 from tutor import experiments, runner
 from tutor.events import Epoch, Finished, Note, Started, Step, Table
 
-MAX_LOSS_POINTS = 400  # the sparkline keeps the latest points only
+MAX_LOSS_POINTS = 200  # the sparkline keeps the latest points only (each repaint buckets them all)
 
 
 def fmt(value: Any, unit: str = "") -> str:

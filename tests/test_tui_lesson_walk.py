@@ -1,0 +1,92 @@
+"""Walk the built-in gpu-training lesson from first step to last, as a learner would.
+
+Every run step really runs (with its experiment's quick parameters, so the walk stays
+short); every check is answered wrong first, then right, then verified by its run.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from textual.widgets import Input, OptionList
+
+from checks.spec import ChoiceAnswer
+from tutor import experiments
+from tutor.app import TutorApp
+from tutor.screens.home import HomeScreen
+from tutor.widgets import run_panel
+from tutor.widgets.check_step import CheckStepView
+from tutor.widgets.predict_step import PredictStepView
+from tutor.widgets.run_panel import RunPanel
+from tutor.widgets.run_step import RunStepView
+
+
+async def wait_for(pilot, condition, timeout: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not met in time"
+        await pilot.pause(0.05)
+
+
+async def run_and_wait(pilot, panel: RunPanel) -> None:
+    await pilot.press("r")
+    await wait_for(pilot, lambda: panel.state in ("finished", "failed"))
+    assert panel.state == "finished", panel.query_one("#status").content
+    await pilot.pause(0.2)  # let RunPanel.Done reach the step
+
+
+async def test_walk_the_whole_gpu_training_lesson(tmp_path: Path, monkeypatch):
+    original_init = RunPanel.__init__
+
+    def quick_init(self, experiment, params=None, *, id=None):
+        merged = {**(params or {}), **experiments.REGISTRY[experiment].quick}
+        original_init(self, experiment, merged, id=id)
+
+    monkeypatch.setattr(run_panel.RunPanel, "__init__", quick_init)
+
+    app = TutorApp(home=tmp_path, device="cpu")
+    async with app.run_test(size=(80, 24)) as pilot:
+        assert isinstance(app.screen, HomeScreen)
+        app.open_lesson("gpu-training")
+        await pilot.pause()
+        screen = app.screen
+        lesson = screen.lesson
+        for index, step in enumerate(lesson.steps):
+            assert screen.index == index
+            view = screen.view
+            if isinstance(view, PredictStepView):
+                if isinstance(step.answer, ChoiceAnswer):
+                    view.query_one("#choices", OptionList).focus()
+                    await pilot.press("enter")  # lock the first option
+                else:
+                    box = view.query_one("#answer", Input)
+                    box.focus()
+                    box.value = "3"
+                    await pilot.press("enter")
+                await pilot.pause()
+                assert app.progress.prediction(lesson.id, step.id) is not None
+            elif isinstance(view, RunStepView):
+                await run_and_wait(pilot, view.query_one(RunPanel))
+                record = app.progress.latest_run(lesson_id=lesson.id, step_id=step.id)
+                assert record is not None and record.status == "finished"
+                for name in experiments.REGISTRY[step.experiment].metrics:
+                    assert name in record.metrics, (step.experiment, name)
+            elif isinstance(view, CheckStepView):
+                box = view.query_one("#answer", Input)
+                box.focus()
+                box.value = step.examples.wrong[0]
+                await pilot.press("enter")
+                await pilot.pause()
+                assert not view.solved, step.examples.wrong[0]
+                box.value = step.examples.right[0]
+                await pilot.press("enter")
+                await pilot.pause()
+                assert view.solved, step.examples.right[0]
+                if step.verify is not None:
+                    await run_and_wait(pilot, view.query_one("#verify", RunPanel))
+            await pilot.press("n")
+            await pilot.pause()
+        # Past the last step: back home, every step done.
+        assert isinstance(app.screen, HomeScreen)
+        assert app.progress.completed_steps(lesson.id) == {s.id for s in lesson.steps}
