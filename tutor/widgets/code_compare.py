@@ -10,7 +10,7 @@ from textual.widgets import Static
 
 from tutor.lesson import CodeCompare
 
-SIDE_BY_SIDE_MIN_WIDTH = 110  # below this the two versions stack vertically
+GUTTER = 9  # marker, line numbers, highlight arrow and padding beside each code line
 
 
 class CodePane(Vertical):
@@ -48,4 +48,6 @@ class CodeCompareView(Vertical):
             yield CodePane(self.compare.right_title, self.compare.right, self.compare.language, right, "+")
 
     def on_resize(self) -> None:
-        self.set_class(self.size.width < SIDE_BY_SIDE_MIN_WIDTH, "-stacked")
+        # Side by side only when both versions fit whole; otherwise one above the other.
+        longest = max(len(line) for line in (self.compare.left + "\n" + self.compare.right).splitlines())
+        self.set_class(self.size.width < 2 * (longest + GUTTER) + 2, "-stacked")
