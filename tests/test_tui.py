@@ -117,7 +117,7 @@ async def test_walk_predict_run_check_and_resume(tmp_path):
         await pilot.press("enter")
         await pilot.pause()
         feedback = text_of(check.query_one("#feedback", Static))
-        assert "Not yet" in feedback and "speed" in feedback.lower() or "learning rate" in feedback.lower()
+        assert "Not yet" in feedback and ("speed" in feedback.lower() or "learning rate" in feedback.lower())
         assert not check.solved
 
         box.value = "tiny gradients underflow to zero in float16, scaling keeps them representable"

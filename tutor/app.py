@@ -7,6 +7,7 @@ first screen is painted.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -43,7 +44,8 @@ class TutorApp(App):
         super().__init__()
         self.lessons_dirs = list(lessons_dirs)
         self.device_override = device
-        self.data_dir = data_dir
+        if data_dir:  # the engine process inherits the environment when it starts
+            os.environ["GPUTUTOR_DATA_DIR"] = str(data_dir)
         self.catalog = discover(self.lessons_dirs)
         self.progress = progress or Progress(home / "progress.db" if home else None)
         self.engine = Engine(log_path=str(self.progress.path.parent / "engine.log") if self.progress.path else None)

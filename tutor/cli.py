@@ -401,25 +401,12 @@ def _data_report() -> dict[str, Any]:
         "mnist_present": any(f.startswith("train-images") for f in files)
         and any(f.startswith("t10k-images") for f in files),
     }
+    from tutor import data
+
     try:
-        from tutor import data  # written alongside the CLI; absent in early builds
-    except ImportError:
-        return report
-    describe = getattr(data, "describe_source", None)
-    if describe is None:
-        return report
-    try:
-        source = describe()
+        report["source"] = data.describe_source()
     except Exception as e:  # noqa: BLE001 - report the problem, keep the rest of doctor
         report["source_error"] = f"{type(e).__name__}: {e}"
-        return report
-    if hasattr(source, "__dataclass_fields__"):
-        from dataclasses import asdict
-
-        source = asdict(source)
-    elif hasattr(source, "model_dump"):
-        source = source.model_dump()
-    report["source"] = source
     return report
 
 

@@ -158,10 +158,6 @@ def available() -> tuple[Device, ...]:
     return tuple(found)
 
 
-def best() -> Device:
-    return available()[0]
-
-
 def resolve(requested: str | None = None) -> Device:
     """The device to train on: `requested` ("cuda", "cuda:1", "mps", "cpu", "auto"/None) or the best.
 
@@ -178,10 +174,14 @@ def resolve(requested: str | None = None) -> Device:
     for d in devs:
         if d.kind == kind and (not idx or str(d.index) == idx):
             return d
-    why = {
-        "cuda": "no CUDA GPU is visible to PyTorch here (torch.cuda.is_available() is False)",
-        "mps": "Apple's MPS backend is not available here (torch.backends.mps.is_available() is False)",
-    }.get(kind, f"device {requested!r} is not present")
+    same_kind = [d for d in devs if d.kind == kind]
+    if same_kind:  # e.g. cuda:1 on a machine with one GPU
+        why = f"there is no {kind} device with index {idx} (found {', '.join(d.torch_device for d in same_kind)})"
+    else:
+        why = {
+            "cuda": "no CUDA GPU is visible to PyTorch here (torch.cuda.is_available() is False)",
+            "mps": "Apple's MPS backend is not available here (torch.backends.mps.is_available() is False)",
+        }.get(kind, f"device {requested!r} is not present")
     raise DeviceError(f"--device {requested}: {why}. Available: {choices}.")
 
 

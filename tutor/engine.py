@@ -14,6 +14,7 @@ Protocol over one duplex pipe (all values are plain picklable data):
 
 from __future__ import annotations
 
+import atexit
 import multiprocessing as mp
 import os
 import signal
@@ -91,13 +92,16 @@ class Engine:
         self._proc: mp.process.BaseProcess | None = None
         self._conn = None
         self._lock = threading.Lock()  # one conversation at a time
+        atexit.register(self.close)  # runs before multiprocessing's own exit hook joins children
 
     def _ensure(self) -> None:
         if self._proc is not None and self._proc.is_alive():
             return
         ctx = mp.get_context("spawn")  # a fresh interpreter: no Textual state, no inherited threads
         parent, child = ctx.Pipe(duplex=True)
-        proc = ctx.Process(target=_serve, args=(child, self.log_path), name="gpututor-engine", daemon=True)
+        # Not a daemon: a DataLoader with workers must be able to start child processes.
+        # The atexit hook (and close()) make sure it never outlives the app.
+        proc = ctx.Process(target=_serve, args=(child, self.log_path), name="gpututor-engine", daemon=False)
         # Textual swaps sys.stdout/stderr for objects without a file descriptor, and
         # multiprocessing hands stderr's descriptor to its helper: start with the real ones.
         saved = sys.stdout, sys.stderr
@@ -114,6 +118,8 @@ class Engine:
         try:
             return conn.recv()
         except (EOFError, OSError, AttributeError):
+            if proc is not None:
+                proc.join(2)  # reap it, so its exit code says how it died
             code = proc.exitcode if proc is not None else None
             if proc is self._proc:
                 self._proc = None
@@ -155,7 +161,7 @@ class Engine:
                 if message[0] == "ended":
                     return
 
-    def close(self, timeout: float = 0.5) -> None:
+    def close(self, timeout: float = 0.3) -> None:
         """Stop the child: politely, then for sure. Never leaves it behind."""
         proc, conn = self._proc, self._conn
         self._proc = self._conn = None

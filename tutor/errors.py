@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import traceback
-
 
 def is_out_of_memory(exc: BaseException) -> bool:
     name = type(exc).__name__
@@ -17,6 +15,12 @@ def describe(exc: BaseException) -> str:
 
     if isinstance(exc, DeviceError):
         return str(exc)
+    if type(exc).__name__ == "ValidationError" and hasattr(exc, "errors"):  # pydantic: bad parameters
+        parts = [f"{'.'.join(str(x) for x in e.get('loc', ())) or 'value'}: {e.get('msg', 'invalid')}"
+                 f" (got {e.get('input')!r})" for e in exc.errors()[:3]]
+        return "Invalid parameter " + "; ".join(parts) + "."
+    if isinstance(exc, KeyError) and exc.args:  # e.g. an unknown experiment: the message is the argument
+        return str(exc.args[0])
     if is_out_of_memory(exc):
         return (
             "The run ran out of memory. Try a smaller batch_size or fewer samples "
@@ -34,12 +38,3 @@ def describe(exc: BaseException) -> str:
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
-
-
-def where(exc: BaseException) -> str:
-    """'file.py:123 in fn' of the innermost frame, for the details line."""
-    tb = traceback.extract_tb(exc.__traceback__)
-    if not tb:
-        return ""
-    f = tb[-1]
-    return f"{f.filename}:{f.lineno} in {f.name}"

@@ -1,0 +1,76 @@
+"""The engine process: runs experiments for the TUI, survives what they do, never outlives it."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+
+import pytest
+
+from tutor.engine import Engine, EngineDied
+from tutor.events import Finished, Started
+
+
+@pytest.fixture
+def engine(tmp_path):
+    eng = Engine(log_path=str(tmp_path / "engine.log"))
+    yield eng
+    eng.close()
+
+
+def test_detects_this_machine(engine):
+    found, chosen, problem = engine.detect("cpu")
+    assert chosen.kind == "cpu" and problem is None
+    assert found[-1].kind == "cpu"
+    _, chosen, problem = engine.detect("cuda:7")
+    assert problem is not None and "cuda" in problem
+
+
+def test_runs_the_loader_path_with_worker_processes(engine):
+    # The engine must be able to start DataLoader workers (a daemon process could not).
+    params = {"epochs": 1, "data_path": "loader", "num_workers": 1, "train_samples": 256, "test_samples": 128}
+    messages = list(engine.run("train", params, "cpu", cancelled=lambda: False))
+    assert messages[-1] == ("ended", "finished", None), messages[-1]
+    events = [m[1] for m in messages if m[0] == "event"]
+    assert isinstance(events[0], Started)
+    finished = events[-1]
+    assert isinstance(finished, Finished) and finished.metrics["data_path"] == "loader"
+
+
+def test_a_failure_becomes_a_sentence(engine):
+    messages = list(engine.run("train", {"epochs": "many"}, "cpu", cancelled=lambda: False))
+    status, error = messages[-1][1:]
+    assert status == "failed" and "epochs" in error
+
+
+def test_cancel_stops_at_the_next_event(engine):
+    seen = []
+    stop = threading.Event()
+    for message in engine.run("train", {"epochs": 20, "batch_size": 16}, "cpu", cancelled=stop.is_set):
+        seen.append(message)
+        if message[0] == "event" and type(message[1]).__name__ == "Step":
+            stop.set()
+    assert seen[-1][:2] == ("ended", "cancelled")
+    # The engine is still there for the next run.
+    assert list(engine.run("fp16-underflow", {}, "cpu", cancelled=lambda: False))[-1][1] == "finished"
+
+
+def test_a_killed_engine_is_reported_and_replaced(engine):
+    engine.detect("cpu")
+    runs = engine.run("train", {"epochs": 20, "batch_size": 16}, "cpu", cancelled=lambda: False)
+    with pytest.raises(EngineDied, match="killed"):
+        for message in runs:
+            if message[0] == "event" and type(message[1]).__name__ == "Step":
+                os.kill(engine.pid, signal.SIGKILL)
+    # The next request starts a fresh engine.
+    assert engine.detect("cpu")[1].kind == "cpu"
+
+
+def test_close_leaves_no_process(engine):
+    engine.detect("cpu")
+    pid = engine.pid
+    engine.close()
+    assert engine.pid is None
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
