@@ -214,14 +214,24 @@ def parse_number(text: str, unit: str = "") -> float | None:
 
 # ----------------------------------------------------------------------------- format
 
+EXACT_BELOW = 1e15  # whole numbers below this are shown in full; above, 3 digits and an exponent
+
+
 def format_number(value: float, unit: str = "") -> str:
-    """3 significant digits, thousands grouped, the unit attached ("3.2x", "35%", "12 GB")."""
+    """A number for a learner, thousands grouped, the unit attached ("3.2x", "35%", "12 GB").
+
+    Whole numbers (ints, and floats such as 2828323.0) are shown exactly, "2,828,323 B", so a
+    reveal agrees with the run's panel; fractional values get 3 significant digits ("3.14x",
+    "0.0123 s", "1,230" for 1234.5). Beyond 1e15, and below 1e-3, "6e-8" style.
+    """
     if value is None or not isinstance(value, (int, float)) or isinstance(value, bool):
         return str(value)
     if not math.isfinite(value):
         text = "infinity" if math.isinf(value) else "not a number"
     elif value == 0:
         text = "0"
+    elif abs(value) < EXACT_BELOW and float(value).is_integer():
+        text = f"{int(value):,}"
     else:
         mag = abs(value)
         if mag >= 1e15 or mag < 1e-3:

@@ -9,13 +9,17 @@ from checks.number import convert, format_number, parse_number, unit_info
 from checks.spec import ChoiceAnswer, NumberAnswer, PredictionScore, TextAnswer
 from checks.text import normalise
 
-NO_GPU = (
-    "No measurement to compare with on this machine: this comparison needs a GPU and there is "
-    "none here. That is not a miss; your prediction ({said}) stays as you locked it."
+# A metric is None for more than one reason (no accelerator to compare with, autocast not
+# supported on this device, an accuracy that came out NaN...): only a speedup is blamed on
+# the hardware, and even then the run's notes have the last word.
+NO_SPEEDUP = (
+    "No measurement to compare with: this run could not measure it here (no accelerator to "
+    "compare with, or see the run's notes). That is not a miss; your prediction ({said}) stays "
+    "as you locked it."
 )
 NO_MEASUREMENT = (
-    "No measurement to compare with on this machine, so this prediction is not scored "
-    "(that is not a miss). You said {said}."
+    "Nothing was measured for this on this machine; the run's notes say why. So this "
+    "prediction is not scored (that is not a miss). You said {said}."
 )
 
 
@@ -50,7 +54,9 @@ def score_prediction(answer: str, spec, measured, unit: str = "") -> PredictionS
     `unit` is the unit the measurement is in (default: the spec's unit). Number specs give
     the ratio measured/predicted; choice specs whose options carry min/max are a hit when the
     measurement lies in the chosen option's [min, max); text specs only show the measurement.
-    `measured` None means nothing could be measured here (e.g. no GPU): never a miss.
+    `measured` None (or NaN) means nothing could be measured here: never a miss. Only for a
+    speedup (unit "x") does the summary suggest a missing accelerator; otherwise it points at
+    the run's notes, which say why.
     With unit "%", the measurement is a share (0..1, as runs report accuracy) and is compared
     and shown in percent: 0.977 -> 97.7%; choice ranges are then written in percent too.
     Never raises.
@@ -84,7 +90,7 @@ def _score(answer: str, spec, measured, unit: str) -> PredictionScore:
     if isinstance(spec, ChoiceAnswer) and not unit and getattr(spec, "unit", ""):
         unit = spec.unit
     if measured is None or (isinstance(measured, float) and math.isnan(measured)):
-        template = NO_GPU if _about_speed(spec, unit) else NO_MEASUREMENT
+        template = NO_SPEEDUP if _about_speed(spec, unit) else NO_MEASUREMENT
         return PredictionScore(template.format(said=_said(answer, spec)))
     if isinstance(spec, NumberAnswer):
         return _score_number(answer, spec, measured, unit)
@@ -96,12 +102,9 @@ def _score(answer: str, spec, measured, unit: str) -> PredictionScore:
 
 
 def _about_speed(spec, unit: str) -> bool:
+    """Is this a speedup comparison (the one kind of metric an absent accelerator empties)?"""
     u = unit or getattr(spec, "unit", "") or ""
-    if u.strip().lower() in ("x", "times"):
-        return True
-    if isinstance(spec, ChoiceAnswer):
-        return any(o.min is not None or o.max is not None for o in spec.options)
-    return False
+    return u.strip().lower() in ("x", "times", "speedup")
 
 
 def _score_number(answer: str, spec: NumberAnswer, measured, unit: str) -> PredictionScore:

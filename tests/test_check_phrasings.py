@@ -92,6 +92,13 @@ CORPUS: dict[str, dict[str, list]] = {
             'You get a runtime error saying the tensors are on different devices (cuda and cpu); it happens on the line where you call model(inputs).',
             'A device mismatch RuntimeError in the forward pass, when fc1 multiplies the CPU batch by its GPU weights.',
             'RuntimeError at model(inputs), expected all tensors to be on the same device',
+            # the message's wording varies with the PyTorch version and the op; all of these are right
+            "outputs = model(inputs) raises RuntimeError: Expected all tensors to be on the same device, but got "
+            "mat1 is on cpu, different from other tensors on cuda:0 (when checking argument in method "
+            "wrapper_CUDA_addmm)",
+            "RuntimeError at model(inputs): mat1 is on cpu, different from other tensors on cuda:0",
+            # what the device-mismatch run prints without a GPU (model on meta)
+            "RuntimeError: Tensor on device meta is not on the expected device cpu! at outputs = model(inputs)",
         ],
         "wrong": [
             ("RuntimeError at loss.backward()", "later-line"),
@@ -151,6 +158,9 @@ CORPUS: dict[str, dict[str, list]] = {
             ('A RuntimeError at loss.backward() because the gradients are on different devices.', 'later-line'),
             ('CUDA out of memory error when loading the data.', 'out-of-memory'),
             ('A RuntimeError about tensors being on different devices.', None),
+            ("The message says mat1 is on cpu, different from other tensors on cuda:0, raised by optimizer.step()",
+             "later-line"),
+            ("model(inputs) raises RuntimeError: the tensor is on the expected device", None),
         ],
     },
     "check-1-loop": {
@@ -218,6 +228,10 @@ CORPUS: dict[str, dict[str, list]] = {
             'The DataLoader hands out a new batch of CPU tensors on every iteration, so moving one tensor before the loop does nothing for the batches that follow. Move inputs and labels inside the loop.',
             'Each iteration of the for loop gets fresh tensors from the loader, and they live on the CPU. Also .to() returns a copy rather than moving the tensor in place. You have to call .to(device) on every batch inside the loop.',
             'every batch is a new tensor created on the cpu by the dataloader, so the .to(device) has to happen per batch inside the loop',
+            "every batch is a different tensor",
+            "each iteration gives you another batch, on the cpu",
+            "because the data changes each iteration",
+            "the inputs change every iteration and come from the cpu",
         ],
         "wrong": [
             ("It works, it's just slower.", "once-is-enough"),
@@ -268,6 +282,13 @@ CORPUS: dict[str, dict[str, list]] = {
             ('The GPU would run out of memory.', 'dataset-does-not-fit'),
             ('You need to set pin_memory=True in the DataLoader.', 'pin-memory'),
             ('Because .to() should be called on the model, not on the inputs.', 'move-model-instead'),
+            # restating the fix ("every time", "each batch") without the why
+            ("every time you need to move", None),
+            ("you have to move it every iteration", None),
+            ("you need to move each batch", None),
+            ("it needs to happen for every batch", None),
+            ("because you have to do it per batch", None),
+            ("Because the loop needs it every time.", None),
         ],
     },
     "check-2": {
@@ -343,6 +364,8 @@ CORPUS: dict[str, dict[str, list]] = {
             "That's expected: 500 parameters and 200 samples is far too little work, so kernel launch and data transfer overhead dominate. Stay on the CPU until the model and dataset are much bigger.",
             'The GPU only pays off when there is enough parallel work. With 7 batches of 32 and a 500-parameter model each step is dominated by fixed launch overhead; the CPU is the right tool here.',
             'Model too small and too few samples, the overhead of moving data to the GPU outweighs the compute. Use the CPU.',
+            "The model is tiny, so kernel launches cost more than the math; use the CPU.",
+            "It's a tiny job: the GPU's per-step overhead dominates.",
         ],
         "wrong": [
             ("Their GPU must be broken, GPUs are always faster.", "gpu-always-faster"),
@@ -388,6 +411,16 @@ CORPUS: dict[str, dict[str, list]] = {
             ('They should lower the learning rate.', 'learning-rate'),
             ("It's because of overhead.", None),
             ("The batch size is too large for the GPU, that's why.", 'too-big'),
+            # a different (fair) point: how they time it, not why the GPU loses
+            ("measure it properly with synchronize, their timing is wrong", None),
+            ("They are probably timing it wrong: without torch.cuda.synchronize the numbers are meaningless.",
+             None),
+            ("Measure both devices, warmed up and synchronised, before comparing.", None),
+            # advice, or only half of the why
+            ("too small, use the CPU", None),
+            ("The dataset is small, so use the CPU.", None),
+            ("The model is way too small for the GPU to pay off, stay on the CPU", None),
+            ("GPUs have overhead; use the CPU.", None),
             ('Tell them to buy an RTX 4090.', 'something-broken'),
             ('Their CUDA driver is probably broken, a GPU is always faster than a CPU.', 'gpu-always-faster'),
             ('They should enable mixed precision to speed it up.', 'mixed-precision-fix'),
@@ -466,6 +499,13 @@ CORPUS: dict[str, dict[str, list]] = {
             "float16 can't represent values below about 6e-8, so small gradients underflow to zero. Multiplying the loss by 65536 multiplies every gradient by the same factor (chain rule), lifting them into float16's range; GradScaler divides them back before optimizer.step and skips steps that overflowed to inf.",
             'Because many gradients are so small that in fp16 they flush to zero. Scaling the loss scales the gradients up so they survive backward, then they are unscaled before the update.',
             'to stop small gradients from underflowing in half precision: the scaled loss gives bigger gradients that are representable',
+            # the purpose stated as the bad outcome it prevents
+            "So that the gradients are not zero.",
+            "so the gradients don't turn into zeros in fp16",
+            "It keeps the gradients from being 0 in fp16.",
+            "to avoid zero gradients in fp16",
+            "so that tiny gradient values don't end up as 0 in half precision",
+            "Otherwise the small gradients are 0 in float16.",
         ],
         "wrong": [
             ("To make the learning rate bigger.", "speed-or-bigger-steps"),
@@ -517,6 +557,13 @@ CORPUS: dict[str, dict[str, list]] = {
             ('It increases the effective learning rate so the model converges faster.', 'speed-or-bigger-steps'),
             ('To prevent overflow in float16.', 'prevent-overflow'),
             ('Because it multiplies the loss by a large number.', None),
+            # a zero, but not a gradient that underflows
+            ("because the learning rate in fp16 is zero", None),
+            ("because the learning rate becomes zero in fp16", None),
+            ("so the loss does not become zero", None),
+            ("because the loss would round to 0 in fp16", None),
+            ("so that the weights are not zero", None),
+            ("because zero_grad sets the gradients to zero", None),
         ],
     },
 }

@@ -159,7 +159,13 @@ def test_describe_number_spec():
         (3.14159, "x", "3.14x"),
         (35.04, "%", "35%"),
         (12, "GB", "12 GB"),
-        (1234.5, "", "1,230"),
+        (1234.5, "", "1,230"),  # fractional: 3 significant digits
+        (2828323, "B", "2,828,323 B"),  # whole numbers in full, as the run's panel shows them
+        (2828323.0, "B", "2,828,323 B"),
+        (1234.0, "", "1,234"),
+        (-5000, "", "-5,000"),
+        (999.7, "", "1,000"),
+        (1e20, "", "1e20"),
         (0.0123, "s", "0.0123 s"),
         (6e-8, "", "6e-8"),
         (0, "x", "0x"),
@@ -195,6 +201,13 @@ def test_formatted_numbers_read_back_close(value, unit):
     back = parse_number(format_number(value, unit), unit)
     assert back is not None
     assert math.isclose(back, value, rel_tol=0.006, abs_tol=1e-12)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(min_value=-(10**14), max_value=10**14), st.sampled_from(["", "B", "x"]))
+def test_whole_numbers_are_shown_exactly(value, unit):
+    assert parse_number(format_number(value, unit), unit) == value
+    assert parse_number(format_number(float(value), unit), unit) == value
 
 
 @settings(max_examples=150, deadline=None)

@@ -67,18 +67,45 @@ def test_zero_prediction_has_no_ratio():
     assert s.ratio is None and not s.hit and "measured 3.2x" in s.summary
 
 
-@pytest.mark.parametrize("spec", [SPEEDUP, RANGED])
+@pytest.mark.parametrize("spec,unit", [(SPEEDUP, ""), (RANGED, "x")])
 @pytest.mark.parametrize("measured", [None, float("nan")])
-def test_no_measurement_is_not_a_miss(spec, measured):
-    s = score_prediction("3", spec, measured)
+def test_missing_speedup_is_not_a_miss_and_may_be_the_missing_accelerator(spec, unit, measured):
+    s = score_prediction("3", spec, measured, unit)
     assert not s.hit and s.ratio is None
-    assert "No measurement to compare with on this machine" in s.summary
-    assert "GPU" in s.summary and "not a miss" in s.summary
+    assert "this run could not measure it here" in s.summary
+    assert "no accelerator to compare with, or see the run's notes" in s.summary
+    assert "not a miss" in s.summary
+    assert "needs a GPU" not in s.summary  # it may be missing for another reason
 
 
-def test_no_measurement_for_text_says_so_without_blaming_the_gpu():
+ACCURACY = ChoiceAnswer(
+    type="choice",
+    options=[{"text": "below 90%", "min": 0, "max": 90}, {"text": "90% or more", "min": 90}],
+)
+
+
+@pytest.mark.parametrize(
+    "spec,unit,measured",
+    [
+        (ACCURACY, "%", None),  # e.g. autocast unsupported on this device
+        (ACCURACY, "%", float("nan")),  # an accuracy that came out NaN
+        (RANGED, "", None),  # ranged, but not a speedup
+        (RANGED, "B", None),
+        (NumberAnswer(type="number", unit="GB"), "GB", None),
+        (TextAnswer(type="text"), "", None),
+    ],
+)
+def test_other_missing_metrics_point_at_the_runs_notes_not_at_the_gpu(spec, unit, measured):
+    s = score_prediction("90% or more", spec, measured, unit)
+    assert not s.hit and s.ratio is None
+    assert "Nothing was measured for this on this machine; the run's notes say why" in s.summary
+    assert "not a miss" in s.summary
+    assert "GPU" not in s.summary and "accelerator" not in s.summary
+
+
+def test_no_measurement_for_text_keeps_the_learners_words():
     s = score_prediction("it crashes", TextAnswer(type="text"), None)
-    assert "No measurement" in s.summary and "not a miss" in s.summary and "'it crashes'" in s.summary
+    assert "Nothing was measured" in s.summary and "not a miss" in s.summary and "'it crashes'" in s.summary
 
 
 def test_choice_hit_inside_the_chosen_range():
@@ -144,3 +171,11 @@ def test_percent_step_compares_a_fraction_metric_in_percent():
     assert close.hit and "97.7%" in close.summary
     far = score_prediction("50%", number, 0.9771, "%")
     assert not far.hit
+
+
+def test_checkpoint_size_reveal_shows_the_exact_byte_count():
+    """The reveal shows the same figure as the run's panel, not one rounded to 3 digits."""
+    sizes = ChoiceAnswer(type="choice", options=[{"text": "About 1 MB", "min": 0, "max": 1500000},
+                                                 {"text": "About 3 MB", "min": 1500000, "max": 4500000}])
+    s = score_prediction("About 3 MB", sizes, 2828323, "B")
+    assert s.hit and s.summary == "you chose 'About 3 MB'; measured 2,828,323 B, which is in that range"
