@@ -2,25 +2,17 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 import torch
 
 from tutor import devices, experiments
 from tutor.devices import Device
 from tutor.events import Finished, Note, Started, Table
-from tutor.experiments.common import autocast_settings
+from tutor.experiments import common
+from tutor.experiments.common import OFF, autocast_settings
 
-SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 SMALL = {"train_samples": 2048, "test_samples": 512, "batch_size": 128}
-
-
-@pytest.fixture(autouse=True)
-def mnist_env(monkeypatch):
-    if SHARED_DATA.is_dir():
-        monkeypatch.setenv("GPUTUTOR_DATA_DIR", str(SHARED_DATA))
 
 
 def run(values: dict, device: str = "cpu") -> list:
@@ -38,11 +30,11 @@ NEW_GPU = Device("cuda", 0, "New GPU", capability=(9, 0), bf16=True, fp16=True, 
 
 
 def test_autocast_settings_choose_per_device():
-    assert autocast_settings("off", NEW_GPU) == (False, None, False, "")
-    enabled, dtype, scaler, note = autocast_settings("auto", NEW_GPU)
-    assert enabled and dtype == torch.float16 and scaler and "GradScaler" in note
-    enabled, dtype, scaler, note = autocast_settings("auto", CPU_BF16)
-    assert enabled and dtype == torch.bfloat16 and not scaler and "emulated" not in note
+    assert autocast_settings("off", NEW_GPU) == OFF and not OFF.enabled and OFF.dtype_name == "off"
+    amp = autocast_settings("auto", NEW_GPU)
+    assert amp.enabled and amp.dtype == torch.float16 and amp.use_scaler and "GradScaler" in amp.note
+    amp = autocast_settings("auto", CPU_BF16)
+    assert amp.enabled and amp.dtype == torch.bfloat16 and not amp.use_scaler and "emulated" not in amp.note
     assert autocast_settings("bf16", NEW_GPU).dtype == torch.bfloat16
     assert not autocast_settings("bf16", NEW_GPU).use_scaler
 
@@ -50,6 +42,65 @@ def test_autocast_settings_choose_per_device():
 def test_cpu_without_native_bf16_is_warned():
     amp = autocast_settings("auto", CPU_NO_BF16)
     assert amp.dtype == torch.bfloat16 and "emulated" in amp.note and "slower" in amp.note
+
+
+@pytest.mark.parametrize(
+    "amp, dev, emulated",
+    [
+        ("bf16", CPU_NO_BF16, True),
+        ("bf16", CPU_BF16, False),
+        ("fp16", CPU_BF16, True),  # no CPU has a fast float16 matmul path
+        ("fp16", NEW_GPU, False),
+        ("fp16", OLD_GPU, False),
+        ("off", CPU_NO_BF16, False),
+    ],
+)
+def test_emulated_is_the_cpu_without_a_fast_path(amp, dev, emulated):
+    assert autocast_settings(amp, dev).emulated is emulated
+
+
+MAC = Device("mps", None, "Apple M-test (MPS)")
+
+
+def test_scaler_probe_passes_where_grad_scaler_works():
+    common._scaler_step_error.cache_clear()
+    assert common._scaler_step_error("cpu") is None
+
+
+@pytest.fixture
+def mps_without_scaler(monkeypatch):
+    """An MPS whose autocast works but whose GradScaler step fails as in torch 2.5-2.7."""
+    monkeypatch.setattr(common, "_mps_autocast_ok", lambda dtype: True)
+    monkeypatch.setattr(
+        common, "_scaler_step_error",
+        lambda device: "TypeError: Cannot convert a MPS Tensor to float64 dtype",
+    )
+
+
+def test_mps_auto_falls_back_to_bf16_when_grad_scaler_fails(mps_without_scaler):
+    amp = autocast_settings("auto", MAC)
+    assert amp.enabled and amp.dtype == torch.bfloat16 and not amp.use_scaler
+    assert "GradScaler does not work on MPS" in amp.note and "float64" in amp.note and "bfloat16" in amp.note
+
+
+def test_mps_fp16_runs_unscaled_when_grad_scaler_fails(mps_without_scaler):
+    amp = autocast_settings("fp16", MAC)
+    assert amp.enabled and amp.dtype == torch.float16 and not amp.use_scaler
+    assert "without loss scaling" in amp.note and "float64" in amp.note
+    assert not common.make_scaler(amp, "cpu").is_enabled()
+
+
+def test_mps_auto_without_bf16_keeps_fp16_unscaled(monkeypatch, mps_without_scaler):
+    monkeypatch.setattr(common, "_mps_autocast_ok", lambda dtype: dtype == torch.float16)
+    amp = autocast_settings("auto", MAC)
+    assert amp.dtype == torch.float16 and not amp.use_scaler and "without loss scaling" in amp.note
+
+
+def test_mps_with_a_working_scaler_uses_it(monkeypatch):
+    monkeypatch.setattr(common, "_mps_autocast_ok", lambda dtype: True)
+    monkeypatch.setattr(common, "_scaler_step_error", lambda device: None)
+    amp = autocast_settings("auto", MAC)
+    assert amp.dtype == torch.float16 and amp.use_scaler and "GradScaler" in amp.note
 
 
 def test_bf16_on_pre_ampere_gpu_is_refused_clearly():
@@ -86,7 +137,12 @@ def test_fp16_on_cpu_uses_grad_scaler():
 @cuda
 @pytest.mark.gpu
 def test_amp_compare_on_cuda_measures_memory():
-    m = run(SMALL, device="cuda")[-1].metrics
+    events = run(SMALL, device="cuda")
+    m = events[-1].metrics
     assert m["device"].startswith("cuda") and m["amp_dtype"] == "float16" and m["grad_scaler"] is True
     assert m["fp32_peak_mb"] > 0 and m["amp_peak_mb"] > 0
+    notes = " ".join(e.text for e in events if isinstance(e, Note))
+    # The baseline is named for what it holds: data, weights and the initial-weights copy.
+    assert "train and test tensors" in notes and "copy of the initial weights" in notes
+    assert "above the baseline" in notes
     assert m["fp32_accuracy"] > 0.5 and m["amp_accuracy"] > 0.5

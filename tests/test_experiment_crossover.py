@@ -2,23 +2,14 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 import torch
 
 from tutor import devices, experiments
 from tutor.events import Finished, Note, Started, Step, Table
 
-SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 QUICK = {"tiny_samples": 200, "mlp_samples": 512, "repeats": 2}
-
-
-@pytest.fixture(autouse=True)
-def mnist_env(monkeypatch):
-    if SHARED_DATA.is_dir():
-        monkeypatch.setenv("GPUTUTOR_DATA_DIR", str(SHARED_DATA))
 
 
 @pytest.fixture

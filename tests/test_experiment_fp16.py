@@ -7,8 +7,11 @@ import math
 import pytest
 import torch
 
-from tutor import experiments
-from tutor.events import Finished, Started, Table
+import pydantic
+
+from tutor import devices, experiments
+from tutor.events import Finished, Note, Started, Table
+from tutor.experiments import Fp16UnderflowParams
 
 gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 
@@ -84,6 +87,98 @@ def test_table_shows_the_values():
     assert float(values["float16"]) == 0.0
     assert float(values["float32"]) == pytest.approx(m["gradient_fp32"], rel=1e-4)
     assert all(math.isfinite(float(r[1])) for r in first.rows)
+
+
+def result_note(events) -> str:
+    """The Note that says what happened to the gradient in float16."""
+    return next(e.text for e in events if isinstance(e, Note) and e.level == "result")
+
+
+def notes(events) -> str:
+    return " ".join(e.text for e in events if isinstance(e, Note))
+
+
+@pytest.mark.parametrize(
+    "gradient, scale",
+    [
+        (1e-30, 65536.0),  # the lower bound: the activation itself underflows float16
+        (1e-14, 65536.0),  # flushed, and this scale is too small to rescue it
+        (1e-14, 2.0**24),  # flushed, and the largest scale rescues it
+        (1e-8, 1.0),  # no scaling at all
+        (1e-8, 2.0**24),  # the upper scale bound
+        (1e-6, 65536.0),  # a float16 subnormal
+        (1.0, 65536.0),  # kept unscaled, overflows once scaled
+        (7e4, 65536.0),  # above float16's max
+        (1e6, 1.0),  # the upper gradient bound
+    ],
+)
+def test_every_statement_matches_the_values(gradient, scale):
+    events, m = run({"gradient": gradient, "scale": scale})
+    g16, g32, scaled, gbf16 = m["gradient_fp16"], m["gradient_fp32"], m["gradient_scaled_fp16"], m["gradient_bf16"]
+    assert g32 != 0.0 and math.isfinite(g32)  # within the bounds float32 always has the value
+    assert g32 == pytest.approx(gradient, rel=1e-6)
+    text = result_note(events)
+    if text.startswith("float16 lost"):
+        assert g16 == 0.0 and m["flushed_to_zero"] is True
+    elif text.startswith("float16 kept"):
+        assert g16 != 0.0 and math.isfinite(g16) and m["flushed_to_zero"] is False
+        assert f"({g16:.4g})" in text
+    else:
+        assert text.startswith("float16 overflowed") and math.isinf(g16) and m["flushed_to_zero"] is False
+    # What the text says about the scaled computation is what the scaled value shows.
+    if "gives back" in text:
+        assert scaled != 0.0 and math.isfinite(scaled) and f"gives back {scaled:.4g}" in text
+    if "still 0.0" in text or "rounds to 0.0: this gradient needs a larger scale" in text:
+        assert scaled == 0.0
+    if "became inf" in text:
+        assert math.isinf(scaled) or math.isinf(g16)
+    assert ("lifts it back into the normal range" in text) == (
+        g16 != 0.0 and abs(g16) < m["fp16_smallest_normal"] and scaled != 0.0 and math.isfinite(scaled)
+        and abs(scaled) * scale >= m["fp16_smallest_normal"]
+    )
+    # bfloat16 is said to keep the gradient only when it did.
+    assert ("it keeps this gradient" in notes(events)) == (gbf16 != 0.0 and math.isfinite(gbf16))
+    # The GradScaler demo: the overflow row is really skipped and the scale really lowered.
+    assert m["scaler_skipped_overflow_step"] is True
+    assert m["scaler_scale_after_overflow"] == m["scaler_scale_before"] / 2
+    assert "update() then lowered the scale" in notes(events)
+    for table in (e for e in events if isinstance(e, Table)):
+        assert all(isinstance(cell, str) for row in table.rows for cell in row)
+
+
+def test_activation_underflow_is_explained_as_such():
+    events, m = run({"gradient": 1e-30})
+    text = result_note(events)
+    assert "the activation x = 1e-15 is itself too small for float16" in text
+    assert "cannot bring this one back" in text and m["gradient_scaled_fp16"] == 0.0
+    assert m["gradient_bf16"] == pytest.approx(1e-30, rel=2**-7)
+
+
+def test_rescue_needs_a_large_enough_scale():
+    small = run({"gradient": 1e-14})[1]
+    large = run({"gradient": 1e-14, "scale": 2.0**24})[1]
+    assert small["gradient_scaled_fp16"] == 0.0
+    assert large["gradient_scaled_fp16"] == pytest.approx(1e-14, rel=0.1)
+
+
+@pytest.mark.parametrize(
+    "values",
+    [{"gradient": 1e-50}, {"gradient": 0.0}, {"gradient": 1e7}, {"scale": 1e40}, {"scale": 0.5}, {"scale": 2.0**25}],
+)
+def test_values_outside_the_bounds_are_refused(values):
+    with pytest.raises(pydantic.ValidationError):
+        experiments.start("fp16-underflow", values, device="cpu")
+
+
+def test_float32_zero_is_said_plainly_even_past_the_bounds():
+    # Bypass validation to show the code stays honest if the bounds are ever widened.
+    p = Fp16UnderflowParams.model_construct(gradient=1e-50, scale=65536.0, device=None, seed=0)
+    events = list(experiments.get("fp16-underflow").load()(p, devices.resolve("cpu")))
+    m = events[-1].metrics
+    assert m["gradient_fp32"] == 0.0 and m["flushed_to_zero"] is False
+    text = notes(events)
+    assert "Even float32 computed 0.0" in text
+    assert "kept this gradient" not in text and "keeps this gradient" not in text
 
 
 @pytest.mark.gpu

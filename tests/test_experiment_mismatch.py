@@ -13,11 +13,6 @@ from tutor.events import Finished, Note, Started
 gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 
 
-@pytest.fixture(autouse=True)
-def _data(monkeypatch):
-    monkeypatch.setenv("GPUTUTOR_DATA_DIR", "/work/shared/data")
-
-
 def run(device):
     events = list(experiments.start("device-mismatch", {}, device=device))
     assert isinstance(events[0], Started)

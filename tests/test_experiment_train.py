@@ -8,8 +8,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from tutor import experiments
+from tutor import errors, experiments
 from tutor.events import Epoch, Finished, Note, Started, Step
+from tutor.experiments import common
+from tutor.experiments import train as train_module
 from tutor.experiments.common import report_interval
 from tutor.model import MNISTClassifier
 
@@ -21,14 +23,12 @@ cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 SMALL = {"epochs": 1, "train_samples": 2048, "test_samples": 512, "batch_size": 128}
 
 
-@pytest.fixture(autouse=True)
-def mnist_env(monkeypatch):
-    if SHARED_DATA.is_dir():
-        monkeypatch.setenv("GPUTUTOR_DATA_DIR", str(SHARED_DATA))
-
-
 def run(values: dict, device: str = "cpu") -> list:
     return list(experiments.start("train", values, device=device))
+
+
+def run_lazily(values: dict, device: str = "cpu"):
+    return experiments.start("train", values, device=device)
 
 
 def finished(events: list) -> dict:
@@ -45,10 +45,11 @@ def check_declared(metrics: dict) -> None:
 
 
 @pytest.fixture(scope="module")
-def small_run() -> list:
+def small_run(tmp_path_factory) -> list:
+    # Module-scoped, so it runs before conftest's function-scoped data-dir fixture: set it the same way.
+    data_dir = SHARED_DATA if SHARED_DATA.is_dir() else tmp_path_factory.mktemp("no-mnist")
     with pytest.MonkeyPatch.context() as mp:
-        if SHARED_DATA.is_dir():
-            mp.setenv("GPUTUTOR_DATA_DIR", str(SHARED_DATA))
+        mp.setenv("GPUTUTOR_DATA_DIR", str(data_dir))
         return run(SMALL)
 
 
@@ -161,6 +162,77 @@ def test_synthetic_fallback_is_named_and_learnable(monkeypatch, tmp_path):
     assert "synthetic digits" in started.dataset and "not found" in started.dataset
     assert any(e.level == "warning" and "synthetic" in e.text for e in events if isinstance(e, Note))
     assert m["accuracy"] > 0.5
+
+
+@pytest.mark.parametrize("data_path", ["resident", "loader"])
+def test_warm_up_changes_neither_the_model_nor_the_batch_order(monkeypatch, tmp_path, data_path):
+    values = {"epochs": 2, "train_samples": 384, "test_samples": 256, "batch_size": 64, "data_path": data_path}
+    calls: list[int] = []
+
+    def counting_warm_up(*args, **kwargs):
+        calls.append(1)
+        return common.warm_up(*args, **kwargs)
+
+    monkeypatch.setattr(train_module, "warm_up", counting_warm_up)
+    warm = run({**values, "checkpoint": str(tmp_path / "warm.pt")})
+    assert calls == [1]
+    assert any("untimed warm-up" in e.text and "throwaway copy" in e.text for e in warm if isinstance(e, Note))
+    monkeypatch.setattr(train_module, "warm_up", lambda *args, **kwargs: 0)
+    cold = run({**values, "checkpoint": str(tmp_path / "cold.pt")})
+
+    def losses(events):
+        return [(e.step, e.loss) for e in events if isinstance(e, Step)]
+
+    assert losses(warm) == losses(cold)  # same batches in the same order, same updates
+    mw, mc = finished(warm), finished(cold)
+    assert (mw["accuracy"], mw["final_loss"]) == (mc["accuracy"], mc["final_loss"])
+    a = torch.load(tmp_path / "warm.pt", weights_only=True)["model_state_dict"]
+    b = torch.load(tmp_path / "cold.pt", weights_only=True)["model_state_dict"]
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_warm_up_trains_a_copy_and_restores_the_rng():
+    model = MNISTClassifier()
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    batches = [(torch.randn(16, 1, 28, 28), torch.randint(10, (16,))) for _ in range(8)]
+    rng = torch.get_rng_state()
+    assert common.warm_up(model, batches, "cpu") == common.WARMUP_STEPS
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
+    assert all(p.grad is None for p in model.parameters())
+    assert torch.equal(torch.get_rng_state(), rng)
+    assert common.warm_up(model, batches[:2], "cpu") == 2  # fewer batches than steps: takes what there is
+
+
+def test_folder_as_checkpoint_fails_before_training(tmp_path, monkeypatch):
+    def no_training(*args, **kwargs):
+        raise AssertionError("trained before checking the checkpoint path")
+
+    monkeypatch.setattr(train_module, "train_epoch", no_training)
+    stream = run_lazily({**SMALL, "checkpoint": str(tmp_path)})
+    with pytest.raises(ValueError) as info:
+        next(stream)  # nothing is yielded, not even Started
+    message = errors.describe(info.value)
+    assert message.startswith("The experiment failed with ValueError: checkpoint=")
+    assert "is a folder, not a file" in message and str(tmp_path / "mnist.pt") in message
+    assert list(tmp_path.iterdir()) == []
+    assert not tmp_path.with_name(tmp_path.name + ".tmp").exists()
+
+
+def test_checkpoint_under_a_file_fails_before_training(tmp_path):
+    (tmp_path / "afile").write_text("x")
+    with pytest.raises(ValueError, match=r"cannot be written: .*afile is a file, not a folder"):
+        next(run_lazily({**SMALL, "checkpoint": str(tmp_path / "afile" / "best.pt")}))
+
+
+def test_failed_checkpoint_save_leaves_no_tmp_file(tmp_path, monkeypatch):
+    def failing_save(obj, f):
+        Path(f).write_bytes(b"partial")
+        raise RuntimeError("[enforce fail at inline_container.cc] unexpected pos")
+
+    monkeypatch.setattr(common.torch, "save", failing_save)
+    with pytest.raises(RuntimeError, match="enforce fail"):
+        run({**SMALL, "train_samples": 256, "checkpoint": str(tmp_path / "best.pt")})
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_params_are_validated():

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 
 def synchronize(device: str) -> None:
@@ -22,13 +23,19 @@ def synchronize(device: str) -> None:
 
 
 class Stopwatch:
-    """Wall-clock seconds between synchronised points.
+    """Wall-clock seconds between synchronised points, minus the time spent in `paused()`.
 
     >>> sw = Stopwatch("cuda"); ...; seconds = sw.elapsed()
+
+    Experiments are generators: between `yield` and the next `next()` the UI or a test runs,
+    and that time is not training. Wrap each yield in `with sw.paused():`.
     """
 
     def __init__(self, device: str) -> None:
         self.device = device
+        self._excluded = 0.0  # seconds spent in finished pauses
+        self._paused_at: float | None = None  # set while inside the outermost pause
+        self._depth = 0
         self.start = self._now()
 
     def _now(self) -> float:
@@ -36,22 +43,35 @@ class Stopwatch:
         return time.perf_counter()
 
     def elapsed(self) -> float:
-        return self._now() - self.start
+        """Timed seconds so far (frozen at the pause's start while paused)."""
+        now = self._paused_at if self._paused_at is not None else self._now()
+        return now - self.start - self._excluded
 
     def restart(self) -> None:
+        self._excluded = 0.0
+        self._paused_at = None
+        self._depth = 0
         self.start = self._now()
 
+    @contextmanager
+    def paused(self) -> Iterator[None]:
+        """Leave the block's time out of `elapsed()`.
 
-def timed(fn: Callable[[], object], device: str, *, warmup: int = 1, repeats: int = 3) -> list[float]:
-    """Seconds of each of `repeats` calls of `fn`, after `warmup` untimed calls."""
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(repeats):
-        sw = Stopwatch(device)
-        fn()
-        times.append(sw.elapsed())
-    return times
+        Synchronises on entry, so device work queued before the pause is counted as timed,
+        and on exit, so work queued inside the pause (an evaluation) is not. Nested pauses
+        of the same stopwatch count once.
+        """
+        self._depth += 1
+        if self._depth == 1:
+            self._paused_at = self._now()
+        try:
+            yield
+        finally:
+            self._depth -= 1
+            if self._depth == 0:
+                assert self._paused_at is not None
+                self._excluded += self._now() - self._paused_at
+                self._paused_at = None
 
 
 def median(values: list[float]) -> float:

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from tutor.events import Event
 
@@ -69,8 +69,23 @@ class CheckpointParams(Params):
 
 
 class Fp16UnderflowParams(Params):
-    gradient: float = Field(1e-8, gt=0, description="the true gradient value to represent")
-    scale: float = Field(65536.0, gt=0, description="the loss scale (GradScaler's default init_scale)")
+    # gradient: from 1e-30 (it and its square root, the activation, are normal float32 and
+    # bfloat16 numbers, so float32 always has the true value to compare with; the activation
+    # itself underflows float16 below about 3.6e-15) to 1e6 (past float16's max, 65504, so
+    # overflow can be shown too). scale: 1 (no scaling) to 2**24 (1 / float16's smallest
+    # subnormal; GradScaler starts at 2**16, and a larger float32 scale eventually overflows).
+    gradient: float = Field(1e-8, description="the true gradient value to represent (1e-30 to 1e6)")
+    scale: float = Field(
+        65536.0, ge=1, le=2**24, description="the loss scale (GradScaler's default init_scale; 1 to 2**24)"
+    )
+
+    @field_validator("gradient")
+    @classmethod
+    def _gradient_in_range(cls, v: float) -> float:
+        # A validator rather than ge/le: pydantic spells 1e-30 out as 0.000...001 in its message.
+        if not 1e-30 <= v <= 1e6:
+            raise ValueError("gradient must be between 1e-30 and 1e6")
+        return v
 
 
 class AmpCompareParams(Params):

@@ -5,8 +5,10 @@ mode first runs a few untimed warm-up steps on a throwaway copy of the model (so
 the other's one-time costs: autocast's kernel selection, cuBLAS handles), then trains
 `epochs` epochs; seconds per epoch are device-synchronised medians, evaluation excluded.
 Peak memory (cuda only) is measured per mode with torch.cuda.reset_peak_memory_stats and
-reported as the peak *above* what was allocated before the mode started (the resident data
-set), i.e. what training itself used.
+reported as the peak *above* what was allocated when the mode's timed epochs started: the
+resident train and test tensors, the model's weights and the device copy of the initial
+weights. What is left is what training adds: gradients, optimizer state, activations and
+autocast's cached low-precision weights.
 """
 
 from __future__ import annotations
@@ -22,18 +24,16 @@ from tutor.experiments import AmpCompareParams
 from tutor.experiments.common import (
     OFF,
     Amp,
-    RunClock,
     autocast_settings,
     evaluate,
     make_scaler,
     report_interval,
     seed_everything,
     train_epoch,
+    warm_up,
 )
-from tutor.model import MNISTClassifier
-from tutor.timing import median
-
-WARMUP_STEPS = 5
+from tutor.model import MNISTClassifier, count_parameters
+from tutor.timing import Stopwatch, median
 
 
 def _peak_supported(dev: Device) -> bool:
@@ -47,37 +47,27 @@ def _train_mode(
     from tutor.data import batches
 
     device = dev.torch_device
-    # Warm-up on a throwaway model, same precision, so the timed epochs start warm.
-    warm = MNISTClassifier().to(device)
-    warm.load_state_dict(init_state)
-    warm_opt = torch.optim.Adam(warm.parameters(), lr=p.lr)
-    warm_scaler = make_scaler(amp, dev)
-    for _ in train_epoch(
-        warm, warm_opt, batches(d.train_x, d.train_y, p.batch_size, generator=torch.Generator().manual_seed(p.seed)),
-        device, amp=amp, scaler=warm_scaler, max_steps=WARMUP_STEPS, report_every=WARMUP_STEPS,
-    ):
-        pass
-    del warm, warm_opt
-
     seed_everything(p.seed)
     model = MNISTClassifier().to(device)
     model.load_state_dict(init_state)  # identical starting weights for both modes
+    # Warm-up on a throwaway copy, same precision, so the timed epochs start warm.
+    warm_up(model, batches(d.train_x, d.train_y, p.batch_size, shuffle=False), device, amp=amp, lr=p.lr)
     opt = torch.optim.Adam(model.parameters(), lr=p.lr)
     scaler = make_scaler(amp, dev)
     gen = torch.Generator().manual_seed(p.seed)  # identical batch order for both modes
 
     base = None
-    if _peak_supported(dev):
+    if _peak_supported(dev):  # data, weights and init_state are allocated by now: the baseline
         torch.cuda.synchronize(device)
         torch.cuda.reset_peak_memory_stats(device)
         base = torch.cuda.memory_allocated(device)
 
-    clock = RunClock(device)
+    clock = Stopwatch(device)
     epoch_seconds: list[float] = []
     steps = 0
     acc = float("nan")
     for epoch in range(1, p.epochs + 1):
-        ep_clock = RunClock(device)
+        ep_clock = Stopwatch(device)
         last = None
         for prog in train_epoch(
             model, opt, batches(d.train_x, d.train_y, p.batch_size, generator=gen), device,
@@ -107,6 +97,7 @@ def _train_mode(
         "seconds": median(epoch_seconds),
         "accuracy": acc,
         "peak_mb": peak_mb,
+        "base_mb": None if base is None else base / 1e6,
         "loss": last.epoch_loss if last else float("nan"),
         "scale": float(scaler.get_scale()) if scaler.is_enabled() else None,
     }
@@ -130,18 +121,21 @@ def run(p: AmpCompareParams, dev: Device) -> Iterator[Event]:
     if not amp.enabled:
         yield Note(amp.note or "Mixed precision is not available on this device.", "warning")
     else:
-        slow_cpu = dev.kind == "cpu" and (amp.dtype == torch.float16 or not dev.bf16)
-        yield Note(amp.note, "warning" if slow_cpu else "info")
+        unscaled_fp16 = amp.dtype == torch.float16 and not amp.use_scaler
+        yield Note(amp.note, "warning" if amp.emulated or unscaled_fp16 else "info")
     if not _peak_supported(dev):
         yield Note(
             f"Peak memory is reported only on CUDA (torch.cuda.max_memory_allocated); on {dev.kind} "
             "PyTorch keeps no per-run peak, so the memory columns show None."
         )
     else:
+        data_mb = sum(t.numel() * t.element_size() for t in (d.train_x, d.train_y, d.test_x, d.test_y)) / 1e6
+        weights_mb = count_parameters(MNISTClassifier()) * 4 / 1e6
         yield Note(
-            "Peak memory is the peak above what was allocated before each mode started (the resident data "
-            f"set, {d.train_x.numel() * 4 / 1e6:.0f} MB), i.e. the weights, gradients, optimizer state, "
-            "activations and autocast's cached low-precision weight copies."
+            "Peak memory is the peak above what was already allocated when each mode's timed epochs "
+            f"started: the train and test tensors ({data_mb:.1f} MB), the model's float32 weights and a "
+            f"copy of the initial weights ({weights_mb:.1f} MB each). What is left is what training adds: "
+            "gradients, Adam's state, activations and autocast's cached low-precision weight copies."
         )
 
     seed_everything(p.seed)
@@ -205,7 +199,7 @@ def run(p: AmpCompareParams, dev: Device) -> Iterator[Event]:
                     "Tensor cores pay off on large matmuls (big layers, big batches); try a larger batch_size."
                 )
             yield Note(" ".join(reasons), "result")
-        elif dev.kind == "cpu" and (amp.dtype == torch.float16 or not dev.bf16):
+        elif amp.emulated:
             yield Note(
                 f"Mixed precision measured {speedup:.2f}x faster, which this CPU's emulated {amp.dtype_name} "
                 "does not explain: the difference is most likely noise (other programs sharing the CPU). "
@@ -232,7 +226,8 @@ def run(p: AmpCompareParams, dev: Device) -> Iterator[Event]:
         )
         if fp32["peak_mb"] is not None and mixed["peak_mb"] is not None:
             yield Note(
-                f"Peak training memory: float32 {fp32['peak_mb']:.1f} MB, mixed {mixed['peak_mb']:.1f} MB. "
+                f"Peak training memory above the baseline ({fp32['base_mb']:.1f} MB allocated before training): "
+                f"float32 {fp32['peak_mb']:.1f} MB, mixed {mixed['peak_mb']:.1f} MB. "
                 "Mixed precision halves activation memory, but this model's activations are small and autocast "
                 "also caches low-precision copies of the weights, so the difference can go either way here.",
                 "result",

@@ -17,6 +17,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
+from pathlib import Path
 
 import torch
 from torch import optim
@@ -25,7 +26,7 @@ from tutor.data import load
 from tutor.devices import Device
 from tutor.events import Event, Finished, Note, Started
 from tutor.experiments import CheckpointParams
-from tutor.experiments.common import evaluate, seed_everything, train_steps
+from tutor.experiments.common import checkpoint_target, evaluate, save_atomically, seed_everything, train_steps
 from tutor.model import MNISTClassifier, count_parameters
 
 COMPARE_SAMPLES = 1000  # the test batch both models predict
@@ -57,6 +58,8 @@ def _unpickling_reason(message: str) -> str:
 
 def run(p: CheckpointParams, dev: Device) -> Iterator[Event]:
     device = dev.torch_device
+    # Before any training: a bad path should fail now, not after training.
+    target = checkpoint_target(p.path, "path") if p.path else None
     seed_everything(p.seed)
     data = load(device, train_samples=p.steps * p.batch_size)
     yield Started("checkpoint-roundtrip", device, dev.name, data.description)
@@ -67,19 +70,23 @@ def run(p: CheckpointParams, dev: Device) -> Iterator[Event]:
     accuracy = evaluate(model, data.test_x, data.test_y)
     batches_per_epoch = math.ceil(len(data.train_x) / p.batch_size)
     epoch = math.ceil(p.steps / batches_per_epoch)
-    yield Note(f"Trained {p.steps} steps on {device}: last loss {loss:.4f}, test accuracy {accuracy:.1%}.")
+    yield Note(
+        f"Trained {p.steps} steps on {device}: mean loss {loss:.4f} over the last pass through the "
+        f"{len(data.train_x)} training images, test accuracy {accuracy:.1%}."
+    )
 
     model.eval()
     batch = data.test_x[:COMPARE_SAMPLES]
     with torch.no_grad():
         before = model(batch).cpu()  # predictions on the training device
 
-    path = p.path
-    if not path:
+    if target is not None:
+        path = str(target)
+    else:
         fd, path = tempfile.mkstemp(suffix=".pt", prefix="gpututor-checkpoint-")
         os.close(fd)
     try:
-        torch.save(
+        save_atomically(
             {
                 "model_state_dict": model.state_dict(),  # tensors still on `device`
                 "optimizer_state_dict": optimizer.state_dict(),
@@ -87,7 +94,7 @@ def run(p: CheckpointParams, dev: Device) -> Iterator[Event]:
                 "loss": loss,
                 "accuracy": accuracy,
             },
-            path,
+            Path(path),
         )
         file_bytes = os.path.getsize(path)
 
@@ -102,7 +109,7 @@ def run(p: CheckpointParams, dev: Device) -> Iterator[Event]:
 
         cuda_error = _cpu_only_load_error(path) if dev.kind == "cuda" else None
     finally:
-        if not p.path:
+        if target is None:
             os.remove(path)
 
     original = {k: v.cpu() for k, v in model.state_dict().items()}

@@ -8,11 +8,16 @@
                                                 reports (one loss.item() per report, not per step)
     evaluate(model, x, y, batch_size, amp=...)  test accuracy (0..1) of resident tensors
     evaluate_batches(model, batches, device)    same for any iterable of (x, y), e.g. a DataLoader
-    train_steps(model, opt, data, steps, batch_size, device) -> last loss (float)
+    train_steps(model, opt, data, steps, batch_size, device) -> mean loss of the last pass
                                                 "train briefly" for experiments that need a model
-    RunClock(device)                            synchronised seconds, minus time spent paused at
-                                                yields (`with clock.paused(): yield event`)
+    warm_up(model, batches, device, amp=..., lr=...)
+                                                WARMUP_STEPS untimed steps on a throwaway copy, so
+                                                timed work starts warm; the caller's model is untouched
     report_interval(steps)                      steps between loss reports (~75 per pass)
+    checkpoint_target(path, param) -> Path      checks before training that `path` can be written
+    save_atomically(obj, target)                torch.save via `<target>.tmp`, removed on failure
+
+Timing uses tutor.timing.Stopwatch (synchronised, with `with sw.paused(): yield event`).
 
 Why losses are accumulated on the device: `loss.item()` copies to the host and waits for
 the GPU, so calling it every step serialises the CPU and GPU. The loop adds `loss.detach()`
@@ -21,17 +26,26 @@ into a device tensor and reads it only when it reports.
 
 from __future__ import annotations
 
+import copy
+import functools
+import os
 import random
+import tempfile
 import time
+import warnings
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import nullcontext, suppress
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, NamedTuple
 
 import torch
 from torch import nn
 
 from tutor.devices import Device
+from tutor.timing import synchronize
+
+WARMUP_STEPS = 5  # untimed steps before a timed run: device context, cuBLAS handles, kernels, allocator
 
 
 def seed_everything(seed: int) -> None:
@@ -47,17 +61,27 @@ def seed_everything(seed: int) -> None:
 
 
 class Amp(NamedTuple):
-    """Mixed-precision settings: unpack as (enabled, dtype, use_scaler, note)."""
+    """Mixed-precision settings: enabled, dtype, use_scaler, note, and the Device they are for."""
 
     enabled: bool
     dtype: Any  # torch.float16 / torch.bfloat16 / None
     use_scaler: bool
     note: str  # a sentence for the learner ("" when there is nothing to say)
+    dev: Device | None = None
 
     @property
     def dtype_name(self) -> str:
         """'float16', 'bfloat16' or 'off'."""
         return str(self.dtype).removeprefix("torch.") if self.enabled else "off"
+
+    @property
+    def emulated(self) -> bool:
+        """Autocast runs on a CPU without a fast path for its dtype (float16 on any CPU,
+        bfloat16 without AVX512-BF16/AMX): expect it to be slower than float32."""
+        return (
+            self.enabled and self.dev is not None and self.dev.kind == "cpu"
+            and (self.dtype == torch.float16 or not self.dev.bf16)
+        )
 
     def autocast(self, device_type: str) -> Any:
         """The context manager for the forward pass (a no-op when disabled)."""
@@ -69,24 +93,54 @@ class Amp(NamedTuple):
 OFF = Amp(False, None, False, "")
 
 
+@functools.cache
 def _mps_autocast_ok(dtype: Any) -> bool:
+    """Whether autocast to `dtype` really switches on for MPS (where macOS lacks the dtype,
+    torch warns and silently disables autocast rather than raising)."""
     try:
-        with torch.autocast(device_type="mps", dtype=dtype):
-            pass
-        return True
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            with torch.autocast(device_type="mps", dtype=dtype):
+                return bool(torch.is_autocast_enabled("mps"))
     except Exception:
         return False
+
+
+@functools.cache
+def _scaler_step_error(device: str) -> str | None:
+    """None if one real GradScaler step (scale, backward, step, update) works on `device`,
+    else the error. On MPS, torch 2.5-2.7's GradScaler.unscale_ converts the scale to
+    float64, which MPS lacks (pytorch issue 142397)."""
+    try:
+        w = nn.Parameter(torch.ones(1, device=device))  # float32 master weight, as under autocast
+        opt = torch.optim.SGD([w], lr=0.1)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            scaler = torch.amp.GradScaler(torch.device(device).type)
+        if not scaler.is_enabled():  # some versions disable it for a device with only a warning
+            return "it disabled itself for this device"
+        loss = (w.half() * w.half()).float().sum()  # a float16 product, a float32 loss
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+        synchronize(device)
+        return None
+    except Exception as exc:  # whatever this backend raises, the answer is "not usable"
+        first = (str(exc).strip().splitlines() or [""])[0]
+        return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
 
 
 def autocast_settings(amp: str, dev: Device) -> Amp:
     """Map the `amp` parameter (off/auto/fp16/bf16) to what this device can do.
 
     auto: float16 + GradScaler on cuda, float16 on mps where supported, bfloat16 on cpu.
-    float16 always gets a GradScaler (its range is too narrow for small gradients); bfloat16
-    has float32's exponent range and needs none.
+    float16 gets a GradScaler (its range is too narrow for small gradients); bfloat16 has
+    float32's exponent range and needs none. On MPS, where GradScaler fails in some torch
+    versions, auto falls back to bfloat16 and fp16 runs without a scaler; the note says why.
     """
     if amp == "off":
         return OFF
+    requested = amp
     kind = dev.kind
     if amp == "auto":
         amp = "bf16" if kind == "cpu" else "fp16"
@@ -103,11 +157,26 @@ def autocast_settings(amp: str, dev: Device) -> Amp:
         note = f"autocast to {name} on {dev.name}" + (" with GradScaler (loss scaling)" if scaler else "")
         if not dev.tensor_cores:
             note += "; this GPU has no tensor cores, so expect little or no speedup"
-        return Amp(True, dtype, scaler, note + ".")
+        return Amp(True, dtype, scaler, note + ".", dev)
     if kind == "mps":
         if not _mps_autocast_ok(dtype):
-            return Amp(False, None, False, f"autocast to {name} is not supported by this PyTorch/macOS on MPS; running in float32.")
-        return Amp(True, dtype, scaler, f"autocast to {name} on the Apple GPU (MPS)" + (" with GradScaler." if scaler else "."))
+            return Amp(False, None, False, f"autocast to {name} is not supported by this PyTorch/macOS on MPS; running in float32.", dev)
+        if not scaler:
+            return Amp(True, dtype, False, f"autocast to {name} on the Apple GPU (MPS).", dev)
+        error = _scaler_step_error(dev.torch_device)
+        if error is None:
+            return Amp(True, dtype, True, "autocast to float16 on the Apple GPU (MPS) with GradScaler.", dev)
+        why = f"GradScaler does not work on MPS in PyTorch {torch.__version__} (a one-step test: {error})"
+        if requested == "auto" and _mps_autocast_ok(torch.bfloat16):
+            return Amp(
+                True, torch.bfloat16, False,
+                why + "; using bfloat16 autocast instead, which has float32's range and needs no loss scaling.", dev,
+            )
+        return Amp(
+            True, torch.float16, False,
+            why + "; running float16 autocast without loss scaling, so very small gradients can underflow to zero.",
+            dev,
+        )
     # cpu
     if dtype == torch.bfloat16:
         note = "autocast to bfloat16 on the CPU (CPU autocast supports bfloat16; no GradScaler needed)"
@@ -116,16 +185,19 @@ def autocast_settings(amp: str, dev: Device) -> Amp:
                 f". {dev.name} has no native bfloat16 instructions (AVX512-BF16/AMX), so bfloat16 "
                 "matmuls are emulated and will be slower than float32"
             )
-        return Amp(True, dtype, False, note + ".")
+        return Amp(True, dtype, False, note + ".", dev)
     return Amp(
         True, dtype, True,
         "autocast to float16 on the CPU: supported but emulated on most CPUs, so expect it to be slower than float32.",
+        dev,
     )
 
 
-def make_scaler(amp: Amp, dev: Device) -> Any:
-    """A torch.amp.GradScaler for `dev`, enabled only when float16 needs loss scaling."""
-    return torch.amp.GradScaler(dev.kind, enabled=amp.enabled and amp.use_scaler)
+def make_scaler(amp: Amp, dev: Device | str) -> Any:
+    """A torch.amp.GradScaler for `dev` (a Device or a torch device string), enabled only
+    when float16 needs loss scaling."""
+    kind = dev.kind if isinstance(dev, Device) else torch.device(dev).type
+    return torch.amp.GradScaler(kind, enabled=amp.enabled and amp.use_scaler)
 
 
 @dataclass(frozen=True)
@@ -238,26 +310,57 @@ def train_steps(
     *,
     seed: int = 0,
 ) -> float:
-    """Train for exactly `steps` optimiser steps on `data` (a MnistData on `device`),
-    reshuffling each pass; returns the last step's loss as a float."""
+    """Train for exactly `steps` optimiser steps on `data` (a MnistData on `device`) with
+    `train_epoch`, reshuffling each pass; returns the mean loss of the last pass's steps."""
     from tutor.data import batches
 
     gen = torch.Generator().manual_seed(seed)
-    loss_fn = nn.CrossEntropyLoss()
-    model.train()
     done = 0
-    loss = None
+    loss = float("nan")
     while done < steps:
-        for xb, yb in batches(data.train_x, data.train_y, batch_size, generator=gen):
-            xb, yb = xb.to(device), yb.to(device)
-            optimizer.zero_grad(set_to_none=True)
-            loss = loss_fn(model(xb), yb)
-            loss.backward()
-            optimizer.step()
-            done += 1
-            if done >= steps:
-                break
-    return float(loss.item()) if loss is not None else float("nan")
+        last = None
+        for last in train_epoch(
+            model, optimizer, batches(data.train_x, data.train_y, batch_size, generator=gen), device,
+            report_every=steps, max_steps=steps - done,
+        ):
+            pass
+        if last is None or last.steps == 0:  # no data: nothing more to train on
+            break
+        done += last.steps
+        loss = last.epoch_loss
+    return loss
+
+
+def warm_up(
+    model: nn.Module,
+    batches: Iterable[tuple[torch.Tensor, torch.Tensor]],
+    device: str,
+    *,
+    amp: Amp = OFF,
+    lr: float = 1e-3,
+    steps: int = WARMUP_STEPS,
+) -> int:
+    """Run `steps` untimed Adam steps (with `amp` and its GradScaler) on a throwaway deep copy
+    of `model`, so that a timed run after it does not pay one-time costs: the device context,
+    cuBLAS handles, kernel selection, the caching allocator. Returns the steps taken.
+
+    `model` and its optimizer are untouched, and the RNG states (CPU, and the GPU's on cuda)
+    are restored, so a seeded run trains exactly as it would without the warm-up. Pass
+    batches that do not draw from the training run's generator (e.g. shuffle=False).
+    """
+    target = torch.device(device)
+    gpus = [target.index or 0] if target.type == "cuda" else []
+    with torch.random.fork_rng(devices=gpus):
+        warm = copy.deepcopy(model)
+        opt = torch.optim.Adam(warm.parameters(), lr=lr)
+        last = None
+        for last in train_epoch(
+            warm, opt, batches, device, amp=amp, scaler=make_scaler(amp, device),
+            report_every=max(steps, 1), max_steps=steps,
+        ):
+            pass
+        synchronize(device)
+    return last.steps if last is not None else 0
 
 
 def report_interval(steps: int, target: int = 75) -> int:
@@ -265,30 +368,43 @@ def report_interval(steps: int, target: int = 75) -> int:
     return max(1, steps // target)
 
 
-class RunClock:
-    """Device-synchronised training seconds that leave out the time a consumer holds a yielded event.
+def checkpoint_target(path: str, param: str = "checkpoint") -> Path:
+    """Check, before any training, that a checkpoint can be written to `path`; return it expanded.
 
-    Experiments are generators: between `yield` and the next `next()` the UI or a test runs,
-    and that time is not training. Wrap each yield in `with clock.paused():`.
+    Missing parent folders are fine (saving creates them) as long as the nearest existing
+    one accepts new files. Raises ValueError with a sentence naming `param` and the fix.
     """
+    target = Path(path).expanduser()
+    if target.is_dir() or path.endswith(("/", os.sep)):
+        raise ValueError(
+            f"{param}={path} is a folder, not a file: give a file path such as {param}={target / 'mnist.pt'}"
+        )
+    folder = target.parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if not folder.is_dir():
+        raise ValueError(f"{param}={path} cannot be written: {folder} is a file, not a folder")
+    try:  # root passes every permission check, so create a file there rather than ask os.access
+        fd, probe = tempfile.mkstemp(dir=folder, prefix=".gpututor-write-test-")
+        os.close(fd)
+        os.remove(probe)
+    except OSError as exc:
+        raise ValueError(
+            f"{param}={path} cannot be written: the folder {folder} does not accept new files "
+            f"({exc.strerror or exc}); choose a path in a folder you can write to"
+        ) from exc
+    return target
 
-    def __init__(self, device: str) -> None:
-        from tutor.timing import synchronize
 
-        self._sync = synchronize
-        self.device = device
-        self._excluded = 0.0
-        self._sync(device)
-        self._start = time.perf_counter()
-
-    def elapsed(self) -> float:
-        self._sync(self.device)
-        return time.perf_counter() - self._start - self._excluded
-
-    @contextmanager
-    def paused(self) -> Iterator[None]:
-        t = time.perf_counter()
-        try:
-            yield
-        finally:
-            self._excluded += time.perf_counter() - t
+def save_atomically(obj: Any, target: Path) -> None:
+    """torch.save `obj` to `<target>.tmp`, then rename it over `target`, so a crash never leaves
+    a half-written checkpoint; the .tmp file is removed if anything fails."""
+    tmp = target.with_name(target.name + ".tmp")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        torch.save(obj, tmp)
+        os.replace(tmp, target)
+    except BaseException:
+        with suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        raise

@@ -22,11 +22,9 @@ from tutor import devices
 from tutor.devices import Device
 from tutor.events import Event, Finished, Note, Started, Step, Table
 from tutor.experiments import CrossoverParams
-from tutor.experiments.common import RunClock, report_interval, seed_everything, train_epoch
+from tutor.experiments.common import WARMUP_STEPS, report_interval, seed_everything, train_epoch, warm_up
 from tutor.model import MNISTClassifier, TinyClassifier, count_parameters
-from tutor.timing import median
-
-WARMUP_STEPS = 5
+from tutor.timing import Stopwatch, median
 
 
 @dataclass(frozen=True)
@@ -64,17 +62,13 @@ def _time_case(case: Case, x: torch.Tensor, y: torch.Tensor, p: CrossoverParams,
     every = report_interval(steps_per_run, target=10)
 
     seed_everything(p.seed)
-    warm = case.make().to(device)
-    warm_opt = torch.optim.Adam(warm.parameters(), lr=1e-3)
-    for _ in train_epoch(warm, warm_opt, _cpu_batches(x, y, case.batch_size, torch.Generator().manual_seed(p.seed)),
-                         device, max_steps=WARMUP_STEPS, report_every=WARMUP_STEPS):
-        pass
+    warm_up(case.make().to(device), _cpu_batches(x, y, case.batch_size, torch.Generator().manual_seed(p.seed)), device)
 
     times: list[float] = []
     for r in range(p.repeats):
         seed_everything(p.seed)
         gen = torch.Generator().manual_seed(p.seed)
-        clock = RunClock(device)
+        clock = Stopwatch(device)
         model = case.make().to(device)  # creating and moving the model is part of the timed work
         opt = torch.optim.Adam(model.parameters(), lr=1e-3)
         done = 0

@@ -40,7 +40,7 @@ def _short(filename: str) -> str:
     return os.path.basename(filename)
 
 
-def path(f: traceback.FrameSummary) -> str:
+def _path(f: traceback.FrameSummary) -> str:
     return f.filename.replace("\\", "/")
 
 
@@ -56,8 +56,8 @@ def _origin(exc: BaseException) -> tuple[traceback.FrameSummary | None, list[tra
     line = frames[ours[-1]] if ours else None
     inner = frames[ours[-1] + 1:] if ours else frames
     # The model's own forward (tutor/model.py), the last torch.nn layer (F.linear), the raise itself.
-    keep = [f for f in inner if "/torch/" not in path(f)]
-    keep += [f for f in inner if "/torch/nn/" in path(f) and not path(f).endswith("modules/module.py")][-1:]
+    keep = [f for f in inner if "/torch/" not in _path(f)]
+    keep += [f for f in inner if "/torch/nn/" in _path(f) and not _path(f).endswith("modules/module.py")][-1:]
     if inner and inner[-1] not in keep:
         keep.append(inner[-1])
     return line, keep
@@ -106,7 +106,7 @@ def run(p: DeviceMismatchParams, dev: Device) -> Iterator[Event]:
         metrics.update(error_type=None, error_message=None, error_line=None, error_frame=None)
     else:
         line, frames = _origin(error)
-        layer = [f for f in frames if "/torch/nn/" in path(f)]
+        layer = [f for f in frames if "/torch/nn/" in _path(f)]
         message = str(error).strip()
         metrics.update(
             error_type=type(error).__name__,

@@ -3,8 +3,10 @@
 The computation is one link of the chain rule, the way it happens under autocast: an
 activation `x` (float16) times a weight `w`, and a loss computed in float32 whose
 gradient flowing back into the float16 part is `g`. Then d loss / d w = g * x.
-Both factors are sqrt(gradient) - each fits in float16 (1e-4 is above its smallest
-normal, 6.1e-5) - but their product, the gradient itself, may not.
+Both factors are sqrt(gradient): for the default 1e-8 each is 1e-4, above float16's
+smallest normal (6.1e-5), but their product, the gradient itself, is not representable.
+Every sentence the run prints is chosen from the values it computed, so it stays true
+across the whole parameter range (Fp16UnderflowParams documents the bounds).
 """
 
 from __future__ import annotations
@@ -41,8 +43,10 @@ def smallest_subnormal(dtype: torch.dtype) -> float:
 
 def scaler_step(factor: float, upstream: float, scale: float) -> dict[str, float | bool]:
     """One real torch.amp.GradScaler step on the CPU; returns what it saw and did."""
-    w = torch.nn.Parameter(torch.zeros(1))  # fp32 master weight; starts at 0 so any step shows
-    optimizer = torch.optim.SGD([w], lr=1.0)
+    w = torch.nn.Parameter(torch.zeros(1))  # fp32 master weight
+    # With momentum, SGD creates its momentum buffer on its first real step: proof the step ran,
+    # even when the gradient (and so the change to w) is 0.
+    optimizer = torch.optim.SGD([w], lr=1.0, momentum=0.9)
     scaler = torch.amp.GradScaler("cpu", init_scale=scale)
     x = torch.tensor([factor], dtype=torch.float16)
     scale_before = scaler.get_scale()
@@ -57,7 +61,7 @@ def scaler_step(factor: float, upstream: float, scale: float) -> dict[str, float
         "scale_before": scale_before,
         "scaled_grad": scaled_grad,
         "unscaled_grad": unscaled_grad,
-        "stepped": w.item() != 0.0,
+        "stepped": "momentum_buffer" in optimizer.state.get(w, {}),
         "scale_after": scaler.get_scale(),
     }
 
@@ -116,41 +120,86 @@ def run(p: Fp16UnderflowParams, dev: Device) -> Iterator[Event]:
             for d, fi in ((torch.float16, f16), (torch.bfloat16, bf16), (torch.float32, f32))
         ],
     )
-    if flushed:
+
+    # What the scaled computation did, from its measured value.
+    scaled = p.gradient * p.scale
+    if not math.isfinite(g16_scaled):
+        scaled_text = (
+            f"With the loss multiplied by {p.scale:g}, the gradient during backward() ({_fmt(scaled)}) is above "
+            f"float16's max ({f16.max:g}) and became {g16_scaled:g}: GradScaler would skip that step and "
+            "lower its scale."
+        )
+    elif g16_scaled == 0.0:
+        scaled_text = (
+            f"Even with the loss multiplied by {p.scale:g}, the gradient during backward() ({scaled:.3g}) is "
+            "still too small for float16 and rounds to 0.0: this gradient needs a larger scale."
+        )
+    else:
+        scaled_text = (
+            f"Multiplying the loss by {p.scale:g} makes the gradient {p.scale:g} times larger during "
+            f"backward() ({scaled:.3g}), inside float16's range; dividing by {p.scale:g} afterwards in "
+            f"float32 gives back {g16_scaled:.4g}."
+        )
+
+    if g32 == 0.0:  # outside the validated range; said plainly rather than called "kept"
         yield Note(
-            f"float16 lost the gradient: {p.gradient:g} is below half of its smallest subnormal "
-            f"({sub16:.3g}), so the product rounds to 0.0 and this weight would never learn. "
-            f"Multiplying the loss by {p.scale:g} makes every gradient {p.scale:g} times larger "
-            f"during backward(), inside float16's range; dividing by {p.scale:g} afterwards in "
-            f"float32 gives back {g16_scaled:.4g}.",
+            f"Even float32 computed 0.0: {p.gradient:g} is too small for float32 (smallest subnormal "
+            f"{smallest_subnormal(torch.float32):.3g}), so there is no reference to compare float16 with.",
+            "warning",
+        )
+    elif flushed and factor16 == 0.0:
+        yield Note(
+            f"float16 lost the gradient before the multiplication: the activation x = {factor:.3g} is itself "
+            f"too small for float16 (smallest subnormal {sub16:.3g}) and is stored as 0.0, so g * x is 0.0. "
+            "Loss scaling multiplies the gradients flowing backward, not the activations"
+            + (f", so it cannot bring this one back: with the loss x {p.scale:g} the result is still 0.0."
+               if g16_scaled == 0.0 else f". {scaled_text}"),
             "result",
         )
-    elif math.isinf(g16):
+    elif flushed:
         yield Note(
-            f"float16 overflowed: {p.gradient:g} is above its max ({f16.max:g}), so the gradient "
-            "became inf. Loss scaling cannot help here; GradScaler would skip this step.",
+            f"float16 lost the gradient: backward() multiplies g and x in float16, and their product "
+            f"{p.gradient:g} is too small for float16 (anything below about half of its smallest subnormal, "
+            f"{sub16:.3g}, rounds to 0.0), so this weight would never learn. {scaled_text}",
+            "result",
+        )
+    elif not math.isfinite(g16):
+        yield Note(
+            f"float16 overflowed: {p.gradient:g} is above its max ({f16.max:g}), so the gradient became "
+            f"{g16:g}. Loss scaling makes gradients larger, so it cannot help here; GradScaler would skip "
+            "this step and lower its scale.",
             "result",
         )
     else:
-        yield Note(
-            f"float16 kept this gradient ({g16:.4g}): {p.gradient:g} is not below half of float16's "
-            f"smallest subnormal ({sub16:.3g}). Try gradient=1e-8 to see it vanish."
-            + (f" Below float16's smallest normal ({f16.smallest_normal:.3g}) it is stored as a subnormal "
-               "with fewer significant bits; loss scaling lifts it back into the normal range."
-               if p.gradient < f16.smallest_normal else ""),
-            "result",
-        )
+        subnormal = abs(g16) < f16.smallest_normal
+        lifted = f16.smallest_normal <= abs(g16_scaled) * p.scale <= f16.max
+        parts = [f"float16 kept this gradient ({g16:.4g}): {p.gradient:g} is within float16's range."]
+        if subnormal:
+            parts.append(
+                f"It is below float16's smallest normal ({f16.smallest_normal:.3g}), so it is stored as a "
+                "subnormal with fewer significant bits"
+                + ("; loss scaling lifts it back into the normal range." if lifted else ".")
+            )
+        if not math.isfinite(g16_scaled):
+            parts.append(scaled_text)
+        parts.append("Try gradient=1e-8 to see it vanish.")
+        yield Note(" ".join(parts), "result")
+    if g32 != 0.0 and gbf16 != 0.0 and math.isfinite(gbf16):
+        bf_text = f"it keeps this gradient ({gbf16:.4g}), which is why bf16 autocast usually needs no GradScaler."
+    else:
+        bf_text = f"here it gives {gbf16:.4g}."
     yield Note(
         f"bfloat16 has float32's exponent range (smallest normal {bf16.smallest_normal:.3g}) with "
-        f"only 8 bits of precision (eps {bf16.eps:g}): it keeps the gradient ({gbf16:.4g}), "
-        "which is why bf16 autocast usually needs no GradScaler."
+        f"only 8 bits of precision (eps {bf16.eps:g}): {bf_text}"
     )
 
-    # What GradScaler itself does: one step that fits, one whose scaled gradient overflows.
+    # What GradScaler itself does: one step with this gradient, one whose scaled gradient overflows.
     ok = scaler_step(factor, factor, p.scale)
-    # A true gradient of 1.0 overflows once scaled by 65536 (> 65504); smaller scales need a bigger one.
-    big = 1.0 if p.scale > f16.max else 2 * f16.max / p.scale
-    over = scaler_step(factor, big / factor, p.scale)
+    # A true gradient of 1.0 overflows once scaled by 65536 (> 65504); smaller scales need a bigger
+    # one: 2 * 65504 / scale is twice float16's max once scaled. x = 1.0 keeps the activation exact.
+    scale_overflows = math.isinf(torch.tensor(p.scale, dtype=torch.float16).item())
+    big = 1.0 if scale_overflows else 2 * f16.max / p.scale
+    over = scaler_step(1.0, big, p.scale)
     yield Table(
         "torch.amp.GradScaler('cpu'), one real SGD step each",
         ["true gradient", "scale before", "grad after backward", "grad after unscale_", "step taken", "scale after"],
@@ -161,12 +210,20 @@ def run(p: Fp16UnderflowParams, dev: Device) -> Iterator[Event]:
              str(over["stepped"]), _fmt(over["scale_after"])],
         ],
     )
+    if not over["stepped"]:
+        second = (
+            f"update() then lowered the scale ({over['scale_before']:g} -> {over['scale_after']:g} in the "
+            f"second row, where the scaled gradient, {over['scaled_grad']:g}, exceeded float16's max of "
+            f"{f16.max:g})."
+        )
+    else:  # not expected: report what happened rather than what should have
+        second = (
+            f"In the second row the step was taken (scale {over['scale_before']:g} -> {over['scale_after']:g})."
+        )
     yield Note(
         "GradScaler multiplies the loss by its scale before backward(), unscale_ divides the "
         "gradients by it in float32, and step() skips the update when any gradient is inf or NaN; "
-        f"update() then lowers the scale ({over['scale_before']:g} -> {over['scale_after']:g} in the "
-        "second row, where the scaled gradient exceeded float16's max of "
-        f"{f16.max:g}). After enough good steps it grows the scale again."
+        f"{second} After enough good steps it grows the scale again."
     )
 
     yield Finished(

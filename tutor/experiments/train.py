@@ -1,16 +1,16 @@
 """`train`: the notebook's MNISTClassifier + Adam + CrossEntropyLoss on the chosen device.
 
-Timing: each epoch's seconds are device-synchronised and exclude evaluation, checkpoint
-writing and the time the consumer holds a yielded event. `seconds_per_epoch` is the median
-over full epochs: the first epoch also pays one-time warm-up (CUDA context, cuBLAS handles,
-the caching allocator), and with 3+ epochs the median leaves that outlier out; with 1 or 2
-epochs it cannot, and a Note says so.
+Timing: before the clock starts, WARMUP_STEPS untimed steps run on a throwaway copy of the
+model (CUDA context, cuBLAS handles, kernel selection, the caching allocator), so the first
+epoch does not pay one-time set-up; the trained model and its batch order are unchanged by
+it. Each epoch's seconds are device-synchronised and exclude evaluation, checkpoint writing
+and the time the consumer holds a yielded event. `seconds_per_epoch` is the median over full
+epochs.
 """
 
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,25 +21,26 @@ from tutor.devices import Device
 from tutor.events import Epoch, Event, Finished, Note, Started, Step
 from tutor.experiments import TrainParams
 from tutor.experiments.common import (
-    RunClock,
     autocast_settings,
+    checkpoint_target,
     evaluate_batches,
     make_scaler,
     report_interval,
+    save_atomically,
     seed_everything,
     train_epoch,
+    warm_up,
 )
 from tutor.model import MNISTClassifier
-from tutor.timing import median
+from tutor.timing import Stopwatch, median
 
 
-def save_checkpoint(path: str, model: nn.Module, optimizer: torch.optim.Optimizer, epoch: int, loss: float, accuracy: float) -> None:
+def save_checkpoint(
+    target: Path, model: nn.Module, optimizer: torch.optim.Optimizer, epoch: int, loss: float, accuracy: float
+) -> None:
     """The notebook's checkpoint dict: tensors and plain numbers only, so that
     torch.load(path, map_location="cpu", weights_only=True) accepts it. Written atomically."""
-    target = Path(path).expanduser()
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(target.name + ".tmp")
-    torch.save(
+    save_atomically(
         {
             "model_state_dict": model.state_dict(),
             "optimizer_state_dict": optimizer.state_dict(),
@@ -47,15 +48,16 @@ def save_checkpoint(path: str, model: nn.Module, optimizer: torch.optim.Optimize
             "loss": float(loss),
             "accuracy": float(accuracy),
         },
-        tmp,
+        target,
     )
-    os.replace(tmp, target)
 
 
 def run(p: TrainParams, dev: Device) -> Iterator[Event]:
     from tutor import data as mnist
 
     device = dev.torch_device
+    # Before any training: a bad path should fail now, not after the last epoch.
+    target = checkpoint_target(p.checkpoint, "checkpoint") if p.checkpoint else None
     amp = autocast_settings(p.amp, dev)
     seed_everything(p.seed)
 
@@ -68,6 +70,9 @@ def run(p: TrainParams, dev: Device) -> Iterator[Event]:
 
         def train_batches():
             return mnist.batches(d.train_x, d.train_y, p.batch_size, generator=gen)
+
+        def warmup_batches():  # in order: draws nothing from `gen`, so the batch order is unchanged
+            return mnist.batches(d.train_x, d.train_y, p.batch_size, shuffle=False)
 
         def test_batches():
             return mnist.batches(d.test_x, d.test_y, 1000, shuffle=False)
@@ -87,6 +92,13 @@ def run(p: TrainParams, dev: Device) -> Iterator[Event]:
 
         def train_batches():
             return train_loader
+
+        def warmup_batches():
+            # Same dataset and transforms, unshuffled and in this process: iterating train_loader
+            # would advance its shuffling generator (and start its workers) before the timed run.
+            from torch.utils.data import DataLoader
+
+            return DataLoader(train_loader.dataset, batch_size=p.batch_size, shuffle=False)
 
         def test_batches():
             return test_loader
@@ -108,7 +120,7 @@ def run(p: TrainParams, dev: Device) -> Iterator[Event]:
         yield Note(f"Data: {info.description} ({n_train} training, {n_test} test images).")
     yield Note(path_note)
     if amp.note:
-        slow = not amp.enabled or (dev.kind == "cpu" and (amp.dtype == torch.float16 or not dev.bf16))
+        slow = not amp.enabled or amp.emulated or (amp.dtype == torch.float16 and not amp.use_scaler)
         yield Note(amp.note, "warning" if slow else "info")
 
     model = MNISTClassifier().to(device)
@@ -121,7 +133,15 @@ def run(p: TrainParams, dev: Device) -> Iterator[Event]:
         planned = min(planned, p.max_steps)
     every = report_interval(min(steps_per_epoch, planned))
 
-    clock = RunClock(device)  # all epochs' training
+    warmed = warm_up(model, warmup_batches(), device, amp=amp, lr=p.lr)
+    yield Note(
+        f"Before the clock started, {warmed} untimed warm-up step(s) ran on a throwaway copy of the model "
+        "(device context, cuBLAS handles, kernel selection, memory allocator), so epoch times, total_seconds "
+        "and samples_per_s leave that one-time set-up out. The model trained below starts from the same "
+        "weights and sees the same batches as it would without them."
+    )
+
+    clock = Stopwatch(device)  # all epochs' training
     steps = samples = 0
     full_epoch_seconds: list[float] = []
     all_epoch_seconds: list[float] = []
@@ -130,7 +150,7 @@ def run(p: TrainParams, dev: Device) -> Iterator[Event]:
     saved: str | None = None
     for epoch in range(1, p.epochs + 1):
         remaining = None if p.max_steps is None else p.max_steps - steps
-        ep_clock = RunClock(device)
+        ep_clock = Stopwatch(device)
         last = None
         for prog in train_epoch(
             model, optimizer, train_batches(), device,
@@ -160,14 +180,14 @@ def run(p: TrainParams, dev: Device) -> Iterator[Event]:
             improved = not acc <= best  # also true for the first epoch (best is NaN)
             if improved:
                 best = acc
-                if p.checkpoint:
-                    save_checkpoint(p.checkpoint, model, optimizer, epoch, last.epoch_loss, acc)
-                    saved = str(Path(p.checkpoint).expanduser())
+                if target is not None:
+                    save_checkpoint(target, model, optimizer, epoch, last.epoch_loss, acc)
+                    saved = str(target)
             yield Epoch(
                 epoch=epoch, epochs=p.epochs, train_loss=last.epoch_loss, test_acc=acc, seconds=epoch_seconds,
                 samples_per_s=last.samples / epoch_seconds if epoch_seconds > 0 else 0.0,
             )
-            if improved and p.checkpoint:
+            if improved and target is not None:
                 yield Note(f"Saved the best checkpoint so far (epoch {epoch}, accuracy {acc:.2%}) to {saved}.")
         if p.max_steps is not None and steps >= p.max_steps:
             if epoch < p.epochs or partial:
@@ -177,23 +197,22 @@ def run(p: TrainParams, dev: Device) -> Iterator[Event]:
     total_seconds = clock.elapsed()
     if full_epoch_seconds:
         per_epoch = median(full_epoch_seconds)
+        listed = ", ".join(f"{s:.2f}" for s in full_epoch_seconds)
         if len(full_epoch_seconds) >= 3:
             yield Note(
-                f"seconds_per_epoch is the median of {len(full_epoch_seconds)} epochs "
-                f"({', '.join(f'{s:.2f}' for s in full_epoch_seconds)} s). The first epoch also pays one-time "
-                "warm-up (device context, cuBLAS handles, memory allocator), and the median leaves that outlier out."
+                f"seconds_per_epoch is the median of {len(full_epoch_seconds)} epochs ({listed} s): "
+                "one epoch slowed by something else on the machine does not move it."
             )
         else:
             yield Note(
-                f"seconds_per_epoch is the median of {len(full_epoch_seconds)} epoch(s) "
-                f"({', '.join(f'{s:.2f}' for s in full_epoch_seconds)} s), so it includes the first epoch's "
-                "one-time warm-up (device context, cuBLAS handles, memory allocator); 3 or more epochs give a steadier figure."
+                f"seconds_per_epoch is the median of {len(full_epoch_seconds)} epoch(s) ({listed} s); "
+                "3 or more epochs give a steadier figure."
             )
     else:  # stopped inside the first epoch: scale the partial epoch to a full one, and say so
         per_epoch = all_epoch_seconds[-1] * steps_per_epoch / steps if steps else float("nan")
         yield Note(
             f"seconds_per_epoch is extrapolated from {steps} of {steps_per_epoch} steps "
-            f"({all_epoch_seconds[-1]:.2f} s x {steps_per_epoch}/{steps}), including warm-up."
+            f"({all_epoch_seconds[-1]:.2f} s x {steps_per_epoch}/{steps})."
         )
 
     yield Finished(

@@ -1,0 +1,88 @@
+"""tutor.timing.Stopwatch: synchronised, and time inside `paused()` is left out.
+
+Behaviour only: a paused stopwatch is compared with an unpaused one over the same interval,
+so no assertion depends on how fast this machine is.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from tutor import timing
+from tutor.timing import Stopwatch, median
+
+SLEEP = 0.2
+
+
+def test_pause_excludes_the_time_spent_inside_it():
+    total = Stopwatch("cpu")
+    sw = Stopwatch("cpu")
+    with sw.paused():
+        time.sleep(SLEEP)
+    # Both clocks saw the same interval; only `sw` left the sleep out.
+    assert total.elapsed() - sw.elapsed() >= SLEEP
+    assert sw.elapsed() >= 0
+
+
+def test_elapsed_is_frozen_while_paused_and_monotonic():
+    sw = Stopwatch("cpu")
+    readings = [sw.elapsed()]
+    with sw.paused():
+        inside = sw.elapsed()
+        time.sleep(SLEEP / 4)
+        assert sw.elapsed() == inside  # nothing counts while paused
+        readings.append(inside)
+    for _ in range(3):
+        readings.append(sw.elapsed())
+        with sw.paused():
+            readings.append(sw.elapsed())
+    readings.append(sw.elapsed())
+    assert readings == sorted(readings)
+
+
+def test_nested_pauses_of_one_stopwatch_count_once():
+    total = Stopwatch("cpu")
+    sw = Stopwatch("cpu")
+    with sw.paused():
+        with sw.paused():
+            time.sleep(SLEEP)
+    # Counting the sleep twice would subtract more than really passed.
+    assert sw.elapsed() >= 0
+    assert total.elapsed() - sw.elapsed() >= SLEEP
+
+
+def test_pause_ends_when_the_block_raises():
+    sw = Stopwatch("cpu")
+    with pytest.raises(GeneratorExit):
+        with sw.paused():
+            raise GeneratorExit  # what a consumer closing the experiment's generator raises
+    before = sw.elapsed()
+    time.sleep(SLEEP / 4)
+    assert sw.elapsed() > before  # counting again
+
+
+def test_every_clock_read_and_pause_entry_synchronises(monkeypatch):
+    calls: list[str] = []
+    monkeypatch.setattr(timing, "synchronize", calls.append)
+    sw = Stopwatch("cuda:1")
+    assert calls == ["cuda:1"]  # the start
+    sw.elapsed()
+    assert len(calls) == 2
+    with sw.paused():
+        assert len(calls) == 3  # on entry: queued work before the pause is timed
+    assert len(calls) == 4  # on exit: work queued inside the pause is not
+
+
+def test_restart_forgets_pauses():
+    sw = Stopwatch("cpu")
+    with sw.paused():
+        time.sleep(SLEEP / 4)
+    sw.restart()
+    assert sw.elapsed() >= 0  # keeping the excluded sleep would make this about -SLEEP/4
+
+
+def test_median():
+    assert median([3.0, 1.0, 2.0]) == 2.0
+    assert median([]) != median([])  # NaN for no values
