@@ -227,3 +227,23 @@ def test_lint_reports_a_rubric_regex_that_cannot_compile(tmp_path):
     (issue,) = info.value.issues
     assert (issue.line, issue.col) == (10, 9)
     assert "invalid regex" in issue.message and "'c'" in issue.message
+
+
+# Whatever an instructor's file holds, loading it gives LessonError issues with positions, never a crash.
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_YAMLISH = st.text(alphabet=st.sampled_from(list("abc:- \n\t[]{}'\"&*!|>#%@`,?0123456789")), max_size=300)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.one_of(st.text(max_size=300), _YAMLISH))
+def test_any_text_loads_or_fails_with_positioned_issues(text):
+    from tutor.lesson import LessonError, load_text
+
+    try:
+        load_text(text, "fuzz.yaml")
+    except LessonError as e:
+        assert e.issues
+        for issue in e.issues:
+            assert issue.path == "fuzz.yaml" and issue.line >= 1 and issue.col >= 1 and issue.message

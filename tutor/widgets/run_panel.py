@@ -198,11 +198,15 @@ class RunPanel(Vertical):
 
     def _on_epoch(self, ep: Epoch) -> None:
         table = self.query_one("#epochs", DataTable)
-        if not table.columns:
-            table.add_columns("run", "epoch", "train loss", "test acc", "seconds", "samples/s")
+        if not table.columns:  # a "run" column only when epochs come from several series (fp32 / amp)
+            table.add_columns(*(["run"] if ep.label else []), "epoch", "train loss", "test acc", "seconds",
+                              "samples/s")
         table.display = True
-        table.add_row(ep.label or "-", f"{ep.epoch}/{ep.epochs}", f"{ep.train_loss:.4f}", f"{ep.test_acc * 100:.2f}%",
-                      f"{ep.seconds:.2f}", fmt(ep.samples_per_s))
+        cells = [f"{ep.epoch}/{ep.epochs}", f"{ep.train_loss:.4f}", f"{ep.test_acc * 100:.2f}%",
+                 f"{ep.seconds:.2f}", fmt(ep.samples_per_s)]
+        if len(table.columns) == 6:
+            cells.insert(0, ep.label or "-")
+        table.add_row(*cells)
 
     def _add_note(self, text: str, level: str) -> None:
         style = {"warning": "yellow", "result": "bold", "error": "red"}.get(level, "")
