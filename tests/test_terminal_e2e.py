@@ -1,0 +1,114 @@
+"""The real `gpututor` in a real pseudo-terminal (80x24): home, open the lesson, lock a
+prediction, run, quit. Asserts on what the terminal shows, not on internals."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import pty
+import re
+import select
+import shutil
+import struct
+import sys
+import termios
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="needs a POSIX pty")
+
+ANSI = re.compile(rb"\x1b\[[0-9;?<>=]*[ -/]*[@-~]|\x1b[()][0-9A-Za-z]|\x1b[=>78]|\x1b\][^\x07]*\x07")
+
+
+class Terminal:
+    def __init__(self, argv: list[str], env: dict[str, str]) -> None:
+        self.pid, self.fd = pty.fork()
+        if self.pid == 0:  # the child: gpututor on an 80x24 terminal
+            os.environ.update(env)
+            os.execvp(argv[0], argv)
+        fcntl.ioctl(self.fd, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
+        self.seen = b""
+
+    def text(self) -> str:
+        """Everything written so far, escape sequences removed, whitespace collapsed."""
+        return " ".join(ANSI.sub(b" ", self.seen).decode("utf-8", "replace").split())
+
+    def wait_for(self, needle: str, timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        while needle not in self.text():
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{needle!r} did not appear; last output: {self.text()[-600:]!r}")
+            self.read(0.1)
+
+    def read(self, wait: float) -> None:
+        ready, _, _ = select.select([self.fd], [], [], wait)
+        if ready:
+            try:
+                self.seen += os.read(self.fd, 65536)
+            except OSError:
+                pass
+
+    def send(self, keys: str) -> None:
+        os.write(self.fd, keys.encode())
+        self.read(0.3)
+
+    def exit_code(self, timeout: float) -> int | None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                return os.waitstatus_to_exitcode(status)
+            self.read(0.05)
+        return None
+
+    def kill(self) -> None:
+        try:
+            os.kill(self.pid, 9)
+            os.waitpid(self.pid, 0)
+        except (ProcessLookupError, ChildProcessError):
+            pass
+        os.close(self.fd)
+
+
+@pytest.fixture
+def terminal(tmp_path: Path):
+    beside = Path(sys.executable).parent / "gpututor"  # the script pip installed with this Python
+    exe = str(beside) if beside.exists() else shutil.which("gpututor")
+    if exe is None:
+        pytest.skip("the gpututor console script is not installed")
+    env = {"GPUTUTOR_HOME": str(tmp_path), "TERM": "xterm-256color", "GPUTUTOR_DEVICE": "cpu"}
+    term = Terminal([exe], env)
+    yield term
+    term.kill()
+
+
+def test_first_steps_in_a_real_terminal(terminal, tmp_path):
+    terminal.wait_for("Lessons")
+    terminal.wait_for("Device: cpu")  # the engine process started and detected the CPU
+    terminal.send("\r")  # open GPU Training
+    terminal.wait_for("step 1 of")
+    terminal.send("n")
+    terminal.wait_for("Predict")
+    terminal.send("n")  # not yet: a prediction must be locked first
+    terminal.wait_for("Lock in a prediction first")
+    terminal.send("\r")  # lock the highlighted option
+    terminal.wait_for("Your prediction")
+    terminal.send("n")
+    terminal.wait_for("Run: CPU against GPU")
+    terminal.send("r")
+    terminal.wait_for("Running")
+    terminal.send("\x1b")  # escape cancels the run
+    terminal.wait_for("Cancelled")
+    terminal.send("q")
+    assert terminal.exit_code(timeout=10) == 0
+    # What the learner did is kept for next time.
+    from tutor.progress import Progress
+
+    progress = Progress(tmp_path / "progress.db")
+    try:
+        assert progress.position("gpu-training") == "hook-run"
+        assert progress.prediction("gpu-training", "hook-predict") is not None
+    finally:
+        progress.close()
