@@ -25,9 +25,10 @@ from tutor.events import Event, Finished, Started, Step
 if TYPE_CHECKING:
     from tutor.engine import Engine
 
-# UI updates for Step events. Each repaint takes CPU from training; on a 2-core machine
-# 15 updates/s cost 20% of the measured speed and 5/s cost 8% (bench/tui_overhead.py).
-STEP_INTERVAL_S = 1 / 15 if (os.cpu_count() or 1) >= 4 else 1 / 5
+# UI updates for Step events. Each frame costs the UI process ~25 ms of CPU, taken from
+# PyTorch's threads when the machine has only two cores: there, 15 updates/s slowed training
+# by about 20% and 5/s by 8-19% (bench/tui_overhead.py), so such machines get 2/s.
+STEP_INTERVAL_S = 1 / 15 if (os.cpu_count() or 1) >= 4 else 1 / 2
 
 _run_ids = itertools.count(1)
 
