@@ -192,13 +192,7 @@ class RunPanel(Vertical):
         bar = self.query_one("#bar", ProgressBar)
         if step.total:
             bar.update(total=step.total, progress=step.step)
-        label = f"[{step.label}] " if step.label else ""
-        self._set_live(Text.assemble(
-            ("Running ", "bold green"), label,
-            f"step {step.step:,}" + (f"/{step.total:,}" if step.total else ""),
-            f" · epoch {step.epoch}" if step.epoch else "",
-            f" · {step.seconds:.1f} s · {fmt(step.samples_per_s)} samples/s",
-        ))
+        self._set_live(self._step_text(step, ("Running ", "bold green")))
         if math.isfinite(step.loss):
             if self._series != step.label:  # a new case of a comparison: a fresh chart
                 self._series = step.label
@@ -215,6 +209,16 @@ class RunPanel(Vertical):
             lab.text = Text.assemble((f"loss [{step.label}] " if step.label else "loss ", "bold"),
                                      f"{self._first_loss:.3f} → ", (f"{step.loss:.3f}", "bold"),
                                      (f"   ({len(self._losses)} points, newest on the right)", "dim"))
+
+    @staticmethod
+    def _step_text(step: Step, prefix: tuple[str, str]) -> Text:
+        label = f"[{step.label}] " if step.label else ""
+        return Text.assemble(
+            prefix, label,
+            f"step {step.step:,}" + (f"/{step.total:,}" if step.total else ""),
+            f" · epoch {step.epoch}" if step.epoch else "",
+            f" · {step.seconds:.1f} s · {fmt(step.samples_per_s)} samples/s",
+        )
 
     def _on_epoch(self, ep: Epoch) -> None:
         table = self.query_one("#epochs", DataTable)
@@ -249,6 +253,8 @@ class RunPanel(Vertical):
         if message.run_id != self.run_id:
             return
         self._stop_tick()
+        if self._last_step is not None:  # the last step's line, now in the past tense
+            self._set_live(self._step_text(self._last_step, ("Last step: ", "dim")))
         elapsed = time.monotonic() - self._t0
         bar = self.query_one("#bar", ProgressBar)
         self.state = message.status
