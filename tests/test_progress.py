@@ -228,3 +228,19 @@ def test_a_second_connection_sees_committed_writes(db: Path):
     assert reader.prediction("l", "s").value == 2.0  # committed, not waiting for close()
     writer.close()
     reader.close()
+
+
+def test_exercise_drafts_survive_a_reopen(tmp_path):
+    from tutor.progress import Progress
+
+    db = tmp_path / "p.db"
+    p = Progress(db)
+    assert p.draft("l", "ex1") is None
+    p.save_draft("l", "ex1", "print(1)\n")
+    p.save_draft("l", "ex1", "print(2)\n")  # last write wins
+    p.close()
+    p = Progress(db)
+    assert p.draft("l", "ex1") == "print(2)\n"
+    p.reset_lesson("l")
+    assert p.draft("l", "ex1") is None
+    p.close()

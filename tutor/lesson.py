@@ -90,7 +90,93 @@ class CheckStep(StepBase):
     examples: Examples = Examples()
 
 
-Step = Annotated[Union[ReadStep, PredictStep, RunStep, CheckStep], Field(discriminator="kind")]
+# ---------------------------------------------------------------- exercises
+# Requirements a learner's program must meet, checked by tutor/exercise.py after it ran.
+
+
+class OutputRequirement(Strict):
+    """A regex that must (or, with absent: true, must not) match what the program printed."""
+
+    type: Literal["output"]
+    id: str = Field(pattern=ID_PATTERN)
+    pattern: str
+    absent: bool = False
+    feedback: str  # shown when the requirement fails: which mistake, and a hint
+
+
+class SourceRequirement(Strict):
+    """A regex that must (or must not) match the learner's code (comments stripped)."""
+
+    type: Literal["source"]
+    id: str = Field(pattern=ID_PATTERN)
+    pattern: str
+    absent: bool = False
+    feedback: str
+
+
+class ReportRequirement(Strict):
+    """A value the program reported with `report(name=value)`, optionally within bounds."""
+
+    type: Literal["report"]
+    id: str = Field(pattern=ID_PATTERN)
+    name: str
+    min: float | None = None
+    max: float | None = None
+    equals: bool | str | None = None
+    feedback: str
+
+
+class FileRequirement(Strict):
+    """A file the program wrote in its working directory. With `checkpoint: true` it must load
+    with torch.load(map_location="cpu", weights_only=True); `keys` must be in the dict, and
+    `min_accuracy` is the test accuracy an MNISTClassifier with its model_state_dict reaches."""
+
+    type: Literal["file"]
+    id: str = Field(pattern=ID_PATTERN)
+    path: str
+    checkpoint: bool = False
+    keys: list[str] = []
+    min_accuracy: float | None = None
+    min_accuracy_synthetic: float | None = None  # the bar when MNIST is absent (offline digits)
+    feedback: str
+
+
+class FunctionRequirement(Strict):
+    """A function the learner defined, called by the checker with its own inputs (a named probe)."""
+
+    type: Literal["function"]
+    id: str = Field(pattern=ID_PATTERN)
+    name: str
+    probe: str  # a probe in tutor/exercise.py, e.g. "moves_batch_to_device"
+    feedback: str
+
+
+Requirement = Annotated[
+    Union[OutputRequirement, SourceRequirement, ReportRequirement, FileRequirement, FunctionRequirement],
+    Field(discriminator="type"),
+]
+
+
+class Mistake(Strict):
+    """A typical wrong solution and the requirement it must fail (for tests and `lesson test`)."""
+
+    name: str
+    code: str
+    fails: str  # id of the requirement whose feedback the learner should get
+
+
+class ExerciseStep(StepBase):
+    kind: Literal["exercise"]
+    starter: str  # code with ____ blanks or TODOs
+    solution: str
+    hint: str = ""
+    timeout: float = Field(120.0, gt=0, le=3600)  # wall-clock seconds
+    memory_mb: int = Field(4096, ge=256, le=262144)
+    requirements: list[Requirement] = Field(min_length=1)
+    mistakes: list[Mistake] = []
+
+
+Step = Annotated[Union[ReadStep, PredictStep, RunStep, CheckStep, ExerciseStep], Field(discriminator="kind")]
 
 
 class Lesson(Strict):
@@ -273,7 +359,8 @@ def _position(marks: dict[Path_, Pos], loc: Iterable[Any], at_key: bool = False)
     return (1, 1)
 
 
-_TAGS = {"read", "predict", "run", "check", "choice", "number", "text"}
+_TAGS = {"read", "predict", "run", "check", "exercise", "choice", "number", "text",
+         "output", "source", "report", "file", "function"}
 
 
 def _clean_loc(loc: tuple[Any, ...], data: Any) -> tuple[Any, ...]:

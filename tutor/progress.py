@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: drafts (exercise code as the learner types)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS positions (
@@ -72,6 +72,13 @@ CREATE TABLE IF NOT EXISTS runs (
 );
 CREATE INDEX IF NOT EXISTS runs_experiment ON runs (experiment, status);
 CREATE INDEX IF NOT EXISTS runs_step ON runs (lesson_id, step_id);
+CREATE TABLE IF NOT EXISTS drafts (
+    lesson_id TEXT NOT NULL,
+    step_id   TEXT NOT NULL,
+    code      TEXT NOT NULL,
+    at        REAL NOT NULL,
+    PRIMARY KEY (lesson_id, step_id)
+);
 """
 
 
@@ -415,10 +422,23 @@ class Progress:
 
     # -- housekeeping
 
+    def save_draft(self, lesson_id: str, step_id: str, code: str) -> None:
+        """The learner's exercise code, saved as they type (one row per step, last write wins)."""
+        with self._write() as conn:
+            conn.execute(
+                "INSERT INTO drafts (lesson_id, step_id, code, at) VALUES (?, ?, ?, ?) "
+                "ON CONFLICT (lesson_id, step_id) DO UPDATE SET code = excluded.code, at = excluded.at",
+                (lesson_id, step_id, code, time.time()),
+            )
+
+    def draft(self, lesson_id: str, step_id: str) -> str | None:
+        rows = self._query("SELECT code FROM drafts WHERE lesson_id = ? AND step_id = ?", (lesson_id, step_id))
+        return rows[0][0] if rows else None
+
     def reset_lesson(self, lesson_id: str) -> None:
-        """Forget everything about one lesson: position, completion, predictions, answers, its runs."""
+        """Forget everything about one lesson: position, completion, predictions, answers, its runs, its drafts."""
         with self._write() as c:
-            for table in ("positions", "completed", "predictions", "answers", "runs"):
+            for table in ("positions", "completed", "predictions", "answers", "runs", "drafts"):
                 c.execute(f"DELETE FROM {table} WHERE lesson_id = ?", (lesson_id,))
 
     def close(self) -> None:
