@@ -1,6 +1,6 @@
 """`gpututor`: the TUI with no sub-command, and its headless twins for scripts and instructors.
 
-Sub-commands: list, doctor, run, lint, check (see DESIGN.md, "CLI contract").
+Sub-commands: list, doctor, run, lint, check, exercise (see DESIGN.md, "CLI contract").
 Exit codes: 0 ok, 1 a run failed, 2 bad input, 130 cancelled (Ctrl-C).
 
 Only argparse and the standard library load at start-up, so `gpututor --help` is
@@ -160,6 +160,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--answer", required=True, metavar="TEXT", help="the answer to grade ('-' reads stdin)")
     p.add_argument("--json", action="store_true",
                    help='print {"correct", "feedback", "missing", "matched_misconception", "score"}')
+
+    p = sub.add_parser("exercise", parents=[common], help="run and grade a code exercise, as the TUI does",
+                       description="Run a file as the answer to a lesson's exercise step, in a sandboxed "
+                       "process, and check its requirements exactly as the TUI does. Exit 0 passed, 1 not.")
+    p.add_argument("lesson", metavar="LESSON", help="lesson id, e.g. gpu-training-practice")
+    p.add_argument("step", metavar="STEP", help="exercise step id, e.g. ex1-move-and-time")
+    p.add_argument("--file", required=True, metavar="PATH", help="the program to run (solution.py)")
+    p.add_argument("--json", action="store_true",
+                   help='print {"passed", "summary", "requirements", "output", "traceback", ...}')
     return parser
 
 
@@ -238,6 +247,7 @@ def _main(argv: list[str] | None) -> int:
         "run": cmd_run,
         "lint": cmd_lint,
         "check": cmd_check,
+        "exercise": cmd_exercise,
     }[args.command]
     return handler(args, ctx)
 
@@ -872,4 +882,63 @@ def _check_bad(args: argparse.Namespace, message: str) -> int:
     if args.json:
         _print_json({"error": message})
     _eprint(f"gpututor check: {message}")
+    return BAD_INPUT
+
+
+# ---------------------------------------------------------------- exercise
+
+
+def cmd_exercise(args: argparse.Namespace, ctx: Context) -> int:
+    _check_lesson_dirs(ctx)
+    from tutor.lesson import ExerciseStep, discover
+    from tutor.paths import home_dir
+
+    catalog = discover(ctx.lessons_dirs)
+    try:
+        lesson = catalog.get(args.lesson).lesson
+    except KeyError:
+        ids = [item.lesson.id for item in catalog.lessons]
+        return _exercise_bad(args, f"unknown lesson {args.lesson!r}{_closest(args.lesson, ids)}; "
+                                f"available: {', '.join(ids) or 'none'}")
+    exercises = [s.id for s in lesson.steps if isinstance(s, ExerciseStep)]
+    listed = f"exercise steps: {', '.join(exercises) or 'none'}"
+    try:
+        step = lesson.step(args.step)
+    except KeyError:
+        return _exercise_bad(args, f"lesson {lesson.id!r} has no step {args.step!r}"
+                                f"{_closest(args.step, exercises)}; {listed}")
+    if not isinstance(step, ExerciseStep):
+        return _exercise_bad(args, f"step {step.id!r} of {lesson.id!r} is a {step.kind} step, not an exercise; "
+                                f"{listed}")
+    try:
+        code = Path(args.file).expanduser().read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        return _exercise_bad(args, f"--file {args.file}: cannot read it ({getattr(e, 'strerror', None) or e})")
+
+    from tutor.exercise import grade_exercise
+
+    workdir = home_dir() / "exercises" / lesson.id / step.id
+    stream = None if args.json else (lambda text: (sys.stderr.write(text), sys.stderr.flush()))
+    result = grade_exercise(step, code, workdir, on_output=stream)
+    if args.json:
+        _print_json(result.as_dict())
+        return OK if result.passed else FAILED
+    c = _console()
+    c.print("[bold green]passed[/]" if result.passed else "[bold yellow]not yet[/]")
+    for r in result.requirements:
+        mark = "ok  " if r.passed else "FAIL"
+        c.print(f"  {mark} {r.id}" + (f": {r.feedback}" if r.feedback else ""), markup=False)
+    for note in result.checker_notes:
+        c.print(f"  ({note})", style="dim", markup=False)
+    c.print(result.summary, markup=False)
+    if result.sandbox.dropped_bytes:
+        c.print(f"(output was long: {result.sandbox.dropped_bytes:,} bytes of it not kept)", style="dim",
+                markup=False)
+    return OK if result.passed else FAILED
+
+
+def _exercise_bad(args: argparse.Namespace, message: str) -> int:
+    if args.json:
+        _print_json({"error": message})
+    _eprint(f"gpututor exercise: {message}")
     return BAD_INPUT

@@ -1,0 +1,216 @@
+"""Grading code exercises (tutor/exercise.py), the lab environment and `gpututor exercise`."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from tutor.cli import main
+from tutor.exercise import grade_exercise, strip_comments
+from tutor.lesson import ExerciseStep, load_file
+
+FIXTURE = Path(__file__).parent / "exercise_lessons"
+pytestmark = pytest.mark.skipif(os.name != "posix", reason="the sandbox needs POSIX process groups")
+
+
+@pytest.fixture(autouse=True)
+def small_data(monkeypatch):
+    monkeypatch.setenv("GPUTUTOR_LAB_TRAIN_SAMPLES", "2000")
+    monkeypatch.setenv("GPUTUTOR_LAB_TEST_SAMPLES", "500")
+    monkeypatch.setenv("GPUTUTOR_DEVICE", "cpu")
+
+
+@pytest.fixture(scope="module")
+def lesson():
+    return load_file(FIXTURE / "exercise-fixture.yaml")
+
+
+def by_id(result):
+    return {r.id: r for r in result.requirements}
+
+
+def step_with(**kw) -> ExerciseStep:
+    return ExerciseStep.model_validate({"id": "t", "kind": "exercise", "starter": "", "solution": "",
+                                        "timeout": 60, "memory_mb": 2048, **kw})
+
+
+def test_reference_solution_passes(lesson, tmp_path):
+    step = lesson.step("train-and-save")
+    seen: list[str] = []
+    result = grade_exercise(step, step.solution, tmp_path, on_output=seen.append)
+    assert result.passed, result.summary + str([r.feedback for r in result.requirements])
+    assert result.summary == "all 6 requirements met" and result.hint is None
+    assert 0.5 <= result.sandbox.reports["accuracy"] <= 1.0
+    assert "reported: accuracy=" in "".join(seen)
+    assert any("test accuracy" in n for n in result.checker_notes)
+
+
+def test_typical_mistakes_get_their_feedback(lesson, tmp_path):
+    step = lesson.step("train-and-save")
+    wrong = (step.solution
+             .replace("images, labels = images.to(device), labels.to(device)", "pass  # model.cuda()")
+             .replace('print(f"loss {loss:.3f} accuracy {accuracy:.3f}")', "")
+             .replace("report(accuracy=accuracy)", "")
+             .replace('{"model_state_dict": model.state_dict(), "accuracy": accuracy}', "model.state_dict()"))
+    assert wrong != step.solution
+    result = grade_exercise(step, wrong, tmp_path)
+    got = by_id(result)
+    assert not result.passed and result.sandbox.ok
+    assert not got["prints-accuracy"].passed and "Print the accuracy" in got["prints-accuracy"].feedback
+    assert got["moves-to-device"].passed  # model.to(device) is still there
+    assert got["no-hardcoded-cuda"].passed  # .cuda() only in a comment
+    assert "did not report accuracy" in got["reports-accuracy"].feedback
+    assert "lacks model_state_dict" in got["checkpoint"].feedback
+    assert "images that were not moved" in got["batches-moved"].feedback
+    assert result.summary.startswith("2 of 6 requirements met")
+    assert result.hint == got["prints-accuracy"].feedback
+
+
+def test_stale_checkpoint_from_an_earlier_run_does_not_count(lesson, tmp_path):
+    step = lesson.step("train-and-save")
+    (tmp_path / "saved").mkdir()
+    (tmp_path / "saved" / "model.pth").write_bytes(b"old")
+    result = grade_exercise(step, "print('accuracy 1')\n", tmp_path)
+    assert "no file saved/model.pth was written" in by_id(result)["checkpoint"].feedback
+
+
+def test_exception_shows_marked_line_and_still_judges_source(lesson, tmp_path):
+    step = lesson.step("hello")
+    code = "def greet(n):\n    return f'hello {n}'\n\nprint(greet(undefined_name))\n"
+    result = grade_exercise(step, code, tmp_path)
+    assert not result.passed
+    assert result.sandbox.error_type == "NameError" and result.sandbox.error_line == 4
+    assert '>>   File "solution.py", line 4' in result.traceback
+    got = by_id(result)
+    assert got["defines-greet"].passed and got["defines-greet"].judged
+    assert not got["prints-hello"].passed and not got["prints-hello"].judged
+    assert "NameError at line 4" in result.summary
+    assert result.hint == got["prints-hello"].feedback
+
+
+def test_source_check_ignores_comments():
+    code = "x = 1  # model.to(device)\n# torch.cuda.synchronize()\ns = '# kept'\n"
+    stripped = strip_comments(code)
+    assert "to(device)" not in stripped and "synchronize" not in stripped and "'# kept'" in stripped
+    assert "#" not in strip_comments("def f(:\n  # unfinished\n")  # code that does not tokenize
+
+
+def test_report_bounds_and_equals(tmp_path):
+    step = step_with(requirements=[
+        {"type": "report", "id": "speedup", "name": "speedup", "min": 1.5, "feedback": "Too slow."},
+        {"type": "report", "id": "synced", "name": "synced", "equals": True, "feedback": "Synchronise."},
+        {"type": "report", "id": "dev", "name": "device", "equals": "cpu", "feedback": "Report the device."},
+    ])
+    code = "from tutor.lab import report\nreport(speedup=1.2, synced=False, device='cpu')\n"
+    got = by_id(grade_exercise(step, code, tmp_path))
+    assert not got["speedup"].passed and "speedup=1.2" in got["speedup"].feedback
+    assert not got["synced"].passed and "synced=False" in got["synced"].feedback
+    assert got["dev"].passed
+
+
+def test_output_absent_and_file_requirements(tmp_path):
+    step = step_with(requirements=[
+        {"type": "output", "id": "no-warning", "pattern": "WARNING", "absent": True, "feedback": "No warnings."},
+        {"type": "file", "id": "log", "path": "out/log.txt", "feedback": "Write out/log.txt."},
+        {"type": "file", "id": "escape", "path": "../outside.txt", "feedback": "Inside only."},
+    ])
+    (tmp_path / "outside.txt").write_text("x")
+    code = "import os\nos.makedirs('out')\nopen('out/log.txt', 'w').write('x')\nprint('WARNING: slow')\n"
+    got = by_id(grade_exercise(step, code, tmp_path / "work"))
+    assert not got["no-warning"].passed and got["no-warning"].feedback == "No warnings."
+    assert got["log"].passed
+    assert not got["escape"].passed  # a path outside the working directory never counts
+
+
+def test_checkpoint_that_needs_pickle_and_accuracy_bar(tmp_path):
+    step = step_with(requirements=[
+        {"type": "file", "id": "pickled", "path": "a.pth", "checkpoint": True, "feedback": "Save tensors only."},
+        {"type": "file", "id": "untrained", "path": "b.pth", "checkpoint": True, "keys": ["model_state_dict"],
+         "min_accuracy": 0.9, "min_accuracy_synthetic": 0.9, "feedback": "Train it first."},
+    ])
+    code = (
+        "import torch\nfrom tutor.lab import MNISTClassifier\n"
+        "class Config:\n    pass\n"
+        "torch.save({'cfg': Config()}, 'a.pth')\n"
+        "torch.manual_seed(0)\n"
+        "torch.save({'model_state_dict': MNISTClassifier().state_dict()}, 'b.pth')\n"
+    )
+    got = by_id(grade_exercise(step, code, tmp_path))
+    assert not got["pickled"].passed and "weights_only=True" in got["pickled"].feedback
+    assert not got["untrained"].passed and "test accuracy is" in got["untrained"].feedback
+
+
+def test_function_probe_needs_the_function(tmp_path):
+    step = step_with(requirements=[
+        {"type": "function", "id": "fn", "name": "train_one_epoch", "probe": "moves_batch_to_device",
+         "feedback": "Define train_one_epoch."},
+    ])
+    got = by_id(grade_exercise(step, "def other():\n    pass\n", tmp_path))
+    assert not got["fn"].passed and "no function named train_one_epoch" in got["fn"].feedback
+
+
+def test_lab_report_and_lazy_data(tmp_path, monkeypatch, capsys):
+    import tutor.lab as lab
+
+    monkeypatch.setenv("GPUTUTOR_REPORT", str(tmp_path / "r.jsonl"))
+    lab.report(speedup=2.0, ok=True)
+    assert json.loads((tmp_path / "r.jsonl").read_text()) == {"speedup": 2.0, "ok": True}
+    assert "reported: speedup=2" in capsys.readouterr().out
+    with pytest.raises(TypeError):
+        lab.report(bad=[1, 2])
+    assert "train_loader" in lab.__all__ and hasattr(lab, "train_one_epoch")
+
+
+def test_lab_is_lazy_honours_device_and_sample_limits(tmp_path):
+    from tutor.sandbox import run_code
+
+    code = (
+        "import tutor.data\n"
+        "from tutor.lab import device\n"
+        "print('cached', tutor.data._uint8_sets.cache_info().currsize)\n"  # no data read by the import
+        "from tutor.lab import train_x, test_y, train_loader\n"
+        "print('device', device, 'train', tuple(train_x.shape), 'test', tuple(test_y.shape))\n"
+        "print('batch', next(iter(train_loader))[0].shape[0])\n"
+    )
+    r = run_code(code, tmp_path, timeout=120, memory_mb=4096, env={"GPUTUTOR_DEVICE": "cpu"})
+    assert r.ok, r.output
+    assert "cached 0" in r.output
+    assert "device cpu train (2000, 1, 28, 28) test (500,)" in r.output
+    assert "batch 64" in r.output
+
+
+# ---------------------------------------------------------------- CLI
+
+
+def cli(*args: str) -> int:
+    return main(["--lessons-dir", str(FIXTURE), "exercise", "exercise-fixture", *args])
+
+
+def test_cli_passes_and_fails(tmp_path, capsys):
+    good = tmp_path / "good.py"
+    good.write_text("def greet(n):\n    return f'hello {n}'\n\nprint(greet(3))\n")
+    assert cli("hello", "--file", str(good)) == 0
+    out = capsys.readouterr()
+    assert "passed" in out.out and "hello 3" in out.err  # the program's output streams to stderr
+    assert (Path(os.environ["GPUTUTOR_HOME"]) / "exercises" / "exercise-fixture" / "hello" / "solution.py").is_file()
+
+    bad = tmp_path / "bad.py"
+    bad.write_text("print('hi')\n")
+    assert cli("hello", "--file", str(bad), "--json") == 1
+    data = json.loads(capsys.readouterr().out)
+    assert data["passed"] is False and data["output"] == "hi\n"
+    assert [r["id"] for r in data["requirements"] if not r["passed"]] == ["defines-greet", "prints-hello"]
+
+
+def test_cli_bad_input_exits_2(tmp_path, capsys):
+    f = tmp_path / "x.py"
+    f.write_text("print(1)\n")
+    assert main(["--lessons-dir", str(FIXTURE), "exercise", "nope", "hello", "--file", str(f)]) == 2
+    assert cli("intro", "--file", str(f)) == 2
+    assert "not an exercise" in capsys.readouterr().err
+    assert cli("missing-step", "--file", str(f), "--json") == 2
+    assert "error" in json.loads(capsys.readouterr().out)
+    assert cli("hello", "--file", str(tmp_path / "absent.py")) == 2

@@ -1,0 +1,123 @@
+"""The process a learner's program runs in: `python -m tutor.sandbox_child solution.py`.
+
+Limits its own memory, runs the file as `__main__`, and when it raises prints the traceback a
+learner can read (their frames marked '>>', the tutor's own frames hidden, library frames
+folded) and writes it to .error.json for the grader. SystemExit passes through with its code.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import runpy
+import sys
+import traceback
+from pathlib import Path
+
+ERROR_FILE = ".error.json"
+_HIDDEN = (str(Path(__file__).resolve()), runpy.__file__)
+
+
+def limit_memory(megabytes: int) -> None:
+    """Cap this process's memory. Linux: RLIMIT_DATA (heap and private writable mappings), which
+    stops a hog with MemoryError yet leaves the large PROT_NONE address reservations CUDA makes
+    alone (RLIMIT_AS would break CUDA initialisation). Elsewhere RLIMIT_AS, where enforced."""
+    try:
+        import resource
+    except ImportError:  # Windows
+        return
+    limit = megabytes * 1024 * 1024
+    name = "RLIMIT_DATA" if sys.platform.startswith("linux") else "RLIMIT_AS"
+    which = getattr(resource, name, None)
+    if which is None:
+        return
+    try:
+        soft, hard = resource.getrlimit(which)
+        if hard != resource.RLIM_INFINITY:
+            limit = min(limit, hard)
+        resource.setrlimit(which, (limit, hard))
+    except (ValueError, OSError):
+        pass  # not permitted or not supported here: run without the cap
+
+
+def _is_learner(filename: str, solution: str) -> bool:
+    try:
+        return os.path.samefile(filename, solution)
+    except OSError:
+        return False
+
+
+def learner_traceback(exc: BaseException, solution: str) -> tuple[str, int | None]:
+    """(text, line in solution.py of the deepest learner frame or None)."""
+    te = traceback.TracebackException.from_exception(exc, capture_locals=False)
+    shown = os.path.basename(solution)
+    lines = ["Traceback (most recent call last):\n"]
+    error_line = None
+    folded: list[traceback.FrameSummary] = []
+
+    def fold() -> None:
+        if len(folded) > 1:
+            where = os.path.dirname(folded[0].filename)
+            lines.append(f"     ... {len(folded) - 1} more frame(s) in {where}\n")
+        if folded:
+            f = folded[-1]
+            lines.append(f'     File "{f.filename}", line {f.lineno}, in {f.name}\n')
+            if f.line:
+                lines.append(f"       {f.line.strip()}\n")
+        folded.clear()
+
+    for frame in te.stack:
+        if frame.filename in _HIDDEN or os.path.abspath(frame.filename) in _HIDDEN or frame.filename.startswith("<frozen"):
+            continue
+        if _is_learner(frame.filename, solution):
+            fold()
+            error_line = frame.lineno
+            lines.append(f'>>   File "{shown}", line {frame.lineno}, in {frame.name}\n')
+            if frame.line:
+                lines.append(f">>     {frame.line.strip()}\n")
+        else:
+            folded.append(frame)
+    fold()
+    if isinstance(exc, SyntaxError) and exc.filename and _is_learner(exc.filename, solution):
+        error_line = exc.lineno
+        lines.append(f">>   File \"{shown}\", line {exc.lineno}\n")
+        exc.filename = shown
+        te = traceback.TracebackException.from_exception(exc)
+        lines.extend(list(te.format_exception_only())[1:] or list(te.format_exception_only()))
+    else:
+        lines.extend(te.format_exception_only())
+    return "".join(lines), error_line
+
+
+def main(argv: list[str]) -> None:
+    if len(argv) != 2:
+        sys.exit("usage: python -m tutor.sandbox_child solution.py")
+    mb = os.environ.get("GPUTUTOR_SANDBOX_MEMORY_MB")
+    if mb and mb.isdigit():
+        limit_memory(int(mb))
+    solution = os.path.abspath(argv[1])
+    error_file = os.path.abspath(ERROR_FILE)  # before the learner's code can chdir
+    sys.argv = [argv[1]]
+    sys.path.insert(0, os.path.dirname(solution))  # as `python solution.py` would
+    try:
+        runpy.run_path(solution, run_name="__main__")
+    except SystemExit:
+        raise
+    except BaseException as exc:  # noqa: BLE001 - every error the learner's code raises is shown
+        text, line = learner_traceback(exc, solution)
+        try:
+            sys.stdout.flush()
+        except Exception:  # noqa: BLE001
+            pass
+        sys.stderr.write(text)
+        sys.stderr.flush()
+        record = {"type": type(exc).__name__, "message": str(exc)[:2000], "line": line, "traceback": text}
+        try:
+            Path(error_file).write_text(json.dumps(record), encoding="utf-8")
+        except OSError:
+            pass
+        os._exit(1)  # not sys.exit: atexit handlers of the learner's libraries could hang
+
+
+if __name__ == "__main__":
+    main(sys.argv)
