@@ -31,10 +31,14 @@ Your position, predictions and answers are saved as you go: quit any time and
 | `escape` | cancel a run · leave a text box · back to the lessons |
 | `h` | a hint for the current check |
 | `g` | show the answer (after two tries) |
+| `ctrl+r` | exercise: run your code (in a separate, sandboxed Python) |
+| `ctrl+o` | exercise: back to the starter code (press twice) |
+| `ctrl+g` | exercise: show the reference solution (press twice before you pass) |
 | `?` | this help |
 | `q` | quit (a running experiment is stopped first) |
 
-In a text box, letters go into the box: press `escape` to leave it, then use the keys.
+In a text box or the code editor, letters go into it: press `escape` to leave it, then
+use the keys. Exercise code is saved as you type.
 The mouse works too: click options, scroll with the wheel.
 
 ## Honesty rules

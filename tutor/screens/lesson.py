@@ -8,17 +8,20 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.screen import Screen
-from textual.widgets import Footer, Input, OptionList, Static
+from textual.widgets import Footer, Input, OptionList, Static, TextArea
 
-from tutor.lesson import CheckStep, Lesson, PredictStep, ReadStep, RunStep
+from tutor.lesson import CheckStep, ExerciseStep, Lesson, PredictStep, ReadStep, RunStep
 from tutor.widgets.base import StepView
 from tutor.widgets.check_step import CheckStepView
+from tutor.widgets.exercise_step import ExerciseStepView
 from tutor.widgets.predict_step import PredictStepView
 from tutor.widgets.read_step import ReadStepView
 from tutor.widgets.run_step import RunStepView
 
-VIEWS = {ReadStep: ReadStepView, PredictStep: PredictStepView, RunStep: RunStepView, CheckStep: CheckStepView}
-KIND_LABEL = {"read": "Read", "predict": "Predict", "run": "Run", "check": "Check"}
+VIEWS = {ReadStep: ReadStepView, PredictStep: PredictStepView, RunStep: RunStepView, CheckStep: CheckStepView,
+         ExerciseStep: ExerciseStepView}
+KIND_LABEL = {"read": "Read", "predict": "Predict", "run": "Run", "check": "Check", "exercise": "Exercise"}
+TEXT_INPUTS = (Input, OptionList, TextArea)  # escape leaves these first, before leaving the lesson
 
 
 class LessonScreen(Screen):
@@ -74,7 +77,7 @@ class LessonScreen(Screen):
         if view is None:
             return
         view.refresh_hint()
-        if not isinstance(self.focused, (Input, OptionList)):
+        if not isinstance(self.focused, TEXT_INPUTS):
             self.query_one("#content").focus()
 
     def _update_header(self) -> None:
@@ -156,7 +159,7 @@ class LessonScreen(Screen):
         view = self.view
         if view is not None and view.cancel_run():
             return
-        if isinstance(self.focused, (Input, OptionList)):
+        if isinstance(self.focused, TEXT_INPUTS):
             self.query_one("#content").focus()
             if view is not None:
                 view.refresh_hint()

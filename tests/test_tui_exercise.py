@@ -1,0 +1,66 @@
+"""Pilot test of the exercise step: run the starter (it fails, the line is marked), fix it, pass;
+the code is saved as typed and is there after a restart."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from textual.widgets import Static, TextArea
+
+from tutor.app import TutorApp
+from tutor.widgets.exercise_step import ExerciseStepView
+
+LESSONS = Path(__file__).parent / "tui_exercise_lessons"
+
+
+async def wait_for(pilot, condition, timeout: float = 90.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not met in time"
+        await pilot.pause(0.05)
+
+
+def shown(widget: Static) -> str:
+    import io
+
+    from rich.console import Console
+
+    console = Console(width=200, record=True, file=io.StringIO())
+    console.print(widget.content)
+    return console.export_text()
+
+
+async def test_fix_the_starter_and_pass(tmp_path):
+    app = TutorApp(lessons_dirs=[LESSONS], home=tmp_path, device="cpu")
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.open_lesson("ex-demo")
+        await pilot.pause()
+        view = app.screen.view
+        assert isinstance(view, ExerciseStepView)
+        editor = view.query_one("#editor", TextArea)
+        assert "____" in editor.text and app.focused is editor
+
+        await pilot.press("ctrl+r")  # the starter still has its blank: NameError
+        await wait_for(pilot, lambda: not view.running and shown(view.query_one("#results", Static)))
+        results = shown(view.query_one("#results", Static))
+        assert "✗" in results and "total-reported" in results
+        assert ">>" in results and "NameError" in results
+        assert not view.passed
+
+        editor.load_text(view.step.solution)
+        await pilot.pause(0.6)  # the debounced autosave
+        assert app.progress.draft("ex-demo", "ex-sum") == view.step.solution
+        await pilot.press("ctrl+r")
+        await wait_for(pilot, lambda: view.passed or (not view.running and "✗" in shown(
+            view.query_one("#results", Static))))
+        assert view.passed, shown(view.query_one("#results", Static))
+        assert "ex-sum" in app.progress.completed_steps("ex-demo")
+
+    app2 = TutorApp(lessons_dirs=[LESSONS], home=tmp_path, device="cpu")
+    async with app2.run_test(size=(80, 24)) as pilot:
+        app2.open_lesson("ex-demo")
+        await pilot.pause()
+        view = app2.screen.view
+        assert view.query_one("#editor", TextArea).text == view.step.solution
+        assert view.passed

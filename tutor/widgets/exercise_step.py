@@ -1,0 +1,221 @@
+"""An exercise step: edit code in the tutor, run it in a sandboxed process, see what it met.
+
+The code never runs in this process: tutor/exercise.py runs it in a separate Python
+(tutor/sandbox.py) with a timeout and a memory limit. Every edit is saved to the progress
+store (debounced), so nothing is lost on quit or crash.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rich.syntax import Syntax
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.message import Message
+from textual.widgets import Markdown, RichLog, Static, TextArea
+from textual.worker import get_current_worker
+
+from tutor.widgets.base import StepView
+
+SAVE_AFTER_S = 0.4  # debounce: save the draft this long after the last keystroke
+OUTPUT_LINES = 400  # the output panel keeps the latest lines only
+
+
+class ExerciseStepView(StepView):
+    BINDINGS = [
+        Binding("ctrl+r", "run_code", "run code", priority=True),
+        Binding("ctrl+o", "reset_code", "reset", priority=True),
+        Binding("ctrl+g", "show_solution", "solution", priority=True),
+    ]
+
+    @dataclass
+    class Output(Message):
+        text: str
+
+    @dataclass
+    class Graded(Message):
+        result: Any  # tutor.exercise.ExerciseResult, or None when the run could not start
+        error: str | None = None
+
+    def __init__(self, lesson, index) -> None:
+        super().__init__(lesson, index)
+        self._save_timer = None
+        self._confirm_solution: str | bool = False
+        self._program_running = False
+        self.passed = False
+
+    def compose(self) -> ComposeResult:
+        if self.step.body:
+            yield Markdown(self.step.body)
+        code = self.tutor.progress.draft(self.lesson.id, self.step.id)
+        editor = TextArea.code_editor(code if code is not None else self.step.starter, language="python",
+                                      id="editor", soft_wrap=False)
+        yield editor
+        yield Static("", id="exercise-status", classes="feedback")
+        yield RichLog(id="output", max_lines=OUTPUT_LINES, wrap=True, markup=False, highlight=False)
+        yield Static("", id="results", classes="feedback")
+        yield Static("", id="hint", classes="hint")
+        yield Static("", id="solution", classes="reference")
+
+    def on_mount(self) -> None:
+        self.query_one("#output", RichLog).display = False
+        history = self.tutor.progress.answers(self.lesson.id, self.step.id)
+        self.passed = any(a.correct for a in history)
+        if self.passed:
+            self._status(Text.assemble(("✓ You solved this one. ", "bold green"),
+                                       ("ctrl+r runs it again; ctrl+g shows the reference solution.", "dim")))
+        self.query_one("#editor", TextArea).focus()
+
+    @property
+    def workdir(self) -> Path:
+        return self.tutor.progress.path.parent / "exercises" / self.lesson.id / self.step.id
+
+    def _status(self, text: Text | str) -> None:
+        self.query_one("#exercise-status", Static).update(text)
+
+    # ------------------------------------------------------------------ editing
+
+    @on(TextArea.Changed, "#editor")
+    def _edited(self) -> None:
+        if self._save_timer is not None:
+            self._save_timer.stop()
+        self._save_timer = self.set_timer(SAVE_AFTER_S, self._save)
+
+    def _save(self) -> None:
+        self._save_timer = None
+        self.tutor.progress.save_draft(self.lesson.id, self.step.id, self.query_one("#editor", TextArea).text)
+
+    def on_unmount(self) -> None:
+        if self._save_timer is not None:  # leaving the step: keep the last keystrokes too
+            self._save_timer.stop()
+            try:
+                self._save()
+            except Exception:  # noqa: BLE001 - the editor is already gone; its last save stands
+                pass
+
+    def action_reset_code(self) -> None:
+        editor = self.query_one("#editor", TextArea)
+        if editor.text == self.step.starter:
+            return
+        if not self._confirm("reset"):
+            self._status(Text("Press ctrl+o again to replace your code with the starter (your edits are lost).",
+                              style="yellow"))
+            return
+        editor.load_text(self.step.starter)
+        self._save()
+        self._status(Text("Back to the starter code.", style="dim"))
+
+    def action_show_solution(self) -> None:
+        if not self.passed and not self._confirm("solution"):
+            self._status(Text("Press ctrl+g again to see the reference solution (try the hint first: h, "
+                              "after escape).", style="yellow"))
+            return
+        self.query_one("#solution", Static).update(
+            Syntax(self.step.solution.rstrip(), "python", theme="ansi_dark", line_numbers=True,
+                   background_color="default"))
+        self.query_one("#solution", Static).scroll_visible()
+
+    def _confirm(self, what: str) -> bool:
+        """True on the second press of the same key in a row."""
+        if self._confirm_solution == what:
+            self._confirm_solution = False
+            return True
+        self._confirm_solution = what
+        return False
+
+    # ------------------------------------------------------------------ running
+
+    def action_run(self) -> bool:
+        self.action_run_code()
+        return True
+
+    def action_run_code(self) -> None:
+        if self._program_running:
+            return
+        self._save()
+        self._program_running = True
+        log = self.query_one("#output", RichLog)
+        log.clear()
+        log.display = True
+        self.query_one("#results", Static).update("")
+        self._status(Text("Running your code in a separate Python process… (escape stops it)", style="italic"))
+        self.refresh_hint()
+        self._grade(self.query_one("#editor", TextArea).text)
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="exercise", name="exercise")
+    def _grade(self, code: str) -> None:
+        worker = get_current_worker()
+        try:
+            from tutor.exercise import grade_exercise
+
+            result = grade_exercise(
+                self.step, code, self.workdir,
+                on_output=lambda text: self.post_message(self.Output(text)),
+                cancelled=lambda: worker.is_cancelled,
+            )
+            self.post_message(self.Graded(result))
+        except Exception as exc:  # noqa: BLE001 - shown as a sentence, the lesson goes on
+            from tutor import errors
+
+            self.post_message(self.Graded(None, errors.describe(exc)))
+
+    @on(Output)
+    def _output(self, message: Output) -> None:
+        message.stop()
+        self.query_one("#output", RichLog).write(message.text.rstrip("\n"))
+
+    @on(Graded)
+    def _graded(self, message: Graded) -> None:
+        message.stop()
+        self._program_running = False
+        result = message.result
+        if result is None:
+            self._status(Text.assemble(("✗ Could not run the code: ", "bold red"), message.error or "unknown error"))
+            self.refresh_hint()
+            return
+        lines: list[Text] = []
+        for item in result.requirements:
+            mark = ("✓ ", "bold green") if item.passed else ("✗ ", "bold red")
+            lines.append(Text.assemble(mark, (item.id, "bold"), ": ", item.feedback if not item.passed else "met"))
+        sandbox = result.sandbox
+        if getattr(sandbox, "traceback", None):
+            lines.append(Text("Your code raised an exception (your lines are marked >>):", style="bold red"))
+            lines.append(Text(sandbox.traceback, style="red"))
+        self.query_one("#results", Static).update(Text("\n").join(lines))
+        if result.passed:
+            self.passed = True
+            self._status(Text.assemble(("✓ Passed. ", "bold green"), result.summary,
+                                       (" ctrl+g shows the reference solution; n moves on.", "dim")))
+            self.tutor.progress.record_answer(self.lesson.id, self.step.id, "(code)", True, result.summary)
+            self.post_message(self.Completed(self.step.id))
+        else:
+            self._status(Text.assemble(("✗ Not yet. ", "bold red"), result.summary))
+            self.tutor.progress.record_answer(self.lesson.id, self.step.id, "(code)", False, result.summary)
+        self.query_one("#results", Static).scroll_visible()
+        self.refresh_hint()
+
+    def cancel_run(self) -> bool:
+        if not self._program_running:
+            return False
+        self.workers.cancel_group(self, "exercise")
+        self._status(Text("Stopping your program…", style="yellow"))
+        return True
+
+    @property
+    def running(self) -> bool:
+        return self._program_running
+
+    def action_hint(self) -> bool:
+        self.query_one("#hint", Static).update(Text.assemble(("Hint: ", "bold"), self.step.hint or
+                                                             "Read the instructions above the editor again."))
+        return True
+
+    def keys_hint(self) -> str:
+        if self._program_running:
+            return "escape stop the program · ? help"
+        return "ctrl+r run · ctrl+o reset · ctrl+g solution · escape leave the editor (then n/p, h hint)"
