@@ -1,0 +1,318 @@
+"""The lesson `gpu-training-practice`: its four exercises and the checks they declare.
+
+Static tests: the lesson's structure, that every regex compiles, that each reference
+solution meets its own source requirements, and that each typical mistake caught by a
+source requirement fails exactly the one its `fails` names (the same re.search on the
+code with comments removed that the checker runs). Outcome checks (report, file,
+function) need the runner and are tested through it where it exists.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+from tutor.exercise import strip_comments
+from tutor.lesson import (
+    ExerciseStep,
+    Lesson,
+    OutputRequirement,
+    ReadStep,
+    SourceRequirement,
+    load_file,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+LESSON = ROOT / "lessons" / "gpu-training-practice.yaml"
+MAX_CODE = 76  # an 80-column terminal, less the panel's border and padding
+EXERCISE_IDS = ["ex1-move-and-time", "ex2-checkpoint", "ex3-mixed-precision", "ex4-portable-script"]
+
+# The mistakes the issue lists, by the exercise and requirement that must catch each.
+ISSUE_MISTAKES = {
+    ("ex1-move-and-time", "batches-moved"),  # data not moved
+    ("ex1-move-and-time", "synchronized-timing"),  # no synchronize before timing
+    ("ex2-checkpoint", "map-location"),  # load without map_location
+    ("ex3-mixed-precision", "backward-outside-autocast"),  # autocast around backward
+    ("ex3-mixed-precision", "autocast-used"),  # GradScaler without autocast
+    ("ex4-portable-script", "save-only-best"),  # saved every epoch, not the best
+}
+
+
+@pytest.fixture(scope="module")
+def lesson() -> Lesson:
+    return load_file(LESSON)
+
+
+def _exercises(lesson: Lesson) -> list[ExerciseStep]:
+    return [s for s in lesson.steps if isinstance(s, ExerciseStep)]
+
+
+def _strip_comments(code: str) -> str:
+    """The code as source requirements see it: the checker's own comment stripping."""
+    return strip_comments(code)
+
+
+def _source_failures(step: ExerciseStep, code: str) -> set[str]:
+    """Ids of the step's source requirements that `code` does not meet."""
+    text = _strip_comments(code)
+    failed = set()
+    for req in step.requirements:
+        if isinstance(req, SourceRequirement):
+            found = re.search(req.pattern, text, re.MULTILINE) is not None  # as the checker
+            if found == req.absent:
+                failed.add(req.id)
+    return failed
+
+
+def _code_blocks(step: ExerciseStep) -> list[tuple[str, str]]:
+    blocks = [("starter", step.starter), ("solution", step.solution)]
+    blocks += [(f"mistake {m.name!r}", m.code) for m in step.mistakes]
+    return blocks
+
+
+# ---------------------------------------------------------------- structure
+
+
+def test_lesson_identity(lesson: Lesson) -> None:
+    assert lesson.id == "gpu-training-practice"
+    assert lesson.title == "GPU Training: Practice"
+    assert lesson.order == 20
+
+
+def test_opens_and_closes_with_read_steps(lesson: Lesson) -> None:
+    assert isinstance(lesson.steps[0], ReadStep)
+    assert isinstance(lesson.steps[-1], ReadStep)
+
+
+def test_four_exercises_in_order(lesson: Lesson) -> None:
+    assert [s.id for s in _exercises(lesson)] == EXERCISE_IDS
+
+
+def test_previous_lesson_points_here(lesson: Lesson) -> None:
+    assert load_file(ROOT / "lessons" / "gpu-training.yaml").next == lesson.id
+
+
+def test_every_step_has_a_title(lesson: Lesson) -> None:
+    assert all(s.title for s in lesson.steps)
+
+
+@pytest.mark.parametrize("index", range(4))
+def test_exercise_has_hint_and_mistakes(lesson: Lesson, index: int) -> None:
+    step = _exercises(lesson)[index]
+    assert step.hint and step.body
+    assert step.mistakes, f"{step.id}: no typical mistakes to test the feedback with"
+
+
+# ---------------------------------------------------------------- code
+
+
+@pytest.mark.parametrize("index", range(4))
+def test_code_is_valid_python(lesson: Lesson, index: int) -> None:
+    step = _exercises(lesson)[index]
+    for name, code in _code_blocks(step):
+        ast.parse(code, filename=f"{step.id} {name}")
+
+
+@pytest.mark.parametrize("index", range(4))
+def test_code_lines_fit_the_terminal(lesson: Lesson, index: int) -> None:
+    step = _exercises(lesson)[index]
+    too_long = [
+        (name, line)
+        for name, code in [*_code_blocks(step), ("body", step.body)]
+        for line in code.splitlines()
+        if len(line) > MAX_CODE
+    ]
+    assert not too_long, too_long
+
+
+def test_read_step_code_fits_the_terminal(lesson: Lesson) -> None:
+    for step in lesson.steps:
+        if isinstance(step, ReadStep):
+            assert all(len(line) <= MAX_CODE for line in step.body.splitlines()), step.id
+
+
+@pytest.mark.parametrize("index", range(4))
+def test_starter_and_solution_import_the_lab_in_one_statement(lesson: Lesson, index: int) -> None:
+    step = _exercises(lesson)[index]
+    for code in (step.starter, step.solution):
+        imports = [n for n in ast.parse(code).body if isinstance(n, ast.ImportFrom) and n.module == "tutor.lab"]
+        assert len(imports) == 1
+
+
+@pytest.mark.parametrize("index", range(4))
+def test_starter_has_blanks_and_solution_none(lesson: Lesson, index: int) -> None:
+    step = _exercises(lesson)[index]
+    assert "____" in step.starter
+    assert "____" not in step.solution and "TODO" not in step.solution
+
+
+# ---------------------------------------------------------------- requirements
+
+
+@pytest.mark.parametrize("index", range(4))
+def test_requirement_ids_unique_and_regexes_compile(lesson: Lesson, index: int) -> None:
+    step = _exercises(lesson)[index]
+    ids = [r.id for r in step.requirements]
+    assert len(ids) == len(set(ids))
+    for req in step.requirements:
+        if isinstance(req, (SourceRequirement, OutputRequirement)):
+            re.compile(req.pattern)
+        assert len(req.feedback) > 40, f"{step.id}/{req.id}: feedback too thin to be a hint"
+
+
+@pytest.mark.parametrize("index", range(4))
+def test_every_mistake_names_a_requirement_of_its_step(lesson: Lesson, index: int) -> None:
+    step = _exercises(lesson)[index]
+    ids = {r.id for r in step.requirements}
+    for mistake in step.mistakes:
+        assert mistake.fails in ids, f"{step.id}: mistake {mistake.name!r} fails unknown {mistake.fails!r}"
+
+
+@pytest.mark.parametrize("index", range(4))
+def test_solution_meets_its_source_requirements(lesson: Lesson, index: int) -> None:
+    step = _exercises(lesson)[index]
+    assert _source_failures(step, step.solution) == set()
+
+
+@pytest.mark.parametrize("index", range(4))
+def test_starter_does_not_pass_as_it_is(lesson: Lesson, index: int) -> None:
+    step = _exercises(lesson)[index]
+    # Either a source requirement fails, or the blanks (`____`) raise NameError when run.
+    assert _source_failures(step, step.starter) or "____" in _strip_comments(step.starter)
+
+
+def _static_mistakes(lesson: Lesson) -> list[tuple[str, str]]:
+    out = []
+    for step in _exercises(lesson):
+        source_ids = {r.id for r in step.requirements if isinstance(r, SourceRequirement)}
+        out += [(step.id, m.name) for m in step.mistakes if m.fails in source_ids]
+    return out
+
+
+def test_static_mistakes_exist(lesson: Lesson) -> None:
+    assert len(_static_mistakes(lesson)) >= 10
+
+
+@pytest.mark.parametrize("step_id,name", _static_mistakes(load_file(LESSON)))
+def test_static_mistake_fails_exactly_its_requirement(lesson: Lesson, step_id: str, name: str) -> None:
+    step = lesson.step(step_id)
+    mistake = next(m for m in step.mistakes if m.name == name)
+    assert _source_failures(step, mistake.code) == {mistake.fails}
+
+
+def test_outcome_mistakes_pass_every_source_requirement(lesson: Lesson) -> None:
+    # Mistakes only a run can catch (the probe, a report) must look right to the regexes,
+    # or the learner would get the source feedback instead of the targeted one.
+    for step in _exercises(lesson):
+        source_ids = {r.id for r in step.requirements if isinstance(r, SourceRequirement)}
+        for mistake in step.mistakes:
+            if mistake.fails not in source_ids:
+                assert _source_failures(step, mistake.code) == set(), (step.id, mistake.name)
+
+
+def test_issue_mistakes_are_all_covered(lesson: Lesson) -> None:
+    covered = {(s.id, m.fails) for s in _exercises(lesson) for m in s.mistakes}
+    assert ISSUE_MISTAKES <= covered
+
+
+def test_comment_stripping_does_not_hide_a_requirement(lesson: Lesson) -> None:
+    # A requirement written only in a comment does not count: the TODO lines of ex1's
+    # starter mention synchronising, and the check must still fail there.
+    step = lesson.step("ex1-move-and-time")
+    assert "synchronized-timing" in _source_failures(step, step.starter)
+    assert "model-moved" in _source_failures(step, step.starter)
+
+
+# ---------------------------------------------------------------- specific checks
+
+
+def test_ex1_probed_function_is_top_level_and_main_is_guarded(lesson: Lesson) -> None:
+    step = lesson.step("ex1-move-and-time")
+    tree = ast.parse(step.solution)
+    funcs = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
+    probes = [r for r in step.requirements if r.type == "function"]
+    assert [(p.name, p.probe) for p in probes] == [("train_batches", "moves_batch_to_device")]
+    # The probe calls it as the notebook's train_one_epoch: (model, loader, optimizer, criterion, device).
+    assert [a.arg for a in funcs["train_batches"].args.args] == ["model", "loader", "optimizer", "criterion", "device"]
+    guarded = [n for n in tree.body if isinstance(n, ast.If) and "__main__" in ast.unparse(n.test)]
+    assert guarded, "the program must run only under if __name__ == '__main__'"
+    # Nothing but imports, constants and definitions at the top level, so importing the
+    # file to probe move_batch does not train.
+    for node in tree.body:
+        assert isinstance(node, (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.Assign, ast.If)), ast.unparse(node)
+
+
+def test_ex1_synchronized_timing_needs_both_waits(lesson: Lesson) -> None:
+    step = lesson.step("ex1-move-and-time")
+    only_stop = step.solution.replace(
+        "    synchronize(device)  # the warm-up must not spill into the timing\n", ""
+    )
+    assert only_stop != step.solution
+    assert _source_failures(step, only_stop) == {"synchronized-timing"}
+
+
+def test_ex3_backward_inside_autocast_is_caught_at_any_depth(lesson: Lesson) -> None:
+    step = lesson.step("ex3-mixed-precision")
+    req = next(r for r in step.requirements if r.id == "backward-outside-autocast")
+    inside = "with torch.autocast('cpu'):\n    out = m(x)\n    out.sum().backward()\n"
+    outside = "with torch.autocast('cpu'):\n    out = m(x)\nout.sum().backward()\n"
+    assert re.search(req.pattern, inside)
+    assert not re.search(req.pattern, outside)
+    assert re.search(req.pattern, "    " + inside.replace("\n    ", "\n        "))
+
+
+def test_ex4_checkpoint_requirement(lesson: Lesson) -> None:
+    step = lesson.step("ex4-portable-script")
+    files = [r for r in step.requirements if r.type == "file"]
+    assert len(files) == 1
+    req = files[0]
+    assert req.path == "saved_models/portable_best.pth" and req.checkpoint
+    assert req.min_accuracy == 0.97 and req.min_accuracy_synthetic is not None
+    assert {"model_state_dict", "accuracy"} <= set(req.keys)
+    assert 'os.path.join("saved_models", "portable_best.pth")' in step.solution
+    assert step.timeout >= 600  # 10 epochs through the DataLoader on a 2-core CPU
+
+
+def test_ex2_checkpoint_keys_are_the_ones_saved(lesson: Lesson) -> None:
+    step = lesson.step("ex2-checkpoint")
+    req = next(r for r in step.requirements if r.type == "file")
+    for key in req.keys:
+        assert f'"{key}":' in step.solution
+
+
+# ---------------------------------------------------------------- through the grader
+# The runner (tutor/exercise.py) runs the code in a sandbox process; a small slice of the
+# data keeps these to seconds (tutor.lab reads GPUTUTOR_LAB_*_SAMPLES).
+
+
+@pytest.fixture
+def small_lab(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GPUTUTOR_LAB_TRAIN_SAMPLES", "1500")
+    monkeypatch.setenv("GPUTUTOR_LAB_TEST_SAMPLES", "500")
+
+
+def test_ex2_solution_passes_the_grader(lesson: Lesson, small_lab: None, tmp_path: Path) -> None:
+    from tutor.exercise import grade_exercise
+
+    step = lesson.step("ex2-checkpoint")
+    result = grade_exercise(step, step.solution, tmp_path / "ex2")
+    assert result.passed, result.summary
+    assert result.sandbox.reports["allclose"] is True
+    assert result.sandbox.reports["epoch"] == 1  # the checkpoint of the last of 2 epochs
+    assert (tmp_path / "ex2" / "checkpoint.pth").is_file()
+
+
+def test_ex2_load_without_map_location_gets_its_feedback(
+    lesson: Lesson, small_lab: None, tmp_path: Path
+) -> None:
+    from tutor.exercise import grade_exercise
+
+    step = lesson.step("ex2-checkpoint")
+    mistake = next(m for m in step.mistakes if m.name == "load without map_location")
+    result = grade_exercise(step, mistake.code, tmp_path / "ex2")
+    assert not result.passed
+    assert [r.id for r in result.requirements if not r.passed] == ["map-location"]
+    assert result.hint == step.requirements[[r.id for r in step.requirements].index("map-location")].feedback
