@@ -214,3 +214,28 @@ def test_cli_bad_input_exits_2(tmp_path, capsys):
     assert cli("missing-step", "--file", str(f), "--json") == 2
     assert "error" in json.loads(capsys.readouterr().out)
     assert cli("hello", "--file", str(tmp_path / "absent.py")) == 2
+
+
+def test_probe_catches_a_dropped_to_result_even_on_the_cpu(tmp_path):
+    # On the CPU .to("cpu") returns the same tensor; a dropped result must still count as not moved.
+    from tutor.exercise import grade_exercise
+    from tutor.lesson import ExerciseStep
+
+    step = ExerciseStep.model_validate({
+        "id": "probe", "kind": "exercise", "starter": "", "solution": "", "timeout": 60, "memory_mb": 2048,
+        "requirements": [{"type": "function", "id": "moved", "name": "train_batches",
+                          "probe": "moves_batch_to_device", "feedback": "Move each batch to the device."}],
+    })
+    loop = (
+        "def train_batches(model, loader, optimizer, criterion, device):\n"
+        "    for inputs, labels in loader:\n"
+        "        {move}\n"
+        "        optimizer.zero_grad()\n"
+        "        criterion(model(inputs), labels).backward()\n"
+        "        optimizer.step()\n"
+    )
+    right = grade_exercise(step, loop.format(move="inputs, labels = inputs.to(device), labels.to(device)"),
+                           tmp_path / "right")
+    assert right.passed, right.summary
+    dropped = grade_exercise(step, loop.format(move="inputs.to(device); labels.to(device)"), tmp_path / "dropped")
+    assert not dropped.passed and "Move each batch" in dropped.requirements[0].feedback

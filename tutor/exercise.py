@@ -141,6 +141,11 @@ class Tracked(torch.Tensor):
     def __torch_function__(cls, func, types, args=(), kwargs=None):
         out = super().__torch_function__(func, types, args, kwargs or {{}})
         if func in (torch.Tensor.to, torch.Tensor.cuda) and isinstance(out, Tracked):
+            if out is args[0]:
+                # Already there (.to("cpu") on the CPU returns the same tensor): hand back a new
+                # one, as a real move would, so a dropped result still counts as not moved.
+                with torch._C.DisableTorchFunctionSubclass():
+                    out = out.view_as(out).as_subclass(Tracked)
             out._moved = True
         return out
 
