@@ -39,7 +39,9 @@ async def test_fix_the_starter_and_pass(tmp_path):
         view = app.screen.view
         assert isinstance(view, ExerciseStepView)
         editor = view.query_one("#editor", TextArea)
-        assert "____" in editor.text and app.focused is editor
+        assert "____" in editor.text and app.focused is not editor  # instructions first
+        await pilot.press("enter")  # into the editor
+        assert app.focused is editor
 
         await pilot.press("ctrl+r")  # the starter still has its blank: NameError
         await wait_for(pilot, lambda: not view.running and shown(view.query_one("#results", Static)))
@@ -64,3 +66,22 @@ async def test_fix_the_starter_and_pass(tmp_path):
         view = app2.screen.view
         assert view.query_one("#editor", TextArea).text == view.step.solution
         assert view.passed
+
+
+async def test_escape_stops_a_running_program_even_from_the_editor(tmp_path):
+    app = TutorApp(lessons_dirs=[LESSONS], home=tmp_path, device="cpu")
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.open_lesson("ex-demo")
+        await pilot.pause()
+        view = app.screen.view
+        await pilot.press("enter")
+        editor = view.query_one("#editor", TextArea)
+        editor.load_text("import time\nprint('started', flush=True)\nwhile True:\n    time.sleep(0.1)\n")
+        await pilot.press("ctrl+r")
+        await wait_for(pilot, lambda: "started" in "".join(str(l) for l in view.query_one("#output").lines))
+        assert view.running and app.focused is editor
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: not view.running, timeout=20)
+        assert not view.passed
+        assert "stopped" in shown(view.query_one("#exercise-status", Static)).lower() or \
+            "not yet" in shown(view.query_one("#exercise-status", Static)).lower()

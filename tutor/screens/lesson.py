@@ -87,9 +87,11 @@ class LessonScreen(Screen):
         label = KIND_LABEL[step.kind]
         if title.lower().startswith(label.lower() + ":"):
             title = title[len(label) + 1 :].strip()
+        if title.lower().startswith(label.lower()):  # "Exercise 1: ..." needs no "Exercise:" before it
+            label = ""
         self.query_one("#where", Static).update(Text.assemble(
             (self.lesson.title, "bold"), "  ·  ", (f"step {self.index + 1} of {total}", "bold cyan"), "  ·  ",
-            (label, "bold magenta"), ": ", title,
+            (label, "bold magenta"), ": " if label else "", title,
         ))
         done = self.app.progress.completed_steps(self.lesson.id)
         trail = Text()

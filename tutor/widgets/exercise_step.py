@@ -31,6 +31,8 @@ class ExerciseStepView(StepView):
         Binding("ctrl+r", "run_code", "run code", priority=True),
         Binding("ctrl+o", "reset_code", "reset", priority=True),
         Binding("ctrl+g", "show_solution", "solution", priority=True),
+        # The code editor would take escape to move focus on: stop a program or leave the editor.
+        Binding("escape", "stop_or_leave", "stop/leave", show=False, priority=True),
     ]
 
     @dataclass
@@ -69,7 +71,7 @@ class ExerciseStepView(StepView):
         if self.passed:
             self._status(Text.assemble(("✓ You solved this one. ", "bold green"),
                                        ("ctrl+r runs it again; ctrl+g shows the reference solution.", "dim")))
-        self.query_one("#editor", TextArea).focus()
+        # The editor takes focus on enter, so arrows and page keys first scroll the instructions.
 
     @property
     def workdir(self) -> Path:
@@ -129,6 +131,12 @@ class ExerciseStepView(StepView):
         return False
 
     # ------------------------------------------------------------------ running
+
+    def action_enter(self) -> bool:
+        editor = self.query_one("#editor", TextArea)
+        editor.focus()
+        editor.scroll_visible()
+        return True
 
     def action_run(self) -> bool:
         self.action_run_code()
@@ -199,6 +207,11 @@ class ExerciseStepView(StepView):
         self.query_one("#results", Static).scroll_visible()
         self.refresh_hint()
 
+    def action_stop_or_leave(self) -> None:
+        if not self.cancel_run():
+            self.focus_content()
+            self.call_after_refresh(self.refresh_hint)
+
     def cancel_run(self) -> bool:
         if not self._program_running:
             return False
@@ -218,4 +231,6 @@ class ExerciseStepView(StepView):
     def keys_hint(self) -> str:
         if self._program_running:
             return "escape stop the program · ? help"
-        return "ctrl+r run · ctrl+o reset · ctrl+g solution · escape leave the editor (then n/p, h hint)"
+        if isinstance(self.screen.focused, TextArea):
+            return "ctrl+r run · ctrl+o reset · ctrl+g solution · esc leave editor"
+        return "enter edit code · r run · h hint · n next · p previous · ? help"
