@@ -247,3 +247,23 @@ def test_any_text_loads_or_fails_with_positioned_issues(text):
         assert e.issues
         for issue in e.issues:
             assert issue.path == "fuzz.yaml" and issue.line >= 1 and issue.col >= 1 and issue.message
+
+
+def test_lint_reports_exercise_requirements_the_checker_cannot_run(tmp_path):
+    from tutor.lesson import LessonError, load_file
+
+    path = tmp_path / "bad-ex.yaml"
+    path.write_text(
+        "id: bad-ex\ntitle: Bad exercise\nsteps:\n  - id: ex\n    kind: exercise\n"
+        "    starter: \"x = 1\"\n    solution: \"x = 1\"\n    requirements:\n"
+        "      - {type: function, id: f, name: g, probe: nope, feedback: x}\n"
+        "      - {type: source, id: s, pattern: \"(unclosed\", feedback: x}\n"
+        "    mistakes:\n      - {name: m, code: \"x\", fails: missing}\n",
+        encoding="utf-8",
+    )
+    with pytest.raises(LessonError) as info:
+        load_file(path)
+    found = [(i.line, i.message) for i in info.value.issues]
+    assert found[0][0] == 9 and "unknown probe 'nope'" in found[0][1]
+    assert found[1][0] == 10 and "does not compile" in found[1][1]
+    assert found[2][0] == 12 and "'missing'" in found[2][1]

@@ -85,3 +85,27 @@ async def test_escape_stops_a_running_program_even_from_the_editor(tmp_path):
         assert not view.passed
         assert "stopped" in shown(view.query_one("#exercise-status", Static)).lower() or \
             "not yet" in shown(view.query_one("#exercise-status", Static)).lower()
+
+
+async def test_keys_work_while_the_learners_program_runs(tmp_path):
+    app = TutorApp(lessons_dirs=[LESSONS], home=tmp_path, device="cpu")
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.open_lesson("ex-demo")
+        await pilot.pause()
+        view = app.screen.view
+        await pilot.press("enter")
+        view.query_one("#editor", TextArea).load_text(
+            "print('busy', flush=True)\nwhile True:\n    sum(range(10**6))\n")  # burns a CPU core
+        await pilot.press("ctrl+r")
+        await wait_for(pilot, lambda: "busy" in "".join(str(l) for l in view.query_one("#output").lines))
+        await pilot.press("escape")  # stops it; pressing h then shows the hint at once
+        await wait_for(pilot, lambda: not view.running, timeout=20)
+        await pilot.press("ctrl+r")
+        await wait_for(pilot, lambda: view.running)
+        app.screen.query_one("#content").focus()
+        await pilot.press("h")  # handled while the program still runs
+        await pilot.pause(0.2)
+        assert view.running
+        assert "sum(range(1, 11))" in shown(view.query_one("#hint", Static))
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: not view.running, timeout=20)
