@@ -810,35 +810,59 @@ def _id_position(path: Path, parse_yaml: Any) -> tuple[int, int]:
         return (1, 1)
 
 
+# ---------------------------------------------------------------- lesson steps by id
+
+
+def _find_step(ctx: Context, lesson_id: str, step_id: str, kinds: tuple[type, ...], what: str,
+               unfit: str) -> tuple[Any, Any]:
+    """(lesson, step) for `check` and `exercise`, or raise _BadInput naming what is there."""
+    from tutor.lesson import discover
+
+    catalog = discover(ctx.lessons_dirs)
+    try:
+        lesson = catalog.get(lesson_id).lesson
+    except KeyError:
+        ids = [item.lesson.id for item in catalog.lessons]
+        message = f"unknown lesson {lesson_id!r}{_closest(lesson_id, ids)}; available: {', '.join(ids) or 'none'}"
+        broken = [str(p) for p, _ in catalog.broken]
+        if broken:
+            message += f" (these lesson files failed to load: {', '.join(broken)}; see `gpututor lint`)"
+        raise _BadInput(message) from None
+    fitting = [s.id for s in lesson.steps if isinstance(s, kinds)]
+    listed = f"{what}: {', '.join(fitting) or 'none'}"
+    try:
+        step = lesson.step(step_id)
+    except KeyError:
+        raise _BadInput(f"lesson {lesson.id!r} has no step {step_id!r}{_closest(step_id, fitting)}; {listed}") from None
+    if not isinstance(step, kinds):
+        raise _BadInput(f"step {step.id!r} of {lesson.id!r} is a {step.kind} step, {unfit}; {listed}")
+    return lesson, step
+
+
+class _BadInput(Exception):
+    pass
+
+
+def _bad(args: argparse.Namespace, command: str, message: str) -> int:
+    if args.json:
+        _print_json({"error": message})
+    _eprint(f"gpututor {command}: {message}")
+    return BAD_INPUT
+
+
 # ---------------------------------------------------------------- check
 
 
 def cmd_check(args: argparse.Namespace, ctx: Context) -> int:
     _check_lesson_dirs(ctx)
-    from tutor.lesson import CheckStep, PredictStep, discover
+    from tutor.lesson import CheckStep, PredictStep
     from tutor.progress import Progress
 
-    catalog = discover(ctx.lessons_dirs)
     try:
-        lesson = catalog.get(args.lesson).lesson
-    except KeyError:
-        ids = [item.lesson.id for item in catalog.lessons]
-        message = (f"unknown lesson {args.lesson!r}{_closest(args.lesson, ids)}; "
-                   f"available: {', '.join(ids) or 'none'}")
-        broken = [str(p) for p, _ in catalog.broken]
-        if broken:
-            message += f" (these lesson files failed to load: {', '.join(broken)}; see `gpututor lint`)"
-        return _check_bad(args, message)
-    gradable = [s.id for s in lesson.steps if isinstance(s, (CheckStep, PredictStep))]
-    listed = f"steps that take an answer: {', '.join(gradable) or 'none'}"
-    try:
-        step = lesson.step(args.check)
-    except KeyError:
-        return _check_bad(args, f"lesson {lesson.id!r} has no step {args.check!r}"
-                                f"{_closest(args.check, gradable)}; {listed}")
-    if not isinstance(step, (CheckStep, PredictStep)):
-        return _check_bad(args, f"step {step.id!r} of {lesson.id!r} is a {step.kind} step, which takes no answer; "
-                                f"{listed}")
+        lesson, step = _find_step(ctx, args.lesson, args.check, (CheckStep, PredictStep), "steps that take an answer",
+                                  "which takes no answer")
+    except _BadInput as e:
+        return _bad(args, "check", str(e))
 
     answer = sys.stdin.read() if args.answer == "-" else args.answer
     experiment = None
@@ -878,42 +902,23 @@ def cmd_check(args: argparse.Namespace, ctx: Context) -> int:
     return OK
 
 
-def _check_bad(args: argparse.Namespace, message: str) -> int:
-    if args.json:
-        _print_json({"error": message})
-    _eprint(f"gpututor check: {message}")
-    return BAD_INPUT
-
-
 # ---------------------------------------------------------------- exercise
 
 
 def cmd_exercise(args: argparse.Namespace, ctx: Context) -> int:
     _check_lesson_dirs(ctx)
-    from tutor.lesson import ExerciseStep, discover
+    from tutor.lesson import ExerciseStep
     from tutor.paths import home_dir
 
-    catalog = discover(ctx.lessons_dirs)
     try:
-        lesson = catalog.get(args.lesson).lesson
-    except KeyError:
-        ids = [item.lesson.id for item in catalog.lessons]
-        return _exercise_bad(args, f"unknown lesson {args.lesson!r}{_closest(args.lesson, ids)}; "
-                                f"available: {', '.join(ids) or 'none'}")
-    exercises = [s.id for s in lesson.steps if isinstance(s, ExerciseStep)]
-    listed = f"exercise steps: {', '.join(exercises) or 'none'}"
-    try:
-        step = lesson.step(args.step)
-    except KeyError:
-        return _exercise_bad(args, f"lesson {lesson.id!r} has no step {args.step!r}"
-                                f"{_closest(args.step, exercises)}; {listed}")
-    if not isinstance(step, ExerciseStep):
-        return _exercise_bad(args, f"step {step.id!r} of {lesson.id!r} is a {step.kind} step, not an exercise; "
-                                f"{listed}")
+        lesson, step = _find_step(ctx, args.lesson, args.step, (ExerciseStep,), "exercise steps",
+                                  "not an exercise")
+    except _BadInput as e:
+        return _bad(args, "exercise", str(e))
     try:
         code = Path(args.file).expanduser().read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
-        return _exercise_bad(args, f"--file {args.file}: cannot read it ({getattr(e, 'strerror', None) or e})")
+        return _bad(args, "exercise", f"--file {args.file}: cannot read it ({getattr(e, 'strerror', None) or e})")
 
     from tutor.exercise import grade_exercise
 
@@ -936,9 +941,3 @@ def cmd_exercise(args: argparse.Namespace, ctx: Context) -> int:
                 markup=False)
     return OK if result.passed else FAILED
 
-
-def _exercise_bad(args: argparse.Namespace, message: str) -> int:
-    if args.json:
-        _print_json({"error": message})
-    _eprint(f"gpututor exercise: {message}")
-    return BAD_INPUT
