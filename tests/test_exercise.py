@@ -87,8 +87,21 @@ def test_exception_shows_marked_line_and_still_judges_source(lesson, tmp_path):
     got = by_id(result)
     assert got["defines-greet"].passed and got["defines-greet"].judged
     assert not got["prints-hello"].passed and not got["prints-hello"].judged
-    assert "NameError at line 4" in result.summary
-    assert result.hint == got["prints-hello"].feedback
+    assert got["prints-hello"].feedback == "not checked: the program stopped before it got this far"
+    assert result.summary == ("1 of 2 requirements met, 1 not checked; the program raised NameError at "
+                              "line 4: name 'undefined_name' is not defined")
+    assert result.hint == "Fix this first: " + result.sandbox.problem() + "."
+
+
+def test_a_crash_blames_the_source_mistake_not_the_missing_outcomes(lesson, tmp_path):
+    step = lesson.step("hello")
+    code = "def greeting(n):\n    return n\n\nprint(greet(3))\n"  # greet was renamed: the call fails
+    result = grade_exercise(step, code, tmp_path)
+    got = by_id(result)
+    assert not got["defines-greet"].passed and got["defines-greet"].judged
+    assert not got["prints-hello"].judged
+    assert result.summary.startswith("0 of 2 requirements met, defines-greet not yet, 1 not checked; ")
+    assert result.hint == got["defines-greet"].feedback  # the real mistake, not the crash's consequence
 
 
 def test_source_check_ignores_comments():

@@ -46,7 +46,7 @@ async def test_fix_the_starter_and_pass(tmp_path):
         await pilot.press("ctrl+r")  # the starter still has its blank: NameError
         await wait_for(pilot, lambda: not view.running and shown(view.query_one("#results", Static)))
         results = shown(view.query_one("#results", Static))
-        assert "✗" in results and "total-reported" in results
+        assert "· total-reported: not checked" in results  # the crash stopped it before report()
         assert ">>" in results and "NameError" in results
         assert not view.passed
 

@@ -931,7 +931,7 @@ def cmd_exercise(args: argparse.Namespace, ctx: Context) -> int:
     c = _console()
     c.print("[bold green]passed[/]" if result.passed else "[bold yellow]not yet[/]")
     for r in result.requirements:
-        mark = "ok  " if r.passed else "FAIL"
+        mark = "ok  " if r.passed else "FAIL" if r.judged else "skip"
         c.print(f"  {mark} {r.id}" + (f": {r.feedback}" if r.feedback else ""), markup=False)
     for note in result.checker_notes:
         c.print(f"  ({note})", style="dim", markup=False)

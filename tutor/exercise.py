@@ -309,20 +309,36 @@ def grade_exercise(
         else:  # pragma: no cover - the lesson model admits no other type
             ok, fb = False, f"unknown requirement type {type(req).__name__}"
         if not ok and stopped and not isinstance(req, SourceRequirement):
-            judged = False
-            fb = f"{fb} (not fully judged: {stopped})"
+            # What the program would have printed, reported or written after it stopped is unknown:
+            # the lesson's feedback for a wrong outcome would blame the wrong thing.
+            judged, fb = False, "not checked: the program stopped before it got this far"
         results.append(RequirementResult(req.id, req.type, ok, fb, judged))
+    return ExerciseResult(run.ok and all(r.passed for r in results), results, run,
+                          _summary(results, stopped), run.traceback, _hint(step, results, stopped), notes)
 
+
+def _summary(results: list[RequirementResult], stopped: str | None) -> str:
     met = sum(r.passed for r in results)
-    passed = run.ok and met == len(results)
-    failing = [r for r in results if not r.passed]
-    if passed:
-        summary = f"all {len(results)} requirements met"
-    else:
-        summary = f"{met} of {len(results)} requirements met"
-        if failing:
-            summary += f": {', '.join(r.id for r in failing)} not yet"
-        if stopped:
-            summary += f"; {stopped}"
-    hint = failing[0].feedback if failing else (step.hint or None) if not passed else None
-    return ExerciseResult(passed, results, run, summary, run.traceback, hint, notes)
+    if met == len(results) and not stopped:
+        return f"all {len(results)} requirements met"
+    parts = [f"{met} of {len(results)} requirements met"]
+    failing = [r.id for r in results if not r.passed and r.judged]
+    if failing:
+        parts.append(f"{', '.join(failing)} not yet")
+    unchecked = sum(not r.judged for r in results)
+    if unchecked:
+        parts.append(f"{unchecked} not checked")
+    summary = ", ".join(parts)
+    return f"{summary}; {stopped}" if stopped else summary
+
+
+def _hint(step: ExerciseStep, results: list[RequirementResult], stopped: str | None) -> str | None:
+    """The first real failure's feedback; else what stopped the program; else the step's hint."""
+    failing = [r for r in results if not r.passed and r.judged]
+    if failing:
+        return failing[0].feedback
+    if stopped:
+        return f"Fix this first: {stopped}."
+    if all(r.passed for r in results):
+        return None
+    return step.hint or None

@@ -188,7 +188,8 @@ class ExerciseStepView(StepView):
             return
         lines: list[Text] = []
         for item in result.requirements:
-            mark = ("✓ ", "bold green") if item.passed else ("✗ ", "bold red")
+            mark = (("✓ ", "bold green") if item.passed else ("✗ ", "bold red") if item.judged
+                    else ("· ", "yellow"))
             lines.append(Text.assemble(mark, (item.id, "bold"), ": ", item.feedback if not item.passed else "met"))
         sandbox = result.sandbox
         if getattr(sandbox, "traceback", None):
