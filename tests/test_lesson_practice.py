@@ -316,3 +316,118 @@ def test_ex2_load_without_map_location_gets_its_feedback(
     assert not result.passed
     assert [r.id for r in result.requirements if not r.passed] == ["map-location"]
     assert result.hint == step.requirements[[r.id for r in step.requirements].index("map-location")].feedback
+
+
+def _grade(lesson: Lesson, step_id: str, code: str, workdir: Path):
+    from tutor.exercise import grade_exercise
+
+    return grade_exercise(lesson.step(step_id), code, workdir)
+
+
+def _mistake(lesson: Lesson, step_id: str, name: str) -> str:
+    return next(m.code for m in lesson.step(step_id).mistakes if m.name == name)
+
+
+def _feedback(lesson: Lesson, step_id: str, req_id: str) -> str:
+    return next(r.feedback for r in lesson.step(step_id).requirements if r.id == req_id)
+
+
+def _failed(result) -> list[str]:
+    return [r.id for r in result.requirements if not r.passed]
+
+
+def test_ex1_solution_passes_and_reports_a_speedup(lesson: Lesson, small_lab: None, tmp_path: Path) -> None:
+    result = _grade(lesson, "ex1-move-and-time", lesson.step("ex1-move-and-time").solution, tmp_path)
+    assert result.passed, result.summary
+    reports = result.sandbox.reports
+    assert reports["speedup"] == pytest.approx(reports["cpu_seconds"] / reports["device_seconds"])
+    assert reports["device"] in ("cpu", "cuda", "mps")
+
+
+@pytest.mark.parametrize("name", ["data not moved", "batch moved but the result dropped"])
+def test_ex1_batches_left_behind_are_caught_by_running_the_learners_loop(
+    lesson: Lesson, small_lab: None, tmp_path: Path, name: str
+) -> None:
+    # On the CPU nothing crashes: only the checker's probe, which calls train_batches with a
+    # device of its own, sees where the batches are when they reach the model.
+    result = _grade(lesson, "ex1-move-and-time", _mistake(lesson, "ex1-move-and-time", name), tmp_path)
+    assert not result.passed and result.sandbox.ok
+    feedback = {r.id: r.feedback for r in result.requirements}
+    assert "batches-moved" in _failed(result)
+    assert "images that were not moved" in feedback["batches-moved"]
+    assert result.hint == feedback[_failed(result)[0]]
+
+
+def test_ex1_hard_coded_cuda_is_named_whatever_the_machine(
+    lesson: Lesson, small_lab: None, tmp_path: Path
+) -> None:
+    # Without a GPU the program crashes at .to("cuda"): the source check still names the cause,
+    # and the speedup it never reported is "not checked" rather than blamed.
+    result = _grade(lesson, "ex1-move-and-time", _mistake(lesson, "ex1-move-and-time", "device hard-coded to cuda"),
+                    tmp_path)
+    assert not result.passed
+    assert result.hint == _feedback(lesson, "ex1-move-and-time", "device-fallback")
+    judged_failures = [r.id for r in result.requirements if not r.passed and r.judged]
+    assert judged_failures == ["device-fallback"]
+
+
+@pytest.fixture
+def ex3_lab(monkeypatch: pytest.MonkeyPatch) -> None:
+    # ex3 trains 10 + 150 batches of 64 from a fresh iterator: 9,600 samples cover them.
+    monkeypatch.setenv("GPUTUTOR_LAB_TRAIN_SAMPLES", "9600")
+    monkeypatch.setenv("GPUTUTOR_LAB_TEST_SAMPLES", "1000")
+
+
+def test_ex3_solution_passes_with_both_accuracies_over_the_bar(
+    lesson: Lesson, ex3_lab: None, tmp_path: Path
+) -> None:
+    result = _grade(lesson, "ex3-mixed-precision", lesson.step("ex3-mixed-precision").solution, tmp_path)
+    assert result.passed, result.summary
+    reports = result.sandbox.reports
+    assert reports["amp_dtype"] in ("torch.float16", "torch.bfloat16")
+    assert abs(reports["amp_accuracy"] - reports["fp32_accuracy"]) < 0.05  # mixed precision costs no accuracy
+    assert reports["speedup"] == pytest.approx(reports["fp32_seconds"] / reports["amp_seconds"])
+
+
+def test_ex3_gradscaler_without_autocast_runs_but_is_not_mixed_precision(
+    lesson: Lesson, ex3_lab: None, tmp_path: Path
+) -> None:
+    code = _mistake(lesson, "ex3-mixed-precision", "GradScaler used without autocast")
+    result = _grade(lesson, "ex3-mixed-precision", code, tmp_path)
+    assert result.sandbox.ok and _failed(result) == ["autocast-used"]
+    assert result.hint == _feedback(lesson, "ex3-mixed-precision", "autocast-used")
+
+
+def test_ex3_model_cast_to_half_is_named_not_its_missing_reports(
+    lesson: Lesson, ex3_lab: None, tmp_path: Path
+) -> None:
+    code = _mistake(lesson, "ex3-mixed-precision", "model cast to half by hand")
+    result = _grade(lesson, "ex3-mixed-precision", code, tmp_path)
+    assert not result.passed
+    assert result.hint == _feedback(lesson, "ex3-mixed-precision", "no-manual-half")
+    judged_failures = [r.id for r in result.requirements if not r.passed and r.judged]
+    assert judged_failures == ["no-manual-half"]
+    if not result.sandbox.ok:  # float16 weights meet float32 inputs: a dtype error on most devices
+        assert result.traceback and ">>" in result.traceback
+
+
+def test_ex4_on_a_small_slice_everything_but_the_accuracy_bar_is_met(
+    lesson: Lesson, small_lab: None, tmp_path: Path
+) -> None:
+    # 1,500 images for 10 epochs cannot reach 97%: the checkpoint is still written, loaded on
+    # the CPU with weights_only=True and evaluated, and the feedback gives the accuracy it got.
+    result = _grade(lesson, "ex4-portable-script", lesson.step("ex4-portable-script").solution, tmp_path)
+    assert result.sandbox.ok, result.summary
+    assert _failed(result) == ["best-checkpoint"]
+    feedback = next(r.feedback for r in result.requirements if r.id == "best-checkpoint")
+    assert "its test accuracy is" in feedback and "at least 97% is needed" in feedback
+    assert (tmp_path / "saved_models" / "portable_best.pth").is_file()
+    assert any("portable_best.pth: test accuracy" in note for note in result.checker_notes)
+
+
+@pytest.mark.slow
+def test_ex4_solution_reaches_97_percent_on_the_full_set(lesson: Lesson, tmp_path: Path) -> None:
+    # The exercise as a learner runs it: 10 epochs over all 60,000 images (about 2.5 min on 2 CPU cores).
+    result = _grade(lesson, "ex4-portable-script", lesson.step("ex4-portable-script").solution, tmp_path)
+    assert result.passed, result.summary
+    assert result.sandbox.reports["best_accuracy"] >= 0.97
