@@ -28,6 +28,7 @@ from tutor.lesson import (
 ROOT = Path(__file__).resolve().parent.parent
 LESSON = ROOT / "lessons" / "gpu-training-practice.yaml"
 MAX_CODE = 76  # an 80-column terminal, less the panel's border and padding
+EDITOR_COLUMNS = 69  # what the editor shows at 80 wide (tests/test_tui_exercise.py)
 EXERCISE_IDS = ["ex1-move-and-time", "ex2-checkpoint", "ex3-mixed-precision", "ex4-portable-script"]
 
 # The mistakes the issue lists, by the exercise and requirement that must catch each.
@@ -123,7 +124,7 @@ def test_code_lines_fit_the_terminal(lesson: Lesson, index: int) -> None:
         (name, line)
         for name, code in [*_code_blocks(step), ("body", step.body)]
         for line in code.splitlines()
-        if len(line) > MAX_CODE
+        if len(line) > (MAX_CODE if name == "body" else EDITOR_COLUMNS)
     ]
     assert not too_long, too_long
 

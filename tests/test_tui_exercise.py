@@ -108,3 +108,21 @@ async def test_keys_work_while_the_learners_program_runs(tmp_path):
         assert "sum(range(1, 11))" in shown(view.query_one("#hint", Static))
         await pilot.press("escape")
         await wait_for(pilot, lambda: not view.running, timeout=20)
+
+
+EDITOR_CODE_COLUMNS = 69  # what the lessons' code lines are held to (tests/test_lesson_practice.py)
+
+
+async def test_editor_shows_69_columns_of_code_at_80_wide(tmp_path):
+    # Code that fits needs no sideways scrolling: border, gutter, scrollbars and the cursor's
+    # column leave 69 of the 80 for the text.
+    app = TutorApp(lessons_dirs=[LESSONS], home=tmp_path, device="cpu")
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.open_lesson("ex-demo")
+        await pilot.pause()
+        editor = app.screen.view.query_one("#editor", TextArea)
+        editor.load_text("x" * EDITOR_CODE_COLUMNS + "\n" + "y = 1\n" * 30)
+        await pilot.pause()
+        visible = editor.scrollable_content_region.width - editor.gutter_width - 1  # 1: the cursor
+        assert visible >= EDITOR_CODE_COLUMNS
+        assert editor.max_scroll_x == 0  # so no horizontal scrollbar takes a row
