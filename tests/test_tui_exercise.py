@@ -126,3 +126,26 @@ async def test_editor_shows_69_columns_of_code_at_80_wide(tmp_path):
         visible = editor.scrollable_content_region.width - editor.gutter_width - 1  # 1: the cursor
         assert visible >= EDITOR_CODE_COLUMNS
         assert editor.max_scroll_x == 0  # so no horizontal scrollbar takes a row
+
+
+async def test_editor_keeps_python_indentation(tmp_path):
+    from tutor.widgets.code_editor import CodeEditor
+
+    app = TutorApp(lessons_dirs=[LESSONS], home=tmp_path, device="cpu")
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.open_lesson("ex-demo")
+        await pilot.pause()
+        editor = app.screen.view.query_one("#editor", CodeEditor)
+        editor.load_text("def train(loader):  # one epoch\n")
+        editor.focus()
+        editor.move_cursor((0, len(editor.document[0])))
+        await pilot.press("enter", *"for x in loader:", "enter", *"step(x)", "enter")
+        assert editor.text == "def train(loader):  # one epoch\n    for x in loader:\n        step(x)\n        \n"
+        await pilot.press("backspace", *"done()")  # one level back, not one space
+        assert editor.document[3] == "    done()"
+        await pilot.press("home", "backspace")  # home stops at the code: one more level back
+        assert editor.document[3] == "done()"
+        await pilot.press("backspace")  # at column 0: joins the lines, as TextArea does
+        assert editor.document[2] == "        step(x)done()"
+        await pilot.press("ctrl+z")  # the edits undo like any other
+        assert editor.document[3] == "done()"

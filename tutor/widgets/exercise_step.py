@@ -21,6 +21,7 @@ from textual.widgets import Markdown, RichLog, Static, TextArea
 from textual.worker import get_current_worker
 
 from tutor.widgets.base import StepView
+from tutor.widgets.code_editor import CodeEditor
 
 SAVE_AFTER_S = 0.4  # debounce: save the draft this long after the last keystroke
 OUTPUT_LINES = 400  # the output panel keeps the latest lines only
@@ -55,8 +56,8 @@ class ExerciseStepView(StepView):
         if self.step.body:
             yield Markdown(self.step.body)
         code = self.tutor.progress.draft(self.lesson.id, self.step.id)
-        editor = TextArea.code_editor(code if code is not None else self.step.starter, language="python",
-                                      id="editor", soft_wrap=False)
+        editor = CodeEditor.code_editor(code if code is not None else self.step.starter, language="python",
+                                        id="editor", soft_wrap=False)
         yield editor
         yield Static("", id="exercise-status", classes="feedback")
         yield RichLog(id="output", max_lines=OUTPUT_LINES, wrap=True, markup=False, highlight=False)
