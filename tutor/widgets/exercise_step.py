@@ -57,12 +57,13 @@ class ExerciseStepView(StepView):
             yield Markdown(self.step.body)
         code = self.tutor.progress.draft(self.lesson.id, self.step.id)
         editor = CodeEditor.code_editor(code if code is not None else self.step.starter, language="python",
-                                        id="editor", soft_wrap=False)
+                                        id="editor", soft_wrap=True)  # at 80 columns, nothing hides off to the right
         yield editor
         yield Static("", id="exercise-status", classes="feedback")
-        yield RichLog(id="output", max_lines=OUTPUT_LINES, wrap=True, markup=False, highlight=False)
+        # What failed comes right under the status; the program's output after it.
         yield Static("", id="results", classes="feedback")
         yield Static("", id="hint", classes="hint")
+        yield RichLog(id="output", max_lines=OUTPUT_LINES, wrap=True, markup=False, highlight=False)
         yield Static("", id="solution", classes="reference")
 
     def on_mount(self) -> None:
@@ -78,8 +79,12 @@ class ExerciseStepView(StepView):
     def workdir(self) -> Path:
         return self.tutor.progress.path.parent / "exercises" / self.lesson.id / self.step.id
 
-    def _status(self, text: Text | str) -> None:
-        self.query_one("#exercise-status", Static).update(text)
+    def _status(self, text: Text | str, *, top: bool = False) -> None:
+        """Show `text` under the editor and scroll it into view (at 80x24 it sits below the fold);
+        top=True brings it to the top, so the results under it show too."""
+        status = self.query_one("#exercise-status", Static)
+        status.update(text)
+        status.call_after_refresh(status.scroll_visible, top=top, animate=False)
 
     # ------------------------------------------------------------------ editing
 
@@ -106,8 +111,7 @@ class ExerciseStepView(StepView):
         if editor.text == self.step.starter:
             return
         if not self._confirm("reset"):
-            self._status(Text("Press ctrl+o again to replace your code with the starter (your edits are lost).",
-                              style="yellow"))
+            self._status(Text("ctrl+o again: back to the starter code (your edits are lost)", style="yellow"))
             return
         editor.load_text(self.step.starter)
         self._save()
@@ -115,8 +119,8 @@ class ExerciseStepView(StepView):
 
     def action_show_solution(self) -> None:
         if not self.passed and not self._confirm("solution"):
-            self._status(Text("Press ctrl+g again to see the reference solution (try the hint first: h, "
-                              "after escape).", style="yellow"))
+            self._status(Text("ctrl+g again: show the reference solution (try the hint first: esc, h)",
+                              style="yellow"))
             return
         self.query_one("#solution", Static).update(
             Syntax(self.step.solution.rstrip(), "python", theme="ansi_dark", line_numbers=True,
@@ -187,26 +191,16 @@ class ExerciseStepView(StepView):
             self._status(Text.assemble(("✗ Could not run the code: ", "bold red"), message.error or "unknown error"))
             self.refresh_hint()
             return
-        lines: list[Text] = []
-        for item in result.requirements:
-            mark = (("✓ ", "bold green") if item.passed else ("✗ ", "bold red") if item.judged
-                    else ("· ", "yellow"))
-            lines.append(Text.assemble(mark, (item.id, "bold"), ": ", item.feedback if not item.passed else "met"))
-        sandbox = result.sandbox
-        if getattr(sandbox, "traceback", None):
-            lines.append(Text("Your code raised an exception (your lines are marked >>):", style="bold red"))
-            lines.append(Text(sandbox.traceback, style="red"))
-        self.query_one("#results", Static).update(Text("\n").join(lines))
+        self.query_one("#results", Static).update(_results_text(result))
         if result.passed:
             self.passed = True
             self._status(Text.assemble(("✓ Passed. ", "bold green"), result.summary,
-                                       (" ctrl+g shows the reference solution; n moves on.", "dim")))
+                                       (" ctrl+g shows the reference solution; n moves on.", "dim")), top=True)
             self.tutor.progress.record_answer(self.lesson.id, self.step.id, "(code)", True, result.summary)
             self.post_message(self.Completed(self.step.id))
         else:
-            self._status(Text.assemble(("✗ Not yet. ", "bold red"), result.summary))
+            self._status(Text.assemble(("✗ Not yet. ", "bold red"), result.summary), top=True)
             self.tutor.progress.record_answer(self.lesson.id, self.step.id, "(code)", False, result.summary)
-        self.query_one("#results", Static).scroll_visible()
         self.refresh_hint()
 
     def action_stop_or_leave(self) -> None:
@@ -236,3 +230,20 @@ class ExerciseStepView(StepView):
         if isinstance(self.screen.focused, TextArea):
             return "ctrl+r run · ctrl+o reset · ctrl+g solution · esc leave editor"
         return "enter edit code · r run · h hint · n next · p previous · ? help"
+
+
+def _results_text(result: Any) -> Text:
+    """What failed first (with its feedback), then the traceback, then one line for what was met."""
+    lines: list[Text] = []
+    for item in result.requirements:
+        if not item.passed:
+            mark = ("✗ ", "bold red") if item.judged else ("· ", "yellow")
+            lines.append(Text.assemble(mark, (item.id, "bold"), ": ", item.feedback))
+    if result.traceback:
+        lines.append(Text("Your code raised an exception (your lines are marked >>):", style="bold red"))
+        lines.append(Text(result.traceback, style="red"))
+    met = [item.id for item in result.requirements if item.passed]
+    if met:
+        lines.append(Text.assemble(("✓ ", "bold green"), "met: ", ", ".join(met)))
+    lines.extend(Text(f"  ({note})", style="dim") for note in result.checker_notes)
+    return Text("\n").join(lines)
