@@ -149,3 +149,22 @@ async def test_editor_keeps_python_indentation(tmp_path):
         assert editor.document[2] == "        step(x)done()"
         await pilot.press("ctrl+z")  # the edits undo like any other
         assert editor.document[3] == "done()"
+
+
+async def test_a_key_in_the_editor_brings_it_back_into_view(tmp_path):
+    app = TutorApp(lessons_dirs=[LESSONS], home=tmp_path, device="cpu")
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.open_lesson("ex-demo")
+        await pilot.pause()
+        view = app.screen.view
+        editor = view.query_one("#editor", TextArea)
+        await pilot.press("enter")  # into the editor
+        container = editor.parent
+        while not container.is_scrollable or container.max_scroll_y == 0:
+            container = container.parent
+        container.scroll_end(animate=False)  # as when the results of a run scroll into view
+        await pilot.pause()
+        assert not container.region.contains_region(editor.region)
+        await pilot.press("up")
+        await pilot.pause()
+        assert container.region.contains_region(editor.region)

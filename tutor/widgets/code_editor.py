@@ -1,8 +1,9 @@
-"""The exercise editor: Textual's TextArea with the two Python habits every editor has.
+"""The exercise editor: Textual's TextArea with the habits every code editor has.
 
-Enter keeps the line's indentation (one level more after a line ending in ':'), and backspace in
-leading spaces goes back one indentation level. Without them a learner filling in a loop body
-types every indent by hand, and a missed space is an IndentationError.
+A key pressed in it scrolls it back into view. Enter keeps the line's indentation (one level more
+after a line ending in ':'), and backspace in leading spaces goes back one indentation level:
+without them a learner filling in a loop body types every indent by hand, and a missed space is
+an IndentationError.
 """
 
 from __future__ import annotations
@@ -13,6 +14,9 @@ from textual.widgets import TextArea
 
 class CodeEditor(TextArea):
     async def _on_key(self, event: events.Key) -> None:
+        # After a run the results scroll into view and the editor may sit above them: a key
+        # typed into it brings it back, so nobody edits code they cannot see.
+        self.scroll_visible(animate=False)
         if not self.read_only and event.key in ("enter", "backspace") and self._smart_key(event.key):
             event.stop()
             event.prevent_default()
