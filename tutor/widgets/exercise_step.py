@@ -63,7 +63,9 @@ class ExerciseStepView(StepView):
         # What failed comes right under the status; the program's output after it.
         yield Static("", id="results", classes="feedback")
         yield Static("", id="hint", classes="hint")
-        yield RichLog(id="output", max_lines=OUTPUT_LINES, wrap=True, markup=False, highlight=False)
+        output = RichLog(id="output", max_lines=OUTPUT_LINES, wrap=True, markup=False, highlight=False)
+        output.border_title = "your program's output"
+        yield output
         yield Static("", id="solution", classes="reference")
 
     def on_mount(self) -> None:
@@ -156,7 +158,10 @@ class ExerciseStepView(StepView):
         log.clear()
         log.display = True
         self.query_one("#results", Static).update("")
-        self._status(Text("Running your code in a separate Python process… (escape stops it)", style="italic"))
+        self.query_one("#hint", Static).update("")
+        # The status to the top: its output streams in right under it.
+        self._status(Text("Running your code in a separate Python process… (escape stops it)", style="italic"),
+                     top=True)
         self.refresh_hint()
         self._grade(self.query_one("#editor", TextArea).text)
 
@@ -194,12 +199,12 @@ class ExerciseStepView(StepView):
         self.query_one("#results", Static).update(_results_text(result))
         if result.passed:
             self.passed = True
-            self._status(Text.assemble(("✓ Passed. ", "bold green"), result.summary,
-                                       (" ctrl+g shows the reference solution; n moves on.", "dim")), top=True)
+            self._status(Text.assemble(("✓ Passed: ", "bold green"), result.summary,
+                                       (". ctrl+g shows the reference solution; n moves on.", "dim")), top=True)
             self.tutor.progress.record_answer(self.lesson.id, self.step.id, "(code)", True, result.summary)
             self.post_message(self.Completed(self.step.id))
         else:
-            self._status(Text.assemble(("✗ Not yet. ", "bold red"), result.summary), top=True)
+            self._status(Text.assemble(("✗ Not yet: ", "bold red"), result.summary), top=True)
             self.tutor.progress.record_answer(self.lesson.id, self.step.id, "(code)", False, result.summary)
         self.refresh_hint()
 
