@@ -149,6 +149,10 @@ async def test_editor_keeps_python_indentation(tmp_path):
         assert editor.document[2] == "        step(x)done()"
         await pilot.press("ctrl+z")  # the edits undo like any other
         assert editor.document[3] == "done()"
+        editor.load_text("    torch.save({")
+        editor.move_cursor((0, len(editor.document[0])))
+        await pilot.press("enter", *'"epoch": 1,', "enter")
+        assert editor.text == '    torch.save({\n        "epoch": 1,\n        '
 
 
 async def test_a_key_in_the_editor_brings_it_back_into_view(tmp_path):

@@ -1,9 +1,9 @@
 """The exercise editor: Textual's TextArea with the habits every code editor has.
 
-A key pressed in it scrolls it back into view. Enter keeps the line's indentation (one level more
-after a line ending in ':'), and backspace in leading spaces goes back one indentation level:
-without them a learner filling in a loop body types every indent by hand, and a missed space is
-an IndentationError.
+A key pressed in it scrolls it back into view. Enter keeps the line's indentation (one level
+more after a line ending in ':' or an open bracket), and backspace in leading spaces goes back
+one level: without them a learner filling in a loop body types every indent by hand, and a
+missed space is an IndentationError.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ class CodeEditor(TextArea):
         if key == "enter":
             indent = before[: len(before) - len(before.lstrip(" "))]
             code = before.split("#", 1)[0].rstrip() if "'" not in before and '"' not in before else before.rstrip()
-            if code.endswith(":"):
+            if code.endswith((":", "(", "[", "{")):
                 indent += " " * self.indent_width
             self.replace("\n" + indent, start, end, maintain_selection_offset=False)
             return True
