@@ -69,7 +69,8 @@ class ExerciseStepView(StepView):
         yield Static("", id="solution", classes="reference")
 
     def on_mount(self) -> None:
-        self.query_one("#output", RichLog).display = False
+        for selector in ("#output", "#results", "#hint", "#solution"):
+            self.query_one(selector).display = False
         history = self.tutor.progress.answers(self.lesson.id, self.step.id)
         self.passed = any(a.correct for a in history)
         if self.passed:
@@ -80,6 +81,12 @@ class ExerciseStepView(StepView):
     @property
     def workdir(self) -> Path:
         return self.tutor.progress.path.parent / "exercises" / self.lesson.id / self.step.id
+
+    def _show(self, selector: str, content: Text | Syntax | str) -> None:
+        """Fill a panel under the editor; an empty one takes no rows (they are scarce at 80x24)."""
+        panel = self.query_one(selector, Static)
+        panel.update(content)
+        panel.display = bool(content)
 
     def _status(self, text: Text | str, *, top: bool = False) -> None:
         """Show `text` under the editor and scroll it into view (at 80x24 it sits below the fold);
@@ -124,9 +131,8 @@ class ExerciseStepView(StepView):
             self._status(Text("ctrl+g again: show the reference solution (try the hint first: esc, h)",
                               style="yellow"))
             return
-        self.query_one("#solution", Static).update(
-            Syntax(self.step.solution.rstrip(), "python", theme="ansi_dark", line_numbers=True,
-                   background_color="default"))
+        self._show("#solution", Syntax(self.step.solution.rstrip(), "python", theme="ansi_dark",
+                                       line_numbers=True, background_color="default"))
         self.query_one("#solution", Static).scroll_visible()
 
     def _confirm(self, what: str) -> bool:
@@ -157,8 +163,8 @@ class ExerciseStepView(StepView):
         log = self.query_one("#output", RichLog)
         log.clear()
         log.display = True
-        self.query_one("#results", Static).update("")
-        self.query_one("#hint", Static).update("")
+        self._show("#results", "")
+        self._show("#hint", "")
         # The status to the top: its output streams in right under it.
         self._status(Text("Running your code in a separate Python process… (escape stops it)", style="italic"),
                      top=True)
@@ -196,7 +202,7 @@ class ExerciseStepView(StepView):
             self._status(Text.assemble(("✗ Could not run the code: ", "bold red"), message.error or "unknown error"))
             self.refresh_hint()
             return
-        self.query_one("#results", Static).update(_results_text(result))
+        self._show("#results", _results_text(result))
         if result.passed:
             self.passed = True
             self._status(Text.assemble(("✓ Passed: ", "bold green"), result.summary,
@@ -225,8 +231,8 @@ class ExerciseStepView(StepView):
         return self._program_running
 
     def action_hint(self) -> bool:
-        self.query_one("#hint", Static).update(Text.assemble(("Hint: ", "bold"), self.step.hint or
-                                                             "Read the instructions above the editor again."))
+        self._show("#hint", Text.assemble(("Hint: ", "bold"),
+                                          self.step.hint or "Read the instructions above the editor again."))
         return True
 
     def keys_hint(self) -> str:
