@@ -126,9 +126,9 @@ def _plain(name: str, value: Any) -> float | int | str | bool:
 def report(**values: Any) -> None:
     """Hand values to the tutor's checker: report(speedup=3.2, synchronized=True)."""
     plain = {k: _plain(k, v) for k, v in values.items()}
-    for k, v in plain.items():
-        shown = f"{v:.4g}" if isinstance(v, float) and math.isfinite(v) else v
-        print(f"reported: {k}={shown}", flush=True)
+    shown = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) and math.isfinite(v) else f"{k}={v}"
+                      for k, v in plain.items())
+    print(f"reported: {shown}", flush=True)  # one line: the program's own output stays in view
     path = os.environ.get("GPUTUTOR_REPORT")
     if path:
         safe = {k: (v if not isinstance(v, float) or math.isfinite(v) else str(v)) for k, v in plain.items()}
