@@ -52,6 +52,7 @@ def test_syntax_error_points_at_the_line(tmp_path):
     r = run("x = 1\ny = (\n", tmp_path)
     assert r.error_type == "SyntaxError" and r.error_line == 2
     assert 'File "solution.py", line 2' in r.traceback
+    assert r.problem() == "the program raised SyntaxError at line 2: '(' was never closed"  # the line once
 
 
 def test_infinite_loop_times_out(tmp_path):

@@ -111,7 +111,9 @@ def main(argv: list[str]) -> None:
             pass
         sys.stderr.write(text)
         sys.stderr.flush()
-        record = {"type": type(exc).__name__, "message": str(exc)[:2000], "line": line, "traceback": text}
+        # A SyntaxError's str() repeats "(solution.py, line N)"; the line is reported on its own.
+        message = exc.msg if isinstance(exc, SyntaxError) and exc.msg else str(exc)
+        record = {"type": type(exc).__name__, "message": message[:2000], "line": line, "traceback": text}
         try:
             Path(error_file).write_text(json.dumps(record), encoding="utf-8")
         except OSError:
