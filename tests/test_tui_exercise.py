@@ -171,3 +171,22 @@ async def test_a_key_in_the_editor_brings_it_back_into_view(tmp_path):
         await pilot.press("up")
         await pilot.pause()
         assert container.region.contains_region(editor.region)
+
+
+async def test_the_code_is_read_only_while_it_runs(tmp_path):
+    from tutor.screens.help import HelpScreen
+
+    app = TutorApp(lessons_dirs=[LESSONS], home=tmp_path, device="cpu")
+    async with app.run_test(size=(80, 24)) as pilot:
+        code = "import time\nprint('started', flush=True)\ntime.sleep(60)\n"
+        view = await start_program(pilot, code, "started")
+        editor = view.query_one("#editor", TextArea)
+        await pilot.press("x", "question_mark")  # x is ignored; ? opens the help, not the code
+        await pilot.pause()
+        assert editor.text == code and isinstance(app.screen, HelpScreen)
+        await pilot.press("escape")  # closes the help; the program runs on
+        await pilot.pause()
+        assert view.running
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: not view.running, timeout=20)
+        assert not editor.read_only

@@ -159,7 +159,7 @@ class ExerciseStepView(StepView):
         if self._program_running:
             return
         self._save()
-        self._program_running = True
+        self._set_running(True)
         log = self.query_one("#output", RichLog)
         log.clear()
         log.display = True
@@ -170,6 +170,12 @@ class ExerciseStepView(StepView):
                      top=True)
         self.refresh_hint()
         self._grade(self.query_one("#editor", TextArea).text)
+
+    def _set_running(self, running: bool) -> None:
+        # The code on screen is the code that runs: no edits until it ends, and keys such as ?
+        # reach the app instead of the editor.
+        self._program_running = running
+        self.query_one("#editor", TextArea).read_only = running
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="exercise", name="exercise")
     def _grade(self, code: str) -> None:
@@ -196,7 +202,7 @@ class ExerciseStepView(StepView):
     @on(Graded)
     def _graded(self, message: Graded) -> None:
         message.stop()
-        self._program_running = False
+        self._set_running(False)
         result = message.result
         if result is None:
             self._status(Text.assemble(("✗ Could not run the code: ", "bold red"), message.error or "unknown error"))
