@@ -15,7 +15,9 @@ Each lesson is a list of steps. **Read** steps explain; **predict** steps ask yo
 commit to a guess *before* anything runs (it is locked once you press enter);
 **run** steps train a real model on your device and show loss and timing live, then
 put the measurement beside your prediction; **check** steps grade your answer and
-tell you what is missing, then let you verify it with a real run.
+tell you what is missing, then let you verify it with a real run; **exercise** steps
+give you starter code to finish in an editor, run it in a separate Python process
+and check what it does, with feedback on each requirement it does not meet yet.
 
 Your position, predictions and answers are saved as you go: quit any time and
 `gpututor` brings you back where you were.
@@ -38,7 +40,7 @@ Your position, predictions and answers are saved as you go: quit any time and
 | `q` | quit (a running experiment is stopped first) |
 
 In a text box or the code editor, letters go into it: press `escape` to leave it, then
-use the keys. Exercise code is saved as you type.
+use the keys. Exercise code is saved as you type, and is read-only while it runs.
 The mouse works too: click options, scroll with the wheel.
 
 ## Honesty rules
