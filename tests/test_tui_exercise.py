@@ -80,15 +80,15 @@ async def start_program(pilot, code: str, marker: str) -> ExerciseStepView:
     return view
 
 
-async def test_escape_stops_a_running_program_even_from_the_editor(tmp_path):
+async def test_escape_stops_a_program_started_from_the_editor(tmp_path):
     app = TutorApp(lessons_dirs=[LESSONS], home=tmp_path, device="cpu")
     async with app.run_test(size=(80, 24)) as pilot:
         view = await start_program(
             pilot, "import time\nprint('started', flush=True)\nwhile True:\n    time.sleep(0.1)\n", "started")
-        assert view.running and isinstance(app.focused, TextArea)
+        assert view.running and not isinstance(app.focused, TextArea)  # the editor is read-only meanwhile
         await pilot.press("escape")
         await wait_for(pilot, lambda: not view.running, timeout=20)
-        assert not view.passed
+        assert not view.passed and isinstance(app.focused, TextArea)
         assert "the run was stopped" in shown(view.query_one("#exercise-status", Static))
 
 
@@ -184,9 +184,11 @@ async def test_the_code_is_read_only_while_it_runs(tmp_path):
         await pilot.press("x", "question_mark")  # x is ignored; ? opens the help, not the code
         await pilot.pause()
         assert editor.text == code and isinstance(app.screen, HelpScreen)
-        await pilot.press("escape")  # closes the help; the program runs on
+        await pilot.press("escape")  # closes the help; the program runs on, its output in view
         await pilot.pause()
         assert view.running
+        content = app.screen.query_one("#content")
+        assert content.region.contains_region(view.query_one("#exercise-status").region)
         await pilot.press("escape")
         await wait_for(pilot, lambda: not view.running, timeout=20)
-        assert not editor.read_only
+        assert not editor.read_only and app.focused is editor  # back where the learner was

@@ -50,6 +50,7 @@ class ExerciseStepView(StepView):
         self._save_timer = None
         self._confirm_solution: str | bool = False
         self._program_running = False
+        self._editor_had_focus = False
         self.passed = False
 
     def compose(self) -> ComposeResult:
@@ -173,9 +174,17 @@ class ExerciseStepView(StepView):
 
     def _set_running(self, running: bool) -> None:
         # The code on screen is the code that runs: no edits until it ends, and keys such as ?
-        # reach the app instead of the editor.
+        # reach the app instead of the editor. Focus leaves the editor meanwhile, or closing the
+        # help would scroll back up to it and away from the output; it comes back afterwards.
         self._program_running = running
-        self.query_one("#editor", TextArea).read_only = running
+        editor = self.query_one("#editor", TextArea)
+        editor.read_only = running
+        if running:
+            self._editor_had_focus = self.screen.focused is editor
+            if self._editor_had_focus:
+                self.focus_content()
+        elif self._editor_had_focus:
+            editor.focus(scroll_visible=False)
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="exercise", name="exercise")
     def _grade(self, code: str) -> None:
