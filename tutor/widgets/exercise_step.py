@@ -147,6 +147,8 @@ class ExerciseStepView(StepView):
     # ------------------------------------------------------------------ running
 
     def action_enter(self) -> bool:
+        if self._program_running:  # the editor is read-only until the program ends
+            return True
         editor = self.query_one("#editor", TextArea)
         editor.focus()
         editor.scroll_visible()
