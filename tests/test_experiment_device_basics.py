@@ -1,0 +1,53 @@
+"""device-basics: the machine's devices as PyTorch reports them, and a model's parameters placed."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tutor import experiments
+from tutor.events import Finished, Note, Started, Table
+from tutor.model import MNISTClassifier
+
+
+def run(device):
+    events = list(experiments.start("device-basics", {}, device=device))
+    assert isinstance(events[0], Started) and isinstance(events[-1], Finished)
+    return events, events[-1].metrics
+
+
+def test_cpu_run_reports_what_pytorch_sees_and_says_there_is_no_gpu():
+    events, m = run("cpu")
+    assert set(experiments.get("device-basics").metrics) == set(m)
+    assert m["device"] == "cpu" and m["all_on_device"] is True and m["parameter_devices"] == "cpu"
+    assert m["cuda_available"] is torch.cuda.is_available()
+    assert m["devices"].endswith("cpu")
+    assert m["total_memory_gib"] is None and m["compute_capability"] is None
+    assert m["tf32_active"] is False  # TF32 is a CUDA 8.0+ matter, whatever the flag says
+    assert m["tf32_matmul"] is torch.backends.cuda.matmul.allow_tf32
+    assert m["float32_matmul_precision"] == torch.get_float32_matmul_precision()
+    expected = sum(t.numel() for t in MNISTClassifier().parameters())
+    assert m["parameters"] == expected == 235_146 and m["parameter_bytes"] == 4 * expected
+    tables = {e.title: e for e in events if isinstance(e, Table)}
+    placed = tables["MNISTClassifier().to(device): every parameter"]
+    assert [row[0] for row in placed.rows] == [name for name, _ in MNISTClassifier().named_parameters()]
+    assert all(row[3] == "cpu" for row in placed.rows)
+    notes = " ".join(e.text for e in events if isinstance(e, Note))
+    assert "235,146 parameters" in notes and "940,584 bytes" in notes
+    if not torch.cuda.is_available():
+        assert "No GPU here" in notes
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_cuda_run_places_every_parameter_on_the_gpu():
+    events, m = run("cuda")
+    props = torch.cuda.get_device_properties(0)
+    assert m["device"].startswith("cuda") and m["all_on_device"] is True
+    assert m["parameter_devices"].startswith("cuda")
+    assert m["compute_capability"] == f"{props.major}.{props.minor}"
+    assert m["total_memory_gib"] == pytest.approx(props.total_memory / 2**30, abs=0.01)
+    assert m["tensor_cores"] is (props.major >= 7)
+    assert m["tf32_active"] is (props.major >= 8 and torch.backends.cuda.matmul.allow_tf32)
+    notes = " ".join(e.text for e in events if isinstance(e, Note))
+    assert "GiB free right now" in notes
