@@ -1,0 +1,61 @@
+"""data-bottleneck: one training step fed by the DataLoader and by resident tensors, split into
+waiting for data and compute. Behaviour only: no test compares timings."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tutor import experiments
+from tutor.events import Finished, Note, Started, Step, Table
+
+BATCHES = 12
+
+
+@pytest.fixture(scope="module")
+def cpu_run():
+    events = list(experiments.start("data-bottleneck", {"batches": BATCHES, "workers": 1}, device="cpu"))
+    assert isinstance(events[0], Started) and isinstance(events[-1], Finished)
+    return events, events[-1].metrics
+
+
+def test_every_declared_metric_is_reported(cpu_run):
+    _, m = cpu_run
+    assert set(m) == set(experiments.get("data-bottleneck").metrics)
+    assert m["device"] == "cpu" and m["workers"] == 1 and m["cpu_cores"] >= 1
+
+
+def test_each_path_is_measured_and_its_shares_add_up(cpu_run):
+    _, m = cpu_run
+    for case in ("loader", "workers", "resident"):
+        assert m[f"{case}_samples_per_s"] > 0
+        assert 0 <= m[f"{case}_wait_share"] <= 1
+    assert m["loader_epoch_seconds"] == pytest.approx(60_000 / m["loader_samples_per_s"], rel=1e-3)
+    assert m["resident_speedup"] == pytest.approx(m["resident_samples_per_s"] / m["loader_samples_per_s"])
+    assert m["fastest"] in ("loader", "workers", "resident")
+
+
+def test_pinned_memory_is_skipped_off_cuda_and_says_why(cpu_run):
+    events, m = cpu_run
+    assert m["pinned_samples_per_s"] is None and m["pinned_wait_share"] is None
+    assert any("pin_memory skipped" in e.text for e in events if isinstance(e, Note))
+
+
+def test_steps_stream_per_path_and_the_table_has_a_row_each(cpu_run):
+    events, _ = cpu_run
+    steps = [e for e in events if isinstance(e, Step)]
+    assert {s.label for s in steps} == {"loader", "1 worker", "resident"}
+    for label in {s.label for s in steps}:
+        mine = [s for s in steps if s.label == label]
+        assert mine[-1].step == BATCHES and all(s.total == BATCHES for s in mine)
+    table = next(e for e in events if isinstance(e, Table))
+    assert [row[0] for row in table.rows] == ["loader", "1 worker", "resident"]
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_cuda_adds_the_pinned_path():
+    events = list(experiments.start("data-bottleneck", {"batches": BATCHES}, device="cuda"))
+    m = events[-1].metrics
+    assert m["pinned_samples_per_s"] > 0 and 0 <= m["pinned_wait_share"] <= 1
+    assert m["device"].startswith("cuda")
