@@ -21,14 +21,14 @@ from tutor.model import MNISTClassifier
 GIB = 2**30
 
 
-def _yes(flag: bool) -> str:
-    return "yes" if flag else "no"
-
-
 def _device_row(d: Device) -> list[str]:
     memory = f"{d.total_memory / GIB:.1f} GiB" if d.total_memory else "system RAM"
     capability = f"{d.capability[0]}.{d.capability[1]}" if d.capability else "-"
-    return [d.torch_device, d.name, memory, capability, _yes(d.bf16), _yes(d.fp16), _yes(d.tensor_cores)]
+    fast = [name for name, ok in (("fp16", d.fp16), ("bf16", d.bf16)) if ok]
+    native = " + ".join(fast) or "none (emulated)"
+    if d.tensor_cores:
+        native += ", tensor cores"
+    return [d.torch_device, d.name, memory, capability, native]
 
 
 def _tf32() -> tuple[bool, bool, str]:
@@ -47,7 +47,7 @@ def run(p: DeviceBasicsParams, dev: Device) -> Iterator[Event]:
     mps = getattr(torch.backends, "mps", None)
     mps_ok = bool(mps is not None and mps.is_available())
     yield Table("Devices PyTorch can use here",
-                ["device", "name", "memory", "capability", "bf16", "fast fp16", "tensor cores"],
+                ["device", "name", "memory", "capability", "native fp16/bf16"],
                 [_device_row(d) for d in found])
     yield Note(f"torch.cuda.is_available(): {cuda_ok} · torch.backends.mps.is_available(): {mps_ok} · "
                f"torch {torch.__version__}" + (f", built for CUDA {torch.version.cuda}" if torch.version.cuda

@@ -255,6 +255,8 @@ class RunPanel(Vertical):
         self._stop_tick()
         if self._last_step is not None:  # the last step's line, now in the past tense
             self._set_live(self._step_text(self._last_step, ("Last step: ", "dim")))
+        else:  # "Working… N s" is over
+            self.query_one("#live", LiveLine).display = False
         elapsed = time.monotonic() - self._t0
         bar = self.query_one("#bar", ProgressBar)
         self.state = message.status
