@@ -16,6 +16,8 @@
     report_interval(steps)                      steps between loss reports (~75 per pass)
     checkpoint_target(path, param) -> Path      checks before training that `path` can be written
     save_atomically(obj, target)                torch.save via `<target>.tmp`, removed on failure
+    saved_for_backward(model)                   a context that adds up the bytes autograd saves for
+                                                backward (the activations), parameters excluded
 
 Timing uses tutor.timing.Stopwatch (synchronised, with `with sw.paused(): yield event`).
 
@@ -34,7 +36,7 @@ import tempfile
 import time
 import warnings
 from collections.abc import Iterable, Iterator
-from contextlib import nullcontext, suppress
+from contextlib import contextmanager, nullcontext, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -408,3 +410,20 @@ def save_atomically(obj: Any, target: Path) -> None:
         with suppress(OSError):
             tmp.unlink(missing_ok=True)
         raise
+
+
+@contextmanager
+def saved_for_backward(model: nn.Module) -> Iterator[dict[int, int]]:
+    """Within it, the distinct storages autograd saves for backward (data_ptr -> bytes), the
+    model's parameters excluded: what a forward pass keeps alive until backward. Sum the values."""
+    params = {t.untyped_storage().data_ptr() for t in model.parameters()}
+    saved: dict[int, int] = {}
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        storage = t.untyped_storage()
+        if storage.data_ptr() not in params:
+            saved[storage.data_ptr()] = storage.nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        yield saved

@@ -30,7 +30,7 @@ from torch import nn
 from tutor.devices import Device
 from tutor.events import Event, Finished, Note, Started, Table
 from tutor.experiments import MemoryLedgerParams
-from tutor.experiments.common import seed_everything
+from tutor.experiments.common import saved_for_backward, seed_everything
 from tutor.timing import synchronize
 
 MIB = 2**20
@@ -76,17 +76,9 @@ class _Allocator:
         return torch.cuda.memory_reserved(self.device) if self.cuda else None
 
 
-def _forward_saved(model: nn.Module, x: torch.Tensor, params: set[int]) -> tuple[torch.Tensor, int]:
-    """Loss of one forward pass, and the bytes of what autograd saved for backward (parameters excluded)."""
-    saved: dict[int, int] = {}
-
-    def pack(t: torch.Tensor) -> torch.Tensor:
-        s = t.untyped_storage()
-        if s.data_ptr() not in params:
-            saved[s.data_ptr()] = s.nbytes()
-        return t
-
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+def _forward_saved(model: nn.Module, x: torch.Tensor) -> tuple[torch.Tensor, int]:
+    """Loss of one forward pass, and the bytes of what autograd saved for backward."""
+    with saved_for_backward(model) as saved:
         loss = model(x).pow(2).mean()
     return loss, sum(saved.values())
 
@@ -120,13 +112,12 @@ def run(p: MemoryLedgerParams, dev: Device) -> Iterator[Event]:
     base = alloc.now()
     model = _model(p).to(device)
     count = sum(t.numel() for t in model.parameters())
-    param_ids = {t.untyped_storage().data_ptr() for t in model.parameters()}
     after_model = alloc.now()
     param_bytes = _storage_bytes(model.parameters())
 
     x = torch.randn(p.batch_size, p.width, device=device)
     after_input = alloc.now()
-    loss, act_bytes = _forward_saved(model, x, param_ids)
+    loss, act_bytes = _forward_saved(model, x)
     after_forward = alloc.now()
     loss.backward()
     after_backward = alloc.now()
@@ -187,13 +178,13 @@ def run(p: MemoryLedgerParams, dev: Device) -> Iterator[Event]:
     per_batch: dict[int, int] = {}
     for b in sizes:
         xb = torch.randn(b, p.width, device=device)
-        lb, saved = _forward_saved(model, xb, param_ids)
+        lb, saved = _forward_saved(model, xb)
         per_batch[b] = saved
         del lb, xb
         sweep.append([str(b), _mb(saved), _mb((p.layers + 1) * b * p.width * 4)])
     yield Table("Activations saved for backward, by batch size", ["batch", "measured", "formula"], sweep)
     with torch.no_grad():
-        _, no_grad_saved = _forward_saved(model, x, param_ids)
+        _, no_grad_saved = _forward_saved(model, x)
     yield Note(f"Under torch.no_grad() the same forward saves {_mb(no_grad_saved)}: evaluation keeps no "
                "activations, which is why it fits batches that training cannot.")
 
