@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from tutor.events import Event
 
@@ -60,6 +60,19 @@ class MemoryLedgerParams(Params):
     width: int = Field(4096, ge=16, le=16384, description="features per Linear layer (PyTorch's AMP recipe: 4096)")
     layers: int = Field(3, ge=1, le=48, description="Linear + ReLU pairs")
     batch_size: int = Field(256, ge=1, le=65536)
+
+
+class GradAccumParams(Params):
+    batch_size: int = Field(256, ge=2, le=60000, description="the large batch the micro-batches add up to")
+    micro_batches: int = Field(4, ge=2, le=256, description="k: micro-batches per update")
+    updates: int = Field(20, ge=1, le=10000, description="timed updates per method")
+
+    @model_validator(mode="after")
+    def _divisible(self) -> "GradAccumParams":
+        if self.batch_size % self.micro_batches:
+            raise ValueError(f"batch_size ({self.batch_size}) must be a multiple of micro_batches "
+                             f"({self.micro_batches})")
+        return self
 
 
 class CrossoverParams(Params):
@@ -253,6 +266,29 @@ REGISTRY: dict[str, Experiment] = {
                 "device": "torch device used",
             },
             {"width": 128, "layers": 2, "batch_size": 16},
+        ),
+        Experiment(
+            "grad-accum",
+            "Gradient accumulation: k micro-batches, one update",
+            "grad_accum",
+            GradAccumParams,
+            {
+                "batch_size": "the large batch",
+                "micro_batches": "k, the micro-batches it was split into",
+                "micro_batch_size": "batch_size / k",
+                "max_abs_diff": "largest difference between accumulated and large-batch gradients",
+                "allclose": "torch.allclose(accumulated, large-batch gradient, rtol=1e-4, atol=1e-6)",
+                "cosine": "cosine similarity of the two gradients (1 = same direction)",
+                "undivided_norm_ratio": "gradient norm without dividing each loss by k, over the right one (about k)",
+                "weights_max_diff": "largest weight difference after one SGD step from each",
+                "big_seconds_per_update": "seconds per update with one large batch (synchronised)",
+                "accum_seconds_per_update": "seconds per update with k micro-batches (synchronised)",
+                "time_ratio": "accum_seconds_per_update / big_seconds_per_update",
+                "big_activation_bytes": "activations a large-batch forward keeps for backward",
+                "micro_activation_bytes": "activations a micro-batch forward keeps",
+                "device": "torch device used",
+            },
+            {"batch_size": 64, "micro_batches": 4, "updates": 2},
         ),
         Experiment(
             "device-mismatch",

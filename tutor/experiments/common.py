@@ -413,16 +413,18 @@ def save_atomically(obj: Any, target: Path) -> None:
 
 
 @contextmanager
-def saved_for_backward(model: nn.Module) -> Iterator[dict[int, int]]:
-    """Within it, the distinct storages autograd saves for backward (data_ptr -> bytes), the
-    model's parameters excluded: what a forward pass keeps alive until backward. Sum the values."""
-    params = {t.untyped_storage().data_ptr() for t in model.parameters()}
-    saved: dict[int, int] = {}
+def saved_for_backward(model: nn.Module) -> Iterator[dict[tuple[int, int], int]]:
+    """Within it, the distinct tensors autograd saves for backward ((data_ptr, bytes) -> bytes),
+    the model's parameters excluded: what a forward pass keeps alive until backward. Sum the
+    values. A tensor counts its own bytes, not its storage's: a batch sliced from a resident
+    data set is a view of the whole set, but keeps only its own rows in use."""
+    params = {t.data_ptr() for t in model.parameters()}
+    saved: dict[tuple[int, int], int] = {}
 
     def pack(t: torch.Tensor) -> torch.Tensor:
-        storage = t.untyped_storage()
-        if storage.data_ptr() not in params:
-            saved[storage.data_ptr()] = storage.nbytes()
+        if t.data_ptr() not in params:
+            nbytes = t.numel() * t.element_size()
+            saved[(t.data_ptr(), nbytes)] = nbytes
         return t
 
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):

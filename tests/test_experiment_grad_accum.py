@@ -1,0 +1,69 @@
+"""grad-accum: accumulated micro-batch gradients equal the large-batch gradient; undivided ones are k times too large."""
+
+from __future__ import annotations
+
+import pydantic
+import pytest
+import torch
+
+from tutor import experiments
+from tutor.events import Finished, Note, Started, Table
+
+
+def run(device, **params):
+    values = {"batch_size": 64, "micro_batches": 4, "updates": 2, **params}
+    events = list(experiments.start("grad-accum", values, device=device))
+    assert isinstance(events[0], Started) and isinstance(events[-1], Finished)
+    return events, events[-1].metrics
+
+
+@pytest.fixture(scope="module")
+def cpu_run():
+    return run("cpu")
+
+
+def test_every_declared_metric_is_reported(cpu_run):
+    _, m = cpu_run
+    assert set(m) == set(experiments.get("grad-accum").metrics)
+    assert m["micro_batch_size"] == 16 and m["device"] == "cpu"
+
+
+def test_accumulated_gradient_equals_the_large_batch_gradient(cpu_run):
+    _, m = cpu_run
+    assert m["allclose"] is True and m["max_abs_diff"] < 1e-5
+    assert m["cosine"] == pytest.approx(1.0, abs=1e-9)
+    assert m["weights_max_diff"] < 1e-5
+
+
+def test_forgetting_to_divide_by_k_scales_the_gradient_by_k(cpu_run):
+    events, m = cpu_run
+    assert m["undivided_norm_ratio"] == pytest.approx(4.0, rel=1e-4)
+    gradients = next(e for e in events if isinstance(e, Table))
+    assert [row[2] for row in gradients.rows] == ["True", "False"]
+
+
+def test_a_micro_batch_keeps_a_kth_of_the_activations(cpu_run):
+    _, m = cpu_run
+    # a quarter, give or take a few scalar bytes the loss keeps whatever the batch
+    assert m["micro_activation_bytes"] * 4 == pytest.approx(m["big_activation_bytes"], rel=1e-3)
+    assert m["big_seconds_per_update"] > 0 and m["accum_seconds_per_update"] > 0
+    assert m["time_ratio"] == pytest.approx(m["accum_seconds_per_update"] / m["big_seconds_per_update"])
+
+
+@pytest.mark.parametrize("k", [2, 8])
+def test_other_k(k):
+    _, m = run("cpu", micro_batches=k)
+    assert m["allclose"] is True and m["undivided_norm_ratio"] == pytest.approx(k, rel=1e-4)
+
+
+def test_batch_must_split_evenly():
+    with pytest.raises(pydantic.ValidationError, match="multiple of micro_batches"):
+        experiments.get("grad-accum").make_params({"batch_size": 100, "micro_batches": 3})
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_cuda_accumulation_matches():
+    events, m = run("cuda", batch_size=256)
+    assert m["allclose"] is True and m["device"].startswith("cuda")
+    assert any("took" in e.text for e in events if isinstance(e, Note))

@@ -1,0 +1,148 @@
+"""grad-accum: k micro-batches, each loss divided by k, give the gradient of one batch k times larger.
+
+1. One batch of `batch_size` images: loss.backward() -> the reference gradient.
+2. The same images as `micro_batches` micro-batches, each (loss / k).backward() with no
+   zero_grad in between: gradients add up in .grad. Compared with the reference, parameter
+   by parameter (largest absolute difference, torch.allclose, cosine similarity).
+3. The usual mistake, the same without dividing by k: a gradient k times too large.
+4. One SGD step from each: the weights after the update.
+5. What it costs: seconds per update both ways (warmed up, synchronised), and the activations
+   each forward keeps for backward, which is what accumulation saves.
+
+BatchNorm would break the equivalence (statistics per micro-batch); MNISTClassifier has none.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from collections.abc import Iterator
+
+import torch
+import torch.nn.functional as F
+
+from tutor import data as mnist
+from tutor.devices import Device
+from tutor.events import Event, Finished, Note, Started, Table
+from tutor.experiments import GradAccumParams
+from tutor.experiments.common import saved_for_backward, seed_everything
+from tutor.model import MNISTClassifier
+from tutor.timing import synchronize
+
+WARMUP_UPDATES = 3
+
+
+def _flat_grad(model: torch.nn.Module) -> torch.Tensor:
+    return torch.cat([t.grad.reshape(-1) for t in model.parameters()])
+
+
+def _big_update(model, opt, x, y) -> None:
+    opt.zero_grad()
+    F.cross_entropy(model(x), y).backward()
+    opt.step()
+
+
+def _accumulated_update(model, opt, x, y, k: int, divide: bool = True) -> None:
+    opt.zero_grad()
+    for xm, ym in zip(x.chunk(k), y.chunk(k)):
+        loss = F.cross_entropy(model(xm), ym)
+        (loss / k if divide else loss).backward()  # .grad adds up across the k backward calls
+    opt.step()
+
+
+def _seconds_per_update(update, dev: Device, updates: int) -> float:
+    for _ in range(WARMUP_UPDATES):
+        update()
+    synchronize(dev.torch_device)
+    start = time.perf_counter()
+    for _ in range(updates):
+        update()
+    synchronize(dev.torch_device)
+    return (time.perf_counter() - start) / updates
+
+
+def run(p: GradAccumParams, dev: Device) -> Iterator[Event]:
+    seed_everything(p.seed)
+    device = torch.device(dev.torch_device)
+    k = p.micro_batches
+    micro = p.batch_size // k
+    data = mnist.load(dev.torch_device, train_samples=p.batch_size, test_samples=1)
+    x, y = data.train_x, data.train_y
+    yield Started("grad-accum", str(device), dev.name, data.description,
+                  f"one batch of {p.batch_size} vs {k} micro-batches of {micro}")
+
+    model = MNISTClassifier().to(device)
+    reference = copy.deepcopy(model)
+    reference.zero_grad()
+    F.cross_entropy(reference(x), y).backward()
+    g_big = _flat_grad(reference)
+
+    accumulated = copy.deepcopy(model)
+    accumulated.zero_grad()
+    for xm, ym in zip(x.chunk(k), y.chunk(k)):
+        (F.cross_entropy(accumulated(xm), ym) / k).backward()
+    g_acc = _flat_grad(accumulated)
+
+    undivided = copy.deepcopy(model)
+    undivided.zero_grad()
+    for xm, ym in zip(x.chunk(k), y.chunk(k)):
+        F.cross_entropy(undivided(xm), ym).backward()
+    g_raw = _flat_grad(undivided)
+
+    max_diff = (g_big - g_acc).abs().max().item()
+    close = torch.allclose(g_acc, g_big, rtol=1e-4, atol=1e-6)
+    cosine = F.cosine_similarity(g_acc.double(), g_big.double(), dim=0).item()  # float64: no 1.0000063
+    raw_ratio = (g_raw.norm() / g_big.norm()).item()
+    yield Table(f"Gradients of {g_big.numel():,} parameters",
+                ["compared with one batch of " + str(p.batch_size), "largest difference", "allclose", "norm ratio"],
+                [[f"{k} x {micro}, each loss / {k}", f"{max_diff:.2e}", str(close),
+                  f"{(g_acc.norm() / g_big.norm()).item():.6f}"],
+                 [f"{k} x {micro}, loss not divided", f"{(g_big - g_raw).abs().max().item():.2e}",
+                  str(torch.allclose(g_raw, g_big, rtol=1e-4, atol=1e-6)), f"{raw_ratio:.4f}"]])
+    yield Note(f"Accumulating {k} micro-batches of {micro}, each loss divided by {k}, gave the gradient of one "
+               f"batch of {p.batch_size} to within {max_diff:.1e} (float32 rounding: the sums run in another "
+               f"order); cosine similarity {cosine:.7f}. Without the division the gradient comes out "
+               f"{raw_ratio:.2f} times too large: like a learning rate {k} times higher.", "result")
+
+    for m in (reference, accumulated):
+        torch.optim.SGD(m.parameters(), lr=0.1).step()
+    weights_diff = max((a - b).abs().max().item() for a, b in zip(reference.parameters(), accumulated.parameters()))
+    yield Note(f"After one SGD step (lr 0.1) from each, the weights differ by at most {weights_diff:.1e}.")
+
+    # The cost: time per update, and the activations kept for backward.
+    with saved_for_backward(model) as saved:
+        F.cross_entropy(model(x), y)
+    big_bytes = sum(saved.values())
+    with saved_for_backward(model) as saved:
+        F.cross_entropy(model(x[:micro]), y[:micro])
+    micro_bytes = sum(saved.values())
+    timed_big, timed_acc = copy.deepcopy(model), copy.deepcopy(model)
+    opt_big = torch.optim.SGD(timed_big.parameters(), lr=0.01)
+    opt_acc = torch.optim.SGD(timed_acc.parameters(), lr=0.01)
+    big_s = _seconds_per_update(lambda: _big_update(timed_big, opt_big, x, y), dev, p.updates)
+    acc_s = _seconds_per_update(lambda: _accumulated_update(timed_acc, opt_acc, x, y, k), dev, p.updates)
+    yield Table(f"One update of {p.batch_size} samples on {device} ({p.updates} timed updates each)",
+                ["how", "seconds per update", "activations kept"],
+                [[f"1 x {p.batch_size}", f"{big_s * 1000:.2f} ms", f"{big_bytes / 1024:,.0f} KiB"],
+                 [f"{k} x {micro}", f"{acc_s * 1000:.2f} ms", f"{micro_bytes / 1024:,.0f} KiB"]])
+    yield Note(f"Accumulation took {acc_s / big_s:.2f}x the time of one big batch here: {k} smaller forward and "
+               f"backward passes use the hardware less well than one large one. In exchange each forward keeps "
+               f"{micro_bytes / big_bytes:.0%} of the activations, which is how a batch that does not fit in "
+               "memory can still be trained.")
+
+    yield Finished({
+        "batch_size": p.batch_size,
+        "micro_batches": k,
+        "micro_batch_size": micro,
+        "max_abs_diff": max_diff,
+        "allclose": close,
+        "cosine": cosine,
+        "undivided_norm_ratio": raw_ratio,
+        "weights_max_diff": weights_diff,
+        "big_seconds_per_update": big_s,
+        "accum_seconds_per_update": acc_s,
+        "time_ratio": acc_s / big_s,
+        "big_activation_bytes": big_bytes,
+        "micro_activation_bytes": micro_bytes,
+        "device": str(device),
+    })
