@@ -75,6 +75,20 @@ class GradAccumParams(Params):
         return self
 
 
+class GradCheckpointParams(Params):
+    depth: int = Field(16, ge=2, le=256, description="Linear + ReLU layers")
+    width: int = Field(1024, ge=16, le=16384)
+    batch_size: int = Field(256, ge=1, le=65536)
+    segments: int = Field(4, ge=1, le=256, description="checkpoint_sequential segments")
+    steps: int = Field(5, ge=1, le=1000, description="timed steps per way")
+
+    @model_validator(mode="after")
+    def _segments_fit(self) -> "GradCheckpointParams":
+        if self.segments > 2 * self.depth:
+            raise ValueError(f"segments ({self.segments}) can be at most the model's {2 * self.depth} modules")
+        return self
+
+
 class CrossoverParams(Params):
     model: Literal["tiny", "mlp", "both"] = Field(
         "both", description="tiny: ~500-parameter model; mlp: the notebook's MNISTClassifier"
@@ -289,6 +303,27 @@ REGISTRY: dict[str, Experiment] = {
                 "device": "torch device used",
             },
             {"batch_size": 64, "micro_batches": 4, "updates": 2},
+        ),
+        Experiment(
+            "grad-checkpoint",
+            "Activation checkpointing: memory for compute",
+            "grad_checkpoint",
+            GradCheckpointParams,
+            {
+                "plain_kept_bytes": "activations the plain forward keeps for backward",
+                "checkpointed_kept_bytes": "the same with checkpoint_sequential",
+                "kept_formula_bytes": "(depth + 1) x batch x width x 4",
+                "memory_saving": "1 - checkpointed / plain kept bytes (0..1)",
+                "plain_peak_bytes": "peak allocated above the start of a plain step (CUDA; None elsewhere)",
+                "checkpointed_peak_bytes": "the same checkpointed (CUDA; None elsewhere)",
+                "plain_seconds_per_step": "seconds per plain training step (synchronised)",
+                "checkpointed_seconds_per_step": "seconds per checkpointed step (synchronised)",
+                "time_ratio": "checkpointed / plain seconds per step",
+                "grads_match": "True if both ways give the same gradients (allclose)",
+                "max_grad_diff": "largest gradient difference between the two",
+                "device": "torch device used",
+            },
+            {"depth": 4, "width": 64, "batch_size": 16, "segments": 2, "steps": 1},
         ),
         Experiment(
             "device-mismatch",
