@@ -49,3 +49,13 @@ class TinyClassifier(nn.Module):
 
 def count_parameters(model: nn.Module) -> int:
     return sum(p.numel() for p in model.parameters())
+
+
+def linear_stack(width: int, layers: int) -> nn.Sequential:
+    """`layers` x (Linear(width, width) + ReLU): the shape of PyTorch's AMP recipe, sized up or
+    down to make memory and compute figures worth measuring (memory-ledger, batch-sweep,
+    grad-checkpoint)."""
+    modules: list[nn.Module] = []
+    for _ in range(layers):
+        modules += [nn.Linear(width, width), nn.ReLU()]
+    return nn.Sequential(*modules)

@@ -20,24 +20,17 @@ import time
 from collections.abc import Iterator
 
 import torch
-from torch import nn
 
 from tutor.devices import Device
 from tutor.events import Event, Finished, Note, Started, Step, Table
 from tutor.experiments import BatchSweepParams
 from tutor.experiments.common import saved_for_backward, seed_everything
+from tutor.model import linear_stack
 from tutor.timing import synchronize
 
 MIB = 2**20
 WARMUP_STEPS = 2
 CPU_BUDGET_MIB = 1024  # default off CUDA, where running out of memory is not safe to try
-
-
-def _model(p: BatchSweepParams) -> nn.Sequential:
-    layers: list[nn.Module] = []
-    for _ in range(p.layers):
-        layers += [nn.Linear(p.width, p.width), nn.ReLU()]
-    return nn.Sequential(*layers)
 
 
 def _is_oom(exc: BaseException) -> bool:
@@ -53,7 +46,7 @@ def run(p: BatchSweepParams, dev: Device) -> Iterator[Event]:
     yield Started("batch-sweep", str(device), dev.name, "random inputs",
                   f"{p.layers} x Linear({p.width}, {p.width}) + ReLU, Adam; batch from {p.start_batch} doubling"
                   f", budget {budget:,} MiB")
-    model = _model(p).to(device)
+    model = linear_stack(p.width, p.layers).to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
     count = sum(t.numel() for t in model.parameters())
     fixed = 16 * count  # float32 weights + gradients + Adam's two moments

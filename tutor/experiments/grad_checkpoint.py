@@ -23,17 +23,11 @@ from tutor.devices import Device
 from tutor.events import Event, Finished, Note, Started, Table
 from tutor.experiments import GradCheckpointParams
 from tutor.experiments.common import saved_for_backward, seed_everything
+from tutor.model import linear_stack
 from tutor.timing import synchronize
 
 WARMUP_STEPS = 2
 MIB = 2**20
-
-
-def _model(p: GradCheckpointParams) -> nn.Sequential:
-    layers: list[nn.Module] = []
-    for _ in range(p.depth):
-        layers += [nn.Linear(p.width, p.width), nn.ReLU()]
-    return nn.Sequential(*layers)
 
 
 def _forward(model: nn.Sequential, x: torch.Tensor, segments: int | None) -> torch.Tensor:
@@ -69,7 +63,7 @@ def run(p: GradCheckpointParams, dev: Device) -> Iterator[Event]:
     device = torch.device(dev.torch_device)
     yield Started("grad-checkpoint", str(device), dev.name, "random inputs",
                   f"{p.depth} x Linear({p.width}, {p.width}) + ReLU, batch {p.batch_size}, {p.segments} segments")
-    plain = _model(p).to(device)
+    plain = linear_stack(p.width, p.depth).to(device)
     ckpt = copy.deepcopy(plain)
     x = torch.randn(p.batch_size, p.width, device=device)
 

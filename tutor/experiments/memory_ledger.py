@@ -31,17 +31,11 @@ from tutor.devices import Device
 from tutor.events import Event, Finished, Note, Started, Table
 from tutor.experiments import MemoryLedgerParams
 from tutor.experiments.common import saved_for_backward, seed_everything
+from tutor.model import linear_stack
 from tutor.timing import synchronize
 
 MIB = 2**20
 OPTIMIZERS = ("sgd", "momentum", "adam")
-
-
-def _model(p: MemoryLedgerParams) -> nn.Module:
-    layers: list[nn.Module] = []
-    for _ in range(p.layers):
-        layers += [nn.Linear(p.width, p.width), nn.ReLU()]
-    return nn.Sequential(*layers)
 
 
 def _storage_bytes(tensors: Any) -> int:
@@ -110,7 +104,7 @@ def run(p: MemoryLedgerParams, dev: Device) -> Iterator[Event]:
         workspace = alloc.now() - before
 
     base = alloc.now()
-    model = _model(p).to(device)
+    model = linear_stack(p.width, p.layers).to(device)
     count = sum(t.numel() for t in model.parameters())
     after_model = alloc.now()
     param_bytes = _storage_bytes(model.parameters())
