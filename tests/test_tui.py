@@ -12,7 +12,6 @@ from rich.console import Console
 from textual.widgets import Input, OptionList, Static
 
 from tutor.app import TutorApp
-from tutor.progress import Progress
 from tutor.screens.home import HomeScreen
 from tutor.screens.lesson import LessonScreen
 from tutor.widgets.check_step import CheckStepView

@@ -14,7 +14,6 @@ No torch here: the checker's torch work happens in subprocesses.
 from __future__ import annotations
 
 import io
-import json
 import re
 import tokenize
 from collections.abc import Callable

@@ -16,7 +16,6 @@ there the budget is what stops it.
 from __future__ import annotations
 
 import gc
-import time
 from collections.abc import Iterator
 
 import torch
@@ -24,9 +23,8 @@ import torch
 from tutor.devices import Device
 from tutor.events import Event, Finished, Note, Started, Step, Table
 from tutor.experiments import BatchSweepParams
-from tutor.experiments.common import saved_for_backward, seed_everything
+from tutor.experiments.common import saved_for_backward, seconds_per_call, seed_everything
 from tutor.model import linear_stack
-from tutor.timing import synchronize
 
 MIB = 2**20
 WARMUP_STEPS = 2
@@ -72,14 +70,8 @@ def run(p: BatchSweepParams, dev: Device) -> Iterator[Event]:
             x = torch.randn(batch, p.width, device=device)
             if cuda:
                 torch.cuda.reset_peak_memory_stats(device)
-            for _ in range(WARMUP_STEPS):
-                activations = step(x)
-            synchronize(dev.torch_device)
-            start = time.perf_counter()
-            for _ in range(p.steps):
-                step(x)
-            synchronize(dev.torch_device)
-            seconds = (time.perf_counter() - start) / p.steps
+            activations = step(x)  # the first step creates Adam's state: untimed
+            seconds = seconds_per_call(lambda: step(x), dev.torch_device, p.steps, WARMUP_STEPS - 1)
         except (RuntimeError, MemoryError) as exc:
             if not _is_oom(exc):
                 raise

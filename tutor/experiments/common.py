@@ -16,6 +16,8 @@
     report_interval(steps)                      steps between loss reports (~75 per pass)
     checkpoint_target(path, param) -> Path      checks before training that `path` can be written
     save_atomically(obj, target)                torch.save via `<target>.tmp`, removed on failure
+    seconds_per_call(fn, device, calls, warmup) mean seconds of fn() after `warmup` untimed calls,
+                                                the device synchronised before and after the clock
     saved_for_backward(model)                   a context that adds up the bytes autograd saves for
                                                 backward (the activations), parameters excluded
 
@@ -35,7 +37,7 @@ import random
 import tempfile
 import time
 import warnings
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, nullcontext, suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -429,3 +431,16 @@ def saved_for_backward(model: nn.Module) -> Iterator[dict[tuple[int, int], int]]
 
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
         yield saved
+
+
+def seconds_per_call(fn: Callable[[], Any], device: str, calls: int, warmup: int) -> float:
+    """Mean seconds per `fn()` over `calls` timed calls, after `warmup` untimed ones; the device
+    is synchronised before the clock starts and before it stops, so queued GPU work counts."""
+    for _ in range(warmup):
+        fn()
+    synchronize(device)
+    start = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    synchronize(device)
+    return (time.perf_counter() - start) / calls

@@ -15,7 +15,6 @@ BatchNorm would break the equivalence (statistics per micro-batch); MNISTClassif
 from __future__ import annotations
 
 import copy
-import time
 from collections.abc import Iterator
 
 import torch
@@ -25,9 +24,8 @@ from tutor import data as mnist
 from tutor.devices import Device
 from tutor.events import Event, Finished, Note, Started, Table
 from tutor.experiments import GradAccumParams
-from tutor.experiments.common import saved_for_backward, seed_everything
+from tutor.experiments.common import saved_for_backward, seconds_per_call, seed_everything
 from tutor.model import MNISTClassifier
-from tutor.timing import synchronize
 
 WARMUP_UPDATES = 3
 
@@ -48,17 +46,6 @@ def _accumulated_update(model, opt, x, y, k: int, divide: bool = True) -> None:
         loss = F.cross_entropy(model(xm), ym)
         (loss / k if divide else loss).backward()  # .grad adds up across the k backward calls
     opt.step()
-
-
-def _seconds_per_update(update, dev: Device, updates: int) -> float:
-    for _ in range(WARMUP_UPDATES):
-        update()
-    synchronize(dev.torch_device)
-    start = time.perf_counter()
-    for _ in range(updates):
-        update()
-    synchronize(dev.torch_device)
-    return (time.perf_counter() - start) / updates
 
 
 def run(p: GradAccumParams, dev: Device) -> Iterator[Event]:
@@ -119,8 +106,10 @@ def run(p: GradAccumParams, dev: Device) -> Iterator[Event]:
     timed_big, timed_acc = copy.deepcopy(model), copy.deepcopy(model)
     opt_big = torch.optim.SGD(timed_big.parameters(), lr=0.01)
     opt_acc = torch.optim.SGD(timed_acc.parameters(), lr=0.01)
-    big_s = _seconds_per_update(lambda: _big_update(timed_big, opt_big, x, y), dev, p.updates)
-    acc_s = _seconds_per_update(lambda: _accumulated_update(timed_acc, opt_acc, x, y, k), dev, p.updates)
+    big_s = seconds_per_call(lambda: _big_update(timed_big, opt_big, x, y), dev.torch_device, p.updates,
+                             WARMUP_UPDATES)
+    acc_s = seconds_per_call(lambda: _accumulated_update(timed_acc, opt_acc, x, y, k), dev.torch_device,
+                             p.updates, WARMUP_UPDATES)
     yield Table(f"One update of {p.batch_size} samples on {device} ({p.updates} timed updates each)",
                 ["how", "seconds per update", "activations kept"],
                 [[f"1 x {p.batch_size}", f"{big_s * 1000:.2f} ms", f"{big_bytes / 1024:,.0f} KiB"],

@@ -12,7 +12,6 @@ step (warmed up, synchronised), and that both give the same gradients.
 from __future__ import annotations
 
 import copy
-import time
 from collections.abc import Callable, Iterator
 
 import torch
@@ -22,9 +21,8 @@ from torch.utils.checkpoint import checkpoint_sequential
 from tutor.devices import Device
 from tutor.events import Event, Finished, Note, Started, Table
 from tutor.experiments import GradCheckpointParams
-from tutor.experiments.common import saved_for_backward, seed_everything
+from tutor.experiments.common import saved_for_backward, seconds_per_call, seed_everything
 from tutor.model import linear_stack
-from tutor.timing import synchronize
 
 WARMUP_STEPS = 2
 MIB = 2**20
@@ -45,17 +43,6 @@ def _peak(step: Callable[[], None], device: torch.device) -> int | None:
     step()
     torch.cuda.synchronize(device)
     return torch.cuda.max_memory_allocated(device) - start
-
-
-def _seconds(step: Callable[[], None], dev: Device, steps: int) -> float:
-    for _ in range(WARMUP_STEPS):
-        step()
-    synchronize(dev.torch_device)
-    start = time.perf_counter()
-    for _ in range(steps):
-        step()
-    synchronize(dev.torch_device)
-    return (time.perf_counter() - start) / steps
 
 
 def run(p: GradCheckpointParams, dev: Device) -> Iterator[Event]:
@@ -85,8 +72,8 @@ def run(p: GradCheckpointParams, dev: Device) -> Iterator[Event]:
         return one
 
     peaks = {"plain": _peak(step(plain, None), device), "checkpointed": _peak(step(ckpt, p.segments), device)}
-    seconds = {"plain": _seconds(step(plain, None), dev, p.steps),
-               "checkpointed": _seconds(step(ckpt, p.segments), dev, p.steps)}
+    seconds = {"plain": seconds_per_call(step(plain, None), dev.torch_device, p.steps, WARMUP_STEPS),
+               "checkpointed": seconds_per_call(step(ckpt, p.segments), dev.torch_device, p.steps, WARMUP_STEPS)}
     formula = (p.depth + 1) * p.batch_size * p.width * 4
     rows = [[name, f"{kept[name] / MIB:,.1f} MiB",
              "-" if peaks[name] is None else f"{peaks[name] / MIB:,.1f} MiB",
