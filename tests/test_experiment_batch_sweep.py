@@ -5,16 +5,15 @@ from __future__ import annotations
 import pytest
 import torch
 
+from experiment_runs import run_experiment
 from tutor import experiments
-from tutor.events import Finished, Note, Started, Table
+from tutor.events import Note, Table
 
 QUICK = {"width": 64, "layers": 2, "start_batch": 8, "max_batch": 64, "steps": 1}
 
 
 def run(device="cpu", **params):
-    events = list(experiments.start("batch-sweep", {**QUICK, **params}, device=device))
-    assert isinstance(events[0], Started) and isinstance(events[-1], Finished)
-    return events, events[-1].metrics
+    return run_experiment("batch-sweep", {**QUICK, **params}, device)
 
 
 def test_sweeps_every_doubling_up_to_max_batch():

@@ -6,17 +6,16 @@ from __future__ import annotations
 import pytest
 import torch
 
+from experiment_runs import run_experiment
 from tutor import experiments
-from tutor.events import Finished, Note, Started, Step, Table
+from tutor.events import Note, Step, Table
 
 BATCHES = 12
 
 
 @pytest.fixture(scope="module")
 def cpu_run():
-    events = list(experiments.start("data-bottleneck", {"batches": BATCHES, "workers": 1}, device="cpu"))
-    assert isinstance(events[0], Started) and isinstance(events[-1], Finished)
-    return events, events[-1].metrics
+    return run_experiment("data-bottleneck", {"batches": BATCHES, "workers": 1})
 
 
 def test_every_declared_metric_is_reported(cpu_run):
@@ -55,7 +54,6 @@ def test_steps_stream_per_path_and_the_table_has_a_row_each(cpu_run):
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 def test_cuda_adds_the_pinned_path():
-    events = list(experiments.start("data-bottleneck", {"batches": BATCHES}, device="cuda"))
-    m = events[-1].metrics
+    _, m = run_experiment("data-bottleneck", {"batches": BATCHES}, "cuda")
     assert m["pinned_samples_per_s"] > 0 and 0 <= m["pinned_wait_share"] <= 1
     assert m["device"].startswith("cuda")

@@ -5,15 +5,14 @@ from __future__ import annotations
 import pytest
 import torch
 
+from experiment_runs import run_experiment
 from tutor import experiments
-from tutor.events import Finished, Note, Started, Table
+from tutor.events import Note, Table
 from tutor.model import MNISTClassifier
 
 
 def run(device):
-    events = list(experiments.start("device-basics", {}, device=device))
-    assert isinstance(events[0], Started) and isinstance(events[-1], Finished)
-    return events, events[-1].metrics
+    return run_experiment("device-basics", {}, device)
 
 
 def test_cpu_run_reports_what_pytorch_sees_and_says_there_is_no_gpu():

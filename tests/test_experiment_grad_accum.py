@@ -6,15 +6,14 @@ import pydantic
 import pytest
 import torch
 
+from experiment_runs import run_experiment
 from tutor import experiments
-from tutor.events import Finished, Note, Started, Table
+from tutor.events import Note, Table
 
 
 def run(device, **params):
     values = {"batch_size": 64, "micro_batches": 4, "updates": 2, **params}
-    events = list(experiments.start("grad-accum", values, device=device))
-    assert isinstance(events[0], Started) and isinstance(events[-1], Finished)
-    return events, events[-1].metrics
+    return run_experiment("grad-accum", values, device)
 
 
 @pytest.fixture(scope="module")

@@ -6,16 +6,15 @@ import pydantic
 import pytest
 import torch
 
+from experiment_runs import run_experiment
 from tutor import experiments
-from tutor.events import Finished, Started, Table
+from tutor.events import Table
 
 QUICK = {"depth": 8, "width": 64, "batch_size": 16, "segments": 4, "steps": 1}
 
 
 def run(device, **params):
-    events = list(experiments.start("grad-checkpoint", {**QUICK, **params}, device=device))
-    assert isinstance(events[0], Started) and isinstance(events[-1], Finished)
-    return events, events[-1].metrics
+    return run_experiment("grad-checkpoint", {**QUICK, **params}, device)
 
 
 @pytest.fixture(scope="module")

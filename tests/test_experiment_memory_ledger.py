@@ -5,16 +5,15 @@ from __future__ import annotations
 import pytest
 import torch
 
+from experiment_runs import run_experiment
 from tutor import experiments
-from tutor.events import Finished, Note, Started, Table
+from tutor.events import Note, Table
 
 QUICK = {"width": 128, "layers": 2, "batch_size": 16}
 
 
 def run(device, **params):
-    events = list(experiments.start("memory-ledger", {**QUICK, **params}, device=device))
-    assert isinstance(events[0], Started) and isinstance(events[-1], Finished)
-    return events, events[-1].metrics
+    return run_experiment("memory-ledger", {**QUICK, **params}, device)
 
 
 @pytest.fixture(scope="module")
