@@ -252,7 +252,7 @@ REGISTRY: dict[str, Experiment] = {
                 "workers_wait_share": "the same with workers (0..1)",
                 "pinned_wait_share": "the same pinned (0..1; None off CUDA)",
                 "resident_wait_share": "the same with resident tensors (0..1)",
-                "loader_epoch_seconds": "one 60,000-image epoch at the loader's rate (projected, s)",
+                "loader_epoch_seconds": "one epoch of the training set at the loader's rate (projected, s)",
                 "resident_epoch_seconds": "one epoch at the resident rate (projected, s)",
                 "resident_speedup": "resident samples/s / loader samples/s",
                 "fastest": "the fastest data path: loader, workers, pinned or resident",

@@ -34,7 +34,6 @@ from tutor.timing import synchronize
 
 WARMUP_BATCHES = 5  # untimed: worker start-up, first allocations, kernel selection
 REPORT_EVERY = 10  # steps between Step events (a loader step takes ~10 ms on a CPU)
-EPOCH_SAMPLES = 60_000
 
 
 class _Case:
@@ -114,7 +113,9 @@ def run(p: DataBottleneckParams, dev: Device) -> Iterator[Event]:
     case = _Case("loader", "loader")
     yield Note("1/4 The notebook's DataLoader, num_workers=0: each of the 64 images in a batch is decoded "
                "and converted (PIL -> ToTensor -> Normalize) in this process, between two steps.")
-    yield from _measure(case, _endless(_loader(p, 0, False)), dev, p, non_blocking=False)
+    first = _loader(p, 0, False)
+    epoch_samples = len(first.dataset)  # 60,000 for MNIST; the offline digits' own count otherwise
+    yield from _measure(case, _endless(first), dev, p, non_blocking=False)
     cases.append(case)
 
     case = _Case("workers", f"{p.workers} worker" + ("s" if p.workers > 1 else ""))
@@ -136,7 +137,7 @@ def run(p: DataBottleneckParams, dev: Device) -> Iterator[Event]:
                    f"and this run is on {dev.torch_device}, so there is no such copy to speed up.", "warning")
 
     case = _Case("resident", "resident")
-    yield Note(f"4/4 Resident tensors: all {EPOCH_SAMPLES:,} images normalised once and moved to "
+    yield Note(f"4/4 Resident tensors: all {epoch_samples:,} images normalised once and moved to "
                f"{dev.torch_device} once; a batch is an index into them, with no per-sample work at all.")
     resident = mnist.load(dev.torch_device)
     yield from _measure(case, _resident_batches(resident.train_x, resident.train_y, p.batch_size, p.seed),
@@ -149,7 +150,7 @@ def run(p: DataBottleneckParams, dev: Device) -> Iterator[Event]:
         f"{p.batches} training steps of batch {p.batch_size} on {dev.torch_device}",
         ["data path", "samples/s", "waiting for data", "compute", "epoch (est.)"],
         [[c.label, f"{c.samples_per_s:,.0f}", f"{c.wait_share:.0%} ({c.wait:.2f} s)", f"{c.compute:.2f} s",
-          f"{EPOCH_SAMPLES / c.samples_per_s:.1f} s" if c.samples_per_s else "-"] for c in cases],
+          f"{epoch_samples / c.samples_per_s:.1f} s" if c.samples_per_s else "-"] for c in cases],
     )
     best = max(cases, key=lambda c: c.samples_per_s)
     speedup = resident_case.samples_per_s / loader.samples_per_s if loader.samples_per_s else None
@@ -168,7 +169,7 @@ def run(p: DataBottleneckParams, dev: Device) -> Iterator[Event]:
                "prepared, so these waits are an upper bound on what overlapping can hide.")
 
     def projected(c: _Case | None) -> float | None:
-        return round(EPOCH_SAMPLES / c.samples_per_s, 3) if c and c.samples_per_s else None
+        return round(epoch_samples / c.samples_per_s, 3) if c and c.samples_per_s else None
 
     yield Finished({
         "loader_samples_per_s": loader.samples_per_s,
