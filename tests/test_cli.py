@@ -266,6 +266,19 @@ def test_run_bad_value_json(capsys):
     assert "'amp'" in line["message"] and "'fp16'" in line["message"] and "fp8" in line["message"]
 
 
+def test_run_values_that_conflict_name_both(capsys, tmp_path: Path):
+    code, _, err = run_cli(capsys, "run", "grad-accum", "--set", "batch_size=100", "--set", "micro_batches=3")
+    assert code == 2
+    assert "bad values: batch_size (100) must be a multiple of micro_batches (3)" in err
+    assert "'?'" not in err and "Value error" not in err
+    lesson = tmp_path / "acc.yaml"
+    lesson.write_text("id: acc\ntitle: A\nsteps:\n  - id: s\n    kind: run\n    title: T\n"
+                      "    experiment: grad-accum\n    params: {batch_size: 100, micro_batches: 3}\n")
+    code, out, err = run_cli(capsys, "lint", str(lesson))
+    assert code == 2
+    assert f"{lesson}:8:13: experiment 'grad-accum' params: batch_size (100) must be a multiple" in out + err
+
+
 def test_run_malformed_set(capsys):
     code, _, err = run_cli(capsys, "run", "train", "--set", "epochs")
     assert code == 2 and "KEY=VALUE" in err

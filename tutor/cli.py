@@ -588,8 +588,11 @@ def _params_problem(exp: Any, e: Any) -> str:
         if err["type"] == "extra_forbidden":
             problems.append(f"{exp.name} has no parameter {key!r}{_closest(key, names)}; "
                             f"it takes: {', '.join(names)}")
+        elif not err["loc"]:  # a check across parameters (batch_size a multiple of micro_batches)
+            problems.append(f"bad values: {err['msg'].removeprefix('Value error, ')}")
         else:
-            problems.append(f"bad value for {key!r}: {err['msg']} (got {err.get('input')!r})")
+            problems.append(f"bad value for {key!r}: {err['msg'].removeprefix('Value error, ')} "
+                            f"(got {err.get('input')!r})")
     return "; ".join(problems)
 
 

@@ -533,8 +533,11 @@ def _semantic_issues(data: dict[str, Any], marks: dict[Path_, Pos], path: str) -
                 if err["type"] == "extra_forbidden":
                     add(ploc, f"experiment {name!r} has no parameter {key!r}{_did_you_mean(key, names)}; "
                         f"it takes: {', '.join(names)}", at_key=True)
+                elif key is None:  # a check across parameters (batch_size a multiple of micro_batches)
+                    add(ploc, f"experiment {name!r} params: {err['msg'].removeprefix('Value error, ')}")
                 else:
-                    add(ploc, f"experiment {name!r} parameter {key!r}: {err['msg']}{_got(err.get('input'))}")
+                    add(ploc, f"experiment {name!r} parameter {key!r}: "
+                        f"{err['msg'].removeprefix('Value error, ')}{_got(err.get('input'))}")
 
     steps = data.get("steps")
     steps = steps if isinstance(steps, list) else []
