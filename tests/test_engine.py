@@ -74,3 +74,26 @@ def test_close_leaves_no_process(engine):
     assert engine.pid is None
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)
+
+
+@pytest.mark.skipif(not hasattr(os, "killpg"), reason="process groups are POSIX")
+def test_closing_mid_run_stops_the_dataloader_workers_too(engine):
+    # Quitting the app while DataLoader workers run: the engine is killed after a short wait,
+    # and its workers, in the engine's process group, must not be left running on their own.
+    import time
+
+    runs = engine.run("data-bottleneck", {"batches": 200, "workers": 2}, "cpu", cancelled=lambda: False)
+    for message in runs:
+        if message[0] == "event" and getattr(message[1], "label", "") == "2 workers":
+            break
+    group = engine.pid
+    assert os.getpgid(group) == group  # the engine leads a group of its own
+    engine.close(timeout=0.01)  # too short to shut the workers down politely: they are killed
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(group, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.05)
+    pytest.fail("processes of the engine's group are still running")

@@ -33,6 +33,8 @@ class EngineDied(Exception):
 def _serve(conn, log_path: str | None) -> None:
     """The child's main loop."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the TUI owns ctrl+c
+    if hasattr(os, "setpgrp"):  # a group of its own: close() can stop its DataLoader workers with it
+        os.setpgrp()
     # Nothing the child prints may reach the terminal the TUI draws on.
     target = open(log_path, "a", buffering=1) if log_path else open(os.devnull, "w")
     os.dup2(target.fileno(), 1)
@@ -82,6 +84,21 @@ def _serve(conn, log_path: str | None) -> None:
                 return
         elif kind == "quit":
             return
+
+
+def _kill_group(pid: int | None) -> None:
+    """SIGKILL what is left of the child's process group (its DataLoader workers); POSIX only."""
+    if pid is None or not hasattr(os, "killpg"):
+        return
+    try:
+        if os.getpgid(pid) != pid:
+            return  # the child is gone or never became a group leader: nothing of ours to stop
+    except (ProcessLookupError, PermissionError):
+        pass  # the leader is gone, its workers may not be
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 class Engine:
@@ -176,6 +193,7 @@ class Engine:
         if proc.is_alive():
             proc.kill()
             proc.join(1)
+        _kill_group(proc.pid)  # DataLoader workers outlive a killed child otherwise
         try:
             conn.close()
         except (OSError, AttributeError):
