@@ -97,3 +97,12 @@ def test_closing_mid_run_stops_the_dataloader_workers_too(engine):
             return
         time.sleep(0.05)
     pytest.fail("processes of the engine's group are still running")
+
+
+def test_resource_tracker_warning_is_filtered_without_dropping_the_users_filters(monkeypatch):
+    from tutor.engine import _quiet_resource_tracker
+
+    monkeypatch.setenv("PYTHONWARNINGS", "error::DeprecationWarning")
+    _quiet_resource_tracker()
+    _quiet_resource_tracker()  # idempotent
+    assert os.environ["PYTHONWARNINGS"] == "error::DeprecationWarning,ignore:resource_tracker:UserWarning"

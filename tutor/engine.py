@@ -86,6 +86,18 @@ def _serve(conn, log_path: str | None) -> None:
             return
 
 
+def _quiet_resource_tracker() -> None:
+    """multiprocessing's resource tracker starts with the first child and writes to the terminal.
+    When a run is stopped by killing DataLoader workers, it cleans up their semaphores and warns
+    "There appear to be N leaked semaphore objects" under the learner's shell prompt. It does the
+    cleaning either way: keep the cleaning, drop the warning (through the environment, which the
+    tracker inherits; only warnings whose text starts with "resource_tracker")."""
+    quiet = "ignore:resource_tracker:UserWarning"
+    current = os.environ.get("PYTHONWARNINGS", "")
+    if quiet not in current.split(","):
+        os.environ["PYTHONWARNINGS"] = ",".join(filter(None, [current, quiet]))
+
+
 def _kill_group(pid: int | None) -> None:
     """SIGKILL what is left of the child's process group (its DataLoader workers); POSIX only."""
     if pid is None or not hasattr(os, "killpg"):
@@ -121,6 +133,7 @@ class Engine:
         proc = ctx.Process(target=_serve, args=(child, self.log_path), name="gpututor-engine", daemon=False)
         # Textual swaps sys.stdout/stderr for objects without a file descriptor, and
         # multiprocessing hands stderr's descriptor to its helper: start with the real ones.
+        _quiet_resource_tracker()
         saved = sys.stdout, sys.stderr
         sys.stdout, sys.stderr = sys.__stdout__ or saved[0], sys.__stderr__ or saved[1]
         try:
