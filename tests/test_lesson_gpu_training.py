@@ -421,3 +421,10 @@ def test_doc_code_lines_fit_the_terminal(doc):
     too_long = [line for lang, lines in _fenced(doc) if lang in ("yaml", "python")
                 for line in lines if len(line) > 100]
     assert not too_long
+
+
+def test_readme_names_every_experiment() -> None:
+    from tutor.experiments import REGISTRY
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert [name for name in REGISTRY if name not in readme] == []
