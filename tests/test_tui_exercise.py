@@ -57,7 +57,8 @@ async def test_fix_the_starter_and_pass(tmp_path):
         await wait_for(pilot, lambda: view.passed or (not view.running and "✗" in shown(
             view.query_one("#results", Static))))
         assert view.passed, shown(view.query_one("#results", Static))
-        assert "ex-sum" in app.progress.completed_steps("ex-demo")
+        # the step is marked done when the screen handles the view's Completed message
+        await wait_for(pilot, lambda: "ex-sum" in app.progress.completed_steps("ex-demo"), timeout=10)
 
     app2 = TutorApp(lessons_dirs=[LESSONS], home=tmp_path, device="cpu")
     async with app2.run_test(size=(80, 24)) as pilot:
