@@ -151,6 +151,47 @@ class AmpCompareParams(Params):
     test_samples: int | None = Field(None, ge=1)
 
 
+class AmpBenchmarkParams(Params):
+    width: int = Field(2048, ge=16, le=16384, description="features per hidden layer of the benchmark MLP")
+    layers: int = Field(3, ge=1, le=16, description="hidden Linear + ReLU layers")
+    batch_size: int = Field(256, ge=1, le=65536)
+    epochs: int = Field(1, ge=1, le=20)
+    lr: float = Field(1e-3, gt=0, le=10)
+    train_samples: int | None = Field(
+        None, ge=1, description="training images per epoch on the accelerator (default: all)"
+    )
+    cpu_samples: int = Field(
+        4096, ge=1, description="training images the CPU cases run; their epoch time is projected from them"
+    )
+    test_samples: int | None = Field(None, ge=1, description="test images for the accuracy (default: all)")
+
+
+class SyncTimingParams(Params):
+    size: int = Field(2048, ge=16, le=16384, description="n of the n x n float32 matmuls timed")
+    calls: int = Field(20, ge=1, le=10000, description="matmuls per timing")
+    repeats: int = Field(5, ge=1, le=100, description="timings per method (the median is reported)")
+
+
+class GraphLeakParams(Params):
+    steps: int = Field(100, ge=1, le=100000, description="batches per loop")
+    batch_size: int = Field(256, ge=1, le=65536)
+
+
+class AutocastMisuseParams(Params):
+    steps: int = Field(300, ge=1, le=100000, description="training steps of the model.half() case and its autocast twin")
+    batch_size: int = Field(64, ge=1, le=65536)
+    lr: float = Field(1e-3, gt=0, le=10, description="Adam's learning rate, both cases")
+
+
+class OomRecoveryParams(Params):
+    limit_mb: int = Field(512, ge=64, le=1 << 20, description="the memory limit the run sets itself (MiB)")
+    batch_size: int | None = Field(
+        None, ge=1, le=1 << 24, description="the batch that is too big (default: about twice what fits)"
+    )
+    width: int = Field(4096, ge=16, le=16384, description="features per Linear layer")
+    layers: int = Field(3, ge=1, le=48, description="Linear + ReLU pairs")
+
+
 @dataclass(frozen=True)
 class Experiment:
     name: str
@@ -355,6 +396,109 @@ REGISTRY: dict[str, Experiment] = {
                 "device": "torch device used",
             },
             {"width": 64, "layers": 2, "start_batch": 8, "max_batch": 32, "steps": 1},
+        ),
+        Experiment(
+            "amp-benchmark",
+            "End to end: CPU, GPU float32, TF32 and mixed precision",
+            "amp_benchmark",
+            AmpBenchmarkParams,
+            {
+                "cpu_seconds": "CPU float32 seconds per epoch (projected from cpu_samples images)",
+                "fp32_seconds": "float32 seconds per epoch on the accelerator, TF32 off (None without one)",
+                "tf32_seconds": "the same with TF32 matmuls (None unless a CUDA GPU of compute capability 8.0+)",
+                "amp_seconds": "seconds per epoch with autocast on the device (on a CPU-only machine: the CPU, projected)",
+                "gpu_speedup": "cpu_seconds / fp32_seconds (None without an accelerator)",
+                "tf32_speedup": "fp32_seconds / tf32_seconds (None where TF32 does not apply)",
+                "amp_speedup": "float32 seconds / autocast seconds on the same device",
+                "best_speedup": "cpu_seconds / the fastest case's seconds",
+                "best_case": "the fastest case: cpu, fp32, tf32 or amp",
+                "cpu_accuracy": "test accuracy of the CPU float32 case (0..1; after cpu_samples images)",
+                "fp32_accuracy": "test accuracy, accelerator float32 (0..1; None without one)",
+                "tf32_accuracy": "test accuracy, TF32 (0..1; None where TF32 does not apply)",
+                "amp_accuracy": "test accuracy with autocast (0..1)",
+                "fp32_peak_mb": "peak memory training adds, float32 (MB; CUDA only, else None)",
+                "tf32_peak_mb": "the same with TF32 (MB; CUDA only, else None)",
+                "amp_peak_mb": "the same with autocast (MB; CUDA only, else None)",
+                "amp_dtype": "the autocast dtype: float16 or bfloat16",
+                "parameters": "the benchmark model's parameter count",
+                "accelerator": "the accelerator's name, or 'none'",
+                "device": "torch device used",
+            },
+            {"width": 64, "layers": 1, "train_samples": 1024, "cpu_samples": 512, "test_samples": 256},
+        ),
+        Experiment(
+            "sync-timing",
+            "Timing GPU work with and without synchronize",
+            "sync_timing",
+            SyncTimingParams,
+            {
+                "unsynced_seconds": "median time.perf_counter() time for `calls` matmuls, no synchronize",
+                "synced_seconds": "the same with the device synchronised before the clock stops",
+                "events_seconds": "the same measured with CUDA events (None off CUDA)",
+                "ratio": "synced_seconds / unsynced_seconds (about 1 on a CPU; large on a GPU)",
+                "asynchronous": "True if the device runs work asynchronously (cuda, mps)",
+                "tflops": "matmul throughput from the synced time (2 n^3 FLOPs per matmul, TFLOP/s)",
+                "device": "torch device used",
+            },
+            {"size": 128, "calls": 3, "repeats": 2},
+        ),
+        Experiment(
+            "graph-leak",
+            "A loss list that keeps the graph alive",
+            "graph_leak",
+            GraphLeakParams,
+            {
+                "train_kept_bytes": "tensor bytes still alive after a training loop that appends `loss` (after backward)",
+                "eval_kept_bytes": "the same after an evaluation loop that appends `loss` without torch.no_grad()",
+                "fixed_kept_bytes": "the same after the loop that appends `loss.item()` under torch.no_grad()",
+                "eval_bytes_per_step": "eval_kept_bytes / steps: the activations each kept graph holds",
+                "train_graph_nodes": "autograd nodes the training loop's list keeps alive",
+                "eval_graph_nodes": "autograd nodes the evaluation loop's list keeps alive",
+                "allocator_growth_bytes": "memory_allocated() growth across the evaluation loop (CUDA; None elsewhere)",
+                "steps": "batches per loop",
+                "device": "torch device used",
+            },
+            {"steps": 5, "batch_size": 32},
+        ),
+        Experiment(
+            "autocast-misuse",
+            "Mixed precision done wrong: the wrong device_type, and model.half()",
+            "autocast_misuse",
+            AutocastMisuseParams,
+            {
+                "wrong_type_dtype": "dtype of a Linear output under autocast with the other device_type",
+                "right_type_dtype": "the same under autocast with this device's type",
+                "autocast_dtype": "the low-precision dtype this device's autocast uses",
+                "half_final_loss": "mean loss of the last steps, model.half() with Adam (NaN once it broke)",
+                "half_nan_step": "the step at which model.half()'s loss first became NaN or inf (None if never)",
+                "half_accuracy": "test accuracy after the model.half() run (0..1)",
+                "autocast_final_loss": "mean loss of the last steps, the same training with autocast",
+                "autocast_accuracy": "test accuracy after the autocast run (0..1)",
+                "lost_update_share": "share of one SGD update's weight changes that float16 weights round away (0..1)",
+                "device": "torch device used",
+            },
+            {"steps": 20, "batch_size": 32},
+        ),
+        Experiment(
+            "oom-recovery",
+            "Out of memory: the error, the clean-up and the fix",
+            "oom_recovery",
+            OomRecoveryParams,
+            {
+                "limit_bytes": "the memory limit the run set itself",
+                "batch_size": "the batch that was too big",
+                "predicted_bytes": "the memory that batch needs by the formula (weights, grads, Adam, activations)",
+                "fits_batch": "the largest batch the formula says fits under the limit",
+                "oom": "True if the too-big batch really failed with an out-of-memory error",
+                "error_type": "the exception's type, e.g. OutOfMemoryError",
+                "error_message": "the first line of its message",
+                "released": "True if the memory was back to where it started after the clean-up",
+                "recovered": "True if the same batch then trained with gradient accumulation under the limit",
+                "micro_batches": "k: the micro-batches the batch was split into",
+                "method": "how the limit was set (set_per_process_memory_fraction, RLIMIT_DATA, or none)",
+                "device": "torch device used",
+            },
+            {"limit_mb": 256, "width": 512, "layers": 2},
         ),
         Experiment(
             "device-mismatch",
