@@ -181,3 +181,32 @@ async def test_usable_at_80x24(tmp_path):
             hint = screen.query_one("#keys-hint", Static)
             assert hint.region.y < 24 and hint.region.width >= 78
             assert screen.query_one("#where", Static).region.y == 0
+
+
+async def test_a_long_lesson_title_gives_way_in_the_header(tmp_path):
+    """At 80 columns the header stays one row: the lesson title is shortened with an ellipsis
+    so the step number and the step's title stay in view; wider, it is shown whole."""
+    app = TutorApp(home=tmp_path, device="cpu")
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.open_lesson("gpu-lab")
+        await pilot.pause()
+        where = app.screen.query_one("#where", Static)
+        shown = text_of(where).strip()
+        assert "GPU Lab: speed" in shown and "…" in shown
+        assert "step 1 of " in shown and "What this lab covers" in shown
+        assert len(shown) <= 78 and where.region.height == 1
+        await pilot.resize_terminal(140, 30)
+        await pilot.pause()
+        assert "GPU Lab: speed and memory you can measure  ·  step 1 of" in text_of(where)
+
+
+async def test_home_keeps_the_summary_indent_when_it_wraps(tmp_path):
+    app = TutorApp(home=tmp_path, device="cpu")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        options = app.screen.query_one("#lessons", OptionList)
+        console = Console(width=60, record=True, file=io.StringIO())
+        console.print(options.get_option("gpu-lab").prompt)
+        lines = console.export_text().splitlines()
+        assert lines[0].startswith("GPU Lab")
+        assert len(lines) >= 4 and all(line.startswith("  ") for line in lines[1:])

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from rich.console import Group
+from rich.padding import Padding
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
@@ -62,18 +64,20 @@ class HomeScreen(Screen):
                 lines.append(Text(f"    {issue}", style="red"))
         broken.update(Text("\n").join(lines) if lines else "")
 
-    def _row(self, item: LoadedLesson, last: str | None) -> Text:
+    def _row(self, item: LoadedLesson, last: str | None) -> Group:
         lesson = item.lesson
         done = len(self.app.progress.completed_steps(lesson.id) & {s.id for s in lesson.steps})
         total = len(lesson.steps)
         bar_width = 12
         filled = round(bar_width * done / total) if total else 0
         status = "✓ done" if done == total else ("continue" if done or lesson.id == last else "new")
-        return Text.assemble(
-            (lesson.title, "bold"), ("\n  ", ""), ("█" * filled + "░" * (bar_width - filled), "green"),
+        details = Text.assemble(
+            ("█" * filled + "░" * (bar_width - filled), "green"),
             f" {done}/{total} steps · ", (status, "cyan" if status == "continue" else ""),
-            (f"\n  {lesson.summary}" if lesson.summary else "", "dim"),
+            (f"\n{lesson.summary}" if lesson.summary else "", "dim"),
         )
+        # Padding, not leading spaces: a wrapped summary keeps its indent.
+        return Group(Text(lesson.title, style="bold"), Padding(details, (0, 0, 0, 2)))
 
     def update_device(self) -> None:
         self.query_one("#device", Static).update(self.app.device_text)

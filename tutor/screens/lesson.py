@@ -53,6 +53,9 @@ class LessonScreen(Screen):
     def on_mount(self) -> None:
         self.show_step(self.index)
 
+    def on_resize(self) -> None:
+        self._update_header()
+
     # ------------------------------------------------------------------ display
 
     @property
@@ -89,10 +92,20 @@ class LessonScreen(Screen):
             title = title[len(label) + 1 :].strip()
         if title.lower().startswith(label.lower()):  # "Exercise 1: ..." needs no "Exercise:" before it
             label = ""
-        self.query_one("#where", Static).update(Text.assemble(
-            (self.lesson.title, "bold"), "  ·  ", (f"step {self.index + 1} of {total}", "bold cyan"), "  ·  ",
+        where = self.query_one("#where", Static)
+        rest = Text.assemble(
+            "  ·  ", (f"step {self.index + 1} of {total}", "bold cyan"), "  ·  ",
             (label, "bold magenta"), ": " if label else "", title,
-        ))
+        )
+        # One row: the lesson title gives way first ("GPU Lab: speed an…"), then the step title.
+        width = (where.size.width or self.app.size.width) - 2
+        lesson_title = self.lesson.title
+        room = width - rest.cell_len
+        if len(lesson_title) > room:
+            lesson_title = lesson_title[: max(room - 1, 12)].rstrip() + "…"
+        header = Text.assemble((lesson_title, "bold"), rest, no_wrap=True, overflow="ellipsis")
+        header.truncate(width, overflow="ellipsis")
+        where.update(header)
         done = self.app.progress.completed_steps(self.lesson.id)
         trail = Text()
         for i, s in enumerate(self.lesson.steps):
