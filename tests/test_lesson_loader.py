@@ -267,3 +267,16 @@ def test_lint_reports_exercise_requirements_the_checker_cannot_run(tmp_path):
     assert found[0][0] == 9 and "unknown probe 'nope'" in found[0][1]
     assert found[1][0] == 10 and "does not compile" in found[1][1]
     assert found[2][0] == 12 and "'missing'" in found[2][1]
+
+
+@pytest.mark.parametrize("name, expected", [
+    ("trian", "unknown experiment 'trian' (did you mean 'train'?)"),  # the likely fix, no list
+    ("zzzz", "unknown experiment 'zzzz'; available: amp-benchmark, amp-compare, "),  # no close match: all
+])
+def test_unknown_experiment_names_the_fix(name, expected):
+    text = f"id: x\ntitle: T\nsteps:\n  - id: r\n    kind: run\n    experiment: {name}\n"
+    with pytest.raises(LessonError) as info:
+        load_text(text, "u.yaml")
+    message = str(info.value.issues[0])
+    assert message.startswith(f"u.yaml:6:17: step 'r' {expected}") or expected in message
+    assert ("available:" in message) is (name == "zzzz")

@@ -517,8 +517,9 @@ def _semantic_issues(data: dict[str, Any], marks: dict[Path_, Pos], path: str) -
         if not isinstance(name, str):
             return  # the schema reports a non-string
         if name not in experiments.REGISTRY:
-            add((*loc, "experiment"), f"unknown experiment {name!r}{_did_you_mean(name, experiments.REGISTRY)}; "
-                f"available: {', '.join(sorted(experiments.REGISTRY))}")
+            # A close match is the likely fix; only without one is the whole list worth its length.
+            hint = _did_you_mean(name, experiments.REGISTRY) or f"; available: {', '.join(sorted(experiments.REGISTRY))}"
+            add((*loc, "experiment"), f"unknown experiment {name!r}{hint}")
             return
         if not isinstance(params, dict):
             return
