@@ -73,3 +73,38 @@ def test_cuda_allocator_deltas_match_the_accounting():
     assert m["peak_bytes"] >= m["param_bytes"] + m["grad_bytes"] + m["adam_state_bytes"]
     assert m["reserved_bytes"] >= m["peak_bytes"]
     assert m["cublas_workspace_bytes"] is not None and m["cublas_workspace_bytes"] >= 0
+
+
+def test_counting_saved_tensors_keeps_no_graph_alive():
+    """saved_for_backward's hook must not tie a saved output (ReLU's) to its own grad_fn: that
+    cycle runs through C++, gc cannot break it, and every graph measured without backward()
+    stayed in memory for the rest of the session."""
+    import gc
+    import weakref
+
+    from tutor.experiments.common import saved_for_backward
+    from tutor.model import linear_stack
+
+    model = linear_stack(32, 2)
+
+    def measure() -> tuple[int, list[weakref.ref]]:
+        x = torch.randn(4, 32)
+        with saved_for_backward(model) as saved:
+            out = model(x)
+        relu_outputs = [weakref.ref(out)]  # the last ReLU's output, saved by the graph
+        return sum(saved.values()), relu_outputs
+
+    counted, refs = measure()
+    gc.collect()
+    assert counted == (2 + 1) * 4 * 32 * 4  # inputs of both Linears + the last ReLU's output
+    assert all(r() is None for r in refs)
+
+    x = torch.randn(4, 32)
+    model.zero_grad()
+    model(x).sum().backward()
+    plain = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    with saved_for_backward(model):
+        y = model(x).sum()
+    y.backward()
+    assert all(torch.equal(a, p.grad) for a, p in zip(plain, model.parameters()))

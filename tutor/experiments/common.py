@@ -427,7 +427,9 @@ def saved_for_backward(model: nn.Module) -> Iterator[dict[tuple[int, int], int]]
         if t.data_ptr() not in params:
             nbytes = t.numel() * t.element_size()
             saved[(t.data_ptr(), nbytes)] = nbytes
-        return t
+        # Detached: a saved *output* (ReLU's) returned as itself refers back to its own grad_fn,
+        # a cycle through C++ that gc cannot break, so a graph dropped without backward() leaked.
+        return t.detach()
 
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
         yield saved
