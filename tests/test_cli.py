@@ -477,3 +477,12 @@ def test_check_builtin_lesson_check_3(capsys):
     assert code == 0 and json.loads(out)["correct"] is True
     code, out, _ = run_cli(capsys, "check", "gpu-training", "check-3", "--answer", "to make it faster", "--json")
     assert code == 0 and json.loads(out)["correct"] is False
+
+
+def test_progress_without_a_loss_shows_neither_nan_nor_a_rate(capsys):
+    """sync-timing reports progress (repeats) that has no loss and no samples: the line says neither."""
+    code, out, _ = run_cli(capsys, "run", "sync-timing", "--device", "cpu",
+                           "--set", "size=64", "--set", "calls=2", "--set", "repeats=2")
+    assert code == 0
+    steps = [line for line in out.splitlines() if line.startswith("[repeat] step")]
+    assert steps and not any("nan" in line or "samples/s" in line for line in steps)

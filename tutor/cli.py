@@ -736,8 +736,10 @@ class _HumanEvents:
     def _step(self, s: Any) -> None:
         label = f"[{s.label}] " if s.label else ""
         total = f"/{s.total}" if s.total else ""
-        self.console.print(f"{label}step {s.step}{total}  loss {s.loss:.4f}  {s.seconds:.2f} s  "
-                           f"{s.samples_per_s:,.0f} samples/s", markup=False)
+        # Progress without a loss or a rate (a timing or memory experiment) shows neither.
+        loss = f"  loss {s.loss:.4f}" if math.isfinite(s.loss) else ""
+        rate = f"  {s.samples_per_s:,.0f} samples/s" if s.samples_per_s > 0 else ""
+        self.console.print(f"{label}step {s.step}{total}{loss}  {s.seconds:.2f} s{rate}", markup=False)
 
     def done(self, metrics: dict, seconds: float) -> None:
         from rich.table import Table as RichTable

@@ -217,7 +217,7 @@ class RunPanel(Vertical):
             prefix, label,
             f"step {step.step:,}" + (f"/{step.total:,}" if step.total else ""),
             f" · epoch {step.epoch}" if step.epoch else "",
-            f" · {step.seconds:.1f} s · {fmt(step.samples_per_s)} samples/s",
+            f" · {step.seconds:.1f} s" + (f" · {fmt(step.samples_per_s)} samples/s" if step.samples_per_s > 0 else ""),
         )
 
     def _on_epoch(self, ep: Epoch) -> None:

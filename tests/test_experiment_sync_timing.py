@@ -1,0 +1,84 @@
+"""sync-timing: without synchronize, a GPU timing measures the launches; on a CPU both ways agree."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from experiment_runs import run_experiment
+from tutor import experiments
+from tutor.events import Note, Started, Step, Table
+
+
+def run(device, **params):
+    values = {"size": 64, "calls": 3, "repeats": 2, **params}
+    return run_experiment("sync-timing", values, device)
+
+
+@pytest.fixture(scope="module")
+def cpu_run():
+    return run("cpu")
+
+
+def test_every_declared_metric_is_reported(cpu_run):
+    _, m = cpu_run
+    assert set(m) == set(experiments.get("sync-timing").metrics)
+    assert m["device"] == "cpu"
+
+
+def test_the_cpu_is_synchronous(cpu_run):
+    events, m = cpu_run
+    assert m["asynchronous"] is False and m["events_seconds"] is None
+    assert m["unsynced_seconds"] > 0 and m["synced_seconds"] > 0
+    assert m["ratio"] == pytest.approx(m["synced_seconds"] / m["unsynced_seconds"])
+    assert m["tflops"] == pytest.approx(2 * 64**3 * 3 / m["synced_seconds"] / 1e12)
+    notes = " ".join(e.text for e in events if isinstance(e, Note))
+    assert "No GPU here" in notes and "synchronous" in notes and "loss.item()" in notes
+
+
+def test_table_has_one_row_per_clock_off_cuda(cpu_run):
+    events, _ = cpu_run
+    table = next(e for e in events if isinstance(e, Table))
+    assert [row[0] for row in table.rows] == ["perf_counter, no sync", "perf_counter + synchronize"]
+    assert table.columns == ["method", "time", "what it measured"]
+
+
+def test_progress_after_every_repeat(cpu_run):
+    events, _ = cpu_run
+    steps = [e for e in events if isinstance(e, Step)]
+    assert [s.step for s in steps] == [1, 2] and all(s.total == 2 for s in steps)
+
+
+def test_default_size_is_capped_on_the_cpu_but_an_explicit_one_is_not(monkeypatch):
+    from tutor.experiments import sync_timing
+
+    monkeypatch.setattr(sync_timing, "CPU_SIZE", 32)  # keep the default-params run small
+    events, _ = run_experiment("sync-timing", {"calls": 1, "repeats": 1}, "cpu")
+    assert "of 32 x 32" in events[0].detail
+    assert any("instead of the default 2048" in e.text for e in events if isinstance(e, Note))
+    events, _ = run("cpu", size=48, calls=1, repeats=1)
+    assert "of 48 x 48" in events[0].detail
+    assert not any("instead of the default" in e.text for e in events if isinstance(e, Note))
+
+
+def test_float32_matmul_precision_is_restored():
+    before = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("high")
+    try:
+        run("cpu", calls=1, repeats=1)
+        assert torch.get_float32_matmul_precision() == "high"
+    finally:
+        torch.set_float32_matmul_precision(before)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_cuda_unsynced_timing_measures_only_the_launches():
+    events, m = run("cuda", size=2048, calls=20, repeats=5)
+    assert isinstance(events[0], Started) and m["device"].startswith("cuda")
+    assert m["asynchronous"] is True
+    # asynchronous execution: queueing 20 matmuls of 17 GFLOP each is far quicker than running them
+    assert m["ratio"] > 2
+    assert m["events_seconds"] == pytest.approx(m["synced_seconds"], rel=0.2)
+    table = next(e for e in events if isinstance(e, Table))
+    assert [row[0] for row in table.rows][-1] == "CUDA events"

@@ -1,0 +1,166 @@
+"""sync-timing: timing GPU work without synchronize measures the launch, not the work.
+
+On a GPU, `c = a @ b` only queues a kernel and returns at once; the GPU runs it later. So
+
+    start = time.perf_counter(); for ...: a @ b; seconds = time.perf_counter() - start
+
+measures how long the CPU took to *queue* the matmuls. Here `calls` n x n float32 matmuls
+(the same inputs, written into one output buffer: eager PyTorch runs every kernel it is
+asked for, nothing is optimised away) are timed, after a warm-up, three ways:
+
+1. perf_counter with no synchronize before the clock stops (the device is synchronised
+   after the clock stopped, so every repeat starts with an empty queue);
+2. perf_counter with the device synchronised before the clock starts and before it stops;
+3. on CUDA, a pair of torch.cuda.Event(enable_timing=True) recorded on the GPU's stream.
+
+The median of `repeats` timings per way is reported; the ways take turns within each repeat.
+TF32 is switched off for the measurement (full float32 matmuls) and restored afterwards.
+On a CPU, operations are synchronous, so the first two agree: there is nothing to wait for.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+
+import torch
+
+from tutor.devices import Device
+from tutor.events import Event, Finished, Note, Started, Step, Table
+from tutor.experiments import SyncTimingParams
+from tutor.experiments.common import seed_everything
+from tutor.timing import median, synchronize
+
+CPU_SIZE = 512  # the size a CPU uses unless one is asked for: 2048 is 64x the work, about a minute on 2 cores
+WARMUP_CALLS = 3  # untimed matmuls first: cuBLAS handles, kernel choice, the allocator
+
+
+def _unsynced(matmuls: Callable[[], None], device: str) -> float:
+    synchronize(device)  # start with an empty queue
+    start = time.perf_counter()
+    matmuls()
+    seconds = time.perf_counter() - start  # the mistake: the GPU may still be working
+    synchronize(device)  # drain the queue (untimed) so the next timing starts clean
+    return seconds
+
+
+def _synced(matmuls: Callable[[], None], device: str) -> float:
+    synchronize(device)
+    start = time.perf_counter()
+    matmuls()
+    synchronize(device)  # wait for the work before reading the clock
+    return time.perf_counter() - start
+
+
+def _events(matmuls: Callable[[], None], device: torch.device) -> float:
+    stream = torch.cuda.current_stream(device)
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    torch.cuda.synchronize(device)
+    start.record(stream)
+    matmuls()
+    end.record(stream)
+    end.synchronize()  # elapsed_time needs both events to have happened
+    return start.elapsed_time(end) / 1000  # milliseconds -> seconds
+
+
+def _ms(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds * 1000:,.3f} ms"
+
+
+def run(p: SyncTimingParams, dev: Device) -> Iterator[Event]:
+    seed_everything(p.seed)
+    device = torch.device(dev.torch_device)
+    asynchronous = dev.kind in ("cuda", "mps")
+    cuda = dev.kind == "cuda"
+    # The default size is chosen for GPUs; on a CPU it would take about a minute, so a CPU run
+    # uses CPU_SIZE unless the size was asked for explicitly.
+    capped = dev.kind == "cpu" and "size" not in p.model_fields_set and p.size > CPU_SIZE
+    n = CPU_SIZE if capped else p.size
+    calls = p.calls
+    yield Started("sync-timing", str(device), dev.name, "random matrices (the timing does not depend on the data)",
+                  f"{calls} matmuls of {n} x {n} float32, median of {p.repeats} timings per way")
+    if capped:
+        yield Note(f"On the CPU this run uses {n} x {n} matrices instead of the default {p.size} x {p.size}, "
+                   f"so it finishes in seconds: the full size is ({p.size}/{n})^3 = {(p.size / n) ** 3:,.0f} times "
+                   f"the work (set size={p.size} to run it anyway). The lesson is the same at any size.")
+    if not asynchronous:
+        yield Note(f"No GPU here: this runs on the CPU ({dev.name}). CPU operations are synchronous, so both "
+                   "clocks should agree. On a GPU they would not; no GPU figures are shown because none "
+                   "were measured.", "warning")
+
+    a = torch.randn(n, n, device=device)
+    b = torch.randn(n, n, device=device)
+    out = torch.empty(n, n, device=device)
+
+    def matmuls() -> None:
+        for _ in range(calls):
+            torch.mm(a, b, out=out)
+
+    precision = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("highest")  # full float32: no TF32 on CUDA (restored below)
+    try:
+        for _ in range(WARMUP_CALLS):
+            torch.mm(a, b, out=out)
+        synchronize(dev.torch_device)
+
+        unsynced: list[float] = []
+        synced: list[float] = []
+        events: list[float] = []
+        for r in range(p.repeats):  # the ways take turns, so a slow moment hits them alike
+            unsynced.append(_unsynced(matmuls, dev.torch_device))
+            synced.append(_synced(matmuls, dev.torch_device))
+            if cuda:
+                events.append(_events(matmuls, device))
+            # progress between timings (no loss here: NaN; "samples" are matmuls)
+            yield Step(r + 1, p.repeats, float("nan"), synced[-1], 0.0, label="repeat")  # no loss, no samples
+    finally:
+        torch.set_float32_matmul_precision(precision)
+
+    u, s = median(unsynced), median(synced)
+    e = median(events) if cuda else None
+    ratio = s / u
+    tflops = 2 * n**3 * calls / s / 1e12
+
+    what_u = f"queueing {calls} launches" if asynchronous else "the work (CPU ops are synchronous)"
+    what_s = "the launches and the work" if asynchronous else "the same: nothing to wait for"
+    rows = [["perf_counter, no sync", _ms(u), what_u], ["perf_counter + synchronize", _ms(s), what_s]]
+    if cuda:
+        rows.append(["CUDA events", _ms(e), "the work, timed on the GPU"])
+    yield Table(f"{calls} matmuls of {n} x {n} float32 on {device} (median of {p.repeats})",
+                ["method", "time", "what it measured"], rows)
+
+    if asynchronous:
+        sync_call = "torch.cuda.synchronize()" if cuda else "torch.mps.synchronize()"
+        yield Note(f"Without synchronize the clock stopped after {_ms(u)}: the time the CPU took to queue {calls} "
+                   f"matmuls, while the GPU was still working. With {sync_call} before reading the clock the "
+                   f"same work took {_ms(s)}, {ratio:,.1f}x as long.", "result")
+        if ratio < 2:
+            yield Note(f"Here the gap is small. Either each matmul is short next to the cost of launching it "
+                       f"(try a larger size), or so many were queued that the CPU had to wait for room in the "
+                       f"launch queue (calls={calls}), which makes the unsynchronised time approach the real one.")
+        if cuda:
+            yield Note(f"CUDA events, recorded on the GPU's stream around the same work, measured {_ms(e)}, "
+                       f"{e / s:.2f}x the synchronised clock: the same work, timed by the GPU itself.")
+    else:
+        yield Note(f"On the CPU both clocks measure the same thing ({_ms(u)} and {_ms(s)}, ratio {ratio:.2f}; "
+                   "any difference is run-to-run noise): when a @ b returns on the CPU, the product is done. "
+                   "On a GPU, a @ b only queues a kernel and returns at once, so the clock without synchronize "
+                   "would stop long before the work ends and report far less time. Run this on a CUDA or Apple "
+                   "GPU to measure the gap.", "result")
+    precision_text = "full float32, TF32 off during the measurement" if cuda else "float32"
+    yield Note(f"Throughput from the synchronised time: 2 x {n}^3 x {calls} FLOPs / {s:.4g} s = {tflops:.3f} "
+               f"TFLOP/s ({precision_text}).")
+    yield Note("The fix: synchronise before starting and before reading the clock (torch.cuda.synchronize(), "
+               "torch.mps.synchronize() on a Mac), or time with torch.cuda.Event(enable_timing=True) pairs. "
+               "loss.item() also synchronises, because it copies a value the GPU computes to the CPU: that is "
+               "why timing a loop that prints the loss every step looks right by accident.")
+
+    yield Finished({
+        "unsynced_seconds": u,
+        "synced_seconds": s,
+        "events_seconds": e,
+        "ratio": ratio,
+        "asynchronous": asynchronous,
+        "tflops": tflops,
+        "device": str(device),
+    })
