@@ -486,3 +486,21 @@ def test_progress_without_a_loss_shows_neither_nan_nor_a_rate(capsys):
     assert code == 0
     steps = [line for line in out.splitlines() if line.startswith("[repeat] step")]
     assert steps and not any("nan" in line or "samples/s" in line for line in steps)
+
+
+def test_run_output_shows_values_verbatim_not_as_markup(capsys, monkeypatch):
+    """A message such as torch's "[enforce fail at alloc_cpu.cpp:127] ..." is a value: the
+    metrics table and result tables print its brackets instead of swallowing them as markup."""
+    from tutor import experiments
+    from tutor.events import Finished, Started, Table
+
+    def fake_start(name, values=None, device=None):
+        yield Started(name, "cpu", "CPU", "none")
+        yield Table("[bold]t[/bold]", ["what"], [["[enforce fail at x.cpp:1] err"]])
+        yield Finished({"error_message": "[enforce fail at alloc_cpu.cpp:127] err == 0"})
+
+    monkeypatch.setattr(experiments, "start", fake_start)
+    code, out, _ = run_cli(capsys, "run", "device-basics", "--device", "cpu")
+    assert code == 0
+    assert "[enforce fail at x.cpp:1]" in out and "[bold]t[/bold]" in out
+    assert "[enforce fail at alloc_cpu.cpp:127]" in out.replace("\n", "")

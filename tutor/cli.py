@@ -691,6 +691,7 @@ class _HumanEvents:
     def __call__(self, event: Any) -> None:
         from rich.markup import escape
         from rich.table import Table as RichTable
+        from rich.text import Text
 
         from tutor import events as ev
 
@@ -724,11 +725,11 @@ class _HumanEvents:
             prefix = "warning: " if event.level == "warning" else ""
             c.print(f"{prefix}{event.text}", style=style or None, markup=False)
         elif isinstance(event, ev.Table):
-            table = RichTable(title=event.title, title_justify="left")
+            table = RichTable(title=Text(event.title), title_justify="left")
             for col in event.columns:
                 table.add_column(str(col), overflow="fold")
             for row in event.rows:
-                table.add_row(*(str(x) for x in row))
+                table.add_row(*(Text(str(x)) for x in row))  # values, not markup: "[enforce fail ...]"
             c.print(table)
         elif isinstance(event, ev.Finished):
             pass  # printed by done(), after the run is recorded
@@ -743,12 +744,13 @@ class _HumanEvents:
 
     def done(self, metrics: dict, seconds: float) -> None:
         from rich.table import Table as RichTable
+        from rich.text import Text
 
         table = RichTable(title=f"metrics (run took {seconds:.1f} s)", title_justify="left")
         table.add_column("metric", no_wrap=True)
         table.add_column("value", overflow="fold")
         for k, v in metrics.items():
-            table.add_row(str(k), _fmt(v))
+            table.add_row(Text(str(k)), Text(_fmt(v)))
         self.console.print(table)
 
     def error(self, message: str) -> None:

@@ -184,11 +184,11 @@ class AutocastMisuseParams(Params):
 
 
 class OomRecoveryParams(Params):
-    limit_mb: int = Field(512, ge=64, le=1 << 20, description="the memory limit the run sets itself (MiB)")
+    limit_mb: int = Field(128, ge=64, le=1 << 20, description="the memory limit the run sets itself (MiB)")
     batch_size: int | None = Field(
         None, ge=1, le=1 << 24, description="the batch that is too big (default: about twice what fits)"
     )
-    width: int = Field(4096, ge=16, le=16384, description="features per Linear layer")
+    width: int = Field(1024, ge=16, le=16384, description="features per Linear layer")
     layers: int = Field(3, ge=1, le=48, description="Linear + ReLU pairs")
 
 
@@ -498,7 +498,7 @@ REGISTRY: dict[str, Experiment] = {
                 "method": "how the limit was set (set_per_process_memory_fraction, RLIMIT_DATA, or none)",
                 "device": "torch device used",
             },
-            {"limit_mb": 256, "width": 512, "layers": 2},
+            {"limit_mb": 64, "width": 256, "layers": 2},
         ),
         Experiment(
             "device-mismatch",
