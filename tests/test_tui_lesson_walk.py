@@ -1,4 +1,4 @@
-"""Walk the built-in gpu-training lesson from first step to last, as a learner would.
+"""Walk the built-in lessons with runs from first step to last, as a learner would.
 
 Every run step really runs (with its experiment's quick parameters, so the walk stays
 short); every check is answered wrong first, then right, then verified by its run.
@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import pytest
 from textual.widgets import Input, OptionList
 
 from checks.spec import ChoiceAnswer
@@ -36,7 +37,31 @@ async def run_and_wait(pilot, panel: RunPanel) -> None:
     await pilot.pause(0.2)  # let RunPanel.Done reach the step
 
 
-async def test_walk_the_whole_gpu_training_lesson(tmp_path: Path, monkeypatch):
+async def answer_check(pilot, view: CheckStepView, step) -> None:
+    """A wrong answer (not accepted), then a right one (accepted)."""
+    if isinstance(step.answer, ChoiceAnswer):
+        options = step.answer.options
+        wrong = next(i for i, o in enumerate(options) if not o.correct)
+        right = next(i for i, o in enumerate(options) if o.correct)
+        choices = view.query_one("#choices", OptionList)
+        choices.focus()
+        attempts = [(wrong, False), (right, True)]
+    else:
+        box = view.query_one("#answer", Input)
+        box.focus()
+        attempts = [(step.examples.wrong[0], False), (step.examples.right[0], True)]
+    for answer, accepted in attempts:
+        if isinstance(step.answer, ChoiceAnswer):
+            choices.highlighted = answer
+        else:
+            box.value = answer
+        await pilot.press("enter")
+        await pilot.pause()
+        assert view.solved is accepted, (step.id, answer)
+
+
+@pytest.mark.parametrize("lesson_id", ["gpu-training", "gpu-lab"])
+async def test_walk_a_whole_lesson(lesson_id: str, tmp_path: Path, monkeypatch):
     original_init = RunPanel.__init__
 
     def quick_init(self, experiment, params=None, *, id=None):
@@ -48,7 +73,7 @@ async def test_walk_the_whole_gpu_training_lesson(tmp_path: Path, monkeypatch):
     app = TutorApp(home=tmp_path, device="cpu")
     async with app.run_test(size=(80, 24)) as pilot:
         assert isinstance(app.screen, HomeScreen)
-        app.open_lesson("gpu-training")
+        app.open_lesson(lesson_id)
         await pilot.pause()
         screen = app.screen
         lesson = screen.lesson
@@ -73,16 +98,7 @@ async def test_walk_the_whole_gpu_training_lesson(tmp_path: Path, monkeypatch):
                 for name in experiments.REGISTRY[step.experiment].metrics:
                     assert name in record.metrics, (step.experiment, name)
             elif isinstance(view, CheckStepView):
-                box = view.query_one("#answer", Input)
-                box.focus()
-                box.value = step.examples.wrong[0]
-                await pilot.press("enter")
-                await pilot.pause()
-                assert not view.solved, step.examples.wrong[0]
-                box.value = step.examples.right[0]
-                await pilot.press("enter")
-                await pilot.pause()
-                assert view.solved, step.examples.right[0]
+                await answer_check(pilot, view, step)
                 if step.verify is not None:
                     await run_and_wait(pilot, view.query_one("#verify", RunPanel))
             await pilot.press("n")
