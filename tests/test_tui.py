@@ -210,3 +210,34 @@ async def test_home_keeps_the_summary_indent_when_it_wraps(tmp_path):
         lines = console.export_text().splitlines()
         assert lines[0].startswith("GPU Lab")
         assert len(lines) >= 4 and all(line.startswith("  ") for line in lines[1:])
+
+
+async def test_input_feedback_scrolls_into_view_at_80x24(tmp_path):
+    """An unreadable prediction or a wrong check answer gets its message where the learner can
+    see it, even when the step is taller than the screen."""
+    app = TutorApp(home=tmp_path, device="cpu")
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.open_lesson("gpu-lab")
+        await pilot.pause()
+        screen = app.screen
+        screen.show_step(screen.lesson.index("basics-predict"))
+        await pilot.pause()
+        box = screen.query_one("#answer", Input)
+        box.value = "nnnnnn"
+        await pilot.press("enter")
+        await pilot.pause(0.2)
+        feedback = screen.query_one("#feedback", Static)
+        assert "couldn't read a number" in text_of(feedback)
+        assert screen.region.contains_region(feedback.region) and feedback.region.height > 0
+        assert app.progress.prediction("gpu-lab", "basics-predict") is None  # nothing locked
+
+        screen.show_step(screen.lesson.index("check-sync"))
+        await pilot.pause()
+        box = screen.query_one("#answer", Input)
+        box.focus()
+        box.value = "the CPU timing is wrong"
+        await pilot.press("enter")
+        await pilot.pause(0.2)
+        feedback = screen.query_one("#feedback", Static)
+        assert "Not yet" in text_of(feedback)
+        assert screen.region.contains_region(feedback.region) and feedback.region.height > 0

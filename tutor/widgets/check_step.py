@@ -65,6 +65,7 @@ class CheckStepView(StepView):
         feedback = self.query_one("#feedback", Static)
         if not answer.strip():
             feedback.update(Text("Write your answer first: a sentence or two in your own words.", style="yellow"))
+            self.call_after_refresh(feedback.scroll_visible, animate=False)
             return
         metrics = self.tutor.check_metrics(self.lesson.id, self.step)
         verdict = checks.grade(answer, self.step.answer, metrics)
@@ -83,6 +84,8 @@ class CheckStepView(StepView):
             elif self.step.hint:
                 extra = "\nescape, then h, shows a hint."
             feedback.update(Text.assemble(("✗ Not yet. ", "bold red"), verdict.feedback, (extra, "dim")))
+            # At 80x24 the feedback can sit below the fold: bring it into view.
+            self.call_after_refresh(feedback.scroll_visible, animate=False)
         self.refresh_hint()
 
     def _show_verdict(self, correct: bool, feedback_text: str, answer: str) -> None:
@@ -123,7 +126,9 @@ class CheckStepView(StepView):
 
     def action_hint(self) -> bool:
         text = self.step.hint or "No hint for this one: reread the step before it."
-        self.query_one("#hint", Static).update(Text.assemble(("Hint: ", "bold"), text))
+        hint = self.query_one("#hint", Static)
+        hint.update(Text.assemble(("Hint: ", "bold"), text))
+        self.call_after_refresh(hint.scroll_visible, animate=False)
         return True
 
     def give_up(self) -> bool:

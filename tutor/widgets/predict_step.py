@@ -67,21 +67,27 @@ class PredictStepView(StepView):
         text = event.value.strip()
         feedback = self.query_one("#feedback", Static)
         if not text:
-            feedback.update(Text("Type your prediction first: any honest guess is fine.", style="yellow"))
+            self._say(feedback, "Type your prediction first: any honest guess is fine.")
             return
         value = None
         spec = self.step.answer
         if isinstance(spec, NumberAnswer):
             value = checks.parse_number(text, spec.unit)
             if value is None:
-                feedback.update(Text(f"I couldn't read a number in that. Try something like "
-                                     f"{checks.describe_spec(spec)}.", style="yellow"))
+                self._say(feedback, f"I couldn't read a number in that. Try something like "
+                                    f"{checks.describe_spec(spec)}.")
                 return
             if (spec.min is not None and value < spec.min) or (spec.max is not None and value > spec.max):
-                feedback.update(Text(f"That's outside the range this question allows "
-                                     f"({spec.min} to {spec.max} {spec.unit}).", style="yellow"))
+                self._say(feedback, f"That's outside the range this question allows "
+                                    f"({checks.format_number(spec.min, spec.unit)} to "
+                                    f"{checks.format_number(spec.max, spec.unit)}).")
                 return
         self._lock(text, value)
+
+    def _say(self, feedback: Static, message: str) -> None:
+        """A message about the learner's input, scrolled into view (at 80x24 it can sit below the fold)."""
+        feedback.update(Text(message, style="yellow"))
+        self.call_after_refresh(feedback.scroll_visible, animate=False)
 
     def _lock(self, answer: str, value: float | None) -> None:
         self.tutor.progress.lock_prediction(self.lesson.id, self.step.id, answer, value)
