@@ -103,6 +103,9 @@ async def test_walk_predict_run_check_and_resume(tmp_path):
         await wait_for(pilot, lambda: app.progress.latest_run(lesson_id="tui-demo", step_id="short-run"))
         reveal = text_of(panel.query_one("#reveal", Static))
         assert "above 80%" in reveal and "accuracy" in reveal
+        await pilot.pause(0.2)  # the reveal, the step's payoff, is scrolled into view
+        shown = panel.query_one("#reveal", Static).region
+        assert shown.height > 0 and screen.region.contains_region(shown)
         record = app.progress.latest_run(lesson_id="tui-demo", step_id="short-run")
         assert record is not None and record.metrics["accuracy"] == panel.metrics["accuracy"]
 

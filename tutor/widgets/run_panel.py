@@ -161,7 +161,10 @@ class RunPanel(Vertical):
             self._set_live(Text(f"Working… {elapsed:.0f} s", style="italic"))
 
     def show_reveal(self, renderable: Any) -> None:
-        self.query_one("#reveal", Static).update(renderable)
+        reveal = self.query_one("#reveal", Static)
+        reveal.update(renderable)
+        # The payoff of the step: below a long results table it would otherwise go unseen at 80x24.
+        self.call_after_refresh(reveal.scroll_visible, animate=False)
 
     # ------------------------------------------------------------------ events
 
