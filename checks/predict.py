@@ -133,6 +133,8 @@ def _score_number(answer: str, spec: NumberAnswer, measured, unit: str) -> Predi
         hit = abs(m - predicted) <= spec.tolerance * abs(m)
     rel = abs(m - predicted) / abs(m)
     if hit:
+        if predicted == m:  # "within 1%" would undersell it
+            return PredictionScore(f"exactly right ({said})", ratio, True)
         pct = max(1, math.ceil(rel * 100))
         return PredictionScore(f"within {pct}% ({said})", ratio, True)
     factor = max(ratio, 1 / ratio)

@@ -179,3 +179,12 @@ def test_checkpoint_size_reveal_shows_the_exact_byte_count():
                                                  {"text": "About 3 MB", "min": 1500000, "max": 4500000}])
     s = score_prediction("About 3 MB", sizes, 2828323, "B")
     assert s.hit and s.summary == "you chose 'About 3 MB'; measured 2,828,323 B, which is in that range"
+
+
+def test_an_exact_prediction_says_so():
+    from checks.spec import NumberAnswer
+
+    score = score_prediction("940,584 B", NumberAnswer(type="number", unit="B"), 940584, "B")
+    assert score.hit and score.summary.startswith("exactly right")
+    near = score_prediction("940,000 B", NumberAnswer(type="number", unit="B"), 940584, "B")
+    assert near.hit and near.summary.startswith("within 1%")

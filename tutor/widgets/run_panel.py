@@ -164,7 +164,8 @@ class RunPanel(Vertical):
         reveal = self.query_one("#reveal", Static)
         reveal.update(renderable)
         # The payoff of the step: below a long results table it would otherwise go unseen at 80x24.
-        self.call_after_refresh(reveal.scroll_visible, animate=False)
+        # Twice deferred: the metrics table mounted just before gets its height one refresh later.
+        self.call_after_refresh(self.call_after_refresh, reveal.scroll_visible, animate=False)
 
     # ------------------------------------------------------------------ events
 
