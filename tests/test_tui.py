@@ -244,3 +244,17 @@ async def test_input_feedback_scrolls_into_view_at_80x24(tmp_path):
         feedback = screen.query_one("#feedback", Static)
         assert "Not yet" in text_of(feedback)
         assert screen.region.contains_region(feedback.region) and feedback.region.height > 0
+
+
+async def test_a_choice_check_says_to_choose_not_type(tmp_path):
+    app = TutorApp(home=tmp_path, device="cpu")
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.open_lesson("gpu-lab")
+        await pilot.pause()
+        screen = app.screen
+        screen.show_step(screen.lesson.index("check-tf32"))
+        await pilot.pause(0.2)
+        screen.query_one("#choices", OptionList).focus()
+        await pilot.pause(0.2)
+        hint = text_of(screen.query_one("#keys-hint", Static))
+        assert "↑↓ choose" in hint and "type your answer" not in hint

@@ -185,7 +185,9 @@ class CheckStepView(StepView):
             verify = "r verify with a real run · " if self.step.verify else ""
             return f"{verify}n next · p previous · ? help"
         stuck = " · g show answer" if self.attempts >= GIVE_UP_AFTER else ""
-        if isinstance(self.screen.focused, (Input, OptionList)):
+        if isinstance(self.screen.focused, OptionList):
+            return "↑↓ choose · enter submit · escape leave the list (then h hint)"
+        if isinstance(self.screen.focused, Input):
             return "type your answer · enter submit · escape leave the box (then h hint)"
         return f"enter/tab back to the answer box · h hint{stuck} · n next · p previous · ? help"
 
