@@ -291,3 +291,32 @@ def test_number_answers_have_units_a_learner_can_type(lesson):
     for s in lesson.steps:
         if isinstance(s, CheckStep) and isinstance(s.answer, NumberAnswer):
             assert s.answer.unit == "GB" and s.answer.value is not None
+
+
+def _plain_texts(step) -> list[tuple[str, str]]:
+    """The texts the tutor shows as plain text (not Markdown): prompts, hints, options, feedback."""
+    out = []
+    if isinstance(step, (CheckStep, PredictStep)):
+        out.append(("prompt", step.prompt))
+        answer = step.answer
+        if isinstance(answer, ChoiceAnswer):
+            out += [("option", o.text) for o in answer.options] + [("feedback", o.feedback) for o in answer.options]
+        if isinstance(answer, NumberAnswer):
+            out += [("range feedback", r.feedback) for r in answer.ranges]
+        if isinstance(answer, TextAnswer) and answer.rubric:
+            rubric = answer.rubric
+            out += [("missing", c.missing) for c in rubric.require + rubric.bonus]
+            out += [("misconception", m.feedback) for m in rubric.misconceptions]
+            out.append(("reference", answer.reference))
+    if isinstance(step, CheckStep):
+        out.append(("hint", step.hint))
+    return out
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "lessons").glob("*.yaml")), ids=lambda p: p.stem)
+def test_plain_text_fields_carry_no_markdown(path):
+    """Backticks and asterisks would be shown as typed in feedback, hints and options (every
+    built-in lesson)."""
+    marked = [(s.id, kind, text) for s in load_file(path).steps for kind, text in _plain_texts(s)
+              if text and re.search(r"`|\*\w", text)]
+    assert not marked
