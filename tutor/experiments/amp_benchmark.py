@@ -31,22 +31,10 @@ from torch import nn
 
 from tutor import devices
 from tutor.devices import Device
-from tutor.events import Epoch, Event, Finished, Note, Started, Step, Table
+from tutor.events import Event, Finished, Note, Started, Table
 from tutor.experiments import AmpBenchmarkParams
-from tutor.experiments.common import (
-    OFF,
-    Amp,
-    autocast_settings,
-    evaluate,
-    make_scaler,
-    report_interval,
-    saved_for_backward,
-    seed_everything,
-    train_epoch,
-    warm_up,
-)
+from tutor.experiments.common import OFF, Amp, autocast_settings, saved_for_backward, seed_everything, train_timed
 from tutor.model import count_parameters, linear_stack
-from tutor.timing import Stopwatch, median
 
 
 def benchmark_mlp(width: int, layers: int) -> nn.Sequential:
@@ -74,68 +62,15 @@ def _set_tf32(on: bool) -> None:
 def _train_case(
     label: str, amp: Amp, init_state: dict, x, y, test_x, test_y, device: str, p: AmpBenchmarkParams
 ) -> Iterator[Event | dict]:
-    """Train one case from `init_state`; yields Step/Epoch events, then a result dict."""
-    from tutor.data import batches
-
+    """Train one case from `init_state`; yields Step/Epoch events, then train_timed's result dict."""
     seed_everything(p.seed)
     model = benchmark_mlp(p.width, p.layers).to(device)
     model.load_state_dict(init_state)  # the same starting weights in every case
-    # Untimed steps on a throwaway copy, same precision and TF32 setting: cuBLAS handles,
-    # kernel selection and the allocator are paid for before the clock starts.
-    warm_up(model, batches(x, y, p.batch_size, shuffle=False), device, amp=amp, lr=p.lr)
-    opt = torch.optim.Adam(model.parameters(), lr=p.lr)
-    scaler = make_scaler(amp, device)
-    gen = torch.Generator().manual_seed(p.seed)  # the same batch order in every case
-
-    n = x.shape[0]
-    steps_per_epoch = -(-n // p.batch_size)
-    total = steps_per_epoch * p.epochs
-    every = report_interval(steps_per_epoch)
-
-    base = None
-    if device.startswith("cuda"):  # data, weights and init_state are allocated by now: the baseline
-        torch.cuda.synchronize(device)
-        torch.cuda.reset_peak_memory_stats(device)
-        base = torch.cuda.memory_allocated(device)
-
-    clock = Stopwatch(device)
-    epoch_seconds: list[float] = []
-    steps = 0
-    acc = float("nan")
-    last = None
-    for epoch in range(1, p.epochs + 1):
-        ep_clock = Stopwatch(device)
-        for prog in train_epoch(
-            model, opt, batches(x, y, p.batch_size, generator=gen), device,
-            amp=amp, scaler=scaler, report_every=every,
-        ):
-            last = prog
-            if prog.steps:
-                seconds = clock.elapsed()
-                event = Step(
-                    step=steps + prog.steps, total=total, loss=prog.loss, seconds=seconds,
-                    samples_per_s=((epoch - 1) * n + prog.samples) / seconds if seconds > 0 else 0.0,
-                    epoch=epoch, label=label,
-                )
-                with clock.paused(), ep_clock.paused():
-                    yield event
-        secs = ep_clock.elapsed()
-        epoch_seconds.append(secs)
-        steps += last.steps
-        with clock.paused():
-            acc = evaluate(model, test_x, test_y, 1000, amp=amp)
-            yield Epoch(epoch, p.epochs, last.epoch_loss, acc, secs, n / secs if secs > 0 else 0.0, label=label)
-
-    peak_mb = None
-    if base is not None:
-        peak_mb = (torch.cuda.max_memory_allocated(device) - base) / 1e6
-    yield {
-        "seconds": median(epoch_seconds),  # measured, for the images this case trained on
-        "accuracy": acc,
-        "peak_mb": peak_mb,
-        "base_mb": None if base is None else base / 1e6,
-        "images": n,
-    }
+    for item in train_timed(model, x, y, test_x, test_y, device, epochs=p.epochs, batch_size=p.batch_size,
+                            lr=p.lr, seed=p.seed, amp=amp, label=label):
+        if isinstance(item, dict):
+            item["images"] = x.shape[0]  # the images this case trained on per epoch
+        yield item
 
 
 def _activation_mb(p: AmpBenchmarkParams, device: str) -> float:
@@ -337,7 +272,7 @@ def run(p: AmpBenchmarkParams, dev: Device) -> Iterator[Event]:
                            "emulated (converted around float32 arithmetic): slower, never faster.")
             why.append(f"autocast adds work every step (casting weights and activations to {amp.dtype_name})"
                        + (" and GradScaler adds its scale, unscale and inf/NaN checks" if amp.use_scaler else "")
-                       + f", which only pays off when the matmuls are large: try a larger width or batch_size.")
+                       + ", which only pays off when the matmuls are large: try a larger width or batch_size.")
             yield Note(" ".join(why), "result")
         elif amp.emulated:
             yield Note(

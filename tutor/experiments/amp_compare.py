@@ -19,88 +19,23 @@ from collections.abc import Iterator
 import torch
 
 from tutor.devices import Device
-from tutor.events import Epoch, Event, Finished, Note, Started, Step, Table
+from tutor.events import Event, Finished, Note, Started, Table
 from tutor.experiments import AmpCompareParams
-from tutor.experiments.common import (
-    OFF,
-    Amp,
-    autocast_settings,
-    evaluate,
-    make_scaler,
-    report_interval,
-    seed_everything,
-    train_epoch,
-    warm_up,
-)
+from tutor.experiments.common import OFF, Amp, autocast_settings, seed_everything, train_timed
 from tutor.model import MNISTClassifier, count_parameters
-from tutor.timing import Stopwatch, median
 
 
 def _peak_supported(dev: Device) -> bool:
     return dev.kind == "cuda"
 
 
-def _train_mode(
-    label: str, amp: Amp, init_state: dict, d, p: AmpCompareParams, dev: Device, total_steps: int, every: int
-) -> Iterator[Event | dict]:
-    """Train one mode; yields Step/Epoch events, then a result dict."""
-    from tutor.data import batches
-
-    device = dev.torch_device
+def _train_mode(label: str, amp: Amp, init_state: dict, d, p: AmpCompareParams, device: str) -> Iterator[Event | dict]:
+    """Train one mode from `init_state`; yields Step/Epoch events, then train_timed's result dict."""
     seed_everything(p.seed)
     model = MNISTClassifier().to(device)
     model.load_state_dict(init_state)  # identical starting weights for both modes
-    # Warm-up on a throwaway copy, same precision, so the timed epochs start warm.
-    warm_up(model, batches(d.train_x, d.train_y, p.batch_size, shuffle=False), device, amp=amp, lr=p.lr)
-    opt = torch.optim.Adam(model.parameters(), lr=p.lr)
-    scaler = make_scaler(amp, dev)
-    gen = torch.Generator().manual_seed(p.seed)  # identical batch order for both modes
-
-    base = None
-    if _peak_supported(dev):  # data, weights and init_state are allocated by now: the baseline
-        torch.cuda.synchronize(device)
-        torch.cuda.reset_peak_memory_stats(device)
-        base = torch.cuda.memory_allocated(device)
-
-    clock = Stopwatch(device)
-    epoch_seconds: list[float] = []
-    steps = 0
-    acc = float("nan")
-    for epoch in range(1, p.epochs + 1):
-        ep_clock = Stopwatch(device)
-        last = None
-        for prog in train_epoch(
-            model, opt, batches(d.train_x, d.train_y, p.batch_size, generator=gen), device,
-            amp=amp, scaler=scaler, report_every=every,
-        ):
-            last = prog
-            if prog.steps:
-                seconds = clock.elapsed()
-                event = Step(
-                    step=steps + prog.steps, total=total_steps, loss=prog.loss, seconds=seconds,
-                    samples_per_s=((epoch - 1) * d.train_x.shape[0] + prog.samples) / seconds if seconds > 0 else 0.0,
-                    epoch=epoch, label=label,
-                )
-                with clock.paused(), ep_clock.paused():
-                    yield event
-        secs = ep_clock.elapsed()
-        epoch_seconds.append(secs)
-        steps += last.steps
-        with clock.paused():
-            acc = evaluate(model, d.test_x, d.test_y, 1000, amp=amp)
-            yield Epoch(epoch, p.epochs, last.epoch_loss, acc, secs, last.samples / secs if secs > 0 else 0.0, label=label)
-
-    peak_mb = None
-    if base is not None:
-        peak_mb = (torch.cuda.max_memory_allocated(device) - base) / 1e6
-    yield {
-        "seconds": median(epoch_seconds),
-        "accuracy": acc,
-        "peak_mb": peak_mb,
-        "base_mb": None if base is None else base / 1e6,
-        "loss": last.epoch_loss if last else float("nan"),
-        "scale": float(scaler.get_scale()) if scaler.is_enabled() else None,
-    }
+    yield from train_timed(model, d.train_x, d.train_y, d.test_x, d.test_y, device, epochs=p.epochs,
+                           batch_size=p.batch_size, lr=p.lr, seed=p.seed, amp=amp, label=label)
 
 
 def run(p: AmpCompareParams, dev: Device) -> Iterator[Event]:
@@ -109,7 +44,6 @@ def run(p: AmpCompareParams, dev: Device) -> Iterator[Event]:
     device = dev.torch_device
     amp = autocast_settings(p.amp, dev)
     d = mnist.load(device, train_samples=p.train_samples, test_samples=p.test_samples)
-    n = d.train_x.shape[0]
 
     yield Started(
         "amp-compare", device, dev.name, d.description,
@@ -140,16 +74,13 @@ def run(p: AmpCompareParams, dev: Device) -> Iterator[Event]:
 
     seed_everything(p.seed)
     init_state = copy.deepcopy(MNISTClassifier().state_dict())
-    steps_per_epoch = -(-n // p.batch_size)
-    every = report_interval(steps_per_epoch)
-    total = steps_per_epoch * p.epochs
 
     results = {}
     for label, mode in (("fp32", OFF), ("amp", amp)):
         if label == "amp" and not amp.enabled:
             break
         yield Note(f"Training in {'float32' if label == 'fp32' else 'autocast ' + amp.dtype_name} ...")
-        for item in _train_mode(label, mode, {k: v.to(device) for k, v in init_state.items()}, d, p, dev, total, every):
+        for item in _train_mode(label, mode, {k: v.to(device) for k, v in init_state.items()}, d, p, device):
             if isinstance(item, dict):
                 results[label] = item
             else:

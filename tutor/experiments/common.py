@@ -16,6 +16,11 @@
     report_interval(steps)                      steps between loss reports (~75 per pass)
     checkpoint_target(path, param) -> Path      checks before training that `path` can be written
     save_atomically(obj, target)                torch.save via `<target>.tmp`, removed on failure
+    train_timed(model, x, y, test_x, test_y, device, ...)
+                                                warm up, then train epochs of resident (x, y) with
+                                                Adam, timed and evaluated per epoch: yields Step and
+                                                Epoch events, then a dict of results (amp-compare,
+                                                amp-benchmark)
     seconds_per_call(fn, device, calls, warmup) mean seconds of fn() after `warmup` untimed calls,
                                                 the device synchronised before and after the clock
     saved_for_backward(model)                   a context that adds up the bytes autograd saves for
@@ -446,3 +451,81 @@ def seconds_per_call(fn: Callable[[], Any], device: str, calls: int, warmup: int
         fn()
     synchronize(device)
     return (time.perf_counter() - start) / calls
+
+
+def train_timed(
+    model: nn.Module,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    test_x: torch.Tensor,
+    test_y: torch.Tensor,
+    device: str,
+    *,
+    epochs: int,
+    batch_size: int,
+    lr: float,
+    seed: int,
+    amp: Amp = OFF,
+    label: str = "",
+) -> Iterator[Any]:
+    """Train `model` (already on `device`, with the caller's starting weights) for `epochs` epochs
+    of resident (x, y) with Adam: the one timed training loop of the precision comparisons.
+
+    Warm-up steps run first on a throwaway copy (same precision), the batch order comes from a
+    generator seeded with `seed` (the same in every case), seconds are device-synchronised and
+    exclude evaluation. Yields Step and Epoch events (labelled), then one dict: seconds (median
+    per epoch), accuracy (after the last epoch), loss (its mean), scale (GradScaler's, or None),
+    and on CUDA peak_mb (max_memory_allocated above what was allocated when the timed epochs
+    started) and base_mb (that baseline), else None.
+    """
+    from tutor.data import batches
+    from tutor.events import Epoch, Step
+    from tutor.timing import Stopwatch, median
+
+    warm_up(model, batches(x, y, batch_size, shuffle=False), device, amp=amp, lr=lr)
+    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    scaler = make_scaler(amp, device)
+    gen = torch.Generator().manual_seed(seed)
+    n = x.shape[0]
+    steps_per_epoch = -(-n // batch_size)
+    every = report_interval(steps_per_epoch)
+
+    base = None
+    if device.startswith("cuda"):  # data and weights are allocated by now: the baseline
+        torch.cuda.synchronize(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        base = torch.cuda.memory_allocated(device)
+
+    clock = Stopwatch(device)
+    epoch_seconds: list[float] = []
+    steps = 0
+    acc = float("nan")
+    last = None
+    for epoch in range(1, epochs + 1):
+        ep_clock = Stopwatch(device)
+        for last in train_epoch(model, opt, batches(x, y, batch_size, generator=gen), device,
+                                amp=amp, scaler=scaler, report_every=every):
+            if last.steps:
+                seconds = clock.elapsed()
+                event = Step(step=steps + last.steps, total=steps_per_epoch * epochs, loss=last.loss,
+                             seconds=seconds, epoch=epoch, label=label,
+                             samples_per_s=((epoch - 1) * n + last.samples) / seconds if seconds > 0 else 0.0)
+                with clock.paused(), ep_clock.paused():
+                    yield event
+        secs = ep_clock.elapsed()
+        epoch_seconds.append(secs)
+        steps += last.steps
+        with clock.paused():
+            acc = evaluate(model, test_x, test_y, 1000, amp=amp)
+            yield Epoch(epoch, epochs, last.epoch_loss, acc, secs, last.samples / secs if secs > 0 else 0.0,
+                        label=label)
+
+    peak = None if base is None else (torch.cuda.max_memory_allocated(device) - base) / 1e6
+    yield {
+        "seconds": median(epoch_seconds),
+        "accuracy": acc,
+        "loss": last.epoch_loss if last else float("nan"),
+        "scale": float(scaler.get_scale()) if scaler.is_enabled() else None,
+        "peak_mb": peak,
+        "base_mb": None if base is None else base / 1e6,
+    }
