@@ -258,3 +258,19 @@ async def test_a_choice_check_says_to_choose_not_type(tmp_path):
         await pilot.pause(0.2)
         hint = text_of(screen.query_one("#keys-hint", Static))
         assert "↑↓ choose" in hint and "type your answer" not in hint
+
+
+async def test_home_at_80x24_keeps_the_device_in_view_and_the_list_scrolls(tmp_path):
+    """Three lessons overflow 80x24: the list scrolls inside its box, the device line stays."""
+    app = TutorApp(home=tmp_path, device="cpu")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        screen = app.screen
+        lessons = screen.query_one("#lessons", OptionList)
+        assert screen.region.contains_region(screen.query_one("#device", Static).region)
+        assert lessons.region.bottom <= 22  # above the key hint and the footer
+        lessons.focus()
+        await pilot.press("end")
+        await pilot.pause()
+        assert lessons.highlighted == lessons.option_count - 1 and lessons.scroll_y > 0
+        assert screen.region.contains_region(screen.query_one("#device", Static).region)

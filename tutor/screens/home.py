@@ -8,7 +8,7 @@ from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import VerticalScroll
+from textual.containers import Vertical
 from textual.screen import Screen
 from textual.widgets import Footer, Header, OptionList, Static
 from textual.widgets.option_list import Option
@@ -24,7 +24,7 @@ class HomeScreen(Screen):
 
     def compose(self) -> ComposeResult:
         yield Header(show_clock=False)
-        with VerticalScroll(id="home"):
+        with Vertical(id="home"):
             yield Static(Text("Learn PyTorch GPU training by predicting, then measuring.", style="bold"),
                          id="tagline")
             yield Static(self.app.device_text, id="device")
@@ -63,6 +63,7 @@ class HomeScreen(Screen):
             for issue in error.issues[:5]:
                 lines.append(Text(f"    {issue}", style="red"))
         broken.update(Text("\n").join(lines) if lines else "")
+        broken.display = bool(lines)  # no empty rows under the list when every file loaded
 
     def _row(self, item: LoadedLesson, last: str | None) -> Group:
         lesson = item.lesson
