@@ -274,3 +274,13 @@ async def test_home_at_80x24_keeps_the_device_in_view_and_the_list_scrolls(tmp_p
         await pilot.pause()
         assert lessons.highlighted == lessons.option_count - 1 and lessons.scroll_y > 0
         assert screen.region.contains_region(screen.query_one("#device", Static).region)
+
+
+def test_a_words_prediction_is_revealed_once_and_not_scored():
+    from tutor.lesson import load_file
+    from tutor.widgets.reveal import reveal_text
+
+    step = load_file(Path(__file__).resolve().parent.parent / "lessons" / "gpu-lab.yaml").step("oom-predict")
+    message = "DefaultCPUAllocator: can't allocate memory: you tried to allocate 41918464 bytes"
+    shown = reveal_text(step, "out of memory", {"error_message": message}).plain
+    assert shown.count("41918464") == 1 and "out of memory" in shown and "Not scored" in shown

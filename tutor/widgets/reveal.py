@@ -8,6 +8,7 @@ from typing import Any
 from rich.text import Text
 
 import checks
+from checks.spec import TextAnswer
 from tutor.lesson import PredictStep
 from tutor.widgets.run_panel import fmt
 
@@ -24,9 +25,13 @@ def reveal_text(step: PredictStep, answer: str, metrics: dict[str, Any], device:
     if at is not None and time.time() - at > 600:
         where += time.strftime(" (measured %Y-%m-%d %H:%M)", time.localtime(at))
     mark = ("✓ ", "bold green") if score.hit else ("• ", "bold yellow")
+    summary = score.summary
+    if isinstance(step.answer, TextAnswer) and measured is not None:
+        # Words are not scored, and both are already on the two lines above: say so, not them again.
+        summary = "Not scored: set your words beside what was measured."
     return Text.assemble(
         ("Prediction vs measurement", "bold underline"), "\n",
         ("  you predicted: ", "bold"), (answer, "cyan"), "\n",
         ("  measured:      ", "bold"), (f"{metric} = {fmt(measured, step.unit)}", "bold"), (where, "dim"), "\n",
-        mark, score.summary,
+        mark, summary,
     )
