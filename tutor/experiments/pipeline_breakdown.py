@@ -1,0 +1,293 @@
+"""pipeline-breakdown: where one training step's time goes, and how close it gets to the peak.
+
+The learner's own training loop (Adam, cross-entropy) is timed phase by phase, with the
+device synchronised after each phase so the phases are told apart:
+
+    data wait   next(batches): index resident tensors, or wait for the DataLoader
+    copy        .to(device) of the batch (a no-op for resident tensors)
+    forward     the model and the loss (under autocast when amp is on)
+    backward    loss.backward() (scaled by a GradScaler for float16)
+    optimizer   optimizer.step() and zero_grad()
+
+A few untimed steps warm up first. Synchronising between phases removes the overlap a real
+loop gets (the CPU queueing the next kernels while the GPU works), so a second pass of the
+same number of steps runs with no syncs inside; its throughput is the honest one.
+
+Model FLOPs per step = 6 x (sum of in x out over the Linear layers) x batch (2 in the
+forward, 4 in the backward). Achieved FLOP/s = those FLOPs / the unsynced pass's time.
+MFU = achieved / peak, where the peak is the vendor's dense figure for a known GPU and the
+dtype in use, or else a measured large square matmul in that dtype (CPU, MPS, unknown GPUs).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+from torch import nn
+
+from tutor import data as mnist
+from tutor.devices import Device
+from tutor.events import Event, Finished, Note, Started, Step, Table
+from tutor.experiments import PipelineBreakdownParams
+from tutor.experiments.amp_benchmark import benchmark_mlp
+from tutor.experiments.common import autocast_settings, make_scaler, seed_everything
+from tutor.model import MNISTClassifier, count_parameters
+from tutor.timing import Stopwatch, median, synchronize
+
+WARMUP_STEPS = 5  # untimed: allocator, kernel selection, worker start-up
+REPORT_S = 0.2  # seconds between Step events, so cancelling is heard
+PHASES = ["data_wait", "copy", "forward", "backward", "optimizer"]
+PHASE_NAMES = {"data_wait": "data wait", "copy": "copy to device", "forward": "forward + loss",
+               "backward": "backward", "optimizer": "optimizer step"}
+
+# Vendor peak TFLOP/s, dense (no sparsity), from the vendors' data sheets.
+# Keys: float32 (plain FP32 cores), tfloat32, bfloat16, float16 (tensor cores).
+VENDOR_PEAKS: list[tuple[str, str, dict[str, float]]] = [
+    # (regex on torch.cuda.get_device_name(), label, peaks)
+    (r"H200", "NVIDIA H200",
+     {"float32": 67.0, "tfloat32": 494.7, "bfloat16": 989.4, "float16": 989.4}),
+    (r"H100.*PCIe", "NVIDIA H100 PCIe",
+     {"float32": 51.0, "tfloat32": 378.0, "bfloat16": 756.0, "float16": 756.0}),
+    (r"H100 (80GB HBM3|SXM)", "NVIDIA H100 SXM",
+     {"float32": 67.0, "tfloat32": 494.7, "bfloat16": 989.4, "float16": 989.4}),
+    (r"A100", "NVIDIA A100",
+     {"float32": 19.5, "tfloat32": 156.0, "bfloat16": 312.0, "float16": 312.0}),
+    (r"\bL4\b", "NVIDIA L4",
+     {"float32": 30.3, "tfloat32": 60.0, "bfloat16": 121.0, "float16": 121.0}),
+    (r"\bT4\b", "NVIDIA T4", {"float32": 8.1, "float16": 65.0}),
+    (r"RTX 4090", "NVIDIA GeForce RTX 4090",
+     {"float32": 82.6, "tfloat32": 82.6, "bfloat16": 165.2, "float16": 165.2}),
+]
+
+
+def vendor_peak_tflops(gpu_name: str, dtype: str) -> tuple[float, str] | None:
+    """(TFLOP/s, GPU label) from the vendor's dense spec, or None for an unknown GPU or dtype."""
+    for pattern, label, peaks in VENDOR_PEAKS:
+        if re.search(pattern, gpu_name, re.IGNORECASE):
+            return (peaks[dtype], label) if dtype in peaks else None
+    return None
+
+
+def linear_macs(model: nn.Module) -> int:
+    """Sum of in_features x out_features over the model's Linear layers (multiply-adds per sample)."""
+    return sum(m.in_features * m.out_features for m in model.modules() if isinstance(m, nn.Linear))
+
+
+def measured_peak_tflops(device: str, dtype: torch.dtype, n: int, repeats: int = 3) -> float:
+    """TFLOP/s of an n x n matmul in `dtype` (2 n^3 FLOPs): warmed up, synchronised, median."""
+    a = torch.randn(n, n, device=device).to(dtype)
+    b = torch.randn(n, n, device=device).to(dtype)
+    a @ b  # warm-up: library handles, kernel choice
+    times = []
+    for _ in range(repeats):
+        synchronize(device)
+        t0 = time.perf_counter()
+        a @ b
+        synchronize(device)
+        times.append(time.perf_counter() - t0)
+    return 2 * n**3 / median(times) / 1e12
+
+
+def _batches(p: PipelineBreakdownParams, dev: Device, pin: bool) -> tuple[Iterator[Any], str]:
+    """An endless stream of (x, y) batches for the chosen data path, and a sentence about it."""
+    if p.data_path == "resident":
+        d = mnist.load(dev.torch_device)
+        g = torch.Generator(device=d.train_x.device).manual_seed(p.seed)
+
+        def resident() -> Iterator[Any]:
+            while True:
+                yield from mnist.batches(d.train_x, d.train_y, p.batch_size, generator=g)
+
+        return resident(), (f"resident tensors: all {d.train_x.shape[0]:,} images normalised once and "
+                            f"moved to {dev.torch_device} once; a batch is an index into them.")
+    loader, _, _ = mnist.loaders(p.batch_size, num_workers=p.num_workers, pin_memory=pin, test_samples=1,
+                                 seed=p.seed)
+
+    def endless() -> Iterator[Any]:
+        while True:
+            yield from loader
+
+    how = (f"the notebook's DataLoader (ToTensor + Normalize per image), num_workers={p.num_workers}"
+           + (", pin_memory=True with non_blocking copies" if pin else "") + ".")
+    if p.num_workers:
+        how += " Worker processes prepare (prefetch) the next batches while this one trains."
+    return endless(), how
+
+
+def run(p: PipelineBreakdownParams, dev: Device) -> Iterator[Event]:
+    seed_everything(p.seed)
+    device = dev.torch_device
+    source = mnist.source()
+    yield Started("pipeline-breakdown", device, dev.name, source.description,
+                  f"{p.model} model, {p.steps} timed steps of batch {p.batch_size}, data {p.data_path}")
+
+    model: nn.Module = MNISTClassifier() if p.model == "mlp" else benchmark_mlp(p.width, p.layers)
+    model = model.to(device)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    loss_fn = nn.CrossEntropyLoss()
+    amp = autocast_settings(p.amp, dev)
+    scaler = make_scaler(amp, dev)
+    if amp.note:
+        yield Note(amp.note)
+
+    # The peak for the dtype the matmuls run in; measured (if needed) before any DataLoader
+    # workers exist, so they do not compete with it.
+    if amp.enabled:
+        dtype_name, dtype = amp.dtype_name, amp.dtype
+    elif dev.kind == "cuda" and torch.get_float32_matmul_precision() != "highest":  # TF32 allowed
+        dtype_name, dtype = "tfloat32", torch.float32
+    else:
+        dtype_name, dtype = "float32", torch.float32
+    vendor = vendor_peak_tflops(dev.name, dtype_name) if dev.kind == "cuda" else None
+    if vendor:
+        peak, label = vendor
+        peak_source = "vendor spec"
+        peak_text = f"{peak:,.1f} TFLOP/s {dtype_name} for the {label} (vendor spec, dense)"
+    else:
+        n = 8192 if dev.kind == "cuda" else 4096 if dev.kind == "mps" else 2048
+        yield Note(f"Measuring this device's peak: a {n} x {n} {dtype_name} matmul, warmed up, median of 3"
+                   + (" (this GPU is not in the table of vendor peaks)." if dev.kind == "cuda" else "."))
+        peak = measured_peak_tflops(device, dtype, n)
+        peak_source = "measured matmul"
+        peak_text = f"{peak:,.3f} TFLOP/s {dtype_name}, measured with a {n} x {n} matmul here"
+
+    pin = p.pin_memory and p.data_path == "loader" and dev.kind == "cuda"
+    if p.pin_memory and not pin:
+        yield Note("pin_memory ignored: page-locked memory speeds up copies from the host to a CUDA GPU, "
+                   + ("and resident tensors are not copied at all." if p.data_path == "resident"
+                      else f"and this run is on {device}."), "warning")
+    batches, how = _batches(p, dev, pin)
+    yield Note(f"Data path: {how}")
+
+    def train_step(timed: bool) -> tuple[list[float], int, torch.Tensor]:
+        """One step; with timed=True the device is synchronised after each phase."""
+        marks = [time.perf_counter()]
+
+        def mark() -> None:
+            if timed:
+                synchronize(device)
+                marks.append(time.perf_counter())
+
+        xb, yb = next(batches)
+        mark()
+        xb, yb = xb.to(device, non_blocking=pin), yb.to(device, non_blocking=pin)
+        mark()
+        with amp.autocast(dev.kind):
+            loss = loss_fn(model(xb), yb)
+        mark()
+        scaler.scale(loss).backward()  # a no-op scale when the scaler is disabled
+        mark()
+        scaler.step(optimizer)
+        scaler.update()
+        optimizer.zero_grad(set_to_none=True)
+        mark()
+        return [b - a for a, b in zip(marks, marks[1:])], yb.shape[0], loss
+
+    model.train()
+    for _ in range(WARMUP_STEPS):
+        train_step(timed=False)
+    synchronize(device)
+
+    # Pass 1: phase by phase.
+    totals = dict.fromkeys(PHASES, 0.0)
+    samples = 0
+    last_report = time.perf_counter()
+    for i in range(1, p.steps + 1):
+        seconds, n, loss = train_step(timed=True)
+        for phase, s in zip(PHASES, seconds):
+            totals[phase] += s
+        samples += n
+        if i == p.steps or time.perf_counter() - last_report >= REPORT_S:
+            last_report = time.perf_counter()
+            elapsed = sum(totals.values())
+            yield Step(i, p.steps, loss.item(), elapsed, samples / elapsed, label="phases synced")
+    step_seconds = sum(totals.values())
+    samples_per_s = samples / step_seconds
+
+    # Pass 2: the same loop with no syncs inside (only at the clock's start and stop).
+    sw = Stopwatch(device)
+    free_samples = 0
+    last_report = time.perf_counter()
+    for i in range(1, p.steps + 1):
+        _, n, loss = train_step(timed=False)
+        free_samples += n
+        if i == p.steps or time.perf_counter() - last_report >= REPORT_S:
+            with sw.paused():
+                last_report = time.perf_counter()
+                elapsed = sw.elapsed()
+                yield Step(i, p.steps, loss.item(), elapsed, free_samples / elapsed, label="no inner syncs")
+    free_seconds = sw.elapsed()
+    samples_per_s_unsynced = free_samples / free_seconds
+
+    # FLOPs and the peak for the dtype the matmuls run in.
+    macs = linear_macs(model)
+    flops_per_step = 6 * macs * p.batch_size
+    achieved = 6 * macs * free_samples / free_seconds / 1e12
+    mfu = achieved / peak
+
+    shares = {k: v / step_seconds for k, v in totals.items()}
+    bottleneck = max(PHASES, key=lambda k: totals[k])
+    ms = 1000 / p.steps
+    yield Table(
+        f"{p.model} model, batch {p.batch_size}, {p.steps} steps on {device} ({dtype_name})",
+        ["phase", "total s", "ms/step", "share"],
+        [[PHASE_NAMES[k], f"{totals[k]:.3f}", f"{totals[k] * ms:.2f}", f"{shares[k]:.0%}"] for k in PHASES]
+        + [["whole step", f"{step_seconds:.3f}", f"{step_seconds * ms:.2f}", "100%"]],
+    )
+    yield Note(f"FLOPs per step = 6 x {macs:,} (in x out summed over the Linear layers) x {p.batch_size} "
+               f"(batch) = {flops_per_step / 1e9:,.3f} GFLOP: 2 per multiply-add in the forward, 4 in the "
+               "backward. The optimizer, activations and loss are left out: few FLOPs next to the matmuls, though not always little time.")
+    yield Note(f"Throughput: {samples_per_s:,.0f} samples/s with a sync after every phase, "
+               f"{samples_per_s_unsynced:,.0f} samples/s with none inside the loop. Syncing between phases "
+               "removes the overlap a real loop gets, so the phase shares are an upper bound on waiting; "
+               "FLOP/s use the unsynced pass.")
+    yield Note(f"Achieved {achieved:,.4f} TFLOP/s against a peak of {peak_text}: MFU = achieved / peak "
+               f"= {mfu:.2%}.", "result")
+
+    if bottleneck in ("data_wait", "copy"):
+        advice = ("the step waits for its batch: resident tensors (data_path=resident), or DataLoader workers "
+                  "(num_workers) with pin_memory on CUDA, take that wait away.")
+    elif bottleneck == "optimizer":
+        advice = ("Adam reads and writes every parameter and two moment buffers per step: memory traffic, "
+                  "not matmul FLOPs, and the same whatever the batch, so a bigger batch_size spreads it "
+                  "over more samples.")
+    elif mfu < 0.05:
+        advice = ("the arithmetic is far from the peak: each step is many small operations whose fixed cost "
+                  "(on a GPU, kernel launches and Python) outweighs their math. A bigger batch_size or a wider "
+                  "model (model=wide) gives each operation more work.")
+    elif dev.kind == "cpu":
+        advice = ("the step is busy with arithmetic. On a GPU, mixed precision (amp=auto) would run the "
+                  "matmuls on tensor cores; " + ("this CPU has native bfloat16, so amp=auto may help here too."
+                                                 if dev.bf16 else "this CPU has no native bfloat16, so it would not help here."))
+    else:
+        advice = ("the step is busy with arithmetic: mixed precision (amp=auto) runs the matmuls on faster "
+                  "tensor-core paths where the device has them.")
+    yield Note(f"Largest phase: {PHASE_NAMES[bottleneck]} ({shares[bottleneck]:.0%}); {advice}")
+    if dev.kind == "cpu":
+        yield Note("No GPU here: this ran on the CPU, where each operation's fixed cost is small and there is "
+                   "no host-to-device copy, so even a small model keeps the cores fairly busy. On a GPU every "
+                   "kernel launch costs microseconds whatever its size, which is what pushes a small model's "
+                   "MFU far down; run this on a GPU to measure it.")
+
+    yield Finished({
+        "mfu": mfu,
+        "achieved_tflops": achieved,
+        "peak_tflops": peak,
+        "peak_source": peak_source,
+        "dtype": dtype_name,
+        "flops_per_step": flops_per_step,
+        **{f"{k}_seconds": totals[k] for k in PHASES},
+        **{f"{k}_share": shares[k] for k in PHASES},
+        "samples_per_s": samples_per_s,
+        "samples_per_s_unsynced": samples_per_s_unsynced,
+        "bottleneck": bottleneck,
+        "model": p.model,
+        "parameters": count_parameters(model),
+        "batch_size": p.batch_size,
+        "data_path": p.data_path,
+        "device": device,
+    })
