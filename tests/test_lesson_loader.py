@@ -130,10 +130,10 @@ steps:
         load_text(text, "k.yaml")
     assert [str(i) for i in info.value.issues] == [
         "k.yaml:5:11: step 'a': unknown step kind 'reed' (did you mean 'read'?); "
-        "expected one of read, predict, run, check",
+        "expected one of read, predict, run, check, exercise, instrument",
         "k.yaml:9:20: step 'b' answer: unknown answer type 'nmber' (did you mean 'number'?); "
         "expected one of choice, number, text",
-        "k.yaml:10:5: steps[2]: missing key 'kind' (one of read, predict, run, check)",
+        "k.yaml:10:5: steps[2]: missing key 'kind' (one of read, predict, run, check, exercise, instrument)",
     ]
 
 

@@ -1,6 +1,7 @@
 """`gpututor`: the TUI with no sub-command, and its headless twins for scripts and instructors.
 
-Sub-commands: list, doctor, run, lint, check, exercise (see DESIGN.md, "CLI contract").
+Sub-commands: list, doctor, run, lint, check, exercise, instrument, export (see DESIGN.md,
+"CLI contract").
 Exit codes: 0 ok, 1 a run failed, 2 bad input, 130 cancelled (Ctrl-C).
 
 Only argparse and the standard library load at start-up, so `gpututor --help` is
@@ -169,6 +170,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--file", required=True, metavar="PATH", help="the program to run (solution.py)")
     p.add_argument("--json", action="store_true",
                    help='print {"passed", "summary", "requirements", "output", "traceback", ...}')
+
+    p = sub.add_parser("instrument", parents=[common], help="compute an instrument's outputs, as the TUI shows them",
+                       description="Compute what an instrument (an interactive calculator of a lesson) shows "
+                       "for the given control values. Run it without NAME to list the instruments, their "
+                       "controls and their outputs.")
+    p.add_argument("name", nargs="?", metavar="NAME", help="instrument name, e.g. memory-ledger, pipeline")
+    p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
+                   help="set a control (repeatable), e.g. --set optimizer=sgd --set precision=fp16")
+    p.add_argument("--math", action="store_true", help="also print the formulas with the numbers in them")
+    p.add_argument("--json", action="store_true",
+                   help='print {"instrument", "settings", "outputs", "verdict", "level", "math", "reference", "notes"}')
+
+    p = sub.add_parser("export", parents=[common], help="write your design ledger and progress as JSON",
+                       description="Export, as one JSON object, each lesson's design ledger (the choices and "
+                       "results its instruments record), your locked predictions, graded answers and "
+                       "instrument moves. Default: every lesson, to standard output.")
+    p.add_argument("lessons", nargs="*", metavar="LESSON", help="lesson ids (default: all)")
+    p.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of standard output")
     return parser
 
 
@@ -248,6 +267,8 @@ def _main(argv: list[str] | None) -> int:
         "lint": cmd_lint,
         "check": cmd_check,
         "exercise": cmd_exercise,
+        "instrument": cmd_instrument,
+        "export": cmd_export,
     }[args.command]
     return handler(args, ctx)
 
@@ -877,7 +898,7 @@ def cmd_check(args: argparse.Namespace, ctx: Context) -> int:
         experiment = step.verify.experiment
     elif isinstance(step, PredictStep):
         run = lesson.run_after(lesson.index(step.id))
-        experiment = run.experiment if run else None
+        experiment = getattr(run, "experiment", None)  # an instrument step reveals without a run
     run_record = None
     if experiment:
         with Progress() as progress:
@@ -948,3 +969,121 @@ def cmd_exercise(args: argparse.Namespace, ctx: Context) -> int:
                 markup=False)
     return OK if result.passed else FAILED
 
+
+
+# ---------------------------------------------------------------- instrument
+
+
+def _instruments_text() -> str:
+    from tutor.instruments import REGISTRY
+
+    lines = ["instruments (gpututor instrument NAME --set key=value):"]
+    for name, inst in sorted(REGISTRY.items()):
+        lines.append(f"  {name:16} {inst.summary}")
+        for c in inst.controls:
+            if c.kind == "stepper":
+                values = f"{c.options[0]}..{c.options[-1]}"
+            elif c.kind == "toggle":
+                values = "on | off"
+            else:
+                values = " | ".join(map(str, c.options))
+            lines.append(f"      {c.name}: {values} = {c.label_of(c.default)}")
+        lines.append(f"      outputs: {', '.join(inst.outputs)}")
+    return "\n".join(lines)
+
+
+def cmd_instrument(args: argparse.Namespace, ctx: Context) -> int:
+    from tutor.instruments import REGISTRY, SettingsError
+
+    if not args.name:
+        if args.json:
+            from tutor.instruments import REGISTRY as reg
+
+            _print_json({name: {"summary": i.summary, "controls": {c.name: {
+                "kind": c.kind, "options": list(c.options), "default": c.default} for c in i.controls},
+                "outputs": i.outputs} for name, i in reg.items()})
+        else:
+            print(_instruments_text())
+        return OK
+    inst = REGISTRY.get(args.name)
+    if inst is None:
+        return _bad(args, "instrument", f"unknown instrument {args.name!r}{_closest(args.name, list(REGISTRY))}; "
+                    f"available: {', '.join(sorted(REGISTRY))}")
+    given: dict[str, str] = {}
+    for item in args.sets:
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip():
+            return _bad(args, "instrument", f"--set expects KEY=VALUE (e.g. --set optimizer=sgd), got {item!r}")
+        given[key.strip()] = raw.strip()
+    try:
+        settings = inst.settings(given)
+    except SettingsError as e:
+        return _bad(args, "instrument", str(e))
+    context = _instrument_context(settings)
+    reading = inst.compute(settings, context)
+    if args.json:
+        _print_json({"instrument": inst.name, "settings": settings, "outputs": reading.outputs,
+                     "verdict": reading.verdict, "level": reading.level, "math": list(reading.math),
+                     "reference": list(reading.reference), "notes": list(reading.notes)})
+        return OK
+    from tutor.instruments.render import reading as render
+
+    c = _console()
+    c.print(f"[bold]{inst.title}[/]: " + ", ".join(f"{k}={ctl.label_of(settings[k])}"
+                                                   for k, ctl in ((c_.name, c_) for c_ in inst.controls)),
+            markup=True, highlight=False)
+    c.print(render(reading, min(c.width, 100) - 2, math=args.math))
+    return OK
+
+
+def _instrument_context(settings: dict[str, Any]):
+    """The learner's recorded runs, and this device only when a control asks for it (it loads torch)."""
+    from tutor.ledger import instrument_context
+    from tutor.progress import Progress
+
+    device = None
+    if settings.get("budget") == "this":
+        from tutor.devices import DeviceError, resolve
+
+        try:
+            device = resolve(os.environ.get("GPUTUTOR_DEVICE"))
+        except DeviceError as e:
+            raise UsageError(str(e)) from None
+    with Progress() as progress:
+        if progress.warning:
+            _eprint(f"warning: {progress.warning}")
+        return instrument_context(progress, device)
+
+
+# ---------------------------------------------------------------- export
+
+
+def cmd_export(args: argparse.Namespace, ctx: Context) -> int:
+    _check_lesson_dirs(ctx)
+    from tutor.ledger import export
+    from tutor.lesson import discover
+    from tutor.progress import Progress
+
+    catalog = discover(ctx.lessons_dirs)
+    ids = [item.lesson.id for item in catalog.lessons]
+    for wanted in args.lessons:
+        if wanted not in ids:
+            raise UsageError(f"unknown lesson {wanted!r}{_closest(wanted, ids)}; available: {', '.join(ids)}")
+    lessons = [item.lesson for item in catalog.lessons if not args.lessons or item.lesson.id in args.lessons]
+    with Progress() as progress:
+        if progress.warning:
+            _eprint(f"warning: {progress.warning}")
+        document = export(lessons, progress)
+    text = json.dumps(_json_safe(document), indent=2, allow_nan=False) + "\n"
+    if not args.output:
+        sys.stdout.write(text)
+        return OK
+    out = Path(args.output).expanduser()
+    try:
+        tmp = out.with_name(out.name + ".tmp")
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(out)  # never a half-written ledger
+    except OSError as e:
+        raise UsageError(f"--output {args.output}: cannot write it ({e.strerror or e})") from None
+    _eprint(f"wrote {out} ({len(document['lessons'])} lessons)")
+    return OK

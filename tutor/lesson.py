@@ -18,7 +18,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from checks.spec import AnswerSpec, ChoiceAnswer, Examples, NumberAnswer, TextAnswer
-from tutor import experiments
+from tutor import experiments, instruments
 
 MAX_FILE_BYTES = 1_000_000
 MAX_NODES = 50_000  # guards against alias bombs and absurdly large documents
@@ -177,7 +177,47 @@ class ExerciseStep(StepBase):
     mistakes: list[Mistake] = []
 
 
-Step = Annotated[Union[ReadStep, PredictStep, RunStep, CheckStep, ExerciseStep], Field(discriminator="kind")]
+# ---------------------------------------------------------------- instruments
+
+
+class Goal(Strict):
+    """A challenge on an instrument step: the step is done once an output reaches this."""
+
+    output: str
+    equals: bool | float | str | None = None
+    min: float | None = None
+    max: float | None = None
+    message: str = ""  # said when the goal is reached
+
+    def reached(self, outputs: dict[str, Any]) -> bool:
+        value = outputs.get(self.output)
+        if value is None:
+            return False
+        if self.equals is not None and value != self.equals:
+            return False
+        if self.min is not None and not (isinstance(value, (int, float)) and value >= self.min):
+            return False
+        if self.max is not None and not (isinstance(value, (int, float)) and value <= self.max):
+            return False
+        return True
+
+
+LEDGER_AGGREGATES = ("first", "last", "min", "max", "any")
+
+
+class InstrumentStep(StepBase):
+    kind: Literal["instrument"]
+    instrument: str
+    set: dict[str, Any] = {}  # starting values, and the scenario a prediction before it is revealed at
+    fixed: list[str] = []  # controls the learner cannot move on this step
+    goal: Goal | None = None
+    # Design-ledger entries: name -> "settings.X" or "outputs.X", optionally prefixed by an
+    # aggregate over every move the learner made: "min:outputs.total_gb", "any:outputs.fits".
+    ledger: dict[str, str] = {}
+
+
+Step = Annotated[Union[ReadStep, PredictStep, RunStep, CheckStep, ExerciseStep, InstrumentStep],
+                 Field(discriminator="kind")]
 
 
 class Lesson(Strict):
@@ -206,9 +246,14 @@ class Lesson(Strict):
     def index(self, step_id: str) -> int:
         return next(i for i, s in enumerate(self.steps) if s.id == step_id)
 
-    def run_after(self, index: int) -> RunStep | None:
-        """The run step a predict step at `index` is revealed by (the next run step)."""
-        return next((s for s in self.steps[index + 1 :] if isinstance(s, RunStep)), None)
+    def run_after(self, index: int) -> RunStep | InstrumentStep | None:
+        """The step a predict step at `index` is revealed by: the next run or instrument step."""
+        return next((s for s in self.steps[index + 1 :] if isinstance(s, (RunStep, InstrumentStep))), None)
+
+    def predictions_before(self, index: int) -> list[PredictStep]:
+        """The predict steps that the run or instrument step at `index` reveals."""
+        return [s for i, s in enumerate(self.steps[:index])
+                if isinstance(s, PredictStep) and self.run_after(i) is self.steps[index]]
 
 
 @dataclass(frozen=True)
@@ -374,7 +419,7 @@ def _position(marks: dict[Path_, Pos], loc: Iterable[Any], at_key: bool = False)
     return (1, 1)
 
 
-_TAGS = {"read", "predict", "run", "check", "exercise", "choice", "number", "text",
+_TAGS = {"read", "predict", "run", "check", "exercise", "instrument", "choice", "number", "text",
          "output", "source", "report", "file", "function"}
 
 
@@ -412,7 +457,7 @@ def _where(loc: tuple[Any, ...], data: Any) -> str:
 
 def _known_keys() -> list[str]:
     models = (Lesson, ReadStep, PredictStep, RunStep, CheckStep, CodeCompare, Verify,
-              ChoiceAnswer, NumberAnswer, TextAnswer)
+              ChoiceAnswer, NumberAnswer, TextAnswer, InstrumentStep, Goal)
     return sorted({k for m in models for k in m.model_fields})
 
 
@@ -468,7 +513,7 @@ def _schema_issues(e: ValidationError, data: Any, marks: dict[Path_, Pos], path:
         elif kind in ("union_tag_invalid", "union_tag_not_found"):
             key = str(ctx.get("discriminator", "kind")).strip("'\"")
             what = "step kind" if key == "kind" else "answer type"
-            expected = "read, predict, run, check" if key == "kind" else "choice, number, text"
+            expected = "read, predict, run, check, exercise, instrument" if key == "kind" else "choice, number, text"
             if kind == "union_tag_invalid":
                 tag = ctx.get("tag")
                 add(_position(marks, (*loc, key)), _where(loc, data),
@@ -552,17 +597,84 @@ def _semantic_issues(data: dict[str, Any], marks: dict[Path_, Pos], path: str) -
         elif kind == "check" and isinstance(step.get("verify"), dict):
             verify = step["verify"]
             check_experiment((*loc, "verify"), verify.get("experiment"), verify.get("params", {}))
+        elif kind == "instrument":
+            issues += _instrument_issues(step, loc, marks, path)
         elif kind == "predict" and isinstance(step.get("compare"), str):
             metric = step["compare"]
-            run = next((s for s in steps[i + 1 :] if isinstance(s, dict) and s.get("kind") == "run"), None)
+            run = next((s for s in steps[i + 1 :] if isinstance(s, dict) and s.get("kind") in ("run", "instrument")),
+                       None)
             if run is None:
-                add((*loc, "compare"), f"compares {metric!r} but no run step follows it")
+                add((*loc, "compare"), f"compares {metric!r} but no run or instrument step follows it")
+            elif run.get("kind") == "instrument":
+                inst = instruments.REGISTRY.get(run.get("instrument"))  # type: ignore[arg-type]
+                if inst is not None and metric not in inst.outputs:
+                    add((*loc, "compare"), f"instrument {inst.name!r} (step {run.get('id')!r}) has no output "
+                        f"{metric!r}{_did_you_mean(metric, inst.outputs)}; it computes: {', '.join(inst.outputs)}")
             elif run.get("experiment") in experiments.REGISTRY:
                 metrics = experiments.REGISTRY[run["experiment"]].metrics
                 if metric not in metrics:
                     add((*loc, "compare"), f"experiment {run['experiment']!r} (step {run.get('id')!r}) has no "
                         f"metric {metric!r}{_did_you_mean(metric, metrics)}; it reports: {', '.join(metrics)}")
     return issues
+
+
+def _instrument_issues(step: dict[str, Any], loc: tuple[Any, ...], marks: dict[Path_, Pos],
+                       path: str) -> list[LessonIssue]:
+    """An instrument step's names and values: the instrument, its controls, outputs and ledger."""
+    issues: list[LessonIssue] = []
+
+    def add(where: tuple[Any, ...], message: str, at_key: bool = False) -> None:
+        line, col = _position(marks, (*loc, *where), at_key)
+        issues.append(LessonIssue(path, line, col, f"step {step.get('id')!r}: {message}"))
+
+    name = step.get("instrument")
+    if not isinstance(name, str):
+        return issues
+    inst = instruments.REGISTRY.get(name)
+    if inst is None:
+        hint = _did_you_mean(name, instruments.REGISTRY) or f"; available: {', '.join(sorted(instruments.REGISTRY))}"
+        add(("instrument",), f"unknown instrument {name!r}{hint}")
+        return issues
+    controls = [c.name for c in inst.controls]
+    settings = step.get("set")
+    if isinstance(settings, dict):
+        for key, value in settings.items():
+            if key not in controls:
+                add(("set", key), f"instrument {name!r} has no control {key!r}{_did_you_mean(key, controls)}; "
+                    f"it has: {', '.join(controls)}", at_key=True)
+                continue
+            try:
+                inst.control(key).parse(value)
+            except instruments.SettingsError as e:
+                add(("set", key), str(e))
+    fixed = step.get("fixed")
+    for j, key in enumerate(fixed if isinstance(fixed, list) else []):
+        if key not in controls:
+            add(("fixed", j), f"fixed names no control of {name!r}: {key!r}{_did_you_mean(key, controls)}")
+    goal = step.get("goal")
+    if isinstance(goal, dict) and isinstance(goal.get("output"), str) and goal["output"] not in inst.outputs:
+        add(("goal", "output"), f"instrument {name!r} has no output {goal['output']!r}"
+            f"{_did_you_mean(goal['output'], inst.outputs)}")
+    ledger = step.get("ledger")
+    for key, expr in (ledger.items() if isinstance(ledger, dict) else []):
+        problem = _ledger_problem(expr, controls, list(inst.outputs))
+        if problem:
+            add(("ledger", key), f"ledger {key!r}: {problem}")
+    return issues
+
+
+def _ledger_problem(expr: Any, controls: list[str], outputs: list[str]) -> str | None:
+    if not isinstance(expr, str):
+        return "expected text such as 'outputs.mfu' or 'min:outputs.total_gb'"
+    aggregate, _, ref = expr.rpartition(":")
+    if aggregate and aggregate not in LEDGER_AGGREGATES:
+        return f"unknown aggregate {aggregate!r}; use one of {', '.join(LEDGER_AGGREGATES)}"
+    kind, _, name = ref.partition(".")
+    if kind == "settings":
+        return None if name in controls else f"no control {name!r}{_did_you_mean(name, controls)}"
+    if kind == "outputs":
+        return None if name in outputs else f"no output {name!r}{_did_you_mean(name, outputs)}"
+    return f"{expr!r} should start with 'settings.' or 'outputs.'"
 
 
 def _rubric_issues(lesson: Lesson, marks: dict[Path_, Pos], path: str) -> list[LessonIssue]:

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-SCHEMA_VERSION = 2  # 2: drafts (exercise code as the learner types)
+SCHEMA_VERSION = 3  # 2: drafts (exercise code as the learner types); 3: instrument moves
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS positions (
@@ -79,6 +79,16 @@ CREATE TABLE IF NOT EXISTS drafts (
     at        REAL NOT NULL,
     PRIMARY KEY (lesson_id, step_id)
 );
+CREATE TABLE IF NOT EXISTS instrument_moves (
+    id         INTEGER PRIMARY KEY AUTOINCREMENT,
+    lesson_id  TEXT NOT NULL,
+    step_id    TEXT NOT NULL,
+    instrument TEXT NOT NULL,
+    settings   TEXT NOT NULL,  -- JSON: every control's value after this move
+    outputs    TEXT NOT NULL,  -- JSON: what the instrument computed for them
+    at         REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS moves_step ON instrument_moves (lesson_id, step_id);
 """
 
 
@@ -98,6 +108,18 @@ class AnswerRecord:
     answer: str
     correct: bool
     feedback: str
+    at: float
+
+
+@dataclass(frozen=True)
+class Move:
+    """One setting of an instrument's controls by the learner, with what it computed."""
+
+    lesson_id: str
+    step_id: str
+    instrument: str
+    settings: dict
+    outputs: dict
     at: float
 
 
@@ -420,6 +442,38 @@ class Progress:
         rid, lid, sid, exp, params, device, metrics, st, err, at = rows[0]
         return RunRecord(rid, lid, sid, exp, loads(params), loads(device), loads(metrics), st, err, at)
 
+    # -- instruments
+
+    def record_move(self, lesson_id: str, step_id: str, instrument: str, settings: dict, outputs: dict) -> None:
+        with self._write() as c:
+            c.execute(
+                "INSERT INTO instrument_moves (lesson_id, step_id, instrument, settings, outputs, at) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                (lesson_id, step_id, instrument, dumps(settings), dumps(outputs), time.time()),
+            )
+
+    def moves(self, lesson_id: str, step_id: str) -> list[Move]:
+        """Every move on one instrument step, oldest first."""
+        rows = self._query(
+            "SELECT lesson_id, step_id, instrument, settings, outputs, at FROM instrument_moves "
+            "WHERE lesson_id = ? AND step_id = ? ORDER BY id",
+            (lesson_id, step_id),
+        )
+        return [Move(lid, sid, inst, loads(st), loads(out), at) for lid, sid, inst, st, out, at in rows]
+
+    def last_move(self, lesson_id: str, step_id: str) -> Move | None:
+        rows = self._query(
+            "SELECT lesson_id, step_id, instrument, settings, outputs, at FROM instrument_moves "
+            "WHERE lesson_id = ? AND step_id = ? ORDER BY id DESC LIMIT 1",
+            (lesson_id, step_id),
+        )
+        return Move(rows[0][0], rows[0][1], rows[0][2], loads(rows[0][3]), loads(rows[0][4]), rows[0][5]) if rows else None
+
+    def predictions(self, lesson_id: str) -> list[Prediction]:
+        rows = self._query("SELECT lesson_id, step_id, answer, value, locked_at FROM predictions WHERE lesson_id = ?",
+                           (lesson_id,))
+        return [Prediction(*r) for r in rows]
+
     # -- housekeeping
 
     def save_draft(self, lesson_id: str, step_id: str, code: str) -> None:
@@ -436,9 +490,9 @@ class Progress:
         return rows[0][0] if rows else None
 
     def reset_lesson(self, lesson_id: str) -> None:
-        """Forget everything about one lesson: position, completion, predictions, answers, its runs, its drafts."""
+        """Forget everything about one lesson: position, completion, predictions, answers, runs, drafts, moves."""
         with self._write() as c:
-            for table in ("positions", "completed", "predictions", "answers", "runs", "drafts"):
+            for table in ("positions", "completed", "predictions", "answers", "runs", "drafts", "instrument_moves"):
                 c.execute(f"DELETE FROM {table} WHERE lesson_id = ?", (lesson_id,))
 
     def close(self) -> None:

@@ -1,0 +1,191 @@
+"""What every instrument is made of: controls in, a Reading out.
+
+An instrument is a calculator a lesson embeds: the learner moves controls, the
+instrument recomputes its outputs from formulas at once, and shows them as a chart,
+figures, and the formulas themselves with the numbers put in ("math peek"). Pure
+Python: no torch, no Textual, so the TUI, `gpututor instrument --json` and the tests
+compute exactly the same thing.
+
+Memory is labelled in GB (10^9 bytes) everywhere; GiB (2^30 bytes) appears only beside
+it, and always named, because GPU memory is sold in GiB and written "GB".
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+GB = 10**9
+GIB = 2**30
+
+
+class SettingsError(ValueError):
+    """A control value the instrument does not accept; the message says which values it does."""
+
+
+def gb(n: float) -> str:
+    """Bytes as decimal gigabytes, three significant figures: '6.00 GB', '90.1 GB', '0.157 GB'."""
+    value = n / GB
+    if value == 0:
+        return "0 GB"
+    digits = max(0, 2 - int(math.floor(math.log10(abs(value)))))
+    return f"{value:,.{digits}f} GB"
+
+
+def gb_gib(n: float) -> str:
+    """'85.9 GB (80.0 GiB)': both units, each named."""
+    return f"{gb(n)} ({n / GIB:,.1f} GiB)"
+
+
+def percent(share: float) -> str:
+    return f"{share * 100:.0f}%"
+
+
+# ---------------------------------------------------------------- controls
+
+
+@dataclass(frozen=True)
+class Control:
+    """One input. `choice` and `toggle` take one of `options`; a `stepper` takes any whole
+    number from its first to its last option, and its keys step through the options."""
+
+    name: str
+    label: str
+    kind: Literal["choice", "toggle", "stepper"]
+    options: tuple[Any, ...]
+    default: Any
+    labels: tuple[str, ...] = ()  # shown instead of the raw option values
+    help: str = ""
+
+    def label_of(self, value: Any) -> str:
+        if self.kind == "toggle":
+            return "on" if value else "off"
+        if value in self.options and self.labels:
+            return self.labels[self.options.index(value)]
+        return f"{value:,}" if isinstance(value, int) else str(value)
+
+    def parse(self, raw: Any) -> Any:
+        """A value from YAML or the command line ('on', 'adam', '16') -> the option it means."""
+        text = str(raw).strip().lower()
+        if self.kind == "toggle":
+            if isinstance(raw, bool):
+                return raw
+            if text in ("on", "true", "yes", "1"):
+                return True
+            if text in ("off", "false", "no", "0"):
+                return False
+            raise SettingsError(f"{self.name}: expected on or off, got {raw!r}")
+        if self.kind == "stepper":
+            try:
+                value = int(str(raw).replace(",", "").replace("_", ""))
+            except ValueError:
+                raise SettingsError(f"{self.name}: expected a whole number, got {raw!r}") from None
+            lo, hi = self.options[0], self.options[-1]
+            if not lo <= value <= hi:
+                raise SettingsError(f"{self.name}: {value} is outside {lo}..{hi}")
+            return value
+        for option in self.options:
+            if text == str(option).lower():
+                return option
+        raise SettingsError(f"{self.name}: {raw!r} is not one of {', '.join(map(str, self.options))}")
+
+    def step(self, value: Any, direction: int) -> Any:
+        """The next option to the left (-1) or right (+1); toggles flip; ends stay put."""
+        if self.kind == "toggle":
+            return not value
+        if self.kind == "stepper":
+            if direction > 0:
+                return next((o for o in self.options if o > value), value)
+            return next((o for o in reversed(self.options) if o < value), value)
+        i = self.options.index(value) if value in self.options else 0
+        return self.options[max(0, min(len(self.options) - 1, i + direction))]
+
+
+# ---------------------------------------------------------------- outputs
+
+
+@dataclass(frozen=True)
+class Segment:
+    name: str
+    value: float  # bytes, seconds or a share, as the chart's unit says
+    style: str  # a Rich colour
+
+
+@dataclass(frozen=True)
+class Bar:
+    label: str
+    segments: tuple[Segment, ...]
+
+    @property
+    def total(self) -> float:
+        return sum(s.value for s in self.segments)
+
+
+@dataclass(frozen=True)
+class Chart:
+    unit: Literal["bytes", "share"]
+    bars: tuple[Bar, ...]
+    limit: float | None = None  # a budget line (bytes)
+    limit_label: str = ""
+
+
+@dataclass(frozen=True)
+class Gauge:
+    label: str
+    value: float | None  # 0..1
+    marks: tuple[tuple[str, float], ...] = ()  # reference points on the same scale
+
+
+@dataclass(frozen=True)
+class Reading:
+    """What an instrument computed for one set of control values."""
+
+    outputs: dict[str, Any]  # plain JSON values: what --json prints and predictions compare with
+    chart: Chart
+    verdict: str
+    level: Literal["ok", "warning", "error"] = "ok"
+    figures: tuple[tuple[str, str], ...] = ()  # (label, value) lines under the chart
+    gauge: Gauge | None = None
+    math: tuple[str, ...] = ()  # the formulas with this reading's numbers in them
+    reference: tuple[str, ...] = ()  # the course's figures, labelled as such
+    notes: tuple[str, ...] = ()
+
+
+@dataclass
+class Context:
+    """What an instrument may know about this learner and machine (all optional)."""
+
+    device_name: str | None = None
+    device_memory: int | None = None  # bytes of the device training would use here
+    my_model: dict[str, Any] | None = None  # from the latest memory-ledger run
+    my_pipeline: dict[str, Any] | None = None  # from the latest pipeline-breakdown run
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class Instrument:
+    name: str = ""
+    title: str = ""
+    summary: str = ""
+    controls: tuple[Control, ...] = ()
+    outputs: dict[str, str] = {}  # name -> what it is (units in the text)
+
+    def control(self, name: str) -> Control:
+        for c in self.controls:
+            if c.name == name:
+                return c
+        raise SettingsError(f"{self.name} has no control {name!r}; it has: {', '.join(c.name for c in self.controls)}")
+
+    def defaults(self) -> dict[str, Any]:
+        return {c.name: c.default for c in self.controls}
+
+    def settings(self, given: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """Defaults overridden by `given` (raw values are parsed); SettingsError names a bad one."""
+        out = self.defaults()
+        for name, raw in (given or {}).items():
+            out[name] = self.control(name).parse(raw)
+        return out
+
+    def compute(self, settings: Mapping[str, Any], context: Context | None = None) -> Reading:
+        raise NotImplementedError

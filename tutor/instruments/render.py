@@ -1,0 +1,101 @@
+"""A Reading drawn with Rich: stacked bars, a budget line, a gauge. Shared by the TUI and the CLI."""
+
+from __future__ import annotations
+
+from rich.console import Group
+from rich.text import Text
+
+from tutor.instruments.base import Bar, Chart, Gauge, Reading, gb, gb_gib, percent
+
+LABEL = 13  # columns for a bar's label
+
+
+def _bar_line(bar: Bar, width: int, scale: float, limit: float | None) -> Text:
+    line = Text(f"{bar.label[:LABEL - 1]:<{LABEL}}")
+    cells: list[tuple[str, str]] = []
+    edge = 0.0
+    for seg in bar.segments:
+        start = round(edge / scale * width) if scale else 0
+        edge += seg.value
+        end = round(edge / scale * width) if scale else 0
+        cells += [("█", seg.style)] * max(0, end - start)
+    cells += [("·", "dim")] * max(0, width - len(cells))
+    cells = cells[:width]
+    if limit is not None and scale:
+        at = min(width - 1, round(limit / scale * width))
+        cells[at] = ("┃", "bold red")
+    for ch, style in cells:
+        line.append(ch, style)
+    return line
+
+
+def _legend(items: list[tuple[str, str]], width: int) -> list[Text]:
+    """'■ weights 6.00 GB  ■ gradients ...', wrapped under the bars (not under their labels)."""
+    lines: list[Text] = []
+    line = Text(" " * LABEL)
+    for style, text in items:
+        if line.cell_len > LABEL and line.cell_len + len(text) + 2 > LABEL + width:
+            lines.append(line)
+            line = Text(" " * LABEL)
+        line.append("■ ", style)
+        line.append(text + "  ")
+    lines.append(line)
+    return lines
+
+
+def chart(c: Chart, width: int) -> Group:
+    width = max(10, width - LABEL)
+    if not c.bars:
+        return Group()
+    lines: list[Text] = []
+    if c.unit == "bytes":
+        scale = max([b.total for b in c.bars] + ([c.limit] if c.limit else []))
+        lines += [_bar_line(b, width, scale, c.limit) for b in c.bars]
+        lines += _legend([(s.style, f"{s.name} {gb(s.value)}") for s in c.bars[0].segments], width)
+        if c.limit is not None:
+            lines.append(Text.assemble(" " * LABEL, ("┃ ", "bold red"), f"budget {gb_gib(c.limit)}: {c.limit_label}"))
+        elif c.limit_label:
+            lines.append(Text.assemble(" " * LABEL, (f"budget: {c.limit_label}", "dim")))
+    else:
+        lines += [_bar_line(b, width, 1.0, None) for b in c.bars]
+        lines += _legend([(s.style, f"{s.name} {percent(s.value)}") for s in c.bars[0].segments], width)
+    return Group(*lines)
+
+
+def gauge(g: Gauge, width: int) -> Text:
+    width = max(10, width - LABEL - 6)
+    value = g.value or 0.0
+    filled = round(min(1.0, value) * width)
+    line = Text(f"{g.label:<{LABEL}}")
+    line.append("█" * filled, "bold green")
+    line.append("░" * (width - filled), "dim")
+    line.append(f" {value:.1%}" if value < 0.1 else f" {percent(value)}", "bold")
+    if g.marks:
+        marks = [" "] * (width + 1)
+        names = []
+        for name, at in g.marks:
+            marks[min(width, round(at * width))] = "▲"
+            names.append(f"▲ {name} {percent(at)}")
+        line.append("\n" + " " * LABEL + "".join(marks).rstrip(), "magenta")
+        line.append("\n" + " " * LABEL + "  ".join(names), "magenta")
+    return line
+
+
+VERDICT_STYLE = {"ok": "bold green", "warning": "bold yellow", "error": "bold red"}
+
+
+def reading(r: Reading, width: int, math: bool = False) -> Group:
+    """The whole reading: verdict, chart, gauge, figures; the formulas only with math=True."""
+    parts: list = [Text(r.verdict, style=VERDICT_STYLE[r.level]), chart(r.chart, width)]
+    if r.gauge is not None:
+        parts.append(gauge(r.gauge, width))
+    for label, value in r.figures:
+        parts.append(Text.assemble((f"{label:<{LABEL}}", "bold"), value))
+    for note in r.notes:
+        parts.append(Text(note, style="dim"))
+    if math:
+        parts.append(Text("Math peek", style="bold underline"))
+        parts += [Text("  " + line) for line in r.math]
+    for ref in r.reference:
+        parts.append(Text(ref, style="italic magenta"))
+    return Group(*parts)

@@ -1,0 +1,120 @@
+"""The design ledger and `gpututor export`: a learner's choices and results, as JSON.
+
+An instrument step names the ledger entries it feeds (`ledger: {final_mfu: outputs.mfu}`);
+an entry reads the learner's last move, or aggregates over all of them ("min:",
+"first:", "any:"...). The export adds every lesson's predictions, graded answers and
+instrument moves, so an instructor can collect what a class decided and measured.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from tutor import __version__
+from tutor.instruments import Context
+from tutor.lesson import InstrumentStep, Lesson
+from tutor.progress import Move, Progress
+
+EXPORT_FORMAT = 1
+
+
+def instrument_context(progress: Progress, device: Any = None) -> Context:
+    """What instruments may use: this device's memory, and the learner's own measured runs."""
+    ctx = Context()
+    if device is not None:
+        ctx.device_name = getattr(device, "name", None)
+        ctx.device_memory = getattr(device, "total_memory", None) or (
+            _ram_bytes() if getattr(device, "kind", None) == "cpu" else None)
+    run = progress.latest_run(experiment="memory-ledger")
+    if run is not None and run.metrics.get("parameters") and run.metrics.get("activation_bytes") is not None:
+        batch = int(run.params.get("batch_size") or 256)
+        width, layers = run.params.get("width", 4096), run.params.get("layers", 3)
+        ctx.my_model = {
+            "label": f"your MLP ({layers} x {width} wide, measured)",
+            "parameters": run.metrics["parameters"],
+            "activation_bytes_per_sample": float(run.metrics["activation_bytes"]) / batch,
+        }
+    run = progress.latest_run(experiment="pipeline-breakdown")
+    if run is not None:
+        ctx.my_pipeline = {**run.metrics, "device_name": run.device.get("name")}
+    return ctx
+
+
+def _ram_bytes() -> int | None:
+    import os
+
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def ledger_value(expr: str, moves: list[Move]) -> Any:
+    """Evaluate one ledger expression ('outputs.mfu', 'min:outputs.total_gb') over a step's moves."""
+    aggregate, _, ref = expr.rpartition(":")
+    kind, _, name = ref.partition(".")
+    values = [(m.settings if kind == "settings" else m.outputs).get(name) for m in moves]
+    values = [v for v in values if v is not None]
+    if not values:
+        return None
+    if aggregate == "first":
+        return values[0]
+    if aggregate == "min":
+        return min(values)
+    if aggregate == "max":
+        return max(values)
+    if aggregate == "any":
+        return any(bool(v) for v in values)
+    return values[-1]
+
+
+def design_ledger(lesson: Lesson, progress: Progress) -> dict[str, Any]:
+    """Every ledger entry the lesson's instrument steps declare (None where nothing was done yet)."""
+    out: dict[str, Any] = {}
+    for step in lesson.steps:
+        if isinstance(step, InstrumentStep) and step.ledger:
+            moves = progress.moves(lesson.id, step.id)
+            for key, expr in step.ledger.items():
+                out[key] = ledger_value(expr, moves)
+    return out
+
+
+def lesson_record(lesson: Lesson, progress: Progress) -> dict[str, Any]:
+    done = progress.completed_steps(lesson.id)
+    predictions = {p.step_id: {"answer": p.answer, "value": p.value, "locked_at": _iso(p.locked_at)}
+                   for p in progress.predictions(lesson.id)}
+    answers: dict[str, Any] = {}
+    instruments: dict[str, Any] = {}
+    for step in lesson.steps:
+        graded = progress.answers(lesson.id, step.id)
+        if graded:
+            answers[step.id] = {"attempts": len(graded), "correct": any(a.correct for a in graded),
+                                "last_answer": graded[-1].answer}
+        if isinstance(step, InstrumentStep):
+            moves = progress.moves(lesson.id, step.id)
+            if moves:
+                instruments[step.id] = {
+                    "instrument": step.instrument, "moves": len(moves),
+                    "settings": moves[-1].settings, "outputs": moves[-1].outputs,
+                    "goal_reached": bool(step.goal and any(step.goal.reached(m.outputs) for m in moves)),
+                }
+    return {
+        "id": lesson.id, "title": lesson.title,
+        "steps": len(lesson.steps), "completed": [s.id for s in lesson.steps if s.id in done],
+        "design_ledger": design_ledger(lesson, progress),
+        "predictions": predictions, "answers": answers, "instruments": instruments,
+    }
+
+
+def export(lessons: list[Lesson], progress: Progress) -> dict[str, Any]:
+    return {
+        "format": EXPORT_FORMAT,
+        "gpututor": __version__,
+        "exported_at": _iso(time.time()),
+        "lessons": [lesson_record(lesson, progress) for lesson in lessons],
+    }
+
+
+def _iso(t: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(t))
