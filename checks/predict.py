@@ -148,6 +148,21 @@ def _in(option, value: float) -> bool:
     return (option.min is None or value >= option.min) and (option.max is None or value < option.max)
 
 
+def _option_ratio(spec: ChoiceAnswer, index: int | None, m: float, unit: str) -> tuple[float | None, str]:
+    """measured / the number the chosen option names ('about 3 GB' -> 3), and words for it."""
+    if index is None or not unit:
+        return None, ""
+    said = parse_number(spec.options[index].text, unit)
+    if not said or not m:
+        return None, ""
+    ratio = m / said
+    if 0.95 <= ratio <= 1.05:
+        return ratio, ""
+    if ratio > 1:
+        return ratio, f": {format_number(ratio, 'x')} what you guessed"
+    return ratio, f": your guess was {format_number(1 / ratio, 'x')} too high"
+
+
 def _score_choice(answer: str, spec: ChoiceAnswer, measured, unit: str) -> PredictionScore:
     index = resolve(answer, spec)
     chose = f"you chose '{spec.options[index].text}'" if index is not None else f"you wrote '{_quote(answer)}'"
@@ -156,11 +171,12 @@ def _score_choice(answer: str, spec: ChoiceAnswer, measured, unit: str) -> Predi
     if ranged and m is not None:
         text = format_number(m, unit)
         home = next((o for o in spec.options if (o.min is not None or o.max is not None) and _in(o, m)), None)
+        ratio, times = _option_ratio(spec, index, m, unit)
         if index is not None and home is spec.options[index]:
-            return PredictionScore(f"{chose}; measured {text}, which is in that range", None, True)
+            return PredictionScore(f"{chose}; measured {text}, which is in that range{times}", ratio, True)
         if home is None:
-            return PredictionScore(f"{chose}; measured {text}, outside every option's range", None, False)
-        return PredictionScore(f"{chose}; measured {text}, which is in '{home.text}'", None, False)
+            return PredictionScore(f"{chose}; measured {text}, outside every option's range{times}", ratio, False)
+        return PredictionScore(f"{chose}; measured {text}, which is in '{home.text}'{times}", ratio, False)
     text = _shown(measured, unit)
     if index is not None and isinstance(measured, str) and normalise(measured) == normalise(spec.options[index].text):
         return PredictionScore(f"{chose}; measured {text}: a match", None, True)

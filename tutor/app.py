@@ -50,6 +50,7 @@ class TutorApp(App):
         self.progress = progress or Progress(home / "progress.db" if home else None)
         self.engine = Engine(log_path=str(self.progress.path.parent / "engine.log") if self.progress.path else None)
         self.device_text: Text = Text("Device: detecting… (loading PyTorch)", style="dim")
+        self.device = None  # the Device runs use, once detected (instruments read its memory)
 
     def on_mount(self) -> None:
         self.push_screen(HomeScreen())
@@ -66,6 +67,7 @@ class TutorApp(App):
         self.call_from_thread(self._device_ready, found, chosen, problem)
 
     def _device_ready(self, found, chosen, problem: str | None) -> None:
+        self.device = chosen
         text = Text.assemble(("Device: ", "bold"), (chosen.describe(), "bold cyan"))
         if not chosen.is_accelerator:
             if any(d.is_accelerator for d in found):

@@ -73,6 +73,13 @@ class RunStep(StepBase):
     kind: Literal["run"]
     experiment: str
     params: dict[str, Any] = {}
+    # Parameters the learner may switch before a run, each with the values offered:
+    # `tweak: {amp: ["off", auto], batch_size: [64, 1024]}`. The first run uses `params`.
+    tweak: dict[str, list[Any]] = {}
+
+    def tweak_default(self, name: str) -> Any:
+        values = self.tweak[name]
+        return self.params[name] if name in self.params and self.params[name] in values else values[0]
 
 
 class Verify(Strict):
@@ -208,12 +215,17 @@ LEDGER_AGGREGATES = ("first", "last", "min", "max", "any")
 class InstrumentStep(StepBase):
     kind: Literal["instrument"]
     instrument: str
-    set: dict[str, Any] = {}  # starting values, and the scenario a prediction before it is revealed at
+    set: dict[str, Any] = {}  # starting values of the controls
+    scenario: dict[str, Any] = {}  # where a prediction before this step is revealed (over `set`)
     fixed: list[str] = []  # controls the learner cannot move on this step
     goal: Goal | None = None
     # Design-ledger entries: name -> "settings.X" or "outputs.X", optionally prefixed by an
     # aggregate over every move the learner made: "min:outputs.total_gb", "any:outputs.fits".
     ledger: dict[str, str] = {}
+
+    def scenario_settings(self) -> dict[str, Any]:
+        """The control values a prediction before this step is revealed at."""
+        return {**self.set, **self.scenario}
 
 
 Step = Annotated[Union[ReadStep, PredictStep, RunStep, CheckStep, ExerciseStep, InstrumentStep],
@@ -594,6 +606,7 @@ def _semantic_issues(data: dict[str, Any], marks: dict[Path_, Pos], path: str) -
         kind = step.get("kind")
         if kind == "run":
             check_experiment(loc, step.get("experiment"), step.get("params", {}))
+            issues += _tweak_issues(step, loc, marks, path)
         elif kind == "check" and isinstance(step.get("verify"), dict):
             verify = step["verify"]
             check_experiment((*loc, "verify"), verify.get("experiment"), verify.get("params", {}))
@@ -618,6 +631,37 @@ def _semantic_issues(data: dict[str, Any], marks: dict[Path_, Pos], path: str) -
     return issues
 
 
+def _tweak_issues(step: dict[str, Any], loc: tuple[Any, ...], marks: dict[Path_, Pos],
+                  path: str) -> list[LessonIssue]:
+    """Every value a run step offers the learner must be a valid parameter of its experiment."""
+    issues: list[LessonIssue] = []
+    exp = experiments.REGISTRY.get(step.get("experiment"))  # type: ignore[arg-type]
+    tweak, params = step.get("tweak"), step.get("params", {})
+    if exp is None or not isinstance(tweak, dict) or not isinstance(params, dict):
+        return issues
+    names = list(exp.params.model_fields)
+    for key, values in tweak.items():
+        where = (*loc, "tweak", key)
+        if key not in names:
+            line, col = _position(marks, where, at_key=True)
+            issues.append(LessonIssue(path, line, col, f"step {step.get('id')!r} tweak: experiment {exp.name!r} has "
+                                      f"no parameter {key!r}{_did_you_mean(key, names)}; it takes: {', '.join(names)}"))
+            continue
+        if not isinstance(values, list) or not values:
+            line, col = _position(marks, where)
+            issues.append(LessonIssue(path, line, col, f"step {step.get('id')!r} tweak {key!r}: give a list of values "
+                                      "to offer, such as [64, 256]"))
+            continue
+        for j, value in enumerate(values):
+            try:
+                exp.make_params({**params, key: value})
+            except ValidationError as e:
+                msg = e.errors()[0]["msg"].removeprefix("Value error, ")
+                line, col = _position(marks, (*where, j))
+                issues.append(LessonIssue(path, line, col, f"step {step.get('id')!r} tweak {key!r}: {value!r}: {msg}"))
+    return issues
+
+
 def _instrument_issues(step: dict[str, Any], loc: tuple[Any, ...], marks: dict[Path_, Pos],
                        path: str) -> list[LessonIssue]:
     """An instrument step's names and values: the instrument, its controls, outputs and ledger."""
@@ -636,17 +680,17 @@ def _instrument_issues(step: dict[str, Any], loc: tuple[Any, ...], marks: dict[P
         add(("instrument",), f"unknown instrument {name!r}{hint}")
         return issues
     controls = [c.name for c in inst.controls]
-    settings = step.get("set")
-    if isinstance(settings, dict):
-        for key, value in settings.items():
+    for field_name in ("set", "scenario"):
+        settings = step.get(field_name)
+        for key, value in (settings.items() if isinstance(settings, dict) else []):
             if key not in controls:
-                add(("set", key), f"instrument {name!r} has no control {key!r}{_did_you_mean(key, controls)}; "
+                add((field_name, key), f"instrument {name!r} has no control {key!r}{_did_you_mean(key, controls)}; "
                     f"it has: {', '.join(controls)}", at_key=True)
                 continue
             try:
                 inst.control(key).parse(value)
             except instruments.SettingsError as e:
-                add(("set", key), str(e))
+                add((field_name, key), str(e))
     fixed = step.get("fixed")
     for j, key in enumerate(fixed if isinstance(fixed, list) else []):
         if key not in controls:

@@ -199,7 +199,7 @@ class MemoryLedger(Instrument):
                        "A smaller batch or checkpointing can fix this one.")
         else:
             breaks, level = "none", "ok"
-            verdict = f"Fits: {gb(led.total)} of {gb_gib(budget)} ({led.total / budget:.0%})."
+            verdict = f"Fits: {gb(led.total)} of {gb_gib(budget)}, {led.total / budget:.0%} full."
         if precision == "fp16":
             notes.append("Pure FP16 keeps no FP32 master copy: an update smaller than half an FP16 step rounds "
                          "away, so training stalls or diverges. It saves memory; it does not train well.")

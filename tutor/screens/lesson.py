@@ -10,18 +10,21 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Input, OptionList, Static, TextArea
 
-from tutor.lesson import CheckStep, ExerciseStep, Lesson, PredictStep, ReadStep, RunStep
+from tutor.lesson import CheckStep, ExerciseStep, InstrumentStep, Lesson, PredictStep, ReadStep, RunStep
 from tutor.widgets.base import StepView
 from tutor.widgets.check_step import CheckStepView
+from tutor.widgets.controls import ControlRow
 from tutor.widgets.exercise_step import ExerciseStepView
+from tutor.widgets.instrument_step import InstrumentStepView
 from tutor.widgets.predict_step import PredictStepView
 from tutor.widgets.read_step import ReadStepView
 from tutor.widgets.run_step import RunStepView
 
 VIEWS = {ReadStep: ReadStepView, PredictStep: PredictStepView, RunStep: RunStepView, CheckStep: CheckStepView,
-         ExerciseStep: ExerciseStepView}
-KIND_LABEL = {"read": "Read", "predict": "Predict", "run": "Run", "check": "Check", "exercise": "Exercise"}
-TEXT_INPUTS = (Input, OptionList, TextArea)  # escape leaves these first, before leaving the lesson
+         ExerciseStep: ExerciseStepView, InstrumentStep: InstrumentStepView}
+KIND_LABEL = {"read": "Read", "predict": "Predict", "run": "Run", "check": "Check", "exercise": "Exercise",
+              "instrument": "Instrument"}
+TEXT_INPUTS = (Input, OptionList, TextArea, ControlRow)  # escape leaves these first, before leaving the lesson
 
 
 class LessonScreen(Screen):
@@ -32,6 +35,7 @@ class LessonScreen(Screen):
         Binding("r", "run", "run"),
         Binding("h", "hint", "hint"),
         Binding("g", "give_up", "answer", show=False),
+        Binding("m", "math", "math", show=False),
         Binding("escape", "escape", "cancel/back"),
         Binding("question_mark", "app.help", "help"),
         Binding("q", "quit", "quit"),
@@ -164,6 +168,11 @@ class LessonScreen(Screen):
         view = self.view
         if view is None or not view.action_hint():
             self.say("No hint here: hints belong to check steps.")
+
+    def action_math(self) -> None:
+        view = self.view
+        if not (isinstance(view, InstrumentStepView) and view.toggle_math()):
+            self.say("Nothing to show here: m shows an instrument's formulas.")
 
     def action_give_up(self) -> None:
         view = self.view

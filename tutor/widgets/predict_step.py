@@ -11,6 +11,8 @@ from textual.widgets import Input, Markdown, OptionList, Static
 
 import checks
 from checks.spec import ChoiceAnswer, NumberAnswer
+from tutor import instruments
+from tutor.lesson import InstrumentStep
 from tutor.widgets.base import StepView
 from tutor.widgets.reveal import reveal_text
 
@@ -47,6 +49,12 @@ class PredictStepView(StepView):
         run = self.lesson.run_after(self.index)
         if not self.step.compare or run is None:
             return Text("Now go on (n) and see what really happens.", style="dim")
+        if isinstance(run, InstrumentStep):
+            if run.id not in self.tutor.progress.completed_steps(self.lesson.id):
+                return Text(f"Now go on (n) to the instrument “{run.title or run.id}” and work it out.", style="dim")
+            inst = instruments.REGISTRY[run.instrument]
+            outputs = inst.compute(inst.settings(run.scenario_settings())).outputs
+            return reveal_text(self.step, answer, outputs, source="computed")
         record = self.tutor.progress.latest_run(lesson_id=self.lesson.id, step_id=run.id)
         if record is None:
             return Text(f"Now go on (n) to the run step “{run.title or run.id}” and measure it.", style="dim")

@@ -14,8 +14,9 @@ from tutor.widgets.run_panel import fmt
 
 
 def reveal_text(step: PredictStep, answer: str, metrics: dict[str, Any], device: dict[str, Any] | None = None,
-                at: float | None = None) -> Text:
-    """'You predicted X · measured Y · off by 3.1x' for a predict step and a run's metrics."""
+                at: float | None = None, source: str = "measured") -> Text:
+    """'You predicted X · measured Y · off by 3.1x' for a predict step and a run's metrics
+    (or an instrument's outputs, with source="computed")."""
     metric = step.compare or ""
     measured = metrics.get(metric)
     score = checks.score_prediction(answer, step.answer, measured, step.unit)
@@ -26,12 +27,15 @@ def reveal_text(step: PredictStep, answer: str, metrics: dict[str, Any], device:
         where += time.strftime(" (measured %Y-%m-%d %H:%M)", time.localtime(at))
     mark = ("✓ ", "bold green") if score.hit else ("• ", "bold yellow")
     summary = score.summary
+    if source != "measured":
+        summary = summary.replace("measured ", f"{source} ")
     if isinstance(step.answer, TextAnswer) and measured is not None:
         # Words are not scored, and both are already on the two lines above: say so, not them again.
         summary = "Not scored: set your words beside what was measured."
     return Text.assemble(
-        ("Prediction vs measurement", "bold underline"), "\n",
+        ("Prediction vs measurement" if source == "measured" else f"Prediction vs {source} value",
+         "bold underline"), "\n",
         ("  you predicted: ", "bold"), (answer, "cyan"), "\n",
-        ("  measured:      ", "bold"), (f"{metric} = {fmt(measured, step.unit)}", "bold"), (where, "dim"), "\n",
+        (f"  {source + ':':<15}", "bold"), (f"{metric} = {fmt(measured, step.unit)}", "bold"), (where, "dim"), "\n",
         mark, summary,
     )

@@ -81,12 +81,20 @@ class RunPanel(Vertical):
         self._series: str | None = None
         self._tick_timer = None
 
-    def compose(self) -> ComposeResult:
+    def _title(self) -> Text:
         exp = experiments.REGISTRY.get(self.experiment)
         title = exp.title if exp else self.experiment
         params = ", ".join(f"{k}={v}" for k, v in self.params.items())
-        yield Static(Text.assemble(("▶ ", "bold"), (title, "bold"), (f"  experiment {self.experiment}", "dim"),
-                                   (f"  ({params})" if params else "", "dim")), classes="run-title")
+        return Text.assemble(("▶ ", "bold"), (title, "bold"), (f"  experiment {self.experiment}", "dim"),
+                             (f"  ({params})" if params else "", "dim"))
+
+    def set_params(self, params: dict[str, Any]) -> None:
+        """New values for some parameters of the next run (a run step's learner-chosen settings)."""
+        self.params = {**self.params, **params}
+        self.query_one("#run-title", Static).update(self._title())
+
+    def compose(self) -> ComposeResult:
+        yield Static(self._title(), id="run-title", classes="run-title")
         yield Static("Press r to run it.", id="status", classes="run-status")
         yield LiveLine(id="live")
         yield ProgressBar(total=None, show_eta=False, id="bar")

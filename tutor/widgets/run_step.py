@@ -6,10 +6,14 @@ from rich.console import Group
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
+from textual.containers import Vertical
 from textual.widgets import Markdown, Static
+
+from tutor.instruments import Control
 
 from tutor.lesson import PredictStep
 from tutor.widgets.base import StepView
+from tutor.widgets.controls import ControlRow
 from tutor.widgets.reveal import reveal_text
 from tutor.widgets.run_panel import RunPanel, fmt
 
@@ -18,10 +22,32 @@ class RunStepView(StepView):
     def compose(self) -> ComposeResult:
         if self.step.body:
             yield Markdown(self.step.body)
-        yield RunPanel(self.step.experiment, self.step.params, id="panel")
+        record = self.tutor.progress.latest_run(lesson_id=self.lesson.id, step_id=self.step.id, status=None)
+        self.params = dict(self.step.params)
+        if self.step.tweak:
+            with Vertical(id="controls"):
+                for name, values in self.step.tweak.items():
+                    value = self.step.tweak_default(name)
+                    if record is not None and record.params.get(name) in values:
+                        value = record.params[name]  # the settings of the learner's last run
+                    self.params[name] = value
+                    control = Control(name, name.replace("_", " "), "choice", tuple(values), value,
+                                      labels=tuple(str(v) for v in values))
+                    yield ControlRow(control, value)
+        yield RunPanel(self.step.experiment, self.params, id="panel")
         yield Static("", id="previous", classes="previous")
 
+    @on(ControlRow.Changed)
+    def _tweaked(self, event: ControlRow.Changed) -> None:
+        event.stop()
+        self.params[event.name] = event.value
+        if not self.running:  # a run in progress keeps (and records) the settings it started with
+            self.query_one(RunPanel).set_params(self.params)
+
     def on_mount(self) -> None:
+        rows = list(self.query(ControlRow))
+        if rows:
+            rows[0].focus()
         record = self.tutor.progress.latest_run(lesson_id=self.lesson.id, step_id=self.step.id)
         if record is not None:
             when = record.at
@@ -52,6 +78,7 @@ class RunStepView(StepView):
     def action_run(self) -> bool:
         panel = self.query_one(RunPanel)
         if not panel.running:
+            panel.set_params(self.params)
             self.query_one("#previous", Static).update("")
             panel.start(self.tutor.device_override)
             self.refresh_hint()
@@ -78,4 +105,6 @@ class RunStepView(StepView):
     def keys_hint(self) -> str:
         if self.running:
             return "escape cancel the run · ? help"
+        if isinstance(self.screen.focused, ControlRow):
+            return "↑↓ setting · ←→ change · r run · esc leave settings · n next"
         return "r run · n next · p previous · ? help · q quit"
