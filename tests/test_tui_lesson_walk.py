@@ -71,7 +71,7 @@ async def work_instrument(pilot, view: InstrumentStepView, step) -> None:
             await pilot.press(key)
         await pilot.pause()
         assert step.goal.reached(view.reading.outputs), view.reading.verdict
-    elif any(not r.fixed for r in view.query(ControlRow)):
+    elif any(not r.fixed and r.display for r in view.query(ControlRow)):
         before = dict(view.settings)
         await pilot.press("right")
         await pilot.pause()

@@ -59,14 +59,19 @@ def ledger_value(expr: str, moves: list[Move]) -> Any:
     if not values:
         return None
     if aggregate == "first":
-        return values[0]
+        return _tidy(values[0])
     if aggregate == "min":
-        return min(values)
+        return _tidy(min(values))
     if aggregate == "max":
-        return max(values)
+        return _tidy(max(values))
     if aggregate == "any":
         return any(bool(v) for v in values)
-    return values[-1]
+    return _tidy(values[-1])
+
+
+def _tidy(value: Any) -> Any:
+    """0.27999999999999997 -> 0.28: six significant digits are more than any formula here knows."""
+    return float(f"{value:.6g}") if isinstance(value, float) else value
 
 
 def design_ledger(lesson: Lesson, progress: Progress) -> dict[str, Any]:

@@ -25,18 +25,27 @@ class SettingsError(ValueError):
     """A control value the instrument does not accept; the message says which values it does."""
 
 
-def gb(n: float) -> str:
-    """Bytes as decimal gigabytes, three significant figures: '6.00 GB', '90.1 GB', '0.157 GB'."""
-    value = n / GB
-    if value == 0:
-        return "0 GB"
+def _sig3(value: float) -> str:
     digits = max(0, 2 - int(math.floor(math.log10(abs(value)))))
-    return f"{value:,.{digits}f} GB"
+    return f"{value:,.{digits}f}"
+
+
+def gb(n: float) -> str:
+    """Bytes in decimal units, three significant figures: '6.00 GB', '90.1 GB', '51.4 MB'."""
+    if n == 0:
+        return "0 GB"
+    if abs(n) >= GB:
+        return f"{_sig3(n / GB)} GB"
+    if abs(n) >= 10**6:
+        return f"{_sig3(n / 10**6)} MB"
+    return f"{_sig3(n / 10**3)} kB" if abs(n) >= 10**3 else f"{n:,.0f} B"
 
 
 def gb_gib(n: float) -> str:
-    """'85.9 GB (80.0 GiB)': both units, each named."""
-    return f"{gb(n)} ({n / GIB:,.1f} GiB)"
+    """'85.9 GB (80.0 GiB)': both units, each named (MB and MiB below a GiB)."""
+    if abs(n) >= GIB:
+        return f"{gb(n)} ({n / GIB:,.1f} GiB)"
+    return f"{gb(n)} ({n / 2**20:,.1f} MiB)"
 
 
 def percent(share: float) -> str:
@@ -151,6 +160,7 @@ class Reading:
     math: tuple[str, ...] = ()  # the formulas with this reading's numbers in them
     reference: tuple[str, ...] = ()  # the course's figures, labelled as such
     notes: tuple[str, ...] = ()
+    ignored: tuple[str, ...] = ()  # controls that do not affect this reading (hidden in the TUI)
 
 
 @dataclass

@@ -133,7 +133,7 @@ class MemoryLedger(Instrument):
                 labels=("SGD", "SGD + momentum", "Adam")),
         Control("precision", "Precision", "choice", ("fp32", "fp16", "mixed"), "fp32",
                 labels=("FP32", "FP16 (pure, no master copy)", "mixed (FP16 + FP32 master)")),
-        Control("batch", "Batch size", "stepper", (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024), 4),
+        Control("batch", "Batch size", "stepper", tuple(2**k for k in range(17)), 4),
         Control("checkpointing", "Checkpointing", "toggle", (False, True), False),
         Control("budget", "Budget", "choice", tuple(BUDGETS), "h100", labels=tuple(v[0] for v in BUDGETS.values())),
     )
@@ -200,6 +200,9 @@ class MemoryLedger(Instrument):
         else:
             breaks, level = "none", "ok"
             verdict = f"Fits: {gb(led.total)} of {gb_gib(budget)}, {led.total / budget:.0%} full."
+            if led.total > 0.85 * budget:
+                notes.append("Tight: the CUDA context takes a few hundred MiB before any tensor, and the "
+                             "allocator's fragmentation more, so a plan this close to the budget can still fail.")
         if precision == "fp16":
             notes.append("Pure FP16 keeps no FP32 master copy: an update smaller than half an FP16 step rounds "
                          "away, so training stalls or diverges. It saves memory; it does not train well.")
@@ -256,7 +259,7 @@ class MemoryLedger(Instrument):
             chart=Chart("bytes", (Bar("memory", tuple(segments)),), budget, budget_label),
             verdict=verdict, level=level, figures=figures, math=tuple(math_lines), notes=tuple(notes),
             reference=("Chapter: GPT-2 XL in FP32 needs 6 GB of weights, 6 GB of gradients and 12 GB of Adam "
-                       "state (24 GB before one activation).",),
+                       "state (24 GB before one activation).",) if s["model"] == "gpt2-xl" else (),
         )
 
     def _no_model(self, s: Mapping[str, Any]) -> Reading:

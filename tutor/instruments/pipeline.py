@@ -50,8 +50,9 @@ CHAPTER = (
 CORRECTION = (
     "MFU cannot exceed the share of time spent computing: 45% MFU with 35% of the time computing "
     "would need the GPU to run at 129% of its peak, and 85% with 75% at 113%. Large real training "
-    "runs report 40-60% MFU (PaLM: 46%)."
+    "runs report 40-60% MFU (PaLM: 46%). And the baseline's 89 GB would not fit one 80 GB A100."
 )
+MODEL_LEVERS = ("prefetch", "precision", "checkpointing", "batch")  # meaningless for a measured run
 COLOURS = {"data loading": "red", "transfers": "yellow", "compute": "green"}
 
 
@@ -166,6 +167,7 @@ class Pipeline(Instrument):
     def _measured(self, run: dict[str, Any] | None) -> Reading:
         if not run or run.get("mfu") is None:
             return Reading(
+                ignored=MODEL_LEVERS,
                 outputs={k: None for k in self.outputs}, chart=Chart("share", ()), level="warning",
                 verdict=("No pipeline-breakdown run yet: run it (the lesson's run step, or "
                          "`gpututor run pipeline-breakdown`) and its phases appear here."),
@@ -190,6 +192,7 @@ class Pipeline(Instrument):
             math=(f"MFU = achieved {float(run.get('achieved_tflops') or 0):.3g} TFLOP/s / peak "
                   f"{float(run.get('peak_tflops') or 0):.3g} TFLOP/s ({run.get('peak_source', '?')})",
                   "compute = forward + backward + optimizer step; transfers = host-to-device copies"),
-            notes=("The levers above model GPT-2 XL; to change your own run, switch its settings on the run "
+            notes=("The other levers model GPT-2 XL; to change your own run, switch its settings on the run "
                    "step and run it again.",),
+            ignored=MODEL_LEVERS,
         )

@@ -51,6 +51,9 @@ def chart(c: Chart, width: int) -> Group:
     if c.unit == "bytes":
         scale = max([b.total for b in c.bars] + ([c.limit] if c.limit else []))
         lines += [_bar_line(b, width, scale, c.limit) for b in c.bars]
+        smallest = min(b.total for b in c.bars)
+        if scale and smallest * width < scale:
+            lines.append(Text(" " * LABEL + f"(too small to draw: {smallest / scale:.2%} of the scale)", style="dim"))
         lines += _legend([(s.style, f"{s.name} {gb(s.value)}") for s in c.bars[0].segments], width)
         if c.limit is not None:
             lines.append(Text.assemble(" " * LABEL, ("┃ ", "bold red"), f"budget {gb_gib(c.limit)}: {c.limit_label}"))

@@ -78,9 +78,11 @@ class InstrumentStepView(StepView):
         with Vertical(id="controls"):
             for control in self.instrument.controls:
                 yield ControlRow(control, self.settings[control.name], fixed=control.name in self.step.fixed)
+        if self.step.goal is not None:
+            yield Static("", id="goal", classes="goal")
         yield Static("", id="reading", classes="reading")
         yield Static("", id="math", classes="reading")
-        yield Static("", id="goal", classes="feedback")
+        yield Static("", id="math-hint", classes="fine-print")
 
     def on_mount(self) -> None:
         if self.locked:
@@ -88,7 +90,7 @@ class InstrumentStepView(StepView):
         self.context = _context(self.tutor)
         self._recompute(record=self.tutor.progress.last_move(self.lesson.id, self.step.id) is None)
         self._show_reveal()
-        rows = [r for r in self.query(ControlRow) if not r.fixed]
+        rows = self._movable()
         if rows:
             rows[0].focus()
         elif self.step.goal is None:
@@ -109,35 +111,38 @@ class InstrumentStepView(StepView):
     def _draw(self) -> None:
         if self.reading is None:
             return
+        for row in self.query(ControlRow):
+            row.display = row.control.name not in self.reading.ignored
         width = max(40, (self.size.width or self.app.size.width) - 2)
         self.query_one("#reading", Static).update(render_reading(self.reading, width))
         math = self.query_one("#math", Static)
         math.display = self.math
         math.update(Group(Text("Math peek: how these figures are computed", style="bold underline"),
                           *(Text("  " + line) for line in self.reading.math)))
-        hint = Text("m shows the formulas with these numbers in them", style="dim") if not self.math else \
-            Text("m hides the formulas", style="dim")
-        goal = self.query_one("#goal", Static)
+        self.query_one("#math-hint", Static).update(
+            Text("m hides the formulas" if self.math else "m shows the formulas with these numbers in them",
+                 style="dim"))
         if self.step.goal is None:
-            goal.update(hint)
             return
         moves = len(self.tutor.progress.moves(self.lesson.id, self.step.id))
+        tried = (f"  ({moves} settings tried)", "dim")
         if self.step.goal.reached(self.reading.outputs):
-            goal.update(Group(Text.assemble(("✓ Challenge met. ", "bold green"), self.step.goal.message,
-                                            (f"  ({moves} settings tried)", "dim")), hint))
+            text = Text.assemble(("✓ Challenge met. ", "bold green"), self.step.goal.message, tried)
         else:
-            goal.update(Group(Text.assemble(("Challenge: not yet. ", "bold yellow"),
-                                            "The verdict above says what breaks the budget.",
-                                            (f"  ({moves} settings tried)", "dim")), hint))
+            text = Text.assemble(("Challenge: not met yet. ", "bold yellow"), "The verdict below says what "
+                                 "breaks the budget.", tried)
+        self.query_one("#goal", Static).update(text)
 
     def _show_reveal(self) -> None:
         """Each prediction this step reveals, against the instrument at the lesson's scenario."""
         shown = []
-        scenario = self.instrument.compute(self.instrument.settings(self.step.scenario_settings()), self.context).outputs
+        settings = self.instrument.settings(self.step.scenario_settings())
+        scenario = self.instrument.compute(settings, self.context).outputs
+        setting = scenario_words(self.instrument, self.step.scenario)
         for p in self.lesson.predictions_before(self.index):
             locked = self.tutor.progress.prediction(self.lesson.id, p.id)
             if locked is not None and p.compare:
-                shown.append(reveal_text(p, locked.answer, scenario, source="computed"))
+                shown.append(reveal_text(p, locked.answer, scenario, source="computed", setting=setting))
         widget = self.query_one("#reveal", Static)
         widget.update(Group(*shown) if shown else "")
         widget.display = bool(shown)
@@ -157,6 +162,9 @@ class InstrumentStepView(StepView):
 
     # ------------------------------------------------------------------ keys
 
+    def _movable(self) -> list[ControlRow]:
+        return [r for r in self.query(ControlRow) if not r.fixed and r.display]
+
     def toggle_math(self) -> bool:
         if self.locked:
             return False
@@ -167,7 +175,7 @@ class InstrumentStepView(StepView):
         return True
 
     def action_enter(self) -> bool:
-        rows = [r for r in self.query(ControlRow) if not r.fixed]
+        rows = self._movable()
         if rows and not any(r.has_focus for r in rows):
             rows[0].focus()
             return True
@@ -178,7 +186,20 @@ class InstrumentStepView(StepView):
             return "p back to the prediction · ? help"
         if isinstance(self.screen.focused, ControlRow):
             return "↑↓ control · ←→ change · m math · n next · esc leave controls"
-        return "enter controls · m math · n next · p previous · ? help"
+        if bool(self._movable()):
+            return "enter controls · m math · n next · p previous · ? help"
+        return "m math · n next · p previous · ? help"
+
+
+def scenario_words(instrument: instruments.Instrument, scenario: dict[str, Any]) -> str:
+    """'with prefetching on, precision mixed': the settings a reveal was computed at."""
+    if not scenario:
+        return ""
+    parts = []
+    for name, raw in scenario.items():
+        control = instrument.control(name)
+        parts.append(f"{control.label.lower()} {control.label_of(control.parse(raw))}")
+    return "with " + ", ".join(parts)
 
 
 def _context(app: Any) -> Context:

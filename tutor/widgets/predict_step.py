@@ -14,6 +14,7 @@ from checks.spec import ChoiceAnswer, NumberAnswer
 from tutor import instruments
 from tutor.lesson import InstrumentStep
 from tutor.widgets.base import StepView
+from tutor.widgets.instrument_step import scenario_words
 from tutor.widgets.reveal import reveal_text
 
 
@@ -54,7 +55,8 @@ class PredictStepView(StepView):
                 return Text(f"Now go on (n) to the instrument “{run.title or run.id}” and work it out.", style="dim")
             inst = instruments.REGISTRY[run.instrument]
             outputs = inst.compute(inst.settings(run.scenario_settings())).outputs
-            return reveal_text(self.step, answer, outputs, source="computed")
+            return reveal_text(self.step, answer, outputs, source="computed",
+                               setting=scenario_words(inst, run.scenario))
         record = self.tutor.progress.latest_run(lesson_id=self.lesson.id, step_id=run.id)
         if record is None:
             return Text(f"Now go on (n) to the run step “{run.title or run.id}” and measure it.", style="dim")

@@ -14,7 +14,7 @@ from tutor.widgets.run_panel import fmt
 
 
 def reveal_text(step: PredictStep, answer: str, metrics: dict[str, Any], device: dict[str, Any] | None = None,
-                at: float | None = None, source: str = "measured") -> Text:
+                at: float | None = None, source: str = "measured", setting: str = "") -> Text:
     """'You predicted X · measured Y · off by 3.1x' for a predict step and a run's metrics
     (or an instrument's outputs, with source="computed")."""
     metric = step.compare or ""
@@ -23,6 +23,8 @@ def reveal_text(step: PredictStep, answer: str, metrics: dict[str, Any], device:
     where = ""
     if device:
         where = f" on {device.get('name') or device.get('device') or '?'}"
+    if setting:
+        where += f" ({setting})"
     if at is not None and time.time() - at > 600:
         where += time.strftime(" (measured %Y-%m-%d %H:%M)", time.localtime(at))
     mark = ("✓ ", "bold green") if score.hit else ("• ", "bold yellow")

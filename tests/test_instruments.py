@@ -1,0 +1,525 @@
+"""Instruments: the formulas reproduce the course's reference figures, controls parse and step
+as documented, a learner's own measurements feed them, and a Reading renders in 80 columns."""
+
+from __future__ import annotations
+
+import io
+import itertools
+
+import pytest
+from rich.cells import cell_len
+from rich.console import Console
+
+from tutor.instruments import REGISTRY, Context, Control, SettingsError, render
+from tutor.instruments import memory_ledger as ml
+from tutor.instruments import pipeline as pl
+from tutor.instruments.base import GB, GIB, gb, gb_gib
+
+LEDGER = REGISTRY["memory-ledger"]
+PIPELINE = REGISTRY["pipeline"]
+XL = ml.PRESETS["gpt2-xl"]
+
+
+def mem(**given):
+    return LEDGER.compute(given)
+
+
+def pipe(**given):
+    return PIPELINE.compute(given)
+
+
+def compute_seconds(outputs: dict) -> float:
+    return outputs["compute_share"] * outputs["iteration_seconds"]
+
+
+def data_seconds(outputs: dict) -> float:
+    return outputs["data_share"] * outputs["iteration_seconds"]
+
+
+def test_registry_holds_both_instruments():
+    assert set(REGISTRY) == {"memory-ledger", "pipeline"}
+    for name, inst in REGISTRY.items():
+        assert inst.name == name and inst.title and inst.summary and inst.controls and inst.outputs
+        # every output an instrument documents is one it computes, and nothing else
+        assert set(inst.compute({}).outputs) == set(inst.outputs)
+
+
+# ---------------------------------------------------------------- memory ledger: static memory
+
+
+def test_gpt2_xl_fp32_adam_reference_figures():
+    r = mem(model="gpt2-xl", precision="fp32", optimizer="adam")
+    o = r.outputs
+    assert o["parameters"] == 1_500_000_000
+    assert o["weights_bytes"] == 6e9
+    assert o["gradients_bytes"] == 6e9
+    assert o["master_bytes"] == 0
+    assert o["optimizer_bytes"] == 12e9
+    assert o["static_bytes"] == 24e9
+    assert o["static_gb"] == pytest.approx(24.0)
+    assert o["bytes_per_param"] == 16
+    assert o["adam_extra_bytes"] == 12e9 and o["adam_extra_gb"] == pytest.approx(12.0)
+    assert "6 GB of weights, 6 GB of gradients and 12 GB of Adam" in " ".join(r.reference)
+
+
+def test_sgd_pure_fp16_static_floor_is_6_gb():
+    o = mem(optimizer="sgd", precision="fp16").outputs
+    assert o["static_bytes"] == 6e9 and o["static_gb"] == pytest.approx(6.0)
+    assert o["bytes_per_param"] == 4
+    assert o["optimizer_bytes"] == 0 and o["master_bytes"] == 0
+
+
+def test_mixed_precision_saves_only_activations():
+    fp32 = mem(optimizer="adam", precision="fp32", batch=4).outputs
+    mixed = mem(optimizer="adam", precision="mixed", batch=4).outputs
+    assert mixed["bytes_per_param"] == 16
+    assert mixed["static_bytes"] == fp32["static_bytes"] == 24e9
+    assert mixed["master_bytes"] == 6e9 and mixed["weights_bytes"] == 3e9
+    assert mixed["activations_bytes"] < fp32["activations_bytes"]
+    assert fp32["total_bytes"] - mixed["total_bytes"] == pytest.approx(
+        fp32["activations_bytes"] - mixed["activations_bytes"])
+
+
+@pytest.mark.parametrize("optimizer, precision, per_param", [
+    ("sgd", "fp32", 8), ("momentum", "fp32", 12), ("adam", "fp32", 16),
+    ("sgd", "fp16", 4), ("momentum", "fp16", 6), ("adam", "fp16", 8),
+    ("sgd", "mixed", 8), ("momentum", "mixed", 12), ("adam", "mixed", 16),
+])
+def test_bytes_per_parameter_table(optimizer, precision, per_param):
+    o = mem(optimizer=optimizer, precision=precision).outputs
+    assert o["bytes_per_param"] == per_param
+    assert o["static_bytes"] == per_param * XL.params
+
+
+def test_adam_extra_is_what_adam_adds_over_sgd():
+    for precision in ("fp32", "fp16", "mixed"):
+        sgd = mem(optimizer="sgd", precision=precision).outputs
+        adam = mem(optimizer="adam", precision=precision).outputs
+        assert adam["static_bytes"] - sgd["static_bytes"] == sgd["adam_extra_bytes"] == adam["adam_extra_bytes"]
+
+
+# ---------------------------------------------------------------- memory ledger: activations
+
+
+def korthikanti_16bit(s: int, h: int, a: int) -> float:
+    return s * h * (34 + 5 * a * s / h)
+
+
+def korthikanti_fp32(s: int, h: int, a: int) -> float:
+    # 16-bit tensors (34 - 2 mask bytes = 32 = 2 x 16) double; the masks stay one byte each
+    return s * h * (66 + 9 * a * s / h)
+
+
+def test_gpt2_xl_shape():
+    assert (XL.seq, XL.hidden, XL.heads, XL.layers) == (1024, 1600, 25, 48)
+
+
+@pytest.mark.parametrize("precision", ["fp16", "mixed"])
+def test_layer_activations_match_korthikanti_in_16_bit(precision):
+    assert ml.layer_activation_bytes(XL, precision) == pytest.approx(korthikanti_16bit(1024, 1600, 25), rel=1e-12)
+
+
+def test_layer_activations_match_korthikanti_in_fp32():
+    assert ml.layer_activation_bytes(XL, "fp32") == pytest.approx(korthikanti_fp32(1024, 1600, 25), rel=1e-12)
+
+
+@pytest.mark.parametrize("name", sorted(ml.PRESETS))
+def test_every_preset_follows_the_formula(name):
+    p = ml.PRESETS[name]
+    assert ml.layer_activation_bytes(p, "fp16") == pytest.approx(korthikanti_16bit(p.seq, p.hidden, p.heads))
+    assert ml.layer_activation_bytes(p, "fp32") == pytest.approx(korthikanti_fp32(p.seq, p.hidden, p.heads))
+
+
+def test_activations_scale_with_layers_and_batch():
+    one = mem(precision="fp16", batch=1).outputs["activations_bytes"]
+    assert one == pytest.approx(48 * korthikanti_16bit(1024, 1600, 25))
+    assert mem(precision="fp16", batch=4).outputs["activations_bytes"] == pytest.approx(4 * one)
+
+
+def test_fp32_batch_4_total_is_the_chapters_89_gb():
+    o = mem(model="gpt2-xl", optimizer="adam", precision="fp32", batch=4, checkpointing=False).outputs
+    assert o["total_bytes"] == pytest.approx(89e9, rel=0.02)
+    assert o["total_gb"] == pytest.approx(o["total_bytes"] / 1e9)
+    assert o["total_bytes"] == o["static_bytes"] + o["activations_bytes"]
+
+
+def test_checkpointing_cuts_activations_more_than_4x():
+    for precision in ("fp32", "mixed"):
+        full = mem(precision=precision, batch=4, checkpointing=False).outputs["activations_bytes"]
+        ckpt = mem(precision=precision, batch=4, checkpointing=True).outputs["activations_bytes"]
+        assert full / ckpt > 4
+        # it keeps each layer's input plus one layer's activations
+        expected = 4 * (XL.layers * XL.seq * XL.hidden * ml.ELEMENT_BYTES[precision]
+                        + ml.layer_activation_bytes(XL, precision))
+        assert ckpt == pytest.approx(expected)
+
+
+def test_checkpointing_costs_exactly_a_third_more_compute():
+    for precision, batch in itertools.product(("fp32", "mixed"), (1, 4, 64)):
+        plain = pipe(precision=precision, batch=batch, checkpointing=False).outputs
+        ckpt = pipe(precision=precision, batch=batch, checkpointing=True).outputs
+        assert compute_seconds(ckpt) / compute_seconds(plain) == pytest.approx(4 / 3)
+        assert ckpt["memory_bytes"] < plain["memory_bytes"]
+
+
+# ---------------------------------------------------------------- memory ledger: budgets, verdicts
+
+
+def test_budgets_are_powers_of_two():
+    assert ml.BUDGETS["laptop"][1] == 8 * 2**30
+    assert ml.BUDGETS["h100"][1] == 80 * 2**30 == 80 * GIB
+    assert mem(budget="laptop").outputs["budget_bytes"] == 8 * 2**30
+    assert mem(budget="h100").outputs["budget_gb"] == pytest.approx(80 * 2**30 / 1e9)
+
+
+def test_adam_fp32_on_the_laptop_breaks_at_the_static_floor():
+    r = mem(optimizer="adam", precision="fp32", budget="laptop", batch=1, checkpointing=True)
+    assert r.outputs["breaks"] == "static floor" and r.outputs["fits"] is False
+    assert r.level == "error"
+    assert "static floor is 24.0 GB" in r.verdict
+    assert "16 B per parameter" in r.verdict
+    assert "8.59 GB" in r.verdict and "8.0 GiB" in r.verdict
+
+
+def test_adam_fp32_batch_4_on_h100_breaks_in_the_activations():
+    r = mem(optimizer="adam", precision="fp32", batch=4, budget="h100")
+    assert r.outputs["breaks"] == "activations" and r.outputs["fits"] is False
+    assert r.level == "error"
+    assert "activations need 66.1 GB" in r.verdict
+    # the same on checkpointing fits
+    assert mem(optimizer="adam", precision="fp32", batch=4, budget="h100", checkpointing=True).outputs["fits"]
+
+
+def test_sgd_fp16_batch_1_checkpointed_fits_the_laptop():
+    r = mem(optimizer="sgd", precision="fp16", batch=1, checkpointing=True, budget="laptop")
+    assert r.outputs["breaks"] == "none" and r.outputs["fits"] is True
+    assert r.level == "ok" and r.verdict.startswith("Fits:")
+    assert r.outputs["total_bytes"] <= 8 * 2**30
+
+
+def test_pure_fp16_notes_the_missing_master_copy():
+    notes = " ".join(mem(precision="fp16").notes)
+    assert "master copy" in notes
+    for precision in ("fp32", "mixed"):
+        assert not any("master copy" in n for n in mem(precision=precision).notes)
+
+
+def test_this_machine_budget_comes_from_the_context():
+    unknown = LEDGER.compute({"budget": "this"})
+    assert unknown.outputs["breaks"] == "unknown" and unknown.outputs["budget_bytes"] is None
+    assert unknown.outputs["fits"] is True and unknown.level == "warning"
+    ctx = Context(device_name="Test GPU", device_memory=40 * GIB)
+    r = LEDGER.compute({"budget": "this", "optimizer": "sgd", "batch": 1}, ctx)
+    assert r.outputs["budget_bytes"] == 40 * GIB
+    assert r.chart.limit == 40 * GIB and "Test GPU" in r.chart.limit_label
+
+
+def test_gb_and_gib_are_labelled():
+    assert gb(6e9) == "6.00 GB"
+    assert gb(24e9) == "24.0 GB"
+    assert gb(90.06e9) == "90.1 GB"
+    assert gb(0) == "0 GB"
+    both = gb_gib(8 * 2**30)
+    assert "8.59 GB" in both and "8.0 GiB" in both
+    both = gb_gib(80 * 2**30)
+    assert "85.9 GB" in both and "80.0 GiB" in both
+    assert GB == 10**9 and GIB == 2**30
+
+
+def test_memory_chart_segments_add_up_to_the_total():
+    r = mem(precision="mixed", optimizer="adam", batch=4)
+    (bar,) = r.chart.bars
+    assert [s.name for s in bar.segments] == ["weights", "gradients", "master copy", "optimizer state", "activations"]
+    assert bar.total == pytest.approx(r.outputs["total_bytes"])
+    assert r.chart.limit == 80 * GIB
+    fp32 = mem(precision="fp32").chart.bars[0]
+    assert "master copy" not in [s.name for s in fp32.segments]
+
+
+# ---------------------------------------------------------------- memory ledger: my model
+
+
+MY_MODEL = {"label": "your MLP (3 x 1024 wide, measured)", "parameters": 3_150_848,
+            "activation_bytes_per_sample": 16384.0}
+
+
+def test_my_model_without_a_measurement_says_how_to_get_one():
+    for ctx in (None, Context(), Context(my_model={"parameters": 0})):
+        r = LEDGER.compute({"model": "mine"}, ctx)
+        assert r.level == "warning"
+        assert all(v is None for v in r.outputs.values()) and set(r.outputs) == set(LEDGER.outputs)
+        assert "memory-ledger" in r.verdict
+        assert r.chart.bars == ()
+
+
+def test_my_model_uses_the_measured_parameters_and_activations():
+    ctx = Context(my_model=MY_MODEL)
+    r = LEDGER.compute({"model": "mine", "optimizer": "adam", "precision": "fp32", "batch": 64}, ctx)
+    o = r.outputs
+    assert o["parameters"] == 3_150_848
+    assert o["static_bytes"] == 16 * 3_150_848 and o["bytes_per_param"] == 16
+    assert o["activations_bytes"] == 16384.0 * 64
+    assert any("measured by your memory-ledger run" in n for n in r.notes)
+    assert not r.reference  # the chapter's GPT-2 XL figures are not about this model
+    # 16-bit activations are half the measured FP32 ones
+    mixed = LEDGER.compute({"model": "mine", "precision": "mixed", "batch": 64}, ctx).outputs
+    assert mixed["activations_bytes"] == pytest.approx(o["activations_bytes"] / 2)
+
+
+def test_my_model_checkpointing_is_not_modelled_and_says_so():
+    ctx = Context(my_model=MY_MODEL)
+    plain = LEDGER.compute({"model": "mine", "batch": 8}, ctx)
+    ckpt = LEDGER.compute({"model": "mine", "batch": 8, "checkpointing": True}, ctx)
+    assert ckpt.outputs["activations_bytes"] == plain.outputs["activations_bytes"]
+    assert any("not modelled" in n for n in ckpt.notes)
+
+
+# ---------------------------------------------------------------- pipeline
+
+
+def test_pipeline_defaults_reproduce_the_chapter_baseline():
+    o = pipe().outputs
+    assert o["data_share"] == pytest.approx(0.40, abs=1e-12)
+    assert o["transfer_share"] == pytest.approx(0.25, abs=1e-12)
+    assert o["compute_share"] == pytest.approx(0.35, abs=1e-12)
+    assert o["mfu"] == pytest.approx(0.35 * 0.8, abs=1e-12)
+    assert o["mfu"] == pytest.approx(0.35 * pl.EFFICIENCY)
+
+
+def test_pipeline_baseline_compute_time_is_6_n_tokens_over_peak():
+    o = pipe(batch=4).outputs
+    tokens = 4 * 1024
+    assert compute_seconds(o) == pytest.approx(6 * 1.5e9 * tokens / (156e12 * 0.8))
+    assert o["tokens_per_second"] == pytest.approx(tokens / o["iteration_seconds"])
+    hours = 6 * 1.5e9 * 1e9 / (156e12 * o["mfu"]) / 3600
+    assert o["hours_per_billion_tokens"] == pytest.approx(hours)
+
+
+def test_mixed_precision_halves_compute_time():
+    for prefetch, ckpt in itertools.product((False, True), repeat=2):
+        fp32 = pipe(precision="fp32", prefetch=prefetch, checkpointing=ckpt).outputs
+        mixed = pipe(precision="mixed", prefetch=prefetch, checkpointing=ckpt).outputs
+        assert compute_seconds(mixed) == pytest.approx(compute_seconds(fp32) / 2)
+
+
+def test_mixed_precision_alone_makes_the_data_wait_a_larger_share():
+    assert pipe(precision="mixed").outputs["data_share"] > pipe().outputs["data_share"]
+
+
+def test_prefetch_removes_the_data_wait_in_the_baseline():
+    before, after = pipe(prefetch=False).outputs, pipe(prefetch=True).outputs
+    assert data_seconds(before) > 0
+    assert after["data_share"] == 0
+    assert after["mfu"] > before["mfu"]
+    assert compute_seconds(after) == pytest.approx(compute_seconds(before))
+
+
+@pytest.mark.parametrize("prefetch, precision, checkpointing, batch",
+                         list(itertools.product((False, True), ("fp32", "mixed"), (False, True), (1, 4, 64))))
+def test_mfu_never_exceeds_compute_share_times_efficiency(prefetch, precision, checkpointing, batch):
+    o = pipe(prefetch=prefetch, precision=precision, checkpointing=checkpointing, batch=batch).outputs
+    assert 0 < o["mfu"] <= o["compute_share"] * pl.EFFICIENCY + 1e-12
+    assert o["data_share"] + o["transfer_share"] + o["compute_share"] == pytest.approx(1.0)
+    assert all(0 <= o[k] <= 1 for k in ("data_share", "transfer_share", "compute_share", "mfu"))
+
+
+@pytest.mark.parametrize("prefetch, precision, checkpointing",
+                         list(itertools.product((False, True), ("fp32", "mixed"), (False, True))))
+def test_batch_size_moves_memory_not_shares(prefetch, precision, checkpointing):
+    small = pipe(prefetch=prefetch, precision=precision, checkpointing=checkpointing, batch=1).outputs
+    big = pipe(prefetch=prefetch, precision=precision, checkpointing=checkpointing, batch=64).outputs
+    for key in ("data_share", "transfer_share", "compute_share", "mfu"):
+        assert big[key] == pytest.approx(small[key])
+    assert big["iteration_seconds"] == pytest.approx(64 * small["iteration_seconds"])
+    assert big["memory_bytes"] > small["memory_bytes"]
+
+
+def test_pipeline_memory_is_the_ledgers_adam_total():
+    o = pipe(precision="mixed", batch=8, checkpointing=True).outputs
+    led = mem(model="gpt2-xl", optimizer="adam", precision="mixed", batch=8, checkpointing=True).outputs
+    assert o["memory_bytes"] == pytest.approx(led["total_bytes"])
+    assert o["memory_gb"] == pytest.approx(o["memory_bytes"] / 1e9)
+    assert pipe(batch=4).outputs["fits"] is False  # 90 GB > 80 GiB
+    assert pipe(batch=1).outputs["fits"] is True
+
+
+def test_pipeline_reference_has_the_chapter_figures_and_the_correction():
+    r = pipe()
+    text = "\n".join(r.reference)
+    assert "45% MFU" in text and "40% data loading / 25% transfers / 35% compute" in text
+    assert "85% MFU" in text and "89 GB -> 32 GB" in text
+    assert "4x less activation memory" in text
+    assert pl.CORRECTION in r.reference
+    assert "MFU cannot exceed the share of time spent computing" in text
+    assert r.gauge is not None and r.gauge.value == pytest.approx(r.outputs["mfu"])
+    assert dict(r.gauge.marks) == {"chapter base": 0.45, "chapter best": 0.85}
+
+
+def test_pipeline_chart_shares_sum_to_one():
+    for bar in pipe(prefetch=True, precision="mixed").chart.bars:
+        assert bar.total == pytest.approx(1.0)
+
+
+# ---------------------------------------------------------------- pipeline: measured profile
+
+
+MEASURED = {
+    "mfu": 0.0042, "data_wait_share": 0.30, "copy_share": 0.10, "forward_share": 0.25,
+    "backward_share": 0.25, "optimizer_share": 0.10, "peak_tflops": 19.5, "achieved_tflops": 0.0819,
+    "model": "mlp", "batch_size": 64, "dtype": "float32", "data_path": "loader",
+}
+
+
+def test_measured_profile_without_a_run_says_how_to_get_one():
+    for ctx in (None, Context(), Context(my_pipeline={"mfu": None})):
+        r = PIPELINE.compute({"profile": "measured"}, ctx)
+        assert r.level == "warning" and "pipeline-breakdown" in r.verdict
+        assert all(v is None for v in r.outputs.values()) and set(r.outputs) == set(PIPELINE.outputs)
+
+
+def test_measured_profile_draws_the_run():
+    r = PIPELINE.compute({"profile": "measured"}, Context(my_pipeline=MEASURED))
+    o = r.outputs
+    assert set(o) == set(PIPELINE.outputs)
+    assert o["mfu"] == pytest.approx(0.0042)
+    assert o["data_share"] == pytest.approx(0.30) and o["transfer_share"] == pytest.approx(0.10)
+    assert o["compute_share"] == pytest.approx(0.60)  # forward + backward + optimizer
+    assert o["iteration_seconds"] is None and o["memory_bytes"] is None
+    assert r.level == "ok"
+    assert "0.42%" in r.verdict and "19.5 TFLOP/s" in r.verdict
+    assert "mlp model, batch 64, float32, data loader" in r.verdict
+    assert "your device" in r.verdict
+    (bar,) = r.chart.bars
+    assert [s.name for s in bar.segments] == ["data loading", "transfers", "compute"]
+    assert bar.total == pytest.approx(1.0)
+    named = PIPELINE.compute({"profile": "measured"}, Context(my_pipeline={**MEASURED, "device_name": "Test GPU"}))
+    assert "Measured on Test GPU" in named.verdict
+
+
+def test_modelled_profile_ignores_the_measured_run():
+    assert PIPELINE.compute({}, Context(my_pipeline=MEASURED)).outputs == pipe().outputs
+
+
+# ---------------------------------------------------------------- controls
+
+
+def test_toggle_parse():
+    c = LEDGER.control("checkpointing")
+    for raw in ("on", "ON", "true", "yes", "1", True):
+        assert c.parse(raw) is True
+    for raw in ("off", "false", "no", "0", False):
+        assert c.parse(raw) is False
+    with pytest.raises(SettingsError, match="expected on or off"):
+        c.parse("maybe")
+
+
+def test_choice_parse_names_the_valid_options():
+    c = LEDGER.control("optimizer")
+    assert c.parse("ADAM") == "adam" and c.parse(" sgd ") == "sgd"
+    with pytest.raises(SettingsError) as info:
+        c.parse("adamw")
+    assert "optimizer" in str(info.value) and "sgd, momentum, adam" in str(info.value)
+    with pytest.raises(SettingsError, match="fp32, mixed"):
+        PIPELINE.control("precision").parse("fp16")
+
+
+def test_stepper_parse_and_range():
+    c = PIPELINE.control("batch")
+    assert c.parse("16") == 16 and c.parse(3) == 3 and c.parse("1_0") == 10  # any whole number in range
+    lo, hi = c.options[0], c.options[-1]
+    assert c.parse(lo) == lo and c.parse(hi) == hi
+    with pytest.raises(SettingsError, match="outside"):
+        c.parse(0)
+    with pytest.raises(SettingsError, match="outside"):
+        c.parse(hi + 1)
+    with pytest.raises(SettingsError, match="whole number"):
+        c.parse("four")
+    with pytest.raises(SettingsError, match="outside"):
+        LEDGER.control("batch").parse(10**9)
+
+
+def test_control_step_stops_at_the_ends():
+    batch = PIPELINE.control("batch")
+    assert batch.step(4, +1) == 8 and batch.step(4, -1) == 2
+    assert batch.step(3, +1) == 4 and batch.step(3, -1) == 2  # a value between options snaps to one
+    assert batch.step(batch.options[-1], +1) == batch.options[-1]
+    assert batch.step(batch.options[0], -1) == batch.options[0]
+    opt = LEDGER.control("optimizer")
+    assert opt.step("sgd", -1) == "sgd" and opt.step("adam", +1) == "adam"
+    assert opt.step("sgd", +1) == "momentum" and opt.step("momentum", -1) == "sgd"
+    toggle = LEDGER.control("checkpointing")
+    assert toggle.step(False, +1) is True and toggle.step(True, -1) is False
+
+
+def test_control_labels():
+    assert LEDGER.control("optimizer").label_of("adam") == "Adam"
+    assert LEDGER.control("checkpointing").label_of(True) == "on"
+    assert PIPELINE.control("batch").label_of(4) == "4"
+    c = Control("n", "N", "stepper", (1, 100000), 1)
+    assert c.label_of(20000) == "20,000"
+
+
+def test_settings_reject_an_unknown_control_and_fill_defaults():
+    with pytest.raises(SettingsError) as info:
+        LEDGER.settings({"nope": 1})
+    assert "no control 'nope'" in str(info.value) and "optimizer" in str(info.value)
+    s = LEDGER.settings({"optimizer": "SGD", "checkpointing": "on", "batch": "8"})
+    assert s == {**LEDGER.defaults(), "optimizer": "sgd", "checkpointing": True, "batch": 8}
+    assert LEDGER.settings() == LEDGER.defaults()
+    with pytest.raises(SettingsError):
+        LEDGER.compute({"precision": "fp8"})
+
+
+# ---------------------------------------------------------------- render
+
+
+def rendered(r, math: bool = True) -> str:
+    console = Console(width=80, record=True, file=io.StringIO(), color_system=None)
+    console.print(render.reading(r, 78, math=math))
+    return console.export_text()
+
+
+READINGS = {
+    "ledger default": lambda: mem(),
+    "ledger laptop oom": lambda: mem(budget="laptop"),
+    "ledger fits": lambda: mem(optimizer="sgd", precision="fp16", batch=1, checkpointing=True, budget="laptop"),
+    "ledger largest batch": lambda: mem(precision="mixed", batch=LEDGER.control("batch").options[-1]),
+    "ledger mine": lambda: LEDGER.compute({"model": "mine", "budget": "this"},
+                                          Context(my_model=MY_MODEL, device_name="Test GPU", device_memory=8 * GIB)),
+    "ledger no model": lambda: LEDGER.compute({"model": "mine"}),
+    "pipeline default": lambda: pipe(),
+    "pipeline best": lambda: pipe(prefetch=True, precision="mixed", checkpointing=True, batch=64),
+    "pipeline measured": lambda: PIPELINE.compute({"profile": "measured"}, Context(my_pipeline=MEASURED)),
+    "pipeline no run": lambda: PIPELINE.compute({"profile": "measured"}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(READINGS))
+def test_reading_fits_80_columns(name):
+    r = READINGS[name]()
+    text = rendered(r)
+    lines = text.splitlines()
+    assert lines
+    assert max(cell_len(line) for line in lines) <= 80
+    if r.math:
+        assert "Math peek" in text
+
+
+def test_math_peek_shows_the_formulas_with_numbers():
+    text = rendered(mem(model="gpt2-xl", optimizer="adam", precision="fp32", batch=4))
+    assert "Math peek" in text
+    assert "N = 1,500,000,000 parameters" in text
+    assert "weights     = N x 4 B = 6.00 GB" in text
+    assert "adam        = N x 8 B = 12.0 GB" in text
+    assert "GB = 10^9 bytes, GiB = 2^30 bytes" in text
+    assert "Out of memory" in text
+    without = rendered(mem(), math=False)
+    assert "Math peek" not in without and "N = 1,500,000,000" not in without
+
+
+def test_pipeline_render_shows_the_gauge_and_reference():
+    text = rendered(pipe(), math=True)
+    assert "MFU" in text and "28%" in text
+    assert "chapter base 45%" in text and "chapter best 85%" in text
+    assert "MFU = 6 N tokens / (iteration" in text
+    assert "Chapter (reference)" in text
