@@ -205,8 +205,10 @@ def test_export_to_a_file_has_the_design_ledger(capsys, home, tmp_path):
     record = doc["lessons"][0]
     ledger = record["design_ledger"]
     assert ledger["laptop_fit_achieved"] is True
-    assert ledger["minimum_memory_gb"] == min(o["total_gb"] for o in outputs)
-    assert ledger["minimum_memory_gb"] == outputs[1]["total_gb"]
+    least = min(o["total_gb"] for o in outputs)
+    assert least == outputs[1]["total_gb"]  # the move that fits
+    assert ledger["minimum_memory_gb"] == pytest.approx(least, rel=1e-5)  # tidied to 6 significant digits
+    assert ledger["minimum_memory_gb"] == float(f"{least:.12g}")
     last = challenge_moves()[-1]
     assert ledger["optimizer"] == last["optimizer"] == "momentum"
     assert ledger["precision"] == "mixed" and ledger["checkpointing"] is True and ledger["batch"] == 2
@@ -288,23 +290,24 @@ def test_export_onto_a_directory_is_bad_input(capsys, home, tmp_path):
     target.mkdir()
     code, _, err = run_cli(capsys, "export", LESSON, "-o", str(target))
     assert code == 2
-    assert "cannot write" in err and "Traceback" not in err
+    assert "is a directory" in err and "Traceback" not in err
     assert target.is_dir()
 
 
-@pytest.mark.xfail(strict=True, reason="cli.py cmd_export: Path('.').with_name() raises ValueError, "
-                   "reported as an unexpected error (exit 1) instead of bad input")
 def test_export_onto_the_current_directory_is_bad_input(capsys, home, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     code, _, err = run_cli(capsys, "export", LESSON, "-o", ".")
-    assert code == 2 and "cannot write" in err
+    assert code == 2 and "is a directory" in err
 
 
-@pytest.mark.xfail(strict=True, reason="cli.py cmd_export: the .tmp file is left behind when the "
-                   "final replace fails")
-def test_export_failure_leaves_no_temporary_file(capsys, home, tmp_path):
-    target = tmp_path / "a-directory"
-    target.mkdir()
-    code, _, _ = run_cli(capsys, "export", LESSON, "-o", str(target))
-    assert code == 2
-    assert not (tmp_path / "a-directory.tmp").exists()
+def test_export_failure_leaves_no_temporary_file(capsys, home, tmp_path, monkeypatch):
+    from pathlib import Path
+
+    def refuse(self, target):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(Path, "replace", refuse)
+    target = tmp_path / "ledger.json"
+    code, _, err = run_cli(capsys, "export", LESSON, "-o", str(target))
+    assert code == 2 and "No space left on device" in err
+    assert not target.exists() and not (tmp_path / "ledger.json.tmp").exists()

@@ -204,6 +204,17 @@ def test_pure_fp16_notes_the_missing_master_copy():
         assert not any("master copy" in n for n in mem(precision=precision).notes)
 
 
+def test_a_tight_fit_is_noted():
+    # 6.34 GB of an 8 GiB (8.59 GB) laptop is 74%: no note
+    roomy = mem(optimizer="sgd", precision="fp16", batch=1, checkpointing=True, budget="laptop")
+    assert not any(n.startswith("Tight") for n in roomy.notes)
+    ctx = Context(device_name="Small GPU", device_memory=int(roomy.outputs["total_bytes"] / 0.9))
+    tight = LEDGER.compute({"optimizer": "sgd", "precision": "fp16", "batch": 1, "checkpointing": True,
+                            "budget": "this"}, ctx)
+    assert tight.outputs["fits"] is True
+    assert any(n.startswith("Tight") and "CUDA context" in n for n in tight.notes)
+
+
 def test_this_machine_budget_comes_from_the_context():
     unknown = LEDGER.compute({"budget": "this"})
     assert unknown.outputs["breaks"] == "unknown" and unknown.outputs["budget_bytes"] is None
@@ -394,6 +405,14 @@ def test_measured_profile_draws_the_run():
     assert bar.total == pytest.approx(1.0)
     named = PIPELINE.compute({"profile": "measured"}, Context(my_pipeline={**MEASURED, "device_name": "Test GPU"}))
     assert "Measured on Test GPU" in named.verdict
+
+
+def test_measured_profile_ignores_the_model_levers():
+    for ctx in (None, Context(my_pipeline=MEASURED)):
+        r = PIPELINE.compute({"profile": "measured"}, ctx)
+        assert set(r.ignored) == {"prefetch", "precision", "checkpointing", "batch"}
+        assert set(r.ignored) < {c.name for c in PIPELINE.controls}
+    assert pipe().ignored == () and mem().ignored == ()
 
 
 def test_modelled_profile_ignores_the_measured_run():

@@ -1019,7 +1019,10 @@ def cmd_instrument(args: argparse.Namespace, ctx: Context) -> int:
         settings = inst.settings(given)
     except SettingsError as e:
         return _bad(args, "instrument", str(e))
-    context = _instrument_context(settings)
+    # Only these read the learner's runs or this device (which loads torch); the rest is arithmetic.
+    needs_context = (settings.get("model") == "mine" or settings.get("profile") == "measured"
+                     or settings.get("budget") == "this")
+    context = _instrument_context(settings) if needs_context else None
     reading = inst.compute(settings, context)
     if args.json:
         _print_json({"instrument": inst.name, "settings": settings, "outputs": reading.outputs,
@@ -1078,12 +1081,15 @@ def cmd_export(args: argparse.Namespace, ctx: Context) -> int:
     if not args.output:
         sys.stdout.write(text)
         return OK
-    out = Path(args.output).expanduser()
+    out = Path(args.output).expanduser().resolve()
+    if out.is_dir():
+        raise UsageError(f"--output {args.output}: is a directory; name a file, e.g. {out / 'ledger.json'}")
+    tmp = out.with_name(out.name + ".tmp")
     try:
-        tmp = out.with_name(out.name + ".tmp")
         tmp.write_text(text, encoding="utf-8")
         tmp.replace(out)  # never a half-written ledger
     except OSError as e:
+        tmp.unlink(missing_ok=True)
         raise UsageError(f"--output {args.output}: cannot write it ({e.strerror or e})") from None
     _eprint(f"wrote {out} ({len(document['lessons'])} lessons)")
     return OK

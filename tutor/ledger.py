@@ -28,8 +28,10 @@ def instrument_context(progress: Progress, device: Any = None) -> Context:
             _ram_bytes() if getattr(device, "kind", None) == "cpu" else None)
     run = progress.latest_run(experiment="memory-ledger")
     if run is not None and run.metrics.get("parameters") and run.metrics.get("activation_bytes") is not None:
-        batch = int(run.params.get("batch_size") or 256)
-        width, layers = run.params.get("width", 4096), run.params.get("layers", 3)
+        from tutor.experiments import MemoryLedgerParams
+
+        p = MemoryLedgerParams(**{k: v for k, v in run.params.items() if k in MemoryLedgerParams.model_fields})
+        batch, width, layers = p.batch_size, p.width, p.layers
         ctx.my_model = {
             "label": f"your MLP ({layers} x {width} wide, measured)",
             "parameters": run.metrics["parameters"],
@@ -70,8 +72,8 @@ def ledger_value(expr: str, moves: list[Move]) -> Any:
 
 
 def _tidy(value: Any) -> Any:
-    """0.27999999999999997 -> 0.28: six significant digits are more than any formula here knows."""
-    return float(f"{value:.6g}") if isinstance(value, float) else value
+    """0.27999999999999997 -> 0.28 (float noise off; 12 significant digits keep every byte count)."""
+    return float(f"{value:.12g}") if isinstance(value, float) else value
 
 
 def design_ledger(lesson: Lesson, progress: Progress) -> dict[str, Any]:

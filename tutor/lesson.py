@@ -439,15 +439,24 @@ def _clean_loc(loc: tuple[Any, ...], data: Any) -> tuple[Any, ...]:
     """Drop pydantic's union tags (e.g. 'read', 'choice') so a location matches the YAML path."""
     out: list[Any] = []
     cur = data
+    after_union = True  # a tag comes right after the list index (or the key) of a union value
     for part in loc:
+        tagged = (after_union and isinstance(cur, dict) and part in _TAGS
+                  and cur.get("kind", cur.get("type")) == part)
+        after_union = False
+        if tagged:
+            # The discriminated union's branch name, not a key of the file (even where a
+            # field has the same name: an instrument step's `instrument` key).
+            after_union = False
+            continue
         if isinstance(cur, dict) and part in cur:
             out.append(part)
             cur = cur[part]
+            after_union = True
         elif isinstance(cur, list) and isinstance(part, int) and 0 <= part < len(cur):
             out.append(part)
             cur = cur[part]
-        elif isinstance(cur, dict) and part in _TAGS and cur.get("kind", cur.get("type")) == part:
-            continue  # the discriminated union's branch name, not a key of the file
+            after_union = True
         else:
             out.append(part)
             cur = None
@@ -619,11 +628,12 @@ def _semantic_issues(data: dict[str, Any], marks: dict[Path_, Pos], path: str) -
             if run is None:
                 add((*loc, "compare"), f"compares {metric!r} but no run or instrument step follows it")
             elif run.get("kind") == "instrument":
-                inst = instruments.REGISTRY.get(run.get("instrument"))  # type: ignore[arg-type]
+                name = run.get("instrument")
+                inst = instruments.REGISTRY.get(name) if isinstance(name, str) else None
                 if inst is not None and metric not in inst.outputs:
                     add((*loc, "compare"), f"instrument {inst.name!r} (step {run.get('id')!r}) has no output "
                         f"{metric!r}{_did_you_mean(metric, inst.outputs)}; it computes: {', '.join(inst.outputs)}")
-            elif run.get("experiment") in experiments.REGISTRY:
+            elif isinstance(run.get("experiment"), str) and run["experiment"] in experiments.REGISTRY:
                 metrics = experiments.REGISTRY[run["experiment"]].metrics
                 if metric not in metrics:
                     add((*loc, "compare"), f"experiment {run['experiment']!r} (step {run.get('id')!r}) has no "
@@ -635,7 +645,8 @@ def _tweak_issues(step: dict[str, Any], loc: tuple[Any, ...], marks: dict[Path_,
                   path: str) -> list[LessonIssue]:
     """Every value a run step offers the learner must be a valid parameter of its experiment."""
     issues: list[LessonIssue] = []
-    exp = experiments.REGISTRY.get(step.get("experiment"))  # type: ignore[arg-type]
+    name = step.get("experiment")
+    exp = experiments.REGISTRY.get(name) if isinstance(name, str) else None
     tweak, params = step.get("tweak"), step.get("params", {})
     if exp is None or not isinstance(tweak, dict) or not isinstance(params, dict):
         return issues

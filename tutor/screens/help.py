@@ -17,7 +17,9 @@ commit to a guess *before* anything runs (it is locked once you press enter);
 put the measurement beside your prediction; **check** steps grade your answer and
 tell you what is missing, then let you verify it with a real run; **exercise** steps
 give you starter code to finish in an editor, run it in a separate Python process
-and check what it does, with feedback on each requirement it does not meet yet.
+and check what it does, with feedback on each requirement it does not meet yet;
+**instrument** steps are calculators you move with the keys (the chart and the figures
+follow at once), locked until you have made the prediction they would answer.
 
 Your position, predictions and answers are saved as you go: quit any time and
 `gpututor` brings you back where you were.
@@ -33,6 +35,8 @@ Your position, predictions and answers are saved as you go: quit any time and
 | `escape` | cancel a run · leave a text box · back to the lessons |
 | `h` | a hint for the current check |
 | `g` | show the answer (after two tries) |
+| `↑` `↓`, `←` `→` | instrument (or a run's settings): pick a control, change it |
+| `m` | instrument: show or hide the formulas, with the numbers in them |
 | `ctrl+r` | exercise: run your code (in a separate, sandboxed Python) |
 | `ctrl+o` | exercise: back to the starter code (press twice) |
 | `ctrl+g` | exercise: show the reference solution (press twice before you pass) |
@@ -40,7 +44,8 @@ Your position, predictions and answers are saved as you go: quit any time and
 | `q` | quit (a running experiment is stopped first) |
 
 In a text box or the code editor, letters go into it: press `escape` to leave it, then
-use the keys. Exercise code is saved as you type, and is read-only while it runs.
+use the keys. On an instrument's controls the arrows change values: `escape` leaves
+them, and `←` `→` move between steps again. Exercise code is saved as you type, and is read-only while it runs.
 The mouse works too: click options, scroll with the wheel.
 
 ## Honesty rules

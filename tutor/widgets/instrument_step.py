@@ -92,7 +92,7 @@ class InstrumentStepView(StepView):
         self._show_reveal()
         rows = self._movable()
         if rows:
-            rows[0].focus()
+            self.call_after_refresh(rows[0].focus)  # after the screen has settled its own focus
         elif self.step.goal is None:
             self.post_message(self.Completed(self.step.id))  # nothing to move: seeing it is doing it
 

@@ -47,7 +47,7 @@ class RunStepView(StepView):
     def on_mount(self) -> None:
         rows = list(self.query(ControlRow))
         if rows:
-            rows[0].focus()
+            self.call_after_refresh(rows[0].focus)  # after the screen has settled its own focus
         record = self.tutor.progress.latest_run(lesson_id=self.lesson.id, step_id=self.step.id)
         if record is not None:
             when = record.at
