@@ -173,7 +173,7 @@ def _score_choice(answer: str, spec: ChoiceAnswer, measured, unit: str) -> Predi
         home = next((o for o in spec.options if (o.min is not None or o.max is not None) and _in(o, m)), None)
         ratio, times = _option_ratio(spec, index, m, unit)
         if index is not None and home is spec.options[index]:
-            return PredictionScore(f"{chose}; measured {text}, which is in that range{times}", ratio, True)
+            return PredictionScore(f"{chose}; measured {text}, which is in that range", ratio, True)
         if home is None:
             return PredictionScore(f"{chose}; measured {text}, outside every option's range{times}", ratio, False)
         return PredictionScore(f"{chose}; measured {text}, which is in '{home.text}'{times}", ratio, False)

@@ -117,7 +117,8 @@ def test_choice_hit_inside_the_chosen_range():
 def test_choice_miss_names_the_option_the_measurement_falls_in():
     s = score_prediction("b", RANGED, 5.0, unit="x")
     assert not s.hit
-    assert s.summary == "you chose 'about 2x'; measured 5x, which is in 'about 5x'"
+    assert s.summary == "you chose 'about 2x'; measured 5x, which is in 'about 5x': 2.5x what you guessed"
+    assert s.ratio == 2.5
 
 
 def test_choice_range_bounds_are_half_open():
@@ -188,3 +189,16 @@ def test_an_exact_prediction_says_so():
     assert score.hit and score.summary.startswith("exactly right")
     near = score_prediction("940,000 B", NumberAnswer(type="number", unit="B"), 940584, "B")
     assert near.hit and near.summary.startswith("within 1%")
+
+
+def test_choice_miss_says_the_ratio_to_the_number_the_option_names():
+    spec = ChoiceAnswer(type="choice", options=[
+        {"text": "about the same", "max": 1.5}, {"text": "about 3 GB", "min": 1.5, "max": 6},
+        {"text": "about 12 GB", "min": 6, "max": 18}, {"text": "about 24 GB", "min": 18}])
+    low = score_prediction("about 3 GB", spec, 12.0, "GB")
+    assert not low.hit and low.ratio == 4.0 and low.summary.endswith("which is in 'about 12 GB': 4x what you guessed")
+    high = score_prediction("about 24 GB", spec, 12.0, "GB")
+    assert high.ratio == 0.5 and high.summary.endswith("your guess was 2x too high")
+    same = score_prediction("about the same", spec, 12.0, "GB")
+    assert same.ratio is None and "what you guessed" not in same.summary  # no number to divide by
+    assert score_prediction("about 12 GB", spec, 12.0, "GB").hit

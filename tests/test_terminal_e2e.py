@@ -112,3 +112,46 @@ def test_first_steps_in_a_real_terminal(terminal, tmp_path):
         assert progress.prediction("gpu-training", "hook-predict") is not None
     finally:
         progress.close()
+
+
+def test_an_instrument_in_a_real_terminal(terminal_at_iron_law, tmp_path):
+    terminal = terminal_at_iron_law
+    terminal.wait_for("Lessons")
+    terminal.send("\r")  # continue The Iron Law where the learner left it: Act 1's prediction
+    terminal.wait_for("How much additional GPU memory does Adam need?")
+    terminal.send("\r")  # lock "about the same"
+    terminal.wait_for("Your prediction")
+    terminal.send("n")
+    terminal.wait_for("Prediction vs computed value")
+    terminal.wait_for("Out of memory in the forward pass")
+    terminal.send("\x1b[B")  # down: the optimizer
+    terminal.send("\x1b[D")  # left: momentum
+    terminal.send("\x1b[D")  # left: SGD
+    terminal.wait_for("Fits: 78.1 GB")
+    terminal.send("m")
+    terminal.wait_for("Math peek")
+    terminal.send("q")
+    assert terminal.exit_code(timeout=10) == 0
+    from tutor.progress import Progress
+
+    progress = Progress(tmp_path / "progress.db")
+    try:
+        assert progress.last_move("training-iron-law", "ledger").settings["optimizer"] == "sgd"
+    finally:
+        progress.close()
+
+
+@pytest.fixture
+def terminal_at_iron_law(tmp_path: Path):
+    from tutor.progress import Progress
+
+    with Progress(tmp_path / "progress.db") as progress:
+        progress.set_position("training-iron-law", "act1-predict")
+    beside = Path(sys.executable).parent / "gpututor"
+    exe = str(beside) if beside.exists() else shutil.which("gpututor")
+    if exe is None:
+        pytest.skip("the gpututor console script is not installed")
+    env = {"GPUTUTOR_HOME": str(tmp_path), "TERM": "xterm-256color", "GPUTUTOR_DEVICE": "cpu"}
+    term = Terminal([exe], env)
+    yield term
+    term.kill()

@@ -184,3 +184,25 @@ async def test_home_to_instrument_at_80x24_shows_controls_and_chart_together(tmp
         # After a change the controls sit at the top and the verdict + chart right below them.
         assert controls.region.y >= content.region.y
         assert reading.region.y < content.region.bottom
+
+
+async def test_my_model_against_this_machine_once_the_device_is_known(tmp_path: Path):
+    app = TutorApp(home=tmp_path, device="cpu")
+    async with app.run_test(size=(80, 24)) as pilot:
+        # what the lesson's memory-ledger run records (width 1024, batch 64)
+        app.progress.record_run(experiment="memory-ledger", params={"width": 1024, "batch_size": 64},
+                                device={"name": "cpu"}, metrics={"parameters": 3_148_800, "activation_bytes": 1_048_576},
+                                status="finished", lesson_id=LESSON, step_id="measure")
+        screen = await open_at(pilot, "your-model")
+        view = screen.view
+        assert isinstance(view, InstrumentStepView)
+        assert view.reading.outputs["parameters"] == 3_148_800
+        deadline = 60
+        while app.device is None and deadline > 0:  # the engine process loads torch to detect it
+            await pilot.pause(0.1)
+            deadline -= 0.1
+        await pilot.pause()
+        assert app.device is not None
+        assert view.reading.outputs["budget_bytes"] and view.reading.outputs["fits"] is True
+        assert "this machine: " in text_of(view.query_one("#reading", Static))
+        assert "3 x 1024 wide" in text_of(view.query_one("#reading", Static))

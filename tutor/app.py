@@ -81,6 +81,9 @@ class TutorApp(App):
         for screen in self.screen_stack:
             if isinstance(screen, HomeScreen):
                 screen.update_device()
+            view = getattr(screen, "view", None)
+            if hasattr(view, "device_ready"):
+                view.device_ready()  # an instrument whose budget is this machine's memory
 
     # ------------------------------------------------------------------ lessons
 

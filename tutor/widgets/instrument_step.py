@@ -99,6 +99,12 @@ class InstrumentStepView(StepView):
     def on_resize(self) -> None:
         self._draw()
 
+    def device_ready(self) -> None:
+        """The app has detected the device: a budget of "this machine" can now be drawn."""
+        if not self.locked:
+            self.context = _context(self.tutor)
+            self._recompute(record=False)
+
     # ------------------------------------------------------------------ computing
 
     def _recompute(self, record: bool) -> None:

@@ -78,7 +78,8 @@ class RunStepView(StepView):
     def action_run(self) -> bool:
         panel = self.query_one(RunPanel)
         if not panel.running:
-            panel.set_params(self.params)
+            if self.step.tweak:
+                panel.set_params(self.params)
             self.query_one("#previous", Static).update("")
             panel.start(self.tutor.device_override)
             self.refresh_hint()
