@@ -207,7 +207,7 @@ def test_export_to_a_file_has_the_design_ledger(capsys, home, tmp_path):
     assert ledger["laptop_fit_achieved"] is True
     least = min(o["total_gb"] for o in outputs)
     assert least == outputs[1]["total_gb"]  # the move that fits
-    assert ledger["minimum_memory_gb"] == pytest.approx(least, rel=1e-5)  # tidied to 6 significant digits
+    assert ledger["minimum_memory_gb"] == pytest.approx(least, rel=1e-5)  # float noise tidied away
     assert ledger["minimum_memory_gb"] == float(f"{least:.12g}")
     last = challenge_moves()[-1]
     assert ledger["optimizer"] == last["optimizer"] == "momentum"
@@ -218,6 +218,11 @@ def test_export_to_a_file_has_the_design_ledger(capsys, home, tmp_path):
     # nothing done on the act 1 ledger step: its entries are null, not missing
     assert ledger["act1_last_optimizer"] is None and ledger["act1_last_precision"] is None
 
+    history = record["instruments"]["challenge"]["history"]
+    inst = REGISTRY["memory-ledger"]
+    assert [h["settings"] for h in history] == [  # every move, in order
+        inst.settings({**m, "model": "gpt2-xl", "budget": "laptop"}) for m in challenge_moves()]
+    assert record["instruments"]["challenge"]["goal_reached"] is True
     assert record["predictions"]["act1-predict"]["answer"] == "about 12 GB"
     assert record["predictions"]["act1-predict"]["value"] is None
     assert record["predictions"]["act2-predict"]["value"] == 35.0

@@ -105,6 +105,7 @@ def lesson_record(lesson: Lesson, progress: Progress) -> dict[str, Any]:
                     "instrument": step.instrument, "moves": len(moves),
                     "settings": moves[-1].settings, "outputs": moves[-1].outputs,
                     "goal_reached": bool(step.goal and any(step.goal.reached(m.outputs) for m in moves)),
+                    "history": [{"at": _iso(m.at), "settings": m.settings} for m in moves],
                 }
     return {
         "id": lesson.id, "title": lesson.title,
