@@ -177,6 +177,9 @@ def record_progress() -> list[dict]:
     with Progress() as p:
         p.lock_prediction(LESSON, "act1-predict", "about 12 GB", None)
         p.lock_prediction(LESSON, "act2-predict", "35", 35.0)
+        p.lock_prediction(LESSON, "mfu-predict", "2.5%", 2.5)
+        p.record_run(experiment="pipeline-breakdown", params={}, device={}, metrics={"mfu": 0.0123},
+                     status="finished", lesson_id=LESSON, step_id="mfu-measure")
         p.record_answer(LESSON, "act1-reflect", "about half of everything", False, "Not every tensor.")
         p.record_answer(LESSON, "act1-reflect", "about half of the activations", True, "Right.")
         p.complete_step(LESSON, "welcome")
@@ -213,8 +216,9 @@ def test_export_to_a_file_has_the_design_ledger(capsys, home, tmp_path):
     assert ledger["optimizer"] == last["optimizer"] == "momentum"
     assert ledger["precision"] == "mixed" and ledger["checkpointing"] is True and ledger["batch"] == 2
     pipe = REGISTRY["pipeline"]
-    assert ledger["first_mfu_estimate"] == pytest.approx(pipe.compute({}).outputs["mfu"])
-    assert ledger["final_mfu"] == pytest.approx(pipe.compute({"prefetch": True, "precision": "mixed"}).outputs["mfu"])
+    assert ledger["first_mfu_estimate"] == 2.5  # the learner's locked mfu-predict
+    assert ledger["modelled_mfu"] == pytest.approx(pipe.compute({"prefetch": True, "precision": "mixed"}).outputs["mfu"])
+    assert ledger["final_mfu"] == 0.0123  # the latest measured run of the step
     # nothing done on the act 1 ledger step: its entries are null, not missing
     assert ledger["act1_last_optimizer"] is None and ledger["act1_last_precision"] is None
 
@@ -316,3 +320,22 @@ def test_export_failure_leaves_no_temporary_file(capsys, home, tmp_path, monkeyp
     code, _, err = run_cli(capsys, "export", LESSON, "-o", str(target))
     assert code == 2 and "No space left on device" in err
     assert not target.exists() and not (tmp_path / "ledger.json.tmp").exists()
+
+def test_a_stored_run_that_makes_no_sense_is_left_out_not_a_crash(capsys, home):
+    with Progress() as p:
+        p.record_run(experiment="memory-ledger", params={"batch_size": 0}, device={},
+                     metrics={"parameters": "many", "activation_bytes": None}, status="finished")
+        p.record_run(experiment="pipeline-breakdown", params={}, device={}, metrics={"mfu": "high"},
+                     status="finished")
+    code, out, err = run_cli(capsys, "instrument", "memory-ledger", "--set", "model=mine", "--json")
+    assert code == 0 and "No measurement of your model yet" in json.loads(out)["verdict"]
+    code, out, err = run_cli(capsys, "instrument", "pipeline", "--set", "profile=measured", "--json")
+    assert code == 0 and "No pipeline-breakdown run yet" in json.loads(out)["verdict"]
+
+
+def test_check_scores_a_prediction_against_the_instrument_that_reveals_it(capsys, home):
+    code, out, _ = run_cli(capsys, "check", LESSON, "act1-predict", "--answer", "about 3 GB")
+    assert code == 0 and "computed 12 GB" in out and "4x what you guessed" in out
+    code, out, _ = run_cli(capsys, "check", LESSON, "act2-predict", "--answer", "60", "--json")
+    verdict = json.loads(out)
+    assert verdict["correct"] is True and "58.3%" in verdict["feedback"]

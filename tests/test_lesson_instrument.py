@@ -146,9 +146,9 @@ def test_bad_ledger_expressions():
     assert issues(text) == [
         "t.yaml:8:10: step 'i': ledger 'a': unknown aggregate 'median'; use one of first, last, min, max, any",
         "t.yaml:9:10: step 'i': ledger 'b': no output 'mfuu' (did you mean 'mfu'?)",
-        "t.yaml:10:10: step 'i': ledger 'c': 'mfu' should start with 'settings.' or 'outputs.'",
+        "t.yaml:10:10: step 'i': ledger 'c': 'mfu' should start with 'settings.', 'outputs.', 'prediction.' or 'run.'",
         "t.yaml:11:10: step 'i': ledger 'd': no control 'bach' (did you mean 'batch'?)",
-        "t.yaml:12:10: step 'i': ledger 'e': 'output.mfu' should start with 'settings.' or 'outputs.'",
+        "t.yaml:12:10: step 'i': ledger 'e': 'output.mfu' should start with 'settings.', 'outputs.', 'prediction.' or 'run.'",
     ]
 
 
@@ -156,7 +156,7 @@ def test_a_ledger_entry_that_is_not_text():
     text = HEAD + ("  - id: i\n    kind: instrument\n    instrument: pipeline\n"
                    "    ledger:\n      f: 3\n")
     found = issues(text)
-    assert "t.yaml:8:10: step 'i': ledger 'f': expected text such as 'outputs.mfu' or 'min:outputs.total_gb'" in found
+    assert "t.yaml:8:10: step 'i': ledger 'f': expected text such as 'outputs.mfu', 'min:outputs.total_gb' or 'prediction.STEP'" in found
     # the schema also refuses it
     assert any(f.endswith("ledger.f: Input should be a valid string (got 3)") for f in found)
 
@@ -166,7 +166,7 @@ def test_schema_errors_inside_an_instrument_step_point_at_the_mistake():
                    "    goal: {output: mfu, equalz: 1}\n    ledger:\n      f: 3\n")
     assert issues(text) == [
         "t.yaml:7:25: step 'i' goal: unknown key 'equalz' (did you mean 'equals'?)",
-        "t.yaml:9:10: step 'i': ledger 'f': expected text such as 'outputs.mfu' or 'min:outputs.total_gb'",
+        "t.yaml:9:10: step 'i': ledger 'f': expected text such as 'outputs.mfu', 'min:outputs.total_gb' or 'prediction.STEP'",
         "t.yaml:9:10: step 'i' ledger.f: Input should be a valid string (got 3)",
     ]
 
@@ -352,3 +352,58 @@ def test_goal_reached_on_real_readings():
     assert not goal.reached(inst.compute({"budget": "laptop"}).outputs)
     assert goal.reached(inst.compute({"budget": "laptop", "optimizer": "sgd", "precision": "fp16", "batch": 1,
                                       "checkpointing": True}).outputs)
+
+
+LINT_HEAD = "id: t\ntitle: T\nsteps:\n"
+
+
+def _issues(text: str) -> list[str]:
+    with pytest.raises(LessonError) as info:
+        load_text(text, "t.yaml")
+    return [str(i) for i in info.value.issues]
+
+
+def test_a_goal_nobody_can_reach_is_an_error():
+    found = _issues(LINT_HEAD + (
+        "  - id: i\n    kind: instrument\n    instrument: pipeline\n"
+        "    fixed: [profile, prefetch, precision, checkpointing, batch]\n"
+        "    goal: {output: fits, equals: true}\n"))
+    assert found == ["t.yaml:8:11: step 'i': a goal the learner cannot reach: every control is fixed"]
+
+
+def test_a_goal_on_a_yes_no_output_needs_true_or_false():
+    found = _issues(LINT_HEAD + (
+        "  - id: i\n    kind: instrument\n    instrument: memory-ledger\n"
+        "    goal: {output: fits, equals: 'true'}\n"))
+    assert found == ["t.yaml:7:34: step 'i': output 'fits' is true or false: write equals: true (or false), "
+                     "not 'true'"]
+
+
+def test_ledger_entries_from_predictions_and_runs_are_checked():
+    text = LINT_HEAD + (
+        "  - id: guess\n    kind: predict\n    prompt: p\n    answer: {type: number}\n"
+        "  - id: go\n    kind: run\n    experiment: pipeline-breakdown\n"
+        "  - id: i\n    kind: instrument\n    instrument: pipeline\n    ledger:\n"
+        "      a: prediction.guess\n      b: run.go.mfu\n"
+        "      c: prediction.gues\n      d: run.go.mfuu\n      e: run.nope.mfu\n")
+    assert _issues(text) == [
+        "t.yaml:17:10: step 'i': ledger 'c': no predict step 'gues' (did you mean 'guess'?)",
+        "t.yaml:18:10: step 'i': ledger 'd': experiment 'pipeline-breakdown' has no metric 'mfuu' "
+        "(did you mean 'mfu'?)",
+        "t.yaml:19:10: step 'i': ledger 'e': no run step 'nope' (write run.STEP.METRIC)",
+    ]
+
+
+def test_a_ledger_name_filled_by_two_steps_is_an_error():
+    text = LINT_HEAD + (
+        "  - id: a\n    kind: instrument\n    instrument: pipeline\n    ledger: {mfu: outputs.mfu}\n"
+        "  - id: b\n    kind: instrument\n    instrument: pipeline\n    ledger: {mfu: outputs.mfu}\n")
+    assert _issues(text) == ["t.yaml:11:14: step 'b': ledger 'mfu' is already filled by step 'a'"]
+
+
+def test_a_run_param_the_tweak_list_does_not_offer_is_an_error():
+    text = LINT_HEAD + (
+        "  - id: go\n    kind: run\n    experiment: pipeline-breakdown\n"
+        "    params: {batch_size: 128}\n    tweak: {batch_size: [64, 256]}\n")
+    assert _issues(text) == ["t.yaml:7:26: step 'go': params batch_size=128 is not one of the tweak values "
+                             "[64, 256]; the learner could not pick it again"]

@@ -124,6 +124,7 @@ def test_an_instrument_in_a_real_terminal(terminal_at_iron_law, tmp_path):
     terminal.send("n")
     terminal.wait_for("Prediction vs computed value")
     terminal.wait_for("Out of memory in the forward pass")
+    terminal.send("\r")  # into the controls (until then the arrows move between steps)
     terminal.send("\x1b[B")  # down: the optimizer
     terminal.send("\x1b[D")  # left: momentum
     terminal.send("\x1b[D")  # left: SGD

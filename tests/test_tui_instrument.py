@@ -77,8 +77,11 @@ async def test_controls_recompute_record_and_restore(tmp_path: Path):
         screen = await open_at(pilot, "ledger")
         view = screen.view
         assert isinstance(view, InstrumentStepView)
-        assert isinstance(app.focused, ControlRow) and app.focused.control.name == "model"
+        assert not isinstance(app.focused, ControlRow)  # arriving moves nothing: ← → still change steps
         assert "Out of memory in the forward pass" in text_of(view.query_one("#reading", Static))
+        assert app.progress.count_moves(LESSON, "ledger") == 0
+        await pilot.press("enter")  # into the controls
+        assert isinstance(app.focused, ControlRow) and app.focused.control.name == "model"
         await pilot.press("down", "left", "left")  # optimizer: Adam -> momentum -> SGD
         await pilot.pause()
         assert view.settings["optimizer"] == "sgd"
@@ -86,7 +89,7 @@ async def test_controls_recompute_record_and_restore(tmp_path: Path):
         assert "Fits: 78.1 GB" in text_of(view.query_one("#reading", Static))
         assert LESSON and "ledger" in app.progress.completed_steps(LESSON)
         moves = app.progress.moves(LESSON, "ledger")
-        assert moves[0].settings["optimizer"] == "adam"  # what the learner saw first
+        assert [m.settings["optimizer"] for m in moves] == ["momentum", "sgd"]  # the learner's moves only
         assert moves[-1].settings["optimizer"] == "sgd" and moves[-1].outputs["static_gb"] == 12.0
 
         await pilot.press("m")  # the formulas, with these numbers in them
@@ -111,7 +114,8 @@ async def test_laptop_challenge_needs_the_static_floor_under_budget(tmp_path: Pa
         assert isinstance(view, InstrumentStepView)
         fixed = {r.control.name for r in view.query(ControlRow) if r.fixed}
         assert fixed == {"model", "budget"}
-        assert app.focused.control.name == "optimizer"
+        await pilot.press("enter")
+        assert app.focused.control.name == "optimizer"  # fixed rows take no focus
         reading = text_of(view.query_one("#reading", Static))
         assert "Out of memory before the first batch: the static floor is 24.0 GB" in reading
         assert "not met yet" in text_of(view.query_one("#goal", Static))
@@ -153,9 +157,12 @@ async def test_run_step_settings_switch_and_are_remembered(tmp_path: Path, monke
         view = screen.view
         assert isinstance(view, RunStepView)
         rows = list(view.query(ControlRow))
-        assert [r.control.name for r in rows] == ["model", "data_path", "num_workers", "amp", "batch_size"]
+        assert [r.control.name for r in rows] == ["model", "data_path", "num_workers", "pin_memory", "amp",
+                                                  "batch_size"]
+        assert app.focused is not rows[0]
+        await pilot.press("tab")
         assert app.focused is rows[0]
-        await pilot.press("right", "down", "down", "down", "right")  # wide model, amp auto
+        await pilot.press("right", "down", "down", "down", "down", "right")  # wide model, amp auto
         await pilot.press("r")
         await pilot.pause()
         assert started and started[-1]["model"] == "wide" and started[-1]["amp"] == "auto"
@@ -176,7 +183,7 @@ async def test_home_to_instrument_at_80x24_shows_controls_and_chart_together(tmp
         assert isinstance(app.screen, HomeScreen)
         app.progress.lock_prediction(LESSON, "act1-predict", "about 12 GB", None)
         screen = await open_at(pilot, "ledger")
-        await pilot.press("down", "left")
+        await pilot.press("enter", "down", "left")
         await pilot.pause()
         content = screen.query_one("#content")
         controls = screen.view.query_one("#controls")
@@ -206,3 +213,33 @@ async def test_my_model_against_this_machine_once_the_device_is_known(tmp_path: 
         assert view.reading.outputs["budget_bytes"] and view.reading.outputs["fits"] is True
         assert "this machine: " in text_of(view.query_one("#reading", Static))
         assert "3 x 1024 wide" in text_of(view.query_one("#reading", Static))
+
+
+async def test_arrows_move_between_steps_until_enter_picks_a_control(tmp_path: Path):
+    app = TutorApp(home=tmp_path, device="cpu")
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.progress.lock_prediction(LESSON, "act1-predict", "about 12 GB", None)
+        screen = await open_at(pilot, "act1-why")
+        await pilot.press("left")  # onto the ledger...
+        await pilot.pause()
+        assert isinstance(screen.view, InstrumentStepView)
+        await pilot.press("left")  # ...and past it: nothing changed on the way
+        await pilot.pause()
+        assert screen.lesson.steps[screen.index].id == "act1-predict"
+        assert app.progress.count_moves(LESSON, "ledger") == 0
+
+
+async def test_a_goal_met_earlier_is_done_when_the_learner_comes_back(tmp_path: Path):
+    from tutor.instruments import REGISTRY
+
+    app = TutorApp(home=tmp_path, device="cpu")
+    async with app.run_test(size=(80, 24)) as pilot:
+        inst = REGISTRY["memory-ledger"]
+        fit = inst.settings({"model": "gpt2-xl", "budget": "laptop", "optimizer": "sgd", "precision": "fp16",
+                             "batch": 1, "checkpointing": True})
+        app.progress.record_move(LESSON, "challenge", inst.name, fit, inst.compute(fit).outputs)
+        screen = await open_at(pilot, "challenge")
+        await pilot.pause()
+        assert screen.view.settings["precision"] == "fp16"  # restored
+        assert "challenge" in app.progress.completed_steps(LESSON)
+        assert "Challenge met" in text_of(screen.view.query_one("#goal", Static))

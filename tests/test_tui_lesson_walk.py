@@ -65,6 +65,8 @@ async def answer_check(pilot, view: CheckStepView, step) -> None:
 async def work_instrument(pilot, view: InstrumentStepView, step) -> None:
     """Move a control as a learner would; on the laptop challenge, the moves that make it fit."""
     assert not view.locked, step.id
+    if any(not r.fixed and r.display for r in view.query(ControlRow)):
+        await pilot.press("enter")  # into the controls
     if step.goal is not None:
         # focus starts on the optimizer (model and budget are fixed): SGD, pure FP16, batch 1, checkpointing
         for key in ("left", "left", "down", "right", "down", "left", "left", "down", "space"):

@@ -883,7 +883,7 @@ def _bad(args: argparse.Namespace, command: str, message: str) -> int:
 
 def cmd_check(args: argparse.Namespace, ctx: Context) -> int:
     _check_lesson_dirs(ctx)
-    from tutor.lesson import CheckStep, PredictStep
+    from tutor.lesson import CheckStep, InstrumentStep, PredictStep
     from tutor.progress import Progress
 
     try:
@@ -898,7 +898,14 @@ def cmd_check(args: argparse.Namespace, ctx: Context) -> int:
         experiment = step.verify.experiment
     elif isinstance(step, PredictStep):
         run = lesson.run_after(lesson.index(step.id))
-        experiment = getattr(run, "experiment", None)  # an instrument step reveals without a run
+        experiment = getattr(run, "experiment", None)
+    instrument_outputs = None
+    if isinstance(step, PredictStep) and isinstance(run, InstrumentStep):
+        # Revealed by an instrument: graded against what it computes at the step's scenario, as in the TUI.
+        from tutor.instruments import REGISTRY
+
+        inst = REGISTRY[run.instrument]
+        instrument_outputs = inst.compute(inst.settings(run.scenario_settings())).outputs
     run_record = None
     if experiment:
         with Progress() as progress:
@@ -907,11 +914,18 @@ def cmd_check(args: argparse.Namespace, ctx: Context) -> int:
                           or progress.latest_run(experiment=experiment))
             if progress.warning:
                 _eprint(f"warning: {progress.warning}")
-    metrics = dict(run_record.metrics) if run_record else {}
+    metrics = dict(run_record.metrics) if run_record else (instrument_outputs or {})
 
-    from checks import grade
+    from checks import grade, score_prediction
+    from checks.spec import Verdict
 
-    verdict = grade(answer, step.answer, metrics)
+    if isinstance(step, PredictStep) and step.compare and step.compare in metrics:
+        # A prediction is scored against what it predicted, as its reveal does in the TUI.
+        score = score_prediction(answer, step.answer, metrics[step.compare], step.unit)
+        summary = score.summary.replace("measured ", "computed ") if run_record is None else score.summary
+        verdict = Verdict(score.hit, summary, score=1.0 if score.hit else 0.0)
+    else:
+        verdict = grade(answer, step.answer, metrics)
     if args.json:
         _print_json(verdict.as_dict())
         return OK
@@ -997,11 +1011,9 @@ def cmd_instrument(args: argparse.Namespace, ctx: Context) -> int:
 
     if not args.name:
         if args.json:
-            from tutor.instruments import REGISTRY as reg
-
             _print_json({name: {"summary": i.summary, "controls": {c.name: {
                 "kind": c.kind, "options": list(c.options), "default": c.default} for c in i.controls},
-                "outputs": i.outputs} for name, i in reg.items()})
+                "outputs": i.outputs} for name, i in REGISTRY.items()})
         else:
             print(_instruments_text())
         return OK
@@ -1019,10 +1031,8 @@ def cmd_instrument(args: argparse.Namespace, ctx: Context) -> int:
         settings = inst.settings(given)
     except SettingsError as e:
         return _bad(args, "instrument", str(e))
-    # Only these read the learner's runs or this device (which loads torch); the rest is arithmetic.
-    needs_context = (settings.get("model") == "mine" or settings.get("profile") == "measured"
-                     or settings.get("budget") == "this")
-    context = _instrument_context(settings) if needs_context else None
+    # Only some settings read the learner's runs or this device (which loads torch); the rest is arithmetic.
+    context = _instrument_context(settings) if inst.needs_context(settings) else None
     reading = inst.compute(settings, context)
     if args.json:
         _print_json({"instrument": inst.name, "settings": settings, "outputs": reading.outputs,

@@ -20,26 +20,35 @@ EXPORT_FORMAT = 1
 
 
 def instrument_context(progress: Progress, device: Any = None) -> Context:
-    """What instruments may use: this device's memory, and the learner's own measured runs."""
+    """What instruments may use: this device's memory, and the learner's own measured runs.
+
+    A stored run that does not make sense (an old or hand-edited database) is left out:
+    the instrument then says there is no measurement yet, never shows a traceback."""
     ctx = Context()
     if device is not None:
         ctx.device_name = getattr(device, "name", None)
-        ctx.device_memory = getattr(device, "total_memory", None) or (
-            _ram_bytes() if getattr(device, "kind", None) == "cpu" else None)
+        if getattr(device, "kind", None) == "cpu":
+            ctx.device_name = f"{ctx.device_name} (system RAM)"
+            ctx.device_memory = _ram_bytes()
+        else:
+            ctx.device_memory = getattr(device, "total_memory", None)
     run = progress.latest_run(experiment="memory-ledger")
-    if run is not None and run.metrics.get("parameters") and run.metrics.get("activation_bytes") is not None:
-        from tutor.experiments import MemoryLedgerParams
-
-        p = MemoryLedgerParams(**{k: v for k, v in run.params.items() if k in MemoryLedgerParams.model_fields})
-        batch, width, layers = p.batch_size, p.width, p.layers
-        ctx.my_model = {
-            "label": f"your MLP ({layers} x {width} wide, measured)",
-            "parameters": run.metrics["parameters"],
-            "activation_bytes_per_sample": float(run.metrics["activation_bytes"]) / batch,
-        }
-    run = progress.latest_run(experiment="pipeline-breakdown")
     if run is not None:
-        ctx.my_pipeline = {**run.metrics, "device_name": run.device.get("name")}
+        try:
+            from tutor.experiments import MemoryLedgerParams
+
+            p = MemoryLedgerParams(**{k: v for k, v in run.params.items() if k in MemoryLedgerParams.model_fields})
+            parameters = int(run.metrics["parameters"])
+            per_sample = float(run.metrics["activation_bytes"]) / p.batch_size
+            if parameters > 0 and per_sample >= 0:
+                ctx.my_model = {"label": f"your MLP ({p.layers} x {p.width} wide, measured)",
+                                "parameters": parameters, "activation_bytes_per_sample": per_sample}
+        except (KeyError, TypeError, ValueError, ZeroDivisionError):  # pydantic's ValidationError is a ValueError
+            pass
+    run = progress.latest_run(experiment="pipeline-breakdown")
+    if run is not None and isinstance(run.metrics, dict):
+        ctx.my_pipeline = {**run.metrics, "device_name": run.device.get("name") if isinstance(run.device, dict)
+                           else None}
     return ctx
 
 
@@ -83,8 +92,22 @@ def design_ledger(lesson: Lesson, progress: Progress) -> dict[str, Any]:
         if isinstance(step, InstrumentStep) and step.ledger:
             moves = progress.moves(lesson.id, step.id)
             for key, expr in step.ledger.items():
-                out[key] = ledger_value(expr, moves)
+                out[key] = _entry(expr, moves, lesson, progress)
     return out
+
+
+def _entry(expr: str, moves: list[Move], lesson: Lesson, progress: Progress) -> Any:
+    """'prediction.STEP' is a locked prediction; 'run.STEP.METRIC' the latest run's metric; the rest
+    reads the step's own moves."""
+    kind, _, rest = expr.partition(".")
+    if kind == "prediction":
+        locked = progress.prediction(lesson.id, rest)
+        return None if locked is None else (locked.value if locked.value is not None else locked.answer)
+    if kind == "run":
+        step_id, _, metric = rest.partition(".")
+        run = progress.latest_run(lesson_id=lesson.id, step_id=step_id)
+        return None if run is None else _tidy(run.metrics.get(metric))
+    return ledger_value(expr, moves)
 
 
 def lesson_record(lesson: Lesson, progress: Progress) -> dict[str, Any]:

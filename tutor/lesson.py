@@ -74,7 +74,8 @@ class RunStep(StepBase):
     experiment: str
     params: dict[str, Any] = {}
     # Parameters the learner may switch before a run, each with the values offered:
-    # `tweak: {amp: ["off", auto], batch_size: [64, 1024]}`. The first run uses `params`.
+    # `tweak: {amp: ["off", auto], batch_size: [64, 1024]}`. A value in `params` (one of the
+    # offered ones) is the starting choice; otherwise the first value is.
     tweak: dict[str, list[Any]] = {}
 
     def tweak_default(self, name: str) -> Any:
@@ -447,7 +448,6 @@ def _clean_loc(loc: tuple[Any, ...], data: Any) -> tuple[Any, ...]:
         if tagged:
             # The discriminated union's branch name, not a key of the file (even where a
             # field has the same name: an instrument step's `instrument` key).
-            after_union = False
             continue
         if isinstance(cur, dict) and part in cur:
             out.append(part)
@@ -620,7 +620,7 @@ def _semantic_issues(data: dict[str, Any], marks: dict[Path_, Pos], path: str) -
             verify = step["verify"]
             check_experiment((*loc, "verify"), verify.get("experiment"), verify.get("params", {}))
         elif kind == "instrument":
-            issues += _instrument_issues(step, loc, marks, path)
+            issues += _instrument_issues(step, loc, marks, path, steps)
         elif kind == "predict" and isinstance(step.get("compare"), str):
             metric = step["compare"]
             run = next((s for s in steps[i + 1 :] if isinstance(s, dict) and s.get("kind") in ("run", "instrument")),
@@ -663,6 +663,10 @@ def _tweak_issues(step: dict[str, Any], loc: tuple[Any, ...], marks: dict[Path_,
             issues.append(LessonIssue(path, line, col, f"step {step.get('id')!r} tweak {key!r}: give a list of values "
                                       "to offer, such as [64, 256]"))
             continue
+        if key in params and params[key] not in values:
+            line, col = _position(marks, (*loc, "params", key))
+            issues.append(LessonIssue(path, line, col, f"step {step.get('id')!r}: params {key}={params[key]!r} "
+                                      f"is not one of the tweak values {values}; the learner could not pick it again"))
         for j, value in enumerate(values):
             try:
                 exp.make_params({**params, key: value})
@@ -674,7 +678,7 @@ def _tweak_issues(step: dict[str, Any], loc: tuple[Any, ...], marks: dict[Path_,
 
 
 def _instrument_issues(step: dict[str, Any], loc: tuple[Any, ...], marks: dict[Path_, Pos],
-                       path: str) -> list[LessonIssue]:
+                       path: str, steps: list[Any]) -> list[LessonIssue]:
     """An instrument step's names and values: the instrument, its controls, outputs and ledger."""
     issues: list[LessonIssue] = []
 
@@ -707,20 +711,49 @@ def _instrument_issues(step: dict[str, Any], loc: tuple[Any, ...], marks: dict[P
         if key not in controls:
             add(("fixed", j), f"fixed names no control of {name!r}: {key!r}{_did_you_mean(key, controls)}")
     goal = step.get("goal")
-    if isinstance(goal, dict) and isinstance(goal.get("output"), str) and goal["output"] not in inst.outputs:
-        add(("goal", "output"), f"instrument {name!r} has no output {goal['output']!r}"
-            f"{_did_you_mean(goal['output'], inst.outputs)}")
+    if isinstance(goal, dict) and isinstance(goal.get("output"), str):
+        if goal["output"] not in inst.outputs:
+            add(("goal", "output"), f"instrument {name!r} has no output {goal['output']!r}"
+                f"{_did_you_mean(goal['output'], inst.outputs)}")
+        elif "equals" in goal and inst.outputs_kind.get(goal["output"]) is bool and not isinstance(goal["equals"], bool):
+            add(("goal", "equals"), f"output {goal['output']!r} is true or false: write equals: true "
+                f"(or false), not {goal['equals']!r}")
+        fixed_names = set(fixed) if isinstance(fixed, list) else set()
+        if all(c in fixed_names for c in controls):
+            add(("goal",), "a goal the learner cannot reach: every control is fixed")
     ledger = step.get("ledger")
     for key, expr in (ledger.items() if isinstance(ledger, dict) else []):
-        problem = _ledger_problem(expr, controls, list(inst.outputs))
+        problem = _ledger_problem(expr, controls, list(inst.outputs), steps)
         if problem:
             add(("ledger", key), f"ledger {key!r}: {problem}")
+        else:
+            for other in steps:
+                if other is step:
+                    break
+                if isinstance(other, dict) and isinstance(other.get("ledger"), dict) and key in other["ledger"]:
+                    add(("ledger", key), f"ledger {key!r} is already filled by step {other.get('id')!r}", at_key=True)
     return issues
 
 
-def _ledger_problem(expr: Any, controls: list[str], outputs: list[str]) -> str | None:
+def _ledger_problem(expr: Any, controls: list[str], outputs: list[str], steps: list[Any]) -> str | None:
     if not isinstance(expr, str):
-        return "expected text such as 'outputs.mfu' or 'min:outputs.total_gb'"
+        return "expected text such as 'outputs.mfu', 'min:outputs.total_gb' or 'prediction.STEP'"
+    by_id = {s.get("id"): s for s in steps if isinstance(s, dict)}
+    kind, _, rest = expr.partition(".")
+    if kind == "prediction":
+        target = by_id.get(rest)
+        return None if target is not None and target.get("kind") == "predict" else \
+            f"no predict step {rest!r}{_did_you_mean(rest, [i for i, s in by_id.items() if s.get('kind') == 'predict'])}"
+    if kind == "run":
+        step_id, _, metric = rest.partition(".")
+        target = by_id.get(step_id)
+        if target is None or target.get("kind") != "run":
+            runs = [i for i, s in by_id.items() if s.get("kind") == "run"]
+            return f"no run step {step_id!r}{_did_you_mean(step_id, runs)} (write run.STEP.METRIC)"
+        exp = experiments.REGISTRY.get(target.get("experiment")) if isinstance(target.get("experiment"), str) else None
+        if exp is not None and metric not in exp.metrics:
+            return f"experiment {exp.name!r} has no metric {metric!r}{_did_you_mean(metric, exp.metrics)}"
+        return None
     aggregate, _, ref = expr.rpartition(":")
     if aggregate and aggregate not in LEDGER_AGGREGATES:
         return f"unknown aggregate {aggregate!r}; use one of {', '.join(LEDGER_AGGREGATES)}"
@@ -729,7 +762,7 @@ def _ledger_problem(expr: Any, controls: list[str], outputs: list[str]) -> str |
         return None if name in controls else f"no control {name!r}{_did_you_mean(name, controls)}"
     if kind == "outputs":
         return None if name in outputs else f"no output {name!r}{_did_you_mean(name, outputs)}"
-    return f"{expr!r} should start with 'settings.' or 'outputs.'"
+    return f"{expr!r} should start with 'settings.', 'outputs.', 'prediction.' or 'run.'"
 
 
 def _rubric_issues(lesson: Lesson, marks: dict[Path_, Pos], path: str) -> list[LessonIssue]:

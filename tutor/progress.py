@@ -452,22 +452,28 @@ class Progress:
                 (lesson_id, step_id, instrument, dumps(settings), dumps(outputs), time.time()),
             )
 
+    _MOVE_COLUMNS = "lesson_id, step_id, instrument, settings, outputs, at"
+
+    @staticmethod
+    def _move(row: tuple) -> Move:
+        lid, sid, inst, settings, outputs, at = row
+        return Move(lid, sid, inst, loads(settings), loads(outputs), at)
+
     def moves(self, lesson_id: str, step_id: str) -> list[Move]:
         """Every move on one instrument step, oldest first."""
-        rows = self._query(
-            "SELECT lesson_id, step_id, instrument, settings, outputs, at FROM instrument_moves "
-            "WHERE lesson_id = ? AND step_id = ? ORDER BY id",
-            (lesson_id, step_id),
-        )
-        return [Move(lid, sid, inst, loads(st), loads(out), at) for lid, sid, inst, st, out, at in rows]
+        rows = self._query(f"SELECT {self._MOVE_COLUMNS} FROM instrument_moves WHERE lesson_id = ? AND step_id = ? "
+                           "ORDER BY id", (lesson_id, step_id))
+        return [self._move(r) for r in rows]
 
     def last_move(self, lesson_id: str, step_id: str) -> Move | None:
-        rows = self._query(
-            "SELECT lesson_id, step_id, instrument, settings, outputs, at FROM instrument_moves "
-            "WHERE lesson_id = ? AND step_id = ? ORDER BY id DESC LIMIT 1",
-            (lesson_id, step_id),
-        )
-        return Move(rows[0][0], rows[0][1], rows[0][2], loads(rows[0][3]), loads(rows[0][4]), rows[0][5]) if rows else None
+        rows = self._query(f"SELECT {self._MOVE_COLUMNS} FROM instrument_moves WHERE lesson_id = ? AND step_id = ? "
+                           "ORDER BY id DESC LIMIT 1", (lesson_id, step_id))
+        return self._move(rows[0]) if rows else None
+
+    def count_moves(self, lesson_id: str, step_id: str) -> int:
+        rows = self._query("SELECT COUNT(*) FROM instrument_moves WHERE lesson_id = ? AND step_id = ?",
+                           (lesson_id, step_id))
+        return int(rows[0][0])
 
     def predictions(self, lesson_id: str) -> list[Prediction]:
         rows = self._query("SELECT lesson_id, step_id, answer, value, locked_at FROM predictions WHERE lesson_id = ?",

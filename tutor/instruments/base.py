@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 GB = 10**9
@@ -26,6 +26,7 @@ class SettingsError(ValueError):
 
 
 def _sig3(value: float) -> str:
+    value = float(f"{value:.3g}")  # round first, so 9.9996 is "10.0", not "10.00"
     digits = max(0, 2 - int(math.floor(math.log10(abs(value)))))
     return f"{value:,.{digits}f}"
 
@@ -34,11 +35,10 @@ def gb(n: float) -> str:
     """Bytes in decimal units, three significant figures: '6.00 GB', '90.1 GB', '51.4 MB'."""
     if n == 0:
         return "0 GB"
-    if abs(n) >= GB:
-        return f"{_sig3(n / GB)} GB"
-    if abs(n) >= 10**6:
-        return f"{_sig3(n / 10**6)} MB"
-    return f"{_sig3(n / 10**3)} kB" if abs(n) >= 10**3 else f"{n:,.0f} B"
+    for unit, size in (("GB", GB), ("MB", 10**6), ("kB", 10**3)):
+        if abs(float(f"{n:.3g}")) >= size:  # 999.96 MB rounds to 1.00 GB, not "1,000 MB"
+            return f"{_sig3(n / size)} {unit}"
+    return f"{n:,.0f} B"
 
 
 def gb_gib(n: float) -> str:
@@ -171,7 +171,6 @@ class Context:
     device_memory: int | None = None  # bytes of the device training would use here
     my_model: dict[str, Any] | None = None  # from the latest memory-ledger run
     my_pipeline: dict[str, Any] | None = None  # from the latest pipeline-breakdown run
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 class Instrument:
@@ -180,6 +179,7 @@ class Instrument:
     summary: str = ""
     controls: tuple[Control, ...] = ()
     outputs: dict[str, str] = {}  # name -> what it is (units in the text)
+    outputs_kind: dict[str, type] = {}  # outputs that are not numbers (for lint: a goal's `equals`)
 
     def control(self, name: str) -> Control:
         for c in self.controls:
@@ -199,3 +199,15 @@ class Instrument:
 
     def compute(self, settings: Mapping[str, Any], context: Context | None = None) -> Reading:
         raise NotImplementedError
+
+    def needs_context(self, settings: Mapping[str, Any]) -> bool:
+        """Whether these settings read the learner's runs or this device (else: arithmetic only)."""
+        return False
+
+    def describe(self, settings: Mapping[str, Any]) -> str:
+        """'prefetching on, precision mixed (FP16/BF16 autocast)': some control values in words."""
+        parts = []
+        for name, raw in settings.items():
+            control = self.control(name)
+            parts.append(f"{control.label.lower()} {control.label_of(control.parse(raw))}")
+        return ", ".join(parts)

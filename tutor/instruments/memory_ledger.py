@@ -54,8 +54,9 @@ PRESETS: dict[str, Preset] = {
 }
 MY_MODEL = "mine"
 
-# Cards are sold as "80 GB" and "8 GB", but HBM and GDDR come in powers of two: they hold
-# 80 GiB and 8 GiB. The CUDA context takes a few hundred MiB of that before any tensor.
+# Cards are sold as "80 GB" and "8 GB", but HBM and GDDR come in powers of two: they have
+# 80 GiB and 8 GiB. PyTorch sees a little less (the driver keeps some), and the CUDA
+# context takes a few hundred MiB more before any tensor.
 BUDGETS: dict[str, tuple[str, int | None]] = {
     "h100": ('H100, sold as "80 GB"', 80 * GIB),
     "a100": ('A100, sold as "80 GB"', 80 * GIB),
@@ -154,9 +155,13 @@ class MemoryLedger(Instrument):
         "total_gb": "total in GB",
         "budget_bytes": "the chosen device's memory (B); null when unknown",
         "budget_gb": "the same, in GB",
-        "fits": "total <= budget",
-        "breaks": "what breaks the budget: none, static floor, or activations",
+        "fits": "total <= budget (null when the budget is unknown)",
+        "breaks": "what breaks the budget: none, static floor, activations, or unknown (no budget)",
     }
+    outputs_kind = {"fits": bool, "breaks": str}
+
+    def needs_context(self, settings: Mapping[str, Any]) -> bool:
+        return settings.get("model") == MY_MODEL or settings.get("budget") == "this"
 
     def compute(self, settings: Mapping[str, Any], context: Context | None = None) -> Reading:
         ctx = context or Context()
@@ -183,7 +188,7 @@ class MemoryLedger(Instrument):
             budget_label = f"this machine: {ctx.device_name}" if ctx.device_name else "this machine (not detected yet)"
 
         adam_extra = led.params * BYTES_PER_PARAM[precision][3]["adam"]
-        fits = budget is None or led.total <= budget
+        fits = None if budget is None else led.total <= budget
         if budget is None:
             breaks, level = "unknown", "warning"
             verdict = f"Needs {gb(led.total)}. The budget is unknown: {budget_label}."
@@ -233,6 +238,8 @@ class MemoryLedger(Instrument):
                 f"  s={p.seq}, h={p.hidden}, a={p.heads}, L={p.layers}: "
                 f"{gb(layer_activation_bytes(p, precision))} per layer",
                 f"activations = {ckpt_text} = {gb(led.activations)}  (batch {batch})",
+                "  (every activation in the precision's width; autocast keeps softmax and norms in FP32, "
+                "FlashAttention drops the a*s^2 terms)",
             ]
         math_lines.append(f"static floor = {gb(led.static)}; total = {gb(led.total)}")
         math_lines.append("GB = 10^9 bytes, GiB = 2^30 bytes")

@@ -49,11 +49,19 @@ CHAPTER = (
 )
 CORRECTION = (
     "MFU cannot exceed the share of time spent computing: 45% MFU with 35% of the time computing "
-    "would need the GPU to run at 129% of its peak, and 85% with 75% at 113%. Large real training "
-    "runs report 40-60% MFU (PaLM: 46%). And the baseline's 89 GB would not fit one 80 GB A100."
+    "would need the GPU to run at 129% of its peak, and 85% with 75% at 113%. Large published "
+    "training runs report around half of peak (PaLM: 46%). And the baseline's 89 GB would not fit "
+    "one 80 GB A100."
 )
+CHAPTER_BARS = (
+    Bar("chapter base", (Segment("data loading", 0.40, "red"), Segment("transfers", 0.25, "yellow"),
+                         Segment("compute", 0.35, "green"))),
+    Bar("chapter best", (Segment("data loading", 0.05, "red"), Segment("transfers", 0.20, "yellow"),
+                         Segment("compute", 0.75, "green"))),
+)
+CHAPTER_MARKS = (("chapter base", 0.45), ("chapter best", 0.85))
 MODEL_LEVERS = ("prefetch", "precision", "checkpointing", "batch")  # meaningless for a measured run
-COLOURS = {"data loading": "red", "transfers": "yellow", "compute": "green"}
+COLOURS = {"data loading": "red", "transfers": "yellow", "compute": "green", "copy to device": "yellow"}
 
 
 def phases(settings: Mapping[str, Any]) -> dict[str, float]:
@@ -99,6 +107,10 @@ class Pipeline(Instrument):
         "memory_gb": "the same, in GB",
         "fits": "memory fits the A100's 80 GiB",
     }
+    outputs_kind = {"fits": bool}
+
+    def needs_context(self, settings: Mapping[str, Any]) -> bool:
+        return settings.get("profile") == "measured"
 
     def compute(self, settings: Mapping[str, Any], context: Context | None = None) -> Reading:
         s = self.settings(settings)
@@ -135,6 +147,9 @@ class Pipeline(Instrument):
             f"{6 * N * tokens / (PEAK['fp32'] * EFFICIENCY):.3f} s  (35% of the chapter's baseline)",
             f"data = compute x 40/35, transfers = compute x 25/35 (the chapter's baseline profile)",
             f"compute now = {ckpt} N tokens / ({PEAK_LABEL[s['precision']]} x {EFFICIENCY}) = {t['compute']:.3f} s",
+            "  (TF32 needs torch.backends.cuda.matmul.allow_tf32 = True; PyTorch's default FP32 matmul "
+            "runs at 19.5 TFLOP/s, 8x less)" if s["precision"] == "fp32" else
+            "  (autocast: matmuls in FP16/BF16 on tensor cores)",
             f"transfers = {t['transfers']:.3f} s"
             + ("  (halved: 16-bit values)" if s["precision"] == "mixed" else ""),
             ("data wait = max(0, data / 4 workers - (transfers + compute)) = " if s["prefetch"]
@@ -143,22 +158,14 @@ class Pipeline(Instrument):
             f"Iron Law: T = 6 N D / (peak x MFU) = {hours:.1f} h per billion tokens on one A100",
             f"memory (Adam, memory-ledger formula) = {gb(mem)}",
         )
-        bars = (
-            Bar("this setup", tuple(Segment(k, v, COLOURS[k]) for k, v in shares.items())),
-            Bar("chapter base", (Segment("data loading", 0.40, COLOURS["data loading"]),
-                                 Segment("transfers", 0.25, COLOURS["transfers"]),
-                                 Segment("compute", 0.35, COLOURS["compute"]))),
-            Bar("chapter best", (Segment("data loading", 0.05, COLOURS["data loading"]),
-                                 Segment("transfers", 0.20, COLOURS["transfers"]),
-                                 Segment("compute", 0.75, COLOURS["compute"]))),
-        )
+        bars = (Bar("this setup", tuple(Segment(k, v, COLOURS[k]) for k, v in shares.items())), *CHAPTER_BARS)
         figures = (
             ("iteration", f"{total:.3f} s, {tokens / total:,.0f} tokens/s"),
             ("memory", f"{gb(mem)} with Adam" + ("" if fits else "  (over 80 GiB)")),
         )
         return Reading(
             outputs=outputs, chart=Chart("share", bars), verdict=verdict, level=level, figures=figures,
-            gauge=Gauge("MFU", mfu, (("chapter base", 0.45), ("chapter best", 0.85))),
+            gauge=Gauge("MFU", mfu, CHAPTER_MARKS),
             math=math_lines, reference=(*CHAPTER, CORRECTION),
             notes=("Batch size scales every phase alike here (for a model this size), so it moves memory and "
                    "the time per iteration, not the shares or the MFU.",
@@ -167,17 +174,17 @@ class Pipeline(Instrument):
         )
 
     def _measured(self, run: dict[str, Any] | None) -> Reading:
-        if not run or run.get("mfu") is None:
+        if not run or not isinstance(run.get("mfu"), (int, float)) or isinstance(run.get("mfu"), bool):
             return Reading(
                 ignored=MODEL_LEVERS,
                 outputs={k: None for k in self.outputs}, chart=Chart("share", ()), level="warning",
                 verdict=("No pipeline-breakdown run yet: run it (the lesson's run step, or "
                          "`gpututor run pipeline-breakdown`) and its phases appear here."),
             )
-        data = float(run.get("data_wait_share") or 0)
-        copy = float(run.get("copy_share") or 0)
-        comp = sum(float(run.get(k) or 0) for k in ("forward_share", "backward_share", "optimizer_share"))
-        mfu = float(run["mfu"])
+        data = _num(run.get("data_wait_share"))
+        copy = _num(run.get("copy_share"))
+        comp = sum(_num(run.get(k)) for k in ("forward_share", "backward_share", "optimizer_share"))
+        mfu = _num(run.get("mfu"))
         outputs = {k: None for k in self.outputs}
         outputs.update(data_share=data, transfer_share=copy, compute_share=comp, mfu=mfu)
         how = (f"{run.get('model', '?')} model, batch {run.get('batch_size', '?')}, {run.get('dtype', '?')}, "
@@ -185,16 +192,23 @@ class Pipeline(Instrument):
         return Reading(
             outputs=outputs,
             chart=Chart("share", (Bar("measured", (Segment("data loading", data, COLOURS["data loading"]),
-                                                   Segment("transfers", copy, COLOURS["transfers"]),
-                                                   Segment("compute", comp, COLOURS["compute"]))),)),
+                                                   Segment("copy to device", copy, COLOURS["copy to device"]),
+                                                   Segment("compute", comp, COLOURS["compute"]))),
+                                  *CHAPTER_BARS)),
             verdict=(f"Measured on {run.get('device_name') or 'your device'}: MFU {mfu:.2%} "
-                     f"against a peak of {float(run.get('peak_tflops') or 0):.3g} TFLOP/s ({how})."),
+                     f"against a peak of {_num(run.get('peak_tflops')):.3g} TFLOP/s ({how})."),
             level="ok",
-            gauge=Gauge("MFU", mfu),
-            math=(f"MFU = achieved {float(run.get('achieved_tflops') or 0):.3g} TFLOP/s / peak "
-                  f"{float(run.get('peak_tflops') or 0):.3g} TFLOP/s ({run.get('peak_source', '?')})",
-                  "compute = forward + backward + optimizer step; transfers = host-to-device copies"),
+            gauge=Gauge("MFU", mfu, CHAPTER_MARKS),
+            math=(f"MFU = achieved {_num(run.get('achieved_tflops')):.3g} TFLOP/s / peak "
+                  f"{_num(run.get('peak_tflops')):.3g} TFLOP/s ({run.get('peak_source', '?')})",
+                  "compute = forward + backward + optimizer step; copy to device = host-to-device copies "
+                  "(the model's 'transfers' also count memory traffic on the GPU)"),
             notes=("The other levers model GPT-2 XL; to change your own run, switch its settings on the run "
                    "step and run it again.",),
             ignored=MODEL_LEVERS,
         )
+
+
+def _num(value: Any) -> float:
+    """A stored metric as a float; anything else (missing, text from an old run) as 0."""
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0.0

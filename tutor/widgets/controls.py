@@ -39,6 +39,7 @@ class ControlRow(Widget, can_focus=True):
         self.control = control
         self.value = value
         self.fixed = fixed
+        self.can_focus = not fixed  # ↑ ↓ skip what cannot change
 
     def render(self) -> Text:
         c = self.control

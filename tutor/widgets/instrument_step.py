@@ -35,6 +35,7 @@ class InstrumentStepView(StepView):
         self.context = Context()
         self.settings: dict[str, Any] = {}
         self.reading: Reading | None = None
+        self._completed = False
 
     # ------------------------------------------------------------------ state
 
@@ -88,20 +89,20 @@ class InstrumentStepView(StepView):
         if self.locked:
             return
         self.context = _context(self.tutor)
-        self._recompute(record=self.tutor.progress.last_move(self.lesson.id, self.step.id) is None)
+        # Arriving records nothing: the ledger and "settings tried" count the learner's own moves.
+        # Focus stays on the lesson, so ← → still move between steps until enter picks a control.
+        self._recompute(record=False)
         self._show_reveal()
-        rows = self._movable()
-        if rows:
-            self.call_after_refresh(rows[0].focus)  # after the screen has settled its own focus
-        elif self.step.goal is None:
-            self.post_message(self.Completed(self.step.id))  # nothing to move: seeing it is doing it
+        goal = self.step.goal
+        if (goal is None and not self._movable()) or (goal is not None and goal.reached(self.reading.outputs)):
+            self._complete()  # nothing to move (seeing it is doing it), or a goal already met
 
     def on_resize(self) -> None:
         self._draw()
 
     def device_ready(self) -> None:
         """The app has detected the device: a budget of "this machine" can now be drawn."""
-        if not self.locked:
+        if self.is_mounted and self.reading is not None and not self.locked:
             self.context = _context(self.tutor)
             self._recompute(record=False)
 
@@ -130,13 +131,13 @@ class InstrumentStepView(StepView):
                  style="dim"))
         if self.step.goal is None:
             return
-        moves = len(self.tutor.progress.moves(self.lesson.id, self.step.id))
+        moves = self.tutor.progress.count_moves(self.lesson.id, self.step.id)
         tried = (f"  ({moves} settings tried)", "dim")
         if self.step.goal.reached(self.reading.outputs):
             text = Text.assemble(("✓ Challenge met. ", "bold green"), self.step.goal.message, tried)
         else:
             text = Text.assemble(("Challenge: not met yet. ", "bold yellow"), "The verdict below says what "
-                                 "breaks the budget.", tried)
+                                 "stands in the way.", tried)
         self.query_one("#goal", Static).update(text)
 
     def _show_reveal(self) -> None:
@@ -144,7 +145,7 @@ class InstrumentStepView(StepView):
         shown = []
         settings = self.instrument.settings(self.step.scenario_settings())
         scenario = self.instrument.compute(settings, self.context).outputs
-        setting = scenario_words(self.instrument, self.step.scenario)
+        setting = f"with {self.instrument.describe(self.step.scenario)}" if self.step.scenario else ""
         for p in self.lesson.predictions_before(self.index):
             locked = self.tutor.progress.prediction(self.lesson.id, p.id)
             if locked is not None and p.compare:
@@ -164,6 +165,11 @@ class InstrumentStepView(StepView):
             self.call_after_refresh(content.scroll_to_widget, self.query_one("#controls"), animate=False, top=True)
         goal = self.step.goal
         if goal is None or goal.reached(self.reading.outputs if self.reading else {}):
+            self._complete()
+
+    def _complete(self) -> None:
+        if not self._completed:
+            self._completed = True
             self.post_message(self.Completed(self.step.id))
 
     # ------------------------------------------------------------------ keys
@@ -193,19 +199,8 @@ class InstrumentStepView(StepView):
         if isinstance(self.screen.focused, ControlRow):
             return "↑↓ control · ←→ change · m math · n next · esc leave controls"
         if bool(self._movable()):
-            return "enter controls · m math · n next · p previous · ? help"
+            return "enter move the controls · m math · n next · p previous · ? help"
         return "m math · n next · p previous · ? help"
-
-
-def scenario_words(instrument: instruments.Instrument, scenario: dict[str, Any]) -> str:
-    """'with prefetching on, precision mixed': the settings a reveal was computed at."""
-    if not scenario:
-        return ""
-    parts = []
-    for name, raw in scenario.items():
-        control = instrument.control(name)
-        parts.append(f"{control.label.lower()} {control.label_of(control.parse(raw))}")
-    return "with " + ", ".join(parts)
 
 
 def _context(app: Any) -> Context:

@@ -14,7 +14,6 @@ from checks.spec import ChoiceAnswer, NumberAnswer
 from tutor import instruments
 from tutor.lesson import InstrumentStep
 from tutor.widgets.base import StepView
-from tutor.widgets.instrument_step import scenario_words
 from tutor.widgets.reveal import reveal_text
 
 
@@ -56,7 +55,7 @@ class PredictStepView(StepView):
             inst = instruments.REGISTRY[run.instrument]
             outputs = inst.compute(inst.settings(run.scenario_settings())).outputs
             return reveal_text(self.step, answer, outputs, source="computed",
-                               setting=scenario_words(inst, run.scenario))
+                               setting=f"with {inst.describe(run.scenario)}" if run.scenario else "")
         record = self.tutor.progress.latest_run(lesson_id=self.lesson.id, step_id=run.id)
         if record is None:
             return Text(f"Now go on (n) to the run step “{run.title or run.id}” and measure it.", style="dim")

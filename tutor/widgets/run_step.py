@@ -10,7 +10,6 @@ from textual.containers import Vertical
 from textual.widgets import Markdown, Static
 
 from tutor.instruments import Control
-
 from tutor.lesson import PredictStep
 from tutor.widgets.base import StepView
 from tutor.widgets.controls import ControlRow
@@ -45,9 +44,6 @@ class RunStepView(StepView):
             self.query_one(RunPanel).set_params(self.params)
 
     def on_mount(self) -> None:
-        rows = list(self.query(ControlRow))
-        if rows:
-            self.call_after_refresh(rows[0].focus)  # after the screen has settled its own focus
         record = self.tutor.progress.latest_run(lesson_id=self.lesson.id, step_id=self.step.id)
         if record is not None:
             when = record.at
@@ -57,21 +53,24 @@ class RunStepView(StepView):
             device = record.device.get("name") or record.device.get("device") or "?"
             shown = ", ".join(f"{k} {fmt(v)}" for k, v in list(record.metrics.items())[:4])
             parts: list = [Text.assemble(("Your last run ", "bold"), (f"({stamp} on {device}): ", "dim"), shown)]
-            parts.extend(self._reveals(record.metrics, record.device, when))
+            parts.extend(self._reveals(record.metrics, record.device, when, record.params))
             self.query_one("#previous", Static).update(Group(*parts))
 
     def _predictions(self) -> list[tuple[PredictStep, str]]:
         """Locked predictions that this run step reveals."""
         found = []
-        for i, step in enumerate(self.lesson.steps[: self.index]):
-            if isinstance(step, PredictStep) and step.compare and self.lesson.run_after(i) is self.step:
-                locked = self.tutor.progress.prediction(self.lesson.id, step.id)
-                if locked is not None:
-                    found.append((step, locked.answer))
+        for step in self.lesson.predictions_before(self.index):
+            locked = self.tutor.progress.prediction(self.lesson.id, step.id)
+            if step.compare and locked is not None:
+                found.append((step, locked.answer))
         return found
 
-    def _reveals(self, metrics, device, at=None) -> list[Text]:
-        return [reveal_text(step, answer, metrics, device, at) for step, answer in self._predictions()]
+    def _reveals(self, metrics, device, at=None, params: dict | None = None) -> list[Text]:
+        # A prediction was made for the step's own settings: say so when the learner changed them.
+        changed = {k: v for k, v in (params or {}).items()
+                   if k in self.step.tweak and v != self.step.tweak_default(k)}
+        setting = "with " + ", ".join(f"{k}={v}" for k, v in changed.items()) if changed else ""
+        return [reveal_text(step, answer, metrics, device, at, setting=setting) for step, answer in self._predictions()]
 
     # ------------------------------------------------------------------ actions
 
@@ -98,7 +97,7 @@ class RunStepView(StepView):
         self.tutor.record_run(self.lesson.id, self.step.id, event)
         if event.status == "finished":
             self.post_message(self.Completed(self.step.id))
-            reveals = self._reveals(event.metrics, event.device)
+            reveals = self._reveals(event.metrics, event.device, params=event.panel.params)
             if reveals:
                 event.panel.show_reveal(Group(*reveals))
         self.refresh_hint()
@@ -108,4 +107,6 @@ class RunStepView(StepView):
             return "escape cancel the run · ? help"
         if isinstance(self.screen.focused, ControlRow):
             return "↑↓ setting · ←→ change · r run · esc leave settings · n next"
+        if self.step.tweak:
+            return "r run · tab change the settings · n next · p previous · ? help"
         return "r run · n next · p previous · ? help · q quit"
