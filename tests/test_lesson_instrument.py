@@ -4,6 +4,8 @@ models' helpers (run_after, predictions_before, scenario_settings, Goal.reached)
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from tutor.instruments import REGISTRY
@@ -407,3 +409,32 @@ def test_a_run_param_the_tweak_list_does_not_offer_is_an_error():
         "    params: {batch_size: 128}\n    tweak: {batch_size: [64, 256]}\n")
     assert _issues(text) == ["t.yaml:7:26: step 'go': params batch_size=128 is not one of the tweak values "
                              "[64, 256]; the learner could not pick it again"]
+
+
+def test_the_lessons_figures_are_what_the_instruments_compute():
+    """Every figure training-iron-law states in words, recomputed (a change of formula must change the text)."""
+    from tutor.instruments import REGISTRY
+    from tutor.instruments import memory_ledger as ml
+
+    text = (Path(__file__).parents[1] / "lessons" / "training-iron-law.yaml").read_text(encoding="utf-8")
+    ledger, pipeline = REGISTRY["memory-ledger"], REGISTRY["pipeline"]
+    fp32 = ledger.compute({}).outputs
+    assert fp32["adam_extra_gb"] == 12.0 and "= **12 GB**" in text
+    assert fp32["static_gb"] == 24.0 and "24 GB for GPT-2 XL" in text
+    mixed = ledger.compute({"precision": "mixed"}).outputs
+    assert (round(fp32["total_gb"]), round(mixed["total_gb"])) == (90, 60)
+    xl = ml.PRESETS["gpt2-xl"]
+    for precision in ("fp32", "mixed"):
+        ratio = ml.activation_bytes(xl, precision, 1, False) / ml.activation_bytes(xl, precision, 1, True)
+        assert 24 <= ratio <= 27  # "about 25x"
+    assert "about 25x" in text
+    floors = {(o, p): ledger.compute({"optimizer": o, "precision": p}).outputs["static_gb"]
+              for o, p in (("adam", "fp32"), ("adam", "mixed"), ("sgd", "fp32"), ("sgd", "fp16"))}
+    assert floors == {("adam", "fp32"): 24, ("adam", "mixed"): 24, ("sgd", "fp32"): 12, ("sgd", "fp16"): 6}
+    assert "it is 24 GB with Adam in FP32 or mixed precision" in " ".join(text.split())
+    assert "12 GB with SGD in FP32 (8 B), and 6 GB with SGD in pure FP16 (4 B)" in " ".join(text.split())
+    assert "90 GB to 60 GB" in " ".join(text.split())
+    best = pipeline.compute({"prefetch": True, "precision": "mixed"}).outputs
+    assert round(best["compute_share"] * 100) == 58 and round(best["transfer_share"] * 100) == 42
+    assert "The instrument gives 58%" in text and "stay 42% of the" in text
+    assert round(0.45 / 0.35 * 100) == 129 and "129% of its peak" in text
