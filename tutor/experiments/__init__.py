@@ -116,6 +116,16 @@ class DeviceMismatchParams(Params):
     pass
 
 
+class ForgotZeroGradParams(Params):
+    steps: int = Field(50, ge=2, le=1000, description="SGD steps for each loop")
+    batch_size: int = Field(64, ge=1, le=4096)
+    lr: float = Field(0.1, gt=0, le=10, description="SGD learning rate")
+
+
+class ShapeMismatchParams(Params):
+    pass
+
+
 class CheckpointParams(Params):
     steps: int = Field(200, ge=1, le=100000, description="training steps before saving")
     batch_size: int = Field(64, ge=1)
@@ -517,6 +527,42 @@ REGISTRY: dict[str, Experiment] = {
                 "device": "torch device used",
             },
             {"limit_mb": 64, "width": 256, "layers": 2},
+        ),
+        Experiment(
+            "forgot-zero-grad",
+            "Training without optimizer.zero_grad(): gradients pile up",
+            "forgot_zero_grad",
+            ForgotZeroGradParams,
+            {
+                "grad_norm_first": "gradient norm of the first step (both loops)",
+                "grad_norm_last_with": "gradient norm at the last step, with zero_grad()",
+                "grad_norm_last_without": "gradient norm at the last step, without zero_grad()",
+                "growth_with": "last / first gradient norm, with zero_grad() (x)",
+                "growth_without": "last / first gradient norm, without zero_grad() (x)",
+                "loss_last_with": "loss at the last step, with zero_grad()",
+                "loss_last_without": "loss at the last step, without zero_grad()",
+                "steps": "steps in each loop",
+            },
+            {"steps": 20},
+        ),
+        Experiment(
+            "shape-mismatch",
+            "Three shape mistakes, their real errors and fixes",
+            "shape_mismatch",
+            ShapeMismatchParams,
+            {
+                "flatten_error_type": "exception type for images into Linear without flattening",
+                "flatten_error": "its message (first line)",
+                "flatten_fixed": "the fix ran",
+                "channel_error_type": "exception type for a Conv2d batch without its channel dimension",
+                "channel_error": "its message (first line)",
+                "channel_fixed": "the fix ran",
+                "target_error_type": "exception type for labels of shape [B, 1] in cross_entropy",
+                "target_error": "its message (first line)",
+                "target_fixed": "the fix ran",
+                "all_fixed": "every fix ran",
+            },
+            {},
         ),
         Experiment(
             "device-mismatch",
