@@ -252,3 +252,35 @@ def test_probe_catches_a_dropped_to_result_even_on_the_cpu(tmp_path):
     assert right.passed, right.summary
     dropped = grade_exercise(step, loop.format(move="inputs.to(device); labels.to(device)"), tmp_path / "dropped")
     assert not dropped.passed and "Move each batch" in dropped.requirements[0].feedback
+
+
+def test_error_requirement_wants_the_named_exception(tmp_path):
+    """A "break it on purpose" exercise: the exception it names is success, anything else says what happened."""
+    step = step_with(requirements=[
+        {"type": "error", "id": "broke", "error": "RuntimeError", "pattern": "shapes cannot be multiplied",
+         "feedback": "Make it raise the shape error."},
+    ])
+    broken = "import torch\ntorch.nn.Linear(784, 10)(torch.zeros(2, 28))\n"
+    result = grade_exercise(step, broken, tmp_path / "a")
+    assert result.passed, result.summary
+    assert result.summary == "the requirement is met" and result.hint is None
+    assert result.sandbox.error_type == "RuntimeError" and "2x28 and 784x10" in result.traceback
+
+    ran = grade_exercise(step, "print('fine')\n", tmp_path / "b")
+    assert not ran.passed
+    assert ran.requirements[0].feedback == ("Make it raise the shape error. "
+                                            "(This time the program ran to the end without an error.)")
+
+    other = grade_exercise(step, "raise ValueError('nope')\n", tmp_path / "c")
+    assert not other.passed and "it raised ValueError, not RuntimeError: nope" in other.requirements[0].feedback
+
+    message = grade_exercise(step, "raise RuntimeError('something else')\n", tmp_path / "d")
+    assert not message.passed and "but with another message: something else" in message.requirements[0].feedback
+
+
+def test_an_expected_error_does_not_excuse_a_timeout(tmp_path):
+    step = step_with(timeout=2, requirements=[
+        {"type": "error", "id": "broke", "error": "RuntimeError", "feedback": "Raise it."},
+    ])
+    result = grade_exercise(step, "import time\ntime.sleep(30)\n", tmp_path)
+    assert not result.passed and result.sandbox.timed_out

@@ -280,3 +280,24 @@ def test_unknown_experiment_names_the_fix(name, expected):
     message = str(info.value.issues[0])
     assert message.startswith(f"u.yaml:6:17: step 'r' {expected}") or expected in message
     assert ("available:" in message) is (name == "zzzz")
+
+
+def test_lint_reports_an_error_requirement_pattern_that_cannot_compile(tmp_path):
+    from tutor.lesson import LessonError, load_file
+
+    head = ("id: bad-error\ntitle: Break it\nsteps:\n  - id: ex\n    kind: exercise\n"
+            "    starter: \"x = 1\"\n    solution: \"raise RuntimeError('boom')\"\n    requirements:\n")
+    path = tmp_path / "bad-error.yaml"
+    path.write_text(head + "      - {type: error, id: e, error: RuntimeError, pattern: \"(boom\", feedback: x}\n",
+                    encoding="utf-8")
+    with pytest.raises(LessonError) as info:
+        load_file(path)
+    [issue] = info.value.issues
+    assert issue.line == 9 and "does not compile" in issue.message
+
+    path.write_text(head + "      - {type: eror, id: f, error: RuntimeError, feedback: x}\n", encoding="utf-8")
+    with pytest.raises(LessonError) as info:
+        load_file(path)
+    [issue] = info.value.issues
+    assert issue.line == 9 and "unknown requirement type 'eror' (did you mean 'error'?)" in issue.message
+    assert issue.message.endswith("expected one of output, source, report, file, function, error")

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from tutor.lesson import (
+    ErrorRequirement,
     ExerciseStep,
     FileRequirement,
     FunctionRequirement,
@@ -284,11 +285,21 @@ def grade_exercise(
     run = run_code(code, workdir, timeout=step.timeout, memory_mb=step.memory_mb,
                    on_output=on_output, cancelled=cancelled)
     stopped = run.problem()
+    # A "break it on purpose" exercise wants an exception: the one it names is success, not a stop.
+    expected = [r for r in step.requirements if isinstance(r, ErrorRequirement)]
+    raised_as_expected = bool(expected) and all(_error_matches(r, run) for r in expected)
+    if raised_as_expected:
+        stopped = None
     source = strip_comments(code)
     results: list[RequirementResult] = []
     notes: list[str] = []
     for req in step.requirements:
         judged = True
+        if isinstance(req, ErrorRequirement):
+            ok = _error_matches(req, run)
+            fb = "" if ok else _error_feedback(req, run)
+            results.append(RequirementResult(req.id, req.type, ok, fb, True))
+            continue
         if isinstance(req, (OutputRequirement, SourceRequirement)):
             found = _search(req.pattern, run.output if isinstance(req, OutputRequirement) else source)
             if found is None:
@@ -312,15 +323,33 @@ def grade_exercise(
             # the lesson's feedback for a wrong outcome would blame the wrong thing.
             judged, fb = False, "not checked: the program stopped before it got this far"
         results.append(RequirementResult(req.id, req.type, ok, fb, judged))
-    return ExerciseResult(run.ok and all(r.passed for r in results), results, run,
+    clean = run.ok or (raised_as_expected and not (run.timed_out or run.cancelled or run.memory_error))
+    return ExerciseResult(clean and all(r.passed for r in results), results, run,
                           _summary(results, stopped), run.traceback, _hint(step, results, stopped), notes)
+
+
+def _error_matches(req: ErrorRequirement, run: SandboxResult) -> bool:
+    if run.error_type != req.error:
+        return False
+    return not req.pattern or bool(_search(req.pattern, run.error_message or ""))
+
+
+def _error_feedback(req: ErrorRequirement, run: SandboxResult) -> str:
+    """The lesson's feedback, plus what did happen (the learner needs both to adjust the break)."""
+    if run.error_type is None:
+        happened = "the program ran to the end without an error"
+    elif run.error_type != req.error:
+        happened = f"it raised {run.error_type}, not {req.error}: {run.error_message}"
+    else:
+        happened = f"it raised {run.error_type}, but with another message: {run.error_message}"
+    return f"{req.feedback} (This time {happened}.)"
 
 
 def _summary(results: list[RequirementResult], stopped: str | None) -> str:
     met = sum(r.passed for r in results)
     if met == len(results) and not stopped:
-        return f"all {len(results)} requirements met"
-    parts = [f"{met} of {len(results)} requirements met"]
+        return "the requirement is met" if len(results) == 1 else f"all {len(results)} requirements met"
+    parts = [f"{met} of {len(results)} requirement{'s' if len(results) != 1 else ''} met"]
     failing = [r.id for r in results if not r.passed and r.judged]
     if failing:
         parts.append(f"{', '.join(failing)} not yet")

@@ -160,8 +160,20 @@ class FunctionRequirement(Strict):
     feedback: str
 
 
+class ErrorRequirement(Strict):
+    """The program must stop with this error (a "break it on purpose" exercise): `error` is the
+    exception's type, `pattern` a regex its message must match."""
+
+    type: Literal["error"]
+    id: str = Field(pattern=ID_PATTERN)
+    error: str  # e.g. RuntimeError
+    pattern: str = ""
+    feedback: str
+
+
 Requirement = Annotated[
-    Union[OutputRequirement, SourceRequirement, ReportRequirement, FileRequirement, FunctionRequirement],
+    Union[OutputRequirement, SourceRequirement, ReportRequirement, FileRequirement, FunctionRequirement,
+          ErrorRequirement],
     Field(discriminator="type"),
 ]
 
@@ -432,8 +444,13 @@ def _position(marks: dict[Path_, Pos], loc: Iterable[Any], at_key: bool = False)
     return (1, 1)
 
 
+_UNION_TAGS = {  # for an error that does not list them (a missing tag)
+    "step kind": "read, predict, run, check, exercise, instrument",
+    "requirement type": "output, source, report, file, function, error",
+    "answer type": "choice, number, text",
+}
 _TAGS = {"read", "predict", "run", "check", "exercise", "instrument", "choice", "number", "text",
-         "output", "source", "report", "file", "function"}
+         "output", "source", "report", "file", "function", "error"}
 
 
 def _clean_loc(loc: tuple[Any, ...], data: Any) -> tuple[Any, ...]:
@@ -533,8 +550,10 @@ def _schema_issues(e: ValidationError, data: Any, marks: dict[Path_, Pos], path:
             add(_position(marks, loc), _where(loc[:-1], data), f"missing required key {loc[-1]!r}")
         elif kind in ("union_tag_invalid", "union_tag_not_found"):
             key = str(ctx.get("discriminator", "kind")).strip("'\"")
-            what = "step kind" if key == "kind" else "answer type"
-            expected = "read, predict, run, check, exercise, instrument" if key == "kind" else "choice, number, text"
+            what = "step kind" if key == "kind" else "requirement type" if "requirements" in loc else "answer type"
+            # pydantic names the tags the union accepts ("'output', 'source', ..."); the quotes go.
+            expected = ", ".join(t.strip(" '\"") for t in str(ctx.get("expected_tags", "")).split(",") if t.strip())
+            expected = expected or _UNION_TAGS[what]
             if kind == "union_tag_invalid":
                 tag = ctx.get("tag")
                 add(_position(marks, (*loc, key)), _where(loc, data),
@@ -792,7 +811,7 @@ def _requirement_issues(step: ExerciseStep, i: int, marks: dict[Path_, Pos], pat
         problem = None
         if isinstance(req, FunctionRequirement) and req.probe not in PROBES:
             problem = f"unknown probe {req.probe!r}; available: {', '.join(sorted(PROBES))}"
-        elif isinstance(req, (OutputRequirement, SourceRequirement)):
+        elif isinstance(req, (OutputRequirement, SourceRequirement, ErrorRequirement)):
             try:
                 re.compile(req.pattern)
             except re.error as e:

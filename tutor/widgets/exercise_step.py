@@ -268,8 +268,13 @@ def _results_text(result: Any) -> Text:
             mark = ("✗ ", "bold red") if item.judged else ("· ", "yellow")
             lines.append(Text.assemble(mark, (item.id, "bold"), ": ", item.feedback))
     if result.traceback:
-        lines.append(Text("Your code raised an exception (your lines are marked >>):", style="bold red"))
-        lines.append(Text(result.traceback, style="red"))
+        if result.passed:  # a "break it" exercise: the exception is the point; now read it
+            lines.append(Text("Your code raised the error it should (your lines are marked >>). Read it:",
+                              style="bold yellow"))
+            lines.append(Text(result.traceback, style="yellow"))
+        else:
+            lines.append(Text("Your code raised an exception (your lines are marked >>):", style="bold red"))
+            lines.append(Text(result.traceback, style="red"))
     met = [item.id for item in result.requirements if item.passed]
     if met:
         lines.append(Text.assemble(("✓ ", "bold green"), "met: ", ", ".join(met)))
