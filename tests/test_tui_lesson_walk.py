@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from textual.widgets import Input, OptionList
+from textual.widgets import Input, OptionList, TextArea
 
 from checks.spec import ChoiceAnswer
 from tutor import experiments
@@ -19,6 +19,7 @@ from tutor.screens.home import HomeScreen
 from tutor.widgets import run_panel
 from tutor.widgets.check_step import CheckStepView
 from tutor.widgets.controls import ControlRow
+from tutor.widgets.exercise_step import ExerciseStepView
 from tutor.widgets.instrument_step import InstrumentStepView
 from tutor.widgets.predict_step import PredictStepView
 from tutor.widgets.run_panel import RunPanel
@@ -86,7 +87,18 @@ async def work_instrument(pilot, view: InstrumentStepView, step) -> None:
         await pilot.pause()
 
 
-@pytest.mark.parametrize("lesson_id", ["gpu-training", "gpu-lab", "training-iron-law"])
+async def solve_exercise(pilot, view: ExerciseStepView, step) -> None:
+    """The reference solution, typed into the editor and run as the learner would (ctrl+r)."""
+    await pilot.press("enter")  # into the editor
+    view.query_one("#editor", TextArea).load_text(step.solution)
+    await pilot.press("ctrl+r")
+    await wait_for(pilot, lambda: view.passed or (not view.running and view.query_one("#results").display))
+    assert view.passed, step.id
+    await pilot.press("escape")  # out of the editor, so n moves on
+    await pilot.pause()
+
+
+@pytest.mark.parametrize("lesson_id", ["cpu-vs-gpu", "devices", "gpu-training", "gpu-lab", "training-iron-law"])
 async def test_walk_a_whole_lesson(lesson_id: str, tmp_path: Path, monkeypatch):
     original_init = RunPanel.__init__
 
@@ -125,6 +137,8 @@ async def test_walk_a_whole_lesson(lesson_id: str, tmp_path: Path, monkeypatch):
                     assert name in record.metrics, (step.experiment, name)
             elif isinstance(view, InstrumentStepView):
                 await work_instrument(pilot, view, step)
+            elif isinstance(view, ExerciseStepView):
+                await solve_exercise(pilot, view, step)
             elif isinstance(view, CheckStepView):
                 await answer_check(pilot, view, step)
                 if step.verify is not None:
