@@ -339,3 +339,18 @@ def test_check_scores_a_prediction_against_the_instrument_that_reveals_it(capsys
     code, out, _ = run_cli(capsys, "check", LESSON, "act2-predict", "--answer", "60", "--json")
     verdict = json.loads(out)
     assert verdict["correct"] is True and "58.3%" in verdict["feedback"]
+
+
+def test_export_includes_review_answers(capsys, home):
+    with Progress(home / "progress.db") as p:
+        p.record_answer("cpu-vs-gpu", "interview-bug", "forgot zero_grad", False, "How would you notice?")
+        p.record_review("cpu-vs-gpu", "interview-bug", "forgot zero_grad; the grad norm grows", True, "")
+        p.record_review("cpu-vs-gpu", "intermediate-check", "it grew about 3x", True, "")
+    code, out, err = run_cli(capsys, "export", "cpu-vs-gpu")
+    assert code == 0, err
+    answers = json.loads(out)["lessons"][0]["answers"]
+    bug = answers["interview-bug"]
+    assert bug["attempts"] == 1 and bug["correct"] is False
+    assert [(r["answer"], r["correct"]) for r in bug["reviews"]] == [("forgot zero_grad; the grad norm grows", True)]
+    assert answers["intermediate-check"] == {"reviews": [{"at": answers["intermediate-check"]["reviews"][0]["at"],
+                                                          "answer": "it grew about 3x", "correct": True}]}

@@ -42,6 +42,11 @@ class Terminal:
                 raise AssertionError(f"{needle!r} did not appear; last output: {self.text()[-600:]!r}")
             self.read(0.1)
 
+    def forget(self) -> None:
+        """Wait only for what is written from now on (a word seen earlier no longer counts)."""
+        self.read(0.3)
+        self.seen = b""
+
     def read(self, wait: float) -> None:
         ready, _, _ = select.select([self.fd], [], [], wait)
         if ready:
@@ -87,8 +92,10 @@ def terminal(tmp_path: Path):
 def test_first_steps_in_a_real_terminal(terminal, tmp_path):
     terminal.wait_for("Lessons")
     terminal.wait_for("Device: cpu")  # the engine process started and detected the CPU
-    terminal.send("\r")  # open GPU Training
+    terminal.send("\r")  # open the first lesson, CPU vs GPU compute
     terminal.wait_for("step 1 of")
+    terminal.send("n")
+    terminal.wait_for("The minimal snippet")
     terminal.send("n")
     terminal.wait_for("Predict")
     terminal.send("n")  # not yet: a prediction must be locked first
@@ -96,7 +103,20 @@ def test_first_steps_in_a_real_terminal(terminal, tmp_path):
     terminal.send("\r")  # lock the highlighted option
     terminal.wait_for("Your prediction")
     terminal.send("n")
-    terminal.wait_for("Run: CPU against GPU")
+    terminal.wait_for("Run: the snippet, live")
+    terminal.send("r")
+    terminal.wait_for("Finished", timeout=120)  # a real run, to the end
+    terminal.forget()
+    terminal.send("n")
+    terminal.wait_for("When each one fits")
+    terminal.send("n")
+    terminal.wait_for("a number in x")  # a number this time, typed into the box
+    terminal.send("2")
+    terminal.send("\r")
+    terminal.wait_for("Your prediction")
+    terminal.forget()
+    terminal.send("n")
+    terminal.wait_for("Run: CPU against accelerator")
     terminal.send("r")
     terminal.wait_for("Running")
     terminal.send("\x1b")  # escape cancels the run
@@ -108,8 +128,11 @@ def test_first_steps_in_a_real_terminal(terminal, tmp_path):
 
     progress = Progress(tmp_path / "progress.db")
     try:
-        assert progress.position("gpu-training") == "hook-run"
-        assert progress.prediction("gpu-training", "hook-predict") is not None
+        assert progress.position("cpu-vs-gpu") == "crossover-run"
+        assert progress.prediction("cpu-vs-gpu", "devices-predict") is not None
+        assert progress.prediction("cpu-vs-gpu", "crossover-predict") is not None
+        assert progress.latest_run(lesson_id="cpu-vs-gpu", step_id="devices-run") is not None
+        assert progress.latest_run(lesson_id="cpu-vs-gpu", step_id="crossover-run", status=None) is None
     finally:
         progress.close()
 

@@ -121,6 +121,10 @@ def lesson_record(lesson: Lesson, progress: Progress) -> dict[str, Any]:
         if graded:
             answers[step.id] = {"attempts": len(graded), "correct": any(a.correct for a in graded),
                                 "last_answer": graded[-1].answer}
+        reviewed = progress.reviews(lesson.id, step.id)
+        if reviewed:
+            answers.setdefault(step.id, {})["reviews"] = [
+                {"at": _iso(r.at), "answer": r.answer, "correct": r.correct} for r in reviewed]
         if isinstance(step, InstrumentStep):
             moves = progress.moves(lesson.id, step.id)
             if moves:

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-SCHEMA_VERSION = 3  # 2: drafts (exercise code as the learner types); 3: instrument moves
+SCHEMA_VERSION = 4  # 2: drafts (exercise code as the learner types); 3: instrument moves; 4: reviews
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS positions (
@@ -89,6 +89,16 @@ CREATE TABLE IF NOT EXISTS instrument_moves (
     at         REAL NOT NULL
 );
 CREATE INDEX IF NOT EXISTS moves_step ON instrument_moves (lesson_id, step_id);
+CREATE TABLE IF NOT EXISTS reviews (
+    id        INTEGER PRIMARY KEY AUTOINCREMENT,
+    lesson_id TEXT NOT NULL,
+    step_id   TEXT NOT NULL,
+    answer    TEXT NOT NULL,
+    correct   INTEGER NOT NULL,
+    feedback  TEXT NOT NULL,
+    at        REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS reviews_step ON reviews (lesson_id, step_id);
 """
 
 
@@ -386,6 +396,23 @@ class Progress:
         )
         return bool(rows)
 
+    # -- review (a finished lesson's checks asked again; kept apart from the lesson's own answers)
+
+    def record_review(self, lesson_id: str, step_id: str, answer: str, correct: bool, feedback: str) -> None:
+        with self._write() as c:
+            c.execute(
+                "INSERT INTO reviews (lesson_id, step_id, answer, correct, feedback, at) VALUES (?, ?, ?, ?, ?, ?)",
+                (lesson_id, step_id, str(answer), int(bool(correct)), str(feedback or ""), time.time()),
+            )
+
+    def reviews(self, lesson_id: str, step_id: str) -> list[AnswerRecord]:
+        """Every review answer to one check, oldest first."""
+        rows = self._query(
+            "SELECT answer, correct, feedback, at FROM reviews WHERE lesson_id = ? AND step_id = ? ORDER BY id",
+            (lesson_id, step_id),
+        )
+        return [AnswerRecord(lesson_id, step_id, a, bool(c), f, at) for a, c, f, at in rows]
+
     # -- runs
 
     def record_run(
@@ -496,9 +523,11 @@ class Progress:
         return rows[0][0] if rows else None
 
     def reset_lesson(self, lesson_id: str) -> None:
-        """Forget everything about one lesson: position, completion, predictions, answers, runs, drafts, moves."""
+        """Forget everything about one lesson: position, completion, predictions, answers, runs, drafts, moves,
+        reviews."""
         with self._write() as c:
-            for table in ("positions", "completed", "predictions", "answers", "runs", "drafts", "instrument_moves"):
+            for table in ("positions", "completed", "predictions", "answers", "runs", "drafts", "instrument_moves",
+                          "reviews"):
                 c.execute(f"DELETE FROM {table} WHERE lesson_id = ?", (lesson_id,))
 
     def close(self) -> None:

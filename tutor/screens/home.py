@@ -1,4 +1,4 @@
-"""Home: the device, the lessons with progress, broken lesson files with their errors."""
+"""Home: the device, the lessons with progress, review, broken lesson files with their errors."""
 
 from __future__ import annotations
 
@@ -13,11 +13,14 @@ from textual.screen import Screen
 from textual.widgets import Footer, Header, OptionList, Static
 from textual.widgets.option_list import Option
 
+from tutor import review
 from tutor.lesson import LoadedLesson
+from tutor.screens.review import ReviewScreen
 
 
 class HomeScreen(Screen):
     BINDINGS = [
+        Binding("r", "review", "review"),
         Binding("question_mark", "app.help", "help"),
         Binding("q", "app.quit", "quit"),
     ]
@@ -30,8 +33,9 @@ class HomeScreen(Screen):
             yield Static(self.app.device_text, id="device")
             yield Static(Text("Lessons", style="bold underline"), classes="section")
             yield OptionList(id="lessons")
+            yield Static("", id="review-line")
             yield Static("", id="broken")
-        yield Static("↑↓ choose · enter open / continue · ? help · q quit", id="keys-hint")
+        yield Static("↑↓ choose · enter open / continue · r review · ? help · q quit", id="keys-hint")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -54,6 +58,7 @@ class HomeScreen(Screen):
                 highlighted = i
         if catalog.lessons:
             options.highlighted = highlighted or 0
+        self._update_review_line()
         broken = self.query_one("#broken", Static)
         lines: list[Text] = []
         for lesson_id, path in catalog.overridden.items():
@@ -79,6 +84,24 @@ class HomeScreen(Screen):
         )
         # Padding, not leading spaces: a wrapped summary keeps its indent.
         return Group(Text(lesson.title, style="bold"), Padding(details, (0, 0, 0, 2)))
+
+    def _update_review_line(self) -> None:
+        lessons = [item.lesson for item in self.app.catalog.lessons]
+        questions = review.pool(lessons, self.app.progress)
+        line = self.query_one("#review-line", Static)
+        if questions:
+            missed = sum(q.wrong > 0 and q.streak == 0 for q in questions)
+            finished = len({q.lesson.id for q in questions})
+            line.update(Text.assemble(
+                ("Review: ", "bold"), f"{len(questions)} questions from {finished} finished lesson"
+                f"{'s' if finished > 1 else ''}", (f", {missed} you missed" if missed else "", "yellow"),
+                " · press ", ("r", "bold"),
+            ))
+        else:
+            line.update(Text("Review: finish a lesson to be asked its questions again (r).", style="dim"))
+
+    def action_review(self) -> None:
+        self.app.push_screen(ReviewScreen())
 
     def update_device(self) -> None:
         self.query_one("#device", Static).update(self.app.device_text)

@@ -67,11 +67,7 @@ class CheckStepView(StepView):
             feedback.update(Text("Write your answer first: a sentence or two in your own words.", style="yellow"))
             self.call_after_refresh(feedback.scroll_visible, animate=False)
             return
-        metrics = self.tutor.check_metrics(self.lesson.id, self.step)
-        verdict = checks.grade(answer, self.step.answer, metrics)
-        shown = answer
-        if isinstance(self.step.answer, ChoiceAnswer) and answer.isdigit():
-            shown = self.step.answer.options[int(answer) - 1].text
+        shown, verdict = grade_check(self.step, answer, self.tutor.check_metrics(self.lesson.id, self.step))
         self.tutor.progress.record_answer(self.lesson.id, self.step.id, shown, verdict.correct, verdict.feedback)
         if verdict.correct:
             self._show_verdict(True, verdict.feedback, shown)
@@ -190,6 +186,15 @@ class CheckStepView(StepView):
         if isinstance(self.screen.focused, Input):
             return "type your answer · enter submit · escape leave the box (then h hint)"
         return f"enter/tab back to the answer box · h hint{stuck} · n next · p previous · ? help"
+
+
+def grade_check(step, answer: str, metrics: dict) -> tuple[str, checks.Verdict]:
+    """(the answer as the learner sees it, the verdict): a choice's number becomes its text."""
+    verdict = checks.grade(answer, step.answer, metrics)
+    shown = answer
+    if isinstance(step.answer, ChoiceAnswer) and answer.isdigit():
+        shown = step.answer.options[int(answer) - 1].text
+    return shown, verdict
 
 
 def spec_max(spec) -> int:

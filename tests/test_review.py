@@ -1,0 +1,139 @@
+"""Review mode: which checks come back, how often, and how the answers are kept."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+
+import pytest
+
+from tutor import review
+from tutor.lesson import load_text
+from tutor.progress import Progress
+
+LESSON = """\
+id: rev
+title: Review fixture
+steps:
+  - id: intro
+    kind: read
+    body: Hello.
+  - id: c1
+    kind: check
+    prompt: Which device runs big matrix multiplications fastest?
+    answer:
+      type: choice
+      options:
+        - {text: the GPU, correct: true, feedback: Yes.}
+        - {text: the CPU, feedback: Not for big ones.}
+  - id: c2
+    kind: check
+    prompt: What must move to the GPU with the model?
+    answer:
+      type: choice
+      options:
+        - {text: every batch, correct: true, feedback: Yes.}
+        - {text: nothing, feedback: The batch must move too.}
+  - id: c3
+    kind: check
+    prompt: Does PyTorch move tensors between devices for you?
+    answer:
+      type: choice
+      options:
+        - {text: "no", correct: true, feedback: Right.}
+        - {text: "yes", feedback: It raises an error instead.}
+"""
+
+
+@pytest.fixture
+def lesson():
+    return load_text(LESSON, "rev.yaml")
+
+
+@pytest.fixture
+def progress(tmp_path):
+    with Progress(tmp_path / "progress.db") as p:
+        yield p
+
+
+def finish(progress, lesson):
+    for s in lesson.steps:
+        progress.complete_step(lesson.id, s.id)
+
+
+def test_only_finished_lessons_are_reviewed(lesson, progress):
+    assert review.pool([lesson], progress) == []
+    progress.complete_step("rev", "intro")
+    assert review.pool([lesson], progress) == []  # started is not finished
+    finish(progress, lesson)
+    assert [q.step.id for q in review.pool([lesson], progress)] == ["c1", "c2", "c3"]  # checks only
+
+
+def test_wrong_answers_raise_the_weight_and_right_reviews_lower_it(lesson, progress):
+    finish(progress, lesson)
+    progress.record_answer("rev", "c1", "the CPU", False, "Not for big ones.")
+    progress.record_answer("rev", "c1", "the GPU", True, "Yes.")
+    progress.record_answer("rev", "c2", "every batch", True, "Yes.")
+    progress.record_answer("rev", "c3", "(gave up)", False, "shown the answer")
+    progress.record_answer("rev", "c3", "(gave up)", False, "shown the answer")
+    q = {x.step.id: x for x in review.pool([lesson], progress)}
+    assert (q["c1"].wrong, q["c2"].wrong, q["c3"].wrong) == (1, 0, 2)
+    assert q["c3"].weight > q["c1"].weight > q["c2"].weight
+    assert q["c1"].why() == "you missed this 1 time before"
+    assert q["c2"].why() == "you got this right in the lesson"
+
+    progress.record_review("rev", "c3", "yes", False, "It raises an error instead.")
+    assert {x.step.id: x for x in review.pool([lesson], progress)}["c3"].wrong == 3
+
+    for _ in range(2):
+        progress.record_review("rev", "c1", "the GPU", True, "Yes.")
+    c1 = {x.step.id: x for x in review.pool([lesson], progress)}["c1"]
+    assert c1.streak == 2 and c1.weight == q["c1"].weight / 4
+    assert c1.why() == "right the last 2 times in review"
+    progress.record_review("rev", "c1", "the CPU", False, "Not for big ones.")
+    c1 = {x.step.id: x for x in review.pool([lesson], progress)}["c1"]
+    assert c1.streak == 0 and c1.wrong == 2  # one miss ends the streak
+
+
+def test_picks_favour_the_missed_checks_without_repeats(lesson, progress):
+    finish(progress, lesson)
+    for _ in range(3):
+        progress.record_answer("rev", "c3", "yes", False, "x")
+    questions = review.pool([lesson], progress)
+    rng = random.Random(7)
+    firsts = Counter(review.pick(questions, n=1, rng=rng)[0].step.id for _ in range(2000))
+    # Weights 1, 1, 7: c3 comes first about 7 times in 9.
+    assert firsts["c3"] > 1400 and firsts["c1"] > 100 and firsts["c2"] > 100
+    for _ in range(50):
+        picked = review.pick(questions, n=5, rng=rng)
+        assert sorted(q.step.id for q in picked) == ["c1", "c2", "c3"]  # all of them, once each
+
+
+def test_reviews_are_kept_apart_from_the_lessons_answers_and_reset_with_it(lesson, progress):
+    finish(progress, lesson)
+    progress.record_review("rev", "c1", "the GPU", True, "Yes.")
+    assert progress.answers("rev", "c1") == [] and not progress.solved("rev", "c1")
+    [r] = progress.reviews("rev", "c1")
+    assert (r.answer, r.correct, r.feedback) == ("the GPU", True, "Yes.")
+    progress.reset_lesson("rev")
+    assert progress.reviews("rev", "c1") == []
+
+
+def test_a_schema_3_database_gains_the_reviews_table(tmp_path):
+    import sqlite3
+
+    path = tmp_path / "old.db"
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE answers (id INTEGER PRIMARY KEY AUTOINCREMENT, lesson_id TEXT NOT NULL, "
+                 "step_id TEXT NOT NULL, answer TEXT NOT NULL, correct INTEGER NOT NULL, feedback TEXT NOT NULL, "
+                 "at REAL NOT NULL)")
+    conn.execute("INSERT INTO answers (lesson_id, step_id, answer, correct, feedback, at) "
+                 "VALUES ('rev', 'c1', 'the CPU', 0, 'x', 1.0)")
+    conn.execute("PRAGMA user_version = 3")
+    conn.commit()
+    conn.close()
+    with Progress(path) as p:
+        assert p.warning is None
+        assert len(p.answers("rev", "c1")) == 1  # kept
+        p.record_review("rev", "c1", "the GPU", True, "Yes.")
+        assert len(p.reviews("rev", "c1")) == 1
