@@ -69,10 +69,12 @@ def grade_choice(answer: str, spec: ChoiceAnswer) -> Verdict:
         n = len(spec.options)
         letters = f"a-{chr(ord('a') + n - 1)}" if n <= 26 else "its letter"
         if not isinstance(answer, str) or not answer.strip():
-            return Verdict(False, f"Pick one of the options: type its number (1-{n}), its letter ({letters}) or its text.")
+            return Verdict(False, f"Pick one of the options: type its number (1-{n}), its letter ({letters}) or its text.",
+                           judged=False)
         return Verdict(
             False,
             f"I could not tell which option you mean. Type its number (1-{n}), its letter ({letters}) or its text.",
+            judged=False,
         )
     option: ChoiceOption = spec.options[index]
     if option.correct:

@@ -40,7 +40,8 @@ def grade(answer: str, spec, metrics: dict | None = None) -> Verdict:
             return grade_number(answer, spec, metrics)
         return grade_text(answer, spec)
     except Exception as e:  # a learner's text must never crash the tutor
-        return Verdict(False, f"Sorry, this answer could not be graded ({type(e).__name__}). Try rephrasing it.")
+        return Verdict(False, f"Sorry, this answer could not be graded ({type(e).__name__}). Try rephrasing it.",
+                       judged=False)
 
 
 def describe_spec(spec) -> str:

@@ -312,16 +312,17 @@ def grade_number(answer: str, spec: NumberAnswer, metrics: dict | None = None) -
     """
     text = answer if isinstance(answer, str) else ""
     if not text.strip():
-        return Verdict(False, f"Write {describe_number(spec)}.")
+        return Verdict(False, f"Write {describe_number(spec)}.", judged=False)
     q = read_quantity(text)
     if q is None:
-        return Verdict(False, f"I could not find a number in your answer. Write {describe_number(spec)}.")
+        return Verdict(False, f"I could not find a number in your answer. Write {describe_number(spec)}.", judged=False)
     value = quantity_in(q, spec.unit)
     if value is None or not math.isfinite(value):
         return Verdict(
             False,
             f"Your answer is in {q.unit}, which cannot be converted to {spec.unit}. "
             f"Write {describe_number(spec)}.",
+            judged=False,
         )
     shown = format_number(value, spec.unit)
     band = next((r for r in spec.ranges if (r.min is None or value >= r.min) and (r.max is None or value <= r.max)), None)
@@ -333,8 +334,8 @@ def grade_number(answer: str, spec: NumberAnswer, metrics: dict | None = None) -
     if band is not None:
         return Verdict(False, band.feedback or f"Not quite: {shown} is not it. Think it through once more.")
     if problem is not None:
-        return Verdict(False, problem, missing=[spec.from_metric or "value"])
+        return Verdict(False, problem, missing=[spec.from_metric or "value"], judged=False)
     if target is None:
-        return Verdict(False, "This question has no answer to compare with (the lesson sets no value).")
+        return Verdict(False, "This question has no answer to compare with (the lesson sets no value).", judged=False)
     direction = "high" if value > target else "low"
     return Verdict(False, f"Not quite: {shown} is too {direction}.")

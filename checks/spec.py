@@ -116,6 +116,9 @@ class Verdict:
     missing: list[str] = field(default_factory=list)  # names of required concepts not found
     matched_misconception: str | None = None
     score: float = 0.0  # 0..1, share of the rubric met
+    # False when the answer could not be judged at all (blank, no number, no such option, nothing
+    # measured to compare with): a review does not count it against the learner.
+    judged: bool = True
 
     def as_dict(self) -> dict:
         return {
@@ -124,6 +127,7 @@ class Verdict:
             "missing": list(self.missing),
             "matched_misconception": self.matched_misconception,
             "score": self.score,
+            "judged": self.judged,
         }
 
 

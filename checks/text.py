@@ -458,7 +458,8 @@ def grade_text(answer: str, spec: TextAnswer) -> Verdict:
     text = answer if isinstance(answer, str) else ""
     parsed = Answer(text, spec.max_length)
     if not parsed.tokens or parsed.word_count == 0:
-        return Verdict(False, BLANK_FEEDBACK, missing=[c.name for c in (spec.rubric.require if spec.rubric else [])])
+        return Verdict(False, BLANK_FEEDBACK, missing=[c.name for c in (spec.rubric.require if spec.rubric else [])],
+                       judged=False)
     rubric = spec.rubric
     if rubric is None:
         return Verdict(True, "Saved. This answer is not graded: compare it with the result.", score=1.0)

@@ -423,7 +423,7 @@ def test_check_json_right_and_wrong(capsys):
     code, out, _ = run_cli(capsys, *base, "small gradients underflow in float16")
     assert code == 0
     verdict = json.loads(out)
-    assert set(verdict) == {"correct", "feedback", "missing", "matched_misconception", "score"}
+    assert set(verdict) == {"correct", "feedback", "missing", "matched_misconception", "score", "judged"}
     assert verdict["correct"] is True
     code, out, _ = run_cli(capsys, *base, "it makes the model bigger")
     assert code == 0
@@ -437,6 +437,7 @@ def test_check_uses_the_latest_run_of_the_verify_experiment(capsys):
     assert code == 0
     before = json.loads(out)
     assert before["correct"] is False and before["missing"] == ["fp16_smallest_subnormal"]
+    assert before["judged"] is False  # nothing measured yet to compare with
 
     assert run_cli(capsys, "run", "fp16-underflow", "--json")[0] == 0
     code, out, _ = run_cli(capsys, *base)

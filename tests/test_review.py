@@ -81,6 +81,8 @@ def test_wrong_answers_raise_the_weight_and_right_reviews_lower_it(lesson, progr
     assert q["c3"].weight > q["c1"].weight > q["c2"].weight
     assert q["c1"].why() == "you missed this 1 time before"
     assert q["c2"].why() == "you got this right in the lesson"
+    progress.record_answer("rev", "c2", "every batch", True, "Yes.")  # (c2 has answers; a check never answered:)
+    finish(progress, lesson)
 
     progress.record_review("rev", "c3", "yes", False, "It raises an error instead.")
     assert {x.step.id: x for x in review.pool([lesson], progress)}["c3"].wrong == 3
@@ -93,6 +95,18 @@ def test_wrong_answers_raise_the_weight_and_right_reviews_lower_it(lesson, progr
     progress.record_review("rev", "c1", "the CPU", False, "Not for big ones.")
     c1 = {x.step.id: x for x in review.pool([lesson], progress)}["c1"]
     assert c1.streak == 0 and c1.wrong == 2  # one miss ends the streak
+
+
+def test_a_check_marked_review_false_is_never_asked(progress):
+    text = LESSON.replace("  - id: c3\n    kind: check\n", "  - id: c3\n    kind: check\n    review: false\n")
+    lesson = load_text(text, "rev.yaml")
+    finish(progress, lesson)
+    assert [q.step.id for q in review.pool([lesson], progress)] == ["c1", "c2"]
+
+
+def test_a_check_never_answered_is_new(lesson, progress):
+    finish(progress, lesson)
+    assert {q.why() for q in review.pool([lesson], progress)} == {"new to you"}
 
 
 def test_picks_favour_the_missed_checks_without_repeats(lesson, progress):

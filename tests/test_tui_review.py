@@ -115,7 +115,14 @@ async def test_a_round_asks_grades_records_and_sums_up(tmp_path):
         first = await answer_current(pilot, right=False)
         feedback = text_of(first.query_one("#feedback", Static))
         assert "✗ Not this time" in feedback and "come back sooner" in feedback
-        assert first.query("#after .reference") or first.step.id == "pick"  # a text check shows its model answer
+        model_answer = text_of(first.query_one("#after .reference", Static))
+        if first.step.id == "pick":
+            assert model_answer.startswith("The answer: the GPU")
+        else:
+            assert model_answer.startswith("A model answer: Because backward() accumulates")
+        # The footer offers "next" during a round and "another round" only after it.
+        assert screen.check_action("next", ()) and not screen.check_action("again", ())
+        assert not screen.check_action("skip", ())  # answered: nothing to skip
         assert "n next question" in text_of(screen.query_one("#keys-hint", Static))
         await pilot.press("n")
         await pilot.pause()
@@ -126,6 +133,7 @@ async def test_a_round_asks_grades_records_and_sums_up(tmp_path):
         await pilot.pause()
 
         assert screen.state == "summary"
+        assert screen.check_action("again", ()) and not screen.check_action("next", ())
         summary = text_of(screen.query_one(".review-message", Static))
         assert "1 of 2 answered right" in summary and "come back more often" in summary
         assert app.progress.reviews("rev", first.step.id)[-1].correct is False
@@ -150,7 +158,11 @@ async def test_skipping_and_an_empty_answer_record_nothing(tmp_path):
         screen = app.screen
         question = screen.query_one(ReviewQuestion)
         if question.step.id == "pick":
-            await pilot.press("escape", "n")  # skip the choice question
+            await pilot.press("n")  # n does not skip an unanswered question...
+            await pilot.pause()
+            assert screen.query_one(ReviewQuestion) is question
+            await pilot.press("s")  # ...s does
+            await pilot.pause()
             await pilot.pause()
             question = screen.query_one(ReviewQuestion)
         assert question.step.id == "say"
@@ -158,11 +170,16 @@ async def test_skipping_and_an_empty_answer_record_nothing(tmp_path):
         await pilot.pause()
         assert "Write your answer first" in text_of(question.query_one("#feedback", Static))
         assert question.answered is None and app.progress.reviews("rev", "say") == []
-        await pilot.press("escape", "n")
+        screen.focused.value = "?!?"  # nothing a grader can read: said, not counted
+        await pilot.press("enter")
+        await pilot.pause()
+        assert question.answered is None and app.progress.reviews("rev", "say") == []
+        assert not question.query_one(Input).disabled
+        await pilot.press("escape", "s")
         await pilot.pause()
         if screen.state == "question":
-            await pilot.press("escape", "n")
+            await pilot.press("s")
             await pilot.pause()
         assert screen.state == "summary"
-        assert "0 of 0 answered right" in text_of(screen.query_one(".review-message", Static))
+        assert "You skipped all 2: nothing was recorded." in text_of(screen.query_one(".review-message", Static))
         assert app.progress.reviews("rev", "pick") == []

@@ -97,6 +97,7 @@ class CheckStep(StepBase):
     explanation: str = ""  # shown after success or after giving up
     verify: Verify | None = None
     examples: Examples = Examples()
+    review: bool = True  # asked again in review mode (false: it only makes sense right after its step)
 
 
 # ---------------------------------------------------------------- exercises

@@ -26,6 +26,7 @@ class Question:
     wrong: int  # wrong answers so far, in the lesson and in reviews
     streak: int  # right review answers in a row, up to the latest one
     reviewed: int  # review answers so far
+    answered: int = 0  # answers in the lesson itself
 
     @property
     def weight(self) -> float:
@@ -37,7 +38,9 @@ class Question:
             return f"right the last {self.streak} time{'s' if self.streak > 1 else ''} in review"
         if self.wrong:
             return f"you missed this {self.wrong} time{'s' if self.wrong > 1 else ''} before"
-        return "you got this right in the lesson" if not self.reviewed else "asked again"
+        if self.reviewed:
+            return "asked again"
+        return "you got this right in the lesson" if self.answered else "new to you"
 
 
 def finished(lessons: Iterable[Lesson], progress: Progress) -> list[Lesson]:
@@ -51,7 +54,7 @@ def pool(lessons: Iterable[Lesson], progress: Progress) -> list[Question]:
     questions = []
     for lesson in finished(lessons, progress):
         for step in lesson.steps:
-            if not isinstance(step, CheckStep):
+            if not isinstance(step, CheckStep) or not step.review:
                 continue
             answers = progress.answers(lesson.id, step.id)
             reviews = progress.reviews(lesson.id, step.id)
@@ -61,7 +64,7 @@ def pool(lessons: Iterable[Lesson], progress: Progress) -> list[Question]:
                     break
                 streak += 1
             wrong = sum(not a.correct for a in answers) + sum(not r.correct for r in reviews)
-            questions.append(Question(lesson, step, wrong, streak, len(reviews)))
+            questions.append(Question(lesson, step, wrong, streak, len(reviews), len(answers)))
     return questions
 
 

@@ -93,8 +93,8 @@ class HomeScreen(Screen):
             missed = sum(q.wrong > 0 and q.streak == 0 for q in questions)
             finished = len({q.lesson.id for q in questions})
             line.update(Text.assemble(
-                ("Review: ", "bold"), f"{len(questions)} questions from {finished} finished lesson"
-                f"{'s' if finished > 1 else ''}", (f", {missed} you missed" if missed else "", "yellow"),
+                ("Review: ", "bold"), f"{len(questions)} question{'s' if len(questions) > 1 else ''} from "
+                f"{finished} finished lesson{'s' if finished > 1 else ''}", (f", {missed} you missed" if missed else "", "yellow"),
                 " · press ", ("r", "bold"),
             ))
         else:

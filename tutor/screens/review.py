@@ -19,9 +19,10 @@ from tutor.widgets.review_question import ReviewQuestion
 
 class ReviewScreen(Screen):
     BINDINGS = [
-        Binding("n,right", "next", "next"),
+        Binding("n", "next", "next"),
+        Binding("s", "skip", "skip"),
         Binding("enter", "enter", "continue", show=False),
-        Binding("r", "again", "new round", show=False),
+        Binding("r", "again", "another round"),
         Binding("escape", "escape", "back"),
         Binding("question_mark", "app.help", "help"),
         Binding("q", "app.quit", "quit"),
@@ -64,6 +65,7 @@ class ReviewScreen(Screen):
 
     def _show_question(self, index: int) -> None:
         self.state = "question"
+        self.refresh_bindings()
         self.index = index
         self._content().mount(ReviewQuestion(self.questions[index]))
         self._update_header()
@@ -71,6 +73,7 @@ class ReviewScreen(Screen):
 
     def _show_empty(self, lessons) -> None:
         self.state = "empty"
+        self.refresh_bindings()
         done = review.finished(lessons, self.app.progress)
         if done:
             text = Text("Your finished lessons have no checks to ask again.")
@@ -86,10 +89,15 @@ class ReviewScreen(Screen):
 
     def _show_summary(self) -> None:
         self.state = "summary"
+        self.refresh_bindings()
         right = sum(r is True for r in self.results)
         answered = sum(r is not None for r in self.results)
-        lines = [Text(f"{right} of {answered} answered right" + (
-            f" ({len(self.results) - answered} skipped)" if answered < len(self.results) else ""), style="bold")]
+        skipped = len(self.results) - answered
+        if answered:
+            head = f"{right} of {answered} answered right" + (f" ({skipped} skipped)" if skipped else "")
+        else:
+            head = f"You skipped all {skipped}: nothing was recorded."
+        lines = [Text(head, style="bold")]
         for q, r in zip(self.questions, self.results):
             mark = ("✓ ", "green") if r is True else ("✗ ", "red") if r is False else ("· ", "dim")
             lines.append(Text.assemble(mark, (q.lesson.title, "bold"), "  ·  ", q.step.title or q.step.id))
@@ -127,25 +135,49 @@ class ReviewScreen(Screen):
         if current is not None and current.answered is not None:
             hint.update(("n see how it went" if last else "n next question") + " · escape back to the lessons")
         elif isinstance(self.focused, OptionList):
-            hint.update("↑↓ choose · enter submit · escape leave the list")
+            hint.update("↑↓ choose · enter submit · s skip · escape leave the list")
         elif isinstance(self.focused, Input):
             hint.update("type your answer · enter submit · escape leave the box")
         else:
-            hint.update("enter back to the answer · n skip · escape back to the lessons")
+            hint.update("enter back to the answer · s skip · escape back to the lessons")
 
     # ------------------------------------------------------------------ keys
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """The footer offers only what works now: next during a round, another round after it."""
+        if action in ("next", "skip"):
+            current = self._current() if self.state == "question" else None
+            answered = current is not None and current.answered is not None
+            return self.state == "question" and (answered if action == "next" else not answered)
+        if action == "again":
+            return self.state == "summary"
+        return True
+
 
     @on(ReviewQuestion.Answered)
     def _answered(self, event: ReviewQuestion.Answered) -> None:
         event.stop()
         self.results[self.index] = event.correct
         self._update_header()
+        self.refresh_bindings()
         self.query_one("#content").focus()
         self.call_after_refresh(self._refresh_keys)
 
     def action_next(self) -> None:
-        if self.state != "question":
+        current = self._current()
+        if self.state != "question" or current is None:
             return
+        if current.answered is None:
+            self.notify("Answer first, or press s to skip this one.", timeout=3)
+            return
+        self._advance()
+
+    def action_skip(self) -> None:
+        current = self._current()
+        if self.state == "question" and current is not None and current.answered is None:
+            self._advance()
+
+    def _advance(self) -> None:
         if self.index + 1 < len(self.questions):
             self._show_question(self.index + 1)
         else:

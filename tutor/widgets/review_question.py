@@ -74,6 +74,10 @@ class ReviewQuestion(Vertical):
             return
         q = self.question
         shown, verdict = grade_check(q.step, answer, self.app.check_metrics(q.lesson.id, q.step))
+        if not verdict.judged:  # unreadable (no number, no such option): say so, count nothing
+            feedback.update(Text(verdict.feedback, style="yellow"))
+            self.call_after_refresh(feedback.scroll_visible, animate=False)
+            return
         self.app.progress.record_review(q.lesson.id, q.step.id, shown, verdict.correct, verdict.feedback)
         self.answered = verdict.correct
         feedback.update(Text.assemble(
@@ -86,10 +90,17 @@ class ReviewQuestion(Vertical):
             w.disabled = True
         self._show_model_answer()
         self.post_message(self.Answered(q, verdict.correct))
+        # At 80x24 the verdict sits below the fold: bring it (and what follows) into view.
+        self.call_after_refresh(feedback.scroll_visible, top=True, animate=False)
 
     def _show_model_answer(self) -> None:
         after = self.query_one("#after", Vertical)
-        reference = getattr(self.step.answer, "reference", "")
+        spec = self.step.answer
+        if isinstance(spec, ChoiceAnswer) and not self.answered:
+            right = [o.text for o in spec.options if o.correct]
+            if right:
+                after.mount(Static(Text.assemble(("The answer: ", "bold"), " / ".join(right)), classes="reference"))
+        reference = getattr(spec, "reference", "")
         if reference:
             after.mount(Static(Text.assemble(("A model answer: ", "bold"), reference), classes="reference"))
         if self.step.explanation:
