@@ -43,6 +43,34 @@ def test_the_fix_runs_a_real_step():
     assert math.isfinite(m["fix_loss"]) and 1.5 < m["fix_loss"] < 3.5
 
 
+def test_the_reverse_batch_moved_model_left_on_the_cpu():
+    events, m = run_reverse("cpu")
+    assert m["method"] == "meta"
+    assert m["model_device"] == "cpu" and m["input_device"] == "meta"
+    assert m["error_type"] == "RuntimeError"
+    assert "cpu" in m["error_message"] and "meta" in m["error_message"]
+    assert m["fix_ran"] is True and m["fix_device"] == "cpu"
+    notes = " ".join(e.text for e in events if isinstance(e, Note))
+    assert "the batches go to PyTorch's 'meta' device" in notes
+    assert "The fix: model = MNISTClassifier().to(device), once" in notes
+
+
+def run_reverse(device):
+    events = list(experiments.start("device-mismatch", {"reverse": True}, device=device))
+    assert isinstance(events[0], Started) and isinstance(events[-1], Finished)
+    return events, events[-1].metrics
+
+
+@pytest.mark.gpu
+@gpu
+def test_cuda_batch_with_cpu_model():
+    _, m = run_reverse("cuda")
+    assert m["model_device"] == "cpu" and m["input_device"].startswith("cuda")
+    assert m["error_type"] == "RuntimeError"
+    assert "cuda" in m["error_message"] and "cpu" in m["error_message"]
+    assert m["fix_ran"] is True and m["fix_device"].startswith("cuda")
+
+
 @pytest.mark.gpu
 @gpu
 def test_cuda_model_with_cpu_batch():

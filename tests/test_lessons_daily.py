@@ -77,6 +77,9 @@ def test_every_mistake_the_lessons_show_is_a_real_run():
     runs = {s.experiment for p in LESSONS.values() for s in load_file(p).steps if isinstance(s, RunStep)}
     assert {"forgot-zero-grad", "shape-mismatch", "device-mismatch"} <= runs
     assert {"device-basics", "crossover", "sync-timing", "train"} <= runs
+    reverse = [s for s in load_file(LESSONS["devices"]).steps
+               if isinstance(s, RunStep) and s.experiment == "device-mismatch" and s.params.get("reverse")]
+    assert reverse, "the reverse mistake (batch moved, model not) is run too"
 
 
 def test_code_fits_an_80_column_terminal(lesson):

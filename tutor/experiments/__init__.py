@@ -113,7 +113,7 @@ class CrossoverParams(Params):
 
 
 class DeviceMismatchParams(Params):
-    pass
+    reverse: bool = Field(False, description="the reverse mistake: batches moved, the model left on the CPU")
 
 
 class ForgotZeroGradParams(Params):

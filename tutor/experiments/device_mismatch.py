@@ -1,8 +1,10 @@
-"""device-mismatch: the model moved to the accelerator, the batch left on the CPU.
+"""device-mismatch: the model moved to the accelerator, the batch left on the CPU (or, with
+`reverse`, every batch moved and the model left behind).
 
-This is the notebook's CPU training loop after adding only `model.to(device)`. The
-forward pass raises; we catch the real exception and show where it came from. Then the
-fix - moving each batch inside the loop - runs a real optimiser step.
+This is the notebook's CPU training loop after adding only `model.to(device)` (reverse: only
+the batch moves). The forward pass raises; we catch the real exception and show where it
+came from. Then the fix - moving each batch inside the loop, or the model once - runs a
+real optimiser step.
 
 Without an accelerator the model goes to PyTorch's `meta` device instead (tensors with
 shapes but no storage), which is a different device from the CPU batch: a genuine
@@ -70,18 +72,20 @@ def run(p: DeviceMismatchParams, dev: Device) -> Iterator[Event]:
     seed_everything(p.seed)
     data = load("cpu", train_samples=SAMPLES, test_samples=BATCH_SIZE)
     yield Started("device-mismatch", str(device), dev.name if accelerated else "meta (no accelerator here)",
-                  data.description)
+                  data.description, "the reverse: batches moved, the model left on the CPU" if p.reverse else "")
     if not accelerated:
+        moved, stays = ("the batches go", "model stays") if p.reverse else ("the model goes", "batch stays")
         yield Note(
-            "No GPU here, so the model goes to PyTorch's 'meta' device (shapes, no numbers) while the "
-            "batch stays on the CPU: a real mismatch between two devices, raised by PyTorch itself. "
+            f"No GPU here, so {moved} to PyTorch's 'meta' device (shapes, no numbers) while the "
+            f"{stays} on the CPU: a real mismatch between two devices, raised by PyTorch itself. "
             "On a GPU the same loop fails at the same line, and the message names cuda:0 and cpu.",
             "warning",
         )
 
     # A DataLoader yields new CPU tensors every iteration, as in the notebook.
     loader = DataLoader(TensorDataset(data.train_x, data.train_y), batch_size=BATCH_SIZE, shuffle=True)
-    model = MNISTClassifier().to(device)  # the only change made to the CPU loop
+    # The only change made to the CPU loop: the model moved (reverse: each batch moved instead).
+    model = MNISTClassifier() if p.reverse else MNISTClassifier().to(device)
     optimizer = optim.Adam(model.parameters(), lr=1e-3)
     model_device = str(next(model.parameters()).device)
 
@@ -90,8 +94,10 @@ def run(p: DeviceMismatchParams, dev: Device) -> Iterator[Event]:
     try:
         model.train()
         for inputs, labels in loader:
+            if p.reverse:
+                inputs, labels = inputs.to(device), labels.to(device)
             optimizer.zero_grad()
-            outputs = model(inputs)  # inputs are still on the CPU
+            outputs = model(inputs)  # inputs and weights on two devices
             loss = F.cross_entropy(outputs, labels)
             loss.backward()
             optimizer.step()
@@ -123,9 +129,10 @@ def run(p: DeviceMismatchParams, dev: Device) -> Iterator[Event]:
             f" From there, inside the model and PyTorch:\n{chain}"
         )
 
-    # The fix: move every batch inside the loop, right where the loader hands it over.
+    # The fix: move every batch inside the loop, right where the loader hands it over (and the
+    # model once: in the reverse case that is the line that was missing).
     fix_device = device if accelerated else torch.device("cpu")
-    if not accelerated:  # a meta model has no weights to train: build a real one on the CPU
+    if not accelerated or p.reverse:  # a meta model has no weights to train: build a real one
         model = MNISTClassifier().to(fix_device)
         optimizer = optim.Adam(model.parameters(), lr=1e-3)
     model.train()
@@ -138,9 +145,11 @@ def run(p: DeviceMismatchParams, dev: Device) -> Iterator[Event]:
         optimizer.step()
         break  # one real step is enough to show it works
     fix_loss = loss.item()
+    fix = ("model = MNISTClassifier().to(device), once, before the optimizer is made (as the PyTorch "
+           "docs advise)" if p.reverse else
+           "inputs, labels = inputs.to(device), labels.to(device) as the first line inside the loop")
     yield Note(
-        f"The fix: inputs, labels = inputs.to(device), labels.to(device) as the first line inside the "
-        f"loop. One real Adam step ran on {fix_device} with a batch on {inputs.device}: loss {fix_loss:.4f}."
+        f"The fix: {fix}. One real Adam step ran on {fix_device} with a batch on {inputs.device}: loss {fix_loss:.4f}."
         + ("" if accelerated else " (On this machine device is cpu, the only real device here.)"),
         "result",
     )
