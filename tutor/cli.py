@@ -117,7 +117,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="gpututor",
         description="A terminal tutor that teaches PyTorch GPU training by predict-then-run. "
-        "With no sub-command it opens the tutor (an interactive terminal UI).",
+        "With no sub-command it opens the tutor (an interactive terminal UI): enter opens a "
+        "lesson, r reviews the questions of lessons you finished, ? lists every key.",
         epilog="environment: GPUTUTOR_HOME (progress database and settings), GPUTUTOR_DATA_DIR "
         "(MNIST location), NO_COLOR (plain output), GPUTUTOR_DEBUG=1 (show tracebacks). "
         "Exit codes: 0 ok, 1 a run failed, 2 bad input, 130 cancelled.",
