@@ -301,3 +301,30 @@ def test_lint_reports_an_error_requirement_pattern_that_cannot_compile(tmp_path)
     [issue] = info.value.issues
     assert issue.line == 9 and "unknown requirement type 'eror' (did you mean 'error'?)" in issue.message
     assert issue.message.endswith("expected one of output, source, report, file, function, error")
+
+
+def test_lint_reports_a_reference_or_example_its_own_rubric_grades_the_other_way(tmp_path):
+    from tutor.lesson import LessonError, load_file
+
+    path = tmp_path / "self-contradicting.yaml"
+    path.write_text(
+        "id: sc\ntitle: Self-contradicting\nsteps:\n  - id: c\n    kind: check\n    prompt: Why scale?\n"
+        "    answer:\n      type: text\n      reference: It makes training faster.\n      rubric:\n"
+        "        require:\n          - {name: u, any: [underflow], missing: Say what happens to small values.}\n"
+        "    examples:\n      right: [\"small gradients underflow\", \"it is quicker\"]\n"
+        "      wrong: [\"fp16 gradients underflow to zero\"]\n",
+        encoding="utf-8",
+    )
+    with pytest.raises(LessonError) as info:
+        load_file(path)  # the TUI's load: the reference only
+    assert [i.line for i in info.value.issues] == [9]
+    with pytest.raises(LessonError) as info:
+        load_file(path, grade_examples=True)  # lint's
+    found = [(i.line, i.message) for i in info.value.issues]
+    assert found == [
+        (9, "step 'c': its reference answer fails its own rubric (Say what happens to small values.)"),
+        (14, "step 'c': example right[1] 'it is quicker' is listed as right, but the rubric rejects it "
+             "(Say what happens to small values.)"),
+        (15, "step 'c': example wrong[0] 'fp16 gradients underflow to zero' is listed as wrong, but the rubric "
+             "accepts it"),
+    ]

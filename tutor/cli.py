@@ -807,7 +807,7 @@ def cmd_lint(args: argparse.Namespace, ctx: Context) -> int:
     good = 0
     for path in files:
         try:
-            lesson = load_file(path)
+            lesson = load_file(path, grade_examples=True)
         except LessonError as e:
             issues.extend(e.issues)
             bad_files.add(path)

@@ -785,7 +785,7 @@ def _ledger_problem(expr: Any, controls: list[str], outputs: list[str], steps: l
     return f"{expr!r} should start with 'settings.', 'outputs.', 'prediction.' or 'run.'"
 
 
-def _rubric_issues(lesson: Lesson, marks: dict[Path_, Pos], path: str) -> list[LessonIssue]:
+def _rubric_issues(lesson: Lesson, marks: dict[Path_, Pos], path: str, grade_examples: bool) -> list[LessonIssue]:
     """Rubric phrases that cannot grade well (bad regex, a phrase that shrinks to one common word),
     and exercise requirements the checker cannot run (a regex that does not compile, an unknown probe)."""
     from checks.text import lint_rubric
@@ -798,9 +798,39 @@ def _rubric_issues(lesson: Lesson, marks: dict[Path_, Pos], path: str) -> list[L
         rubric = getattr(getattr(step, "answer", None), "rubric", None)
         if rubric is None:
             continue
-        for problem in lint_rubric(rubric):
+        problems = lint_rubric(rubric)
+        for problem in problems:
             line, col = _position(marks, ("steps", i, "answer", "rubric"))
             issues.append(LessonIssue(path, line, col, f"step {step.id!r} rubric: {problem}"))
+        if isinstance(step, CheckStep) and not problems:
+            issues += _graded_example_issues(step, i, marks, path, grade_examples)
+    return issues
+
+
+def _graded_example_issues(step: CheckStep, i: int, marks: dict[Path_, Pos], path: str,
+                           grade_examples: bool) -> list[LessonIssue]:
+    """A text check whose own reference answer, or a listed right answer, its rubric rejects (or a
+    listed wrong answer it accepts): the learner would be graded against the author's intent."""
+    from checks import grade
+
+    issues = []
+    reference = step.answer.reference
+    if reference:
+        verdict = grade(reference, step.answer)
+        if not verdict.correct:
+            line, col = _position(marks, ("steps", i, "answer", "reference"))
+            issues.append(LessonIssue(path, line, col, f"step {step.id!r}: its reference answer fails its own "
+                                      f"rubric ({verdict.feedback})"))
+    if not grade_examples:
+        return issues
+    for kind, answers, want in (("right", step.examples.right, True), ("wrong", step.examples.wrong, False)):
+        for j, answer in enumerate(answers):
+            verdict = grade(answer, step.answer)
+            if verdict.correct != want:
+                line, col = _position(marks, ("steps", i, "examples", kind, j))
+                said = "rejects it" + (f" ({verdict.feedback})" if verdict.feedback else "") if want else "accepts it"
+                issues.append(LessonIssue(path, line, col, f"step {step.id!r}: example {kind}[{j}] {answer!r} "
+                                          f"is listed as {kind}, but the rubric {said}"))
     return issues
 
 
@@ -830,8 +860,11 @@ def _requirement_issues(step: ExerciseStep, i: int, marks: dict[Path_, Pos], pat
     return issues
 
 
-def load_text(text: str, path: str = "<lesson>") -> Lesson:
-    """Parse and validate one lesson; raise LessonError listing every problem found, in file order."""
+def load_text(text: str, path: str = "<lesson>", *, grade_examples: bool = False) -> Lesson:
+    """Parse and validate one lesson; raise LessonError listing every problem found, in file order.
+
+    grade_examples: also grade every check's listed right and wrong answers (lint does; the TUI
+    skips it at start-up, where it would cost tens of milliseconds)."""
     parsed = _parse(text, path)
     data, marks = parsed.data, parsed.marks
     if not isinstance(data, dict):
@@ -848,7 +881,7 @@ def load_text(text: str, path: str = "<lesson>") -> Lesson:
     except ValidationError as e:
         issues += _schema_issues(e, data, marks, path)
     if lesson is not None:
-        issues += _rubric_issues(lesson, marks, path)
+        issues += _rubric_issues(lesson, marks, path, grade_examples)
     if issues or lesson is None:
         raise LessonError(sorted(_dedupe(issues), key=lambda i: (i.line, i.col)))
     return lesson
@@ -865,7 +898,7 @@ def _dedupe(issues: list[LessonIssue]) -> list[LessonIssue]:
     return out
 
 
-def load_file(path: str | Path) -> Lesson:
+def load_file(path: str | Path, *, grade_examples: bool = False) -> Lesson:
     p = Path(path)
     shown = str(path)
     try:
@@ -887,7 +920,7 @@ def load_file(path: str | Path) -> Lesson:
         raise LessonError(
             [LessonIssue(shown, line, col, f"not UTF-8 text (byte 0x{raw[e.start]:02x}): save the lesson file as UTF-8")]
         ) from None
-    return load_text(text, shown)
+    return load_text(text, shown, grade_examples=grade_examples)
 
 
 # ---------------------------------------------------------------- discovery
