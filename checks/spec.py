@@ -30,12 +30,15 @@ class ChoiceAnswer(Strict):
     type: Literal["choice"]
     options: list[ChoiceOption] = Field(min_length=2)
 
-    @field_validator("options", mode="before")
+    # The schema (`gpututor schema`) says a plain string is an option too.
+    @field_validator("options", mode="before", json_schema_input_type=list[ChoiceOption | str])
     @classmethod
     def _plain_strings(cls, value):
         # `options: ["slower", "about 2x"]` is shorthand for [{text: "slower"}, ...]
         if isinstance(value, list):
-            return [{"text": v} if isinstance(v, str) else v for v in value]
+            # (a number too, so that the error asks for quotes rather than a mapping)
+            return [{"text": v} if isinstance(v, (str, int, float)) and not isinstance(v, bool) else v
+                    for v in value]
         return value
 
 

@@ -16,6 +16,7 @@ import difflib
 import json
 import math
 import os
+import re
 import sys
 import time
 from dataclasses import dataclass, field
@@ -189,6 +190,21 @@ def build_parser() -> argparse.ArgumentParser:
                        "instrument moves. Default: every lesson, to standard output.")
     p.add_argument("lessons", nargs="*", metavar="LESSON", help="lesson ids (default: all)")
     p.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of standard output")
+
+    p = sub.add_parser("schema", parents=[common], help="print the JSON Schema of lesson files",
+                       description="Print a JSON Schema (draft 2020-12) of the lesson format, generated from "
+                       "the models the tutor validates with, for editor completion and validation. With the "
+                       "YAML language server: # yaml-language-server: $schema=lesson.schema.json")
+    p.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of standard output")
+
+    p = sub.add_parser("new", parents=[common], help="write a new lesson file with one step of each kind",
+                       description="Scaffold a lesson: one step of each kind (read, predict, run, check, "
+                       "exercise, instrument), with comments, that lints clean. Edit it, then "
+                       "`gpututor lint FILE` and `gpututor --lessons-dir DIR`.")
+    p.add_argument("lesson_id", metavar="LESSON_ID", help="lowercase letters, digits and dashes, e.g. my-first-lesson")
+    p.add_argument("-o", "--output", metavar="FILE", help="where to write it (default: ./LESSON_ID.yaml)")
+    p.add_argument("--title", help="the lesson's title (default: from the id)")
+    p.add_argument("--force", action="store_true", help="overwrite FILE if it exists")
     return parser
 
 
@@ -270,6 +286,8 @@ def _main(argv: list[str] | None) -> int:
         "exercise": cmd_exercise,
         "instrument": cmd_instrument,
         "export": cmd_export,
+        "schema": cmd_schema,
+        "new": cmd_new,
     }[args.command]
     return handler(args, ctx)
 
@@ -1092,15 +1110,66 @@ def cmd_export(args: argparse.Namespace, ctx: Context) -> int:
     if not args.output:
         sys.stdout.write(text)
         return OK
-    out = Path(args.output).expanduser().resolve()
+    out = _write_file(args.output, text, "ledger.json")
+    _eprint(f"wrote {out} ({len(document['lessons'])} lessons)")
+    return OK
+
+
+def _write_file(name: str, text: str, example: str, *, overwrite: bool = True) -> Path:
+    """Write text to a file named on the command line, whole or not at all."""
+    out = Path(name).expanduser().resolve()
     if out.is_dir():
-        raise UsageError(f"--output {args.output}: is a directory; name a file, e.g. {out / 'ledger.json'}")
+        raise UsageError(f"{name}: is a directory; name a file, e.g. {out / example}")
+    if out.exists() and not overwrite:
+        raise UsageError(f"{name} already exists; choose another name, or --force to overwrite it")
     tmp = out.with_name(out.name + ".tmp")
     try:
         tmp.write_text(text, encoding="utf-8")
-        tmp.replace(out)  # never a half-written ledger
+        tmp.replace(out)  # never a half-written file
     except OSError as e:
         tmp.unlink(missing_ok=True)
-        raise UsageError(f"--output {args.output}: cannot write it ({e.strerror or e})") from None
-    _eprint(f"wrote {out} ({len(document['lessons'])} lessons)")
+        raise UsageError(f"{name}: cannot write it ({e.strerror or e})") from None
+    return out
+
+
+# ---------------------------------------------------------------- schema, new
+
+
+def lesson_schema() -> dict[str, Any]:
+    from tutor.lesson import Lesson
+
+    schema = Lesson.model_json_schema()
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": "gpututor lesson",
+        "description": "A gpututor lesson file (YAML). Reference: docs/LESSON_FORMAT.md. Experiment names, "
+        "metrics and cross-step rules are checked by `gpututor lint`, not by this schema.",
+        **{k: v for k, v in schema.items() if k != "title"},
+    }
+
+
+def cmd_schema(args: argparse.Namespace, ctx: Context) -> int:
+    text = json.dumps(lesson_schema(), indent=2) + "\n"
+    if not args.output:
+        sys.stdout.write(text)
+        return OK
+    out = _write_file(args.output, text, "lesson.schema.json")
+    _eprint(f"wrote {out}")
+    return OK
+
+
+def cmd_new(args: argparse.Namespace, ctx: Context) -> int:
+    from importlib.resources import files
+
+    from tutor.lesson import ID_PATTERN
+
+    lesson_id = args.lesson_id
+    if not re.fullmatch(ID_PATTERN, lesson_id):
+        raise UsageError(f"lesson id {lesson_id!r}: use lowercase letters, digits and dashes, like 'my-first-lesson'")
+    title = args.title or lesson_id.replace("-", " ").capitalize()
+    template = files("tutor").joinpath("templates/new-lesson.yaml").read_text(encoding="utf-8")
+    text = template.replace("LESSON_ID", lesson_id).replace("LESSON_TITLE", title.replace('"', "'"))
+    out = _write_file(args.output or f"{lesson_id}.yaml", text, f"{lesson_id}.yaml", overwrite=args.force)
+    _eprint(f"wrote {out}: a lesson with one step of each kind.\n"
+            f"next: edit it, `gpututor lint {out}`, then `gpututor --lessons-dir {out.parent}`")
     return OK

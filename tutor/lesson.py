@@ -350,7 +350,14 @@ def _to_python(node: yaml.Node, where: Path_, parsed: _Parsed, budget: list[int]
 _constructor = yaml.constructor.SafeConstructor()
 
 
+# YAML 1.2 reads a plain 1e12 or 1e-9 as a number; PyYAML (YAML 1.1) wants a dot ("1.0e12")
+# and would hand back a string. Editors validating against `gpututor schema` read 1.2.
+_FLOAT_1_2 = re.compile(r"[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?")
+
+
 def _scalar(node: yaml.Node) -> Any:
+    if node.tag == "tag:yaml.org,2002:str" and not node.style and _FLOAT_1_2.fullmatch(node.value):
+        return float(node.value)
     try:
         return _constructor.construct_object(node, deep=True)
     except yaml.YAMLError:
@@ -561,6 +568,10 @@ def _schema_issues(e: ValidationError, data: Any, marks: dict[Path_, Pos], path:
                     f"unknown {what} {tag!r}{_did_you_mean(tag, expected.split(', '))}; expected one of {expected}")
             else:
                 add(_position(marks, loc), _where(loc, data), f"missing key {key!r} (one of {expected})")
+        elif kind == "string_type" and isinstance(err.get("input"), (int, float)) and not isinstance(
+                err.get("input"), bool):
+            add(_position(marks, loc), _where(loc, data),
+                "this reads as a number, not text: put it in quotes")
         elif kind == "string_pattern_mismatch" and loc and loc[-1] == "id":
             add(_position(marks, loc), _where(loc, data),
                 f"ids use lowercase letters, digits and dashes, like 'check-1'{_got(err.get('input'))}")
