@@ -205,6 +205,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", metavar="FILE", help="where to write it (default: ./LESSON_ID.yaml)")
     p.add_argument("--title", help="the lesson's title (default: from the id)")
     p.add_argument("--force", action="store_true", help="overwrite FILE if it exists")
+
+    p = sub.add_parser("lesson", parents=[common], help="test lessons headlessly (lesson test PATH...)",
+                       description="Commands for lesson authors.")
+    lesson_sub = p.add_subparsers(dest="lesson_command", metavar="COMMAND", required=True)
+    p = lesson_sub.add_parser("test", parents=[common], help="play lessons headlessly: every run, check and exercise",
+                              description="Play each lesson without the TUI: lint it, run every run step's "
+                              "experiment (small parameters unless --full), grade every check's reference and "
+                              "listed answers (with its verify run's metrics), run every exercise's solution "
+                              "(must pass) and listed mistakes (must fail), compute every instrument. Prints "
+                              "each result as it comes and a table at the end. Exit 0 when all pass, 1 if any "
+                              "fails, 2 for bad input.")
+    p.add_argument("paths", nargs="+", metavar="PATH", help="lesson files or directories")
+    p.add_argument("--full", action="store_true", help="run experiments with the lesson's own parameters")
+    p.add_argument("--json", action="store_true", help="one JSON object per result, then a summary object")
     return parser
 
 
@@ -288,6 +302,7 @@ def _main(argv: list[str] | None) -> int:
         "export": cmd_export,
         "schema": cmd_schema,
         "new": cmd_new,
+        "lesson": cmd_lesson,
     }[args.command]
     return handler(args, ctx)
 
@@ -1156,6 +1171,61 @@ def cmd_schema(args: argparse.Namespace, ctx: Context) -> int:
     out = _write_file(args.output, text, "lesson.schema.json")
     _eprint(f"wrote {out}")
     return OK
+
+
+def _lesson_files(names: list[str]) -> list[Path]:
+    files: list[Path] = []
+    for name in names:
+        path = Path(name)
+        if path.is_dir():
+            found = sorted({*path.rglob("*.yaml"), *path.rglob("*.yml")})
+            if not found:
+                raise UsageError(f"{name}: no lesson files (*.yaml, *.yml) in this directory")
+            files.extend(found)
+        elif path.exists():
+            files.append(path)
+        else:
+            raise UsageError(f"{name}: no such file or directory")
+    return files
+
+
+def cmd_lesson(args: argparse.Namespace, ctx: Context) -> int:
+    from dataclasses import asdict
+
+    from rich.table import Table as RichTable
+
+    from tutor.playtest import play_paths
+
+    files = _lesson_files(args.paths)
+    console = _console()
+    started = time.perf_counter()
+
+    def show(o: Any) -> None:
+        if args.json:
+            print(json.dumps(_json_safe(asdict(o))), flush=True)
+            return
+        mark = "[green]✓[/]" if o.ok else "[bold red]✗[/]"
+        detail = f"  [dim]{o.detail}[/]" if o.ok and o.detail else (f"\n    [red]{o.detail}[/]" if o.detail else "")
+        console.print(f"{mark} {o.lesson} · {o.step} · {o.kind}: {o.what} [dim]({o.seconds:.1f} s)[/]{detail}",
+                      markup=True, highlight=False)
+
+    outcomes = play_paths(files, ctx.device, args.full, show)
+    failed = [o for o in outcomes if not o.ok]
+    seconds = time.perf_counter() - started
+    if args.json:
+        print(json.dumps({"passed": len(outcomes) - len(failed), "failed": len(failed), "seconds": round(seconds, 1)}))
+    else:
+        table = RichTable(title="lesson test", title_justify="left")
+        for column in ("lesson", "passed", "failed", "seconds"):
+            table.add_column(column, justify="left" if column == "lesson" else "right")
+        for lesson in dict.fromkeys(o.lesson for o in outcomes):
+            mine = [o for o in outcomes if o.lesson == lesson]
+            bad = sum(not o.ok for o in mine)
+            table.add_row(lesson, str(len(mine) - bad), f"[bold red]{bad}[/]" if bad else "0",
+                          f"{sum(o.seconds for o in mine):.1f}")
+        console.print(table)
+        console.print(f"{len(outcomes) - len(failed)} passed, {len(failed)} failed in {seconds:.1f} s")
+    return FAILED if failed else OK
 
 
 def cmd_new(args: argparse.Namespace, ctx: Context) -> int:
