@@ -40,8 +40,10 @@ class TutorApp(App):
         data_dir: str | None = None,
         home: Path | None = None,
         progress: Progress | None = None,
+        warnings: Iterable[str] = (),
     ) -> None:
         super().__init__()
+        self.startup_warnings = list(warnings)  # settings.toml problems, said once the screen is up
         self.lessons_dirs = list(lessons_dirs)
         self.device_override = device
         if data_dir:  # the engine process inherits the environment when it starts
@@ -56,6 +58,8 @@ class TutorApp(App):
         self.push_screen(HomeScreen())
         if self.progress.warning:
             self.notify(self.progress.warning, severity="warning", timeout=10)
+        for warning in self.startup_warnings:
+            self.notify(warning, severity="warning", timeout=10)
         self.detect_device()
 
     # ------------------------------------------------------------------ device

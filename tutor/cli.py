@@ -39,9 +39,11 @@ class UsageError(Exception):
 
 @dataclass
 class Context:
-    lessons_dirs: list[Path] = field(default_factory=list)
+    lessons_dirs: list[Path] = field(default_factory=list)  # settings.toml's, then --lessons-dir's
     data_dir: Path | None = None
     device: str | None = None
+    cli_lessons_dirs: list[Path] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # a settings file that was ignored, a missing dir
 
 
 # ---------------------------------------------------------------- output helpers
@@ -223,10 +225,18 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _context(args: argparse.Namespace) -> Context:
-    dirs = [*args.g_lessons_dirs, *getattr(args, "s_lessons_dirs", [])]
+    from tutor import settings as user_settings
+
+    dirs = [Path(d).expanduser() for d in [*args.g_lessons_dirs, *getattr(args, "s_lessons_dirs", [])]]
     data_dir = getattr(args, "s_data_dir", None) or args.g_data_dir
     device = getattr(args, "s_device", None) or args.g_device
-    ctx = Context(lessons_dirs=[Path(d).expanduser() for d in dirs], device=device)
+    saved = user_settings.load()
+    warnings = [saved.problem] if saved.problem else []
+    for d in saved.lessons_dirs:
+        if not d.is_dir():
+            warnings.append(f"{saved.path}: lessons_dirs: {d}: no such directory (skipped)")
+    from_settings = [d for d in saved.lessons_dirs if d.is_dir()]
+    ctx = Context(lessons_dirs=[*from_settings, *dirs], device=device, cli_lessons_dirs=dirs, warnings=warnings)
     if data_dir:
         path = Path(data_dir).expanduser()
         if not path.is_dir():
@@ -240,7 +250,7 @@ def _context(args: argparse.Namespace) -> Context:
 
 
 def _check_lesson_dirs(ctx: Context) -> None:
-    for d in ctx.lessons_dirs:
+    for d in ctx.cli_lessons_dirs:
         if not d.is_dir():
             raise UsageError(f"--lessons-dir {d}: no such directory")
 
@@ -290,6 +300,9 @@ def _silence_stdout() -> None:
 def _main(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
     ctx = _context(args)
+    if args.command is not None:  # the TUI shows them on screen instead
+        for warning in ctx.warnings:
+            _eprint(f"warning: {warning}")
     handler = {
         None: cmd_tui,
         "list": cmd_list,
@@ -318,7 +331,7 @@ def cmd_tui(args: argparse.Namespace, ctx: Context) -> int:
     from tutor.app import TutorApp
 
     app = TutorApp(lessons_dirs=ctx.lessons_dirs, device=ctx.device,
-                   data_dir=str(ctx.data_dir) if ctx.data_dir else None)
+                   data_dir=str(ctx.data_dir) if ctx.data_dir else None, warnings=ctx.warnings)
     app.run()
     code = getattr(app, "return_code", None)
     return code if isinstance(code, int) else OK

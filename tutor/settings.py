@@ -1,0 +1,62 @@
+"""The learner's or instructor's settings: GPUTUTOR_HOME/settings.toml.
+
+    # settings.toml
+    lessons_dirs = ["~/course/lessons", "/srv/shared-lessons"]
+
+`lessons_dirs` are loaded after the built-in lessons and before any `--lessons-dir` given on
+the command line (a later lesson with the same id overrides an earlier one). A missing file
+is no settings; a broken one is reported (path:line:col where TOML says) and ignored, so
+the tutor still starts.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from tutor.paths import home_dir
+
+FILE_NAME = "settings.toml"
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    lessons_dirs: list[str] = []
+
+
+@dataclass
+class Settings:
+    path: Path
+    lessons_dirs: list[Path] = field(default_factory=list)
+    problem: str | None = None  # why the file was ignored, for a warning on screen
+
+
+def load(path: Path | None = None) -> Settings:
+    path = path or home_dir() / FILE_NAME
+    settings = Settings(path)
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except FileNotFoundError:
+        return settings
+    except (OSError, UnicodeDecodeError) as e:
+        settings.problem = f"{path}: cannot read it ({getattr(e, 'strerror', None) or e}); settings ignored"
+        return settings
+    try:
+        model = _Model.model_validate(tomllib.loads(text))
+    except tomllib.TOMLDecodeError as e:
+        settings.problem = f"{path}: not valid TOML ({e}); settings ignored"
+        return settings
+    except ValidationError as e:
+        first = e.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        known = ", ".join(_Model.model_fields)
+        what = f"unknown setting {where!r} (known: {known})" if first["type"] == "extra_forbidden" else \
+            f"{where}: {first['msg'].lower()}"
+        settings.problem = f"{path}: {what}; settings ignored"
+        return settings
+    # Relative directories are relative to the settings file, not to wherever gpututor started.
+    settings.lessons_dirs = [(path.parent / Path(d).expanduser()).resolve() for d in model.lessons_dirs]
+    return settings
