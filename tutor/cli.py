@@ -455,6 +455,7 @@ def _doctor_report(ctx: Context) -> tuple[dict[str, Any], list[str]]:
         "home": str(paths.home_dir()),
         "home_from": "GPUTUTOR_HOME" if os.environ.get("GPUTUTOR_HOME") else "user data dir",
         "progress_db": str(paths.home_dir() / "progress.db"),
+        "settings": str(paths.home_dir() / "settings.toml"),
         "cache": str(paths.cache_dir()),
         "lesson_dirs": [{"path": str(builtin), "builtin": True, "exists": builtin.is_dir()}]
         + [{"path": str(d), "builtin": False, "exists": d.is_dir()} for d in ctx.lessons_dirs],
@@ -534,6 +535,7 @@ def _print_doctor(report: dict[str, Any]) -> None:
     c.print("[bold]paths[/]:")
     c.print(f"  home: {escape(p['home'])} ({p['home_from']})")
     c.print(f"  progress db: {escape(p['progress_db'])}")
+    c.print(f"  settings: {escape(p['settings'])}")
     c.print(f"  cache: {escape(p['cache'])}")
     for d in p["lesson_dirs"]:
         tag = "built-in" if d["builtin"] else "--lessons-dir"
