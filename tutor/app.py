@@ -20,7 +20,7 @@ from textual.worker import Worker, WorkerState
 
 from tutor import errors
 from tutor.engine import Engine
-from tutor.lesson import CheckStep, Lesson, discover
+from tutor.lesson import CheckStep, Lesson, LoadedLesson, discover
 from tutor.progress import Progress
 from tutor.screens.help import HelpScreen
 from tutor.screens.home import HomeScreen
@@ -100,7 +100,12 @@ class TutorApp(App):
                 index = item.lesson.index(position)
             except StopIteration:
                 index = 0  # the step was removed from the lesson since
-        self.push_screen(LessonScreen(item.lesson, index))
+        self.push_screen(LessonScreen(item.lesson, index, path=item.path))
+
+    def replace_lesson(self, item: LoadedLesson) -> None:
+        """A lesson reloaded from its file (hot reload): the home screen lists the new version."""
+        lessons = self.catalog.lessons
+        lessons[:] = [item if x.lesson.id == item.lesson.id else x for x in lessons]  # the catalog is frozen; its list is not
 
     def finish_lesson(self, lesson: Lesson) -> None:
         done = self.progress.completed_steps(lesson.id)

@@ -1,6 +1,12 @@
-"""The lesson screen: where you are, the current step, what to press."""
+"""The lesson screen: where you are, the current step, what to press.
+
+It watches its lesson file: when an instructor saves a change, the lesson is reloaded in
+place and the learner stays on the same step (a broken save is said and the old version kept).
+"""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 from rich.text import Text
 from textual import on
@@ -10,7 +16,18 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Input, OptionList, Static, TextArea
 
-from tutor.lesson import CheckStep, ExerciseStep, InstrumentStep, Lesson, PredictStep, ReadStep, RunStep
+from tutor.lesson import (
+    CheckStep,
+    ExerciseStep,
+    InstrumentStep,
+    Lesson,
+    LessonError,
+    LoadedLesson,
+    PredictStep,
+    ReadStep,
+    RunStep,
+    load_file,
+)
 from tutor.widgets.base import StepView
 from tutor.widgets.check_step import CheckStepView
 from tutor.widgets.controls import ControlRow
@@ -41,11 +58,16 @@ class LessonScreen(Screen):
         Binding("q", "quit", "quit"),
     ]
 
-    def __init__(self, lesson: Lesson, index: int = 0) -> None:
+    WATCH_INTERVAL_S = 1.0  # how often the lesson file's modification time is looked at
+
+    def __init__(self, lesson: Lesson, index: int = 0, path: Path | None = None) -> None:
         super().__init__()
         self.lesson = lesson
         self.index = max(0, min(index, len(lesson.steps) - 1))
         self._view: StepView | None = None
+        self.path = path
+        self._stamp = self._file_stamp()
+        self._reload_pending = False  # a change seen while a run was going: applied when it ends
 
     def compose(self) -> ComposeResult:
         yield Static("", id="where")
@@ -56,6 +78,57 @@ class LessonScreen(Screen):
 
     def on_mount(self) -> None:
         self.show_step(self.index)
+        if self.path is not None:
+            self.set_interval(self.WATCH_INTERVAL_S, self._watch_file, name="watch-lesson-file")
+
+    # ------------------------------------------------------------------ hot reload
+
+    def _file_stamp(self) -> tuple[int, int] | None:
+        try:
+            st = self.path.stat() if self.path is not None else None
+        except OSError:
+            return None
+        return (st.st_mtime_ns, st.st_size) if st else None
+
+    def _watch_file(self) -> None:
+        stamp = self._file_stamp()
+        if stamp is not None and stamp != self._stamp:
+            self._stamp = stamp
+            self._reload_pending = True
+        if self._reload_pending and not (self.view is not None and self.view.running):
+            self._reload_pending = False
+            self.reload()
+
+    def reload(self) -> None:
+        """Load the lesson file again and stay on the same step (by id)."""
+        try:
+            lesson = load_file(self.path)
+        except LessonError as e:
+            first = e.issues[0] if e.issues else "it does not load"
+            self.notify(f"{self.path.name} changed but has errors; still showing the previous version. {first}",
+                        severity="warning", timeout=8)
+            return
+        if lesson.id != self.lesson.id:
+            self.notify(f"{self.path.name} now holds lesson {lesson.id!r}; still showing {self.lesson.id!r}.",
+                        severity="warning", timeout=8)
+            return
+        current = self.lesson.steps[self.index]
+        try:
+            index = lesson.index(current.id)
+        except StopIteration:
+            index = min(self.index, len(lesson.steps) - 1)  # the step was removed: the one now in its place
+        same_step = index < len(lesson.steps) and lesson.steps[index] == current
+        self.lesson = lesson
+        self.app.replace_lesson(LoadedLesson(lesson, self.path))
+        if same_step:
+            self.index = index
+            if self.view is not None:
+                self.view.lesson = lesson  # the step itself is unchanged: keep what the learner typed
+                self.view.index = index
+            self._update_header()
+        else:
+            self.show_step(index)
+        self.notify(f"Reloaded {self.path.name}.", timeout=3)
 
     def on_resize(self) -> None:
         self._update_header()
