@@ -160,7 +160,7 @@ def test_a_ledger_entry_that_is_not_text():
     found = issues(text)
     assert "t.yaml:8:10: step 'i': ledger 'f': expected text such as 'outputs.mfu', 'min:outputs.total_gb' or 'prediction.STEP'" in found
     # the schema also refuses it
-    assert any(f.endswith("ledger.f: Input should be a valid string (got 3)") for f in found)
+    assert any(f.endswith("ledger.f: this reads as a number, not text: put it in quotes") for f in found)
 
 
 def test_schema_errors_inside_an_instrument_step_point_at_the_mistake():
@@ -169,7 +169,7 @@ def test_schema_errors_inside_an_instrument_step_point_at_the_mistake():
     assert issues(text) == [
         "t.yaml:7:25: step 'i' goal: unknown key 'equalz' (did you mean 'equals'?)",
         "t.yaml:9:10: step 'i': ledger 'f': expected text such as 'outputs.mfu', 'min:outputs.total_gb' or 'prediction.STEP'",
-        "t.yaml:9:10: step 'i' ledger.f: Input should be a valid string (got 3)",
+        "t.yaml:9:10: step 'i' ledger.f: this reads as a number, not text: put it in quotes",
     ]
 
 
