@@ -19,6 +19,7 @@ import os
 import re
 import sys
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -611,6 +612,17 @@ def _experiments_text() -> str:
     return "\n".join(lines)
 
 
+def _activate_packs(dirs: Iterable[Path]) -> list[Any]:
+    """Register the experiments of the lesson packs in these directories (and installed ones).
+
+    Returns the problems as LessonIssues; commands that do not report them as errors warn.
+    """
+    from tutor.lesson import LessonIssue, activate_packs
+
+    _, problems = activate_packs(list(dict.fromkeys(dirs)))
+    return [LessonIssue(str(p.path), p.line, 1, p.message) for p in problems]
+
+
 def cmd_run(args: argparse.Namespace, ctx: Context) -> int:
     from pydantic import ValidationError
 
@@ -624,6 +636,8 @@ def cmd_run(args: argparse.Namespace, ctx: Context) -> int:
             _eprint(details)
         return BAD_INPUT
 
+    for issue in _activate_packs(ctx.lessons_dirs):
+        _eprint(f"warning: lesson pack not loaded: {issue}")
     if not args.name:
         return bad("which experiment? give its NAME", _experiments_text())
     try:
@@ -849,8 +863,10 @@ def cmd_lint(args: argparse.Namespace, ctx: Context) -> int:
         else:
             files.append(path)  # a missing file is reported by load_file as path:1:1
 
-    issues: list[LessonIssue] = []
-    bad_files: set[Path] = set()
+    # A folder pack's experiments.py sits beside its lessons: load it before they are checked.
+    issues: list[LessonIssue] = _activate_packs(
+        [*(Path(n) for n in args.paths if Path(n).is_dir()), *(f.parent for f in files)])
+    bad_files: set[Path] = {Path(i.path) for i in issues}
     ids: dict[str, Path] = {}
     good = 0
     for path in files:
@@ -1214,6 +1230,8 @@ def cmd_lesson(args: argparse.Namespace, ctx: Context) -> int:
     files = _lesson_files(args.paths)
     console = _console()
     started = time.perf_counter()
+    pack_problems = _activate_packs(
+        [*(Path(n) for n in args.paths if Path(n).is_dir()), *(f.parent for f in files)])
 
     def show(o: Any) -> None:
         if args.json:
@@ -1224,7 +1242,13 @@ def cmd_lesson(args: argparse.Namespace, ctx: Context) -> int:
         console.print(f"{mark} {o.lesson} · {o.step} · {o.kind}: {o.what} [dim]({o.seconds:.1f} s)[/]{detail}",
                       markup=True, highlight=False)
 
-    outcomes = play_paths(files, ctx.device, args.full, show)
+    from tutor.playtest import Outcome
+
+    outcomes = []
+    for issue in pack_problems:  # a pack that does not load fails the test like a broken lesson
+        outcomes.append(Outcome(issue.path, f"line {issue.line}", "lint", "lesson pack loads", False, issue.message))
+        show(outcomes[-1])
+    outcomes += play_paths(files, ctx.device, args.full, show)
     failed = [o for o in outcomes if not o.ok]
     seconds = time.perf_counter() - started
     if args.json:

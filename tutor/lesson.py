@@ -962,13 +962,29 @@ class Catalog:
         raise KeyError(f"unknown lesson {lesson_id!r}; available: {known}")
 
 
+def activate_packs(dirs: list[Path]) -> tuple[list[Path], list["packs.PackProblem"]]:
+    """Register the experiments of folder packs among `dirs` and of installed packs.
+
+    Returns the installed packs' lesson directories and every pack that failed to load.
+    """
+    from tutor import packs
+
+    problems = packs.activate_dirs(dirs)
+    installed = packs.activate_installed()
+    return installed.lessons_dirs, [*problems, *installed.problems]
+
+
 def discover(extra_dirs: Iterable[str | Path] = ()) -> Catalog:
     """Load built-in lessons, then each extra directory's (a later id overrides an earlier one)."""
     by_id: dict[str, LoadedLesson] = {}
     broken: list[tuple[Path, LessonError]] = []
     overridden: dict[str, Path] = {}
     builtin = builtin_lessons_dir()
-    for directory in [builtin, *map(Path, extra_dirs)]:
+    extra = [Path(d) for d in extra_dirs]
+    pack_dirs, pack_problems = activate_packs(extra)
+    for problem in pack_problems:
+        broken.append((problem.path, LessonError([LessonIssue(str(problem.path), problem.line, 1, problem.message)])))
+    for directory in [builtin, *pack_dirs, *extra]:
         if not directory.is_dir():
             continue
         for path in sorted(directory.glob("*.y*ml")):

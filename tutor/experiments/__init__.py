@@ -228,9 +228,13 @@ class Experiment:
     params: type[Params]
     metrics: dict[str, str]  # metric name -> what it means (with unit)
     quick: dict[str, Any] = field(default_factory=dict)  # small params for tests and `lesson test`
+    # A lesson pack's experiment brings its generator function itself (module is then "").
+    run: Callable[[Any, Any], Iterator[Event]] | None = field(default=None, compare=False)
 
     def load(self) -> Callable[[Params, Any], Iterator[Event]]:
         """The generator function (imports torch)."""
+        if self.run is not None:
+            return self.run
         return importlib.import_module(f"tutor.experiments.{self.module}").run
 
     def make_params(self, values: dict[str, Any] | None = None) -> Params:
@@ -672,7 +676,20 @@ class UnknownExperiment(KeyError):
     pass
 
 
+def register(exp: Experiment) -> None:
+    """Add a lesson pack's experiment; a name already taken (built-in or another pack's) is refused."""
+    taken = REGISTRY.get(exp.name)
+    if taken is not None and taken is not exp:
+        raise ValueError(f"experiment {exp.name!r} is already defined; choose another name")
+    REGISTRY[exp.name] = exp
+
+
 def get(name: str) -> Experiment:
+    if name not in REGISTRY:
+        # The engine process starts with the built-ins only: load the packs the app loaded.
+        from tutor import packs
+
+        packs.load_from_environment()
     try:
         return REGISTRY[name]
     except KeyError:
