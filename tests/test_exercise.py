@@ -124,6 +124,18 @@ def test_report_bounds_and_equals(tmp_path):
     assert got["dev"].passed
 
 
+def test_report_equals_a_number_matches_int_and_float_but_not_text_or_bool(tmp_path):
+    step = step_with(requirements=[
+        {"type": "report", "id": f"r{i}", "name": name, "equals": 938, "feedback": "Count the steps."}
+        for i, name in enumerate(["as_int", "as_float", "as_text", "as_bool", "wrong"])
+    ])
+    code = ("from tutor.lab import report\n"
+            "report(as_int=938, as_float=938.0, as_text='938', as_bool=True, wrong=937)\n")
+    got = by_id(grade_exercise(step, code, tmp_path))
+    assert [got[f"r{i}"].passed for i in range(5)] == [True, True, False, False, False]
+    assert "wrong=937" in got["r4"].feedback
+
+
 def test_output_absent_and_file_requirements(tmp_path):
     step = step_with(requirements=[
         {"type": "output", "id": "no-warning", "pattern": "WARNING", "absent": True, "feedback": "No warnings."},

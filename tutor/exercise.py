@@ -14,6 +14,7 @@ No torch here: the checker's torch work happens in subprocesses.
 from __future__ import annotations
 
 import io
+import math
 import re
 import tokenize
 from collections.abc import Callable
@@ -203,7 +204,13 @@ def _check_report(req: ReportRequirement, reports: dict[str, Any]) -> tuple[bool
         return False, f"{req.feedback} (your program did not report {req.name}: call report({req.name}=...))"
     value = reports[req.name]
     if req.equals is not None:
-        ok = value == req.equals if isinstance(req.equals, bool) else str(value) == str(req.equals)
+        if isinstance(req.equals, bool):
+            ok = value is req.equals
+        elif isinstance(req.equals, (int, float)):
+            ok = (isinstance(value, (int, float)) and not isinstance(value, bool)
+                  and math.isclose(value, req.equals, rel_tol=1e-9, abs_tol=1e-12))
+        else:
+            ok = str(value) == req.equals
         return ok, "" if ok else f"{req.feedback} (you reported {req.name}={value!r})"
     if req.min is not None or req.max is not None:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
