@@ -8,6 +8,7 @@ broken lesson instead of crashing. YAML is read with PyYAML's safe loader only.
 from __future__ import annotations
 
 import difflib
+import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -132,7 +133,7 @@ class ReportRequirement(Strict):
     name: str
     min: float | None = None
     max: float | None = None
-    equals: bool | str | None = None
+    equals: bool | float | str | None = None  # a number matches 938 and 938.0 alike
     feedback: str
 
 
@@ -653,6 +654,7 @@ def _semantic_issues(data: dict[str, Any], marks: dict[Path_, Pos], path: str) -
         elif kind == "instrument":
             issues += _instrument_issues(step, loc, marks, path, steps)
         elif kind == "predict" and isinstance(step.get("compare"), str):
+            issues += _range_issues(step, loc, marks, path)
             metric = step["compare"]
             run = next((s for s in steps[i + 1 :] if isinstance(s, dict) and s.get("kind") in ("run", "instrument")),
                        None)
@@ -669,6 +671,54 @@ def _semantic_issues(data: dict[str, Any], marks: dict[Path_, Pos], path: str) -
                 if metric not in metrics:
                     add((*loc, "compare"), f"experiment {run['experiment']!r} (step {run.get('id')!r}) has no "
                         f"metric {metric!r}{_did_you_mean(metric, metrics)}; it reports: {', '.join(metrics)}")
+    return issues
+
+
+def _range_issues(step: dict[str, Any], loc: tuple[Any, ...], marks: dict[Path_, Pos],
+                  path: str) -> list[LessonIssue]:
+    """A ranged prediction's options must cover every measurement from 0 up, once each."""
+    issues: list[LessonIssue] = []
+    answer = step.get("answer")
+    options = answer.get("options") if isinstance(answer, dict) and answer.get("type") == "choice" else None
+    if not isinstance(options, list):
+        return issues
+
+    def bound(option: Any, key: str) -> float | None:
+        value = option.get(key) if isinstance(option, dict) else None
+        return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+    def add(j: int, key: str | None, message: str) -> None:
+        line, col = _position(marks, (*loc, "answer", "options", j, *([key] if key else [])))
+        issues.append(LessonIssue(path, line, col, f"step {step.get('id')!r} option {j + 1}: {message}"))
+
+    ranged = [j for j, o in enumerate(options) if bound(o, "min") is not None or bound(o, "max") is not None]
+    if not ranged:
+        return issues  # options compared by their text (an error's name, a device)
+    # An option without a range is a distractor no measurement lands in ("it crashes"): allowed.
+    spans = sorted(((bound(options[j], "min"), bound(options[j], "max"), j) for j in ranged),
+                   key=lambda s: -math.inf if s[0] is None else s[0])
+    for low, high, j in spans:
+        if low is not None and high is not None and high <= low:
+            add(j, "max", f"max {high:g} is not above min {low:g}: no measurement falls in it")
+    low, _, first = spans[0]
+    if low is not None and low > 0:
+        add(first, "min", f"a measurement below {low:g} would match no option: start the lowest range at 0")
+    _, high, last = spans[-1]
+    if high is not None:
+        add(last, "max", f"a measurement of {high:g} or more would match no option: leave out max on the "
+            "highest range (it then means 'and above')")
+    for (_, high, j), (low, _, k) in zip(spans, spans[1:]):
+        if high is None or low is None:
+            continue  # an open end in the middle: reported as an overlap below
+        if high < low:
+            add(k, "min", f"a measurement from {high:g} to {low:g} would match no option: start this range "
+                f"at {high:g}, where option {j + 1} ends")
+        elif high > low:
+            add(k, "min", f"overlaps option {j + 1} from {low:g} to {high:g}: a measurement there counts for "
+                "one of them only; start this range where the other ends")
+    for (_, high, j), (_, _, k) in zip(spans, spans[1:]):
+        if high is None:
+            add(j, None, f"has no max but option {k + 1} starts above it: give it a max")
     return issues
 
 
