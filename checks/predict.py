@@ -163,6 +163,10 @@ def _option_ratio(spec: ChoiceAnswer, index: int | None, m: float, unit: str) ->
     return ratio, f": your guess was {format_number(1 / ratio, 'x')} too high"
 
 
+_YES = {"yes", "true", "y"}
+_NO = {"no", "false", "n"}
+
+
 def _score_choice(answer: str, spec: ChoiceAnswer, measured, unit: str) -> PredictionScore:
     index = resolve(answer, spec)
     chose = f"you chose '{spec.options[index].text}'" if index is not None else f"you wrote '{_quote(answer)}'"
@@ -180,4 +184,8 @@ def _score_choice(answer: str, spec: ChoiceAnswer, measured, unit: str) -> Predi
     text = _shown(measured, unit)
     if index is not None and isinstance(measured, str) and normalise(measured) == normalise(spec.options[index].text):
         return PredictionScore(f"{chose}; measured {text}: a match", None, True)
+    if index is not None and isinstance(measured, bool):  # a yes/no question about a true/false metric
+        said = normalise(spec.options[index].text)
+        if said in (_YES if measured else _NO):
+            return PredictionScore(f"{chose}; measured {text}: a match", None, True)
     return PredictionScore(f"{chose}; measured {text}", None, False)

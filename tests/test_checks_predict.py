@@ -202,3 +202,10 @@ def test_choice_miss_says_the_ratio_to_the_number_the_option_names():
     same = score_prediction("about the same", spec, 12.0, "GB")
     assert same.ratio is None and "what you guessed" not in same.summary  # no number to divide by
     assert score_prediction("about 12 GB", spec, 12.0, "GB").hit
+
+
+def test_a_yes_no_prediction_of_a_true_false_metric():
+    spec = ChoiceAnswer(type="choice", options=["yes", "no"])
+    assert score_prediction("no", spec, False).hit and score_prediction("yes", spec, True).hit
+    assert not score_prediction("yes", spec, False).hit
+    assert "measured no: a match" in score_prediction("2", spec, False).summary
