@@ -36,7 +36,8 @@ def test_the_scaffold_passes_with_a_table(capsys, scaffold, monkeypatch):
     assert "✓ demo · practice · exercise: solution passes" in out
     assert "✓ demo · practice · exercise: mistake 'hard-coded' fails checks-cuda" in out
     assert "✓ demo · memory · instrument: computes at set and scenario" in out
-    assert "lesson test" in out and "6 passed, 0 failed" in out
+    assert "✓ demo · guess · predict: cuda_available can be judged against the prediction" in out
+    assert "lesson test" in out and "7 passed, 0 failed" in out
 
 
 def test_a_mistake_that_passes_fails_the_test(capsys, scaffold):
@@ -83,3 +84,22 @@ def test_every_built_in_lesson_passes(capsys, monkeypatch):
         assert f"✓ {lesson} · - · lint" in out
     # Quick mode: a checkpoint's accuracy is measured on a slice and shown, its bar left to --full.
     assert "bar is not applied on a data slice" in out
+
+
+def test_a_prediction_no_measurement_can_match_fails_the_test(capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("GPUTUTOR_DEVICE", "cpu")
+    path = tmp_path / "predictions.yaml"
+    path.write_text(
+        "id: predictions\ntitle: Predictions\nsteps:\n"
+        "  - {id: error, kind: predict, prompt: Which error?, compare: error_type,\n"
+        "     answer: {type: choice, options: [ValueError, TypeError]}}\n"  # the run raises a RuntimeError
+        "  - {id: mismatch, kind: run, experiment: device-mismatch}\n"
+        "  - {id: cuda, kind: predict, prompt: A CUDA GPU here?, compare: cuda_available,\n"
+        "     answer: {type: choice, options: ['yes', 'no']}}\n"  # a true/false metric: yes or no matches
+        "  - {id: basics, kind: run, experiment: device-basics}\n",
+        encoding="utf-8")
+    code, out, _ = run_cli(capsys, "lesson", "test", str(path), "--json")
+    results = {r["step"]: r for r in map(json.loads, out.splitlines()[:-1]) if r["kind"] == "predict"}
+    assert code == 1
+    assert not results["error"]["ok"] and "measured RuntimeError, which no option matches" in results["error"]["detail"]
+    assert results["cuda"]["ok"] and results["cuda"]["detail"] == "'no' is right here"

@@ -15,6 +15,7 @@ on which a checkpoint's accuracy is measured and shown but not held to its bar (
 
 from __future__ import annotations
 
+import math
 import os
 import tempfile
 import time
@@ -70,14 +71,23 @@ class Player:
         yield from self.play(lesson)
 
     def play(self, lesson: Lesson) -> Iterator[Outcome]:
-        for i, step in enumerate(lesson.steps):
-            if isinstance(step, RunStep):
-                yield self._run_step(lesson, step, lesson.steps[i - 1] if i else None)
+        predict: PredictStep | None = None  # waiting for the run whose metric it compares
+        for step in lesson.steps:
+            if isinstance(step, PredictStep) and step.compare:
+                predict = step
+            elif isinstance(step, RunStep):
+                outcome, metrics = self._run_step(lesson, step, predict)
+                yield outcome
+                if predict is not None and metrics is not None:
+                    yield self._predict_outcome(lesson, predict, metrics)
+                predict = None
+            elif isinstance(step, InstrumentStep):
+                predict = None
             elif isinstance(step, CheckStep):
                 yield from self._check_step(lesson, step)
             elif isinstance(step, ExerciseStep):
                 yield from self._exercise_step(lesson, step)
-            elif isinstance(step, InstrumentStep):
+            if isinstance(step, InstrumentStep):
                 yield self._instrument_step(lesson, step)
 
     # ------------------------------------------------------------------ runs
@@ -102,7 +112,9 @@ class Player:
                 self._runs[key] = (None, f"{type(e).__name__}: {e}")
         return self._runs[key]
 
-    def _run_step(self, lesson: Lesson, step: RunStep, before: Any) -> Outcome:
+    def _run_step(self, lesson: Lesson, step: RunStep,
+                  predict: PredictStep | None) -> tuple[Outcome, dict[str, Any] | None]:
+        """The run's outcome, and its metrics when it reported them all."""
         from tutor import experiments
 
         t0 = time.perf_counter()
@@ -110,15 +122,39 @@ class Player:
         metrics, problem = self.run(step.experiment, step.params)
         seconds = time.perf_counter() - t0
         if metrics is None:
-            return Outcome(lesson.id, step.id, "run", what, False, problem, seconds)
+            return Outcome(lesson.id, step.id, "run", what, False, problem, seconds), None
         missing = [m for m in experiments.get(step.experiment).metrics if m not in metrics]
         if missing:
             return Outcome(lesson.id, step.id, "run", what, False, f"metrics not reported: {', '.join(missing)}",
-                           seconds)
-        detail = ""
-        if isinstance(before, PredictStep) and before.compare:
-            detail = f"{before.compare} = {_short(metrics.get(before.compare))}"
-        return Outcome(lesson.id, step.id, "run", what, True, detail, seconds)
+                           seconds), None
+        detail = f"{predict.compare} = {_short(metrics.get(predict.compare))}" if predict else ""
+        return Outcome(lesson.id, step.id, "run", what, True, detail, seconds), metrics
+
+    def _predict_outcome(self, lesson: Lesson, step: PredictStep, metrics: dict[str, Any]) -> Outcome:
+        """Some answer must be judged right against the measurement, or the learner never can be."""
+        from checks.predict import score_prediction
+        from checks.spec import ChoiceAnswer, NumberAnswer
+
+        what = f"{step.compare} can be judged against the prediction"
+        measured = metrics.get(step.compare)
+        if measured is None:
+            return Outcome(lesson.id, step.id, "predict", what, True,
+                           f"{step.compare} is not measured on this machine (None); not judged here")
+        if isinstance(step.answer, NumberAnswer):
+            ok = isinstance(measured, (int, float)) and not isinstance(measured, bool) and math.isfinite(measured)
+            return Outcome(lesson.id, step.id, "predict", what, ok,
+                           "" if ok else f"measured {measured!r}: not a number, so a number prediction cannot "
+                           "be judged (use a choice answer)")
+        if isinstance(step.answer, ChoiceAnswer):
+            right = [o.text for i, o in enumerate(step.answer.options)
+                     if score_prediction(str(i + 1), step.answer, measured, step.unit).hit]
+            if right:
+                return Outcome(lesson.id, step.id, "predict", what, True, f"'{right[0]}' is right here")
+            return Outcome(lesson.id, step.id, "predict", what, False,
+                           f"measured {_short(measured)}, which no option matches: every learner would be "
+                           "told they were wrong (ranges with gaps? options whose text is not the measured "
+                           "value?)")
+        return Outcome(lesson.id, step.id, "predict", what, True, "a text prediction: shown beside the run")
 
     # ------------------------------------------------------------------ checks
 
