@@ -113,7 +113,7 @@ def _add_globals(parser: argparse.ArgumentParser, prefix: str) -> None:
     )
     parser.add_argument(
         "--device", dest=f"{prefix}device", metavar="D",
-        help="train on D: auto (default), cpu, cuda, cuda:1, mps",
+        help="train on D: auto (default), cpu, cuda, cuda:1, mps; default $GPUTUTOR_DEVICE or auto",
     )
 
 
@@ -124,7 +124,7 @@ def build_parser() -> argparse.ArgumentParser:
         "With no sub-command it opens the tutor (an interactive terminal UI): enter opens a "
         "lesson, r reviews the questions of lessons you finished, ? lists every key.",
         epilog="environment: GPUTUTOR_HOME (progress database and settings), GPUTUTOR_DATA_DIR "
-        "(MNIST location), NO_COLOR (plain output), GPUTUTOR_DEBUG=1 (show tracebacks). "
+        "(MNIST location), GPUTUTOR_DEVICE (as --device), NO_COLOR (plain output), GPUTUTOR_DEBUG=1 (show tracebacks). "
         "Exit codes: 0 ok, 1 a run failed, 2 bad input, 130 cancelled.",
     )
     parser.add_argument("--version", action="version", version=f"gpututor {__version__}")
