@@ -328,3 +328,30 @@ def test_lint_reports_a_reference_or_example_its_own_rubric_grades_the_other_way
         (15, "step 'c': example wrong[0] 'fp16 gradients underflow to zero' is listed as wrong, but the rubric "
              "accepts it"),
     ]
+
+
+def test_yaml_tags_are_refused_where_they_are_written():
+    text = ("id: !!python/object:os.system x\ntitle: !custom T\nsummary: !!binary aGVsbG8=\n"
+            "steps:\n  - {id: r, kind: read, body: hi}\n")
+    with pytest.raises(LessonError) as info:
+        load_text(text, "t.yaml")
+    assert [str(i) for i in info.value.issues] == [
+        f"t.yaml:{line}:{col}: YAML tag '{tag}' is not allowed: a lesson holds plain text, numbers, lists and mappings"
+        for line, col, tag in [(1, 5, "!!python/object:os.system"), (2, 8, "!custom"), (3, 10, "!!binary")]
+    ]
+
+
+def test_a_date_or_yes_where_text_belongs_asks_for_quotes():
+    text = "id: t\ntitle: T\nsteps:\n  - id: r\n    kind: read\n    title: yes\n    body: 2026-11-23\n"
+    with pytest.raises(LessonError) as info:
+        load_text(text, "t.yaml")
+    assert [str(i) for i in info.value.issues] == [
+        "t.yaml:6:12: step 'r' title: this reads as true or false, not text: put it in quotes",
+        "t.yaml:7:11: step 'r' body: this reads as a date, not text: put it in quotes",
+    ]
+
+
+def test_utf16_is_named(tmp_path: Path):
+    path = tmp_path / "u.yaml"
+    path.write_bytes("id: x\n".encode("utf-16"))
+    assert issues_of(path) == [f"{path}:1:1: UTF-16 text: save the lesson file as UTF-8"]

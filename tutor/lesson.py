@@ -7,11 +7,12 @@ broken lesson instead of crashing. YAML is read with PyYAML's safe loader only.
 
 from __future__ import annotations
 
+import datetime
 import difflib
 import math
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
@@ -322,6 +323,11 @@ class _Parsed:
     data: Any
     marks: dict[Path_, Pos]
     duplicate_keys: list[tuple[Pos, str, int]]  # (where, key, line of the first one)
+    tags: list[tuple[Pos, str]] = field(default_factory=list)  # (where, tag): `!!python/...`, `!custom`
+
+
+# What YAML resolves plain values to (a date included); any other tag was written on purpose.
+_PLAIN_TAGS = {f"tag:yaml.org,2002:{t}" for t in ("str", "int", "float", "bool", "null", "map", "seq", "timestamp")}
 
 
 def _to_python(node: yaml.Node, where: Path_, parsed: _Parsed, budget: list[int]) -> Any:
@@ -331,6 +337,8 @@ def _to_python(node: yaml.Node, where: Path_, parsed: _Parsed, budget: list[int]
         raise _Budget
     marks = parsed.marks
     marks[where] = (node.start_mark.line + 1, node.start_mark.column + 1)
+    if node.tag not in _PLAIN_TAGS:
+        parsed.tags.append((marks[where], node.tag))
     if isinstance(node, yaml.MappingNode):
         out: dict[Any, Any] = {}
         for key_node, value_node in node.value:
@@ -573,6 +581,9 @@ def _schema_issues(e: ValidationError, data: Any, marks: dict[Path_, Pos], path:
                 err.get("input"), bool):
             add(_position(marks, loc), _where(loc, data),
                 "this reads as a number, not text: put it in quotes")
+        elif kind == "string_type" and isinstance(err.get("input"), (datetime.date, bool)):
+            reads = "true or false" if isinstance(err.get("input"), bool) else "a date"
+            add(_position(marks, loc), _where(loc, data), f"this reads as {reads}, not text: put it in quotes")
         elif kind == "string_pattern_mismatch" and loc and loc[-1] == "id":
             add(_position(marks, loc), _where(loc, data),
                 f"ids use lowercase letters, digits and dashes, like 'check-1'{_got(err.get('input'))}")
@@ -934,6 +945,8 @@ def load_text(text: str, path: str = "<lesson>", *, grade_examples: bool = False
         LessonIssue(path, pos[0], pos[1], f"duplicate key {key!r} (first at line {first}); YAML keeps only the last")
         for pos, key, first in parsed.duplicate_keys
     ]
+    issues += [LessonIssue(path, pos[0], pos[1], f"YAML tag '{tag.replace('tag:yaml.org,2002:', '!!')}' is not "
+                           "allowed: a lesson holds plain text, numbers, lists and mappings") for pos, tag in parsed.tags]
     issues += _duplicate_step_ids(data, marks, path)
     issues += _semantic_issues(data, marks, path)
     lesson = None
@@ -970,6 +983,8 @@ def load_file(path: str | Path, *, grade_examples: bool = False) -> Lesson:
         raise LessonError([LessonIssue(shown, 1, 1, f"cannot read file: {e.strerror or e}")]) from None
     if len(raw) > MAX_FILE_BYTES:
         raise LessonError([LessonIssue(shown, 1, 1, f"file too large ({len(raw)} bytes; limit {MAX_FILE_BYTES})")])
+    if raw.startswith((b"\xff\xfe", b"\xfe\xff")):
+        raise LessonError([LessonIssue(shown, 1, 1, "UTF-16 text: save the lesson file as UTF-8")])
     if b"\x00" in raw:
         raise LessonError([LessonIssue(shown, 1, 1, "binary file: a lesson must be UTF-8 YAML text")])
     try:
