@@ -182,3 +182,85 @@ def terminal_at_iron_law(tmp_path: Path):
     term = Terminal([exe], env)
     yield term
     term.kill()
+
+
+# ------------------------------------------------------------------ kill -9
+
+
+def _children(pid: int) -> list[int]:
+    """Processes whose parent is pid (from /proc; Linux only)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(entry.name))
+    return found
+
+
+def _gone(pids: list[int], timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not any(Path(f"/proc/{p}").exists() and "Z" not in _state(p) for p in pids):
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return "gone"
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
+def test_kill_9_mid_run_and_mid_answer_loses_nothing(tmp_path):
+    """kill -9 the tutor during a run and while an answer is being typed, again and again:
+    each restart resumes on the same step with every locked prediction and answer kept, and
+    the killed tutor's engine process does not outlive it."""
+    from tutor.progress import Progress
+
+    beside = Path(sys.executable).parent / "gpututor"
+    exe = str(beside) if beside.exists() else shutil.which("gpututor")
+    if exe is None:
+        pytest.skip("the gpututor console script is not installed")
+    env = {"GPUTUTOR_HOME": str(tmp_path), "TERM": "xterm-256color", "GPUTUTOR_DEVICE": "cpu"}
+    with Progress(tmp_path / "progress.db") as progress:
+        progress.lock_prediction("cpu-vs-gpu", "crossover-predict", "2", 2.0)
+        progress.set_position("cpu-vs-gpu", "crossover-run")
+
+    answers: list[str] = []
+    for round_ in range(6):
+        term = Terminal([exe], env)
+        try:
+            term.wait_for("Lessons")
+            term.wait_for("Device: cpu")
+            term.send("\r")  # continue where the learner was
+            if round_ % 2 == 0:  # mid-run: the crossover run, killed at a different moment each time
+                term.wait_for("Press r to run it")
+                term.send("r")
+                term.wait_for("Running")
+                time.sleep(0.3 * round_)
+            else:  # mid-answer: one answer submitted, the next half typed
+                term.wait_for("Explain CPU vs GPU in PyTorch")
+                answer = f"the gpu is faster, try {round_}"
+                term.send(answer + "\r")
+                term.wait_for("Not yet")
+                answers.append(answer)
+                term.send("many simple cores and the mod")
+            children = _children(term.pid)
+            assert children, "the engine process should be running"
+        finally:
+            term.kill()
+        assert _gone(children, timeout=5), f"the engine outlived the killed tutor: {children}"
+        with Progress(tmp_path / "progress.db") as progress:
+            assert progress.prediction("cpu-vs-gpu", "crossover-predict").answer == "2"
+            assert [a.answer for a in progress.answers("cpu-vs-gpu", "interview-cpu-gpu")] == answers
+            expected = "crossover-run" if round_ % 2 == 0 else "interview-cpu-gpu"
+            assert progress.position("cpu-vs-gpu") == expected
+            # The next round is at the other step.
+            progress.set_position("cpu-vs-gpu", "interview-cpu-gpu" if round_ % 2 == 0 else "crossover-run")
