@@ -106,3 +106,42 @@ def test_resource_tracker_warning_is_filtered_without_dropping_the_users_filters
     _quiet_resource_tracker()
     _quiet_resource_tracker()  # idempotent
     assert os.environ["PYTHONWARNINGS"] == "error::DeprecationWarning,ignore:resource_tracker:UserWarning"
+
+
+SLOW_PACK = '''
+import time
+from tutor.events import Finished, Started
+from tutor.experiments import Experiment, Params
+
+
+def run(p, dev):
+    yield Started("slow", dev.torch_device, dev.name, "none")
+    time.sleep(60)  # one long step with no event: a cancel cannot be seen in here
+    yield Finished({"done": 1.0})
+
+
+EXPERIMENTS = [Experiment(name="slow", title="Slow", module="", params=Params,
+                          metrics={"done": "1"}, run=run)]
+'''
+
+
+def test_a_run_busy_between_events_is_stopped_soon_after_a_cancel(tmp_path, monkeypatch):
+    import time
+
+    from tutor import packs
+
+    pack = tmp_path / "experiments.py"
+    pack.write_text(SLOW_PACK, encoding="utf-8")
+    monkeypatch.setenv(packs.ENV, str(pack))  # the engine loads it, as for a lesson pack
+    engine = Engine(log_path=str(tmp_path / "engine.log"))
+    try:
+        asked: list[float] = []
+        for message in engine.run("slow", {}, "cpu", cancelled=lambda: bool(asked)):
+            if message[0] == "event" and isinstance(message[1], Started):
+                asked.append(time.monotonic())
+        assert message == ("ended", "cancelled", None)
+        assert time.monotonic() - asked[0] < 5  # not the 60 s the step would have taken
+        # A fresh engine is ready for the next run.
+        assert list(engine.run("fp16-underflow", {}, "cpu", cancelled=lambda: False))[-1][1] == "finished"
+    finally:
+        engine.close()

@@ -10,6 +10,9 @@ Protocol over one duplex pipe (all values are plain picklable data):
     parent -> child   ("detect",)                        child -> ("devices", [Device...], chosen, problem)
     parent -> child   ("run", name, params, device)       child -> ("event", Event)* then ("ended", status, error)
     parent -> child   ("cancel",)                         (between events; the run ends "cancelled")
+
+A run that does not reach its next event within CANCEL_GRACE_S of a cancel (a long epoch on
+the CPU, a big allocation) is stopped by killing the child; a fresh one is started at once.
 """
 
 from __future__ import annotations
@@ -20,10 +23,14 @@ import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 from tutor.events import Event
+
+
+CANCEL_GRACE_S = 0.3  # escape stops any run within half a second, whatever it is doing
 
 
 class EngineDied(Exception):
@@ -173,12 +180,18 @@ class Engine:
             self._ensure()
             conn, proc = self._conn, self._proc
             conn.send(("run", name, params, device))
-            asked = False
+            asked_at: float | None = None
             while True:
+                if asked_at is not None and time.monotonic() - asked_at > CANCEL_GRACE_S:
+                    # Still busy between two events: stop it for sure, and have the next one ready.
+                    self.close(timeout=0.0)
+                    yield ("ended", "cancelled", None)
+                    self._ensure()  # after the learner has seen "Cancelled"
+                    return
                 try:
-                    if not asked and cancelled():
+                    if asked_at is None and cancelled():
                         conn.send(("cancel",))
-                        asked = True
+                        asked_at = time.monotonic()
                     ready = conn.poll(0.05)
                 except (OSError, ValueError):
                     raise EngineDied("The experiment process was stopped.") from None
