@@ -145,3 +145,23 @@ def test_a_run_busy_between_events_is_stopped_soon_after_a_cancel(tmp_path, monk
         assert list(engine.run("fp16-underflow", {}, "cpu", cancelled=lambda: False))[-1][1] == "finished"
     finally:
         engine.close()
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="the memory budget is Linux's RLIMIT_DATA")
+def test_a_run_over_the_memory_budget_fails_with_a_sentence_and_the_next_run_works(tmp_path, monkeypatch):
+    from tutor.engine import MEMORY_ENV
+
+    monkeypatch.setenv(MEMORY_ENV, "100")
+    engine = Engine(log_path=str(tmp_path / "engine.log"))
+    try:
+        # 4 layers of 8192 x 8192 float32 weights: 1 GiB, ten times the budget.
+        big = {"width": 8192, "layers": 4, "batch_size": 64}
+        *_, ended = engine.run("memory-ledger", big, "cpu", cancelled=lambda: False)
+        assert ended[:2] == ("ended", "failed")
+        assert ended[2].startswith("Out of memory: an allocation of ")
+        assert "Try a smaller batch_size" in ended[2] and f"{MEMORY_ENV} limits each run to 100 MiB" in ended[2]
+        # The lesson goes on: the same engine runs the next experiment, and the limit was per run.
+        small = {"width": 256, "layers": 2, "batch_size": 64}
+        assert list(engine.run("memory-ledger", small, "cpu", cancelled=lambda: False))[-1][:2] == ("ended", "finished")
+    finally:
+        engine.close()

@@ -67,7 +67,10 @@ def _serve(conn, log_path: str | None) -> None:
             _, name, params, device = request
             status, error = "finished", None
             gen = None
+            budget = _run_budget()
             try:
+                if budget:
+                    _limit_memory(budget)
                 gen = experiments.start(name, params, device)
                 for event in gen:
                     if conn.poll():
@@ -82,15 +85,53 @@ def _serve(conn, log_path: str | None) -> None:
                 return
             except Exception as exc:  # noqa: BLE001 - reported to the learner as a sentence
                 status, error = "failed", errors.describe(exc)
+                if budget and errors.is_out_of_memory(exc):
+                    error += f" ({MEMORY_ENV} limits each run to {budget} MiB here.)"
             finally:
                 if gen is not None:
                     gen.close()
+                if budget:
+                    _limit_memory(None)
             try:
                 conn.send(("ended", status, error))
             except (BrokenPipeError, OSError):
                 return
         elif kind == "quit":
             return
+
+
+MEMORY_ENV = "GPUTUTOR_MEMORY_MB"
+
+
+def _run_budget() -> int | None:
+    """$GPUTUTOR_MEMORY_MB: how much memory one run may allocate on top of what the
+    experiment process holds between runs (for a shared machine, or to see an out-of-memory
+    error on purpose). Unset: no limit beyond the machine's."""
+    value = os.environ.get(MEMORY_ENV, "").strip()
+    return int(value) if value.isdigit() and int(value) > 0 else None
+
+
+def _limit_memory(budget_mb: int | None) -> None:
+    """Cap the process's data segment (heap and anonymous mappings: where tensors live on the
+    CPU) at its current size plus the budget; None lifts the cap. Linux only; elsewhere a no-op."""
+    try:
+        import resource
+    except ImportError:
+        return
+    if budget_mb is None:
+        _, hard = resource.getrlimit(resource.RLIMIT_DATA)
+        resource.setrlimit(resource.RLIMIT_DATA, (hard, hard))
+        return
+    import torch  # noqa: F401 - imported first, so that the budget is the run's alone
+
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            now_kb = next(int(line.split()[1]) for line in f if line.startswith("VmData:"))
+    except (OSError, StopIteration, ValueError):
+        return
+    _, hard = resource.getrlimit(resource.RLIMIT_DATA)
+    soft = now_kb * 1024 + budget_mb * 2**20
+    resource.setrlimit(resource.RLIMIT_DATA, (soft if hard == resource.RLIM_INFINITY else min(soft, hard), hard))
 
 
 def _quiet_resource_tracker() -> None:

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import re
+
 
 def is_out_of_memory(exc: BaseException) -> bool:
     name = type(exc).__name__
     text = str(exc).lower()
-    return name in ("OutOfMemoryError", "MemoryError") or "out of memory" in text
+    # The CPU allocator says "DefaultCPUAllocator: can't allocate memory" (an address-space or
+    # data limit, or an overcommit refusal); CUDA says "CUDA out of memory".
+    return (name in ("OutOfMemoryError", "MemoryError") or "out of memory" in text
+            or "can't allocate memory" in text or "cannot allocate memory" in text)
 
 
 def describe(exc: BaseException) -> str:
@@ -22,10 +27,10 @@ def describe(exc: BaseException) -> str:
     if isinstance(exc, KeyError) and exc.args:  # e.g. an unknown experiment: the message is the argument
         return str(exc.args[0])
     if is_out_of_memory(exc):
-        return (
-            "The run ran out of memory. Try a smaller batch_size or fewer samples "
-            f"(--set batch_size=32). Details: {_first_line(exc)}"
-        )
+        asked = re.search(r"tried to allocate (\d+) bytes", str(exc))
+        details = (f"an allocation of {int(asked.group(1)) / 2**20:,.0f} MiB failed"
+                   if asked else _first_line(exc))
+        return f"Out of memory: {details}. Try a smaller batch_size or fewer samples."
     if isinstance(exc, FileNotFoundError):
         return f"A file was not found: {exc.filename or _first_line(exc)}."
     if isinstance(exc, PermissionError):
