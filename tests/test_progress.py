@@ -5,10 +5,12 @@ from __future__ import annotations
 import math
 import sqlite3
 import threading
+import time
 from pathlib import Path
 
 import pytest
 
+import tutor.progress as progress_module
 from tutor.progress import SCHEMA_VERSION, Progress
 
 
@@ -244,3 +246,86 @@ def test_exercise_drafts_survive_a_reopen(tmp_path):
     p.reset_lesson("l")
     assert p.draft("l", "ex1") is None
     p.close()
+
+
+def _saved(db: Path) -> None:
+    with Progress(db) as p:
+        p.set_position("l", "s2")
+        p.complete_step("l", "s1")
+        p.lock_prediction("l", "s2", "10x", 10.0)
+        p.record_answer("l", "s1", "b", True, "right")
+
+
+def _holder(db: Path, exclusive: bool) -> sqlite3.Connection:
+    """Another program holding the database: a write transaction left open (readers may still
+    read, as with WAL), or SQLite's exclusive locking mode (nobody else may even read)."""
+    other = sqlite3.connect(db, isolation_level=None)
+    if exclusive:
+        other.execute("PRAGMA locking_mode = EXCLUSIVE")
+    other.execute("BEGIN IMMEDIATE")
+    other.execute("INSERT INTO completed (lesson_id, step_id, at) VALUES ('other', 'x', 0)")
+    return other
+
+
+def test_locked_database_starts_promptly_from_a_copy_and_leaves_the_file_alone(db: Path):
+    _saved(db)
+    other = _holder(db, exclusive=False)
+    try:
+        started = time.monotonic()
+        p = Progress(db)
+        waited = time.monotonic() - started
+        # It gives up after OPEN_BUSY_MS, not the ten seconds SQLite might wait.
+        assert waited < progress_module.OPEN_BUSY_MS / 1000 * 4
+        assert p.warning and "locked by another program" in p.warning and str(db) in p.warning
+        assert "not be saved" in p.warning
+        # What was saved before is all there.
+        assert p.position("l") == "s2" and p.completed_steps("l") == {"s1"}
+        assert p.prediction("l", "s2").answer == "10x" and p.solved("l", "s1")
+        p.set_position("l", "s3")  # the session goes on, in memory
+        assert p.position("l") == "s3"
+        p.close()
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+    assert not list(db.parent.glob("progress.db.corrupt-*"))  # locked is not damaged
+    with Progress(db) as q:
+        assert q.warning is None
+        assert q.position("l") == "s2" and q.prediction("l", "s2").answer == "10x"
+
+
+def test_database_locked_even_for_readers_starts_empty_and_says_so(db: Path):
+    _saved(db)
+    other = _holder(db, exclusive=True)
+    try:
+        p = Progress(db)
+        assert p.warning and "locked" in p.warning and "not be saved" in p.warning
+        p.lock_prediction("l", "s9", "a", None)
+        assert p.prediction("l", "s9").answer == "a"
+        p.close()
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+    with Progress(db) as q:
+        assert q.warning is None and q.position("l") == "s2"
+
+
+def test_a_write_that_cannot_be_saved_moves_the_session_to_memory_and_says_so(db: Path, monkeypatch):
+    monkeypatch.setattr(progress_module, "WRITE_BUSY_MS", 50)
+    _saved(db)
+    p = Progress(db)
+    told: list[str] = []
+    p.on_warning = told.append
+    other = _holder(db, exclusive=False)
+    try:
+        p.record_answer("l", "s2", "12", False, "close")  # the file is locked: this goes to memory
+        assert len(told) == 1 and "saving to" in told[0] and "locked" in told[0]
+        assert p.warning == told[0]
+        # Nothing shown before is lost, the new answer is there, later writes work.
+        assert p.position("l") == "s2" and p.prediction("l", "s2").answer == "10x"
+        assert [a.answer for a in p.answers("l", "s2")] == ["12"]
+        p.set_position("l", "s3")
+        assert p.position("l") == "s3" and len(told) == 1  # told once
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+        p.close()

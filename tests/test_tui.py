@@ -284,3 +284,41 @@ def test_a_words_prediction_is_revealed_once_and_not_scored():
     message = "DefaultCPUAllocator: can't allocate memory: you tried to allocate 41918464 bytes"
     shown = reveal_text(step, "out of memory", {"error_message": message}).plain
     assert shown.count("41918464") == 1 and "out of memory" in shown and "Not scored" in shown
+
+
+async def test_a_locked_progress_file_is_said_and_the_tutor_works_on(tmp_path, monkeypatch):
+    """Another program holds progress.db: the tutor starts anyway and says so; and when
+    the file stops taking writes mid-session, the learner is told once and goes on."""
+    import sqlite3
+
+    import tutor.progress
+
+    monkeypatch.setattr(tutor.progress, "WRITE_BUSY_MS", 50)
+    db = tmp_path / "progress.db"
+    app = make_app(tmp_path)
+    async with app.run_test(size=(100, 30)) as pilot:
+        assert app.progress.warning is None
+        other = sqlite3.connect(db, isolation_level=None)
+        other.execute("BEGIN IMMEDIATE")  # another program starts a long write
+        try:
+            await open_demo(pilot)  # opening a lesson saves the position
+            await pilot.pause()
+            notes = [n.message for n in app._notifications]
+            assert any("not be saved" in n and "locked" in n for n in notes), notes
+            assert app.progress.position("tui-demo") is not None  # kept, in memory
+        finally:
+            other.execute("ROLLBACK")
+            other.close()
+
+    other = sqlite3.connect(db, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")
+    try:
+        app = make_app(tmp_path)
+        async with app.run_test(size=(100, 30)) as pilot:
+            await pilot.pause()
+            assert isinstance(app.screen, HomeScreen)
+            notes = [n.message for n in app._notifications]
+            assert any("locked by another program" in n for n in notes), notes
+    finally:
+        other.execute("ROLLBACK")
+        other.close()

@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from rich.text import Text
-from textual import work
+from textual import on, work
 from textual.app import App
 from textual.binding import Binding
+from textual.message import Message
 from textual.worker import Worker, WorkerState
 
 from tutor import errors
@@ -50,9 +52,17 @@ class TutorApp(App):
             os.environ["GPUTUTOR_DATA_DIR"] = str(data_dir)
         self.catalog = discover(self.lessons_dirs)
         self.progress = progress or Progress(home / "progress.db" if home else None)
+        # Saving can fail mid-session (locked, disk full), in whichever thread wrote.
+        self.progress.on_warning = lambda warning: self.post_message(self.ProgressNotSaved(warning))
         self.engine = Engine(log_path=str(self.progress.path.parent / "engine.log") if self.progress.path else None)
         self.device_text: Text = Text("Device: detecting… (loading PyTorch)", style="dim")
         self.device = None  # the Device runs use, once detected (instruments read its memory)
+
+    @dataclass
+    class ProgressNotSaved(Message):
+        """The progress store moved to memory because the file stopped taking writes."""
+
+        warning: str
 
     def on_mount(self) -> None:
         self.push_screen(HomeScreen())
@@ -61,6 +71,10 @@ class TutorApp(App):
         for warning in self.startup_warnings:
             self.notify(warning, severity="warning", timeout=10)
         self.detect_device()
+
+    @on(ProgressNotSaved)
+    def say_progress_not_saved(self, message: ProgressNotSaved) -> None:
+        self.notify(message.warning, title="Progress not saved", severity="warning", timeout=15)
 
     # ------------------------------------------------------------------ device
 

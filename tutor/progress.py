@@ -10,6 +10,12 @@ A database file that SQLite cannot read is moved aside (progress.db.corrupt-<tim
 fresh one started; `.warning` then says so, for the UI to show. If the home directory
 cannot be written at all, progress lives in memory for this session and `.warning` says
 that instead of the app failing to start.
+
+A database another program holds locked is waited for only briefly (start-up stays
+fast): the tutor then works on an in-memory copy of what it could read, leaves the file
+as it is, and says so. A write that fails later (locked too long, disk full, file made
+read-only) does the same from that moment: the session's progress is kept in memory,
+nothing already shown is lost, and `on_warning` tells the UI.
 """
 
 from __future__ import annotations
@@ -19,13 +25,19 @@ import math
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 SCHEMA_VERSION = 4  # 2: drafts (exercise code as the learner types); 3: instrument moves; 4: reviews
+
+# How long to wait for another program's lock: briefly at start-up (the first screen is
+# due within a second), a little longer for a write (another gpututor's writes take ms).
+OPEN_BUSY_MS = 500
+WRITE_BUSY_MS = 2000
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS positions (
@@ -202,6 +214,9 @@ class Progress:
     def __init__(self, path: Path | str | None = None):
         self.path = Path(path) if path is not None else default_path()
         self.warning: str | None = None
+        # Called with the warning when saving fails mid-session (from whichever thread wrote).
+        self.on_warning: Callable[[str], None] | None = None
+        self._in_memory_only = False
         self._lock = threading.RLock()
         self._conn = self._open()
 
@@ -215,6 +230,8 @@ class Progress:
         try:
             return self._connect(self.path)
         except sqlite3.DatabaseError as e:
+            if self._is_locked(e):
+                return self._locked_copy()
             if not self._is_corruption(e):
                 return self._in_memory(f"cannot open {self.path} ({e})")
         backup = self._move_aside()
@@ -236,10 +253,15 @@ class Progress:
             return "malformed" in text or "not a database" in text
         return True
 
+    @staticmethod
+    def _is_locked(e: sqlite3.DatabaseError) -> bool:
+        return isinstance(e, sqlite3.OperationalError) and "locked" in str(e).lower()
+
     def _connect(self, path: Path | str) -> sqlite3.Connection:
-        conn = sqlite3.connect(str(path), timeout=10, check_same_thread=False, isolation_level=None)
+        conn = sqlite3.connect(str(path), timeout=OPEN_BUSY_MS / 1000, check_same_thread=False,
+                               isolation_level=None)
         try:
-            conn.execute("PRAGMA busy_timeout = 10000")
+            conn.execute(f"PRAGMA busy_timeout = {OPEN_BUSY_MS}")
             if str(path) != ":memory:":
                 # WAL lets the TUI read while a worker records a run; a filesystem without
                 # shared memory refuses it, and the default journal still works there.
@@ -249,6 +271,7 @@ class Progress:
                 if not ok or ok[0] != "ok":
                     raise sqlite3.DatabaseError(f"database disk image is malformed ({ok and ok[0]})")
             self._migrate(conn)
+            conn.execute(f"PRAGMA busy_timeout = {WRITE_BUSY_MS}")
         except BaseException:
             conn.close()
             raise
@@ -292,23 +315,89 @@ class Progress:
                     pass
         return backup
 
-    def _in_memory(self, why: str) -> sqlite3.Connection:
-        self.warning = f"Progress will not be saved this session: {why}."
-        return self._connect(":memory:")
+    def _in_memory(self, why: str, copy_file: bool = False) -> sqlite3.Connection:
+        """A database in memory for this session: empty, or a copy of what the file lets us read."""
+        self._in_memory_only = True
+        memory = sqlite3.connect("file::memory:", uri=True, check_same_thread=False, isolation_level=None)
+        memory.execute(f"PRAGMA busy_timeout = {OPEN_BUSY_MS}")
+        self._migrate(memory)
+        warning = f"Progress will not be saved this session: {why}."
+        if copy_file and not self._copy_file_into(memory):
+            warning = f"Progress will not be saved this session, and earlier progress could not be read: {why}."
+        self.warning = warning
+        return memory
+
+    def _copy_file_into(self, memory: sqlite3.Connection) -> bool:
+        """Copy every table the file shares with this schema, column by column (an older file
+        may lack some). Not Connection.backup: that retries a locked file forever."""
+        try:
+            memory.execute("ATTACH DATABASE ? AS disk", (f"{self.path.as_uri()}?mode=ro",))
+        except sqlite3.Error:
+            return False
+        try:
+            memory.execute("BEGIN")
+            tables = [r[0] for r in memory.execute("SELECT name FROM main.sqlite_master WHERE type = 'table'")]
+            for table in tables:
+                ours = [r[1] for r in memory.execute(f"PRAGMA main.table_info({table})")]
+                theirs = {r[1] for r in memory.execute(f"PRAGMA disk.table_info({table})")}
+                columns = ", ".join(c for c in ours if c in theirs)
+                if columns:
+                    memory.execute(f"INSERT OR IGNORE INTO main.{table} ({columns}) "
+                                   f"SELECT {columns} FROM disk.{table}")
+            memory.execute("COMMIT")
+            return True
+        except sqlite3.Error:
+            if memory.in_transaction:
+                memory.execute("ROLLBACK")
+            return False
+        finally:
+            try:
+                memory.execute("DETACH DATABASE disk")
+            except sqlite3.Error:
+                pass
+
+    def _locked_copy(self) -> sqlite3.Connection:
+        """Another program holds the file: read what it allows, leave the file alone."""
+        return self._in_memory(
+            f"{self.path} is locked by another program (another gpututor, or a database tool "
+            f"with a transaction open); it was left as it is",
+            copy_file=True,
+        )
 
     # -- plumbing
 
-    @contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
-        """One committed transaction."""
+    def _write(self, body: Callable[[sqlite3.Connection], T]) -> T:
+        """Run `body` in one committed transaction. If the file cannot take it (locked past
+        WRITE_BUSY_MS, disk full, read-only), switch to an in-memory copy, say so, and
+        write there: the session goes on and nothing it has shown is lost."""
         with self._lock:
-            self._conn.execute("BEGIN IMMEDIATE")
             try:
-                yield self._conn
-            except BaseException:
-                self._conn.execute("ROLLBACK")
-                raise
+                return self._transaction(body)
+            except sqlite3.OperationalError as e:
+                if self._in_memory_only:
+                    raise
+                try:
+                    self._conn.close()
+                except sqlite3.Error:
+                    pass
+                self._conn = self._in_memory(f"saving to {self.path} failed ({e})", copy_file=True)
+                if self.on_warning is not None:
+                    self.on_warning(self.warning or "")
+                return self._transaction(body)
+
+    def _transaction(self, body: Callable[[sqlite3.Connection], T]) -> T:
+        self._conn.execute("BEGIN IMMEDIATE")
+        try:
+            result = body(self._conn)
             self._conn.execute("COMMIT")
+        except BaseException:
+            if self._conn.in_transaction:
+                try:
+                    self._conn.execute("ROLLBACK")
+                except sqlite3.Error:
+                    pass
+            raise
+        return result
 
     def _query(self, sql: str, args: tuple = ()) -> list[tuple]:
         with self._lock:
@@ -321,7 +410,7 @@ class Progress:
         return rows[0][0] if rows else None
 
     def set_position(self, lesson_id: str, step_id: str) -> None:
-        with self._write() as c:
+        def write(c: sqlite3.Connection) -> None:
             seq = c.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM positions").fetchone()[0]
             c.execute(
                 "INSERT INTO positions (lesson_id, step_id, seq, at) VALUES (?, ?, ?, ?) "
@@ -330,6 +419,8 @@ class Progress:
                 (lesson_id, step_id, seq, time.time()),
             )
 
+        self._write(write)
+
     def last_lesson(self) -> str | None:
         rows = self._query("SELECT lesson_id FROM positions ORDER BY seq DESC LIMIT 1")
         return rows[0][0] if rows else None
@@ -337,11 +428,13 @@ class Progress:
     # -- completion
 
     def complete_step(self, lesson_id: str, step_id: str) -> None:
-        with self._write() as c:
+        def write(c: sqlite3.Connection) -> None:
             c.execute(
                 "INSERT OR IGNORE INTO completed (lesson_id, step_id, at) VALUES (?, ?, ?)",
                 (lesson_id, step_id, time.time()),
             )
+
+        self._write(write)
 
     def completed_steps(self, lesson_id: str) -> set[str]:
         return {r[0] for r in self._query("SELECT step_id FROM completed WHERE lesson_id = ?", (lesson_id,))}
@@ -354,16 +447,19 @@ class Progress:
             value = float(value)
             if not math.isfinite(value):
                 value = None  # SQLite stores NaN as NULL anyway; say so explicitly
-        with self._write() as c:
+
+        def write(c: sqlite3.Connection) -> tuple:
             c.execute(
                 "INSERT OR IGNORE INTO predictions (lesson_id, step_id, answer, value, locked_at) "
                 "VALUES (?, ?, ?, ?, ?)",
                 (lesson_id, step_id, str(answer), value, time.time()),
             )
-            row = c.execute(
+            return c.execute(
                 "SELECT answer, value, locked_at FROM predictions WHERE lesson_id = ? AND step_id = ?",
                 (lesson_id, step_id),
             ).fetchone()
+
+        row = self._write(write)
         return Prediction(lesson_id, step_id, row[0], row[1], row[2])
 
     def prediction(self, lesson_id: str, step_id: str) -> Prediction | None:
@@ -376,11 +472,13 @@ class Progress:
     # -- answers
 
     def record_answer(self, lesson_id: str, step_id: str, answer: str, correct: bool, feedback: str) -> None:
-        with self._write() as c:
+        def write(c: sqlite3.Connection) -> None:
             c.execute(
                 "INSERT INTO answers (lesson_id, step_id, answer, correct, feedback, at) VALUES (?, ?, ?, ?, ?, ?)",
                 (lesson_id, step_id, str(answer), int(bool(correct)), str(feedback or ""), time.time()),
             )
+
+        self._write(write)
 
     def answers(self, lesson_id: str, step_id: str) -> list[AnswerRecord]:
         rows = self._query(
@@ -399,11 +497,13 @@ class Progress:
     # -- review (a finished lesson's checks asked again; kept apart from the lesson's own answers)
 
     def record_review(self, lesson_id: str, step_id: str, answer: str, correct: bool, feedback: str) -> None:
-        with self._write() as c:
+        def write(c: sqlite3.Connection) -> None:
             c.execute(
                 "INSERT INTO reviews (lesson_id, step_id, answer, correct, feedback, at) VALUES (?, ?, ?, ?, ?, ?)",
                 (lesson_id, step_id, str(answer), int(bool(correct)), str(feedback or ""), time.time()),
             )
+
+        self._write(write)
 
     def reviews(self, lesson_id: str, step_id: str) -> list[AnswerRecord]:
         """Every review answer to one check, oldest first."""
@@ -427,7 +527,7 @@ class Progress:
         lesson_id: str | None = None,
         step_id: str | None = None,
     ) -> int:
-        with self._write() as c:
+        def write(c: sqlite3.Connection) -> int:
             cur = c.execute(
                 "INSERT INTO runs (lesson_id, step_id, experiment, params, device, metrics, status, error, at) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -444,6 +544,8 @@ class Progress:
                 ),
             )
             return int(cur.lastrowid)
+
+        return self._write(write)
 
     def latest_run(
         self,
@@ -472,12 +574,14 @@ class Progress:
     # -- instruments
 
     def record_move(self, lesson_id: str, step_id: str, instrument: str, settings: dict, outputs: dict) -> None:
-        with self._write() as c:
+        def write(c: sqlite3.Connection) -> None:
             c.execute(
                 "INSERT INTO instrument_moves (lesson_id, step_id, instrument, settings, outputs, at) "
                 "VALUES (?, ?, ?, ?, ?, ?)",
                 (lesson_id, step_id, instrument, dumps(settings), dumps(outputs), time.time()),
             )
+
+        self._write(write)
 
     _MOVE_COLUMNS = "lesson_id, step_id, instrument, settings, outputs, at"
 
@@ -511,12 +615,14 @@ class Progress:
 
     def save_draft(self, lesson_id: str, step_id: str, code: str) -> None:
         """The learner's exercise code, saved as they type (one row per step, last write wins)."""
-        with self._write() as conn:
+        def write(conn: sqlite3.Connection) -> None:
             conn.execute(
                 "INSERT INTO drafts (lesson_id, step_id, code, at) VALUES (?, ?, ?, ?) "
                 "ON CONFLICT (lesson_id, step_id) DO UPDATE SET code = excluded.code, at = excluded.at",
                 (lesson_id, step_id, code, time.time()),
             )
+
+        self._write(write)
 
     def draft(self, lesson_id: str, step_id: str) -> str | None:
         rows = self._query("SELECT code FROM drafts WHERE lesson_id = ? AND step_id = ?", (lesson_id, step_id))
@@ -525,10 +631,12 @@ class Progress:
     def reset_lesson(self, lesson_id: str) -> None:
         """Forget everything about one lesson: position, completion, predictions, answers, runs, drafts, moves,
         reviews."""
-        with self._write() as c:
+        def write(c: sqlite3.Connection) -> None:
             for table in ("positions", "completed", "predictions", "answers", "runs", "drafts", "instrument_moves",
                           "reviews"):
                 c.execute(f"DELETE FROM {table} WHERE lesson_id = ?", (lesson_id,))
+
+        self._write(write)
 
     def close(self) -> None:
         with self._lock:
