@@ -22,11 +22,25 @@ pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="needs a POSIX p
 ANSI = re.compile(rb"\x1b\[[0-9;?<>=]*[ -/]*[@-~]|\x1b[()][0-9A-Za-z]|\x1b[=>78]|\x1b\][^\x07]*\x07")
 
 
+def gpututor_exe() -> str:
+    beside = Path(sys.executable).parent / "gpututor"  # the script pip installed with this Python
+    exe = str(beside) if beside.exists() else shutil.which("gpututor")
+    if exe is None:
+        pytest.skip("the gpututor console script is not installed")
+    return exe
+
+
 class Terminal:
-    def __init__(self, argv: list[str], env: dict[str, str]) -> None:
+    def __init__(self, argv: list[str], env: dict[str, str | None], cwd: Path | None = None) -> None:
         self.pid, self.fd = pty.fork()
         if self.pid == 0:  # the child: gpututor on an 80x24 terminal
-            os.environ.update(env)
+            for key, value in env.items():  # None: not set at all
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
+            if cwd is not None:
+                os.chdir(cwd)
             os.execvp(argv[0], argv)
         fcntl.ioctl(self.fd, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
         self.seen = b""
@@ -79,10 +93,7 @@ class Terminal:
 
 @pytest.fixture
 def terminal(tmp_path: Path):
-    beside = Path(sys.executable).parent / "gpututor"  # the script pip installed with this Python
-    exe = str(beside) if beside.exists() else shutil.which("gpututor")
-    if exe is None:
-        pytest.skip("the gpututor console script is not installed")
+    exe = gpututor_exe()
     env = {"GPUTUTOR_HOME": str(tmp_path), "TERM": "xterm-256color", "GPUTUTOR_DEVICE": "cpu"}
     term = Terminal([exe], env)
     yield term
@@ -174,10 +185,7 @@ def terminal_at_iron_law(tmp_path: Path):
 
     with Progress(tmp_path / "progress.db") as progress:
         progress.set_position("training-iron-law", "act1-predict")
-    beside = Path(sys.executable).parent / "gpututor"
-    exe = str(beside) if beside.exists() else shutil.which("gpututor")
-    if exe is None:
-        pytest.skip("the gpututor console script is not installed")
+    exe = gpututor_exe()
     env = {"GPUTUTOR_HOME": str(tmp_path), "TERM": "xterm-256color", "GPUTUTOR_DEVICE": "cpu"}
     term = Terminal([exe], env)
     yield term
@@ -224,10 +232,7 @@ def test_kill_9_mid_run_and_mid_answer_loses_nothing(tmp_path):
     the killed tutor's engine process does not outlive it."""
     from tutor.progress import Progress
 
-    beside = Path(sys.executable).parent / "gpututor"
-    exe = str(beside) if beside.exists() else shutil.which("gpututor")
-    if exe is None:
-        pytest.skip("the gpututor console script is not installed")
+    exe = gpututor_exe()
     env = {"GPUTUTOR_HOME": str(tmp_path), "TERM": "xterm-256color", "GPUTUTOR_DEVICE": "cpu"}
     with Progress(tmp_path / "progress.db") as progress:
         progress.lock_prediction("cpu-vs-gpu", "crossover-predict", "2", 2.0)
@@ -270,10 +275,7 @@ def test_kill_9_mid_run_and_mid_answer_loses_nothing(tmp_path):
 def test_quit_mid_run_exits_promptly_and_leaves_no_process(tmp_path):
     from tutor.progress import Progress
 
-    beside = Path(sys.executable).parent / "gpututor"
-    exe = str(beside) if beside.exists() else shutil.which("gpututor")
-    if exe is None:
-        pytest.skip("the gpututor console script is not installed")
+    exe = gpututor_exe()
     with Progress(tmp_path / "progress.db") as progress:
         progress.lock_prediction("cpu-vs-gpu", "crossover-predict", "2", 2.0)
         progress.set_position("cpu-vs-gpu", "crossover-run")
@@ -295,3 +297,75 @@ def test_quit_mid_run_exits_promptly_and_leaves_no_process(tmp_path):
         term.kill()
     assert _gone(children, timeout=2), f"left behind: {children}"
     assert quit_seconds < 5, quit_seconds  # the goal is 1 s (docs/PERFORMANCE.md); a loaded CI box is slower
+
+
+# ------------------------------------------------------------------ where it writes
+
+
+def _tree(root: Path) -> dict[str, tuple[int, int]]:
+    """Every path under root with its size and modification time."""
+    out = {}
+    for path in root.rglob("*"):
+        st = path.lstat()
+        out[str(path.relative_to(root))] = (st.st_size, st.st_mtime_ns)
+    return out
+
+
+def test_it_writes_only_to_its_home_its_cache_and_exercise_scratch_dirs(tmp_path):
+    """The TUI (a lesson with a real run), an exercise checked in the sandbox and an experiment
+    that saves a checkpoint, with HOME, TMPDIR and the working directory pointed at empty dirs:
+    afterwards the only new files are under GPUTUTOR_HOME and the cache dir, the temp dir and
+    the working directory are as they were, and the MNIST directory was only read."""
+    import subprocess
+
+    import yaml
+
+    exe = gpututor_exe()
+    home, tmp, cwd, gt = (tmp_path / d for d in ("home", "tmp", "cwd", "gututor-home"))
+    for d in (home, tmp, cwd):
+        d.mkdir()
+    data = Path(os.environ["GPUTUTOR_DATA_DIR"])
+    data_before = _tree(data)
+    solution = tmp_path / "solution.py"  # beside the watched dirs, as a learner's file would be
+    lesson = yaml.safe_load((Path(__file__).parents[1] / "lessons" / "gpu-training-practice.yaml").read_text())
+    solution.write_text(next(s for s in lesson["steps"] if s["id"] == "ex1-move-and-time")["solution"])
+    env: dict[str, str | None] = {
+        "HOME": str(home), "TMPDIR": str(tmp), "GPUTUTOR_HOME": str(gt), "GPUTUTOR_DATA_DIR": str(data),
+        "GPUTUTOR_DEVICE": "cpu", "TERM": "xterm-256color", "XDG_DATA_HOME": None, "XDG_CACHE_HOME": None,
+        "XDG_CONFIG_HOME": None, "XDG_STATE_HOME": None, "TORCHINDUCTOR_CACHE_DIR": None,
+        "TRITON_CACHE_DIR": None,
+    }
+
+    term = Terminal([exe], env, cwd=cwd)
+    try:
+        term.wait_for("Device: cpu")
+        term.send("\r")
+        term.wait_for("step 1 of")
+        term.send("nn")
+        term.wait_for("Predict")
+        term.send("\r")
+        term.wait_for("Your prediction")
+        term.send("n")
+        term.wait_for("Run: the snippet, live")
+        term.send("r")
+        term.wait_for("Finished", timeout=120)
+        term.send("q")
+        assert term.exit_code(timeout=10) == 0
+    finally:
+        term.kill()
+
+    child_env = {k: v for k, v in os.environ.items() if k not in env or env[k] is not None}
+    child_env.update({k: v for k, v in env.items() if v is not None})
+    for argv in (["exercise", "gpu-training-practice", "ex1-move-and-time", "--file", str(solution)],
+                 ["run", "checkpoint-roundtrip", "--set", "steps=20"]):
+        done = subprocess.run([exe, *argv], env=child_env, cwd=cwd, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, (argv, done.stdout[-2000:], done.stderr[-2000:])
+
+    assert (gt / "progress.db").is_file()
+    assert (gt / "exercises" / "gpu-training-practice" / "ex1-move-and-time" / "solution.py").is_file()
+    cache = home / ".cache" / "gpututor"
+    outside = [p for p in _tree(home) if not (home / p).is_relative_to(cache) and (home / p) not in cache.parents]
+    assert outside == [], f"written to HOME outside the cache dir: {outside}"
+    assert _tree(tmp) == {}, "left in the temp dir"
+    assert _tree(cwd) == {}, "written to the working directory"
+    assert _tree(data) == data_before, "the MNIST directory changed"

@@ -48,6 +48,9 @@ def _serve(conn, log_path: str | None) -> None:
     os.dup2(target.fileno(), 2)
     sys.stdout = sys.stderr = target
 
+    from tutor import paths
+
+    paths.route_torch_caches(os.environ)  # before torch is imported
     from tutor import devices, errors, experiments
 
     while True:

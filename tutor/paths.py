@@ -1,8 +1,14 @@
-"""Where gpututor keeps things: progress/settings (GPUTUTOR_HOME) and the data cache."""
+"""Where gpututor keeps things: progress/settings (GPUTUTOR_HOME) and the data cache.
+
+Nothing else is written to: learner code runs in scratch dirs under GPUTUTOR_HOME/exercises,
+experiments' scratch files and PyTorch's compiler caches go in the cache dir, and files the
+user names (`export -o`, `--set path=...`) go where they say.
+"""
 
 from __future__ import annotations
 
 import os
+from collections.abc import MutableMapping
 from pathlib import Path
 
 import platformdirs
@@ -32,3 +38,19 @@ def data_dir(override: str | os.PathLike[str] | None = None) -> tuple[Path, bool
     if env:
         return Path(env).expanduser(), False
     return cache_dir() / "data", True
+
+
+def scratch_dir() -> Path:
+    """Files an experiment writes and removes again (a checkpoint to read back)."""
+    path = cache_dir() / "scratch"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def route_torch_caches(env: MutableMapping[str, str]) -> None:
+    """Point PyTorch's compiler caches into the cache dir, in the environment of a process
+    that may import torch (unless the user chose): left alone, `import torch` makes
+    $TMPDIR/torchinductor_<user>, and Triton writes to ~/.triton."""
+    base = cache_dir() / "torch"
+    env.setdefault("TORCHINDUCTOR_CACHE_DIR", str(base / "inductor"))
+    env.setdefault("TRITON_CACHE_DIR", str(base / "triton"))

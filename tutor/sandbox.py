@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tutor.paths import route_torch_caches
+
 SOLUTION = "solution.py"
 REPORTS = ".reports.jsonl"
 ERROR_FILE = ".error.json"
@@ -196,6 +198,7 @@ def _child_env(workdir: Path, memory_mb: int, env: dict | None) -> dict[str, str
     out["PYTHONPATH"] = os.pathsep.join(p for p in (root, out.get("PYTHONPATH", "")) if p)
     out["GPUTUTOR_REPORT"] = str(workdir / REPORTS)
     out["GPUTUTOR_SANDBOX_MEMORY_MB"] = str(memory_mb)
+    route_torch_caches(out)
     out["PYTHONUNBUFFERED"] = "1"
     out["PYTHONIOENCODING"] = "utf-8:backslashreplace"
     return out

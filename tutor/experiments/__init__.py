@@ -129,7 +129,7 @@ class ShapeMismatchParams(Params):
 class CheckpointParams(Params):
     steps: int = Field(200, ge=1, le=100000, description="training steps before saving")
     batch_size: int = Field(64, ge=1)
-    path: str | None = Field(None, description="where to write the checkpoint (default: a temp file)")
+    path: str | None = Field(None, description="where to write the checkpoint (default: a scratch file in the cache dir, removed after)")
 
 
 class Fp16UnderflowParams(Params):

@@ -28,6 +28,7 @@ from tutor.events import Event, Finished, Note, Started
 from tutor.experiments import CheckpointParams
 from tutor.experiments.common import checkpoint_target, evaluate, save_atomically, seed_everything, train_steps
 from tutor.model import MNISTClassifier, count_parameters
+from tutor.paths import scratch_dir
 
 COMPARE_SAMPLES = 1000  # the test batch both models predict
 ATOL = 1e-5  # cuda and cpu kernels sum in different orders; identical weights differ by ~1e-6
@@ -83,7 +84,7 @@ def run(p: CheckpointParams, dev: Device) -> Iterator[Event]:
     if target is not None:
         path = str(target)
     else:
-        fd, path = tempfile.mkstemp(suffix=".pt", prefix="gpututor-checkpoint-")
+        fd, path = tempfile.mkstemp(suffix=".pt", prefix="checkpoint-", dir=scratch_dir())
         os.close(fd)
     try:
         save_atomically(
