@@ -324,7 +324,12 @@ class _Parsed:
     marks: dict[Path_, Pos]
     duplicate_keys: list[tuple[Pos, str, int]]  # (where, key, line of the first one)
     tags: list[tuple[Pos, str]] = field(default_factory=list)  # (where, tag): `!!python/...`, `!custom`
+    controls: list[tuple[Pos, str]] = field(default_factory=list)  # (where, character): "\x1b" in a string
 
+
+# Control characters (a YAML escape such as "\e" makes them) would reach the learner's terminal
+# as they are: an escape sequence can clear the screen, retitle the window or fake a link.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 # What YAML resolves plain values to (a date included); any other tag was written on purpose.
 _PLAIN_TAGS = {f"tag:yaml.org,2002:{t}" for t in ("str", "int", "float", "bool", "null", "map", "seq", "timestamp")}
@@ -353,7 +358,10 @@ def _to_python(node: yaml.Node, where: Path_, parsed: _Parsed, budget: list[int]
         return out
     if isinstance(node, yaml.SequenceNode):
         return [_to_python(v, (*where, i), parsed, budget) for i, v in enumerate(node.value)]
-    return _scalar(node)
+    value = _scalar(node)
+    if isinstance(value, str) and (bad := _CONTROL.search(value)):
+        parsed.controls.append((marks[where], bad.group()))
+    return value
 
 
 _constructor = yaml.constructor.SafeConstructor()
@@ -633,6 +641,11 @@ def _semantic_issues(data: dict[str, Any], marks: dict[Path_, Pos], path: str) -
         if not isinstance(params, dict):
             return
         exp = experiments.REGISTRY[name]
+        for key in exp.file_params():
+            if key in params:
+                add((*loc, "params", key), f"experiment {name!r} parameter {key!r} names a file to write on the "
+                    f"learner's machine; a lesson may not set it (a learner can: gpututor run {name} "
+                    f"--set {key}=PATH)", at_key=True)
         try:
             exp.make_params(params)
         except ValidationError as e:
@@ -745,6 +758,11 @@ def _tweak_issues(step: dict[str, Any], loc: tuple[Any, ...], marks: dict[Path_,
     names = list(exp.params.model_fields)
     for key, values in tweak.items():
         where = (*loc, "tweak", key)
+        if key in exp.file_params():
+            line, col = _position(marks, where, at_key=True)
+            issues.append(LessonIssue(path, line, col, f"step {step.get('id')!r} tweak: experiment {exp.name!r} "
+                                      f"parameter {key!r} names a file to write; a lesson may not offer it"))
+            continue
         if key not in names:
             line, col = _position(marks, where, at_key=True)
             issues.append(LessonIssue(path, line, col, f"step {step.get('id')!r} tweak: experiment {exp.name!r} has "
@@ -947,6 +965,9 @@ def load_text(text: str, path: str = "<lesson>", *, grade_examples: bool = False
     ]
     issues += [LessonIssue(path, pos[0], pos[1], f"YAML tag '{tag.replace('tag:yaml.org,2002:', '!!')}' is not "
                            "allowed: a lesson holds plain text, numbers, lists and mappings") for pos, tag in parsed.tags]
+    issues += [LessonIssue(path, pos[0], pos[1], f"control character {char!r} in this text: it would reach the "
+                           "learner's terminal as it is (an escape sequence can clear the screen); remove it")
+               for pos, char in parsed.controls]
     issues += _duplicate_step_ids(data, marks, path)
     issues += _semantic_issues(data, marks, path)
     lesson = None

@@ -22,6 +22,11 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from tutor.events import Event
 
 
+# Marks a parameter that names a file the run writes. The learner may set it (`gpututor run
+# --set`); a lesson may not, or opening a lesson could overwrite any file of theirs.
+WRITES_FILE: dict[str, Any] = {"writes_file": True}
+
+
 class Params(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -43,7 +48,8 @@ class TrainParams(Params):
     max_steps: int | None = Field(None, ge=1, description="stop after this many optimiser steps")
     train_samples: int | None = Field(None, ge=1, description="use only the first N training images")
     test_samples: int | None = Field(None, ge=1, description="evaluate on the first N test images")
-    checkpoint: str | None = Field(None, description="path: save the best-accuracy checkpoint dict here")
+    checkpoint: str | None = Field(None, description="path: save the best-accuracy checkpoint dict here",
+                                   json_schema_extra=WRITES_FILE)
 
 
 class DeviceBasicsParams(Params):
@@ -129,7 +135,8 @@ class ShapeMismatchParams(Params):
 class CheckpointParams(Params):
     steps: int = Field(200, ge=1, le=100000, description="training steps before saving")
     batch_size: int = Field(64, ge=1)
-    path: str | None = Field(None, description="where to write the checkpoint (default: a scratch file in the cache dir, removed after)")
+    path: str | None = Field(None, description="where to write the checkpoint (default: a scratch file in the "
+                             "cache dir, removed after)", json_schema_extra=WRITES_FILE)
 
 
 class Fp16UnderflowParams(Params):
@@ -239,6 +246,11 @@ class Experiment:
 
     def make_params(self, values: dict[str, Any] | None = None) -> Params:
         return self.params(**(values or {}))
+
+    def file_params(self) -> list[str]:
+        """Parameters that name a file the run writes (marked WRITES_FILE)."""
+        return [name for name, f in self.params.model_fields.items()
+                if isinstance(f.json_schema_extra, dict) and f.json_schema_extra.get("writes_file")]
 
 
 REGISTRY: dict[str, Experiment] = {
