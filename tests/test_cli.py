@@ -182,6 +182,16 @@ def test_list_human(capsys):
     assert "\x1b[" not in out  # not a terminal: plain text
 
 
+def test_list_shows_a_title_with_brackets_as_written(capsys, tmp_path: Path):
+    """Lesson text is not Rich markup: "[/]" used to crash `list`, "[link=...]" made a link."""
+    (tmp_path / "l.yaml").write_text(
+        'id: brackets\ntitle: "Big [b]batch[/] [link=x]y"\n'
+        "steps:\n  - {id: r, kind: read, body: text}\n")
+    code, out, err = run_cli(capsys, "--lessons-dir", str(tmp_path), "list")
+    assert code == 0, err
+    assert "Big [b]batch[/] [link=x]y" in out
+
+
 def test_list_unknown_lessons_dir_is_bad_input(capsys, tmp_path: Path):
     code, _, err = run_cli(capsys, "list", "--lessons-dir", str(tmp_path / "nope"))
     assert code == 2 and "no such directory" in err

@@ -322,3 +322,35 @@ async def test_a_locked_progress_file_is_said_and_the_tutor_works_on(tmp_path, m
     finally:
         other.execute("ROLLBACK")
         other.close()
+
+
+async def test_toasts_show_brackets_as_written(tmp_path):
+    """A toast's text (a lesson title, a path, an error's words) is never read as markup."""
+    import re
+
+    app = make_app(tmp_path)
+    async with app.run_test(size=(100, 30), notifications=True) as pilot:
+        app.notify("End of “Big [b]batch[/] [/]”. [link=x]y")
+        await pilot.pause(0.3)
+        shown = " ".join(re.findall(r">([^<]*)<", app.export_screenshot())).replace("&#160;", " ")
+        assert "Big [b]batch[/] [/]”. [link=x]y" in shown, shown[-2000:]
+
+
+async def test_choice_options_show_brackets_as_written(tmp_path):
+    """Option text such as "x[0]" or "[/]" is the lesson's words, not markup ("[/]" crashed)."""
+    import re
+
+    lessons = tmp_path / "lessons"
+    lessons.mkdir()
+    (lessons / "b.yaml").write_text(
+        "id: brackets\ntitle: Brackets\nsteps:\n"
+        "  - id: q\n    kind: check\n    prompt: Which one?\n    answer:\n      type: choice\n"
+        "      options:\n"
+        '        - {text: "[b]bold[/b] and [/]", correct: true}\n'
+        '        - {text: "torch.Size([64, 1, 28, 28])"}\n')
+    app = TutorApp(lessons_dirs=[lessons], home=tmp_path, device="cpu")
+    async with app.run_test(size=(100, 30)) as pilot:
+        app.open_lesson("brackets")
+        await pilot.pause()
+        shown = " ".join(re.findall(r">([^<]*)<", app.export_screenshot())).replace("&#160;", " ")
+        assert "[b]bold[/b] and [/]" in shown and "torch.Size([64, 1, 28, 28])" in shown, shown[-1500:]

@@ -18,7 +18,13 @@ from textual import on, work
 from textual.app import App
 from textual.binding import Binding
 from textual.message import Message
+from textual.notifications import SeverityLevel
 from textual.worker import Worker, WorkerState
+
+try:  # Textual 2+ reads its own markup; before that, Rich's
+    from textual.markup import escape
+except ImportError:  # pragma: no cover
+    from rich.markup import escape
 
 from tutor import errors
 from tutor.engine import Engine
@@ -57,6 +63,12 @@ class TutorApp(App):
         self.engine = Engine(log_path=str(self.progress.path.parent / "engine.log") if self.progress.path else None)
         self.device_text: Text = Text("Device: detecting… (loading PyTorch)", style="dim")
         self.device = None  # the Device runs use, once detected (instruments read its memory)
+
+    def notify(self, message: str, *, title: str = "", severity: SeverityLevel = "information",
+               timeout: float | None = None, **_: Any) -> None:
+        """Every toast here is plain text: a lesson title, a path or an error's words may hold
+        "[...]", which markup would hide or choke on. (Screens' notify comes here too.)"""
+        super().notify(escape(message), title=title, severity=severity, timeout=timeout)
 
     @dataclass
     class ProgressNotSaved(Message):

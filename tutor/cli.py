@@ -374,6 +374,7 @@ def cmd_list(args: argparse.Namespace, ctx: Context) -> int:
         _print_json({"lessons": rows, "broken": broken})
         return OK
 
+    from rich.markup import escape
     from rich.table import Table
 
     console = _console()
@@ -384,7 +385,7 @@ def cmd_list(args: argparse.Namespace, ctx: Context) -> int:
         table.add_column("steps", justify="right")
         table.add_column("progress", justify="right", no_wrap=True)
         for r in rows:
-            table.add_row(r["id"], r["title"], str(r["steps"]), f"{r['done']}/{r['steps']}")
+            table.add_row(r["id"], escape(r["title"]), str(r["steps"]), f"{r['done']}/{r['steps']}")
         console.print(table)
     else:
         console.print("No lessons found.")
@@ -1226,6 +1227,7 @@ def _lesson_files(names: list[str]) -> list[Path]:
 def cmd_lesson(args: argparse.Namespace, ctx: Context) -> int:
     from dataclasses import asdict
 
+    from rich.markup import escape
     from rich.table import Table as RichTable
 
     from tutor.playtest import play_paths
@@ -1241,9 +1243,10 @@ def cmd_lesson(args: argparse.Namespace, ctx: Context) -> int:
             print(json.dumps(_json_safe(asdict(o))), flush=True)
             return
         mark = "[green]✓[/]" if o.ok else "[bold red]✗[/]"
-        detail = f"  [dim]{o.detail}[/]" if o.ok and o.detail else (f"\n    [red]{o.detail}[/]" if o.detail else "")
-        console.print(f"{mark} {o.lesson} · {o.step} · {o.kind}: {o.what} [dim]({o.seconds:.1f} s)[/]{detail}",
-                      markup=True, highlight=False)
+        text = escape(o.detail)  # a lesson's words, an error's text: "[/]" in them is not markup
+        detail = f"  [dim]{text}[/]" if o.ok and o.detail else (f"\n    [red]{text}[/]" if o.detail else "")
+        console.print(f"{mark} {escape(o.lesson)} · {escape(o.step)} · {o.kind}: {escape(o.what)} "
+                      f"[dim]({o.seconds:.1f} s)[/]{detail}", markup=True, highlight=False)
 
     from tutor.playtest import Outcome
 

@@ -29,7 +29,7 @@ class CheckStepView(StepView):
         yield Static(Text(self.step.prompt, style="bold"), classes="prompt")
         spec = self.step.answer
         if isinstance(spec, ChoiceAnswer):
-            yield OptionList(*[f"{i}. {o.text}" for i, o in enumerate(spec.options, 1)], id="choices")
+            yield OptionList(*[Text(f"{i}. {o.text}") for i, o in enumerate(spec.options, 1)], id="choices")
         else:
             yield Input(placeholder=checks.describe_spec(spec), id="answer", max_length=spec_max(spec))
         yield Static("", id="feedback", classes="feedback")

@@ -26,7 +26,7 @@ class PredictStepView(StepView):
         if locked is None:
             spec = self.step.answer
             if isinstance(spec, ChoiceAnswer):
-                yield OptionList(*[f"{i}. {o.text}" for i, o in enumerate(spec.options, 1)], id="choices")
+                yield OptionList(*[Text(f"{i}. {o.text}") for i, o in enumerate(spec.options, 1)], id="choices")
             else:
                 yield Input(placeholder=checks.describe_spec(spec), id="answer", max_length=500)
             yield Static(Text("Once locked, a prediction can't be changed: the run that follows will be judged "
