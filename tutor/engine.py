@@ -229,8 +229,10 @@ class Engine:
                 if asked_at is not None and time.monotonic() - asked_at > CANCEL_GRACE_S:
                     # Still busy between two events: stop it for sure, and have the next one ready.
                     self.close(timeout=0.0)
-                    yield ("ended", "cancelled", None)
-                    self._ensure()  # after the learner has seen "Cancelled"
+                    try:
+                        yield ("ended", "cancelled", None)
+                    finally:  # after the learner has seen "Cancelled", even if the reader stops here
+                        self._ensure()
                     return
                 try:
                     if asked_at is None and cancelled():
