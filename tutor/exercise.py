@@ -171,7 +171,7 @@ batches = [(torch.randn(8, 1, 28, 28, generator=g).as_subclass(Tracked),
 module = runpy.run_path({solution!r}, run_name="gpututor_probe")
 fn = module.get({name!r})
 if not callable(fn):
-    report(probe_error="no function named {name} in your code"); sys.exit(0)
+    report(probe_error="no function named " + {name!r} + " in your code"); sys.exit(0)
 model = Spy().to(device)
 try:
     fn(model, batches, torch.optim.SGD(model.parameters(), lr=0.01), SpyLoss(), device)

@@ -158,7 +158,7 @@ class FunctionRequirement(Strict):
 
     type: Literal["function"]
     id: str = Field(pattern=ID_PATTERN)
-    name: str
+    name: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")  # a Python function name
     probe: str  # a probe in tutor/exercise.py, e.g. "moves_batch_to_device"
     feedback: str
 
@@ -524,6 +524,20 @@ def _known_keys() -> list[str]:
     return sorted({k for m in models for k in m.model_fields})
 
 
+_STEP_MODELS = {m.model_fields["kind"].annotation.__args__[0]: m
+                for m in (ReadStep, PredictStep, RunStep, CheckStep, ExerciseStep, InstrumentStep)}
+
+
+def _step_fields(loc: tuple[Any, ...], data: Any) -> list[str] | None:
+    """[kind, *its keys] when loc is a step of a known kind, else None."""
+    if len(loc) != 2 or loc[0] != "steps" or not isinstance(data, dict):
+        return None
+    steps = data.get("steps")
+    step = steps[loc[1]] if isinstance(steps, list) and isinstance(loc[1], int) and loc[1] < len(steps) else None
+    model = _STEP_MODELS.get(step.get("kind")) if isinstance(step, dict) else None
+    return [step["kind"], *model.model_fields] if model else None
+
+
 def _did_you_mean(word: Any, choices: Iterable[str], cutoff: float = 0.6) -> str:
     close = difflib.get_close_matches(str(word), sorted(choices), n=1, cutoff=cutoff)
     return f" (did you mean {close[0]!r}?)" if close else ""
@@ -567,7 +581,15 @@ def _schema_issues(e: ValidationError, data: Any, marks: dict[Path_, Pos], path:
         ctx = err.get("ctx") or {}
         if kind == "extra_forbidden" and loc:
             key = str(loc[-1])
-            hint = f" (did you mean {misspelt[loc]!r}?)" if loc in misspelt else _did_you_mean(key, _known_keys(), 0.7)
+            if loc in misspelt:
+                hint = f" (did you mean {misspelt[loc]!r}?)"
+            elif (fields := _step_fields(loc[:-1], data)) is not None:
+                # 'prompt' on an exercise step is a real key of other steps: name this kind's keys.
+                article = "an" if fields[0][0] in "aeiou" else "a"
+                hint = (_did_you_mean(key, fields, 0.7)
+                        or f"; {article} {fields[0]} step takes: {', '.join(fields[1:])}")
+            else:
+                hint = _did_you_mean(key, [k for k in _known_keys() if k != key], 0.7)
             add(_position(marks, loc, at_key=True), _where(loc[:-1], data), f"unknown key {key!r}{hint}")
         elif kind == "missing" and loc:
             if loc in explained:
@@ -595,6 +617,9 @@ def _schema_issues(e: ValidationError, data: Any, marks: dict[Path_, Pos], path:
         elif kind == "string_pattern_mismatch" and loc and loc[-1] == "id":
             add(_position(marks, loc), _where(loc, data),
                 f"ids use lowercase letters, digits and dashes, like 'check-1'{_got(err.get('input'))}")
+        elif kind == "string_pattern_mismatch" and loc and loc[-1] == "name":
+            add(_position(marks, loc), _where(loc, data),
+                f"a Python function name: letters, digits and _, like 'train_one_epoch'{_got(err.get('input'))}")
         else:
             msg = str(err.get("msg", "invalid value")).replace(" after validation", "")
             add(_position(marks, loc), _where(loc, data) or "lesson", f"{msg}{_got(err.get('input'))}")
