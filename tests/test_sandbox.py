@@ -100,6 +100,17 @@ def test_memory_hog_gets_memory_error(tmp_path):
     assert "allocated" not in r.output and "out of memory" in r.problem()
 
 
+@pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="Linux's RLIMIT_DATA")
+def test_the_program_cannot_lift_its_memory_limit(tmp_path):
+    code = (
+        "import resource\n"
+        "resource.setrlimit(resource.RLIMIT_DATA, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))\n"
+        "print('lifted')\n"
+    )
+    r = run(code, tmp_path, memory_mb=512)
+    assert "lifted" not in r.output and r.error_type == "ValueError", r.output
+
+
 def test_forked_children_are_killed_with_the_program(tmp_path):
     code = (
         "import os, time\n"

@@ -35,7 +35,7 @@ def limit_memory(megabytes: int) -> None:
         soft, hard = resource.getrlimit(which)
         if hard != resource.RLIM_INFINITY:
             limit = min(limit, hard)
-        resource.setrlimit(which, (limit, hard))
+        resource.setrlimit(which, (limit, limit))  # the hard limit too: the program cannot lift it
     except (ValueError, OSError):
         pass  # not permitted or not supported here: run without the cap
 

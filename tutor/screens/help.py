@@ -37,7 +37,7 @@ Your position, predictions and answers are saved as you go: quit any time and
 | `g` | show the answer (after two tries) |
 | `↑` `↓`, `←` `→` | instrument (or a run's settings): pick a control, change it |
 | `m` | instrument: show or hide the formulas, with the numbers in them |
-| `ctrl+r` | exercise: run your code (in a separate, sandboxed Python) |
+| `ctrl+r` | exercise: run your code (in a separate Python process, with limits) |
 | `ctrl+o` | exercise: back to the starter code (press twice) |
 | `ctrl+g` | exercise: show the reference solution (press twice before you pass) |
 | `r` (home) | review: the checks of finished lessons asked again, the ones you missed more often |
