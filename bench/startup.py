@@ -61,16 +61,20 @@ def main() -> None:
     exe = shutil.which("gpututor")
     if exe is None:
         sys.exit("gpututor is not on PATH: pip install -e . first")
-    env = {"GPUTUTOR_HOME": tempfile.mkdtemp(), "TERM": "xterm-256color", "COLUMNS": "80", "LINES": "24"}
+    with tempfile.TemporaryDirectory(prefix="gpututor-bench-") as home:
+        measure(exe, {"GPUTUTOR_HOME": home, "TERM": "xterm-256color", "COLUMNS": "80", "LINES": "24"},
+                args.repeats)
 
+
+def measure(exe: str, env: dict[str, str], repeats: int) -> None:
     python = [sys.executable, "-c", "pass"]
     torch_import = [sys.executable, "-c", "import torch"]
     time_command(python)  # warm the file cache
     time_command([exe, "--help"])
-    base = statistics.median(time_command(python) for _ in range(args.repeats))
-    helps = statistics.median(time_command([exe, "--help"]) for _ in range(args.repeats))
-    torch_s = statistics.median(time_command(torch_import) for _ in range(max(1, args.repeats // 2)))
-    screens = [time_to_screen([exe], env) for _ in range(args.repeats)]
+    base = statistics.median(time_command(python) for _ in range(repeats))
+    helps = statistics.median(time_command([exe, "--help"]) for _ in range(repeats))
+    torch_s = statistics.median(time_command(torch_import) for _ in range(max(1, repeats // 2)))
+    screens = [time_to_screen([exe], env) for _ in range(repeats)]
     screen = statistics.median(screens)
 
     print(f"python -c pass (baseline)        {base:6.3f} s")

@@ -35,8 +35,7 @@ async def in_tui(params: dict) -> tuple[float, float]:
     from tutor.lesson import RunStep
     from tutor.widgets.run_panel import RunPanel
 
-    home = Path(tempfile.mkdtemp())
-    app = TutorApp(home=home, device="cpu")
+    app = TutorApp(home=Path(os.environ["GPUTUTOR_HOME"]), device="cpu")
     lags: list[float] = []
     async with app.run_test(size=(100, 40)) as pilot:
         app.open_lesson("gpu-training")
@@ -68,7 +67,8 @@ def main() -> None:
     parser.add_argument("--train-samples", type=int, default=None)
     parser.add_argument("--repeats", type=int, default=1)
     args = parser.parse_args()
-    os.environ.setdefault("GPUTUTOR_HOME", tempfile.mkdtemp())
+    home = tempfile.TemporaryDirectory(prefix="gpututor-bench-")  # removed at exit
+    os.environ.setdefault("GPUTUTOR_HOME", home.name)
     params = {"epochs": args.epochs}
     if args.train_samples:
         params["train_samples"] = args.train_samples

@@ -168,3 +168,18 @@ def test_a_run_over_the_memory_budget_fails_with_a_sentence_and_the_next_run_wor
         assert list(engine.run("memory-ledger", small, "cpu", cancelled=lambda: False))[-1][:2] == ("ended", "finished")
     finally:
         engine.close()
+
+
+def test_a_long_engine_log_is_rotated_when_an_engine_starts(tmp_path, monkeypatch):
+    from tutor import engine as engine_module
+
+    monkeypatch.setattr(engine_module, "LOG_KEEP_BYTES", 100)
+    log = tmp_path / "engine.log"
+    log.write_text("old line\n" * 50)
+    engine = Engine(log_path=str(log))
+    try:
+        assert list(engine.run("fp16-underflow", {}, "cpu", cancelled=lambda: False))[-1][1] == "finished"
+    finally:
+        engine.close()
+    assert (tmp_path / "engine.log.1").read_text() == "old line\n" * 50  # one old copy kept
+    assert not log.exists() or "old line" not in log.read_text()

@@ -63,12 +63,22 @@ def test_checkpoint_is_the_notebook_dict_and_loads_with_weights_only(saved):
     assert m["whole_model_refused"] is True  # what weights_only=True does reject
 
 
-def test_temp_file_is_removed(monkeypatch, tmp_path):
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+def test_scratch_file_is_written_in_the_cache_dir_and_removed(monkeypatch, tmp_path):
+    from tutor import paths
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setattr(paths, "cache_dir", lambda: tmp_path / "cache")
+    written = []
+    real_save = torch.save
+    monkeypatch.setattr(torch, "save", lambda obj, f, *a, **k: (
+        written.append(Path(f)) if isinstance(f, (str, Path)) else None, real_save(obj, f, *a, **k)))
     events = list(experiments.start("checkpoint-roundtrip", {"steps": 5}, device="cpu"))
     m = events[-1].metrics
     assert m["allclose"] is True and m["file_bytes"] > 0
-    assert list(tmp_path.iterdir()) == []
+    assert written and all(p.parent == tmp_path / "cache" / "scratch" for p in written)
+    assert list((tmp_path / "cache" / "scratch").iterdir()) == []  # removed after
+    assert list((tmp_path / "tmp").iterdir()) == []  # and the temp dir never used
 
 
 @pytest.mark.gpu

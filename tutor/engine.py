@@ -31,6 +31,7 @@ from tutor.events import Event
 
 
 CANCEL_GRACE_S = 0.3  # escape stops any run within half a second, whatever it is doing
+LOG_KEEP_BYTES = 1_000_000  # engine.log past this is moved to engine.log.1 when an engine starts
 
 
 class EngineDied(Exception):
@@ -149,6 +150,17 @@ def _quiet_resource_tracker() -> None:
         os.environ["PYTHONWARNINGS"] = ",".join(filter(None, [current, quiet]))
 
 
+def _rotate(log_path: str | None) -> None:
+    """Keep the engine's log from growing without bound: one old copy, the rest goes."""
+    if not log_path:
+        return
+    try:
+        if os.path.getsize(log_path) > LOG_KEEP_BYTES:
+            os.replace(log_path, log_path + ".1")
+    except OSError:
+        pass  # no log yet, or it cannot be moved: keep appending
+
+
 def _kill_group(pid: int | None) -> None:
     """SIGKILL what is left of the child's process group (its DataLoader workers); POSIX only."""
     if pid is None or not hasattr(os, "killpg"):
@@ -177,6 +189,7 @@ class Engine:
     def _ensure(self) -> None:
         if self._proc is not None and self._proc.is_alive():
             return
+        _rotate(self.log_path)
         ctx = mp.get_context("spawn")  # a fresh interpreter: no Textual state, no inherited threads
         parent, child = ctx.Pipe(duplex=True)
         # Not a daemon: a DataLoader with workers must be able to start child processes.

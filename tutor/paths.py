@@ -8,6 +8,7 @@ user names (`export -o`, `--set path=...`) go where they say.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import MutableMapping
 from pathlib import Path
 
@@ -40,10 +41,21 @@ def data_dir(override: str | os.PathLike[str] | None = None) -> tuple[Path, bool
     return cache_dir() / "data", True
 
 
+SCRATCH_KEEP_S = 24 * 3600  # older scratch files were left by a run that was killed
+
+
 def scratch_dir() -> Path:
-    """Files an experiment writes and removes again (a checkpoint to read back)."""
+    """Files an experiment writes and removes again (a checkpoint to read back). A run killed
+    mid-write leaves its file behind: files older than a day are cleared here."""
     path = cache_dir() / "scratch"
     path.mkdir(parents=True, exist_ok=True)
+    cutoff = time.time() - SCRATCH_KEEP_S
+    for old in path.iterdir():
+        try:
+            if old.is_file() and old.stat().st_mtime < cutoff:
+                old.unlink()
+        except OSError:
+            pass  # another process's, or gone already
     return path
 
 
