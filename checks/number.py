@@ -80,7 +80,7 @@ _QUANTITY_RE = re.compile(
     re.IGNORECASE,
 )
 _PREFIX_X_RE = re.compile(rf"(?<![A-Za-z0-9])[x×]\s*(?P<num>{_NUM})(?![0-9])", re.IGNORECASE)
-_SCI_RE = re.compile(r"([0-9.]+)\s*(?:x|×|\*|·)\s*10\s*(?:\^|\*\*)\s*([-+]?[0-9]{1,4})", re.IGNORECASE)
+_SCI_RE = re.compile(r"([0-9.]{1,40})\s*(?:x|×|\*|·)\s*10\s*(?:\^|\*\*)\s*([-+]?[0-9]{1,4})", re.IGNORECASE)
 _POW_RE = re.compile(r"(?<![\w.])([0-9]+(?:\.[0-9]+)?)\s*(?:\^|\*\*)\s*\(?\s*([-+]?[0-9]{1,4})\)?")
 
 
@@ -286,6 +286,8 @@ def _target(spec: NumberAnswer, metrics: dict | None) -> tuple[float | None, str
             )
         try:
             value = float(raw)
+        except OverflowError:
+            return None, f"The measured `{spec.from_metric}` is not a finite number, so this cannot be checked."
         except (TypeError, ValueError):
             return None, f"The measured `{spec.from_metric}` ({raw!r}) is not a number, so this cannot be checked."
         if not math.isfinite(value):

@@ -27,7 +27,11 @@ def _number(x) -> float | None:
     if isinstance(x, bool) or x is None:
         return None
     if isinstance(x, (int, float)):
-        return float(x) if math.isfinite(x) else None
+        try:
+            value = float(x)
+        except OverflowError:  # an int beyond float range
+            return None
+        return value if math.isfinite(value) else None
     if isinstance(x, str):
         return parse_number(x)
     return None

@@ -233,10 +233,16 @@ def _context(args: argparse.Namespace) -> Context:
     device = getattr(args, "s_device", None) or args.g_device
     saved = user_settings.load()
     warnings = [saved.problem] if saved.problem else []
+    from_settings = []
     for d in saved.lessons_dirs:
-        if not d.is_dir():
-            warnings.append(f"{saved.path}: lessons_dirs: {d}: no such directory (skipped)")
-    from_settings = [d for d in saved.lessons_dirs if d.is_dir()]
+        try:
+            usable, why = d.is_dir(), "no such directory"
+        except OSError as e:  # a name too long for the filesystem
+            usable, why = False, e.strerror or str(e)
+        if usable:
+            from_settings.append(d)
+        else:
+            warnings.append(f"{saved.path}: lessons_dirs: {d}: {why} (skipped)")
     ctx = Context(lessons_dirs=[*from_settings, *dirs], device=device, cli_lessons_dirs=dirs, warnings=warnings)
     if data_dir:
         path = Path(data_dir).expanduser()
@@ -278,16 +284,26 @@ def main(argv: list[str] | None = None) -> int:
         # The reader went away (`gpututor run --json | head -1`): stop quietly.
         _silence_stdout()
         return 141
+    except OSError as e:
+        if e.filename is None:
+            return _unexpected(e, debug)
+        # a path given on the command line that the system refuses (too long, a loop)
+        _eprint(f"gpututor: {e.filename}: {e.strerror or e}")
+        return BAD_INPUT
     except Exception as e:  # noqa: BLE001 - the one place that turns surprises into a sentence
-        if debug:
-            import traceback
+        return _unexpected(e, debug)
 
-            traceback.print_exc()
-        text = str(e).strip().splitlines()
-        _eprint(f"gpututor: unexpected error: {type(e).__name__}: {text[0] if text else ''}".rstrip(": "))
-        if not debug:
-            _eprint("run with GPUTUTOR_DEBUG=1 for details")
-        return FAILED
+
+def _unexpected(e: BaseException, debug: bool) -> int:
+    if debug:
+        import traceback
+
+        traceback.print_exception(e)
+    text = str(e).strip().splitlines()
+    _eprint(f"gpututor: unexpected error: {type(e).__name__}: {text[0] if text else ''}".rstrip(": "))
+    if not debug:
+        _eprint("run with GPUTUTOR_DEBUG=1 for details")
+    return FAILED
 
 
 def _silence_stdout() -> None:

@@ -112,7 +112,9 @@ def _run_budget() -> int | None:
     experiment process holds between runs (for a shared machine, or to see an out-of-memory
     error on purpose). Unset: no limit beyond the machine's."""
     value = os.environ.get(MEMORY_ENV, "").strip()
-    return int(value) if value.isdigit() and int(value) > 0 else None
+    if not (value.isascii() and value.isdigit() and len(value) <= 9):  # "²", or 5000 digits
+        return None
+    return int(value) or None
 
 
 def _limit_memory(budget_mb: int | None) -> None:

@@ -77,7 +77,7 @@ class ExerciseResult:
 
 def strip_comments(code: str) -> str:
     """The code with comments blanked out (strings kept), so a commented-out line does not count."""
-    lines = code.splitlines(keepends=True)
+    lines = io.StringIO(code).readlines()  # rows as tokenize counts them: split at "\n" only
     try:
         tokens = list(tokenize.generate_tokens(io.StringIO(code).readline))
     except (tokenize.TokenError, IndentationError, SyntaxError):
@@ -203,21 +203,41 @@ def _check_report(req: ReportRequirement, reports: dict[str, Any]) -> tuple[bool
     if req.name not in reports:
         return False, f"{req.feedback} (your program did not report {req.name}: call report({req.name}=...))"
     value = reports[req.name]
+    number = _finite(value)
     if req.equals is not None:
         if isinstance(req.equals, bool):
             ok = value is req.equals
         elif isinstance(req.equals, (int, float)):
-            ok = (isinstance(value, (int, float)) and not isinstance(value, bool)
-                  and math.isclose(value, req.equals, rel_tol=1e-9, abs_tol=1e-12))
+            ok = number is not None and math.isclose(number, req.equals, rel_tol=1e-9, abs_tol=1e-12)
         else:
             ok = str(value) == req.equals
-        return ok, "" if ok else f"{req.feedback} (you reported {req.name}={value!r})"
+        return ok, "" if ok else f"{req.feedback} (you reported {req.name}={_brief(value)})"
     if req.min is not None or req.max is not None:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            return False, f"{req.feedback} (you reported {req.name}={value!r}, which is not a number)"
-        if (req.min is not None and value < req.min) or (req.max is not None and value > req.max):
-            return False, f"{req.feedback} (you reported {req.name}={value:.4g})"
+        if number is None:
+            return False, f"{req.feedback} (you reported {req.name}={_brief(value)}, which is not a finite number)"
+        if (req.min is not None and number < req.min) or (req.max is not None and number > req.max):
+            return False, f"{req.feedback} (you reported {req.name}={number:.4g})"
     return True, ""
+
+
+def _finite(value: Any) -> float | None:
+    """A reported number as a finite float; None for text, bools, nan, inf, ints past float range."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
+
+
+def _brief(value: Any, limit: int = 80) -> str:
+    """What the learner reported, as feedback quotes it: a megabyte string is not repeated."""
+    try:
+        text = repr(value)
+    except (ValueError, RecursionError):  # an int too long to print, a deeply nested list
+        text = f"<{type(value).__name__}>"
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _check_file(req: FileRequirement, workdir: Path, memory_mb: int, cancelled: Callable[[], bool],

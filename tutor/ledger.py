@@ -8,6 +8,7 @@ instrument moves, so an instructor can collect what a class decided and measured
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Any
 
@@ -40,16 +41,32 @@ def instrument_context(progress: Progress, device: Any = None) -> Context:
             p = MemoryLedgerParams(**{k: v for k, v in run.params.items() if k in MemoryLedgerParams.model_fields})
             parameters = int(run.metrics["parameters"])
             per_sample = float(run.metrics["activation_bytes"]) / p.batch_size
-            if parameters > 0 and per_sample >= 0:
+            if 0 < parameters <= SANE_LIMIT and 0 <= per_sample <= SANE_LIMIT:  # not nan, inf, 1e400
                 ctx.my_model = {"label": f"your MLP ({p.layers} x {p.width} wide, measured)",
                                 "parameters": parameters, "activation_bytes_per_sample": per_sample}
-        except (KeyError, TypeError, ValueError, ZeroDivisionError):  # pydantic's ValidationError is a ValueError
+        except (KeyError, TypeError, ValueError, ZeroDivisionError, OverflowError):  # ValidationError: ValueError
             pass
     run = progress.latest_run(experiment="pipeline-breakdown")
     if run is not None and isinstance(run.metrics, dict):
-        ctx.my_pipeline = {**run.metrics, "device_name": run.device.get("name") if isinstance(run.device, dict)
-                           else None}
+        metrics = {k: v for k, v in run.metrics.items() if _sane(v)}
+        name = run.device.get("name") if isinstance(run.device, dict) else None
+        ctx.my_pipeline = {**metrics, "device_name": name if _sane(name) else None}
     return ctx
+
+
+SANE_LIMIT = 1e18  # no measurement here (bytes, FLOP/s, seconds) comes near it
+
+
+def _sane(value: Any) -> bool:
+    """A stored metric an instrument can show: a finite number in range, or a short text."""
+    if value is None or isinstance(value, bool):
+        return True
+    if isinstance(value, (int, float)):
+        try:
+            return math.isfinite(float(value)) and abs(value) <= SANE_LIMIT
+        except OverflowError:
+            return False
+    return isinstance(value, str) and len(value) <= 200
 
 
 def _ram_bytes() -> int | None:

@@ -377,7 +377,7 @@ def _scalar(node: yaml.Node) -> Any:
         return float(node.value)
     try:
         return _constructor.construct_object(node, deep=True)
-    except yaml.YAMLError:
+    except (yaml.YAMLError, ValueError):  # ValueError: an int of more than 4300 digits
         return node.value
 
 
@@ -413,9 +413,28 @@ def _yaml_issue(e: yaml.MarkedYAMLError, path: str) -> LessonIssue:
 _FAST_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml: 20x faster, same marks
 
 
+_BRACKETS = re.compile(r"[\[\]{}]")
+_LEAD = re.compile(r"^[ \t]*((?:[-?][ \t]+)*)", re.MULTILINE)
+DEEP = 200  # nesting beyond this goes to the pure-Python loader
+
+
+def _nests_deeply(text: str) -> bool:
+    """libyaml composes in C, one stack frame per level, and crashes the process (SIGSEGV)
+    some 25,000 levels down; the pure-Python loader raises RecursionError, which lint reports.
+    Nesting comes from open brackets, runs of '- ' or '? ' and indentation: an estimate."""
+    depth = 0
+    for m in _BRACKETS.finditer(text):
+        depth = depth + 1 if m.group() in "[{" else max(0, depth - 1)
+        if depth > DEEP:
+            return True
+    return any(len(m.group(0)) > 10 * DEEP or len(m.group(1)) > 2 * DEEP for m in _LEAD.finditer(text))
+
+
 def _compose(text: str) -> yaml.Node | None:
     """Compose with libyaml when it is there; a broken file is parsed again by the pure-Python
     loader, whose error messages (and positions) are the ones lint reports."""
+    if _nests_deeply(text):
+        return yaml.compose(text, Loader=yaml.SafeLoader)
     try:
         return yaml.compose(text, Loader=_FAST_LOADER)
     except yaml.YAMLError:

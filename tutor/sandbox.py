@@ -172,7 +172,7 @@ def _read_reports(path: Path) -> dict[str, Any]:
                     break
                 try:
                     item = json.loads(line)
-                except ValueError:
+                except (ValueError, RecursionError):  # not JSON, or "[[[[..." a program wrote
                     continue
                 if isinstance(item, dict):
                     reports.update(item)
@@ -183,10 +183,21 @@ def _read_reports(path: Path) -> dict[str, Any]:
 
 def _read_error(path: Path) -> dict[str, Any]:
     try:
-        data = json.loads(path.read_text(encoding="utf-8", errors="replace"))
-    except (OSError, ValueError):
+        with path.open(encoding="utf-8", errors="replace") as f:
+            data = json.loads(f.read(1_000_000))  # ours is a few KB; a program may write anything
+    except (OSError, ValueError, RecursionError):
         return {}
     return data if isinstance(data, dict) else {}
+
+
+TRACEBACK_CHARS = 20_000  # the frames that matter are the last ones
+
+
+def _tail(text: str) -> str:
+    """A traceback as the learner reads it: a 100k-character exception message is cut."""
+    if len(text) <= TRACEBACK_CHARS:
+        return text
+    return f"[… {len(text) - TRACEBACK_CHARS:,} characters cut …]\n" + text[-TRACEBACK_CHARS:]
 
 
 def _child_env(workdir: Path, memory_mb: int, env: dict | None) -> dict[str, str]:
@@ -314,7 +325,7 @@ def run_code(
         output=output,
         dropped_bytes=dropped,
         reports=_read_reports(workdir / REPORTS),
-        traceback=err.get("traceback") if isinstance(err.get("traceback"), str) else None,
+        traceback=_tail(err.get("traceback")) if isinstance(err.get("traceback"), str) else None,
         error_type=error_type,
         error_message=message,
         error_line=line if isinstance(line, int) else None,

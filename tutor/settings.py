@@ -46,9 +46,6 @@ def load(path: Path | None = None) -> Settings:
         return settings
     try:
         model = _Model.model_validate(tomllib.loads(text))
-    except tomllib.TOMLDecodeError as e:
-        settings.problem = f"{path}: not valid TOML ({e}); settings ignored"
-        return settings
     except ValidationError as e:
         first = e.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
@@ -57,6 +54,14 @@ def load(path: Path | None = None) -> Settings:
             f"{where}: {first['msg'].lower()}"
         settings.problem = f"{path}: {what}; settings ignored"
         return settings
+    except (ValueError, RecursionError) as e:  # TOMLDecodeError; a 5000-digit number; [[[[...
+        reason = str(e) if isinstance(e, ValueError) else "nested too deeply"
+        settings.problem = f"{path}: not valid TOML ({reason}); settings ignored"
+        return settings
     # Relative directories are relative to the settings file, not to wherever gpututor started.
-    settings.lessons_dirs = [(path.parent / Path(d).expanduser()).resolve() for d in model.lessons_dirs]
+    for d in model.lessons_dirs:
+        try:
+            settings.lessons_dirs.append((path.parent / Path(d).expanduser()).resolve())
+        except (ValueError, RuntimeError, OSError) as e:  # "a\0b", "~nosuchuser/x"
+            settings.problem = f"{path}: lessons_dirs: {d!r} is not a usable path ({e}); skipped"
     return settings

@@ -55,6 +55,12 @@ def percent(share: float) -> str:
 # ---------------------------------------------------------------- controls
 
 
+def _brief(raw: Any, limit: int = 60) -> str:
+    """A value the user gave, quoted in an error: a page of text is not repeated back."""
+    text = repr(raw) if isinstance(raw, str) else repr(str(raw))
+    return text if len(text) <= limit else text[: limit - 2] + "…'"
+
+
 @dataclass(frozen=True)
 class Control:
     """One input. `choice` and `toggle` take one of `options`; a `stepper` takes any whole
@@ -85,20 +91,25 @@ class Control:
                 return True
             if text in ("off", "false", "no", "0"):
                 return False
-            raise SettingsError(f"{self.name}: expected on or off, got {raw!r}")
+            raise SettingsError(f"{self.name}: expected on or off, got {_brief(raw)}")
         if self.kind == "stepper":
+            digits = str(raw).replace(",", "").replace("_", "")
             try:
-                value = int(str(raw).replace(",", "").replace("_", ""))
+                value = int(digits) if len(digits) <= 30 else None
             except ValueError:
-                raise SettingsError(f"{self.name}: expected a whole number, got {raw!r}") from None
+                value = None
             lo, hi = self.options[0], self.options[-1]
+            if value is None and len(digits) > 30 and digits.lstrip("+-").isdigit():
+                raise SettingsError(f"{self.name}: {_brief(raw)} is outside {lo}..{hi}")
+            if value is None:
+                raise SettingsError(f"{self.name}: expected a whole number, got {_brief(raw)}")
             if not lo <= value <= hi:
                 raise SettingsError(f"{self.name}: {value} is outside {lo}..{hi}")
             return value
         for option in self.options:
             if text == str(option).lower():
                 return option
-        raise SettingsError(f"{self.name}: {raw!r} is not one of {', '.join(map(str, self.options))}")
+        raise SettingsError(f"{self.name}: {_brief(raw)} is not one of {', '.join(map(str, self.options))}")
 
     def step(self, value: Any, direction: int) -> Any:
         """The next option to the left (-1) or right (+1); toggles flip; ends stay put."""

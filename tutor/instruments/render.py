@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from rich.console import Group
 from rich.text import Text
 
@@ -14,15 +16,16 @@ def _bar_line(bar: Bar, width: int, scale: float, limit: float | None) -> Text:
     line = Text(f"{bar.label[:LABEL - 1]:<{LABEL}}")
     cells: list[tuple[str, str]] = []
     edge = 0.0
+    scale = scale if math.isfinite(scale) else 0.0
     for seg in bar.segments:
-        start = round(edge / scale * width) if scale else 0
+        start = _column(edge, scale, width)
         edge += seg.value
-        end = round(edge / scale * width) if scale else 0
+        end = _column(edge, scale, width)
         cells += [("█", seg.style)] * max(0, end - start)
     cells += [("·", "dim")] * max(0, width - len(cells))
     cells = cells[:width]
-    if limit is not None and scale:
-        at = min(width - 1, round(limit / scale * width))
+    if limit is not None and scale and math.isfinite(limit):
+        at = max(0, min(width - 1, _column(limit, scale, width)))
         cells[at] = ("┃", "bold red")
     for ch, style in cells:
         line.append(ch, style)
@@ -65,10 +68,18 @@ def chart(c: Chart, width: int) -> Group:
     return Group(*lines)
 
 
+def _column(value: float, scale: float, width: int) -> int:
+    """Where `value` falls on a bar `width` columns wide for `scale`, kept on the bar (a stored
+    run can hold nan or 1e300; drawing that many cells would take all memory)."""
+    if not scale or not math.isfinite(value):
+        return 0
+    return round(max(0.0, min(value / scale, 1.0)) * width)
+
+
 def gauge(g: Gauge, width: int) -> Text:
     width = max(10, width - LABEL - 6)
-    value = g.value or 0.0
-    filled = round(min(1.0, value) * width)
+    value = g.value if g.value is not None and math.isfinite(g.value) else 0.0
+    filled = round(max(0.0, min(1.0, value)) * width)
     line = Text(f"{g.label:<{LABEL}}")
     line.append("█" * filled, "bold green")
     line.append("░" * (width - filled), "dim")
@@ -77,7 +88,7 @@ def gauge(g: Gauge, width: int) -> Text:
         marks = [" "] * (width + 1)
         names = []
         for name, at in g.marks:
-            marks[min(width, round(at * width))] = "▲"
+            marks[max(0, min(width, round(at * width)))] = "▲" if math.isfinite(at) else " "
             names.append(f"▲ {name} {percent(at)}")
         line.append("\n" + " " * LABEL + "".join(marks).rstrip(), "magenta")
         line.append("\n" + " " * LABEL + "  ".join(names), "magenta")

@@ -192,8 +192,9 @@ def grade_check(step, answer: str, metrics: dict) -> tuple[str, checks.Verdict]:
     """(the answer as the learner sees it, the verdict): a choice's number becomes its text."""
     verdict = checks.grade(answer, step.answer, metrics)
     shown = answer
-    if isinstance(step.answer, ChoiceAnswer) and answer.isdigit():
-        shown = step.answer.options[int(answer) - 1].text
+    options = step.answer.options if isinstance(step.answer, ChoiceAnswer) else []
+    if answer.isascii() and answer.isdigit() and 1 <= int(answer[:6]) <= len(options):
+        shown = options[int(answer) - 1].text
     return shown, verdict
 
 
