@@ -59,8 +59,8 @@ async def test_home_lists_lessons_and_detects_device(tmp_path):
     async with app.run_test(size=(100, 30)) as pilot:
         assert isinstance(app.screen, HomeScreen)
         await wait_for(pilot, lambda: "detecting" not in str(app.device_text))
-        device = str(app.screen.query_one("#device", Static).render())
-        assert "cpu" in device
+        await pilot.pause()
+        assert "cpu" in text_of(app.screen.query_one("#device", Static))
         options = app.screen.query_one("#lessons", OptionList)
         ids = [options.get_option_at_index(i).id for i in range(options.option_count)]
         assert "tui-demo" in ids
@@ -354,3 +354,15 @@ async def test_choice_options_show_brackets_as_written(tmp_path):
         await pilot.pause()
         shown = " ".join(re.findall(r">([^<]*)<", app.export_screenshot())).replace("&#160;", " ")
         assert "[b]bold[/b] and [/]" in shown and "torch.Size([64, 1, 28, 28])" in shown, shown[-1500:]
+
+
+async def test_home_device_note_keeps_its_indent_when_it_wraps(tmp_path):
+    app = make_app(tmp_path)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: "detecting" not in str(app.device_text))
+        await pilot.pause()
+        console = Console(width=60, record=True, file=io.StringIO())
+        console.print(app.screen.query_one("#device", Static).content)
+        lines = console.export_text().splitlines()
+        assert lines[0].startswith("Device: ")
+        assert len(lines) >= 3 and all(line.startswith("  ") for line in lines[1:]), lines

@@ -18,6 +18,13 @@ from tutor.lesson import LoadedLesson
 from tutor.screens.review import ReviewScreen
 
 
+def _hanging(text: Text) -> Group:
+    """The device line with its notes indented as a block, so a wrapped note keeps its indent."""
+    first, *notes = text.split("\n")
+    return Group(first, *(Padding(note[2:] if note.plain.startswith("  ") else note, (0, 0, 0, 2))
+                          for note in notes))
+
+
 class HomeScreen(Screen):
     BINDINGS = [
         Binding("r", "review", "review"),
@@ -30,7 +37,7 @@ class HomeScreen(Screen):
         with Vertical(id="home"):
             yield Static(Text("Learn PyTorch GPU training by predicting, then measuring.", style="bold"),
                          id="tagline")
-            yield Static(self.app.device_text, id="device")
+            yield Static(_hanging(self.app.device_text), id="device")
             yield Static(Text("Lessons", style="bold underline"), classes="section")
             yield OptionList(id="lessons")
             yield Static("", id="review-line")
@@ -104,7 +111,7 @@ class HomeScreen(Screen):
         self.app.push_screen(ReviewScreen())
 
     def update_device(self) -> None:
-        self.query_one("#device", Static).update(self.app.device_text)
+        self.query_one("#device", Static).update(_hanging(self.app.device_text))
 
     @on(OptionList.OptionSelected, "#lessons")
     def _open(self, event: OptionList.OptionSelected) -> None:
