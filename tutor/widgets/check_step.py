@@ -193,8 +193,9 @@ def grade_check(step, answer: str, metrics: dict) -> tuple[str, checks.Verdict]:
     verdict = checks.grade(answer, step.answer, metrics)
     shown = answer
     options = step.answer.options if isinstance(step.answer, ChoiceAnswer) else []
-    if answer.isascii() and answer.isdigit() and 1 <= int(answer[:6]) <= len(options):
-        shown = options[int(answer) - 1].text
+    number = int(answer) if answer.isascii() and answer.isdigit() and len(answer.lstrip("0")) <= 6 else 0
+    if 1 <= number <= len(options):
+        shown = options[number - 1].text
     return shown, verdict
 
 
