@@ -632,6 +632,11 @@ def _experiments_text() -> str:
     return "\n".join(lines)
 
 
+def _pack_dirs(names: list[str], files: list[Path]) -> list[Path]:
+    """Where a folder pack's experiments.py may sit: each folder named, and each lesson's folder."""
+    return [*(Path(n) for n in names if Path(n).is_dir()), *(f.parent for f in files)]
+
+
 def _activate_packs(dirs: Iterable[Path]) -> list[Any]:
     """Register the experiments of the lesson packs in these directories (and installed ones).
 
@@ -884,8 +889,7 @@ def cmd_lint(args: argparse.Namespace, ctx: Context) -> int:
             files.append(path)  # a missing file is reported by load_file as path:1:1
 
     # A folder pack's experiments.py sits beside its lessons: load it before they are checked.
-    issues: list[LessonIssue] = _activate_packs(
-        [*(Path(n) for n in args.paths if Path(n).is_dir()), *(f.parent for f in files)])
+    issues: list[LessonIssue] = _activate_packs(_pack_dirs(args.paths, files))
     bad_files: set[Path] = {Path(i.path) for i in issues}
     ids: dict[str, Path] = {}
     good = 0
@@ -1251,8 +1255,7 @@ def cmd_lesson(args: argparse.Namespace, ctx: Context) -> int:
     files = _lesson_files(args.paths)
     console = _console()
     started = time.perf_counter()
-    pack_problems = _activate_packs(
-        [*(Path(n) for n in args.paths if Path(n).is_dir()), *(f.parent for f in files)])
+    pack_problems = _activate_packs(_pack_dirs(args.paths, files))
 
     def show(o: Any) -> None:
         if args.json:
