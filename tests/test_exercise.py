@@ -64,7 +64,7 @@ def test_typical_mistakes_get_their_feedback(lesson, tmp_path):
     assert got["no-hardcoded-cuda"].passed  # .cuda() only in a comment
     assert "did not report accuracy" in got["reports-accuracy"].feedback
     assert "lacks model_state_dict" in got["checkpoint"].feedback
-    assert "images that were not moved" in got["batches-moved"].feedback
+    assert "images that did not come out of .to(device)" in got["batches-moved"].feedback
     assert result.summary.startswith("2 of 6 requirements met")
     assert result.hint == got["prints-accuracy"].feedback
 
@@ -74,7 +74,7 @@ def test_stale_checkpoint_from_an_earlier_run_does_not_count(lesson, tmp_path):
     (tmp_path / "saved").mkdir()
     (tmp_path / "saved" / "model.pth").write_bytes(b"old")
     result = grade_exercise(step, "print('accuracy 1')\n", tmp_path)
-    assert "no file saved/model.pth was written" in by_id(result)["checkpoint"].feedback
+    assert by_id(result)["checkpoint"].feedback.startswith("No file saved/model.pth was written.")
 
 
 def test_exception_shows_marked_line_and_still_judges_source(lesson, tmp_path):
@@ -165,7 +165,7 @@ def test_checkpoint_that_needs_pickle_and_accuracy_bar(tmp_path):
     )
     got = by_id(grade_exercise(step, code, tmp_path))
     assert not got["pickled"].passed and "weights_only=True" in got["pickled"].feedback
-    assert not got["untrained"].passed and "test accuracy is" in got["untrained"].feedback
+    assert not got["untrained"].passed and got["untrained"].feedback.startswith("b.pth reaches 7.00% test accuracy")
 
 
 def test_function_probe_needs_the_function(tmp_path):
@@ -174,7 +174,7 @@ def test_function_probe_needs_the_function(tmp_path):
          "feedback": "Define train_one_epoch."},
     ])
     got = by_id(grade_exercise(step, "def other():\n    pass\n", tmp_path))
-    assert not got["fn"].passed and "no function named train_one_epoch" in got["fn"].feedback
+    assert not got["fn"].passed and "defines no function train_one_epoch" in got["fn"].feedback
 
 
 def test_lab_report_and_lazy_data(tmp_path, monkeypatch, capsys):

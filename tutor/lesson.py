@@ -141,7 +141,8 @@ class ReportRequirement(Strict):
 class FileRequirement(Strict):
     """A file the program wrote in its working directory. With `checkpoint: true` it must load
     with torch.load(map_location="cpu", weights_only=True); `keys` must be in the dict, and
-    `min_accuracy` is the test accuracy an MNISTClassifier with its model_state_dict reaches."""
+    `min_accuracy` is the test accuracy an MNISTClassifier with its model_state_dict reaches;
+    `best: true` compares it with the weights the program had at each evaluation during the run."""
 
     type: Literal["file"]
     id: str = Field(pattern=ID_PATTERN)
@@ -150,6 +151,7 @@ class FileRequirement(Strict):
     keys: list[str] = []
     min_accuracy: float | None = None
     min_accuracy_synthetic: float | None = None  # the bar when MNIST is absent (offline digits)
+    best: bool = False  # its weights must be the best the program evaluated (not the last)
     feedback: str
 
 
@@ -161,6 +163,17 @@ class FunctionRequirement(Strict):
     name: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")  # a Python function name
     probe: str  # a probe in tutor/exercise.py, e.g. "moves_batch_to_device"
     feedback: str
+
+
+class BehaviourRequirement(Strict):
+    """What the program did when it ran, judged whatever its names: `check` is one of the
+    behaviour checks in tutor/behaviour.py (where the model and each batch were, autocast, the
+    scaler, synchronised clock reads, torch.save/load calls ...)."""
+
+    type: Literal["behaviour"]
+    id: str = Field(pattern=ID_PATTERN)
+    check: str  # e.g. "model_on_device"
+    feedback: str  # the detail after the cause the run showed: why it matters and the fix
 
 
 class ErrorRequirement(Strict):
@@ -176,7 +189,7 @@ class ErrorRequirement(Strict):
 
 Requirement = Annotated[
     Union[OutputRequirement, SourceRequirement, ReportRequirement, FileRequirement, FunctionRequirement,
-          ErrorRequirement],
+          BehaviourRequirement, ErrorRequirement],
     Field(discriminator="type"),
 ]
 
@@ -969,13 +982,15 @@ def _graded_example_issues(step: CheckStep, i: int, marks: dict[Path_, Pos], pat
 
 
 def _requirement_issues(step: ExerciseStep, i: int, marks: dict[Path_, Pos], path: str) -> list[LessonIssue]:
-    from tutor.probes import PROBES
+    from tutor.probes import BEHAVIOURS, PROBES
 
     issues = []
     for j, req in enumerate(step.requirements):
         problem = None
         if isinstance(req, FunctionRequirement) and req.probe not in PROBES:
             problem = f"unknown probe {req.probe!r}; available: {', '.join(sorted(PROBES))}"
+        elif isinstance(req, BehaviourRequirement) and req.check not in BEHAVIOURS:
+            problem = f"unknown behaviour check {req.check!r}; available: {', '.join(sorted(BEHAVIOURS))}"
         elif isinstance(req, (OutputRequirement, SourceRequirement, ErrorRequirement)):
             try:
                 re.compile(req.pattern)

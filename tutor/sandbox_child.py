@@ -3,6 +3,10 @@
 Limits its own memory, runs the file as `__main__`, and when it raises prints the traceback a
 learner can read (their frames marked '>>', the tutor's own frames hidden, library frames
 folded) and writes it to .error.json for the grader. SystemExit passes through with its code.
+
+When the grader asks ($GPUTUTOR_OBSERVE names a file), the program runs watched
+(tutor/observe.py) and what it did is written there when it ends; the function probes named in
+$GPUTUTOR_PROBES then call the functions it defined, in this same process (never a second run).
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ import traceback
 from pathlib import Path
 
 ERROR_FILE = ".error.json"
-_HIDDEN = (str(Path(__file__).resolve()), runpy.__file__)
+_HIDDEN = (str(Path(__file__).resolve()), runpy.__file__, str(Path(__file__).with_name("observe.py").resolve()))
 
 
 def limit_memory(megabytes: int) -> None:
@@ -97,13 +101,17 @@ def main(argv: list[str]) -> None:
         limit_memory(int(mb))
     solution = os.path.abspath(argv[1])
     error_file = os.path.abspath(ERROR_FILE)  # before the learner's code can chdir
+    observe_file = os.environ.get("GPUTUTOR_OBSERVE")
+    observer = _observer(solution, os.path.abspath(observe_file)) if observe_file else None
     sys.argv = [argv[1]]
     sys.path.insert(0, os.path.dirname(solution))  # as `python solution.py` would
     try:
-        runpy.run_path(solution, run_name="__main__")
+        namespace = runpy.run_path(solution, run_name="__main__")
     except SystemExit:
+        _finish(observer, None)
         raise
     except BaseException as exc:  # noqa: BLE001 - every error the learner's code raises is shown
+        _finish(observer, None)
         text, line = learner_traceback(exc, solution)
         try:
             sys.stdout.flush()
@@ -119,6 +127,49 @@ def main(argv: list[str]) -> None:
         except OSError:
             pass
         os._exit(1)  # not sys.exit: atexit handlers of the learner's libraries could hang
+    _finish(observer, namespace)
+
+
+def _observer(solution: str, path: str):
+    try:
+        from tutor.observe import Observer
+    except ImportError:  # no torch: nothing to watch
+        return None
+    observer = Observer(solution, snapshots=bool(os.environ.get("GPUTUTOR_OBSERVE_SNAPSHOTS")))
+    observer.path = path
+    try:
+        observer.install()
+    except ImportError:
+        return None
+    return observer
+
+
+def _finish(observer, namespace: dict | None) -> None:
+    """Write what the program did; then, if it ran to the end, call its functions with probes."""
+    if observer is None:
+        return
+    summary = observer.summary()
+    observer.uninstall()
+    specs = os.environ.get("GPUTUTOR_PROBES")
+    if namespace is not None and specs:
+        from tutor.sandbox_probes import run_probes
+
+        try:
+            summary["probes"] = run_probes(json.loads(specs), namespace)
+        except Exception as exc:  # noqa: BLE001 - a probe must not turn a finished run into a crash
+            summary["probes_error"] = f"{type(exc).__name__}: {exc}"[:600]
+    try:
+        Path(observer.path).write_text(json.dumps(summary), encoding="utf-8")
+    except (OSError, TypeError, ValueError):
+        pass
+    snapshots = os.environ.get("GPUTUTOR_OBSERVE_SNAPSHOTS")
+    if snapshots and observer.snapshots:
+        try:
+            import torch
+
+            torch.save(observer.snapshots, snapshots)
+        except Exception:  # noqa: BLE001 - a full disk: the best-checkpoint check says it could not tell
+            pass
 
 
 if __name__ == "__main__":

@@ -1,0 +1,33 @@
+# A real mistake: the program mentions torch.cuda.is_available(), but only in a print; the
+# device itself is hard-coded to cuda.
+import time
+from itertools import islice
+
+import torch
+from torch import nn
+
+from tutor.lab import MNISTClassifier, train_loader, report, synchronize
+
+
+def train_batches(model, loader, optimizer, criterion, device):
+    for inputs, labels in loader:
+        inputs, labels = inputs.to(device), labels.to(device)
+        optimizer.zero_grad()
+        criterion(model(inputs), labels).backward()
+        optimizer.step()
+
+
+def time_training(device):
+    model = MNISTClassifier().to(device)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    synchronize(device)
+    start = time.perf_counter()
+    train_batches(model, islice(train_loader, 10), optimizer, nn.CrossEntropyLoss(), device)
+    synchronize(device)
+    return time.perf_counter() - start
+
+
+if __name__ == "__main__":
+    print("CUDA available:", torch.cuda.is_available())
+    device = torch.device("cuda")
+    report(speedup=time_training(torch.device("cpu")) / time_training(device))
