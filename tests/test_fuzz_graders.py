@@ -979,3 +979,47 @@ def test_lesson_nested_too_deeply_is_reported_not_a_crash(chunk):
             f"try:\n    load_text({chunk!r} * 30000, 'deep.yaml')\nexcept LessonError as e:\n    print(e)\n")
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and "nested too deeply" in done.stdout, (done.returncode, done.stderr[-300:])
+
+
+# ---------------------------------------------------------------- behaviour judges
+# The summary they read is a file in the learner's working directory: a program can write
+# anything there. Every judge and the function check take whatever JSON it holds.
+
+JSONISH = st.recursive(
+    st.one_of(st.none(), st.booleans(), INTS, st.floats(allow_nan=True, allow_infinity=True), TEXT),
+    lambda children: st.one_of(st.lists(children, max_size=3),
+                               st.dictionaries(st.sampled_from(["models", "devices", "timings", "saves", "loads",
+                                                                "probes", "answers", "train_calls", "autocast",
+                                                                "start_line", "stop_line", "with_work",
+                                                                "unsynced_stops", "scalers", "optimizers",
+                                                                "criteria", "backward", "comparisons",
+                                                                "clock_reads", "x"]), children, max_size=4)),
+    max_leaves=12)
+
+
+@FAST
+@given(observed=st.dictionaries(st.sampled_from(["models", "timings", "saves", "loads", "scalers", "optimizers",
+                                                 "criteria", "backward", "comparisons", "autocast_blocks",
+                                                 "cuda_asked", "mps_asked", "tensor_moves", "probes"]),
+                                JSONISH, max_size=6),
+       stopped=st.booleans(), message=st.one_of(st.none(), TEXT))
+def test_behaviour_judges_take_any_summary(observed, stopped, message):
+    from tutor.behaviour import BEHAVIOUR_JUDGES, Context, judge
+
+    ctx = Context(observed, "x = 1\n", "RuntimeError" if message else None, message, stopped)
+    for name in BEHAVIOUR_JUDGES:
+        verdict = judge(name, ctx)
+        assert isinstance(verdict.passed, bool) and isinstance(verdict.cause, str)
+
+
+@FAST
+@given(probes=JSONISH)
+def test_function_check_takes_any_probe_result(probes):
+    from tutor.exercise import _check_function
+    from tutor.lesson import FunctionRequirement
+    from tutor.sandbox import SandboxResult
+
+    for probe in ("moves_batch_to_device", "picks_device"):
+        req = FunctionRequirement(type="function", id="fn", name="f", probe=probe, feedback="Define f.")
+        ok, feedback = _check_function(req, {"probes": probes}, SandboxResult(exit_code=0))
+        assert isinstance(ok, bool) and isinstance(feedback, str)

@@ -35,7 +35,7 @@ ISSUE_MISTAKES = {
     ("ex2-checkpoint", "map-location"),  # load without map_location
     ("ex3-mixed-precision", "backward-outside-autocast"),  # autocast around backward
     ("ex3-mixed-precision", "autocast-used"),  # GradScaler without autocast
-    ("ex4-portable-script", "best-checkpoint"),  # saved every epoch, not the best
+    ("ex4-portable-script", "best-accuracy-kept"),  # best_accuracy never updated: every epoch saved
 }
 
 

@@ -86,6 +86,27 @@ def device_fallback(ctx: Context) -> Judgement:
     return PASS
 
 
+def asks_mps(ctx: Context) -> Judgement:
+    """Where CUDA is absent, the device choice asks torch.backends.mps.is_available() next."""
+    if ctx.observed.get("mps_asked"):
+        return PASS
+    if ctx.observed.get("cuda_available"):
+        return PASS  # `elif mps` is never reached on a CUDA machine: this run cannot tell
+    if ctx.stopped:
+        return _unknown("the program stopped before it chose a device")
+    return Judgement(False, "CUDA is not here, and your program never asked "
+                            "torch.backends.mps.is_available() before settling on a device.")
+
+
+def moves_a_tensor(ctx: Context) -> Judgement:
+    """The program moves a tensor with .to(device) (or .cuda())."""
+    if ctx.observed.get("tensor_moves"):
+        return PASS
+    if ctx.stopped:
+        return _unknown("the program stopped before it moved a tensor")
+    return Judgement(False, "Your program never moves a tensor with .to(...).")
+
+
 def model_on_device(ctx: Context) -> Judgement:
     """Every trained model had its weights on the device its batches went to, moved with .to()."""
     if not ctx.trained:
@@ -115,7 +136,7 @@ def batches_on_device(ctx: Context) -> Judgement:
     for model in ctx.trained:
         unmoved, seen = model.get("inputs_unmoved", 0), model.get("inputs_seen", 0)
         if unmoved:
-            return Judgement(False, f"{unmoved:,} of {seen:,} training batches reached {_model_name(ctx, model)} "
+            return Judgement(False, f"{unmoved:,} of {seen:,} batches reached {_model_name(ctx, model)} "
                                     "without being moved: the tensor the model got never came out of .to(device).",
                              explains_stop=bool(ctx.error_type and _MISMATCH.search(ctx.error_message or "")))
     criteria = ctx.observed.get("criteria", {})
@@ -337,6 +358,8 @@ def compares_with_tolerance(ctx: Context) -> Judgement:
 
 BEHAVIOUR_JUDGES: dict[str, Callable[[Context], Judgement]] = {
     "device_fallback": device_fallback,
+    "asks_mps": asks_mps,
+    "moves_a_tensor": moves_a_tensor,
     "model_on_device": model_on_device,
     "batches_on_device": batches_on_device,
     "timing_synchronized": timing_synchronized,
@@ -356,7 +379,11 @@ def judge(name: str, ctx: Context) -> Judgement:
     fn = BEHAVIOUR_JUDGES.get(name)
     if fn is None:
         return Judgement(False, f"the tutor has no behaviour check {name!r} (a lesson error)")
-    return fn(ctx)
+    try:
+        return fn(ctx)
+    except (AttributeError, TypeError, ValueError, KeyError, IndexError, RecursionError):
+        # The summary is a file in the program's own directory: a program can overwrite it.
+        return _unknown("the checker could not read what the program did")
 
 
 def _first_line(text: str | None, limit: int = 160) -> str:

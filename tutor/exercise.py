@@ -35,17 +35,17 @@ from tutor.lesson import (
     ReportRequirement,
     SourceRequirement,
 )
-from tutor.sandbox import SOLUTION, SandboxResult, run_code
+from tutor.sandbox import SandboxResult, run_code
+from tutor.sandbox_child import strip_escapes
 
 CHECK_TIMEOUT_S = 180.0  # loading and evaluating a checkpoint on the CPU
 OBSERVED = ".observed.json"  # what the program did (tutor/observe.py), written by the sandbox child
 SNAPSHOTS = ".snapshots.pt"  # its weights at each evaluation, for a `best` checkpoint
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-_]")
 
 
 def clean(text: str) -> str:
     """Text from PyTorch or a program as feedback shows it: no terminal escape codes."""
-    return _ANSI.sub("", text)
+    return strip_escapes(text)
 
 
 @dataclass(frozen=True)
@@ -266,7 +266,8 @@ def _check_file(req: FileRequirement, workdir: Path, memory_mb: int, cancelled: 
     if "load_refused" in reports:
         kind = str(reports.get("load_refused_kind"))
         if kind == "main":  # a class of the program's own: the run saw whether it was a model
-            saved = [e for e in (observed or {}).get("saves", []) if e.get("path") == str(path)]
+            saves = (observed or {}).get("saves")
+            saved = [e for e in saves if isinstance(e, dict) and e.get("path") == str(path)] if isinstance(saves, list) else []
             kind = "module" if any(e.get("modules") for e in saved) else "other"
         return False, _refused(req.path, str(reports["load_refused"]), kind)
     if "load_error" in reports:
@@ -302,7 +303,7 @@ def _best_verdict(req: FileRequirement, reports: dict[str, Any], notes: list[str
     run cannot tell: then a note says so)."""
     epoch = reports.get("saved_epoch")
     scores = [float(a) for a in str(reports.get("epoch_accuracies", "")).split(",") if a]
-    if not epoch or not scores:
+    if not isinstance(epoch, int) or not 0 < epoch <= len(scores):
         notes.append(f"{req.path}: could not match its weights with an evaluation in the run, so which epoch it "
                      "holds is not checked")
         return None
@@ -318,7 +319,8 @@ def _best_verdict(req: FileRequirement, reports: dict[str, Any], notes: list[str
 def _check_function(req: FunctionRequirement, observed: dict[str, Any] | None, run: SandboxResult) -> tuple[bool, str]:
     if req.probe not in PROBES:
         return False, f"the tutor has no probe {req.probe!r} (a lesson error; known: {', '.join(sorted(PROBES))})"
-    result = (observed or {}).get("probes", {}).get(req.id)
+    probes = (observed or {}).get("probes")
+    result = probes.get(req.id) if isinstance(probes, dict) else None
     if not isinstance(result, dict):
         why = (observed or {}).get("probes_error") or run.problem() or "it gave no result"
         return False, f"The checker could not call {req.name}: {clean(str(why))}."
@@ -328,7 +330,8 @@ def _check_function(req: FunctionRequirement, observed: dict[str, Any] | None, r
     if "error" in result:
         return False, f"{clean(str(result['error']))}. {req.feedback}"
     if req.probe == "picks_device":
-        answers = result.get("answers", {})
+        answers = result.get("answers")
+        answers = {str(k): str(v) for k, v in answers.items()} if isinstance(answers, dict) else {}
         # MPS is a bonus (the course's own script knows only CUDA): the CPU is a fine answer there.
         allowed = {"cuda": {"cuda"}, "mps": {"mps", "cpu"}, "cpu": {"cpu"}}
         wrong = [f"on a {machine} machine it returned {got}" for machine, got in answers.items()

@@ -25,6 +25,7 @@ import json
 import os
 import sys
 import time
+import weakref
 from typing import Any
 
 MAX_EVENTS = 200  # saves, loads, autocast blocks... kept per kind
@@ -58,10 +59,15 @@ class Observer:
         self.syncs = 0
         self.timings: dict[tuple[int, int], dict[str, int]] = {}  # (start line, stop line) -> counts
         self.clock_reads = 0
-        self.models: dict[int, dict[str, Any]] = {}
+        # Keyed by the objects themselves, weakly: a program that makes and drops many models (a
+        # batch-size search) frees them as it would unwatched. The lists keep what was seen.
+        self.models: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+        self.model_list: list[dict[str, Any]] = []
         self.criteria = {"calls": 0, "targets_unmoved": 0, "targets_seen": 0}
-        self.optimizers: dict[int, dict[str, Any]] = {}
-        self.scalers: dict[int, dict[str, Any]] = {}
+        self.optimizers: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+        self.optimizer_list: list[dict[str, Any]] = []
+        self.scalers: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+        self.scaler_list: list[dict[str, Any]] = []
         self.backward = {"calls": 0, "in_autocast": 0, "scaled": 0}
         self.autocast_blocks: list[dict[str, Any]] = []
         self._autocast_stack: list[tuple[str, bool, str]] = []
@@ -69,11 +75,13 @@ class Observer:
         self.loads: list[dict[str, Any]] = []
         self.comparisons = {"allclose": 0, "equal": 0}
         self.cuda_asked = 0
+        self.mps_asked = 0
+        self.cuda_available = False
+        self.tensor_moves = 0  # .to(device)/.cuda() calls from the learner's code
         self.snapshots: list[dict[str, Any]] = []
         self._depth = 0
         self._in_scaler_step = False
         self._scaled_since_step = False
-        self._refs: list[Any] = []  # objects whose id() is a key: kept alive so ids stay unique
         self._patches: list[tuple[Any, str, Any]] = []  # (owner, name, original), for uninstall
         self._handles: list[Any] = []
 
@@ -199,29 +207,42 @@ class Observer:
         wrap(timing, "synchronize")  # tutor.lab.synchronize calls it
 
         real_available = torch.cuda.is_available
+        self.cuda_available = bool(real_available())
 
         def is_available() -> bool:
             if self.active and self._learner_line() is not None:
                 self.cuda_asked += 1
             return real_available()
 
+        is_available.__wrapped__ = getattr(real_available, "__wrapped__", real_available)
         self._patch(torch.cuda, "is_available", is_available)
+        real_mps = torch.backends.mps.is_available
+
+        def mps_is_available() -> bool:
+            if self.active and self._learner_line() is not None:
+                self.mps_asked += 1
+            return real_mps()
+
+        # torch._dynamo reads is_available.__wrapped__ (it is an lru_cache): keep the same shape.
+        mps_is_available.__wrapped__ = getattr(real_mps, "__wrapped__", real_mps)
+        self._patch(torch.backends.mps, "is_available", mps_is_available)
 
     # ------------------------------------------------------------ modules
 
     def _model(self, module: Any) -> dict[str, Any]:
-        key = id(module)
-        if key not in self.models:
-            self._refs.append(module)
-            self.models[key] = {
-                "index": len(self.models), "class": type(module).__name__,
+        info = self.models.get(module)
+        if info is None:
+            info = {
+                "index": len(self.model_list), "class": type(module).__name__,
                 "train_calls": 0, "eval_calls": 0, "first_work": self.work,
                 "inputs_unmoved": 0, "inputs_seen": 0, "devices": {}, "param_dtypes": {},
                 "autocast": {}, "autocast_other_device": 0, "output_dtypes": {},
                 "moved_to": None, "snapshots": 0, "phases": 0, "last_train_work": 0,
                 "_trained_since_snapshot": False,
             }
-        return self.models[key]
+            self.models[module] = info
+            self.model_list.append(info)
+        return info
 
     @staticmethod
     def _moved(t: Any) -> bool:
@@ -282,7 +303,7 @@ class Observer:
             self._depth = max(0, self._depth - 1)
             if self._depth != 0 or not self.active or not isinstance(output, torch.Tensor):
                 return
-            info = self.models.get(id(module))
+            info = self.models.get(module)
             if info is not None and torch.is_grad_enabled():
                 dtype = str(output.dtype).replace("torch.", "")
                 info["output_dtypes"][dtype] = info["output_dtypes"].get(dtype, 0) + 1
@@ -330,7 +351,9 @@ class Observer:
         real_to, real_cuda = torch.Tensor.to, torch.Tensor.cuda
 
         def moved(tensor: Any, out: Any) -> Any:
-            if out is tensor and self._learner_line(3) is not None:
+            learner = self._learner_line(3) is not None
+            self.tensor_moves += learner
+            if out is tensor and learner:
                 # Already there (.to("cpu") on the CPU returns the tensor itself): hand back an
                 # alias, as a real move hands back a new tensor, so a dropped result stays unmoved.
                 out = tensor.view_as(tensor)
@@ -365,12 +388,12 @@ class Observer:
             if not self.active:
                 return
             self.work += 1
-            key = id(optimizer)
-            if key not in self.optimizers:
-                self._refs.append(optimizer)
-                self.optimizers[key] = {"index": len(self.optimizers), "class": type(optimizer).__name__,
-                                        "steps": 0, "via_scaler": 0, "bypassed_scaler": 0, "zero_grads": 0}
-            info = self.optimizers[key]
+            info = self.optimizers.get(optimizer)
+            if info is None:
+                info = {"index": len(self.optimizer_list), "class": type(optimizer).__name__,
+                        "steps": 0, "via_scaler": 0, "bypassed_scaler": 0, "zero_grads": 0}
+                self.optimizers[optimizer] = info
+                self.optimizer_list.append(info)
             info["steps"] += 1
             if self._in_scaler_step:
                 info["via_scaler"] += 1
@@ -383,8 +406,8 @@ class Observer:
         real_zero = torch.optim.Optimizer.zero_grad
 
         def zero_grad(optimizer: Any, *args: Any, **kwargs: Any) -> Any:
-            if self.active and id(optimizer) in self.optimizers:
-                self.optimizers[id(optimizer)]["zero_grads"] += 1
+            if self.active and optimizer in self.optimizers:
+                self.optimizers[optimizer]["zero_grads"] += 1
             return real_zero(optimizer, *args, **kwargs)
 
         self._patch(torch.optim.Optimizer, "zero_grad", zero_grad)
@@ -404,17 +427,18 @@ class Observer:
         self._patch(torch.Tensor, "backward", backward)
 
     def _scaler(self, scaler: Any) -> dict[str, Any]:
-        key = id(scaler)
-        if key not in self.scalers:
-            self._refs.append(scaler)
+        info = self.scalers.get(scaler)
+        if info is None:
             try:
                 enabled = bool(scaler.is_enabled())
             except Exception:  # noqa: BLE001 - a half-built scaler
                 enabled = False
-            self.scalers[key] = {"index": len(self.scalers), "enabled": enabled,
-                                 "device": str(getattr(scaler, "_device", "")), "scales": 0, "steps": 0,
-                                 "updates": 0, "steps_in_autocast": 0}
-        return self.scalers[key]
+            info = {"index": len(self.scaler_list), "enabled": enabled,
+                    "device": str(getattr(scaler, "_device", "")), "scales": 0, "steps": 0,
+                    "updates": 0, "steps_in_autocast": 0}
+            self.scalers[scaler] = info
+            self.scaler_list.append(info)
+        return info
 
     def _install_amp(self, torch: Any) -> None:
         scaler_cls = torch.amp.GradScaler
@@ -527,14 +551,15 @@ class Observer:
     # ------------------------------------------------------------ out
 
     def summary(self) -> dict[str, Any]:
-        models = [{k: v for k, v in m.items() if not k.startswith("_")} for m in self.models.values()]
+        models = [{k: v for k, v in m.items() if not k.startswith("_")} for m in self.model_list]
         return {
             "models": models, "criteria": self.criteria,
-            "optimizers": list(self.optimizers.values()), "scalers": list(self.scalers.values()),
+            "optimizers": self.optimizer_list, "scalers": self.scaler_list,
             "backward": self.backward, "autocast_blocks": self.autocast_blocks,
             "timings": [{"start_line": a, "stop_line": b, **v} for (a, b), v in self.timings.items()],
             "clock_reads": self.clock_reads,
             "syncs": self.syncs, "saves": self.saves, "loads": self.loads,
-            "comparisons": self.comparisons, "cuda_asked": self.cuda_asked,
+            "comparisons": self.comparisons, "cuda_asked": self.cuda_asked, "mps_asked": self.mps_asked,
+            "cuda_available": self.cuda_available, "tensor_moves": self.tensor_moves,
             "snapshots": len(self.snapshots),
         }

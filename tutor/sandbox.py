@@ -71,7 +71,9 @@ class SandboxResult:
             return "the program ran out of memory (it hit the exercise's memory limit)"
         if self.error_type:
             line = f" at line {self.error_line}" if self.error_line else ""
-            return f"the program raised {self.error_type}{line}: {self.error_message}"
+            first = (self.error_message or "").strip().split("\n", 1)[0]
+            first = first if len(first) <= 300 else first[:299] + "…"
+            return f"the program raised {self.error_type}{line}: {first}"
         if self.signal:
             return f"the program crashed ({self.signal})"
         if self.exit_code not in (0, None):

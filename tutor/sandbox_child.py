@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import runpy
 import sys
 import traceback
@@ -93,6 +94,30 @@ def learner_traceback(exc: BaseException, solution: str) -> tuple[str, int | Non
     return "".join(lines), error_line
 
 
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-_]")
+
+
+def strip_escapes(text: str) -> str:
+    """Text without terminal escape codes (PyTorch puts bold into some of its messages)."""
+    return _ANSI.sub("", text)
+
+
+_REFUSED = re.compile(r"Unsupported global: GLOBAL ([\w.]+)")
+
+
+def readable(message: str) -> str:
+    """An exception's message as a learner reads it: no terminal escape codes, and PyTorch's
+    page on weights_only (whose first advice, weights_only=False, runs the file's code) cut to
+    what the file holds."""
+    message = _ANSI.sub("", message)
+    if "Weights only load failed" in message:
+        found = _REFUSED.search(message)
+        what = f"it holds {found.group(1)}" if found else "it holds an object that is not a tensor or a plain value"
+        return (f"Weights only load failed: {what}, which torch.load(..., weights_only=True) does not load "
+                "(it loads tensors, state_dicts, numbers, text, lists and dicts)")
+    return message
+
+
 def main(argv: list[str]) -> None:
     if len(argv) != 2:
         sys.exit("usage: python -m tutor.sandbox_child solution.py")
@@ -113,6 +138,9 @@ def main(argv: list[str]) -> None:
     except BaseException as exc:  # noqa: BLE001 - every error the learner's code raises is shown
         _finish(observer, None)
         text, line = learner_traceback(exc, solution)
+        raw = exc.msg if isinstance(exc, SyntaxError) and exc.msg else str(exc)
+        if readable(raw) != raw and raw:
+            text = _ANSI.sub("", text.replace(raw, readable(raw)))
         try:
             sys.stdout.flush()
         except Exception:  # noqa: BLE001
@@ -120,7 +148,7 @@ def main(argv: list[str]) -> None:
         sys.stderr.write(text)
         sys.stderr.flush()
         # A SyntaxError's str() repeats "(solution.py, line N)"; the line is reported on its own.
-        message = exc.msg if isinstance(exc, SyntaxError) and exc.msg else str(exc)
+        message = readable(raw)
         record = {"type": type(exc).__name__, "message": message[:2000], "line": line, "traceback": text}
         try:
             Path(error_file).write_text(json.dumps(record), encoding="utf-8")
