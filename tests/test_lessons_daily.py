@@ -173,7 +173,7 @@ def test_each_typical_mistake_fails_its_requirement(small_lab, tmp_path, lesson_
     failed = {r.id: r for r in result.requirements if not r.passed}
     assert m.fails in failed, (result.summary, [r.feedback for r in result.requirements])
     req = next(r for r in step.requirements if r.id == m.fails)
-    assert failed[m.fails].feedback.startswith(req.feedback)
+    assert req.feedback in failed[m.fails].feedback  # after the cause the run showed, where there is one
 
 
 @posix
