@@ -198,7 +198,7 @@ def test_ex4_checkpoint_requirement(lesson: Lesson) -> None:
     assert req.min_accuracy == 0.97 and req.min_accuracy_synthetic is not None and req.best
     assert {"model_state_dict", "accuracy"} <= set(req.keys)
     assert 'os.path.join("saved_models", "portable_best.pth")' in step.solution
-    assert step.timeout >= 600  # 10 epochs through the DataLoader on a 2-core CPU
+    assert step.timeout >= 180  # 3 epochs through the DataLoader on a busy 2-core CPU, with margin
 
 
 def test_ex2_checkpoint_keys_are_the_ones_saved(lesson: Lesson) -> None:

@@ -1,7 +1,7 @@
 """The exercise environment: what the course notebook's shared setup cells gave, in one import.
 
     from tutor.lab import MNISTClassifier, device, train_loader, test_loader, \
-        train_one_epoch, evaluate, report, synchronize
+        train_one_epoch, evaluate, report, synchronize, epochs_here
 
 Data is the tutor's own (tutor.data: MNIST, or the offline digits when MNIST is absent), read
 lazily on first use of `train_loader`, `test_loader`, `train_x` ... so a program that does not
@@ -30,6 +30,7 @@ BATCH_SIZE = 64  # the notebook's
 __all__ = [
     "MNISTClassifier", "device", "train_loader", "test_loader", "train_x", "train_y", "test_x", "test_y",
     "train_one_epoch", "evaluate", "report", "synchronize", "is_synthetic", "data_source", "BATCH_SIZE",
+    "epochs_here",
 ]
 
 device = torch.device(_devices.resolve(None).torch_device)
@@ -102,6 +103,18 @@ def evaluate(model: torch.nn.Module, loader: Any, device: Any) -> float:
         correct += (model(images).argmax(dim=1) == labels).sum().item()
         seen += labels.shape[0]
     return correct / max(seen, 1)
+
+
+def epochs_here(gpu: int, cpu: int) -> int:
+    """How many epochs a long script trains on this machine: `gpu` on a GPU (or Apple MPS), `cpu`
+    on a CPU, where each epoch through the DataLoader takes seconds and `gpu` of them would keep the
+    learner waiting for minutes. Prints the choice, so the run says what it cut."""
+    if device.type == "cpu" and cpu < gpu:
+        print(f"epochs: {cpu} on this CPU ({gpu} on a GPU; a CPU epoch takes seconds, not milliseconds)",
+              flush=True)
+        return cpu
+    print(f"epochs: {gpu} on {device.type}", flush=True)
+    return gpu
 
 
 def synchronize(device: Any) -> None:

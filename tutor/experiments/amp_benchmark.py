@@ -33,7 +33,18 @@ from tutor import devices
 from tutor.devices import Device
 from tutor.events import Event, Finished, Note, Started, Table
 from tutor.experiments import AmpBenchmarkParams
-from tutor.experiments.common import OFF, Amp, autocast_settings, saved_for_backward, seed_everything, train_timed
+from tutor.experiments.common import (
+    OFF,
+    Amp,
+    Fit,
+    autocast_settings,
+    cpu_budget_s,
+    fit_samples,
+    saved_for_backward,
+    seconds_per_sample,
+    seed_everything,
+    train_timed,
+)
 from tutor.model import count_parameters, linear_stack
 
 
@@ -178,6 +189,7 @@ def run(p: AmpBenchmarkParams, dev: Device) -> Iterator[Event]:
                    "PyTorch keeps no per-run peak, so the memory column shows n/a.")
 
     results: dict[str, dict] = {}
+    cut_to: dict[str, int] = {}  # images each CPU case timed
     saved_tf32 = _tf32_settings()
     try:
         d = mnist.load(device, train_samples=p.train_samples, test_samples=p.test_samples) if accel else None
@@ -189,16 +201,31 @@ def run(p: AmpBenchmarkParams, dev: Device) -> Iterator[Event]:
             what = {"cpu": "float32 on the CPU", "fp32": f"float32 on {device}, TF32 off",
                     "tf32": f"float32 with TF32 matmuls on {device}",
                     "amp": f"autocast {amp.dtype_name} on {'the CPU' if on_cpu else device}"}[name]
-            yield Note(f"Case {name}: {what}, {n_cpu if on_cpu else epoch_images} images per epoch ...")
-            x, y, tx, ty = (cpu_x, cpu_y, cpu_data.test_x, cpu_data.test_y) if on_cpu else (
+            used = n_cpu
+            if on_cpu:
+                # Sized by what this CPU measures: an emulated bfloat16 case can be 100x slower than
+                # float32, and the step must still end within a minute.
+                per = seconds_per_sample(lambda: benchmark_mlp(p.width, p.layers), cpu_x, cpu_y, "cpu",
+                                         batch_size=p.batch_size, amp=case_amp)
+                share = cpu_budget_s() / sum(1 for n in names if n == "cpu" or not accel) / p.epochs
+                fit = fit_samples(epoch_images, per, share, batch_size=p.batch_size, minimum_batches=2)
+                used = min(fit.used, n_cpu)
+                if used < n_cpu:
+                    why = (f": {amp.dtype_name} is emulated on this CPU" if case_amp.enabled and amp.emulated
+                           else " to keep this step within a minute")
+                    yield Note(Fit(epoch_images, used, per).note(f"Case {name}", why), "warning")
+                cut_to[name] = used
+            yield Note(f"Case {name}: {what}, {used if on_cpu else epoch_images} images per epoch ...")
+            x, y, tx, ty = (cpu_x[:used], cpu_y[:used], cpu_data.test_x, cpu_data.test_y) if on_cpu else (
                 d.train_x, d.train_y, d.test_x, d.test_y)
             target = "cpu" if on_cpu else device
             state = {k: v.to(target) for k, v in init_state.items()}
             for item in _train_case(name, case_amp, state, x, y, tx, ty, target, p):
                 if isinstance(item, dict):
                     # The CPU cases' epoch time, projected to the full epoch.
-                    item["epoch_seconds"] = item["seconds"] * (projection if on_cpu else 1.0)
-                    item["projected"] = on_cpu and projection != 1.0
+                    factor = epoch_images / used if on_cpu else 1.0
+                    item["epoch_seconds"] = item["seconds"] * factor
+                    item["projected"] = factor != 1.0
                     results[name] = item
                 else:
                     yield item
@@ -232,12 +259,19 @@ def run(p: AmpBenchmarkParams, dev: Device) -> Iterator[Event]:
         ])
     title = f"Seconds per epoch of {epoch_images} images (median)"
     if any(r["projected"] for r in results.values()):
-        title += f"; * projected from {n_cpu}"
+        timed = sorted(set(cut_to.values()))
+        title += (f"; * projected from {timed[0]}" if len(timed) == 1 else
+                  "; * projected from " + ", ".join(f"{v} ({k})" for k, v in cut_to.items()))
     yield Table(title, ["case", "s/epoch", "vs CPU", "test acc", "peak MB"], rows)
+    if len(set(cut_to.values())) > 1:
+        yield Note("The CPU cases trained on different numbers of images ("
+                   + ", ".join(f"{k} {v:,}" for k, v in cut_to.items())
+                   + "), each sized to its own speed: their s/epoch compare, their accuracies do not.")
 
     # ---- what the numbers say
     if gpu_speedup is not None:
-        projected = f" (the CPU time projected from {n_cpu} images)" if results["cpu"]["projected"] else ""
+        projected = (f" (the CPU time projected from {cut_to.get('cpu', n_cpu)} images)"
+                     if results["cpu"]["projected"] else "")
         if gpu_speedup >= 1:
             yield Note(f"The GPU in float32 (TF32 off) trained {gpu_speedup:.1f}x faster than the CPU{projected}.",
                        "result")
@@ -363,6 +397,8 @@ def run(p: AmpBenchmarkParams, dev: Device) -> Iterator[Event]:
             "tf32_peak_mb": tf32_peak,
             "amp_peak_mb": amp_peak,
             "amp_dtype": amp.dtype_name,
+            "cpu_images_timed": cut_to.get("cpu"),  # of epoch_images: the CPU cases' times are projected
+            "amp_images_timed": cut_to.get("amp"),
             "parameters": params,
             "accelerator": dev.name if accel else "none",
             "device": device,

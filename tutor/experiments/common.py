@@ -25,6 +25,10 @@
                                                 the device synchronised before and after the clock
     saved_for_backward(model)                   a context that adds up the bytes autograd saves for
                                                 backward (the activations), parameters excluded
+    seconds_per_sample(model, x, y, device, ...) training seconds per sample, measured on a few warm
+                                                batches of a throwaway copy
+    fit_samples(asked, per_sample_s, budget_s)  how many samples a CPU run can time within its budget
+                                                (a Fit that says what was cut and projects the rest)
 
 Timing uses tutor.timing.Stopwatch (synchronised, with `with sw.paused(): yield event`).
 
@@ -55,6 +59,17 @@ from tutor.devices import Device
 from tutor.timing import synchronize
 
 WARMUP_STEPS = 5  # untimed steps before a timed run: device context, cuBLAS handles, kernels, allocator
+CPU_BUDGET_S = 30.0  # timed CPU work one run step may do, so the step ends within a minute (see Fit)
+
+
+def cpu_budget_s() -> float:
+    """Seconds of timed CPU work a run step plans for: CPU_BUDGET_S, or GPUTUTOR_CPU_BUDGET_S (tests
+    set a tiny one to see the cut without a slow machine)."""
+    try:
+        value = float(os.environ.get("GPUTUTOR_CPU_BUDGET_S", ""))
+    except ValueError:
+        return CPU_BUDGET_S
+    return value if value > 0 and value == value else CPU_BUDGET_S
 
 
 def seed_everything(seed: int) -> None:
@@ -529,3 +544,71 @@ def train_timed(
         "peak_mb": peak,
         "base_mb": None if base is None else base / 1e6,
     }
+
+
+@dataclass(frozen=True)
+class Fit:
+    """Work sized to a time budget: `used` of the `asked` samples are timed; per-epoch figures
+    are projected to `asked` (seconds x asked / used), and `note()` says so on screen."""
+
+    asked: int
+    used: int
+    per_sample_s: float  # measured before the timed work
+
+    @property
+    def cut(self) -> bool:
+        return self.used < self.asked
+
+    @property
+    def factor(self) -> float:
+        return self.asked / self.used if self.used else 1.0
+
+    def project(self, seconds: float) -> float:
+        return seconds * self.factor
+
+    def note(self, what: str, why: str = "") -> str:
+        """'<what> timed on 4,096 of 60,000 images (0.93 ms per image measured here, so all of them
+        would take 56 s); its epoch time is projected: measured seconds x 60,000 / 4,096 (x 14.65).'"""
+        whole = self.per_sample_s * self.asked
+        return (f"{what} timed on {self.used:,} of {self.asked:,} images{why} ({self.per_sample_s * 1e3:.2f} ms per "
+                f"image measured here, so all of them would take {whole:.0f} s); its epoch time is projected: "
+                f"measured seconds x {self.asked:,} / {self.used:,} (x {self.factor:.2f}). On a GPU nothing is cut.")
+
+
+def fit_samples(asked: int, per_sample_s: float, budget_s: float, *, batch_size: int = 1,
+                minimum_batches: int = 8) -> Fit:
+    """The samples (whole batches, at least `minimum_batches` of them, never more than `asked`)
+    whose training fits in `budget_s` at the measured `per_sample_s`."""
+    if per_sample_s <= 0 or per_sample_s != per_sample_s or asked <= 0:
+        return Fit(asked, asked, max(per_sample_s, 0.0))
+    fits = int(budget_s / per_sample_s)
+    if fits >= asked:
+        return Fit(asked, asked, per_sample_s)
+    used = max(fits // batch_size * batch_size, minimum_batches * batch_size)
+    return Fit(asked, min(asked, used), per_sample_s)
+
+
+def seconds_per_sample(make_model: Callable[[], nn.Module], x: torch.Tensor, y: torch.Tensor, device: str, *,
+                       batch_size: int, amp: Amp = OFF, batches: int = 3) -> float:
+    """Training seconds per sample for a model from `make_model()` on `device`: one untimed batch,
+    then `batches` timed ones (synchronised), on a throwaway model; the RNG state is restored."""
+    from tutor.data import batches as batch_iter
+
+    target = torch.device(device)
+    gpus = [target.index or 0] if target.type == "cuda" else []
+    with torch.random.fork_rng(devices=gpus):
+        model = make_model().to(device)
+        opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+        scaler = make_scaler(amp, device)
+        n = min(x.shape[0], batch_size * (batches + 1))
+        data = list(batch_iter(x[:n], y[:n], batch_size, shuffle=False))
+        for _ in train_epoch(model, opt, data[:1], device, amp=amp, scaler=scaler, report_every=10**9):
+            pass
+        timed = data[1:] or data
+        synchronize(device)
+        start = time.perf_counter()
+        for _ in train_epoch(model, opt, timed, device, amp=amp, scaler=scaler, report_every=10**9):
+            pass
+        synchronize(device)
+        seconds = time.perf_counter() - start
+    return seconds / max(sum(b[0].shape[0] for b in timed), 1)
