@@ -1,4 +1,7 @@
-"""Shared test set-up: a throwaway GPUTUTOR_HOME, the repository's MNIST, the `gpu` marker."""
+"""Shared test set-up: a throwaway GPUTUTOR_HOME, the repository's MNIST, the `gpu` marker, and
+CI's strictness: under CI (CI=true, or GPUTUTOR_STRICT_TESTS=1 as .ci/run sets) a missing
+../shared/data stops the run, and any skip but a @pytest.mark.gpu test's fails it, so whole
+groups of tests cannot vanish quietly. The skip count is printed either way."""
 
 from __future__ import annotations
 
@@ -9,6 +12,7 @@ import pytest
 
 # CI clones the repository with ../shared beside it; real MNIST lies in shared/data.
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+STRICT = os.environ.get("GPUTUTOR_STRICT_TESTS") == "1" or os.environ.get("CI", "").lower() == "true"
 _ENV = ("GPUTUTOR_HOME", "GPUTUTOR_DATA_DIR", "GPUTUTOR_DEVICE", "GPUTUTOR_DEBUG", "NO_COLOR")
 
 
@@ -49,3 +53,33 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     skip = pytest.mark.skip(reason="needs a CUDA or MPS device (none visible to PyTorch here)")
     for item in gpu_items:
         item.add_marker(skip)
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    if STRICT and not SHARED_DATA.is_dir():
+        pytest.exit(f"CI needs real MNIST at {SHARED_DATA} (../shared/data beside the checkout): without it "
+                    "the MNIST tests would skip and the rest would train on the offline digits.", returncode=3)
+
+
+_skips: list[tuple[str, str, bool]] = []  # (test, reason, a gpu test)
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if report.skipped:
+        reason = str(report.longrepr[-1]) if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        _skips.append((report.nodeid, reason, "gpu" in report.keywords))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if STRICT and exitstatus == 0 and any(not gpu for _, _, gpu in _skips):
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    gpu = sum(1 for _, _, g in _skips if g)
+    others = [(test, reason) for test, reason, g in _skips if not g]
+    terminalreporter.write_line(f"skipped: {len(_skips)} ({gpu} need a GPU, {len(others)} other)")
+    for test, reason in others:
+        terminalreporter.write_line(f"  not a GPU test, skipped: {test}: {reason}"
+                                    + ("  <- fails the run under CI" if STRICT else ""))

@@ -49,11 +49,20 @@ def test_every_lesson_we_ship_validates_against_the_schema(validator, path):
     assert not errors
 
 
-def test_the_schema_rejects_what_lint_rejects(validator):
-    data, _ = parse_yaml("id: x\ntitle: X\nsteps:\n  - id: a\n    kind: read\n    bdy: typo\n", "x.yaml")
-    assert list(validator.iter_errors(data))
-    data, _ = parse_yaml("id: x\ntitle: X\nsteps:\n  - id: a\n    kind: chek\n", "x.yaml")
-    assert list(validator.iter_errors(data))
+@pytest.mark.parametrize("text, lint_says", [
+    ("id: x\ntitle: X\nsteps:\n  - id: a\n    kind: read\n    bdy: typo\n", "bdy"),
+    ("id: x\ntitle: X\nsteps:\n  - id: a\n    kind: chek\n", "chek"),
+    ("id: x\ntitle: X\nsteps:\n  - id: a\n    kind: exercise\n    starter: s\n    solution: s\n"
+     "    requirements:\n      - {type: behavior, id: b, check: model_on_device, feedback: f}\n", "behavior"),
+])
+def test_the_schema_rejects_what_lint_rejects(validator, text, lint_says):
+    from tutor.lesson import LessonError, load_text
+
+    with pytest.raises(LessonError) as info:  # lint rejects it, naming the mistake...
+        load_text(text, "x.yaml")
+    assert any(lint_says in issue.message for issue in info.value.issues)
+    data, _ = parse_yaml(text, "x.yaml")
+    assert list(validator.iter_errors(data))  # ...and so does the schema an editor uses
 
 
 def test_schema_to_a_file(capsys, tmp_path):

@@ -255,7 +255,7 @@ def test_tweak_default_is_the_params_value_when_offered():
 def test_a_list_as_the_instrument_name_is_an_issue_not_a_crash():
     text = HEAD + ("  - id: p\n    kind: predict\n    prompt: q\n    answer: {type: number}\n    compare: mfu\n"
                    "  - id: i\n    kind: instrument\n    instrument: [pipeline]\n")
-    assert issues(text)
+    assert issues(text) == ["t.yaml:11:17: step 'i' instrument: Input should be a valid string"]
 
 
 # ---------------------------------------------------------------- models

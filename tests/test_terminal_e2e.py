@@ -22,19 +22,25 @@ pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="needs a POSIX p
 ANSI = re.compile(rb"\x1b\[[0-9;?<>=]*[ -/]*[@-~]|\x1b[()][0-9A-Za-z]|\x1b[=>78]|\x1b\][^\x07]*\x07")
 
 
-def gpututor_exe() -> str:
-    beside = Path(sys.executable).parent / "gpututor"  # the script pip installed with this Python
-    exe = str(beside) if beside.exists() else shutil.which("gpututor")
-    if exe is None:
-        pytest.skip("the gpututor console script is not installed")
-    return exe
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def gpututor_exe() -> list[str]:
+    """The tutor of the checkout under test, whatever else is installed: `python -m tutor` with this
+    checkout first on the child's path (set in Terminal and run_cli's environments)."""
+    return [sys.executable, "-m", "tutor"]
+
+
+def _with_checkout(env: dict[str, str | None]) -> dict[str, str | None]:
+    paths = [str(ROOT), os.environ.get("PYTHONPATH", "")]
+    return {**env, "PYTHONPATH": os.pathsep.join(p for p in paths if p)}
 
 
 class Terminal:
     def __init__(self, argv: list[str], env: dict[str, str | None], cwd: Path | None = None) -> None:
         self.pid, self.fd = pty.fork()
         if self.pid == 0:  # the child: gpututor on an 80x24 terminal
-            for key, value in env.items():  # None: not set at all
+            for key, value in _with_checkout(env).items():  # None: not set at all
                 if value is None:
                     os.environ.pop(key, None)
                 else:
@@ -95,7 +101,7 @@ class Terminal:
 def terminal(tmp_path: Path):
     exe = gpututor_exe()
     env = {"GPUTUTOR_HOME": str(tmp_path), "TERM": "xterm-256color", "GPUTUTOR_DEVICE": "cpu"}
-    term = Terminal([exe], env)
+    term = Terminal(exe, env)
     yield term
     term.kill()
 
@@ -187,7 +193,7 @@ def terminal_at_iron_law(tmp_path: Path):
         progress.set_position("training-iron-law", "act1-predict")
     exe = gpututor_exe()
     env = {"GPUTUTOR_HOME": str(tmp_path), "TERM": "xterm-256color", "GPUTUTOR_DEVICE": "cpu"}
-    term = Terminal([exe], env)
+    term = Terminal(exe, env)
     yield term
     term.kill()
 
@@ -240,7 +246,7 @@ def test_kill_9_mid_run_and_mid_answer_loses_nothing(tmp_path):
 
     answers: list[str] = []
     for round_ in range(6):
-        term = Terminal([exe], env)
+        term = Terminal(exe, env)
         try:
             term.wait_for("Lessons")
             term.wait_for("Device: cpu")
@@ -279,7 +285,7 @@ def test_quit_mid_run_exits_promptly_and_leaves_no_process(tmp_path):
     with Progress(tmp_path / "progress.db") as progress:
         progress.lock_prediction("cpu-vs-gpu", "crossover-predict", "2", 2.0)
         progress.set_position("cpu-vs-gpu", "crossover-run")
-    term = Terminal([exe], {"GPUTUTOR_HOME": str(tmp_path), "TERM": "xterm-256color", "GPUTUTOR_DEVICE": "cpu"})
+    term = Terminal(exe, {"GPUTUTOR_HOME": str(tmp_path), "TERM": "xterm-256color", "GPUTUTOR_DEVICE": "cpu"})
     try:
         term.wait_for("Device: cpu")
         term.send("\r")
@@ -336,7 +342,7 @@ def test_it_writes_only_to_its_home_its_cache_and_exercise_scratch_dirs(tmp_path
         "TRITON_CACHE_DIR": None,
     }
 
-    term = Terminal([exe], env, cwd=cwd)
+    term = Terminal(exe, env, cwd=cwd)
     try:
         term.wait_for("Device: cpu")
         term.send("\r")
@@ -355,10 +361,10 @@ def test_it_writes_only_to_its_home_its_cache_and_exercise_scratch_dirs(tmp_path
         term.kill()
 
     child_env = {k: v for k, v in os.environ.items() if k not in env or env[k] is not None}
-    child_env.update({k: v for k, v in env.items() if v is not None})
+    child_env.update({k: v for k, v in _with_checkout(env).items() if v is not None})
     for argv in (["exercise", "gpu-training-practice", "ex1-move-and-time", "--file", str(solution)],
                  ["run", "checkpoint-roundtrip", "--set", "steps=20"]):
-        done = subprocess.run([exe, *argv], env=child_env, cwd=cwd, capture_output=True, text=True, timeout=300)
+        done = subprocess.run([*exe, *argv], env=child_env, cwd=cwd, capture_output=True, text=True, timeout=300)
         assert done.returncode == 0, (argv, done.stdout[-2000:], done.stderr[-2000:])
 
     assert (gt / "progress.db").is_file()
