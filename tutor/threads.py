@@ -1,0 +1,57 @@
+"""How many threads PyTorch uses in the processes that train: decided here, once.
+
+The processes that train are the engine (the TUI's runs), an exercise's sandboxed program and
+`gpututor run`. PyTorch's CPU operations split their work across an intra-op pool, one thread
+per core by default, and every operation ends at a barrier where the threads wait for each other.
+On a small machine that is rarely idle (a browser, an IDE, another learner's job), a core taken
+by another process deschedules one of those threads and every operation waits for it: measured
+by bench/busy_core.py, one busy core made a 2-thread epoch several times slower, while a pool
+that leaves a core free is barely touched by it.
+
+Policy: the cores this process may run on (os.sched_getaffinity: a container's or taskset's
+limit, not the machine's count), less one for everything else when there are few; at least one.
+GPUTUTOR_THREADS overrides it. A learner's own torch.set_num_threads still wins in their code
+(it runs after this), so a lesson that teaches threads can set them.
+"""
+
+from __future__ import annotations
+
+import os
+
+FEW_CORES = 4  # at or below this, one core is left for the UI and whatever else runs
+
+
+def usable_cores() -> int:
+    """The cores this process may run on."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # macOS, Windows
+        return max(1, os.cpu_count() or 1)
+
+
+def training_threads(cores: int | None = None) -> int:
+    """Intra-op threads for a process that trains."""
+    override = os.environ.get("GPUTUTOR_THREADS", "").strip()
+    if override.isdigit() and int(override) > 0:
+        return int(override)
+    cores = usable_cores() if cores is None else cores
+    return max(1, cores - 1) if cores <= FEW_CORES else cores
+
+
+def child_env(env: dict[str, str]) -> dict[str, str]:
+    """`env` for a child process that will train, with the thread count set for it (OpenMP and
+    MKL read these when torch is imported), unless the learner's environment already says."""
+    n = str(training_threads())
+    for key in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        env.setdefault(key, n)
+    return env
+
+
+def apply() -> int:
+    """Set this process's intra-op pool (torch imported) to the policy; returns the count."""
+    import torch
+
+    n = training_threads()
+    if torch.get_num_threads() != n:
+        torch.set_num_threads(n)
+    return n
