@@ -10,7 +10,9 @@ first epoch can be compared with the rest (goal: within 2x).
 
 The baseline, in the same process: one plain PyTorch epoch over resident MNIST, idle and busy.
 
-    GPUTUTOR_DATA_DIR=../shared/data python bench/busy_core.py [--busy 1] [--threads N]
+    GPUTUTOR_DATA_DIR=../shared/data python bench/busy_core.py [--busy 1] [--threads N] [--runs]
+
+Training threads follow the tutor's policy (tutor/threads.py) unless --threads says otherwise.
 """
 
 from __future__ import annotations
@@ -78,11 +80,20 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--busy", type=int, default=1, help="cores to keep busy (default 1)")
     ap.add_argument("--runs", action="store_true", help="also the slowest run step of each lesson")
+    ap.add_argument("--threads", type=int, default=None,
+                    help="training threads instead of the tutor's policy (GPUTUTOR_THREADS), to compare")
     args = ap.parse_args(argv)
+    import os
+
+    from tutor import threads
+
+    if args.threads:
+        os.environ["GPUTUTOR_THREADS"] = str(args.threads)
+    threads.set_env(os.environ)  # as the CLI does, before torch is imported: here and in the sandbox
 
     import torch
 
-    from tutor import devices, threads
+    from tutor import devices
 
     print(f"device: {devices.resolve('cpu').describe()}; usable cores {threads.usable_cores()}; "
           f"torch threads here {torch.get_num_threads()}; busy processes {args.busy}\n")

@@ -317,9 +317,10 @@ def _silence_stdout() -> None:
 def _main(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
     ctx = _context(args)
-    from tutor import paths
+    from tutor import paths, threads
 
     paths.route_torch_caches(os.environ)  # for torch here and in every process started from here
+    threads.set_env(os.environ)  # likewise: how many threads training uses (tutor/threads.py)
     if args.command is not None:  # the TUI shows them on screen instead
         for warning in ctx.warnings:
             _eprint(f"warning: {warning}")

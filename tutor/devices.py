@@ -6,6 +6,8 @@ torch is imported inside the functions, never at module top, so the TUI can star
 
 from __future__ import annotations
 
+from tutor.threads import usable_cores
+
 import os
 import platform
 from dataclasses import asdict, dataclass
@@ -26,7 +28,8 @@ class Device:
     bf16: bool = False  # native bfloat16 support
     fp16: bool = False  # fast float16 (tensor cores on cuda)
     tensor_cores: bool = False
-    threads: int | None = None  # cpu: torch.get_num_threads()
+    threads: int | None = None  # cpu: torch.get_num_threads(), the threads training uses
+    cores: int | None = None  # cpu: the cores this process may use
 
     @property
     def torch_device(self) -> str:
@@ -45,7 +48,8 @@ class Device:
         if self.capability:
             bits.append(f"sm_{self.capability[0]}{self.capability[1]}")
         if self.threads:
-            bits.append(f"{self.threads} threads")
+            cores = f"{self.cores} cores, " if self.cores and self.cores != self.threads else ""
+            bits.append(f"{cores}{self.threads} training thread{'s' if self.threads != 1 else ''}")
         if self.bf16:
             bits.append("bf16")
         extra = f" ({', '.join(bits)})" if bits else ""
@@ -96,6 +100,7 @@ def _cpu() -> Device:
         name=cpu_model_name(),
         bf16=native_bf16,
         threads=torch.get_num_threads(),
+        cores=usable_cores(),
     )
 
 

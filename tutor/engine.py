@@ -49,9 +49,10 @@ def _serve(conn, log_path: str | None) -> None:
     os.dup2(target.fileno(), 2)
     sys.stdout = sys.stderr = target
 
-    from tutor import paths
+    from tutor import paths, threads
 
     paths.route_torch_caches(os.environ)  # before torch is imported
+    threads.set_env(os.environ)
     from tutor import devices, errors, experiments
 
     while True:

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from tutor.paths import route_torch_caches
+from tutor.threads import set_env as set_thread_env
 
 SOLUTION = "solution.py"
 REPORTS = ".reports.jsonl"
@@ -212,6 +213,7 @@ def _child_env(workdir: Path, memory_mb: int, env: dict | None) -> dict[str, str
     out["GPUTUTOR_REPORT"] = str(workdir / REPORTS)
     out["GPUTUTOR_SANDBOX_MEMORY_MB"] = str(memory_mb)
     route_torch_caches(out)
+    set_thread_env(out)  # the learner's own torch.set_num_threads still wins in their code
     out["PYTHONUNBUFFERED"] = "1"
     out["PYTHONIOENCODING"] = "utf-8:backslashreplace"
     return out
