@@ -30,8 +30,9 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from learner_wait import plain_epoch_seconds  # noqa: E402
 
+# The slowest run step of each lesson (bench/learner_wait.py finds them); the first is measured always.
 RUNS = [("gpu-training", "practice-run"), ("gpu-lab", "sweep-run"), ("cpu-vs-gpu", "crossover-run"),
-        ("gpu-lab", "bench-run")]
+        ("gpu-lab", "bench-run"), ("devices", "train-run"), ("training-iron-law", "measure")]
 
 
 class Busy:

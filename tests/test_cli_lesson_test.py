@@ -42,7 +42,7 @@ def test_the_scaffold_passes_with_a_table(capsys, scaffold, monkeypatch):
 
 def test_a_mistake_that_passes_fails_the_test(capsys, scaffold):
     text = scaffold.read_text(encoding="utf-8")
-    # The "hard-coded" mistake now calls torch.cuda.is_available(): it meets the requirement it should fail.
+    # The "hard-coded" mistake now asks torch.cuda.is_available(): run, it meets the requirement it should fail.
     broken = text.replace('          report(device="cpu")',
                           '          import torch\n          torch.cuda.is_available()\n          report(device="cpu")')
     assert broken != text
@@ -53,7 +53,7 @@ def test_a_mistake_that_passes_fails_the_test(capsys, scaffold):
     bad = [r for r in results[:-1] if not r["ok"]]
     assert [(r["step"], r["kind"]) for r in bad] == [("practice", "exercise")]
     assert "mistake 'hard-coded' fails checks-cuda" in bad[0]["what"]
-    assert bad[0]["detail"] == "its code meets the source requirement it should fail"
+    assert bad[0]["detail"] == "it passed: all 2 requirements met"
     assert results[-1]["failed"] == 1
 
 

@@ -4,12 +4,14 @@ prediction, run, quit. Asserts on what the terminal shows, not on internals."""
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import pty
 import re
 import select
 import shutil
 import struct
+import subprocess
 import sys
 import termios
 import time
@@ -375,3 +377,17 @@ def test_it_writes_only_to_its_home_its_cache_and_exercise_scratch_dirs(tmp_path
     assert _tree(tmp) == {}, "left in the temp dir"
     assert _tree(cwd) == {}, "written to the working directory"
     assert _tree(data) == data_before, "the MNIST directory changed"
+
+
+def test_the_installed_command_runs_this_checkout(tmp_path):
+    # The README's install step puts `gpututor` on the PATH; CI must test the command it installed
+    # from this checkout (a missing one fails CI: only GPU tests may skip there).
+    beside = Path(sys.executable).parent / "gpututor"
+    exe = str(beside) if beside.exists() else shutil.which("gpututor")
+    if exe is None:
+        pytest.skip("the gpututor console script is not installed (pip install -e .)")
+    env = {**os.environ, "GPUTUTOR_HOME": str(tmp_path)}
+    done = subprocess.run([exe, "doctor", "--json"], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    builtin = [d["path"] for d in json.loads(done.stdout)["paths"]["lesson_dirs"] if d["builtin"]]
+    assert builtin == [str(ROOT / "lessons")], f"{exe} runs another copy of the tutor: {builtin}"

@@ -124,7 +124,7 @@ def build_parser() -> argparse.ArgumentParser:
         "With no sub-command it opens the tutor (an interactive terminal UI): enter opens a "
         "lesson, r reviews the questions of lessons you finished, ? lists every key.",
         epilog="environment: GPUTUTOR_HOME (progress database and settings), GPUTUTOR_DATA_DIR "
-        "(MNIST location), GPUTUTOR_DEVICE (as --device), GPUTUTOR_MEMORY_MB (memory each run may allocate), NO_COLOR (plain output), GPUTUTOR_DEBUG=1 (show tracebacks). "
+        "(MNIST location), GPUTUTOR_DEVICE (as --device), GPUTUTOR_MEMORY_MB (memory each run may allocate), GPUTUTOR_THREADS (CPU threads training uses), NO_COLOR (plain output), GPUTUTOR_DEBUG=1 (show tracebacks). "
         "Exit codes: 0 ok, 1 a run failed, 2 bad input, 130 cancelled.",
     )
     parser.add_argument("--version", action="version", version=f"gpututor {__version__}")
