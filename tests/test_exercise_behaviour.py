@@ -199,3 +199,19 @@ def test_every_behaviour_lint_knows_has_a_judge() -> None:
     from tutor.probes import BEHAVIOURS
 
     assert set(BEHAVIOUR_JUDGES) == BEHAVIOURS
+
+
+def test_a_timestamp_saved_in_a_checkpoint_still_loads_with_weights_only(tmp_path) -> None:
+    # Clock reads are watched (a subtraction tells a timing); one stored in a checkpoint must be
+    # saved as the plain number it is.
+    from tutor.sandbox import run_code
+
+    code = ("import time, torch\nfrom tutor.lab import report\nstart = time.time()\n"
+            "torch.save({'started': start, 'laps': [time.perf_counter()]}, 'c.pt')\n"
+            "back = torch.load('c.pt', weights_only=True)\n"
+            "report(same=back['started'] == start, plain=type(back['started']) is float)\n")
+    result = run_code(code, tmp_path, timeout=120, memory_mb=4096,
+                      env={"GPUTUTOR_OBSERVE": str(tmp_path / ".observed.json")})
+    assert result.ok, result.output
+    assert result.reports == {"same": True, "plain": True}
+    assert (tmp_path / ".observed.json").is_file()

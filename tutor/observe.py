@@ -144,6 +144,7 @@ class Observer:
             def __reduce__(self) -> Any:
                 return (int, (int(self),))
 
+        self._readings = (FloatReading, IntReading)
         for name in CLOCKS:
             real = getattr(time, name)
             kind = IntReading if name.endswith("_ns") else FloatReading
@@ -505,7 +506,7 @@ class Observer:
         real_save, real_load = torch.save, torch.load
 
         def save(obj: Any, f: Any, *args: Any, **kwargs: Any) -> Any:
-            out = real_save(obj, f, *args, **kwargs)
+            out = real_save(self._plain(obj), f, *args, **kwargs)
             line = self._learner_line()
             if self.active and line is not None and len(self.saves) < MAX_EVENTS:
                 entry: dict[str, Any] = {"line": line, "work": self.work,
@@ -547,6 +548,20 @@ class Observer:
             return real_assert(*args, **kwargs)
 
         self._patch(torch.testing, "assert_close", assert_close)
+
+    def _plain(self, obj: Any, depth: int = 0) -> Any:
+        """`obj` with any clock reading in its dicts, lists and tuples turned back into a plain
+        number, so a checkpoint holding a timestamp still loads with weights_only=True."""
+        readings = getattr(self, "_readings", ())
+        if readings and isinstance(obj, readings):
+            return float(obj) if isinstance(obj, float) else int(obj)
+        if depth > 32:
+            return obj
+        if type(obj) is dict:
+            return {k: self._plain(v, depth + 1) for k, v in obj.items()}
+        if type(obj) in (list, tuple):
+            return type(obj)(self._plain(v, depth + 1) for v in obj)
+        return obj
 
     # ------------------------------------------------------------ out
 
