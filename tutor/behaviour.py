@@ -59,6 +59,13 @@ class Context:
         return {key.split("/")[1] for m in self.observed.get("models", []) for key in m.get("devices", {})}
 
 
+def _untrained(ctx: Context) -> Judgement:
+    """The verdict of a check about training when the run trained no model."""
+    if ctx.stopped:
+        return _unknown("the program stopped before it trained a model")
+    return Judgement(False, "Your program never trained a model (no forward pass with gradients on).")
+
+
 def _ordinal(n: int) -> str:
     return {1: "first", 2: "second", 3: "third"}.get(n, f"{n}th")
 
@@ -110,9 +117,7 @@ def moves_a_tensor(ctx: Context) -> Judgement:
 def model_on_device(ctx: Context) -> Judgement:
     """Every trained model had its weights on the device its batches went to, moved with .to()."""
     if not ctx.trained:
-        if ctx.stopped:
-            return _unknown("the program stopped before it trained a model")
-        return Judgement(False, "Your program never trained a model (no forward pass with gradients on).")
+        return _untrained(ctx)
     for model in ctx.trained:
         name = _model_name(ctx, model)
         for key in model.get("devices", {}):
@@ -130,9 +135,7 @@ def model_on_device(ctx: Context) -> Judgement:
 def batches_on_device(ctx: Context) -> Judgement:
     """Every training batch (images and labels) reached the model through .to(device)."""
     if not ctx.trained:
-        if ctx.stopped:
-            return _unknown("the program stopped before it trained a model")
-        return Judgement(False, "Your program never trained a model (no forward pass with gradients on).")
+        return _untrained(ctx)
     for model in ctx.trained:
         unmoved, seen = model.get("inputs_unmoved", 0), model.get("inputs_seen", 0)
         if unmoved:
@@ -217,9 +220,7 @@ def _autocast_kinds(model: dict[str, Any]) -> set[str]:
 def autocast_forward(ctx: Context) -> Judgement:
     """A model trained with its forward pass under autocast in a 16-bit dtype, on its own device."""
     if not ctx.trained:
-        if ctx.stopped:
-            return _unknown("the program stopped before it trained a model")
-        return Judgement(False, "Your program never trained a model (no forward pass with gradients on).")
+        return _untrained(ctx)
     if any(_autocast_kinds(m) & set(_HALF) for m in ctx.trained):
         return PASS
     blocks = ctx.observed.get("autocast_blocks", [])
@@ -240,9 +241,7 @@ def autocast_forward(ctx: Context) -> Judgement:
 def float32_baseline(ctx: Context) -> Judgement:
     """A model trained with autocast off: the float32 run to compare with."""
     if not ctx.trained:
-        if ctx.stopped:
-            return _unknown("the program stopped before it trained a model")
-        return Judgement(False, "Your program never trained a model (no forward pass with gradients on).")
+        return _untrained(ctx)
     if any(_autocast_kinds(m) <= {"off"} for m in ctx.trained):
         return PASS
     dtypes = sorted({k for m in ctx.trained for k in _autocast_kinds(m)} - {"off"})
@@ -295,9 +294,7 @@ def weights_float32(ctx: Context) -> Judgement:
 def amp_only_on_cuda(ctx: Context) -> Judgement:
     """Mixed precision is on where the batches are on CUDA, and off elsewhere."""
     if not ctx.trained:
-        if ctx.stopped:
-            return _unknown("the program stopped before it trained a model")
-        return Judgement(False, "Your program never trained a model (no forward pass with gradients on).")
+        return _untrained(ctx)
     for model in ctx.trained:
         kinds = _autocast_kinds(model)
         on_cuda = any(k.endswith("/cuda") for k in model.get("devices", {}))
