@@ -43,7 +43,7 @@ def test_the_note_gives_the_counts_the_rate_and_the_formula() -> None:
     note = Fit(60_000, 4_096, 0.00093).note("MNISTClassifier on the CPU", " to keep this step within a minute")
     assert "timed on 4,096 of 60,000 images to keep this step within a minute" in note
     assert "0.93 ms per image" in note and "all of them would take 56 s" in note
-    assert "measured seconds x 60,000 / 4,096 (x 14.65)" in note and "On a GPU nothing is cut" in note
+    assert "measured seconds x 60,000 / 4,096 (x 14.65)" in note and "Runs on a GPU are never cut" in note
 
 
 def test_the_budget_comes_from_the_environment(monkeypatch) -> None:

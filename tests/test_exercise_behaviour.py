@@ -215,3 +215,18 @@ def test_a_timestamp_saved_in_a_checkpoint_still_loads_with_weights_only(tmp_pat
     assert result.ok, result.output
     assert result.reports == {"same": True, "plain": True}
     assert (tmp_path / ".observed.json").is_file()
+
+
+def test_watching_leaves_a_parameter_moved_in_place_a_leaf(tmp_path) -> None:
+    # A no-op .to() hands back an alias so a dropped result stays unmoved, but never for a tensor
+    # that requires grad: a Parameter moved "to the CPU" on the CPU must still be optimisable.
+    from tutor.sandbox import run_code
+
+    code = ("import torch\nfrom tutor.lab import report\n"
+            "w = torch.nn.Parameter(torch.ones(3)).to('cpu')\n"
+            "opt = torch.optim.SGD([w], lr=0.1)\n(w * 2).sum().backward()\nopt.step()\n"
+            "report(leaf=w.is_leaf, value=float(w[0]))\n")
+    result = run_code(code, tmp_path, timeout=120, memory_mb=4096,
+                      env={"GPUTUTOR_OBSERVE": str(tmp_path / ".observed.json")})
+    assert result.ok, result.output
+    assert result.reports["leaf"] is True and abs(result.reports["value"] - 0.8) < 1e-6

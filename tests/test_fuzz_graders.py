@@ -1004,7 +1004,7 @@ JSONISH = st.recursive(
                                                                 "start_line", "stop_line", "with_work",
                                                                 "unsynced_stops", "scalers", "optimizers",
                                                                 "criteria", "backward", "comparisons",
-                                                                "clock_reads", "x"]), children, max_size=4)),
+                                                                "cuda_asked", "x"]), children, max_size=4)),
     max_leaves=12)
 
 

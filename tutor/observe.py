@@ -4,10 +4,10 @@ The grader judges behaviour, not spelling: before the learner's file runs, `Obse
 hooks the few places every training program passes through, whatever its names are:
 
 - every top-level module call (`model(x)`, `criterion(out, y)`): where the weights and the batch
-  were, whether the batch came out of `.to()`, the autocast state and the output dtype;
+  were, whether the batch came out of `.to()`, the weights' dtype and the autocast state;
 - `Module.to/.cuda/.cpu`, `Tensor.to/.cuda` (a moved tensor is marked; a move that changes
   nothing hands back an alias, as a real move would, so a dropped result stays unmarked);
-- optimizer steps and zero_grad, `backward()`, GradScaler scale/step/update, autocast blocks;
+- optimizer steps, `backward()`, GradScaler scale/step/update, autocast blocks;
 - the clocks (`time.time`, `perf_counter`, `monotonic`, read from the learner's own files) and
   every synchronize (torch.cuda/mps/cpu/accelerator, tutor.lab/timing), so a clock read can be
   classed as taken with device work still queued or not;
@@ -58,7 +58,6 @@ class Observer:
         self.synced_at = 0  # self.work at the last synchronize
         self.syncs = 0
         self.timings: dict[tuple[int, int], dict[str, int]] = {}  # (start line, stop line) -> counts
-        self.clock_reads = 0
         # Keyed by the objects themselves, weakly: a program that makes and drops many models (a
         # batch-size search) frees them as it would unwatched. The lists keep what was seen.
         self.models: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -68,7 +67,7 @@ class Observer:
         self.optimizer_list: list[dict[str, Any]] = []
         self.scalers: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self.scaler_list: list[dict[str, Any]] = []
-        self.backward = {"calls": 0, "in_autocast": 0, "scaled": 0}
+        self.backward = {"calls": 0, "in_autocast": 0}
         self.autocast_blocks: list[dict[str, Any]] = []
         self._autocast_stack: list[tuple[str, bool, str]] = []
         self.saves: list[dict[str, Any]] = []
@@ -154,7 +153,6 @@ class Observer:
                 if self.active:
                     line = self._learner_line()
                     if line is not None:
-                        self.clock_reads += 1
                         value = _kind(value)
                         value._gt = (line, self.work, self.work > self.synced_at)
                 return value
@@ -235,10 +233,8 @@ class Observer:
         if info is None:
             info = {
                 "index": len(self.model_list), "class": type(module).__name__,
-                "train_calls": 0, "eval_calls": 0, "first_work": self.work,
-                "inputs_unmoved": 0, "inputs_seen": 0, "devices": {}, "param_dtypes": {},
-                "autocast": {}, "autocast_other_device": 0, "output_dtypes": {},
-                "moved_to": None, "snapshots": 0, "phases": 0, "last_train_work": 0,
+                "train_calls": 0, "inputs_unmoved": 0, "inputs_seen": 0, "devices": {}, "param_dtypes": {},
+                "autocast": {}, "moved_to": None, "snapshots": 0, "phases": 0, "last_train_work": 0,
                 "_trained_since_snapshot": False,
             }
             self.models[module] = info
@@ -273,12 +269,10 @@ class Observer:
                 info["train_calls"] += 1
                 info["last_train_work"] = self.work
                 info["_trained_since_snapshot"] = True
-            else:
-                info["eval_calls"] += 1
-                if info["_trained_since_snapshot"]:  # training, then an evaluation: an epoch ended
-                    info["_trained_since_snapshot"] = False
-                    info["phases"] += 1
-                    self._snapshot(module, info)
+            elif info["_trained_since_snapshot"]:  # training, then an evaluation: an epoch ended
+                info["_trained_since_snapshot"] = False
+                info["phases"] += 1
+                self._snapshot(module, info)
             if not tensors:
                 return
             x = tensors[0]
@@ -297,17 +291,9 @@ class Observer:
                 except (RuntimeError, TypeError):
                     cast = "unknown"
                 info["autocast"][cast] = info["autocast"].get(cast, 0) + 1
-                if any(dev != kind for dev, _, _ in self._autocast_stack):
-                    info["autocast_other_device"] += 1
 
         def post(module: Any, args: tuple, output: Any) -> None:
-            self._depth = max(0, self._depth - 1)
-            if self._depth != 0 or not self.active or not isinstance(output, torch.Tensor):
-                return
-            info = self.models.get(module)
-            if info is not None and torch.is_grad_enabled():
-                dtype = str(output.dtype).replace("torch.", "")
-                info["output_dtypes"][dtype] = info["output_dtypes"].get(dtype, 0) + 1
+            self._depth = max(0, self._depth - 1)  # always_call: an exception unwinds it too
 
         self._handles.append(register_module_forward_pre_hook(pre))
         self._handles.append(register_module_forward_hook(post, always_call=True))
@@ -354,9 +340,10 @@ class Observer:
         def moved(tensor: Any, out: Any) -> Any:
             learner = self._learner_line(3) is not None
             self.tensor_moves += learner
-            if out is tensor and learner:
+            if out is tensor and learner and not tensor.requires_grad:
                 # Already there (.to("cpu") on the CPU returns the tensor itself): hand back an
                 # alias, as a real move hands back a new tensor, so a dropped result stays unmoved.
+                # Never for a tensor that requires grad: a leaf (a Parameter) must stay a leaf.
                 out = tensor.view_as(tensor)
             try:
                 out._gt_moved = True
@@ -392,26 +379,15 @@ class Observer:
             info = self.optimizers.get(optimizer)
             if info is None:
                 info = {"index": len(self.optimizer_list), "class": type(optimizer).__name__,
-                        "steps": 0, "via_scaler": 0, "bypassed_scaler": 0, "zero_grads": 0}
+                        "steps": 0, "bypassed_scaler": 0}
                 self.optimizers[optimizer] = info
                 self.optimizer_list.append(info)
             info["steps"] += 1
-            if self._in_scaler_step:
-                info["via_scaler"] += 1
-            elif self._scaled_since_step:
+            if not self._in_scaler_step and self._scaled_since_step:
                 info["bypassed_scaler"] += 1  # the loss went through scaler.scale, the step did not
             self._scaled_since_step = False
 
         self._handles.append(register_optimizer_step_pre_hook(step))
-
-        real_zero = torch.optim.Optimizer.zero_grad
-
-        def zero_grad(optimizer: Any, *args: Any, **kwargs: Any) -> Any:
-            if self.active and optimizer in self.optimizers:
-                self.optimizers[optimizer]["zero_grads"] += 1
-            return real_zero(optimizer, *args, **kwargs)
-
-        self._patch(torch.optim.Optimizer, "zero_grad", zero_grad)
 
         real_backward = torch.Tensor.backward
 
@@ -419,8 +395,6 @@ class Observer:
             if self.active:
                 self.work += 1
                 self.backward["calls"] += 1
-                if getattr(tensor, "_gt_scaled", False):
-                    self.backward["scaled"] += 1
                 # Inside any autocast block, even one switched off here: on a GPU it would be on.
                 self.backward["in_autocast"] += bool(self._autocast_stack)
             return real_backward(tensor, *args, **kwargs)
@@ -448,14 +422,8 @@ class Observer:
         def scale(scaler: Any, outputs: Any) -> Any:
             out = real_scale(scaler, outputs)
             if self.active:
-                info = self._scaler(scaler)
-                info["scales"] += 1
+                self._scaler(scaler)["scales"] += 1
                 self._scaled_since_step = True
-                if info["enabled"] and isinstance(out, torch.Tensor):
-                    try:
-                        out._gt_scaled = True
-                    except (AttributeError, RuntimeError):
-                        pass
             return out
 
         def step(scaler: Any, optimizer: Any, *args: Any, **kwargs: Any) -> Any:
@@ -572,9 +540,8 @@ class Observer:
             "optimizers": self.optimizer_list, "scalers": self.scaler_list,
             "backward": self.backward, "autocast_blocks": self.autocast_blocks,
             "timings": [{"start_line": a, "stop_line": b, **v} for (a, b), v in self.timings.items()],
-            "clock_reads": self.clock_reads,
+
             "syncs": self.syncs, "saves": self.saves, "loads": self.loads,
             "comparisons": self.comparisons, "cuda_asked": self.cuda_asked, "mps_asked": self.mps_asked,
             "cuda_available": self.cuda_available, "tensor_moves": self.tensor_moves,
-            "snapshots": len(self.snapshots),
         }

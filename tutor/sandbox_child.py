@@ -127,16 +127,17 @@ def main(argv: list[str]) -> None:
     solution = os.path.abspath(argv[1])
     error_file = os.path.abspath(ERROR_FILE)  # before the learner's code can chdir
     observe_file = os.environ.get("GPUTUTOR_OBSERVE")
-    observer = _observer(solution, os.path.abspath(observe_file)) if observe_file else None
+    observe_file = os.path.abspath(observe_file) if observe_file else None
+    observer = _observer(solution) if observe_file else None
     sys.argv = [argv[1]]
     sys.path.insert(0, os.path.dirname(solution))  # as `python solution.py` would
     try:
         namespace = runpy.run_path(solution, run_name="__main__")
     except SystemExit:
-        _finish(observer, None)
+        _finish(observer, observe_file, None)
         raise
     except BaseException as exc:  # noqa: BLE001 - every error the learner's code raises is shown
-        _finish(observer, None)
+        _finish(observer, observe_file, None)
         text, line = learner_traceback(exc, solution)
         raw = exc.msg if isinstance(exc, SyntaxError) and exc.msg else str(exc)
         if readable(raw) != raw and raw:
@@ -155,16 +156,15 @@ def main(argv: list[str]) -> None:
         except OSError:
             pass
         os._exit(1)  # not sys.exit: atexit handlers of the learner's libraries could hang
-    _finish(observer, namespace)
+    _finish(observer, observe_file, namespace)
 
 
-def _observer(solution: str, path: str):
+def _observer(solution: str):
     try:
         from tutor.observe import Observer
     except ImportError:  # no torch: nothing to watch
         return None
     observer = Observer(solution, snapshots=bool(os.environ.get("GPUTUTOR_OBSERVE_SNAPSHOTS")))
-    observer.path = path
     try:
         observer.install()
     except ImportError:
@@ -172,7 +172,7 @@ def _observer(solution: str, path: str):
     return observer
 
 
-def _finish(observer, namespace: dict | None) -> None:
+def _finish(observer, path: str | None, namespace: dict | None) -> None:
     """Write what the program did; then, if it ran to the end, call its functions with probes."""
     if observer is None:
         return
@@ -187,7 +187,7 @@ def _finish(observer, namespace: dict | None) -> None:
         except Exception as exc:  # noqa: BLE001 - a probe must not turn a finished run into a crash
             summary["probes_error"] = f"{type(exc).__name__}: {exc}"[:600]
     try:
-        Path(observer.path).write_text(json.dumps(summary), encoding="utf-8")
+        Path(path).write_text(json.dumps(summary), encoding="utf-8")
     except (OSError, TypeError, ValueError):
         pass
     snapshots = os.environ.get("GPUTUTOR_OBSERVE_SNAPSHOTS")

@@ -572,7 +572,7 @@ class Fit:
         whole = self.per_sample_s * self.asked
         return (f"{what} timed on {self.used:,} of {self.asked:,} images{why} ({self.per_sample_s * 1e3:.2f} ms per "
                 f"image measured here, so all of them would take {whole:.0f} s); its epoch time is projected: "
-                f"measured seconds x {self.asked:,} / {self.used:,} (x {self.factor:.2f}). On a GPU nothing is cut.")
+                f"measured seconds x {self.asked:,} / {self.used:,} (x {self.factor:.2f}). Runs on a GPU are never cut.")
 
 
 def fit_samples(asked: int, per_sample_s: float, budget_s: float, *, batch_size: int = 1,
