@@ -287,14 +287,14 @@ REGISTRY: dict[str, Experiment] = {
                 "cpu_seconds_tiny": "median seconds to train the tiny model on the CPU",
                 "accel_seconds_tiny": "same on the accelerator (None without one)",
                 "speedup_tiny": "cpu / accelerator time for the tiny model (None without an accelerator)",
-                "cpu_seconds_mlp": "median seconds to train MNISTClassifier on the CPU (projected to mlp_samples "
-                                   "where the CPU timed fewer: cpu_images_timed_mlp)",
+                "cpu_seconds_mlp": "median seconds to train MNISTClassifier on the CPU (projected to all its "
+                                   "images where fewer were timed)",
                 "accel_seconds_mlp": "same on the accelerator (None without one)",
                 "speedup_mlp": "cpu / accelerator time for MNISTClassifier (None without an accelerator)",
                 "speedup": "the headline speedup: speedup_mlp (None without an accelerator)",
                 "accelerator": "the accelerator's name, or 'none'",
-                "cpu_images_timed_mlp": "images the CPU timed for MNISTClassifier when fewer than asked fit the "
-                                        "step's time budget (its time is projected); None when all were timed",
+                "cpu_images_timed_mlp": "images the CPU timed for MNISTClassifier where not all fit the step's "
+                                        "time budget (its time is then projected); n/a when all were timed",
             },
             {"tiny_samples": 200, "mlp_samples": 1024, "repeats": 1},
         ),
@@ -469,7 +469,7 @@ REGISTRY: dict[str, Experiment] = {
                 "amp_dtype": "the autocast dtype: float16 or bfloat16",
                 "cpu_images_timed": "images the CPU float32 case timed per epoch (sized to this CPU's speed; "
                                     "its time is projected to the full epoch)",
-                "amp_images_timed": "images the CPU autocast case timed (None where autocast ran on a GPU)",
+                "amp_images_timed": "images the CPU autocast case timed (n/a where autocast ran on a GPU)",
                 "parameters": "the benchmark model's parameter count",
                 "accelerator": "the accelerator's name, or 'none'",
                 "device": "torch device used",
