@@ -55,7 +55,7 @@ class Busy:
 
 def run_step(lesson_id: str, step_id: str) -> float:
     from tutor import experiments
-    from tutor.lesson import load_file
+    from tutor.course.lesson import load_file
 
     step = load_file(ROOT / "lessons" / f"{lesson_id}.yaml").step(step_id)
     start = time.perf_counter()
@@ -65,8 +65,8 @@ def run_step(lesson_id: str, step_id: str) -> float:
 
 
 def exercise4() -> tuple[float, list[float]]:
-    from tutor.exercise import grade_exercise
-    from tutor.lesson import load_file
+    from tutor.course.lesson import load_file
+    from tutor.exercises.grader import grade_exercise
 
     step = load_file(ROOT / "lessons" / "gpu-training-practice.yaml").step("ex4-portable-script")
     with tempfile.TemporaryDirectory() as tmp:
@@ -94,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from tutor import devices
+    from tutor.experiments import devices
 
     print(f"device: {devices.resolve('cpu').describe()}; usable cores {threads.usable_cores()}; "
           f"torch threads here {torch.get_num_threads()}; busy processes {args.busy}\n")

@@ -19,7 +19,7 @@ import argparse
 import statistics
 import time
 
-from tutor.engine import CANCEL_GRACE_S, Engine
+from tutor.experiments.engine import CANCEL_GRACE_S, Engine
 
 CASES = [
     ("train", {"epochs": 3}),
@@ -72,9 +72,9 @@ def sandbox_cases() -> None:
     import tempfile
     from pathlib import Path
 
-    from tutor.exercise import grade_exercise
-    from tutor.lesson import load_file
-    from tutor.sandbox import run_code
+    from tutor.course.lesson import load_file
+    from tutor.exercises.grader import grade_exercise
+    from tutor.exercises.sandbox import run_code
 
     step = load_file(Path(__file__).resolve().parents[1] / "lessons" / "gpu-training-practice.yaml").step(
         "ex4-portable-script")

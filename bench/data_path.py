@@ -27,10 +27,10 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from tutor import data, devices
+    from tutor.experiments import data, devices
     from tutor.experiments.common import evaluate, seed_everything, train_epoch
-    from tutor.model import MNISTClassifier
-    from tutor.timing import Stopwatch
+    from tutor.experiments.model import MNISTClassifier
+    from tutor.experiments.timing import Stopwatch
 
     dev = devices.resolve(args.device)
     device = dev.torch_device

@@ -32,9 +32,9 @@ def plain_epoch_seconds(device: str) -> float:
     import torch
     from torch import nn
 
-    from tutor import data
-    from tutor.model import MNISTClassifier
-    from tutor.timing import synchronize
+    from tutor.experiments import data
+    from tutor.experiments.model import MNISTClassifier
+    from tutor.experiments.timing import synchronize
 
     resident = data.load(device)
     torch.manual_seed(0)
@@ -63,7 +63,7 @@ def plain_epoch_seconds(device: str) -> float:
 
 def timed_run(experiment: str, params: dict, device: str | None) -> tuple[float, str]:
     from tutor import experiments
-    from tutor.events import Finished, Note
+    from tutor.experiments.events import Finished, Note
 
     start = time.perf_counter()
     notes: list[str] = []
@@ -80,7 +80,7 @@ def timed_run(experiment: str, params: dict, device: str | None) -> tuple[float,
 
 
 def timed_exercise(step, code: str) -> tuple[float, str]:
-    from tutor.exercise import grade_exercise
+    from tutor.exercises.grader import grade_exercise
 
     with tempfile.TemporaryDirectory(prefix="gpututor-bench-") as tmp:
         start = time.perf_counter()
@@ -101,8 +101,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     kinds = set(args.kind.split(","))
 
-    from tutor import devices
-    from tutor.lesson import CheckStep, ExerciseStep, RunStep, load_file
+    from tutor.course.lesson import CheckStep, ExerciseStep, RunStep, load_file
+    from tutor.experiments import devices
 
     dev = devices.resolve(args.device)
     print(f"device: {dev.describe()}")

@@ -37,9 +37,10 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from tutor import data, devices, experiments
-    from tutor.events import Finished, Note
+    from tutor import experiments
+    from tutor.experiments import data, devices
     from tutor.experiments.amp_benchmark import benchmark_mlp
+    from tutor.experiments.events import Finished, Note
 
     dev = devices.resolve(args.device)
     device = dev.torch_device

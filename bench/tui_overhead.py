@@ -21,7 +21,7 @@ POLL_S = 0.05  # the lag probe: how late a 50 ms sleep wakes up while training r
 
 def plain(params: dict) -> float:
     from tutor import experiments
-    from tutor.events import Finished
+    from tutor.experiments.events import Finished
 
     for event in experiments.start("train", params, "cpu"):
         if isinstance(event, Finished):
@@ -32,9 +32,9 @@ def plain(params: dict) -> float:
 async def in_tui(params: dict) -> tuple[float, float, float]:
     """(seconds per epoch, p99 event-loop lag in ms, share of one core the UI process used while
     the run went on) with the lesson screen showing the run."""
-    from tutor.app import TutorApp
-    from tutor.lesson import RunStep
-    from tutor.widgets.run_panel import RunPanel
+    from tutor.course.lesson import RunStep
+    from tutor.ui.app import TutorApp
+    from tutor.ui.widgets.run_panel import RunPanel
 
     app = TutorApp(home=Path(os.environ["GPUTUTOR_HOME"]), device="cpu")
     lags: list[float] = []

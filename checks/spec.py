@@ -1,6 +1,6 @@
 """The answer specs a lesson's YAML declares for predict and check steps.
 
-Pure pydantic: no Textual, no torch. `tutor.lesson` embeds these models, and
+Pure pydantic: no Textual, no torch. `tutor.course.lesson` embeds these models, and
 `checks.grade` grades a learner's answer against them.
 """
 

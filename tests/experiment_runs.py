@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from tutor import experiments
-from tutor.events import Event, Finished, Started
+from tutor.experiments.events import Event, Finished, Started
 
 
 def run_experiment(name: str, values: dict[str, Any] | None = None,

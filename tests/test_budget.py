@@ -8,10 +8,10 @@ the tests assert what is cut and said, never how long anything took.
 from __future__ import annotations
 
 import pytest
-
 from experiment_runs import run_experiment
-from tutor.events import Note, Table
+
 from tutor.experiments.common import CPU_BUDGET_S, Fit, cpu_budget_s, fit_samples
+from tutor.experiments.events import Note, Table
 
 
 def _notes(events) -> str:

@@ -573,7 +573,7 @@ CORPUS: dict[str, dict[str, list]] = {
 
 def lesson_specs() -> dict[str, TextAnswer]:
     """The four checks' answer specs, from the real lesson file."""
-    from tutor.lesson import CheckStep, load_file
+    from tutor.course.lesson import CheckStep, load_file
 
     lesson = load_file(LESSON)
     out = {}
@@ -627,7 +627,7 @@ def test_corpus_is_large_and_varied():
 
 
 def test_lesson_examples_agree_with_the_grader():
-    from tutor.lesson import load_file
+    from tutor.course.lesson import load_file
 
     lesson = load_file(LESSON)
     for check in CHECKS:

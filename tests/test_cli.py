@@ -14,9 +14,9 @@ import pytest
 
 from tutor import __version__, experiments
 from tutor.cli import NO_TTY_MESSAGE, main, parse_sets, parse_value
-from tutor.events import Finished, Started, Step
-from tutor.lesson import builtin_lessons_dir
-from tutor.progress import Progress
+from tutor.course.lesson import builtin_lessons_dir
+from tutor.course.progress import Progress
+from tutor.experiments.events import Finished, Started, Step
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(__file__).parent / "data"
@@ -475,7 +475,7 @@ def test_check_unknown_lesson_or_step(capsys):
 
 
 def test_check_builtin_lesson_check_3(capsys):
-    from tutor.lesson import discover
+    from tutor.course.lesson import discover
 
     discover().get("gpu-training").lesson.step("check-3")  # a renamed check fails here, never skips
     good = ("float16 cannot represent very small gradients: they underflow to zero. Scaling the loss "
@@ -499,7 +499,7 @@ def test_run_output_shows_values_verbatim_not_as_markup(capsys, monkeypatch):
     """A message such as torch's "[enforce fail at alloc_cpu.cpp:127] ..." is a value: the
     metrics table and result tables print its brackets instead of swallowing them as markup."""
     from tutor import experiments
-    from tutor.events import Finished, Started, Table
+    from tutor.experiments.events import Started, Table
 
     def fake_start(name, values=None, device=None):
         yield Started(name, "cpu", "CPU", "none")

@@ -10,8 +10,8 @@ import jsonschema
 import pytest
 
 from tutor.cli import main
-from tutor.exercise import grade_exercise
-from tutor.lesson import ExerciseStep, load_file, parse_yaml
+from tutor.course.lesson import ExerciseStep, load_file, parse_yaml
+from tutor.exercises.grader import grade_exercise
 
 ROOT = Path(__file__).resolve().parent.parent
 LESSON_FILES = sorted((ROOT / "lessons").glob("*.yaml")) + sorted((ROOT / "tests").glob("*lessons/*.yaml"))
@@ -56,7 +56,7 @@ def test_every_lesson_we_ship_validates_against_the_schema(validator, path):
      "    requirements:\n      - {type: behavior, id: b, check: model_on_device, feedback: f}\n", "behavior"),
 ])
 def test_the_schema_rejects_what_lint_rejects(validator, text, lint_says):
-    from tutor.lesson import LessonError, load_text
+    from tutor.course.lesson import LessonError, load_text
 
     with pytest.raises(LessonError) as info:  # lint rejects it, naming the mistake...
         load_text(text, "x.yaml")

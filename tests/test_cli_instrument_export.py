@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from tutor.cli import main
+from tutor.course.lesson import discover
+from tutor.course.progress import Progress
 from tutor.instruments import REGISTRY
-from tutor.lesson import discover
-from tutor.progress import Progress
 
 LESSON = "training-iron-law"
 

@@ -1,4 +1,4 @@
-"""tutor.data: MNIST as resident tensors, the notebook's DataLoader path, the offline fallback."""
+"""tutor.experiments.data: MNIST as resident tensors, the notebook's DataLoader path, the offline fallback."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tutor import data
+from tutor.experiments import data
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 needs_mnist = pytest.mark.skipif(
@@ -102,7 +102,7 @@ def test_describe_source_missing(monkeypatch, tmp_path):
 
 
 def test_describe_source_imports_no_torch(tmp_path):
-    code = "import sys, tutor.data as d; d.describe_source(); print('torch' in sys.modules)"
+    code = "import sys, tutor.experiments.data as d; d.describe_source(); print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
                          env={"GPUTUTOR_DATA_DIR": str(tmp_path), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
     assert out.returncode == 0, out.stderr

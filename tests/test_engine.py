@@ -8,8 +8,8 @@ import threading
 
 import pytest
 
-from tutor.engine import Engine, EngineDied
-from tutor.events import Finished, Started
+from tutor.experiments.engine import Engine, EngineDied
+from tutor.experiments.events import Finished, Started
 
 
 @pytest.fixture
@@ -100,7 +100,7 @@ def test_closing_mid_run_stops_the_dataloader_workers_too(engine):
 
 
 def test_resource_tracker_warning_is_filtered_without_dropping_the_users_filters(monkeypatch):
-    from tutor.engine import _quiet_resource_tracker
+    from tutor.experiments.engine import _quiet_resource_tracker
 
     monkeypatch.setenv("PYTHONWARNINGS", "error::DeprecationWarning")
     _quiet_resource_tracker()
@@ -110,7 +110,7 @@ def test_resource_tracker_warning_is_filtered_without_dropping_the_users_filters
 
 SLOW_PACK = '''
 import time
-from tutor.events import Finished, Started
+from tutor.experiments.events import Finished, Started
 from tutor.experiments import Experiment, Params
 
 
@@ -128,7 +128,7 @@ EXPERIMENTS = [Experiment(name="slow", title="Slow", module="", params=Params,
 def test_a_run_busy_between_events_is_stopped_soon_after_a_cancel(tmp_path, monkeypatch):
     import time
 
-    from tutor import packs
+    from tutor.experiments import packs
 
     pack = tmp_path / "experiments.py"
     pack.write_text(SLOW_PACK, encoding="utf-8")
@@ -152,7 +152,7 @@ def test_a_run_busy_between_events_is_stopped_soon_after_a_cancel(tmp_path, monk
 
 @pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="the memory budget is Linux's RLIMIT_DATA")
 def test_a_run_over_the_memory_budget_fails_with_a_sentence_and_the_next_run_works(tmp_path, monkeypatch):
-    from tutor.engine import MEMORY_ENV
+    from tutor.experiments.engine import MEMORY_ENV
 
     monkeypatch.setenv(MEMORY_ENV, "100")
     engine = Engine(log_path=str(tmp_path / "engine.log"))
@@ -171,7 +171,7 @@ def test_a_run_over_the_memory_budget_fails_with_a_sentence_and_the_next_run_wor
 
 
 def test_a_long_engine_log_is_rotated_when_an_engine_starts(tmp_path, monkeypatch):
-    from tutor import engine as engine_module
+    from tutor.experiments import engine as engine_module
 
     monkeypatch.setattr(engine_module, "LOG_KEEP_BYTES", 100)
     log = tmp_path / "engine.log"

@@ -1,4 +1,4 @@
-"""Grading code exercises (tutor/exercise.py), the lab environment and `gpututor exercise`."""
+"""Grading code exercises (tutor/exercises/grader.py), the lab environment and `gpututor exercise`."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from tutor.cli import main
-from tutor.exercise import grade_exercise, strip_comments
-from tutor.lesson import ExerciseStep, load_file
+from tutor.course.lesson import ExerciseStep, load_file
+from tutor.exercises.grader import grade_exercise, strip_comments
 
 FIXTURE = Path(__file__).parent / "exercise_lessons"
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="the sandbox needs POSIX process groups")
@@ -190,12 +190,12 @@ def test_lab_report_and_lazy_data(tmp_path, monkeypatch, capsys):
 
 
 def test_lab_is_lazy_honours_device_and_sample_limits(tmp_path):
-    from tutor.sandbox import run_code
+    from tutor.exercises.sandbox import run_code
 
     code = (
-        "import tutor.data\n"
+        "import tutor.experiments.data\n"
         "from tutor.lab import device\n"
-        "print('cached', tutor.data._uint8_sets.cache_info().currsize)\n"  # no data read by the import
+        "print('cached', tutor.experiments.data._uint8_sets.cache_info().currsize)\n"  # no data read by the import
         "from tutor.lab import train_x, test_y, train_loader\n"
         "print('device', device, 'train', tuple(train_x.shape), 'test', tuple(test_y.shape))\n"
         "print('batch', next(iter(train_loader))[0].shape[0])\n"
@@ -243,8 +243,8 @@ def test_cli_bad_input_exits_2(tmp_path, capsys):
 
 def test_probe_catches_a_dropped_to_result_even_on_the_cpu(tmp_path):
     # On the CPU .to("cpu") returns the same tensor; a dropped result must still count as not moved.
-    from tutor.exercise import grade_exercise
-    from tutor.lesson import ExerciseStep
+    from tutor.course.lesson import ExerciseStep
+    from tutor.exercises.grader import grade_exercise
 
     step = ExerciseStep.model_validate({
         "id": "probe", "kind": "exercise", "starter": "", "solution": "", "timeout": 60, "memory_mb": 2048,

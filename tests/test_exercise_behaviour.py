@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from tutor.behaviour import Context, judge, sync_precedes
-from tutor.exercise import grade_exercise
-from tutor.lesson import Lesson, load_file
+from tutor.course.lesson import Lesson, load_file
+from tutor.exercises.behaviour import Context, judge, sync_precedes
+from tutor.exercises.grader import grade_exercise
 
 ROOT = Path(__file__).resolve().parent.parent
 PROGRAMS = Path(__file__).resolve().parent / "exercise_programs"
@@ -125,7 +125,7 @@ def test_a_missing_function_is_found_without_running_the_program_twice(lesson, s
 
 def test_ex3_starter_seeds_the_same_batches_for_both_runs(monkeypatch, tmp_path) -> None:
     # The starter's comment says both runs see the same batches: reseeding the loader makes it so.
-    from tutor.sandbox import run_code
+    from tutor.exercises.sandbox import run_code
 
     monkeypatch.setenv("GPUTUTOR_LAB_TRAIN_SAMPLES", "640")
     code = (
@@ -195,8 +195,8 @@ def test_guarded_sync_counts_on_a_cpu_only() -> None:
 
 
 def test_every_behaviour_lint_knows_has_a_judge() -> None:
-    from tutor.behaviour import BEHAVIOUR_JUDGES
-    from tutor.probes import BEHAVIOURS
+    from tutor.exercises.behaviour import BEHAVIOUR_JUDGES
+    from tutor.exercises.names import BEHAVIOURS
 
     assert set(BEHAVIOUR_JUDGES) == BEHAVIOURS
 
@@ -204,7 +204,7 @@ def test_every_behaviour_lint_knows_has_a_judge() -> None:
 def test_a_timestamp_saved_in_a_checkpoint_still_loads_with_weights_only(tmp_path) -> None:
     # Clock reads are watched (a subtraction tells a timing); one stored in a checkpoint must be
     # saved as the plain number it is.
-    from tutor.sandbox import run_code
+    from tutor.exercises.sandbox import run_code
 
     code = ("import time, torch\nfrom tutor.lab import report\nstart = time.time()\n"
             "torch.save({'started': start, 'laps': [time.perf_counter()]}, 'c.pt')\n"
@@ -220,7 +220,7 @@ def test_a_timestamp_saved_in_a_checkpoint_still_loads_with_weights_only(tmp_pat
 def test_watching_leaves_a_parameter_moved_in_place_a_leaf(tmp_path) -> None:
     # A no-op .to() hands back an alias so a dropped result stays unmoved, but never for a tensor
     # that requires grad: a Parameter moved "to the CPU" on the CPU must still be optimisable.
-    from tutor.sandbox import run_code
+    from tutor.exercises.sandbox import run_code
 
     code = ("import torch\nfrom tutor.lab import report\n"
             "w = torch.nn.Parameter(torch.ones(3)).to('cpu')\n"

@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tutor import devices, experiments
-from tutor.devices import Device
-from tutor.events import Finished, Note, Started, Table
-from tutor.experiments import common
+from tutor import experiments
+from tutor.experiments import common, devices
 from tutor.experiments.common import OFF, autocast_settings
+from tutor.experiments.devices import Device
+from tutor.experiments.events import Finished, Note, Started, Table
 
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 SMALL = {"train_samples": 2048, "test_samples": 512, "batch_size": 128}

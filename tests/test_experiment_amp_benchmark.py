@@ -6,13 +6,13 @@ from pathlib import Path
 
 import pytest
 import torch
-
 from experiment_runs import run_experiment
-from tutor import devices, experiments
-from tutor.devices import Device
-from tutor.events import Epoch, Note, Step, Table
-from tutor.experiments import amp_benchmark
+
+from tutor import experiments
+from tutor.experiments import amp_benchmark, devices
 from tutor.experiments.common import Amp
+from tutor.experiments.devices import Device
+from tutor.experiments.events import Epoch, Note, Step, Table
 
 QUICK = experiments.get("amp-benchmark").quick  # width 64, 1 layer, 1024 images, 512 on the CPU
 

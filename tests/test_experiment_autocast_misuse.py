@@ -6,11 +6,11 @@ import math
 
 import pytest
 import torch
-
 from experiment_runs import run_experiment
+
 from tutor import experiments
-from tutor.events import Note, Step, Table
 from tutor.experiments import autocast_misuse
+from tutor.experiments.events import Note, Step, Table
 
 QUICK = {"steps": 40, "batch_size": 32}
 

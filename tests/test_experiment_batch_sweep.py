@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 import torch
-
 from experiment_runs import run_experiment
+
 from tutor import experiments
-from tutor.events import Note, Table
+from tutor.experiments.events import Note, Table
 
 QUICK = {"width": 64, "layers": 2, "start_batch": 8, "max_batch": 64, "steps": 1}
 

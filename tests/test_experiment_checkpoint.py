@@ -9,9 +9,9 @@ import pytest
 import torch
 
 from tutor import errors, experiments
-from tutor.events import Finished, Started
 from tutor.experiments import common
-from tutor.model import MNISTClassifier, count_parameters
+from tutor.experiments.events import Finished, Started
+from tutor.experiments.model import MNISTClassifier, count_parameters
 
 gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 # As in conftest.py (module-scoped fixtures run before its function-scoped autouse fixture).

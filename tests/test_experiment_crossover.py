@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tutor import devices, experiments
-from tutor.events import Finished, Note, Started, Step, Table
+from tutor import experiments
+from tutor.experiments import devices
+from tutor.experiments.events import Finished, Note, Started, Step, Table
 
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 QUICK = {"tiny_samples": 200, "mlp_samples": 512, "repeats": 2}

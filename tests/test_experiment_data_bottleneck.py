@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 import torch
-
 from experiment_runs import run_experiment
+
 from tutor import experiments
-from tutor.events import Note, Step, Table
+from tutor.experiments.events import Note, Step, Table
 
 BATCHES = 12
 
@@ -29,7 +29,7 @@ def test_each_path_is_measured_and_its_shares_add_up(cpu_run):
     for case in ("loader", "workers", "resident"):
         assert m[f"{case}_samples_per_s"] > 0
         assert 0 <= m[f"{case}_wait_share"] <= 1
-    from tutor import data
+    from tutor.experiments import data
 
     epoch = data.load("cpu").train_x.shape[0]  # MNIST's 60,000, or the offline digits' count
     assert m["loader_epoch_seconds"] == pytest.approx(epoch / m["loader_samples_per_s"], rel=1e-3)

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 import torch
-
 from experiment_runs import run_experiment
+
 from tutor import experiments
-from tutor.events import Note, Table
-from tutor.model import MNISTClassifier
+from tutor.experiments.events import Note, Table
+from tutor.experiments.model import MNISTClassifier
 
 
 def run(device):

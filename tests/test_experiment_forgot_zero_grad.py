@@ -5,9 +5,9 @@ from __future__ import annotations
 import math
 
 import pytest
-
-from tutor.events import Note, Step, Table
 from experiment_runs import run_experiment
+
+from tutor.experiments.events import Note, Step, Table
 
 
 @pytest.fixture(scope="module")

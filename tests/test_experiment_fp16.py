@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import math
 
+import pydantic
 import pytest
 import torch
 
-import pydantic
-
-from tutor import devices, experiments
-from tutor.events import Finished, Note, Started, Table
-from tutor.experiments import Fp16UnderflowParams
+from tutor import experiments
+from tutor.experiments import Fp16UnderflowParams, devices
+from tutor.experiments.events import Finished, Note, Started, Table
 
 gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pydantic
 import pytest
 import torch
-
 from experiment_runs import run_experiment
+
 from tutor import experiments
-from tutor.events import Note, Table
+from tutor.experiments.events import Note, Table
 
 
 def run(device, **params):

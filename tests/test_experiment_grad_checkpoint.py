@@ -5,10 +5,10 @@ from __future__ import annotations
 import pydantic
 import pytest
 import torch
-
 from experiment_runs import run_experiment
+
 from tutor import experiments
-from tutor.events import Table
+from tutor.experiments.events import Table
 
 QUICK = {"depth": 8, "width": 64, "batch_size": 16, "segments": 4, "steps": 1}
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
-
 from experiment_runs import run_experiment
+
 from tutor import experiments
-from tutor.events import Note, Step, Table
 from tutor.experiments.common import saved_for_backward
-from tutor.model import MNISTClassifier
+from tutor.experiments.events import Note, Step, Table
+from tutor.experiments.model import MNISTClassifier
 
 BATCH = 32
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 import torch
-
 from experiment_runs import run_experiment
+
 from tutor import experiments
-from tutor.events import Note, Table
+from tutor.experiments.events import Note, Table
 
 QUICK = {"width": 128, "layers": 2, "batch_size": 16}
 
@@ -83,7 +83,7 @@ def test_counting_saved_tensors_keeps_no_graph_alive():
     import weakref
 
     from tutor.experiments.common import saved_for_backward
-    from tutor.model import linear_stack
+    from tutor.experiments.model import linear_stack
 
     model = linear_stack(32, 2)
 

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from tutor import experiments
-from tutor.events import Finished, Note, Started
+from tutor.experiments.events import Finished, Note, Started
 
 gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 

@@ -10,11 +10,11 @@ import sys
 
 import pytest
 import torch
-
 from experiment_runs import run_experiment
-from tutor import devices, experiments
-from tutor.events import Note, Started, Step, Table
-from tutor.experiments import OomRecoveryParams, oom_recovery
+
+from tutor import experiments
+from tutor.experiments import OomRecoveryParams, devices, oom_recovery
+from tutor.experiments.events import Note, Started, Step, Table
 
 QUICK = {"limit_mb": 64, "width": 256, "layers": 2}
 linux = pytest.mark.skipif(

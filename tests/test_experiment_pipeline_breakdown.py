@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 import torch
-
 from experiment_runs import run_experiment
+
 from tutor import experiments
-from tutor.events import Note, Step, Table
+from tutor.experiments.events import Note, Step, Table
 from tutor.experiments.pipeline_breakdown import PHASES, vendor_peak_tflops
 
 STEPS = 10

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from tutor.events import Note, Table
 from experiment_runs import run_experiment
+
+from tutor.experiments.events import Note, Table
 
 
 def test_each_mistake_raises_the_error_pytorch_really_raises():

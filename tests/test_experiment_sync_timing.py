@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 import torch
-
 from experiment_runs import run_experiment
+
 from tutor import experiments
-from tutor.events import Note, Started, Step, Table
+from tutor.experiments.events import Note, Started, Step, Table
 
 
 def run(device, **params):

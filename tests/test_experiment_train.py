@@ -9,11 +9,11 @@ import pytest
 import torch
 
 from tutor import errors, experiments
-from tutor.events import Epoch, Finished, Note, Started, Step
 from tutor.experiments import common
 from tutor.experiments import train as train_module
 from tutor.experiments.common import report_interval
-from tutor.model import MNISTClassifier
+from tutor.experiments.events import Epoch, Finished, Note, Started, Step
+from tutor.experiments.model import MNISTClassifier
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 needs_mnist = pytest.mark.skipif(
@@ -107,7 +107,7 @@ def test_checkpoint_loads_with_weights_only(tmp_path):
     best_epoch = max((e for e in events if isinstance(e, Epoch)), key=lambda e: e.test_acc)
     assert ck["epoch"] == best_epoch.epoch
     # The saved weights reproduce the accuracy in the learner's own code.
-    from tutor import data
+    from tutor.experiments import data
 
     model = MNISTClassifier()
     model.load_state_dict(ck["model_state_dict"])

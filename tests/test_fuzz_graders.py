@@ -30,7 +30,14 @@ import pytest
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
-from checks import describe_spec, explain_matches, format_number, grade, parse_number, score_prediction
+from checks import (
+    describe_spec,
+    explain_matches,
+    format_number,
+    grade,
+    parse_number,
+    score_prediction,
+)
 from checks.number import grade_number, read_quantity
 from checks.spec import (
     ChoiceAnswer,
@@ -264,26 +271,32 @@ def test_grade_from_metric_with_an_int_beyond_float_range_says_the_measurement_i
         assert "speedup" in v.feedback and "not a finite number" in v.feedback
 
 
-# ============================================================================= review / check steps: grade_check
+# ============================================================================= review / check steps: session.grade
+
+
+def grade_check(spec, answer: str, metrics: dict):
+    """(the answer as shown, the verdict), as a check step, review or `gpututor check` grades it."""
+    from tutor.course.session import Evidence, grade
+
+    graded = grade(SimpleNamespace(answer=spec), answer, Evidence(metrics))
+    return graded.answer, graded.verdict
 
 
 @FAST
 @given(answer=ANSWERS, spec=st.sampled_from([s for s in SPECS if not isinstance(s, ChoiceAnswer)]))
 def test_grade_check_on_typed_answers(answer, spec):
-    from tutor.widgets.check_step import grade_check, spec_max
+    from tutor.ui.widgets.answer_box import MAX_CHARS
 
-    shown, verdict = grade_check(SimpleNamespace(answer=spec), answer, {"speedup": 3.2, "peak": 1.0})
+    shown, verdict = grade_check(spec, answer, {"speedup": 3.2, "peak": 1.0})
     assert shown == answer
     assert_verdict(verdict)
-    assert 0 <= spec_max(spec) <= 2000
+    assert 0 <= min(getattr(spec, "max_length", MAX_CHARS), MAX_CHARS) <= 2000
 
 
 @pytest.mark.parametrize("spec", [CHOICE, RANGED, YES_NO, MANY], ids=["choice", "ranged", "yes-no", "30-options"])
 def test_grade_check_on_every_option_number_the_option_list_submits(spec):
-    from tutor.widgets.check_step import grade_check
-
     for i, option in enumerate(spec.options):
-        shown, verdict = grade_check(SimpleNamespace(answer=spec), str(i + 1), {})
+        shown, verdict = grade_check(spec, str(i + 1), {})
         assert shown == option.text
         assert_verdict(verdict)
         assert verdict.judged
@@ -292,9 +305,7 @@ def test_grade_check_on_every_option_number_the_option_list_submits(spec):
 @FAST
 @given(answer=ANSWERS)
 def test_grade_check_on_typed_choice_answers(answer):
-    from tutor.widgets.check_step import grade_check
-
-    shown, verdict = grade_check(SimpleNamespace(answer=CHOICE), answer, {})
+    shown, verdict = grade_check(CHOICE, answer, {})
     number = int(answer) if answer.isascii() and answer.isdigit() and len(answer) <= 4300 else 0
     assert shown == (CHOICE.options[number - 1].text if 1 <= number <= len(CHOICE.options) else answer)
     assert_verdict(verdict)
@@ -304,12 +315,10 @@ def test_grade_check_on_typed_choice_answers(answer):
     "9", "²", "0", "-1", "1" * 5000, "0000010",
 ])
 def test_grade_check_shows_a_choice_number_beyond_the_options_as_typed(answer):
-    """Was: tutor/widgets/check_step.py:grade_check indexed options[int(answer) - 1] for any isdigit() answer:
+    """Was: the check step's grade_check indexed options[int(answer) - 1] for any isdigit() answer:
     '9' (of 4) raised IndexError, '²' ValueError, '0' showed the last option; then '0000010' (read as 1 for
     the range check, 10 for the index) raised IndexError."""
-    from tutor.widgets.check_step import grade_check
-
-    shown, verdict = grade_check(SimpleNamespace(answer=CHOICE), answer, {})
+    shown, verdict = grade_check(CHOICE, answer, {})
     assert shown == answer
     assert_verdict(verdict)
 
@@ -319,7 +328,7 @@ def test_grade_check_shows_a_choice_number_beyond_the_options_as_typed(answer):
 
 @pytest.fixture(scope="module")
 def progress_db():
-    from tutor.progress import Progress
+    from tutor.course.progress import Progress
 
     with tempfile.TemporaryDirectory() as d:
         with Progress(Path(d) / "progress.db") as progress:
@@ -350,7 +359,7 @@ def test_learner_text_round_trips_through_the_progress_store(progress_db, text):
 @example(code="s = '''\n# not a comment\n'''  # a comment\n")
 @example(code="if x:\n  y  # c\n z\n")  # unindent error: the fallback path
 def test_strip_comments_never_raises_and_only_removes(code):
-    from tutor.exercise import strip_comments
+    from tutor.exercises.grader import strip_comments
 
     out = strip_comments(code)
     assert isinstance(out, str) and len(out) <= len(code)
@@ -361,7 +370,7 @@ def test_strip_comments_never_raises_and_only_removes(code):
                                                                            "\u2028"]), max_size=200))
 @example(code="model.to(device)  # model.cuda()\n")
 def test_strip_comments_leaves_no_comment_in_code_that_tokenizes(code):
-    from tutor.exercise import strip_comments
+    from tutor.exercises.grader import strip_comments
 
     try:
         list(tokenize.generate_tokens(io.StringIO(code).readline))
@@ -375,9 +384,9 @@ def test_strip_comments_leaves_no_comment_in_code_that_tokenizes(code):
 @pytest.mark.parametrize("code", ["x = 1 \x0c # model.cuda()\n", "s = '\u2028'  # model.cuda()\n",
                                   "a = 1\r# model.cuda()\n"])
 def test_strip_comments_removes_a_comment_after_a_splitlines_only_line_break(code):
-    """Was: tutor/exercise.py:strip_comments split lines with str.splitlines() (also at \\r, \\x0c, \\u2028, ...)
+    """Was: tutor/exercises/grader.py:strip_comments split lines with str.splitlines() (also at \\r, \\x0c, \\u2028, ...)
     but took positions from tokenize (rows at \\n only): the comment stayed, or other characters were blanked."""
-    from tutor.exercise import strip_comments
+    from tutor.exercises.grader import strip_comments
 
     out = strip_comments(code)
     assert "cuda" not in out
@@ -389,8 +398,8 @@ def test_strip_comments_removes_a_comment_after_a_splitlines_only_line_break(cod
        pattern=st.sampled_from([r"\.to\(device\)", r"(?m)^\s*print", "(", "[", r"a{1,99999}", "", "\x00", "é+"]),
        absent=st.booleans())
 def test_source_requirement_met(code, pattern, absent):
-    from tutor.exercise import source_requirement_met
-    from tutor.lesson import SourceRequirement
+    from tutor.course.lesson import SourceRequirement
+    from tutor.exercises.grader import source_requirement_met
 
     req = SourceRequirement(type="source", id="src", pattern=pattern, absent=absent, feedback="f")
     assert source_requirement_met(req, code) in (True, False, None)
@@ -402,7 +411,7 @@ REPORT_VALUES = st.one_of(st.none(), st.booleans(), st.floats(allow_nan=True, al
 
 
 def _report_req(kind: str, target):
-    from tutor.lesson import ReportRequirement
+    from tutor.course.lesson import ReportRequirement
 
     fields = {"equals": {"equals": target}, "min": {"min": target}, "max": {"max": target},
               "range": {"min": -1.0, "max": target}, "present": {}}[kind]
@@ -415,7 +424,7 @@ def _report_req(kind: str, target):
        reports=st.one_of(st.dictionaries(st.sampled_from(["speedup", "other"]), REPORT_VALUES, max_size=2),
                          st.builds(lambda v: {"speedup": v}, REPORT_VALUES)))
 def test_check_report_on_arbitrary_reported_values(kind, target, reports):
-    from tutor.exercise import _check_report
+    from tutor.exercises.grader import _check_report
 
     if kind != "equals" and not isinstance(target, float):
         target = 1.5
@@ -429,9 +438,9 @@ def test_check_report_on_arbitrary_reported_values(kind, target, reports):
 
 @pytest.mark.parametrize("kind", ["equals", "max", "range"])
 def test_check_report_with_an_int_beyond_float_range_fails_with_feedback(kind):
-    """Was: tutor/exercise.py:_check_report raised OverflowError for report(speedup=10**400) (math.isclose for
+    """Was: tutor/exercises/grader.py:_check_report raised OverflowError for report(speedup=10**400) (math.isclose for
     equals, f'{value:.4g}' for min/max), so grade_exercise raised."""
-    from tutor.exercise import _check_report
+    from tutor.exercises.grader import _check_report
 
     ok, feedback = _check_report(_report_req(kind, 3.0), {"speedup": 10**400})
     assert not ok
@@ -446,9 +455,9 @@ def test_check_report_with_an_int_beyond_float_range_fails_with_feedback(kind):
            "timed_out": st.booleans(), "cancelled": st.booleans(), "memory_error": st.booleans(),
            "error_line": st.one_of(st.none(), st.integers())}))
 def test_expected_error_requirements_and_problem_sentence(error_type, message, pattern, fields):
-    from tutor.exercise import _error_feedback, _error_matches, _summary
-    from tutor.lesson import ErrorRequirement
-    from tutor.sandbox import SandboxResult
+    from tutor.course.lesson import ErrorRequirement
+    from tutor.exercises.grader import _error_feedback, _error_matches, _summary
+    from tutor.exercises.sandbox import SandboxResult
 
     run = SandboxResult(error_type=error_type, error_message=None if message is None else message[:2000], **fields)
     req = ErrorRequirement(type="error", id="err", error="RuntimeError", pattern=pattern, feedback="Break it.")
@@ -468,7 +477,7 @@ OUTPUT_CHUNKS = st.lists(st.one_of(TEXT, st.sampled_from(NASTY), HUGE.map(lambda
 @FEW
 @given(chunks=OUTPUT_CHUNKS)
 def test_sandbox_output_capture_stays_bounded(chunks):
-    from tutor import sandbox
+    from tutor.exercises import sandbox
 
     capture, seen = sandbox._Capture(), []
     flusher = sandbox._Flusher(seen.append)
@@ -495,7 +504,7 @@ def test_sandbox_output_capture_stays_bounded(chunks):
         TEXT), max_size=6).map(lambda lines: "\n".join(lines).encode("utf-8", "surrogatepass")),
 ))
 def test_reading_the_files_a_learner_program_may_write(content):
-    from tutor.sandbox import _read_error, _read_reports
+    from tutor.exercises.sandbox import _read_error, _read_reports
 
     # a learner's program can write .reports.jsonl and .error.json itself (they are in its working directory)
     with tempfile.TemporaryDirectory() as d:
@@ -517,7 +526,7 @@ def test_reading_the_files_a_learner_program_may_write(content):
 
 
 def _run_learner_program(code: str, tmp_path: Path):
-    from tutor.sandbox import run_code
+    from tutor.exercises.sandbox import run_code
 
     return run_code(code, tmp_path, timeout=30, memory_mb=1024)
 
@@ -537,8 +546,8 @@ HOSTILE_PROGRAMS = {
 @pytest.mark.skipif(os.name != "posix", reason="the sandbox needs POSIX process groups")
 @pytest.mark.parametrize("name", sorted(HOSTILE_PROGRAMS))
 def test_grading_hostile_learner_programs(name, tmp_path):
-    from tutor.exercise import grade_exercise
-    from tutor.lesson import ExerciseStep
+    from tutor.course.lesson import ExerciseStep
+    from tutor.exercises.grader import grade_exercise
 
     step = ExerciseStep.model_validate({
         "id": "t", "kind": "exercise", "starter": "", "solution": "", "timeout": 30, "memory_mb": 1024,
@@ -560,7 +569,7 @@ def test_grading_hostile_learner_programs(name, tmp_path):
 @pytest.mark.skipif(os.name != "posix", reason="the sandbox needs POSIX process groups")
 @pytest.mark.parametrize("target", [".reports.jsonl", ".error.json"])
 def test_deeply_nested_json_written_by_a_learner_program_is_ignored(target, tmp_path):
-    """Was: tutor/sandbox.py:_read_reports/_read_error caught only ValueError from json.loads, so a program
+    """Was: tutor/exercises/sandbox.py:_read_reports/_read_error caught only ValueError from json.loads, so a program
     writing '[' * 100000 to .reports.jsonl or .error.json made run_code raise RecursionError."""
     run = _run_learner_program(f"open({target!r}, 'w').write('[' * 100000)\n", tmp_path)
     assert run.exit_code == 0 and run.reports == {} and run.error_type is None
@@ -648,8 +657,8 @@ def test_instruments_on_stored_runs_of_any_shape(progress_db, ledger_metrics, pi
     the instrument then says there is no measurement yet, never shows a traceback'."""
     from rich.console import Console
 
+    from tutor.course.ledger import instrument_context
     from tutor.instruments.render import reading
-    from tutor.ledger import instrument_context
 
     progress_db.record_run(experiment="memory-ledger", params=params, device=device or {}, metrics=ledger_metrics,
                            status="finished")
@@ -671,8 +680,8 @@ def _reading_of_a_stored_run(progress, experiment: str, metrics: dict):
     """(the context instruments see, the reading drawn) after one stored run of `experiment`."""
     from rich.console import Console
 
+    from tutor.course.ledger import instrument_context
     from tutor.instruments.render import reading
-    from tutor.ledger import instrument_context
 
     progress.record_run(experiment=experiment, params={}, device={}, metrics=metrics, status="finished")
     name, settings_ = {"memory-ledger": ("memory-ledger", {"model": "mine"}),
@@ -774,7 +783,7 @@ def test_cli_check_answer(answer, step):
        metrics=st.dictionaries(st.sampled_from(["fp16_smallest_subnormal", "flushed_to_zero"]),
                                MEASURED, min_size=1, max_size=2))
 def test_cli_check_against_a_recorded_run_with_any_metrics(answer, step, metrics):
-    from tutor.progress import Progress
+    from tutor.course.progress import Progress
 
     with Progress() as progress:  # GPUTUTOR_HOME is this test's tmp dir (conftest)
         progress.record_run(experiment="fp16-underflow", params={}, device={}, metrics=metrics, status="finished")
@@ -805,7 +814,7 @@ def test_cli_instrument_set(name, items):
 @given(requested=st.one_of(st.none(), ANSWERS, st.sampled_from(["cpu", "CUDA", "cuda:1", "cuda:", "mps", "auto",
                                                                   "cuda:99999999999999999999", " cpu ", "cpu:0"])))
 def test_device_resolve(requested, monkeypatch_available):
-    from tutor import devices
+    from tutor.experiments import devices
 
     try:
         d = devices.resolve(requested)
@@ -818,7 +827,7 @@ def test_device_resolve(requested, monkeypatch_available):
 @pytest.fixture
 def monkeypatch_available(monkeypatch):
     """resolve() without importing torch: this machine as one CPU and one CUDA GPU."""
-    from tutor import devices
+    from tutor.experiments import devices
 
     found = (devices.Device("cuda", 0, "GPU"), devices.Device("cpu", None, "CPU"))
     monkeypatch.setattr(devices, "available", lambda: found)
@@ -828,7 +837,7 @@ def monkeypatch_available(monkeypatch):
 @given(value=st.one_of(ANSWERS.filter(lambda s: "\x00" not in s),  # the environment cannot hold NUL
                        st.sampled_from(["2048", " 512 ", "0", "٣", "²", "1" * 4301])))
 def test_engine_memory_budget_from_the_environment(value):
-    from tutor import engine
+    from tutor.experiments import engine
 
     with _env(engine.MEMORY_ENV, value):
         budget = engine._run_budget()
@@ -850,9 +859,9 @@ def _env(name: str, value: str):
 
 @pytest.mark.parametrize("value", ["²", "1" * 4301], ids=["superscript-two", "4301-digits"])
 def test_engine_memory_budget_ignores_a_digit_string_int_cannot_read(value):
-    """Was: tutor/engine.py:_run_budget did int(value) after value.isdigit(): '²' or 4301 digits raised
+    """Was: tutor/experiments/engine.py:_run_budget did int(value) after value.isdigit(): '²' or 4301 digits raised
     ValueError outside the run's try in _serve, so the experiment process died."""
-    from tutor import engine
+    from tutor.experiments import engine
 
     with _env(engine.MEMORY_ENV, value):
         assert engine._run_budget() is None
@@ -920,7 +929,7 @@ def test_a_settings_dir_name_too_long_for_the_filesystem_is_skipped_with_a_warni
 
 
 def _loads_or_positioned_error(text: str, path: str = "fuzz.yaml") -> None:
-    from tutor.lesson import LessonError, load_text
+    from tutor.course.lesson import LessonError, load_text
 
     try:
         load_text(text, path)
@@ -963,7 +972,7 @@ def test_lesson_loader_with_hostile_values_in_a_valid_lesson(data):
                      b"[" * 30_000, b"- " * 30_000]),
 ))
 def test_lesson_loader_on_arbitrary_file_bytes(content):
-    from tutor.lesson import LessonError, load_file
+    from tutor.course.lesson import LessonError, load_file
 
     with tempfile.TemporaryDirectory() as d:
         path = Path(d) / "lesson.yaml"
@@ -976,7 +985,7 @@ def test_lesson_loader_on_arbitrary_file_bytes(content):
 
 @pytest.mark.parametrize("value", ["9" * 4301, "1_000" * 20_000], ids=["4301-digits", "underscored"])
 def test_lesson_with_an_integer_of_more_than_4300_digits_loads_or_gives_a_positioned_error(value):
-    """Was: tutor/lesson.py:_scalar caught only YAMLError; PyYAML's int constructor raises ValueError past
+    """Was: tutor/course/lesson.py:_scalar caught only YAMLError; PyYAML's int constructor raises ValueError past
     4300 digits ('x: 999...9', or '1_000' * 20000), so load_text raised instead of a LessonError."""
     _loads_or_positioned_error(f"x: {value}")
 
@@ -984,9 +993,9 @@ def test_lesson_with_an_integer_of_more_than_4300_digits_loads_or_gives_a_positi
 @pytest.mark.skipif(not getattr(__import__("yaml"), "__with_libyaml__", False), reason="needs libyaml")
 @pytest.mark.parametrize("chunk", ["[", "- ", "{a: ", "? "], ids=["flow", "block", "flow-mapping", "complex-key"])
 def test_lesson_nested_too_deeply_is_reported_not_a_crash(chunk):
-    """Was: tutor/lesson.py:_compose with libyaml overflowed the C stack past ~24,700 levels: '[' * 30000
+    """Was: tutor/course/lesson.py:_compose with libyaml overflowed the C stack past ~24,700 levels: '[' * 30000
     killed the process (SIGSEGV) instead of the 'YAML nested too deeply' issue. Run in a subprocess."""
-    code = ("import sys\nfrom tutor.lesson import LessonError, load_text\n"
+    code = ("import sys\nfrom tutor.course.lesson import LessonError, load_text\n"
             f"try:\n    load_text({chunk!r} * 30000, 'deep.yaml')\nexcept LessonError as e:\n    print(e)\n")
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and "nested too deeply" in done.stdout, (done.returncode, done.stderr[-300:])
@@ -1015,7 +1024,7 @@ JSONISH = st.recursive(
                                 JSONISH, max_size=6),
        stopped=st.booleans(), message=st.one_of(st.none(), TEXT))
 def test_behaviour_judges_take_any_summary(observed, stopped, message):
-    from tutor.behaviour import BEHAVIOUR_JUDGES, Context, judge
+    from tutor.exercises.behaviour import BEHAVIOUR_JUDGES, Context, judge
 
     ctx = Context(observed, "x = 1\n", "RuntimeError" if message else None, message, stopped)
     for name in BEHAVIOUR_JUDGES:
@@ -1026,9 +1035,9 @@ def test_behaviour_judges_take_any_summary(observed, stopped, message):
 @FAST
 @given(probes=JSONISH)
 def test_function_check_takes_any_probe_result(probes):
-    from tutor.exercise import _check_function
-    from tutor.lesson import FunctionRequirement
-    from tutor.sandbox import SandboxResult
+    from tutor.course.lesson import FunctionRequirement
+    from tutor.exercises.grader import _check_function
+    from tutor.exercises.sandbox import SandboxResult
 
     for probe in ("moves_batch_to_device", "picks_device"):
         req = FunctionRequirement(type="function", id="fn", name="f", probe=probe, feedback="Define f.")

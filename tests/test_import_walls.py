@@ -29,15 +29,15 @@ def test_answer_grading_is_pure_python():
     assert not loaded & {"tutor", "textual", "torch"}
 
 
-@pytest.mark.parametrize("module", ["tutor.app", "tutor.screens.lesson", "tutor.screens.review",
-                                    "tutor.widgets.exercise_step", "tutor.widgets.run_panel", "tutor.exercise",
-                                    "tutor.behaviour", "tutor.sandbox", "tutor.cli"])
+@pytest.mark.parametrize("module", ["tutor.ui.app", "tutor.ui.screens.lesson", "tutor.ui.screens.review",
+                                    "tutor.ui.widgets.exercise_step", "tutor.ui.widgets.run_panel", "tutor.exercises.grader",
+                                    "tutor.exercises.behaviour", "tutor.exercises.sandbox", "tutor.cli"])
 def test_the_ui_side_never_imports_torch(module):
     assert "torch" not in _tops(_loaded_after(f"import {module}"))
 
 
 def test_experiments_never_import_textual():
     names = sorted(p.stem for p in (ROOT / "tutor" / "experiments").glob("*.py") if p.stem != "__init__")
-    loaded = _loaded_after("import tutor.engine, tutor.observe, tutor.sandbox_probes\n"
+    loaded = _loaded_after("import tutor.experiments.engine, tutor.exercises.observe, tutor.exercises.probes\n"
                            + "\n".join(f"import tutor.experiments.{n}" for n in names))
     assert "textual" not in _tops(loaded) and "torch" in _tops(loaded)

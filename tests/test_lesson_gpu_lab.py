@@ -12,12 +12,19 @@ import re
 from pathlib import Path
 
 import pytest
+from test_lesson_gpu_training import MAX_CODE, _all_text, _code_blocks
 
 from checks import grade
 from checks.spec import ChoiceAnswer, NumberAnswer, TextAnswer
-from test_lesson_gpu_training import MAX_CODE, _all_text, _code_blocks
 from tutor import experiments
-from tutor.lesson import CheckStep, Lesson, PredictStep, ReadStep, RunStep, load_file
+from tutor.course.lesson import (
+    CheckStep,
+    Lesson,
+    PredictStep,
+    ReadStep,
+    RunStep,
+    load_file,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 LESSON = ROOT / "lessons" / "gpu-lab.yaml"

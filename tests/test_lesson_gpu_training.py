@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from checks.spec import ChoiceAnswer, TextAnswer
 from checks import grade
+from checks.spec import ChoiceAnswer, TextAnswer
 from tutor import experiments
-from tutor.lesson import (
+from tutor.course.lesson import (
     CheckStep,
     CodeCompare,
     Lesson,
@@ -303,7 +303,11 @@ def test_misconceptions_and_corrections_are_taught(lesson, pattern):
 
 def test_numbers_in_prose_match_the_code(lesson):
     torch = pytest.importorskip("torch")
-    from tutor.model import MNISTClassifier, TinyClassifier, count_parameters
+    from tutor.experiments.model import (
+        MNISTClassifier,
+        TinyClassifier,
+        count_parameters,
+    )
 
     text = _all_text(lesson)
     n = count_parameters(MNISTClassifier())
@@ -402,7 +406,7 @@ def test_doc_step_examples_load(doc):
 
 def test_doc_lint_example_matches_the_loader(doc):
     """The doc shows a broken lesson and the error it gets: keep that output real."""
-    from tutor.lesson import LessonError
+    from tutor.course.lesson import LessonError
 
     text = _doc_yaml_block(doc, "broken.yaml")
     outputs = [lines for lang, lines in _fenced(doc)

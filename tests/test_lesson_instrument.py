@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tutor.instruments import REGISTRY
-from tutor.lesson import (
+from tutor.course.lesson import (
     Goal,
     InstrumentStep,
     LessonError,
@@ -19,6 +18,7 @@ from tutor.lesson import (
     load_file,
     load_text,
 )
+from tutor.instruments import REGISTRY
 
 HEAD = "id: t\ntitle: T\nsteps:\n"
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tutor.lesson import (
+from tutor.course.lesson import (
     ExerciseStep,
     Lesson,
     OutputRequirement,
@@ -209,7 +209,7 @@ def test_ex2_checkpoint_keys_are_the_ones_saved(lesson: Lesson) -> None:
 
 
 # ---------------------------------------------------------------- through the grader
-# The runner (tutor/exercise.py) runs the code in a sandbox process; a small slice of the
+# The runner (tutor/exercises/grader.py) runs the code in a sandbox process; a small slice of the
 # data keeps these to seconds (tutor.lab reads GPUTUTOR_LAB_*_SAMPLES).
 
 
@@ -220,7 +220,7 @@ def small_lab(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_ex2_solution_passes_the_grader(lesson: Lesson, small_lab: None, tmp_path: Path) -> None:
-    from tutor.exercise import grade_exercise
+    from tutor.exercises.grader import grade_exercise
 
     step = lesson.step("ex2-checkpoint")
     result = grade_exercise(step, step.solution, tmp_path / "ex2")
@@ -233,7 +233,7 @@ def test_ex2_solution_passes_the_grader(lesson: Lesson, small_lab: None, tmp_pat
 def test_ex2_load_without_map_location_gets_its_feedback(
     lesson: Lesson, small_lab: None, tmp_path: Path
 ) -> None:
-    from tutor.exercise import grade_exercise
+    from tutor.exercises.grader import grade_exercise
 
     step = lesson.step("ex2-checkpoint")
     mistake = next(m for m in step.mistakes if m.name == "load without map_location")
@@ -246,7 +246,7 @@ def test_ex2_load_without_map_location_gets_its_feedback(
 
 
 def _grade(lesson: Lesson, step_id: str, code: str, workdir: Path):
-    from tutor.exercise import grade_exercise
+    from tutor.exercises.grader import grade_exercise
 
     return grade_exercise(lesson.step(step_id), code, workdir)
 

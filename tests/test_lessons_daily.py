@@ -16,8 +16,16 @@ import pytest
 from checks import grade
 from checks.spec import ChoiceAnswer, TextAnswer
 from tutor import experiments
-from tutor.exercise import grade_exercise
-from tutor.lesson import CheckStep, ErrorRequirement, ExerciseStep, Lesson, PredictStep, RunStep, load_file
+from tutor.course.lesson import (
+    CheckStep,
+    ErrorRequirement,
+    ExerciseStep,
+    Lesson,
+    PredictStep,
+    RunStep,
+    load_file,
+)
+from tutor.exercises.grader import grade_exercise
 
 ROOT = Path(__file__).resolve().parent.parent
 LESSONS = {name: ROOT / "lessons" / f"{name}.yaml" for name in ("cpu-vs-gpu", "devices")}

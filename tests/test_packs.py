@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from tutor import experiments, packs
+from tutor import experiments
 from tutor.cli import main
-from tutor.lesson import discover
+from tutor.course.lesson import discover
+from tutor.experiments import packs
 
 PACK = Path(__file__).parent / "packs" / "demo-pack"
 
@@ -55,7 +56,7 @@ def test_lint_and_lesson_test_know_the_packs_experiments(capsys, tmp_path):
 
 
 def test_the_engine_process_runs_a_pack_experiment(tmp_path):
-    from tutor.engine import Engine
+    from tutor.experiments.engine import Engine
 
     pack = copy_pack(tmp_path)
     discover([pack])  # what the app does before its engine starts

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-import tutor.progress as progress_module
-from tutor.progress import SCHEMA_VERSION, Progress
+import tutor.course.progress as progress_module
+from tutor.course.progress import SCHEMA_VERSION, Progress
 
 
 @pytest.fixture
@@ -233,7 +233,7 @@ def test_a_second_connection_sees_committed_writes(db: Path):
 
 
 def test_exercise_drafts_survive_a_reopen(tmp_path):
-    from tutor.progress import Progress
+    from tutor.course.progress import Progress
 
     db = tmp_path / "p.db"
     p = Progress(db)

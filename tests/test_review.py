@@ -7,9 +7,9 @@ from collections import Counter
 
 import pytest
 
-from tutor import review
-from tutor.lesson import load_text
-from tutor.progress import Progress
+from tutor.course import review
+from tutor.course.lesson import load_text
+from tutor.course.progress import Progress
 
 LESSON = """\
 id: rev

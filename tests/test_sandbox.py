@@ -1,4 +1,4 @@
-"""The sandbox survives hostile learner code and reports what happened (tutor/sandbox.py)."""
+"""The sandbox survives hostile learner code and reports what happened (tutor/exercises/sandbox.py)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tutor import sandbox
-from tutor.sandbox import run_code
+from tutor.exercises import sandbox
+from tutor.exercises.sandbox import run_code
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="process groups and rlimits are POSIX")
 

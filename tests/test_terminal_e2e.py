@@ -143,7 +143,7 @@ def test_first_steps_in_a_real_terminal(terminal, tmp_path):
     terminal.send("q")
     assert terminal.exit_code(timeout=10) == 0
     # What the learner did is kept for next time.
-    from tutor.progress import Progress
+    from tutor.course.progress import Progress
 
     progress = Progress(tmp_path / "progress.db")
     try:
@@ -178,7 +178,7 @@ def test_an_instrument_in_a_real_terminal(terminal_at_iron_law, tmp_path):
     terminal.wait_for("Math peek")
     terminal.send("q")
     assert terminal.exit_code(timeout=10) == 0
-    from tutor.progress import Progress
+    from tutor.course.progress import Progress
 
     progress = Progress(tmp_path / "progress.db")
     try:
@@ -189,7 +189,7 @@ def test_an_instrument_in_a_real_terminal(terminal_at_iron_law, tmp_path):
 
 @pytest.fixture
 def terminal_at_iron_law(tmp_path: Path):
-    from tutor.progress import Progress
+    from tutor.course.progress import Progress
 
     with Progress(tmp_path / "progress.db") as progress:
         progress.set_position("training-iron-law", "act1-predict")
@@ -238,7 +238,7 @@ def test_kill_9_mid_run_and_mid_answer_loses_nothing(tmp_path):
     """kill -9 the tutor during a run and while an answer is being typed, again and again:
     each restart resumes on the same step with every locked prediction and answer kept, and
     the killed tutor's engine process does not outlive it."""
-    from tutor.progress import Progress
+    from tutor.course.progress import Progress
 
     exe = gpututor_exe()
     env = {"GPUTUTOR_HOME": str(tmp_path), "TERM": "xterm-256color", "GPUTUTOR_DEVICE": "cpu"}
@@ -281,7 +281,7 @@ def test_kill_9_mid_run_and_mid_answer_loses_nothing(tmp_path):
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
 def test_quit_mid_run_exits_promptly_and_leaves_no_process(tmp_path):
-    from tutor.progress import Progress
+    from tutor.course.progress import Progress
 
     exe = gpututor_exe()
     with Progress(tmp_path / "progress.db") as progress:

@@ -43,7 +43,7 @@ def test_the_environment_is_set_unless_the_user_said(monkeypatch):
 
 
 def test_a_learners_program_runs_with_the_policy_and_can_change_it(tmp_path, monkeypatch):
-    from tutor.sandbox import run_code
+    from tutor.exercises.sandbox import run_code
 
     monkeypatch.setenv("GPUTUTOR_THREADS", "1")
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)

@@ -11,14 +11,14 @@ import pytest
 from rich.console import Console
 from textual.widgets import Input, OptionList, Static
 
-from tutor.app import TutorApp
-from tutor.screens.home import HomeScreen
-from tutor.screens.lesson import LessonScreen
-from tutor.widgets.check_step import CheckStepView
-from tutor.widgets.predict_step import PredictStepView
-from tutor.widgets.read_step import ReadStepView
-from tutor.widgets.run_panel import RunPanel
-from tutor.widgets.run_step import RunStepView
+from tutor.ui.app import TutorApp
+from tutor.ui.screens.home import HomeScreen
+from tutor.ui.screens.lesson import LessonScreen
+from tutor.ui.widgets.check_step import CheckStepView
+from tutor.ui.widgets.predict_step import PredictStepView
+from tutor.ui.widgets.read_step import ReadStepView
+from tutor.ui.widgets.run_panel import RunPanel
+from tutor.ui.widgets.run_step import RunStepView
 
 LESSONS = Path(__file__).parent / "tui_lessons"
 
@@ -277,12 +277,13 @@ async def test_home_at_80x24_keeps_the_device_in_view_and_the_list_scrolls(tmp_p
 
 
 def test_a_words_prediction_is_revealed_once_and_not_scored():
-    from tutor.lesson import load_file
-    from tutor.widgets.reveal import reveal_text
+    from tutor.course.lesson import load_file
+    from tutor.course.session import Evidence, Reveal
+    from tutor.ui.widgets.reveal import reveal_text
 
     step = load_file(Path(__file__).resolve().parent.parent / "lessons" / "gpu-lab.yaml").step("oom-predict")
     message = "DefaultCPUAllocator: can't allocate memory: you tried to allocate 41918464 bytes"
-    shown = reveal_text(step, "out of memory", {"error_message": message}).plain
+    shown = reveal_text(Reveal(step, "out of memory", Evidence({"error_message": message}, "measured"))).plain
     assert shown.count("41918464") == 1 and "out of memory" in shown and "Not scored" in shown
 
 
@@ -291,9 +292,9 @@ async def test_a_locked_progress_file_is_said_and_the_tutor_works_on(tmp_path, m
     the file stops taking writes mid-session, the learner is told once and goes on."""
     import sqlite3
 
-    import tutor.progress
+    import tutor.course.progress
 
-    monkeypatch.setattr(tutor.progress, "WRITE_BUSY_MS", 50)
+    monkeypatch.setattr(tutor.course.progress, "WRITE_BUSY_MS", 50)
     db = tmp_path / "progress.db"
     app = make_app(tmp_path)
     async with app.run_test(size=(100, 30)) as pilot:

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from textual.widgets import Static, TextArea
 
-from tutor.app import TutorApp
-from tutor.widgets.exercise_step import ExerciseStepView
+from tutor.ui.app import TutorApp
+from tutor.ui.widgets.exercise_step import ExerciseStepView
 
 LESSONS = Path(__file__).parent / "tui_exercise_lessons"
 
@@ -130,7 +130,7 @@ async def test_editor_shows_69_columns_of_code_at_80_wide(tmp_path):
 
 
 async def test_editor_keeps_python_indentation(tmp_path):
-    from tutor.widgets.code_editor import CodeEditor
+    from tutor.ui.widgets.code_editor import CodeEditor
 
     app = TutorApp(lessons_dirs=[LESSONS], home=tmp_path, device="cpu")
     async with app.run_test(size=(80, 24)) as pilot:
@@ -175,7 +175,7 @@ async def test_a_key_in_the_editor_brings_it_back_into_view(tmp_path):
 
 
 async def test_the_code_is_read_only_while_it_runs(tmp_path):
-    from tutor.screens.help import HelpScreen
+    from tutor.ui.screens.help import HelpScreen
 
     app = TutorApp(lessons_dirs=[LESSONS], home=tmp_path, device="cpu")
     async with app.run_test(size=(80, 24)) as pilot:

@@ -10,8 +10,8 @@ from pathlib import Path
 from rich.console import Console
 from textual.widgets import Static
 
-from tutor.app import TutorApp
-from tutor.screens.lesson import LessonScreen
+from tutor.ui.app import TutorApp
+from tutor.ui.screens.lesson import LessonScreen
 
 LESSON = """\
 id: live

@@ -8,14 +8,14 @@ from pathlib import Path
 from rich.console import Console
 from textual.widgets import OptionList, Static
 
-from tutor.app import TutorApp
-from tutor.screens.home import HomeScreen
-from tutor.screens.lesson import LessonScreen
-from tutor.widgets.controls import ControlRow
-from tutor.widgets.instrument_step import InstrumentStepView
-from tutor.widgets.predict_step import PredictStepView
-from tutor.widgets.run_panel import RunPanel
-from tutor.widgets.run_step import RunStepView
+from tutor.ui.app import TutorApp
+from tutor.ui.screens.home import HomeScreen
+from tutor.ui.screens.lesson import LessonScreen
+from tutor.ui.widgets.controls import ControlRow
+from tutor.ui.widgets.instrument_step import InstrumentStepView
+from tutor.ui.widgets.predict_step import PredictStepView
+from tutor.ui.widgets.run_panel import RunPanel
+from tutor.ui.widgets.run_step import RunStepView
 
 LESSON = "training-iron-law"
 

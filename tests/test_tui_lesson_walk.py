@@ -14,16 +14,16 @@ from textual.widgets import Input, OptionList, TextArea
 
 from checks.spec import ChoiceAnswer
 from tutor import experiments
-from tutor.app import TutorApp
-from tutor.screens.home import HomeScreen
-from tutor.widgets import run_panel
-from tutor.widgets.check_step import CheckStepView
-from tutor.widgets.controls import ControlRow
-from tutor.widgets.exercise_step import ExerciseStepView
-from tutor.widgets.instrument_step import InstrumentStepView
-from tutor.widgets.predict_step import PredictStepView
-from tutor.widgets.run_panel import RunPanel
-from tutor.widgets.run_step import RunStepView
+from tutor.ui.app import TutorApp
+from tutor.ui.screens.home import HomeScreen
+from tutor.ui.widgets import run_panel
+from tutor.ui.widgets.check_step import CheckStepView
+from tutor.ui.widgets.controls import ControlRow
+from tutor.ui.widgets.exercise_step import ExerciseStepView
+from tutor.ui.widgets.instrument_step import InstrumentStepView
+from tutor.ui.widgets.predict_step import PredictStepView
+from tutor.ui.widgets.run_panel import RunPanel
+from tutor.ui.widgets.run_step import RunStepView
 
 
 async def wait_for(pilot, condition, timeout: float = 120.0) -> None:

@@ -8,11 +8,11 @@ from pathlib import Path
 from rich.console import Console
 from textual.widgets import Input, OptionList, Static
 
-from tutor.app import TutorApp
-from tutor.progress import Progress
-from tutor.screens.home import HomeScreen
-from tutor.screens.review import ReviewScreen
-from tutor.widgets.review_question import ReviewQuestion
+from tutor.course.progress import Progress
+from tutor.ui.app import TutorApp
+from tutor.ui.screens.home import HomeScreen
+from tutor.ui.screens.review import ReviewScreen
+from tutor.ui.widgets.review_question import ReviewQuestion
 
 LESSON = """\
 id: rev

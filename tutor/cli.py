@@ -249,7 +249,7 @@ def _context(args: argparse.Namespace) -> Context:
         if not path.is_dir():
             raise UsageError(f"--data-dir {data_dir}: no such directory")
         ctx.data_dir = path.resolve()
-        # tutor.paths and tutor.data read the environment; so does any subprocess we start.
+        # tutor.paths and tutor.experiments.data read the environment; so does any subprocess we start.
         os.environ["GPUTUTOR_DATA_DIR"] = str(ctx.data_dir)
     if device:
         os.environ["GPUTUTOR_DEVICE"] = device
@@ -349,7 +349,7 @@ def cmd_tui(args: argparse.Namespace, ctx: Context) -> int:
         _eprint(NO_TTY_MESSAGE)
         return BAD_INPUT
     _check_lesson_dirs(ctx)
-    from tutor.app import TutorApp
+    from tutor.ui.app import TutorApp
 
     app = TutorApp(lessons_dirs=ctx.lessons_dirs, device=ctx.device,
                    data_dir=str(ctx.data_dir) if ctx.data_dir else None, warnings=ctx.warnings)
@@ -363,8 +363,8 @@ def cmd_tui(args: argparse.Namespace, ctx: Context) -> int:
 
 def cmd_list(args: argparse.Namespace, ctx: Context) -> int:
     _check_lesson_dirs(ctx)
-    from tutor.lesson import discover
-    from tutor.progress import Progress
+    from tutor.course.lesson import discover
+    from tutor.course.progress import Progress
 
     catalog = discover(ctx.lessons_dirs)
     with Progress() as progress:
@@ -432,7 +432,7 @@ def _doctor_report(ctx: Context) -> tuple[dict[str, Any], list[str]]:
     import warnings
 
     from tutor import paths
-    from tutor.lesson import builtin_lessons_dir
+    from tutor.course.lesson import builtin_lessons_dir
 
     problems: list[str] = []
     report: dict[str, Any] = {
@@ -448,7 +448,7 @@ def _doctor_report(ctx: Context) -> tuple[dict[str, Any], list[str]]:
         problems.append(f"PyTorch cannot be imported ({type(e).__name__}: {e}); reinstall it (pip install torch)")
         torch = None
     if torch is not None:
-        from tutor import devices
+        from tutor.experiments import devices
 
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -502,7 +502,7 @@ def _data_report() -> dict[str, Any]:
         "mnist_present": any(f.startswith("train-images") for f in files)
         and any(f.startswith("t10k-images") for f in files),
     }
-    from tutor import data
+    from tutor.experiments import data
 
     try:
         report["source"] = data.describe_source()
@@ -643,7 +643,7 @@ def _activate_packs(dirs: Iterable[Path]) -> list[Any]:
 
     Returns the problems as LessonIssues; commands that do not report them as errors warn.
     """
-    from tutor.lesson import LessonIssue, activate_packs
+    from tutor.course.lesson import LessonIssue, activate_packs
 
     _, problems = activate_packs(list(dict.fromkeys(dirs)))
     return [LessonIssue(str(p.path), p.line, 1, p.message) for p in problems]
@@ -680,7 +680,8 @@ def cmd_run(args: argparse.Namespace, ctx: Context) -> int:
     except ValidationError as e:
         return bad(_params_problem(exp, e), f"parameters of {exp.name}:\n" + "\n".join(_param_lines(exp)))
 
-    from tutor import devices, errors
+    from tutor import errors
+    from tutor.experiments import devices
 
     try:
         device = devices.resolve(params.device or ctx.device)
@@ -708,7 +709,7 @@ def _params_problem(exp: Any, e: Any) -> str:
 
 def _run_stream(name: str, values: dict, params: dict, device: Any, ctx: Context, emit: Any, errors: Any) -> int:
     from tutor import experiments
-    from tutor.events import Finished
+    from tutor.experiments.events import Finished
 
     metrics: dict[str, Any] | None = None
     gen = None
@@ -759,7 +760,7 @@ def _close(gen: Any) -> None:
 def _record(name: str, params: dict, device: Any, metrics: dict, status: str, error: str | None) -> None:
     """Keep the run in the progress store; a store problem is a warning, not a failed run."""
     try:
-        from tutor.progress import Progress
+        from tutor.course.progress import Progress
 
         with Progress() as progress:
             progress.record_run(experiment=name, params=params, device=device.as_dict(),
@@ -774,7 +775,7 @@ class _JsonEvents:
     """--json: one object per event line; the last is finished, error or cancelled."""
 
     def __call__(self, event: Any) -> None:
-        from tutor.events import to_json
+        from tutor.experiments.events import to_json
 
         _print_json(to_json(event))
 
@@ -803,7 +804,7 @@ class _HumanEvents:
         from rich.table import Table as RichTable
         from rich.text import Text
 
-        from tutor import events as ev
+        from tutor.experiments import events as ev
 
         c = self.console
         if isinstance(event, ev.Step):
@@ -874,7 +875,7 @@ class _HumanEvents:
 
 
 def cmd_lint(args: argparse.Namespace, ctx: Context) -> int:
-    from tutor.lesson import LessonError, LessonIssue, load_file, parse_yaml
+    from tutor.course.lesson import LessonError, LessonIssue, load_file, parse_yaml
 
     files: list[Path] = []
     problems = 0
@@ -934,7 +935,7 @@ def _id_position(path: Path, parse_yaml: Any) -> tuple[int, int]:
 def _find_step(ctx: Context, lesson_id: str, step_id: str, kinds: tuple[type, ...], what: str,
                unfit: str) -> tuple[Any, Any]:
     """(lesson, step) for `check` and `exercise`, or raise _BadInput naming what is there."""
-    from tutor.lesson import discover
+    from tutor.course.lesson import discover
 
     catalog = discover(ctx.lessons_dirs)
     try:
@@ -973,8 +974,9 @@ def _bad(args: argparse.Namespace, command: str, message: str) -> int:
 
 def cmd_check(args: argparse.Namespace, ctx: Context) -> int:
     _check_lesson_dirs(ctx)
-    from tutor.lesson import CheckStep, InstrumentStep, PredictStep
-    from tutor.progress import Progress
+    from tutor.course.lesson import CheckStep, PredictStep
+    from tutor.course.progress import Progress
+    from tutor.course.session import LessonSession
 
     try:
         lesson, step = _find_step(ctx, args.lesson, args.check, (CheckStep, PredictStep), "steps that take an answer",
@@ -983,39 +985,11 @@ def cmd_check(args: argparse.Namespace, ctx: Context) -> int:
         return _bad(args, "check", str(e))
 
     answer = sys.stdin.read() if args.answer == "-" else args.answer
-    experiment = None
-    if isinstance(step, CheckStep) and step.verify is not None:
-        experiment = step.verify.experiment
-    elif isinstance(step, PredictStep):
-        run = lesson.run_after(lesson.index(step.id))
-        experiment = getattr(run, "experiment", None)
-    instrument_outputs = None
-    if isinstance(step, PredictStep) and isinstance(run, InstrumentStep):
-        # Revealed by an instrument: graded against what it computes at the step's scenario, as in the TUI.
-        from tutor.instruments import REGISTRY
-
-        inst = REGISTRY[run.instrument]
-        instrument_outputs = inst.compute(inst.settings(run.scenario_settings())).outputs
-    run_record = None
-    if experiment:
-        with Progress() as progress:
-            # Prefer the run this very step verified with; else any recorded run of the experiment.
-            run_record = (progress.latest_run(lesson_id=lesson.id, step_id=step.id, experiment=experiment)
-                          or progress.latest_run(experiment=experiment))
-            if progress.warning:
-                _eprint(f"warning: {progress.warning}")
-    metrics = dict(run_record.metrics) if run_record else (instrument_outputs or {})
-
-    from checks import grade, score_prediction
-    from checks.spec import Verdict
-
-    if isinstance(step, PredictStep) and step.compare and step.compare in metrics:
-        # A prediction is scored against what it predicted, as its reveal does in the TUI.
-        score = score_prediction(answer, step.answer, metrics[step.compare], step.unit)
-        summary = score.summary.replace("measured ", "computed ") if run_record is None else score.summary
-        verdict = Verdict(score.hit, summary, score=1.0 if score.hit else 0.0)
-    else:
-        verdict = grade(answer, step.answer, metrics)
+    with Progress() as progress:
+        if progress.warning:
+            _eprint(f"warning: {progress.warning}")
+        graded = LessonSession(lesson, progress).grade(step, answer)  # as the TUI grades it
+    verdict, run_record = graded.verdict, graded.evidence.run
     if args.json:
         _print_json(verdict.as_dict())
         return OK
@@ -1029,7 +1003,7 @@ def cmd_check(args: argparse.Namespace, ctx: Context) -> int:
     if verdict.missing:
         c.print(f"missing: {', '.join(verdict.missing)}", markup=False)
     if run_record is not None:
-        c.print(f"(graded with the metrics of your run #{run_record.id} of {experiment})",
+        c.print(f"(graded with the metrics of your run #{run_record.id} of {run_record.experiment})",
                 style="dim", markup=False)
     return OK
 
@@ -1039,7 +1013,7 @@ def cmd_check(args: argparse.Namespace, ctx: Context) -> int:
 
 def cmd_exercise(args: argparse.Namespace, ctx: Context) -> int:
     _check_lesson_dirs(ctx)
-    from tutor.lesson import ExerciseStep
+    from tutor.course.lesson import ExerciseStep
     from tutor.paths import home_dir
 
     try:
@@ -1052,7 +1026,7 @@ def cmd_exercise(args: argparse.Namespace, ctx: Context) -> int:
     except (OSError, UnicodeDecodeError) as e:
         return _bad(args, "exercise", f"--file {args.file}: cannot read it ({getattr(e, 'strerror', None) or e})")
 
-    from tutor.exercise import grade_exercise
+    from tutor.exercises.grader import grade_exercise
 
     workdir = home_dir() / "exercises" / lesson.id / step.id
     stream = None if args.json else (lambda text: (sys.stderr.write(text), sys.stderr.flush()))
@@ -1141,12 +1115,12 @@ def cmd_instrument(args: argparse.Namespace, ctx: Context) -> int:
 
 def _instrument_context(settings: dict[str, Any]):
     """The learner's recorded runs, and this device only when a control asks for it (it loads torch)."""
-    from tutor.ledger import instrument_context
-    from tutor.progress import Progress
+    from tutor.course.ledger import instrument_context
+    from tutor.course.progress import Progress
 
     device = None
     if settings.get("budget") == "this":
-        from tutor.devices import DeviceError, resolve
+        from tutor.experiments.devices import DeviceError, resolve
 
         try:
             device = resolve(os.environ.get("GPUTUTOR_DEVICE"))
@@ -1163,9 +1137,9 @@ def _instrument_context(settings: dict[str, Any]):
 
 def cmd_export(args: argparse.Namespace, ctx: Context) -> int:
     _check_lesson_dirs(ctx)
-    from tutor.ledger import export
-    from tutor.lesson import discover
-    from tutor.progress import Progress
+    from tutor.course.ledger import export
+    from tutor.course.lesson import discover
+    from tutor.course.progress import Progress
 
     catalog = discover(ctx.lessons_dirs)
     ids = [item.lesson.id for item in catalog.lessons]
@@ -1207,7 +1181,7 @@ def _write_file(name: str, text: str, example: str, *, overwrite: bool = True) -
 
 
 def lesson_schema() -> dict[str, Any]:
-    from tutor.lesson import Lesson
+    from tutor.course.lesson import Lesson
 
     schema = Lesson.model_json_schema()
     return {
@@ -1251,7 +1225,7 @@ def cmd_lesson(args: argparse.Namespace, ctx: Context) -> int:
     from rich.markup import escape
     from rich.table import Table as RichTable
 
-    from tutor.playtest import play_paths
+    from tutor.authoring.lesson_test import play_paths
 
     files = _lesson_files(args.paths)
     console = _console()
@@ -1268,7 +1242,7 @@ def cmd_lesson(args: argparse.Namespace, ctx: Context) -> int:
         console.print(f"{mark} {escape(o.lesson)} · {escape(o.step)} · {o.kind}: {escape(o.what)} "
                       f"[dim]({o.seconds:.1f} s)[/]{detail}", markup=True, highlight=False)
 
-    from tutor.playtest import Outcome
+    from tutor.authoring.lesson_test import Outcome
 
     outcomes = []
     for issue in pack_problems:  # a pack that does not load fails the test like a broken lesson
@@ -1296,13 +1270,13 @@ def cmd_lesson(args: argparse.Namespace, ctx: Context) -> int:
 def cmd_new(args: argparse.Namespace, ctx: Context) -> int:
     from importlib.resources import files
 
-    from tutor.lesson import ID_PATTERN
+    from tutor.course.lesson import ID_PATTERN
 
     lesson_id = args.lesson_id
     if not re.fullmatch(ID_PATTERN, lesson_id):
         raise UsageError(f"lesson id {lesson_id!r}: use lowercase letters, digits and dashes, like 'my-first-lesson'")
     title = args.title or lesson_id.replace("-", " ").capitalize()
-    template = files("tutor").joinpath("templates/new-lesson.yaml").read_text(encoding="utf-8")
+    template = files("tutor.authoring").joinpath("templates/new-lesson.yaml").read_text(encoding="utf-8")
     text = template.replace("LESSON_ID", lesson_id).replace("LESSON_TITLE", title.replace('"', "'"))
     out = _write_file(args.output or f"{lesson_id}.yaml", text, f"{lesson_id}.yaml", overwrite=args.force)
     _eprint(f"wrote {out}: a lesson with one step of each kind.\n"

@@ -16,7 +16,7 @@ def is_out_of_memory(exc: BaseException) -> bool:
 
 def describe(exc: BaseException) -> str:
     """One or two sentences: what went wrong and what to do about it."""
-    from tutor.devices import DeviceError
+    from tutor.experiments.devices import DeviceError
 
     if isinstance(exc, DeviceError):
         return str(exc)

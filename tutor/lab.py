@@ -3,7 +3,7 @@
     from tutor.lab import MNISTClassifier, device, train_loader, test_loader, \
         train_one_epoch, evaluate, report, synchronize, epochs_here
 
-Data is the tutor's own (tutor.data: MNIST, or the offline digits when MNIST is absent), read
+Data is the tutor's own (tutor.experiments.data: MNIST, or the offline digits when MNIST is absent), read
 lazily on first use of `train_loader`, `test_loader`, `train_x` ... so a program that does not
 use them does not pay for them. GPUTUTOR_LAB_TRAIN_SAMPLES / GPUTUTOR_LAB_TEST_SAMPLES take
 the first N samples (the tutor's tests run small). `report(name=value)` hands values to the
@@ -20,10 +20,10 @@ from typing import Any
 
 import torch
 
-from tutor import data as _data
-from tutor import devices as _devices
-from tutor import timing as _timing
-from tutor.model import MNISTClassifier
+from tutor.experiments import data as _data
+from tutor.experiments import devices as _devices
+from tutor.experiments import timing as _timing
+from tutor.experiments.model import MNISTClassifier
 
 BATCH_SIZE = 64  # the notebook's
 
@@ -118,7 +118,7 @@ def epochs_here(gpu: int, cpu: int) -> int:
 
 
 def synchronize(device: Any) -> None:
-    """Wait for the device's queued work before reading a clock (tutor.timing.synchronize)."""
+    """Wait for the device's queued work before reading a clock (tutor.experiments.timing.synchronize)."""
     _timing.synchronize(str(device))
 
 

@@ -7,7 +7,7 @@ import torch
 import torch.optim as optim
 from torch import nn
 
-from tutor.lab import MNISTClassifier, train_loader, report
+from tutor.lab import MNISTClassifier, report, train_loader
 
 
 def train_batches(net, batches, opt, loss_fn, dev):

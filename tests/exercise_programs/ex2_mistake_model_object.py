@@ -2,8 +2,15 @@
 import torch
 from torch import nn
 
-from tutor.lab import (MNISTClassifier, device, train_loader, test_loader,
-                       train_one_epoch, evaluate, report)
+from tutor.lab import (
+    MNISTClassifier,
+    device,
+    evaluate,
+    report,
+    test_loader,
+    train_loader,
+    train_one_epoch,
+)
 
 model = MNISTClassifier().to(device)
 optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)

@@ -4,8 +4,15 @@ import torch
 import torch.optim as optim
 from torch import nn
 
-from tutor.lab import (MNISTClassifier, device, train_loader, test_loader,
-                       train_one_epoch, evaluate, report)
+from tutor.lab import (
+    MNISTClassifier,
+    device,
+    evaluate,
+    report,
+    test_loader,
+    train_loader,
+    train_one_epoch,
+)
 
 model_2 = MNISTClassifier().to(device)
 optimizer_2 = optim.Adam(model_2.parameters(), lr=1e-3)

@@ -4,8 +4,15 @@ import time
 import torch
 from torch import nn
 
-from tutor.lab import (MNISTClassifier, device, train_loader, test_loader,
-                       evaluate, report, synchronize)
+from tutor.lab import (
+    MNISTClassifier,
+    device,
+    evaluate,
+    report,
+    synchronize,
+    test_loader,
+    train_loader,
+)
 
 half = torch.float16 if device.type == "cuda" else torch.bfloat16
 

@@ -6,8 +6,14 @@ import torch
 import torch.optim as optim
 from torch import nn
 
-from tutor.lab import (MNISTClassifier, device, train_loader, test_loader,
-                       evaluate, report)
+from tutor.lab import (
+    MNISTClassifier,
+    device,
+    evaluate,
+    report,
+    test_loader,
+    train_loader,
+)
 
 amp_dtype = torch.float16 if device.type == 'cuda' else torch.bfloat16
 

@@ -7,7 +7,7 @@ import torch
 import torch.optim as optim
 from torch import nn
 
-from tutor.lab import MNISTClassifier, train_loader, test_loader, evaluate, report
+from tutor.lab import MNISTClassifier, evaluate, report, test_loader, train_loader
 
 
 def get_device():

@@ -6,7 +6,7 @@ validate experiments without importing torch. Each experiment lives in its own m
 
     def run(p: <Params>, dev: Device) -> Iterator[Event]
 
-that imports torch, never Textual, and yields `tutor.events` objects; its last event is
+that imports torch, never Textual, and yields `tutor.experiments.events` objects; its last event is
 `Finished(metrics)` with (at least) the metrics declared here.
 """
 
@@ -19,8 +19,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from tutor.events import Event
-
+from tutor.experiments.events import Event
 
 # Marks a parameter that names a file the run writes. The learner may set it (`gpututor run
 # --set`); a lesson may not, or opening a lesson could overwrite any file of theirs.
@@ -703,11 +702,6 @@ def register(exp: Experiment) -> None:
 
 
 def get(name: str) -> Experiment:
-    if name not in REGISTRY:
-        # The engine process starts with the built-ins only: load the packs the app loaded.
-        from tutor import packs
-
-        packs.load_from_environment()
     try:
         return REGISTRY[name]
     except KeyError:
@@ -723,7 +717,7 @@ def start(name: str, values: dict[str, Any] | None = None, device: str | None = 
     Raises UnknownExperiment, pydantic.ValidationError or devices.DeviceError before any
     work starts; errors during the run surface while iterating.
     """
-    from tutor import devices
+    from tutor.experiments import devices
 
     exp = get(name)
     params = exp.make_params(values)

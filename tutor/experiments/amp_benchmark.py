@@ -29,10 +29,7 @@ from collections.abc import Iterator
 import torch
 from torch import nn
 
-from tutor import devices
-from tutor.devices import Device
-from tutor.events import Event, Finished, Note, Started, Table
-from tutor.experiments import AmpBenchmarkParams
+from tutor.experiments import AmpBenchmarkParams, devices
 from tutor.experiments.common import (
     OFF,
     Amp,
@@ -45,7 +42,9 @@ from tutor.experiments.common import (
     seed_everything,
     train_timed,
 )
-from tutor.model import count_parameters, linear_stack
+from tutor.experiments.devices import Device
+from tutor.experiments.events import Event, Finished, Note, Started, Table
+from tutor.experiments.model import count_parameters, linear_stack
 
 
 def benchmark_mlp(width: int, layers: int) -> nn.Sequential:
@@ -104,7 +103,7 @@ def _ratio(a: float | None, b: float | None) -> float | None:
 
 
 def run(p: AmpBenchmarkParams, dev: Device) -> Iterator[Event]:
-    from tutor import data as mnist
+    from tutor.experiments import data as mnist
 
     device = dev.torch_device
     accel = dev.is_accelerator

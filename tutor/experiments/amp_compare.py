@@ -18,11 +18,17 @@ from collections.abc import Iterator
 
 import torch
 
-from tutor.devices import Device
-from tutor.events import Event, Finished, Note, Started, Table
 from tutor.experiments import AmpCompareParams
-from tutor.experiments.common import OFF, Amp, autocast_settings, seed_everything, train_timed
-from tutor.model import MNISTClassifier, count_parameters
+from tutor.experiments.common import (
+    OFF,
+    Amp,
+    autocast_settings,
+    seed_everything,
+    train_timed,
+)
+from tutor.experiments.devices import Device
+from tutor.experiments.events import Event, Finished, Note, Started, Table
+from tutor.experiments.model import MNISTClassifier, count_parameters
 
 
 def _peak_supported(dev: Device) -> bool:
@@ -39,7 +45,7 @@ def _train_mode(label: str, amp: Amp, init_state: dict, d, p: AmpCompareParams, 
 
 
 def run(p: AmpCompareParams, dev: Device) -> Iterator[Event]:
-    from tutor import data as mnist
+    from tutor.experiments import data as mnist
 
     device = dev.torch_device
     amp = autocast_settings(p.amp, dev)

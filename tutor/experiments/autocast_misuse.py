@@ -34,8 +34,6 @@ from collections.abc import Iterator
 import torch
 from torch import nn
 
-from tutor.devices import Device
-from tutor.events import Event, Finished, Note, Started, Step, Table
 from tutor.experiments import AutocastMisuseParams
 from tutor.experiments.common import (
     OFF,
@@ -46,8 +44,10 @@ from tutor.experiments.common import (
     report_interval,
     seed_everything,
 )
-from tutor.model import MNISTClassifier
-from tutor.timing import Stopwatch, synchronize
+from tutor.experiments.devices import Device
+from tutor.experiments.events import Event, Finished, Note, Started, Step, Table
+from tutor.experiments.model import MNISTClassifier
+from tutor.experiments.timing import Stopwatch, synchronize
 
 LAST_STEPS = 20  # the final loss is the mean of this many last steps (fewer for short runs)
 REPORT_S = 0.25  # report at least this often, so cancelling is heard
@@ -76,7 +76,7 @@ def linear_output_dtype(device: str, device_type: str) -> tuple[str, bool, list[
 
 def _batches(d, batch_size: int, seed: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
     """Shuffled batches without end (a new order each pass), the same for the same seed."""
-    from tutor.data import batches
+    from tutor.experiments.data import batches
 
     gen = torch.Generator().manual_seed(seed)
     while True:
@@ -171,7 +171,7 @@ def _train(
 
 
 def run(p: AutocastMisuseParams, dev: Device) -> Iterator[Event]:
-    from tutor import data as mnist
+    from tutor.experiments import data as mnist
 
     device = dev.torch_device
     kind = dev.kind

@@ -20,11 +20,15 @@ from collections.abc import Iterator
 
 import torch
 
-from tutor.devices import Device
-from tutor.events import Event, Finished, Note, Started, Step, Table
 from tutor.experiments import BatchSweepParams
-from tutor.experiments.common import saved_for_backward, seconds_per_call, seed_everything
-from tutor.model import linear_stack
+from tutor.experiments.common import (
+    saved_for_backward,
+    seconds_per_call,
+    seed_everything,
+)
+from tutor.experiments.devices import Device
+from tutor.experiments.events import Event, Finished, Note, Started, Step, Table
+from tutor.experiments.model import linear_stack
 
 MIB = 2**20
 WARMUP_STEPS = 2

@@ -22,12 +22,18 @@ from pathlib import Path
 import torch
 from torch import optim
 
-from tutor.data import load
-from tutor.devices import Device
-from tutor.events import Event, Finished, Note, Started
 from tutor.experiments import CheckpointParams
-from tutor.experiments.common import checkpoint_target, evaluate, save_atomically, seed_everything, train_steps
-from tutor.model import MNISTClassifier, count_parameters
+from tutor.experiments.common import (
+    checkpoint_target,
+    evaluate,
+    save_atomically,
+    seed_everything,
+    train_steps,
+)
+from tutor.experiments.data import load
+from tutor.experiments.devices import Device
+from tutor.experiments.events import Event, Finished, Note, Started
+from tutor.experiments.model import MNISTClassifier, count_parameters
 from tutor.paths import scratch_dir
 
 COMPARE_SAMPLES = 1000  # the test batch both models predict

@@ -30,7 +30,7 @@
     fit_samples(asked, per_sample_s, budget_s)  how many samples a CPU run can time within its budget
                                                 (a Fit that says what was cut and projects the rest)
 
-Timing uses tutor.timing.Stopwatch (synchronised, with `with sw.paused(): yield event`).
+Timing uses tutor.experiments.timing.Stopwatch (synchronised, with `with sw.paused(): yield event`).
 
 Why losses are accumulated on the device: `loss.item()` copies to the host and waits for
 the GPU, so calling it every step serialises the CPU and GPU. The loop adds `loss.detach()`
@@ -55,8 +55,8 @@ from typing import Any, NamedTuple
 import torch
 from torch import nn
 
-from tutor.devices import Device
-from tutor.timing import synchronize
+from tutor.experiments.devices import Device
+from tutor.experiments.timing import synchronize
 
 WARMUP_STEPS = 5  # untimed steps before a timed run: device context, cuBLAS handles, kernels, allocator
 CPU_BUDGET_S = 30.0  # timed CPU work one run step may do, so the step ends within a minute (see Fit)
@@ -319,7 +319,7 @@ def evaluate_batches(
 
 def evaluate(model: nn.Module, x: torch.Tensor, y: torch.Tensor, batch_size: int = 1000, *, amp: Amp = OFF) -> float:
     """Test accuracy (0..1) of resident tensors x, y (on the model's device)."""
-    from tutor.data import batches
+    from tutor.experiments.data import batches
 
     return evaluate_batches(model, batches(x, y, max(batch_size, 1), shuffle=False), str(x.device), amp=amp)
 
@@ -336,7 +336,7 @@ def train_steps(
 ) -> float:
     """Train for exactly `steps` optimiser steps on `data` (a MnistData on `device`) with
     `train_epoch`, reshuffling each pass; returns the mean loss of the last pass's steps."""
-    from tutor.data import batches
+    from tutor.experiments.data import batches
 
     gen = torch.Generator().manual_seed(seed)
     done = 0
@@ -493,9 +493,9 @@ def train_timed(
     and on CUDA peak_mb (max_memory_allocated above what was allocated when the timed epochs
     started) and base_mb (that baseline), else None.
     """
-    from tutor.data import batches
-    from tutor.events import Epoch, Step
-    from tutor.timing import Stopwatch, median
+    from tutor.experiments.data import batches
+    from tutor.experiments.events import Epoch, Step
+    from tutor.experiments.timing import Stopwatch, median
 
     warm_up(model, batches(x, y, batch_size, shuffle=False), device, amp=amp, lr=lr)
     opt = torch.optim.Adam(model.parameters(), lr=lr)
@@ -592,7 +592,7 @@ def seconds_per_sample(make_model: Callable[[], nn.Module], x: torch.Tensor, y: 
                        batch_size: int, amp: Amp = OFF, batches: int = 3) -> float:
     """Training seconds per sample for a model from `make_model()` on `device`: one untimed batch,
     then `batches` timed ones (synchronised), on a throwaway model; the RNG state is restored."""
-    from tutor.data import batches as batch_iter
+    from tutor.experiments.data import batches as batch_iter
 
     target = torch.device(device)
     gpus = [target.index or 0] if target.type == "cuda" else []

@@ -18,13 +18,9 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from tutor import devices
-from tutor.devices import Device
-from tutor.events import Event, Finished, Note, Started, Step, Table
-from tutor.experiments import CrossoverParams
+from tutor.experiments import CrossoverParams, devices
 from tutor.experiments.common import (
     WARMUP_STEPS,
-    Fit,
     cpu_budget_s,
     fit_samples,
     report_interval,
@@ -33,8 +29,10 @@ from tutor.experiments.common import (
     train_epoch,
     warm_up,
 )
-from tutor.model import MNISTClassifier, TinyClassifier, count_parameters
-from tutor.timing import Stopwatch, median
+from tutor.experiments.devices import Device
+from tutor.experiments.events import Event, Finished, Note, Started, Step, Table
+from tutor.experiments.model import MNISTClassifier, TinyClassifier, count_parameters
+from tutor.experiments.timing import Stopwatch, median
 
 
 @dataclass(frozen=True)
@@ -56,7 +54,7 @@ def _cases(p: CrossoverParams) -> list[Case]:
 
 
 def _cpu_batches(x: torch.Tensor, y: torch.Tensor, batch_size: int, gen: torch.Generator):
-    from tutor.data import batches
+    from tutor.experiments.data import batches
 
     return batches(x, y, batch_size, generator=gen)
 
@@ -105,7 +103,7 @@ def _fmt_s(s: float | None) -> str:
 
 
 def run(p: CrossoverParams, dev: Device) -> Iterator[Event]:
-    from tutor import data as mnist
+    from tutor.experiments import data as mnist
 
     # The accelerator to compare with: the chosen device if it is one, else the first found.
     accel = dev if dev.is_accelerator else devices.accelerator()

@@ -24,13 +24,13 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from tutor import data as mnist
-from tutor.devices import Device
-from tutor.events import Event, Finished, Note, Started, Step, Table
 from tutor.experiments import DataBottleneckParams
+from tutor.experiments import data as mnist
 from tutor.experiments.common import seed_everything
-from tutor.model import MNISTClassifier
-from tutor.timing import synchronize
+from tutor.experiments.devices import Device
+from tutor.experiments.events import Event, Finished, Note, Started, Step, Table
+from tutor.experiments.model import MNISTClassifier
+from tutor.experiments.timing import synchronize
 
 WARMUP_BATCHES = 5  # untimed: worker start-up, first allocations, kernel selection
 REPORT_EVERY = 10  # steps between Step events (a loader step takes ~10 ms on a CPU)

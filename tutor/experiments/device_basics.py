@@ -11,12 +11,11 @@ from collections.abc import Iterator
 
 import torch
 
-from tutor import devices
-from tutor.devices import Device
-from tutor.events import Event, Finished, Note, Started, Table
-from tutor.experiments import DeviceBasicsParams
+from tutor.experiments import DeviceBasicsParams, devices
 from tutor.experiments.common import seed_everything
-from tutor.model import MNISTClassifier
+from tutor.experiments.devices import Device
+from tutor.experiments.events import Event, Finished, Note, Started, Table
+from tutor.experiments.model import MNISTClassifier
 
 GIB = 2**30
 

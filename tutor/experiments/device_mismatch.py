@@ -22,12 +22,12 @@ import torch.nn.functional as F
 from torch import optim
 from torch.utils.data import DataLoader, TensorDataset
 
-from tutor.data import load
-from tutor.devices import Device
-from tutor.events import Event, Finished, Note, Started
 from tutor.experiments import DeviceMismatchParams
 from tutor.experiments.common import seed_everything
-from tutor.model import MNISTClassifier
+from tutor.experiments.data import load
+from tutor.experiments.devices import Device
+from tutor.experiments.events import Event, Finished, Note, Started
+from tutor.experiments.model import MNISTClassifier
 
 BATCH_SIZE = 64
 SAMPLES = 256  # a few batches is all the loop gets through
@@ -57,7 +57,7 @@ def _origin(exc: BaseException) -> tuple[traceback.FrameSummary | None, list[tra
     ours = [i for i, f in enumerate(frames) if os.path.abspath(f.filename) == here]
     line = frames[ours[-1]] if ours else None
     inner = frames[ours[-1] + 1:] if ours else frames
-    # The model's own forward (tutor/model.py), the last torch.nn layer (F.linear), the raise itself.
+    # The model's own forward (tutor/experiments/model.py), the last torch.nn layer (F.linear), the raise itself.
     keep = [f for f in inner if "/torch/" not in _path(f)]
     keep += [f for f in inner if "/torch/nn/" in _path(f) and not _path(f).endswith("modules/module.py")][-1:]
     if inner and inner[-1] not in keep:

@@ -15,12 +15,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn, optim
 
-from tutor.data import load
-from tutor.devices import Device
-from tutor.events import Event, Finished, Note, Started, Step, Table
 from tutor.experiments import ForgotZeroGradParams
 from tutor.experiments.common import seed_everything
-from tutor.model import MNISTClassifier
+from tutor.experiments.data import load
+from tutor.experiments.devices import Device
+from tutor.experiments.events import Event, Finished, Note, Started, Step, Table
+from tutor.experiments.model import MNISTClassifier
 
 
 def grad_norm(model: nn.Module) -> float:

@@ -16,9 +16,9 @@ from collections.abc import Iterator
 
 import torch
 
-from tutor.devices import Device
-from tutor.events import Event, Finished, Note, Started, Table
 from tutor.experiments import Fp16UnderflowParams
+from tutor.experiments.devices import Device
+from tutor.experiments.events import Event, Finished, Note, Started, Table
 
 
 def weight_gradient(dtype: torch.dtype, factor: float, scale: float, device: str) -> float:

@@ -20,12 +20,16 @@ from collections.abc import Iterator
 import torch
 import torch.nn.functional as F
 
-from tutor import data as mnist
-from tutor.devices import Device
-from tutor.events import Event, Finished, Note, Started, Table
 from tutor.experiments import GradAccumParams
-from tutor.experiments.common import saved_for_backward, seconds_per_call, seed_everything
-from tutor.model import MNISTClassifier
+from tutor.experiments import data as mnist
+from tutor.experiments.common import (
+    saved_for_backward,
+    seconds_per_call,
+    seed_everything,
+)
+from tutor.experiments.devices import Device
+from tutor.experiments.events import Event, Finished, Note, Started, Table
+from tutor.experiments.model import MNISTClassifier
 
 WARMUP_UPDATES = 3
 

@@ -36,13 +36,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from tutor import data as mnist
-from tutor.devices import Device
-from tutor.events import Event, Finished, Note, Started, Step, Table
 from tutor.experiments import GraphLeakParams
+from tutor.experiments import data as mnist
 from tutor.experiments.common import saved_for_backward, seed_everything
-from tutor.model import MNISTClassifier
-from tutor.timing import synchronize
+from tutor.experiments.devices import Device
+from tutor.experiments.events import Event, Finished, Note, Started, Step, Table
+from tutor.experiments.model import MNISTClassifier
+from tutor.experiments.timing import synchronize
 
 REPORT_S = 0.25  # a progress event at least this often
 CPU_LIMIT = 2 * 2**30  # the most the leaking loop may keep off CUDA (bytes)

@@ -27,12 +27,12 @@ from typing import Any
 import torch
 from torch import nn
 
-from tutor.devices import Device
-from tutor.events import Event, Finished, Note, Started, Table
 from tutor.experiments import MemoryLedgerParams
 from tutor.experiments.common import saved_for_backward, seed_everything
-from tutor.model import linear_stack
-from tutor.timing import synchronize
+from tutor.experiments.devices import Device
+from tutor.experiments.events import Event, Finished, Note, Started, Table
+from tutor.experiments.model import linear_stack
+from tutor.experiments.timing import synchronize
 
 MIB = 2**20
 OPTIMIZERS = ("sgd", "momentum", "adam")

@@ -45,11 +45,11 @@ from typing import Any
 
 import torch
 
-from tutor.devices import Device
-from tutor.events import Event, Finished, Note, Started, Step, Table
 from tutor.experiments import OomRecoveryParams
 from tutor.experiments.common import saved_for_backward, seed_everything
-from tutor.timing import Stopwatch, synchronize
+from tutor.experiments.devices import Device
+from tutor.experiments.events import Event, Finished, Note, Started, Step, Table
+from tutor.experiments.timing import Stopwatch, synchronize
 
 MIB = 2**20
 PROBE_BATCH = 8  # the small batch the per-sample activations are measured at
@@ -280,7 +280,7 @@ def run_here(p: OomRecoveryParams, dev: Device, *, separate: bool = False) -> It
 
 
 def child_events(command: list[str]) -> Iterator[Event]:
-    """Run `command`, which prints one JSON event per line (tutor.events.to_json), and yield the
+    """Run `command`, which prints one JSON event per line (tutor.experiments.events.to_json), and yield the
     events; an {"event": "error"} line or a failed exit raises RuntimeError. Stopping the
     iteration (a cancelled run) kills the process."""
     import json
@@ -316,8 +316,8 @@ def _child(argv: list[str]) -> int:
     """`python -m tutor.experiments.oom_recovery PARAMS_JSON`: the CPU run, events as JSON lines."""
     import json
 
-    from tutor import devices
-    from tutor.events import to_json
+    from tutor.experiments import devices
+    from tutor.experiments.events import to_json
 
     try:
         p = OomRecoveryParams.model_validate_json(argv[0])
@@ -330,7 +330,7 @@ def _child(argv: list[str]) -> int:
 
 
 def _run(p: OomRecoveryParams, dev: Device, limit: MemoryLimit, separate: bool) -> Iterator[Event]:
-    from tutor.model import linear_stack
+    from tutor.experiments.model import linear_stack
 
     seed_everything(p.seed)
     device, method = limit.device, limit.method

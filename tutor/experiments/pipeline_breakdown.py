@@ -29,14 +29,14 @@ from typing import Any
 import torch
 from torch import nn
 
-from tutor import data as mnist
-from tutor.devices import Device
-from tutor.events import Event, Finished, Note, Started, Step, Table
 from tutor.experiments import PipelineBreakdownParams
+from tutor.experiments import data as mnist
 from tutor.experiments.amp_benchmark import benchmark_mlp
 from tutor.experiments.common import autocast_settings, make_scaler, seed_everything
-from tutor.model import MNISTClassifier, count_parameters
-from tutor.timing import Stopwatch, median, synchronize
+from tutor.experiments.devices import Device
+from tutor.experiments.events import Event, Finished, Note, Started, Step, Table
+from tutor.experiments.model import MNISTClassifier, count_parameters
+from tutor.experiments.timing import Stopwatch, median, synchronize
 
 WARMUP_STEPS = 5  # untimed: allocator, kernel selection, worker start-up
 REPORT_S = 0.2  # seconds between Step events, so cancelling is heard

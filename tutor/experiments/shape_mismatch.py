@@ -17,11 +17,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from tutor.data import load
-from tutor.devices import Device
-from tutor.events import Event, Finished, Note, Started, Table
 from tutor.experiments import ShapeMismatchParams
 from tutor.experiments.common import seed_everything
+from tutor.experiments.data import load
+from tutor.experiments.devices import Device
+from tutor.experiments.events import Event, Finished, Note, Started, Table
 
 BATCH = 64
 

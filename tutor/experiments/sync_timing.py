@@ -25,11 +25,11 @@ from collections.abc import Callable, Iterator
 
 import torch
 
-from tutor.devices import Device
-from tutor.events import Event, Finished, Note, Started, Step, Table
 from tutor.experiments import SyncTimingParams
 from tutor.experiments.common import seed_everything
-from tutor.timing import median, synchronize
+from tutor.experiments.devices import Device
+from tutor.experiments.events import Event, Finished, Note, Started, Step, Table
+from tutor.experiments.timing import median, synchronize
 
 CPU_SIZE = 512  # the size a CPU uses unless one is asked for: 2048 is 64x the work, about a minute on 2 cores
 WARMUP_CALLS = 3  # untimed matmuls first: cuBLAS handles, kernel choice, the allocator

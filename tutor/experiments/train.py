@@ -17,8 +17,6 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from tutor.devices import Device
-from tutor.events import Epoch, Event, Finished, Note, Started, Step
 from tutor.experiments import TrainParams
 from tutor.experiments.common import (
     autocast_settings,
@@ -31,8 +29,10 @@ from tutor.experiments.common import (
     train_epoch,
     warm_up,
 )
-from tutor.model import MNISTClassifier
-from tutor.timing import Stopwatch, median
+from tutor.experiments.devices import Device
+from tutor.experiments.events import Epoch, Event, Finished, Note, Started, Step
+from tutor.experiments.model import MNISTClassifier
+from tutor.experiments.timing import Stopwatch, median
 
 
 def save_checkpoint(
@@ -53,7 +53,7 @@ def save_checkpoint(
 
 
 def run(p: TrainParams, dev: Device) -> Iterator[Event]:
-    from tutor import data as mnist
+    from tutor.experiments import data as mnist
 
     device = dev.torch_device
     # Before any training: a bad path should fail now, not after the last epoch.

@@ -31,7 +31,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from tutor.instruments.base import (
-    GIB, Bar, Chart, Context, Control, Instrument, Reading, Segment, gb, gb_gib,
+    GIB,
+    Bar,
+    Chart,
+    Context,
+    Control,
+    Instrument,
+    Reading,
+    Segment,
+    gb,
+    gb_gib,
 )
 
 

@@ -31,7 +31,18 @@ from collections.abc import Mapping
 from typing import Any
 
 from tutor.instruments import memory_ledger as ml
-from tutor.instruments.base import Bar, Chart, Context, Control, Gauge, Instrument, Reading, Segment, gb, percent
+from tutor.instruments.base import (
+    Bar,
+    Chart,
+    Context,
+    Control,
+    Gauge,
+    Instrument,
+    Reading,
+    Segment,
+    gb,
+    percent,
+)
 
 N = ml.PRESETS["gpt2-xl"].params
 SEQ = ml.PRESETS["gpt2-xl"].seq
@@ -145,7 +156,7 @@ class Pipeline(Instrument):
             f"tokens = batch x s = {s['batch']} x {SEQ} = {tokens:,}",
             f"baseline compute = 6 N tokens / (TF32 156e12 x E {EFFICIENCY}) = "
             f"{6 * N * tokens / (PEAK['fp32'] * EFFICIENCY):.3f} s  (35% of the chapter's baseline)",
-            f"data = compute x 40/35, transfers = compute x 25/35 (the chapter's baseline profile)",
+            "data = compute x 40/35, transfers = compute x 25/35 (the chapter's baseline profile)",
             f"compute now = {ckpt} N tokens / ({PEAK_LABEL[s['precision']]} x {EFFICIENCY}) = {t['compute']:.3f} s",
             "  (TF32 needs torch.backends.cuda.matmul.allow_tf32 = True; PyTorch's default FP32 matmul "
             "runs at 19.5 TFLOP/s, 8x less)" if s["precision"] == "fp32" else

@@ -6,8 +6,8 @@ import time
 
 from pydantic import Field
 
-from tutor.events import Finished, Note, Started
 from tutor.experiments import Experiment, Params
+from tutor.experiments.events import Finished, Note, Started
 
 
 class MatmulParams(Params):

@@ -1,0 +1,71 @@
+"""Test doubles. `ScriptedEngine` stands in for the engine process in TUI tests that test the
+screens, not the engine: no process, no torch, a run takes milliseconds. Tests of the engine and
+of real runs use the real one (tests/experiments, tests/system, `gpututor lesson test`)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from tutor import experiments
+from tutor.experiments.devices import Device
+from tutor.experiments.events import Epoch, Finished, Started, Step
+
+TEST_CPU = Device("cpu", None, "Test CPU", threads=1, cores=2)
+
+
+class ScriptedEngine:
+    """Says this machine is a CPU and plays each run as: Started, `steps` Steps, one Epoch, then
+    Finished with the metrics the test gave for that experiment (each metric the experiment
+    declares is None otherwise: "not measured", never a made-up number).
+
+    `fail={"train": "why"}` ends that experiment's runs as failed; `hold=True` keeps a run going
+    until it is cancelled (for escape, quit and navigation tests)."""
+
+    def __init__(self, metrics: dict[str, dict[str, Any]] | None = None, *, fail: dict[str, str] | None = None,
+                 hold: bool = False, steps: int = 3) -> None:
+        self.metrics = metrics or {}
+        self.fail = fail or {}
+        self.hold = hold
+        self.steps = steps
+        self.runs: list[tuple[str, dict[str, Any], str | None]] = []  # (experiment, params, device) asked for
+        self.closed = False
+        self.running = threading.Event()
+
+    def detect(self, requested: str | None) -> tuple[list[Device], Device, str | None]:
+        return [TEST_CPU], TEST_CPU, None
+
+    def run(self, name: str, params: dict[str, Any], device: str | None,
+            cancelled: Callable[[], bool]) -> Iterator[tuple]:
+        self.runs.append((name, dict(params), device))
+        self.running.set()
+        try:
+            yield ("event", Started(name, "cpu", TEST_CPU.name, "scripted (no data)"))
+            for i in range(1, self.steps + 1):
+                if cancelled():
+                    yield ("ended", "cancelled", None)
+                    return
+                yield ("event", Step(i, self.steps, 2.3 / i, i * 0.01, 1000.0))
+            while self.hold:
+                if cancelled() or self.closed:
+                    yield ("ended", "cancelled", None)
+                    return
+                time.sleep(0.01)
+            if name in self.fail:
+                yield ("ended", "failed", self.fail[name])
+                return
+            yield ("event", Epoch(1, 1, 0.5, 0.9, 0.03, 1000.0))
+            declared = experiments.get(name).metrics
+            yield ("event", Finished({**{m: None for m in declared}, **self.metrics.get(name, {})}))
+            yield ("ended", "finished", None)
+        finally:
+            self.running.clear()
+
+    def close(self, timeout: float = 0.3) -> None:
+        self.closed = True
+
+    @property
+    def pid(self) -> int | None:
+        return None

@@ -1,0 +1,148 @@
+"""The house rules of imports (docs/ARCHITECTURE.md), read from the source: which folder may
+import which, and no import loops. The runtime walls (what an import really loads) are in
+test_import_walls.py."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+MODULES = {_module_name(p): p for top in ("tutor", "checks") for p in (ROOT / top).rglob("*.py")}
+
+
+def _is_type_checking(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+def _imports(path: Path, *, module_level_only: bool) -> set[str]:
+    """The modules `path` imports (of any package), resolved to the longest known module name."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found: set[str] = set()
+
+    def visit(nodes, top: bool) -> None:
+        for node in nodes:
+            if isinstance(node, ast.If) and _is_type_checking(node):
+                continue
+            if isinstance(node, ast.Import):
+                found.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                for alias in node.names:
+                    full = f"{node.module}.{alias.name}"
+                    found.add(full if full in MODULES else node.module)
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                if not module_level_only or isinstance(node, ast.ClassDef):
+                    visit(node.body, False)
+            elif hasattr(node, "body") and isinstance(node.body, list):
+                for field in ("body", "orelse", "finalbody", "handlers"):
+                    visit(getattr(node, field, []) or [], top)
+
+    visit(tree.body, True)
+    return found
+
+
+def _with_parents(name: str) -> set[str]:
+    """Importing a.b.c runs a/__init__ and a/b/__init__ too."""
+    parts = name.split(".")
+    return {".".join(parts[:i]) for i in range(1, len(parts) + 1)} & set(MODULES)
+
+
+# folder -> folders (and top-level modules) of ours it may import, at any depth of the function
+RULES = {
+    "checks": {"checks"},  # pure Python: answers are graded without the tutor, Textual or torch
+    "tutor.course": {"checks", "tutor.course", "tutor.experiments", "tutor.instruments", "tutor.exercises.names",
+                     "tutor.paths", "tutor.errors", "tutor.settings", "tutor"},
+    "tutor.experiments": {"tutor.experiments", "tutor.paths", "tutor.errors", "tutor.threads", "tutor"},
+    "tutor.exercises": {"tutor.exercises", "tutor.course.lesson", "tutor.experiments", "tutor.paths",
+                        "tutor.errors", "tutor.threads", "tutor.lab", "tutor"},
+    "tutor.instruments": {"tutor.instruments", "tutor"},
+}
+# torch is for the processes that train: the engine, the sandbox, and the headless CLI verbs
+# that run experiments in their own process (lazily, inside the verb).
+NO_TORCH = ("checks", "tutor.ui", "tutor.course", "tutor.instruments", "tutor.authoring")
+
+
+def _ours(name: str) -> bool:
+    return name.split(".")[0] in ("tutor", "checks")
+
+
+@pytest.mark.parametrize("folder", sorted(RULES))
+def test_each_folder_imports_only_what_it_may(folder):
+    allowed = RULES[folder]
+    broken = []
+    for name, path in MODULES.items():
+        if name != folder and not name.startswith(folder + "."):
+            continue
+        for imported in _imports(path, module_level_only=False):
+            if not _ours(imported):
+                continue
+            if not any(imported == a or imported.startswith(a + ".") for a in allowed) and imported not in allowed:
+                broken.append(f"{name} imports {imported}")
+    assert not broken, "\n".join(broken)
+
+
+def test_only_the_ui_imports_textual_and_the_ui_and_course_never_torch():
+    broken = []
+    for name, path in MODULES.items():
+        for imported in _imports(path, module_level_only=False):
+            top = imported.split(".")[0]
+            if top == "textual" and not name.startswith("tutor.ui"):
+                broken.append(f"{name} imports {imported}: only tutor/ui draws on the screen")
+            if top == "torch" and name.startswith(NO_TORCH):
+                broken.append(f"{name} imports {imported}: torch belongs to the engine and the sandbox")
+    assert not broken, "\n".join(broken)
+
+
+def test_there_are_no_import_loops():
+    """Loops between modules, counting imports inside functions too (a lazy import is still a
+    dependency) and the package __init__ an import runs."""
+    graph = {name: set() for name in MODULES}
+    for name, path in MODULES.items():
+        for imported in _imports(path, module_level_only=False):
+            for target in _with_parents(imported):
+                # A module may import its own package (its __init__ is already running).
+                if target != name and not name.startswith(target + "."):
+                    graph[name].add(target)
+    # Tarjan's strongly connected components: any component of two or more modules is a loop.
+    index, low, stack, on_stack, loops = {}, {}, [], set(), []
+    counter = [0]
+
+    def connect(v: str) -> None:
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph[v]:
+            if w not in index:
+                connect(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                loops.append(sorted(component))
+
+    for v in graph:
+        if v not in index:
+            connect(v)
+    assert not loops, "import loops:\n" + "\n".join(" <-> ".join(c) for c in loops)

@@ -1,0 +1,204 @@
+"""LessonSession: the one place a step's answer is judged, locked, revealed and recorded."""
+
+from __future__ import annotations
+
+import pytest
+
+from tutor.course.lesson import load_text
+from tutor.course.progress import Progress
+from tutor.course.session import LessonSession, Pending, Reveal, RunOutcome, Unreadable
+
+LESSON = """
+id: session-demo
+title: Session demo
+steps:
+  - id: intro
+    kind: read
+    body: Hello.
+  - id: guess-time
+    kind: predict
+    prompt: How many seconds per epoch?
+    answer: {type: number, unit: s, min: 0.01, max: 1000}
+    compare: seconds_per_epoch
+    unit: s
+  - id: guess-acc
+    kind: predict
+    prompt: Which accuracy?
+    answer:
+      type: choice
+      options:
+        - {text: "about chance", min: 0, max: 80}
+        - {text: "above 80%", min: 80}
+    compare: accuracy
+    unit: "%"
+  - id: measure
+    kind: run
+    experiment: train
+    params: {batch_size: 64}
+    tweak: {batch_size: [64, 512]}
+  - id: which-device
+    kind: check
+    prompt: Which moves first?
+    hint: the model
+    answer:
+      type: choice
+      options:
+        - {text: "the model", correct: true}
+        - {text: "the loss", feedback: "The loss is computed on the device the tensors are on."}
+    verify: {experiment: device-basics}
+"""
+
+
+@pytest.fixture
+def session(tmp_path):
+    with Progress(tmp_path / "progress.db") as progress:
+        yield LessonSession(load_text(LESSON), progress)
+
+
+def _step(session, step_id):
+    return session.lesson.step(step_id)
+
+
+def _finished(metrics, params=None, experiment="train"):
+    return RunOutcome(experiment, params or {"batch_size": 64}, "finished", metrics, {"name": "Test CPU"})
+
+
+# ---------------------------------------------------------------- predictions
+
+
+@pytest.mark.parametrize("typed, says", [
+    ("", "Type your prediction first"),
+    ("   ", "Type your prediction first"),
+    ("fast", "couldn't read a number"),
+    ("1e9", "outside the range"),
+])
+def test_a_prediction_that_cannot_be_one_is_said_and_not_locked(session, typed, says):
+    step = _step(session, "guess-time")
+    with pytest.raises(Unreadable, match=says):
+        session.lock(step, typed)
+    assert session.prediction(step) is None and step.id not in session.completed()
+
+
+def test_locking_keeps_the_number_and_completes_the_step(session):
+    step = _step(session, "guess-time")
+    locked = session.lock(step, "3 s")
+    assert (locked.answer, locked.value) == ("3 s", 3.0)
+    assert session.prediction(step).answer == "3 s" and step.id in session.completed()
+
+
+def test_a_choice_is_locked_as_the_option_the_list_submitted(session):
+    step = _step(session, "guess-acc")
+    assert session.lock(step, "2").answer == "above 80%"
+    with pytest.raises(Unreadable, match="Choose one of the 2 options"):
+        session.lock(_step(session, "guess-acc"), "7")
+
+
+def test_a_prediction_is_revealed_by_this_lessons_run_only(session):
+    guess, run = _step(session, "guess-time"), _step(session, "measure")
+    session.lock(guess, "3 s")
+    # A run of the same experiment elsewhere (`gpututor run`) does not reveal: the learner measures it here.
+    session.progress.record_run(experiment="train", params={}, device={}, metrics={"seconds_per_epoch": 9.0},
+                                status="finished")
+    pending = session.reveal(guess)
+    assert isinstance(pending, Pending) and "measure" in pending.text
+    reveals = session.record_run(run, _finished({"seconds_per_epoch": 2.5, "accuracy": 91.0}))
+    assert [r.step.id for r in reveals] == ["guess-time"]  # guess-acc is not locked
+    shown = session.reveal(guess)
+    assert isinstance(shown, Reveal) and shown.evidence.metrics["seconds_per_epoch"] == 2.5 and shown.device["name"] == "Test CPU"
+
+
+def test_a_reveal_says_when_the_learner_changed_the_runs_settings(session):
+    session.lock(_step(session, "guess-time"), "3 s")
+    reveals = session.record_run(_step(session, "measure"), _finished({"seconds_per_epoch": 2.5}, {"batch_size": 512}))
+    assert reveals[0].evidence.setting == "with batch_size=512"
+    assert session.run_reveals(_step(session, "measure"))[0].evidence.setting == "with batch_size=512"
+
+
+# ---------------------------------------------------------------- runs
+
+
+@pytest.mark.parametrize("status, recorded, complete", [
+    ("finished", True, True), ("failed", True, False), ("cancelled", False, False),
+])
+def test_how_a_run_ended_decides_what_is_kept(session, status, recorded, complete):
+    run = _step(session, "measure")
+    session.record_run(run, RunOutcome("train", {"batch_size": 64}, status, {"seconds_per_epoch": 2.0} if status ==
+                                       "finished" else {}, error="boom" if status == "failed" else None))
+    assert (session.latest_run(run, any_status=True) is not None) is recorded
+    assert (run.id in session.completed()) is complete
+
+
+# ---------------------------------------------------------------- checks
+
+
+def test_a_blank_or_unreadable_answer_is_said_and_counts_nothing(session):
+    check = _step(session, "which-device")
+    for answer in ("", "9"):
+        with pytest.raises(Unreadable):
+            session.answer(check, answer)
+    assert session.history(check) == [] and session.wrong_attempts(check) == 0
+
+
+def test_a_wrong_answer_gets_its_own_feedback_and_a_right_one_completes(session):
+    check = _step(session, "which-device")
+    wrong = session.answer(check, "2")
+    assert not wrong.correct and "device the tensors are on" in wrong.verdict.feedback
+    assert wrong.answer == "the loss" and session.wrong_attempts(check) == 1
+    assert check.id not in session.completed() and not session.can_give_up(check)
+    right = session.answer(check, "1")
+    assert right.correct and check.id in session.completed()
+    assert session.solved_by(check).answer == "the model"
+
+
+def test_giving_up_records_a_miss_and_completes(session):
+    check = _step(session, "which-device")
+    session.answer(check, "2")
+    session.answer(check, "2")
+    assert session.can_give_up(check)
+    session.give_up(check)
+    assert check.id in session.completed() and session.wrong_attempts(check) == 3 and session.solved_by(check) is None
+
+
+def test_a_checks_evidence_is_its_own_verify_run_first_then_any_run_of_the_experiment(session):
+    check = _step(session, "which-device")
+    assert session.evidence(check).source == ""
+    session.progress.record_run(experiment="device-basics", params={}, device={}, metrics={"n": 1}, status="finished")
+    assert session.evidence(check).metrics == {"n": 1}
+    session.record_run(check, RunOutcome("device-basics", {}, "finished", {"n": 2}))
+    session.progress.record_run(experiment="device-basics", params={}, device={}, metrics={"n": 3}, status="finished")
+    assert session.evidence(check).metrics == {"n": 2}
+    assert check.id not in session.completed()  # a verify run completes nothing
+
+
+def test_a_prediction_is_graded_against_the_metric_it_predicts(session):
+    guess = _step(session, "guess-time")
+    assert not session.grade(guess, "3 s").judged  # nothing measured yet
+    session.record_run(_step(session, "measure"), _finished({"seconds_per_epoch": 3.1}))
+    graded = session.grade(guess, "3 s")
+    assert graded.correct and graded.evidence.source == "measured"
+    assert not session.grade(guess, "30 s").correct
+
+
+def test_a_review_is_recorded_as_a_review(session):
+    check = _step(session, "which-device")
+    graded = session.review(check, "1")
+    assert graded.correct
+    assert session.history(check) == [] and len(session.progress.reviews(session.id, check.id)) == 1
+    with pytest.raises(Unreadable):
+        session.review(check, " ")
+
+
+# ---------------------------------------------------------------- place
+
+
+def test_the_lesson_opens_where_the_learner_left_it(session):
+    assert session.start_index() == 0
+    session.visit(_step(session, "measure"))
+    assert session.start_index() == 3
+    session.progress.set_position(session.id, "a-step-removed-since")
+    assert session.start_index() == 0
+
+
+def test_unfinished_lists_the_steps_not_done_in_order(session):
+    session.complete(_step(session, "intro"))
+    assert [s.id for s in session.unfinished()] == ["guess-time", "guess-acc", "measure", "which-device"]

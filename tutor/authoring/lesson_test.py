@@ -1,0 +1,267 @@
+"""`gpututor lesson test`: play a lesson headlessly, the way an instructor's CI would.
+
+Every run step runs its experiment (with the experiment's small `quick` parameters unless
+asked for the full ones) and must finish with every metric it declares; every check's
+reference answer must pass its own grader, its listed right answers too and its wrong
+answers not, with the metrics of its verify run when it has one; every exercise's solution
+must pass in the sandbox and each listed mistake must fail the requirement it names;
+every instrument must compute at its starting and scenario settings. Each of these is one
+`Outcome`; a lesson that does not load is one failed outcome per lint issue.
+
+Runs happen in this process (torch is imported); identical runs are made once. Quick mode
+also gives exercise programs a slice of MNIST (the lab's sample limits, unless already set),
+on which a checkpoint's accuracy is measured and shown but not held to its bar (--full does).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tutor.course.lesson import (
+    CheckStep,
+    ExerciseStep,
+    InstrumentStep,
+    Lesson,
+    LessonError,
+    PredictStep,
+    RunStep,
+    SourceRequirement,
+    load_file,
+)
+
+# Enough for the report bars the built-in exercises set (ex3: 80% after 150 batches of 64);
+# a checkpoint's accuracy bar (97% after 10 epochs on all of MNIST) needs --full.
+QUICK_LAB = {"GPUTUTOR_LAB_TRAIN_SAMPLES": "9600", "GPUTUTOR_LAB_TEST_SAMPLES": "1000"}
+
+
+@dataclass(frozen=True)
+class Outcome:
+    lesson: str  # lesson id (or the file, when it does not load)
+    step: str
+    kind: str  # lint, run, check, exercise, instrument, predict
+    what: str  # what was tried, in a few words
+    ok: bool
+    detail: str = ""  # why it failed (or a figure when it passed)
+    seconds: float = 0.0
+
+
+class Player:
+    def __init__(self, device: str | None = None, full: bool = False) -> None:
+        self.device = device
+        self.full = full
+        self._runs: dict[tuple[str, str], tuple[dict[str, Any] | None, str]] = {}
+
+    # ------------------------------------------------------------------ files
+
+    def play_file(self, path: Path) -> Iterator[Outcome]:
+        try:
+            lesson = load_file(path, grade_examples=True)
+        except LessonError as e:
+            for issue in e.issues:
+                yield Outcome(str(path), f"line {issue.line}", "lint", "loads and lints clean", False, issue.message)
+            return
+        yield Outcome(lesson.id, "-", "lint", "loads and lints clean", True, f"{len(lesson.steps)} steps")
+        yield from self.play(lesson)
+
+    def play(self, lesson: Lesson) -> Iterator[Outcome]:
+        predict: PredictStep | None = None  # waiting for the run whose metric it compares
+        for step in lesson.steps:
+            if isinstance(step, PredictStep) and step.compare:
+                predict = step
+            elif isinstance(step, RunStep):
+                outcome, metrics = self._run_step(lesson, step, predict)
+                yield outcome
+                if predict is not None and metrics is not None:
+                    yield self._predict_outcome(lesson, predict, metrics)
+                predict = None
+            elif isinstance(step, InstrumentStep):
+                predict = None
+            elif isinstance(step, CheckStep):
+                yield from self._check_step(lesson, step)
+            elif isinstance(step, ExerciseStep):
+                yield from self._exercise_step(lesson, step)
+            if isinstance(step, InstrumentStep):
+                yield self._instrument_step(lesson, step)
+
+    # ------------------------------------------------------------------ runs
+
+    def run(self, experiment: str, params: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:
+        """(metrics, "") or (None, why it failed); the same run is made once."""
+        import json
+
+        from tutor import experiments
+        from tutor.experiments.events import Finished
+
+        values = dict(params) if self.full else {**params, **experiments.get(experiment).quick}
+        key = (experiment, json.dumps(values, sort_keys=True, default=str))
+        if key not in self._runs:
+            try:
+                metrics = None
+                for event in experiments.start(experiment, values, device=self.device):
+                    if isinstance(event, Finished):
+                        metrics = dict(event.metrics)
+                self._runs[key] = (metrics, "" if metrics is not None else "the run ended without finishing")
+            except Exception as e:  # noqa: BLE001 - any failure of a run is the outcome to report
+                self._runs[key] = (None, f"{type(e).__name__}: {e}")
+        return self._runs[key]
+
+    def _run_step(self, lesson: Lesson, step: RunStep,
+                  predict: PredictStep | None) -> tuple[Outcome, dict[str, Any] | None]:
+        """The run's outcome, and its metrics when it reported them all."""
+        from tutor import experiments
+
+        t0 = time.perf_counter()
+        what = f"runs {step.experiment}" + ("" if self.full else " (quick)")
+        metrics, problem = self.run(step.experiment, step.params)
+        seconds = time.perf_counter() - t0
+        if metrics is None:
+            return Outcome(lesson.id, step.id, "run", what, False, problem, seconds), None
+        missing = [m for m in experiments.get(step.experiment).metrics if m not in metrics]
+        if missing:
+            return Outcome(lesson.id, step.id, "run", what, False, f"metrics not reported: {', '.join(missing)}",
+                           seconds), None
+        detail = f"{predict.compare} = {_short(metrics.get(predict.compare))}" if predict else ""
+        return Outcome(lesson.id, step.id, "run", what, True, detail, seconds), metrics
+
+    def _predict_outcome(self, lesson: Lesson, step: PredictStep, metrics: dict[str, Any]) -> Outcome:
+        """Some answer must be judged right against the measurement, or the learner never can be."""
+        from checks.spec import ChoiceAnswer, NumberAnswer
+        from tutor.course.session import Evidence, grade
+
+        what = f"{step.compare} can be judged against the prediction"
+        measured = metrics.get(step.compare)
+        if measured is None:
+            return Outcome(lesson.id, step.id, "predict", what, True,
+                           f"{step.compare} is not measured on this machine (None); not judged here")
+        if isinstance(step.answer, NumberAnswer):
+            ok = isinstance(measured, (int, float)) and not isinstance(measured, bool) and math.isfinite(measured)
+            return Outcome(lesson.id, step.id, "predict", what, ok,
+                           "" if ok else f"measured {measured!r}: not a number, so a number prediction cannot "
+                           "be judged (use a choice answer)")
+        if isinstance(step.answer, ChoiceAnswer):
+            evidence = Evidence(metrics, "measured")  # judged as the learner's locked choice will be
+            right = [o.text for i, o in enumerate(step.answer.options)
+                     if grade(step, str(i + 1), evidence).correct]
+            if right:
+                return Outcome(lesson.id, step.id, "predict", what, True, f"'{right[0]}' is right here")
+            return Outcome(lesson.id, step.id, "predict", what, False,
+                           f"measured {_short(measured)}, which no option matches: every learner would be "
+                           "told they were wrong (ranges with gaps? options whose text is not the measured "
+                           "value?)")
+        return Outcome(lesson.id, step.id, "predict", what, True, "a text prediction: shown beside the run")
+
+    # ------------------------------------------------------------------ checks
+
+    def _check_step(self, lesson: Lesson, step: CheckStep) -> Iterator[Outcome]:
+        from checks.spec import ChoiceAnswer, NumberAnswer
+        from tutor.course.session import Evidence, grade
+
+        t0 = time.perf_counter()
+        metrics: dict[str, Any] = {}
+        if step.verify is not None:
+            found, problem = self.run(step.verify.experiment, step.verify.params)
+            yield Outcome(lesson.id, step.id, "check", f"verify run {step.verify.experiment}", found is not None,
+                          problem, time.perf_counter() - t0)
+            metrics = found or {}
+        spec = step.answer
+        answers: list[tuple[str, bool, str]] = []  # (answer, should pass, label)
+        if isinstance(spec, ChoiceAnswer):
+            answers += [(str(i), o.correct, f"option {i}") for i, o in enumerate(spec.options, 1)]
+        elif isinstance(spec, NumberAnswer):
+            if spec.value is not None:
+                answers.append((f"{spec.value:g} {spec.unit}".strip(), True, "its value"))
+            elif spec.from_metric and metrics.get(spec.from_metric) is not None:
+                answers.append((f"{metrics[spec.from_metric]:g} {spec.unit}".strip(), True, "the measured value"))
+        elif getattr(spec, "reference", "") and getattr(spec, "rubric", None) is not None:
+            answers.append((spec.reference, True, "reference answer"))
+        answers += [(a, True, f"right[{j}]") for j, a in enumerate(step.examples.right)]
+        answers += [(a, False, f"wrong[{j}]") for j, a in enumerate(step.examples.wrong)]
+        failures = []
+        for answer, want, label in answers:
+            verdict = grade(step, answer, Evidence(metrics, "measured" if metrics else "")).verdict  # as the learner's
+            if verdict.correct != want:
+                failures.append(f"{label} {answer[:60]!r} graded {'wrong' if want else 'right'}"
+                                + (f": {verdict.feedback}" if want and verdict.feedback else ""))
+        yield Outcome(lesson.id, step.id, "check", f"grades {len(answers)} answers as listed", not failures,
+                      "; ".join(failures), time.perf_counter() - t0)
+
+    # ------------------------------------------------------------------ exercises
+
+    def _exercise_step(self, lesson: Lesson, step: ExerciseStep) -> Iterator[Outcome]:
+        added = {} if self.full else {k: v for k, v in QUICK_LAB.items() if k not in os.environ}
+        os.environ.update(added)  # the sandboxed program inherits them
+        try:
+            yield from self._exercise_outcomes(lesson, step)
+        finally:
+            for key in added:
+                os.environ.pop(key, None)
+
+    def _exercise_outcomes(self, lesson: Lesson, step: ExerciseStep) -> Iterator[Outcome]:
+        from tutor.exercises.grader import grade_exercise, source_requirement_met
+
+        with tempfile.TemporaryDirectory(prefix="gpututor-lesson-test-") as tmp:
+            t0 = time.perf_counter()
+            result = grade_exercise(step, step.solution, Path(tmp) / "solution", accuracy_bars=self.full)
+            failed = [f"{r.id}: {r.feedback}" for r in result.requirements if not r.passed]
+            unapplied = [n for n in result.checker_notes if "not applied" in n]
+            yield Outcome(lesson.id, step.id, "exercise", "solution passes", result.passed,
+                          "; ".join(failed) or result.summary if not result.passed
+                          else "; ".join([result.summary, *unapplied]), time.perf_counter() - t0)
+            for j, mistake in enumerate(step.mistakes):
+                t0 = time.perf_counter()
+                named = next((r for r in step.requirements if r.id == mistake.fails), None)
+                if not self.full and isinstance(named, SourceRequirement):
+                    # What the grader would decide about this requirement needs no run: quick mode
+                    # reads the code (the full run is --full, or the learner's own).
+                    met = source_requirement_met(named, mistake.code)
+                    yield Outcome(lesson.id, step.id, "exercise", f"mistake {mistake.name!r} fails {mistake.fails}",
+                                  met is False, "source checked without running" if met is False
+                                  else "its code meets the source requirement it should fail",
+                                  time.perf_counter() - t0)
+                    continue
+                result = grade_exercise(step, mistake.code, Path(tmp) / f"mistake-{j}", accuracy_bars=self.full)
+                named = next((r for r in result.requirements if r.id == mistake.fails), None)
+                ok = not result.passed and named is not None and not named.passed
+                yield Outcome(lesson.id, step.id, "exercise", f"mistake {mistake.name!r} fails {mistake.fails}", ok,
+                              "" if ok else f"it {'passed' if result.passed else 'failed other requirements'}: "
+                              f"{result.summary}", time.perf_counter() - t0)
+
+    # ------------------------------------------------------------------ instruments
+
+    def _instrument_step(self, lesson: Lesson, step: InstrumentStep) -> Outcome:
+        from tutor.instruments import REGISTRY
+
+        t0 = time.perf_counter()
+        instrument = REGISTRY[step.instrument]
+        try:
+            for values in (step.set, step.scenario_settings()):
+                instrument.compute(instrument.settings(values))
+        except Exception as e:  # noqa: BLE001 - a formula that fails is the outcome to report
+            return Outcome(lesson.id, step.id, "instrument", "computes at set and scenario", False,
+                           f"{type(e).__name__}: {e}", time.perf_counter() - t0)
+        return Outcome(lesson.id, step.id, "instrument", "computes at set and scenario", True, "",
+                       time.perf_counter() - t0)
+
+
+def play_paths(paths: list[Path], device: str | None, full: bool,
+               on_outcome: Callable[[Outcome], None]) -> list[Outcome]:
+    player = Player(device, full)
+    outcomes = []
+    for path in paths:
+        for outcome in player.play_file(path):
+            on_outcome(outcome)
+            outcomes.append(outcome)
+    return outcomes
+
+
+def _short(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)

@@ -1,0 +1,354 @@
+"""One learner in one lesson: every rule about a step's answer, in one place.
+
+A `LessonSession` decides what an answer is judged against (`evidence`), grades it, locks
+predictions, says what a run or an instrument reveals, and records each of these in the
+progress store, completing steps as it goes. The TUI's step widgets render what it returns;
+`gpututor check`, `gpututor lesson test` and review call the same methods, so the screen, the
+command line and an instructor's CI cannot disagree about a verdict.
+
+Pure Python over the lesson model, `checks/` and the progress store: no Textual, no torch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import checks
+from checks.spec import ChoiceAnswer, NumberAnswer, Verdict
+from tutor import instruments
+from tutor.course.lesson import (
+    CheckStep,
+    ExerciseStep,
+    InstrumentStep,
+    Lesson,
+    PredictStep,
+    RunStep,
+    Step,
+)
+from tutor.course.progress import AnswerRecord, Move, Prediction, Progress, RunRecord
+
+GIVE_UP_AFTER = 2  # wrong attempts before the answer may be shown
+EMPTY_ANSWER = "Write your answer first: a sentence or two in your own words."
+EMPTY_PREDICTION = "Type your prediction first: any honest guess is fine."
+
+
+class Unreadable(ValueError):
+    """An answer that cannot be taken as it is (empty, no number, out of range): said, not counted."""
+
+
+@dataclass(frozen=True)
+class Graded:
+    answer: str  # as the learner sees it: a choice's number becomes the option's text
+    verdict: Verdict
+    evidence: Evidence
+
+    @property
+    def correct(self) -> bool:
+        return self.verdict.correct
+
+    @property
+    def judged(self) -> bool:
+        return self.verdict.judged
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What a step's answer is judged against: a run's metrics or an instrument's outputs."""
+
+    metrics: dict[str, Any] = field(default_factory=dict)
+    source: str = ""  # "measured" (a run) | "computed" (an instrument) | "" (nothing yet)
+    run: RunRecord | None = None
+    setting: str = ""  # the settings it was taken at, when they are not the lesson's own
+
+
+@dataclass(frozen=True)
+class Reveal:
+    """A locked prediction beside what it predicted."""
+
+    step: PredictStep
+    answer: str
+    evidence: Evidence
+
+    @property
+    def device(self) -> dict[str, Any] | None:
+        return self.evidence.run.device if self.evidence.run else None
+
+    @property
+    def at(self) -> float | None:
+        return self.evidence.run.at if self.evidence.run else None
+
+
+@dataclass(frozen=True)
+class Pending:
+    """A locked prediction whose measurement does not exist yet, and where to get it."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """How one run ended, as values (never the widget that showed it)."""
+
+    experiment: str
+    params: dict[str, Any]
+    status: str  # finished | cancelled | failed
+    metrics: dict[str, Any] = field(default_factory=dict)
+    device: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
+
+
+class LessonSession:
+    def __init__(self, lesson: Lesson, progress: Progress, instrument_context: Any = None) -> None:
+        self.lesson = lesson
+        self.progress = progress
+        self.instrument_context = instrument_context  # device memory etc. for instruments (None: defaults)
+
+    @property
+    def id(self) -> str:
+        return self.lesson.id
+
+    # ------------------------------------------------------------------ place and completion
+
+    def start_index(self) -> int:
+        """Where the learner left off (the first step for a new lesson, or one whose step was removed)."""
+        position = self.progress.position(self.id)
+        if position is None:
+            return 0
+        try:
+            return self.lesson.index(position)
+        except StopIteration:
+            return 0
+
+    def visit(self, step: Step) -> None:
+        self.progress.set_position(self.id, step.id)
+
+    def completed(self) -> set[str]:
+        return self.progress.completed_steps(self.id)
+
+    def complete(self, step: Step) -> None:
+        self.progress.complete_step(self.id, step.id)
+
+    def unfinished(self) -> list[Step]:
+        done = self.completed()
+        return [s for s in self.lesson.steps if s.id not in done]
+
+    # ------------------------------------------------------------------ evidence
+
+    def evidence(self, step: PredictStep | CheckStep) -> Evidence:
+        """What `step`'s answer is judged against.
+
+        A check with a verify run: the run this step made, else the latest run of that experiment
+        (from another lesson or `gpututor run`). A prediction: the run its run step made, else the
+        latest run of that experiment; or, revealed by an instrument, what the instrument computes
+        at the lesson's scenario. Nothing measured yet: empty evidence."""
+        if isinstance(step, CheckStep):
+            if step.verify is None:
+                return Evidence()
+            return self._run_evidence(step.id, step.verify.experiment)
+        after = self.lesson.run_after(self.lesson.index(step.id))
+        if isinstance(after, InstrumentStep):
+            return self._computed(after)
+        if isinstance(after, RunStep):
+            return self._run_evidence(after.id, after.experiment)
+        return Evidence()
+
+    def _run_evidence(self, step_id: str, experiment: str) -> Evidence:
+        record = (self.progress.latest_run(lesson_id=self.id, step_id=step_id)
+                  or self.progress.latest_run(experiment=experiment))
+        return Evidence(dict(record.metrics), "measured", record) if record else Evidence()
+
+    def _computed(self, step: InstrumentStep) -> Evidence:
+        inst = instruments.REGISTRY[step.instrument]
+        outputs = inst.compute(inst.settings(step.scenario_settings()), self.instrument_context).outputs
+        setting = f"with {inst.describe(step.scenario)}" if step.scenario else ""
+        return Evidence(dict(outputs), "computed", None, setting)
+
+    # ------------------------------------------------------------------ grading
+
+    def grade(self, step: PredictStep | CheckStep, answer: str) -> Graded:
+        """The verdict on `answer` against this learner's evidence, recording nothing."""
+        return grade(step, answer, self.evidence(step))
+
+    def answer(self, step: CheckStep, answer: str) -> Graded:
+        """Grade a check's answer and record it; a right one completes the step. An answer that
+        cannot be judged (blank, no number, no such option) raises `Unreadable` and counts nothing."""
+        if not answer.strip():
+            raise Unreadable(EMPTY_ANSWER)
+        graded = self.grade(step, answer)
+        if not graded.judged:
+            raise Unreadable(graded.verdict.feedback)
+        self.progress.record_answer(self.id, step.id, graded.answer, graded.correct, graded.verdict.feedback)
+        if graded.correct:
+            self.complete(step)
+        return graded
+
+    def history(self, step: Step) -> list[AnswerRecord]:
+        return self.progress.answers(self.id, step.id)
+
+    def wrong_attempts(self, step: Step) -> int:
+        return sum(1 for a in self.history(step) if not a.correct)
+
+    def solved_by(self, step: CheckStep) -> AnswerRecord | None:
+        """The learner's last right answer, or None."""
+        return next((a for a in reversed(self.history(step)) if a.correct), None)
+
+    def can_give_up(self, step: CheckStep) -> bool:
+        return self.wrong_attempts(step) >= GIVE_UP_AFTER
+
+    def give_up(self, step: CheckStep) -> None:
+        """Show the answer: recorded as a wrong answer (review brings it back sooner), step done."""
+        self.progress.record_answer(self.id, step.id, "(gave up)", False, "shown the answer")
+        self.complete(step)
+
+    def review(self, step: CheckStep, answer: str) -> Graded:
+        """A finished lesson's check asked again: graded like the lesson's, recorded as a review."""
+        if not answer.strip():
+            raise Unreadable(EMPTY_ANSWER)
+        graded = self.grade(step, answer)
+        if not graded.judged:
+            raise Unreadable(graded.verdict.feedback)
+        self.progress.record_review(self.id, step.id, graded.answer, graded.correct, graded.verdict.feedback)
+        return graded
+
+    # ------------------------------------------------------------------ predictions
+
+    def prediction(self, step: PredictStep) -> Prediction | None:
+        return self.progress.prediction(self.id, step.id)
+
+    def lock(self, step: PredictStep, answer: str) -> Prediction:
+        """Lock a prediction (once; completes the step). Raises `Unreadable` for one that cannot be
+        a prediction of this kind: empty, no number in it, outside the question's range."""
+        text = answer.strip()
+        if not text:
+            raise Unreadable(EMPTY_PREDICTION)
+        spec = step.answer
+        value = None
+        if isinstance(spec, ChoiceAnswer):
+            text = shown_answer(step, text)  # the list submits an option's number
+            if text not in [o.text for o in spec.options]:
+                raise Unreadable(f"Choose one of the {len(spec.options)} options (1-{len(spec.options)}).")
+        elif isinstance(spec, NumberAnswer):
+            value = checks.parse_number(text, spec.unit)
+            if value is None:
+                raise Unreadable(f"I couldn't read a number in that. Try something like {checks.describe_spec(spec)}.")
+            if (spec.min is not None and value < spec.min) or (spec.max is not None and value > spec.max):
+                raise Unreadable(f"That's outside the range this question allows "
+                                 f"({checks.format_number(spec.min, spec.unit)} to "
+                                 f"{checks.format_number(spec.max, spec.unit)}).")
+        locked = self.progress.lock_prediction(self.id, step.id, text, value)
+        self.complete(step)
+        return locked
+
+    def reveal(self, step: PredictStep) -> Reveal | Pending:
+        """A locked prediction beside its measurement, or what to do to get one. Only this lesson's
+        own run (or a finished instrument) reveals: the learner measures what they predicted."""
+        locked = self.prediction(step)
+        after = self.lesson.run_after(self.lesson.index(step.id))
+        if locked is None or not step.compare or after is None:
+            return Pending("Now go on (n) and see what really happens.")
+        name = after.title or after.id
+        if isinstance(after, InstrumentStep):
+            if after.id not in self.completed():
+                return Pending(f"Now go on (n) to the instrument “{name}” and work it out.")
+            return Reveal(step, locked.answer, self._computed(after))
+        record = self.progress.latest_run(lesson_id=self.id, step_id=after.id)
+        if record is None:
+            return Pending(f"Now go on (n) to the run step “{name}” and measure it.")
+        return Reveal(step, locked.answer, Evidence(dict(record.metrics), "measured", record))
+
+    def revealed_by(self, step: RunStep | InstrumentStep, evidence: Evidence) -> list[Reveal]:
+        """The locked predictions that `step` reveals, each beside `evidence`."""
+        found = []
+        for p in self.lesson.predictions_before(self.lesson.index(step.id)):
+            locked = self.prediction(p)
+            if p.compare and locked is not None:
+                found.append(Reveal(p, locked.answer, evidence))
+        return found
+
+    def unlocked_before(self, step: Step) -> list[PredictStep]:
+        """Predictions `step` reveals that are not locked yet (it stays shut until they are)."""
+        return [p for p in self.lesson.predictions_before(self.lesson.index(step.id)) if self.prediction(p) is None]
+
+    # ------------------------------------------------------------------ runs
+
+    def latest_run(self, step: Step, *, any_status: bool = False) -> RunRecord | None:
+        return self.progress.latest_run(lesson_id=self.id, step_id=step.id, status=None if any_status else "finished")
+
+    def record_run(self, step: RunStep | CheckStep, outcome: RunOutcome) -> list[Reveal]:
+        """Store how a run ended (a cancelled run leaves no record). A run step that finished is
+        complete, and reveals its predictions: returned, at the settings the run used."""
+        if outcome.status == "cancelled":
+            return []
+        run_id = self.progress.record_run(experiment=outcome.experiment, params=outcome.params,
+                                          device=outcome.device, metrics=outcome.metrics, status=outcome.status,
+                                          error=outcome.error, lesson_id=self.id, step_id=step.id)
+        if outcome.status != "finished" or not isinstance(step, RunStep):
+            return []
+        self.complete(step)
+        record = RunRecord(run_id, self.id, step.id, outcome.experiment, dict(outcome.params), dict(outcome.device),
+                           dict(outcome.metrics), outcome.status, outcome.error, 0.0)
+        return self.revealed_by(step, Evidence(dict(outcome.metrics), "measured", record,
+                                               self.changed_settings(step, outcome.params)))
+
+    def run_reveals(self, step: RunStep) -> list[Reveal]:
+        """What the learner's last finished run of `step` revealed (shown again on return)."""
+        record = self.latest_run(step)
+        if record is None:
+            return []
+        return self.revealed_by(step, Evidence(dict(record.metrics), "measured", record,
+                                               self.changed_settings(step, record.params)))
+
+    @staticmethod
+    def changed_settings(step: RunStep, params: dict[str, Any]) -> str:
+        """'with batch_size=512' when the learner tweaked the run away from the lesson's settings:
+        the prediction was made for the lesson's own."""
+        changed = {k: v for k, v in params.items() if k in step.tweak and v != step.tweak_default(k)}
+        return "with " + ", ".join(f"{k}={v}" for k, v in changed.items()) if changed else ""
+
+    # ------------------------------------------------------------------ exercises
+
+    def draft(self, step: ExerciseStep) -> str | None:
+        return self.progress.draft(self.id, step.id)
+
+    def save_draft(self, step: ExerciseStep, code: str) -> None:
+        self.progress.save_draft(self.id, step.id, code)
+
+    def record_exercise(self, step: ExerciseStep, passed: bool, summary: str) -> None:
+        """A graded run of the learner's program; a pass completes the step."""
+        self.progress.record_answer(self.id, step.id, "(code)", passed, summary)
+        if passed:
+            self.complete(step)
+
+    # ------------------------------------------------------------------ instruments
+
+    def last_move(self, step: InstrumentStep) -> Move | None:
+        return self.progress.last_move(self.id, step.id)
+
+    def count_moves(self, step: InstrumentStep) -> int:
+        return self.progress.count_moves(self.id, step.id)
+
+    def record_move(self, step: InstrumentStep, settings: dict[str, Any], outputs: dict[str, Any]) -> None:
+        self.progress.record_move(self.id, step.id, step.instrument, settings, outputs)
+
+
+def grade(step: PredictStep | CheckStep, answer: str, evidence: Evidence) -> Graded:
+    """The verdict on `answer`, given what it is judged against. A prediction is scored against the
+    metric it predicts, as its reveal is; a check by its grader (`checks/`)."""
+    metrics = evidence.metrics
+    if isinstance(step, PredictStep) and step.compare and metrics.get(step.compare) is not None:
+        score = checks.score_prediction(answer, step.answer, metrics[step.compare], step.unit)
+        summary = score.summary.replace("measured ", f"{evidence.source} ") if evidence.source else score.summary
+        verdict = Verdict(score.hit, summary, score=1.0 if score.hit else 0.0)
+    else:
+        verdict = checks.grade(answer, step.answer, metrics)
+    return Graded(shown_answer(step, answer), verdict, evidence)
+
+
+def shown_answer(step: PredictStep | CheckStep, answer: str) -> str:
+    """The answer as the learner sees it: a choice's number ("2") becomes the option's text."""
+    options = step.answer.options if isinstance(step.answer, ChoiceAnswer) else []
+    number = int(answer) if answer.isascii() and answer.isdigit() and len(answer.lstrip("0")) <= 6 else 0
+    if 1 <= number <= len(options):
+        return options[number - 1].text
+    return answer

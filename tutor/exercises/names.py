@@ -1,0 +1,14 @@
+"""Names a lesson's exercise requirements may use, for lint: the function probes
+(tutor/exercises/probes.py) and the behaviour checks (tutor/exercises/behaviour.py).
+
+Kept apart so that validating a lesson does not import the exercise runner.
+"""
+
+PROBES = frozenset({"moves_batch_to_device", "picks_device"})
+
+BEHAVIOURS = frozenset({
+    "device_fallback", "asks_mps", "moves_a_tensor", "model_on_device", "batches_on_device", "timing_synchronized",
+    "autocast_forward", "float32_baseline", "backward_outside_autocast", "steps_through_scaler",
+    "weights_float32", "amp_only_on_cuda", "saves_during_training", "loads_to_cpu",
+    "compares_with_tolerance",
+})

@@ -1,0 +1,549 @@
+"""What a learner's program did, seen from inside its own process (the exercise sandbox).
+
+The grader judges behaviour, not spelling: before the learner's file runs, `Observer.install()`
+hooks the few places every training program passes through, whatever its names are:
+
+- every top-level module call (`model(x)`, `criterion(out, y)`): where the weights and the batch
+  were, whether the batch came out of `.to()`, the weights' dtype and the autocast state;
+- `Module.to/.cuda/.cpu`, `Tensor.to/.cuda` (a moved tensor is marked; a move that changes
+  nothing hands back an alias, as a real move would, so a dropped result stays unmarked);
+- optimizer steps, `backward()`, GradScaler scale/step/update, autocast blocks;
+- the clocks (`time.time`, `perf_counter`, `monotonic`, read from the learner's own files) and
+  every synchronize (torch.cuda/mps/cpu/accelerator, tutor.lab/timing), so a clock read can be
+  classed as taken with device work still queued or not;
+- `torch.save` / `torch.load` / `torch.allclose` calls from the learner's code;
+- the weights at each evaluation after training (snapshots, on request), so the grader can tell
+  which epoch a saved checkpoint holds.
+
+`dump(path)` writes a small JSON summary (bounded, whatever the program does) that
+tutor/exercises/behaviour.py judges. Runs in the sandbox child only; imports torch when installed.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+import weakref
+from typing import Any
+
+MAX_EVENTS = 200  # saves, loads, autocast blocks... kept per kind
+MAX_SNAPSHOTS = 64
+CLOCKS = ("time", "perf_counter", "monotonic", "time_ns", "perf_counter_ns", "monotonic_ns")
+
+
+def _device_of(value: Any) -> str | None:
+    """The device a .to()/.cuda() call asks for, as 'cuda'/'cpu'/'mps', or None (a dtype only)."""
+    import torch
+
+    if isinstance(value, torch.device):
+        return value.type
+    if isinstance(value, str):
+        try:
+            return torch.device(value).type
+        except (RuntimeError, ValueError):
+            return None
+    if isinstance(value, int) and not isinstance(value, bool):
+        return "cuda"
+    return None
+
+
+class Observer:
+    def __init__(self, solution: str, snapshots: bool = False) -> None:
+        self.learner_dir = os.path.dirname(os.path.abspath(solution))
+        self.snapshots_wanted = snapshots
+        self.active = True
+        self.work = 0  # device work so far: module calls, backward passes, optimizer steps
+        self.synced_at = 0  # self.work at the last synchronize
+        self.syncs = 0
+        self.timings: dict[tuple[int, int], dict[str, int]] = {}  # (start line, stop line) -> counts
+        # Keyed by the objects themselves, weakly: a program that makes and drops many models (a
+        # batch-size search) frees them as it would unwatched. The lists keep what was seen.
+        self.models: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+        self.model_list: list[dict[str, Any]] = []
+        self.criteria = {"calls": 0, "targets_unmoved": 0, "targets_seen": 0}
+        self.optimizers: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+        self.optimizer_list: list[dict[str, Any]] = []
+        self.scalers: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+        self.scaler_list: list[dict[str, Any]] = []
+        self.backward = {"calls": 0, "in_autocast": 0}
+        self.autocast_blocks: list[dict[str, Any]] = []
+        self._autocast_stack: list[tuple[str, bool, str]] = []
+        self.saves: list[dict[str, Any]] = []
+        self.loads: list[dict[str, Any]] = []
+        self.comparisons = {"allclose": 0, "equal": 0}
+        self.cuda_asked = 0
+        self.mps_asked = 0
+        self.cuda_available = False
+        self.tensor_moves = 0  # .to(device)/.cuda() calls from the learner's code
+        self.snapshots: list[dict[str, Any]] = []
+        self._depth = 0
+        self._in_scaler_step = False
+        self._scaled_since_step = False
+        self._patches: list[tuple[Any, str, Any]] = []  # (owner, name, original), for uninstall
+        self._handles: list[Any] = []
+
+    def _patch(self, owner: Any, name: str, new: Any) -> None:
+        self._patches.append((owner, name, getattr(owner, name)))
+        setattr(owner, name, new)
+
+    def uninstall(self) -> None:
+        """Everything back as it was (the grader's probes then call the learner's functions)."""
+        self.active = False
+        for owner, name, original in reversed(self._patches):
+            setattr(owner, name, original)
+        for handle in self._handles:
+            handle.remove()
+        self._patches.clear()
+        self._handles.clear()
+
+    # ------------------------------------------------------------ who is calling
+
+    def _learner_line(self, depth: int = 2) -> int | None:
+        """The line in the learner's own files that made this call, or None."""
+        frame = sys._getframe(depth)
+        name = frame.f_code.co_filename
+        if name.startswith(self.learner_dir) and os.path.dirname(name) == self.learner_dir:
+            return frame.f_lineno
+        return None
+
+    # ------------------------------------------------------------ install
+
+    def install(self) -> None:
+        import torch
+
+        self._install_clocks()
+        self._install_syncs(torch)
+        self._install_modules(torch)
+        self._install_tensor_moves(torch)
+        self._install_optim(torch)
+        self._install_amp(torch)
+        self._install_io(torch)
+
+    def _install_clocks(self) -> None:
+        observer = self
+
+        class FloatReading(float):
+            """A clock value read by the learner's code: subtracting one from another tells the
+            observer which reads start and stop a timing, whatever the variables are called."""
+
+            def __sub__(self, other: Any) -> Any:
+                observer._interval(other, self)
+                return float(self) - other if not isinstance(other, float) else float(self) - float(other)
+
+            def __reduce__(self) -> Any:  # pickled (a checkpoint with a timestamp) as a plain float
+                return (float, (float(self),))
+
+        class IntReading(int):
+            def __sub__(self, other: Any) -> Any:
+                observer._interval(other, self)
+                return int(self) - (int(other) if isinstance(other, int) else other)
+
+            def __reduce__(self) -> Any:
+                return (int, (int(self),))
+
+        self._readings = (FloatReading, IntReading)
+        for name in CLOCKS:
+            real = getattr(time, name)
+            kind = IntReading if name.endswith("_ns") else FloatReading
+
+            def clock(_real=real, _kind=kind):
+                value = _real()
+                if self.active:
+                    line = self._learner_line()
+                    if line is not None:
+                        value = _kind(value)
+                        value._gt = (line, self.work, self.work > self.synced_at)
+                return value
+
+            clock.__name__ = name
+            self._patch(time, name, clock)
+
+    def _interval(self, start: Any, stop: Any) -> None:
+        """`stop - start`: a timing. Each end is fine when no device work was queued as it was read."""
+        begin, end = getattr(start, "_gt", None), getattr(stop, "_gt", None)
+        if not self.active or begin is None or end is None:
+            return
+        (start_line, start_work, start_queued), (stop_line, stop_work, stop_queued) = begin, end
+        if len(self.timings) >= MAX_EVENTS and (start_line, stop_line) not in self.timings:
+            return
+        entry = self.timings.setdefault((start_line, stop_line), {"count": 0, "with_work": 0,
+                                                                  "unsynced_starts": 0, "unsynced_stops": 0})
+        entry["count"] += 1
+        if stop_work > start_work:  # device work inside the timing
+            entry["with_work"] += 1
+            entry["unsynced_starts"] += start_queued
+            entry["unsynced_stops"] += stop_queued
+
+    def _sync(self) -> None:
+        if self.active:
+            self.syncs += 1
+            self.synced_at = self.work
+
+    def _install_syncs(self, torch: Any) -> None:
+        def wrap(owner: Any, name: str) -> None:
+            real = getattr(owner, name, None)
+            if real is None:
+                return
+
+            def synchronize(*args: Any, **kwargs: Any) -> Any:
+                self._sync()
+                return real(*args, **kwargs)
+
+            synchronize.__name__ = name
+            self._patch(owner, name, synchronize)
+
+        for module_name in ("cuda", "mps", "cpu", "xpu", "accelerator"):
+            module = getattr(torch, module_name, None)
+            if module is not None:
+                wrap(module, "synchronize")
+        for cls in (getattr(torch.cuda, "Event", None), getattr(torch.cuda, "Stream", None)):
+            if cls is not None:
+                wrap(cls, "synchronize")
+        from tutor.experiments import timing
+
+        wrap(timing, "synchronize")  # tutor.lab.synchronize calls it
+
+        real_available = torch.cuda.is_available
+        self.cuda_available = bool(real_available())
+
+        def is_available() -> bool:
+            if self.active and self._learner_line() is not None:
+                self.cuda_asked += 1
+            return real_available()
+
+        is_available.__wrapped__ = getattr(real_available, "__wrapped__", real_available)
+        self._patch(torch.cuda, "is_available", is_available)
+        real_mps = torch.backends.mps.is_available
+
+        def mps_is_available() -> bool:
+            if self.active and self._learner_line() is not None:
+                self.mps_asked += 1
+            return real_mps()
+
+        # torch._dynamo reads is_available.__wrapped__ (it is an lru_cache): keep the same shape.
+        mps_is_available.__wrapped__ = getattr(real_mps, "__wrapped__", real_mps)
+        self._patch(torch.backends.mps, "is_available", mps_is_available)
+
+    # ------------------------------------------------------------ modules
+
+    def _model(self, module: Any) -> dict[str, Any]:
+        info = self.models.get(module)
+        if info is None:
+            info = {
+                "index": len(self.model_list), "class": type(module).__name__,
+                "train_calls": 0, "inputs_unmoved": 0, "inputs_seen": 0, "devices": {}, "param_dtypes": {},
+                "autocast": {}, "moved_to": None, "snapshots": 0, "phases": 0, "last_train_work": 0,
+                "_trained_since_snapshot": False,
+            }
+            self.models[module] = info
+            self.model_list.append(info)
+        return info
+
+    @staticmethod
+    def _moved(t: Any) -> bool:
+        return getattr(t, "_gt_moved", False) or getattr(getattr(t, "_base", None), "_gt_moved", False)
+
+    def _install_modules(self, torch: Any) -> None:
+        from torch.nn.modules.module import (
+            register_module_forward_hook,
+            register_module_forward_pre_hook,
+        )
+
+        def pre(module: Any, args: tuple) -> None:
+            self._depth += 1
+            if self._depth != 1 or not self.active:
+                return
+            self.work += 1
+            tensors = [a for a in args if isinstance(a, torch.Tensor)]
+            param = next(module.parameters(), None)
+            if param is None:  # a loss module: the labels are its second tensor
+                self.criteria["calls"] += 1
+                if len(tensors) >= 2 and not tensors[1].is_floating_point():
+                    self.criteria["targets_seen"] += 1
+                    if tensors[1].device.type == "cpu" and not self._moved(tensors[1]):
+                        self.criteria["targets_unmoved"] += 1
+                return
+            info = self._model(module)
+            info["moved_to"] = getattr(module, "_gt_moved_to", None)
+            training = torch.is_grad_enabled()  # evaluation runs under no_grad, whatever the mode
+            if training:
+                info["train_calls"] += 1
+                info["last_train_work"] = self.work
+                info["_trained_since_snapshot"] = True
+            elif info["_trained_since_snapshot"]:  # training, then an evaluation: an epoch ended
+                info["_trained_since_snapshot"] = False
+                info["phases"] += 1
+                self._snapshot(module, info)
+            if not tensors:
+                return
+            x = tensors[0]
+            kind = x.device.type
+            where = f"{param.device.type}/{kind}"
+            info["devices"][where] = info["devices"].get(where, 0) + 1
+            dtype = str(param.dtype).replace("torch.", "")
+            info["param_dtypes"][dtype] = info["param_dtypes"].get(dtype, 0) + 1
+            if training:
+                info["inputs_seen"] += 1
+                if kind == "cpu" and not self._moved(x):
+                    info["inputs_unmoved"] += 1
+                try:
+                    on = torch.is_autocast_enabled(kind)
+                    cast = str(torch.get_autocast_dtype(kind)).replace("torch.", "") if on else "off"
+                except (RuntimeError, TypeError):
+                    cast = "unknown"
+                info["autocast"][cast] = info["autocast"].get(cast, 0) + 1
+
+        def post(module: Any, args: tuple, output: Any) -> None:
+            self._depth = max(0, self._depth - 1)  # always_call: an exception unwinds it too
+
+        self._handles.append(register_module_forward_pre_hook(pre))
+        self._handles.append(register_module_forward_hook(post, always_call=True))
+
+        real_to, real_cuda, real_cpu = torch.nn.Module.to, torch.nn.Module.cuda, torch.nn.Module.cpu
+
+        def mark(module: Any, device: str | None) -> None:
+            if device is not None and self.active:
+                for sub in module.modules():
+                    sub._gt_moved_to = device
+
+        def module_to(module: Any, *args: Any, **kwargs: Any) -> Any:
+            out = real_to(module, *args, **kwargs)
+            target = kwargs.get("device", args[0] if args else None)
+            mark(module, _device_of(target))
+            return out
+
+        def module_cuda(module: Any, *args: Any, **kwargs: Any) -> Any:
+            out = real_cuda(module, *args, **kwargs)
+            mark(module, "cuda")
+            return out
+
+        def module_cpu(module: Any) -> Any:
+            out = real_cpu(module)
+            mark(module, "cpu")
+            return out
+
+        self._patch(torch.nn.Module, "to", module_to)
+        self._patch(torch.nn.Module, "cuda", module_cuda)
+        self._patch(torch.nn.Module, "cpu", module_cpu)
+
+    def _snapshot(self, module: Any, info: dict[str, Any]) -> None:
+        """The weights as the program evaluates them (after training): which epoch a saved
+        checkpoint holds is told by comparing it with these."""
+        if not self.snapshots_wanted or len(self.snapshots) >= MAX_SNAPSHOTS:
+            return
+        state = {k: v.detach().to("cpu", copy=True) for k, v in module.state_dict().items()}
+        info["snapshots"] += 1
+        self.snapshots.append({"model": info["index"], "phase": info["phases"], "work": self.work, "state": state})
+
+    def _install_tensor_moves(self, torch: Any) -> None:
+        real_to, real_cuda = torch.Tensor.to, torch.Tensor.cuda
+
+        def moved(tensor: Any, out: Any) -> Any:
+            learner = self._learner_line(3) is not None
+            self.tensor_moves += learner
+            if out is tensor and learner and not tensor.requires_grad:
+                # Already there (.to("cpu") on the CPU returns the tensor itself): hand back an
+                # alias, as a real move hands back a new tensor, so a dropped result stays unmoved.
+                # Never for a tensor that requires grad: a leaf (a Parameter) must stay a leaf.
+                out = tensor.view_as(tensor)
+            try:
+                out._gt_moved = True
+            except (AttributeError, RuntimeError):
+                pass
+            return out
+
+        def tensor_to(tensor: Any, *args: Any, **kwargs: Any) -> Any:
+            out = real_to(tensor, *args, **kwargs)
+            if not self.active:
+                return out
+            target = kwargs.get("device", args[0] if args else None)
+            if isinstance(target, torch.Tensor):
+                target = target.device
+            return moved(tensor, out) if _device_of(target) is not None else out
+
+        def tensor_cuda(tensor: Any, *args: Any, **kwargs: Any) -> Any:
+            out = real_cuda(tensor, *args, **kwargs)
+            return moved(tensor, out) if self.active else out
+
+        self._patch(torch.Tensor, "to", tensor_to)
+        self._patch(torch.Tensor, "cuda", tensor_cuda)
+
+    # ------------------------------------------------------------ optimizer, backward, amp
+
+    def _install_optim(self, torch: Any) -> None:
+        from torch.optim.optimizer import register_optimizer_step_pre_hook
+
+        def step(optimizer: Any, args: tuple, kwargs: dict) -> None:
+            if not self.active:
+                return
+            self.work += 1
+            info = self.optimizers.get(optimizer)
+            if info is None:
+                info = {"index": len(self.optimizer_list), "class": type(optimizer).__name__,
+                        "steps": 0, "bypassed_scaler": 0}
+                self.optimizers[optimizer] = info
+                self.optimizer_list.append(info)
+            info["steps"] += 1
+            if not self._in_scaler_step and self._scaled_since_step:
+                info["bypassed_scaler"] += 1  # the loss went through scaler.scale, the step did not
+            self._scaled_since_step = False
+
+        self._handles.append(register_optimizer_step_pre_hook(step))
+
+        real_backward = torch.Tensor.backward
+
+        def backward(tensor: Any, *args: Any, **kwargs: Any) -> Any:
+            if self.active:
+                self.work += 1
+                self.backward["calls"] += 1
+                # Inside any autocast block, even one switched off here: on a GPU it would be on.
+                self.backward["in_autocast"] += bool(self._autocast_stack)
+            return real_backward(tensor, *args, **kwargs)
+
+        self._patch(torch.Tensor, "backward", backward)
+
+    def _scaler(self, scaler: Any) -> dict[str, Any]:
+        info = self.scalers.get(scaler)
+        if info is None:
+            try:
+                enabled = bool(scaler.is_enabled())
+            except Exception:  # noqa: BLE001 - a half-built scaler
+                enabled = False
+            info = {"index": len(self.scaler_list), "enabled": enabled,
+                    "device": str(getattr(scaler, "_device", "")), "scales": 0, "steps": 0,
+                    "updates": 0, "steps_in_autocast": 0}
+            self.scalers[scaler] = info
+            self.scaler_list.append(info)
+        return info
+
+    def _install_amp(self, torch: Any) -> None:
+        scaler_cls = torch.amp.GradScaler
+        real_scale, real_step, real_update = scaler_cls.scale, scaler_cls.step, scaler_cls.update
+
+        def scale(scaler: Any, outputs: Any) -> Any:
+            out = real_scale(scaler, outputs)
+            if self.active:
+                self._scaler(scaler)["scales"] += 1
+                self._scaled_since_step = True
+            return out
+
+        def step(scaler: Any, optimizer: Any, *args: Any, **kwargs: Any) -> Any:
+            if self.active:
+                info = self._scaler(scaler)
+                info["steps"] += 1
+                info["steps_in_autocast"] += bool(self._autocast_stack)
+            self._in_scaler_step = True
+            try:
+                return real_step(scaler, optimizer, *args, **kwargs)
+            finally:
+                self._in_scaler_step = False
+
+        def update(scaler: Any, *args: Any, **kwargs: Any) -> Any:
+            if self.active:
+                self._scaler(scaler)["updates"] += 1
+            return real_update(scaler, *args, **kwargs)
+
+        self._patch(scaler_cls, "scale", scale)
+        self._patch(scaler_cls, "step", step)
+        self._patch(scaler_cls, "update", update)
+
+        autocast_cls = torch.amp.autocast_mode.autocast
+        real_enter, real_exit = autocast_cls.__enter__, autocast_cls.__exit__
+
+        def enter(block: Any) -> Any:
+            out = real_enter(block)
+            device = str(getattr(block, "device", "?"))
+            enabled = bool(getattr(block, "_enabled", False))
+            dtype = str(getattr(block, "fast_dtype", "")).replace("torch.", "")
+            self._autocast_stack.append((device, enabled, dtype))
+            if self.active and len(self.autocast_blocks) < MAX_EVENTS:
+                self.autocast_blocks.append({"device": device, "enabled": enabled, "dtype": dtype,
+                                             "line": self._learner_line()})
+            return out
+
+        def exit_(block: Any, *args: Any) -> Any:
+            if self._autocast_stack:
+                self._autocast_stack.pop()
+            return real_exit(block, *args)
+
+        self._patch(autocast_cls, "__enter__", enter)
+        self._patch(autocast_cls, "__exit__", exit_)
+
+    # ------------------------------------------------------------ files and comparisons
+
+    def _install_io(self, torch: Any) -> None:
+        real_save, real_load = torch.save, torch.load
+
+        def save(obj: Any, f: Any, *args: Any, **kwargs: Any) -> Any:
+            out = real_save(self._plain(obj), f, *args, **kwargs)
+            line = self._learner_line()
+            if self.active and line is not None and len(self.saves) < MAX_EVENTS:
+                entry: dict[str, Any] = {"line": line, "work": self.work,
+                                         "path": os.path.realpath(os.fspath(f)) if isinstance(f, (str, os.PathLike)) else None,
+                                         "kind": type(obj).__name__}
+                if isinstance(obj, dict):
+                    entry["keys"] = [str(k) for k in list(obj)[:30]]
+                    entry["modules"] = [str(k) for k, v in list(obj.items())[:30] if isinstance(v, torch.nn.Module)]
+                elif isinstance(obj, torch.nn.Module):
+                    entry["modules"] = ["<the object itself>"]
+                self.saves.append(entry)
+            return out
+
+        def load(f: Any, *args: Any, **kwargs: Any) -> Any:
+            line = self._learner_line()
+            if self.active and line is not None and len(self.loads) < MAX_EVENTS:
+                location = kwargs.get("map_location", args[0] if args else None)
+                self.loads.append({"line": line, "map_location": None if location is None else str(location),
+                                   "weights_only": kwargs.get("weights_only")})
+            return real_load(f, *args, **kwargs)
+
+        self._patch(torch, "save", save)
+        self._patch(torch, "load", load)
+
+        for name, kind in (("allclose", "allclose"), ("isclose", "allclose"), ("equal", "equal")):
+            real = getattr(torch, name)
+
+            def compare(*args: Any, _real=real, _kind=kind, **kwargs: Any) -> Any:
+                if self.active and self._learner_line() is not None:
+                    self.comparisons[_kind] += 1
+                return _real(*args, **kwargs)
+
+            self._patch(torch, name, compare)
+        real_assert = torch.testing.assert_close
+
+        def assert_close(*args: Any, **kwargs: Any) -> Any:
+            if self.active and self._learner_line() is not None:
+                self.comparisons["allclose"] += 1
+            return real_assert(*args, **kwargs)
+
+        self._patch(torch.testing, "assert_close", assert_close)
+
+    def _plain(self, obj: Any, depth: int = 0) -> Any:
+        """`obj` with any clock reading in its dicts, lists and tuples turned back into a plain
+        number, so a checkpoint holding a timestamp still loads with weights_only=True."""
+        readings = getattr(self, "_readings", ())
+        if readings and isinstance(obj, readings):
+            return float(obj) if isinstance(obj, float) else int(obj)
+        if depth > 32:
+            return obj
+        if type(obj) is dict:
+            return {k: self._plain(v, depth + 1) for k, v in obj.items()}
+        if type(obj) in (list, tuple):
+            return type(obj)(self._plain(v, depth + 1) for v in obj)
+        return obj
+
+    # ------------------------------------------------------------ out
+
+    def summary(self) -> dict[str, Any]:
+        models = [{k: v for k, v in m.items() if not k.startswith("_")} for m in self.model_list]
+        return {
+            "models": models, "criteria": self.criteria,
+            "optimizers": self.optimizer_list, "scalers": self.scaler_list,
+            "backward": self.backward, "autocast_blocks": self.autocast_blocks,
+            "timings": [{"start_line": a, "stop_line": b, **v} for (a, b), v in self.timings.items()],
+
+            "syncs": self.syncs, "saves": self.saves, "loads": self.loads,
+            "comparisons": self.comparisons, "cuda_asked": self.cuda_asked, "mps_asked": self.mps_asked,
+            "cuda_available": self.cuda_available, "tensor_moves": self.tensor_moves,
+        }

@@ -1,0 +1,63 @@
+"""Where the learner answers a predict step, a check or a review question: a list for a choice,
+one line for a number or words. The step's `LessonSession` judges what comes out of it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.message import Message
+from textual.widgets import Input, OptionList
+
+import checks
+from checks.spec import AnswerSpec, ChoiceAnswer
+
+MAX_CHARS = 2000  # a paragraph is plenty; a pasted file is not an answer
+
+
+class AnswerBox(Vertical):
+    DEFAULT_CSS = "AnswerBox { height: auto; }"
+
+    @dataclass
+    class Submitted(Message):
+        """What the learner entered: the text typed, or a choice's number ("2")."""
+
+        text: str
+
+    def __init__(self, spec: AnswerSpec) -> None:
+        super().__init__(classes="answer-box")
+        self.spec = spec
+
+    def compose(self) -> ComposeResult:
+        spec = self.spec
+        if isinstance(spec, ChoiceAnswer):
+            yield OptionList(*[Text(f"{i}. {o.text}") for i, o in enumerate(spec.options, 1)], id="choices")
+        else:
+            yield Input(placeholder=checks.describe_spec(spec), id="answer",
+                        max_length=min(getattr(spec, "max_length", MAX_CHARS), MAX_CHARS))
+
+    def focus_answer(self) -> bool:
+        """Focus the list or the line, unless answering is over."""
+        for w in self.query("#choices, #answer"):
+            if not w.disabled:
+                w.focus()
+                return True
+        return False
+
+    def close(self) -> None:
+        """Answering is over: the list or line stays visible, greyed out."""
+        for w in self.query("#choices, #answer"):
+            w.disabled = True
+
+    @on(OptionList.OptionSelected, "#choices")
+    def _chose(self, event: OptionList.OptionSelected) -> None:
+        event.stop()
+        self.post_message(self.Submitted(str(event.option_index + 1)))
+
+    @on(Input.Submitted, "#answer")
+    def _typed(self, event: Input.Submitted) -> None:
+        event.stop()
+        self.post_message(self.Submitted(event.value))

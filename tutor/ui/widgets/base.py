@@ -1,0 +1,68 @@
+"""What every step widget shares: its lesson session, its place, and the actions the screen forwards."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from textual.containers import Vertical
+from textual.message import Message
+from textual.widgets import Static
+
+from tutor.course.lesson import Lesson, Step
+from tutor.course.session import LessonSession
+
+
+class StepView(Vertical):
+    """Base of the step widgets. The lesson screen forwards keys to these methods."""
+
+    @dataclass
+    class Completed(Message):
+        """The session completed this step (locked, ran, solved): the screen redraws its trail."""
+
+        step_id: str
+
+    def __init__(self, session: LessonSession, index: int) -> None:
+        super().__init__(classes="step")
+        self.session = session
+        self.index = index
+        self.step: Step = session.lesson.steps[index]
+
+    @property
+    def lesson(self) -> Lesson:
+        return self.session.lesson  # a hot reload replaces it in the session, for every view
+
+    # Actions forwarded by the lesson screen; each returns True if it handled the key.
+    def action_enter(self) -> bool:
+        return False
+
+    def action_run(self) -> bool:
+        return False
+
+    def action_hint(self) -> bool:
+        return False
+
+    def cancel_run(self) -> bool:
+        return False
+
+    @property
+    def running(self) -> bool:
+        return False
+
+    def leave_blocker(self) -> str | None:
+        """A reason the learner may not move past this step yet (None: free to go)."""
+        return None
+
+    def keys_hint(self) -> str:
+        """The line at the bottom telling the learner what to press now."""
+        return "n next · p previous · ? help"
+
+    def focus_content(self) -> None:
+        """Give focus back to the scrolling lesson content (after an input goes away)."""
+        if self.parent is not None and self.parent.can_focus:
+            self.parent.focus()
+
+    def refresh_hint(self) -> None:
+        try:
+            self.screen.query_one("#keys-hint", Static).update(self.keys_hint())
+        except Exception:  # noqa: BLE001 - not mounted on a lesson screen (tests)
+            pass

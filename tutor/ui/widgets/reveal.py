@@ -1,0 +1,45 @@
+"""The reveal: a locked prediction beside the measurement it predicted."""
+
+from __future__ import annotations
+
+import time
+
+from rich.text import Text
+
+import checks
+from checks.spec import TextAnswer
+from tutor.course.session import Pending, Reveal
+from tutor.ui.widgets.run_panel import fmt
+
+
+def reveal_text(reveal: Reveal | Pending) -> Text:
+    """'You predicted X · measured Y · off by 3.1x' for a locked prediction and its evidence (a
+    run's metrics, or an instrument's outputs: "computed"), or what to do to get the evidence."""
+    if isinstance(reveal, Pending):
+        return Text(reveal.text, style="dim")
+    step, answer, evidence = reveal.step, reveal.answer, reveal.evidence
+    source = evidence.source or "measured"
+    metric = step.compare or ""
+    measured = evidence.metrics.get(metric)
+    score = checks.score_prediction(answer, step.answer, measured, step.unit)
+    where = ""
+    if reveal.device:
+        where = f" on {reveal.device.get('name') or reveal.device.get('device') or '?'}"
+    if evidence.setting:
+        where += f" ({evidence.setting})"
+    if reveal.at and time.time() - reveal.at > 600:
+        where += time.strftime(" (measured %Y-%m-%d %H:%M)", time.localtime(reveal.at))
+    mark = ("✓ ", "bold green") if score.hit else ("• ", "bold yellow")
+    summary = score.summary
+    if source != "measured":
+        summary = summary.replace("measured ", f"{source} ")
+    if isinstance(step.answer, TextAnswer) and measured is not None:
+        # Words are not scored, and both are already on the two lines above: say so, not them again.
+        summary = "Not scored: set your words beside what was measured."
+    return Text.assemble(
+        ("Prediction vs measurement" if source == "measured" else f"Prediction vs {source} value",
+         "bold underline"), "\n",
+        ("  you predicted: ", "bold"), (answer, "cyan"), "\n",
+        (f"  {source + ':':<15}", "bold"), (f"{metric} = {fmt(measured, step.unit)}", "bold"), (where, "dim"), "\n",
+        mark, summary,
+    )

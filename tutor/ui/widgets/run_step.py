@@ -1,0 +1,93 @@
+"""A run step: the experiment runs live; afterwards, earlier predictions are revealed."""
+
+from __future__ import annotations
+
+import time
+
+from rich.console import Group
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.widgets import Markdown, Static
+
+from tutor.instruments import Control
+from tutor.ui.widgets.base import StepView
+from tutor.ui.widgets.controls import ControlRow
+from tutor.ui.widgets.reveal import reveal_text
+from tutor.ui.widgets.run_panel import RunPanel, fmt
+
+
+class RunStepView(StepView):
+    def compose(self) -> ComposeResult:
+        if self.step.body:
+            yield Markdown(self.step.body)
+        record = self.session.latest_run(self.step, any_status=True)
+        self.params = dict(self.step.params)
+        if self.step.tweak:
+            with Vertical(id="controls"):
+                for name, values in self.step.tweak.items():
+                    value = self.step.tweak_default(name)
+                    if record is not None and record.params.get(name) in values:
+                        value = record.params[name]  # the settings of the learner's last run
+                    self.params[name] = value
+                    control = Control(name, name.replace("_", " "), "choice", tuple(values), value,
+                                      labels=tuple(str(v) for v in values))
+                    yield ControlRow(control, value)
+        yield RunPanel(self.step.experiment, self.params, id="panel")
+        yield Static("", id="previous", classes="previous")
+
+    @on(ControlRow.Changed)
+    def _tweaked(self, event: ControlRow.Changed) -> None:
+        event.stop()
+        self.params[event.name] = event.value
+        if not self.running:  # a run in progress keeps (and records) the settings it started with
+            self.query_one(RunPanel).set_params(self.params)
+
+    def on_mount(self) -> None:
+        record = self.session.latest_run(self.step)
+        if record is not None:
+            stamp = time.strftime("%Y-%m-%d %H:%M", time.localtime(record.at))
+            device = record.device.get("name") or record.device.get("device") or "?"
+            shown = ", ".join(f"{k} {fmt(v)}" for k, v in list(record.metrics.items())[:4])
+            parts: list = [Text.assemble(("Your last run ", "bold"), (f"({stamp} on {device}): ", "dim"), shown)]
+            parts.extend(reveal_text(r) for r in self.session.run_reveals(self.step))
+            self.query_one("#previous", Static).update(Group(*parts))
+
+    # ------------------------------------------------------------------ actions
+
+    def action_run(self) -> bool:
+        panel = self.query_one(RunPanel)
+        if not panel.running:
+            if self.step.tweak:
+                panel.set_params(self.params)
+            self.query_one("#previous", Static).update("")
+            panel.start(self.app.device_override)
+            self.refresh_hint()
+        return True
+
+    def cancel_run(self) -> bool:
+        return self.query_one(RunPanel).cancel()
+
+    @property
+    def running(self) -> bool:
+        return self.query_one(RunPanel).running
+
+    @on(RunPanel.Done)
+    def _done(self, event: RunPanel.Done) -> None:
+        event.stop()
+        reveals = self.session.record_run(self.step, event.outcome)
+        if event.status == "finished":
+            self.post_message(self.Completed(self.step.id))
+            if reveals:
+                self.query_one(RunPanel).show_reveal(Group(*(reveal_text(r) for r in reveals)))
+        self.refresh_hint()
+
+    def keys_hint(self) -> str:
+        if self.running:
+            return "escape cancel the run · ? help"
+        if isinstance(self.screen.focused, ControlRow):
+            return "↑↓ setting · ←→ change · r run · esc leave settings · n next"
+        if self.step.tweak:
+            return "r run · tab change the settings · n next · p previous · ? help"
+        return "r run · n next · p previous · ? help · q quit"
