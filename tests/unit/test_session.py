@@ -202,3 +202,14 @@ def test_the_lesson_opens_where_the_learner_left_it(session):
 def test_unfinished_lists_the_steps_not_done_in_order(session):
     session.complete(_step(session, "intro"))
     assert [s.id for s in session.unfinished()] == ["guess-time", "guess-acc", "measure", "which-device"]
+
+
+def test_a_long_run_of_digits_is_read_without_int_refusing_it(session):
+    """Was: `gpututor check ... --answer 000…01` (100,001 digits) crashed: Python's int() refuses
+    strings of 4300+ digits, leading zeros included."""
+    from tutor.course.session import shown_answer
+
+    check = _step(session, "which-device")
+    assert shown_answer(check, "0" * 100_000 + "1") == "the model"
+    assert shown_answer(check, "1" * 100_001) == "1" * 100_001
+    assert not session.grade(check, "0" * 100_000 + "3").judged

@@ -348,7 +348,8 @@ def grade(step: PredictStep | CheckStep, answer: str, evidence: Evidence) -> Gra
 def shown_answer(step: PredictStep | CheckStep, answer: str) -> str:
     """The answer as the learner sees it: a choice's number ("2") becomes the option's text."""
     options = step.answer.options if isinstance(step.answer, ChoiceAnswer) else []
-    number = int(answer) if answer.isascii() and answer.isdigit() and len(answer.lstrip("0")) <= 6 else 0
+    digits = answer.lstrip("0") if answer.isascii() and answer.isdigit() else ""
+    number = int(digits) if 0 < len(digits) <= 6 else 0  # never int() a long string: Python refuses 4300+ digits
     if 1 <= number <= len(options):
         return options[number - 1].text
     return answer

@@ -1,0 +1,513 @@
+"""The command line: sub-commands, exit codes (0 ok, 1 failed run, 2 bad input, 130 cancelled),
+--json outputs, error messages, and the progress store it records runs in."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tutor import __version__, experiments
+from tutor.cli import NO_TTY_MESSAGE, main, parse_sets, parse_value
+from tutor.course.lesson import builtin_lessons_dir
+from tutor.course.progress import Progress
+from tutor.experiments.events import Finished, Started, Step
+
+ROOT = Path(__file__).resolve().parents[2]
+DATA = Path(__file__).parents[1] / "data"
+LINT = DATA / "lint"
+FIXTURE_LESSON = "fixture-valid"
+
+
+def json_lines(text: str) -> list[dict]:
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+# ---------------------------------------------------------------- help, version, TUI
+
+
+def test_help_lists_the_sub_commands(capsys):
+    code, out, _ = run_cli(capsys, "--help")
+    assert code == 0
+    for name in ("list", "doctor", "run", "lint", "check", "--lessons-dir", "--data-dir", "--device"):
+        assert name in out
+
+
+def test_version(capsys):
+    code, out, _ = run_cli(capsys, "--version")
+    assert code == 0 and out.strip() == f"gpututor {__version__}"
+
+
+def test_usage_error_exits_2(capsys):
+    code, _, err = run_cli(capsys, "frobnicate")
+    assert code == 2 and "invalid choice" in err
+
+
+def test_no_sub_command_without_a_terminal(capsys):
+    code, out, err = run_cli(capsys)  # pytest's stdin is not a TTY
+    assert code == 2
+    assert NO_TTY_MESSAGE in err and "gpututor list" in err
+    assert out == ""
+
+
+def test_real_process_help_and_no_tty():
+    env = {**os.environ, "NO_COLOR": "1"}
+    helped = subprocess.run([sys.executable, "-m", "tutor", "--help"], capture_output=True, text=True,
+                            env=env, cwd=ROOT, timeout=60)
+    assert helped.returncode == 0 and "doctor" in helped.stdout
+    tui = subprocess.run([sys.executable, "-m", "tutor"], stdin=subprocess.DEVNULL, capture_output=True,
+                         text=True, env=env, cwd=ROOT, timeout=60)
+    assert tui.returncode == 2
+    assert "needs an interactive terminal" in tui.stderr and "Traceback" not in tui.stderr
+
+
+def test_help_does_not_import_torch():
+    code = ("import sys; from tutor.cli import main; rc = main(['--help']); "
+            "print('TORCH' if 'torch' in sys.modules else 'NO-TORCH', file=sys.stderr)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert done.stderr.strip().endswith("NO-TORCH")
+
+
+# ---------------------------------------------------------------- lint
+
+
+def test_lint_fixtures_exact_lines_and_exit_2(capsys):
+    expected = [f"{LINT / line}" for line in (LINT / "expected.txt").read_text().splitlines()
+                if line.strip() and not line.startswith("#")]
+    files = len(list(LINT.glob("*.yaml")))
+    code, out, err = run_cli(capsys, "lint", str(LINT))
+    assert code == 2
+    assert out.splitlines() == expected
+    assert f"{len(expected)} errors in {files} of {files} files" in err
+
+
+def test_lint_one_bad_file(capsys):
+    path = LINT / "unknown_key.yaml"
+    code, out, _ = run_cli(capsys, "lint", str(path))
+    assert code == 2
+    assert out == f"{path}:6:5: step 'q': unknown key 'promt' (did you mean 'prompt'?)\n"
+
+
+def test_lint_binary_and_non_utf8(capsys, tmp_path: Path):
+    (tmp_path / "a.yaml").write_bytes(b"id: x\x00\x01\x02")
+    (tmp_path / "b.yml").write_bytes(b"id: \xff\xfe\n")
+    code, out, _ = run_cli(capsys, "lint", str(tmp_path))
+    assert code == 2
+    assert out.splitlines() == [
+        f"{tmp_path / 'a.yaml'}:1:1: binary file: a lesson must be UTF-8 YAML text",
+        f"{tmp_path / 'b.yml'}:1:5: not UTF-8 text (byte 0xff): save the lesson file as UTF-8",
+    ]
+
+
+def test_lint_clean_file_exits_0(capsys):
+    code, out, err = run_cli(capsys, "lint", str(DATA / "valid.yaml"))
+    assert code == 0 and out == ""
+    assert "ok: 1 lesson" in err
+
+
+def test_lint_builtin_lessons_are_clean(capsys):
+    assert len(list(builtin_lessons_dir().glob("*.y*ml"))) >= 6, "the built-in lessons are missing"
+    code, out, err = run_cli(capsys, "lint", str(builtin_lessons_dir()))
+    assert code == 0, out
+    assert err.startswith("ok: ")
+
+
+def test_lint_duplicate_lesson_ids_across_files(capsys, tmp_path: Path):
+    text = (DATA / "valid.yaml").read_text()
+    (tmp_path / "one.yaml").write_text(text)
+    (tmp_path / "two.yaml").write_text("# a copy\n" + text)
+    code, out, _ = run_cli(capsys, "lint", str(tmp_path))
+    assert code == 2
+    assert out == f"{tmp_path / 'two.yaml'}:2:5: duplicate lesson id 'fixture-valid' (also in {tmp_path / 'one.yaml'})\n"
+
+
+def test_lint_missing_path_and_empty_directory(capsys, tmp_path: Path):
+    missing = tmp_path / "missing.yaml"
+    code, out, _ = run_cli(capsys, "lint", str(missing))
+    assert code == 2 and out == f"{missing}:1:1: cannot read file: No such file or directory\n"
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    code, _, err = run_cli(capsys, "lint", str(empty))
+    assert code == 2 and "no lesson files" in err
+
+
+def test_lint_in_a_real_process():
+    path = LINT / "empty.yaml"
+    done = subprocess.run([sys.executable, "-m", "tutor", "lint", str(path)], capture_output=True, text=True,
+                          cwd=ROOT, timeout=60)
+    assert done.returncode == 2
+    assert done.stdout == f"{path}:1:1: empty file: a lesson needs id, title and steps\n"
+
+
+# ---------------------------------------------------------------- list
+
+
+def test_list_json_with_progress_and_broken_files(capsys, tmp_path: Path):
+    lessons = tmp_path / "lessons"
+    lessons.mkdir()
+    (lessons / "valid.yaml").write_text((DATA / "valid.yaml").read_text())
+    (lessons / "broken.yaml").write_text((LINT / "missing_keys.yaml").read_text())
+    with Progress() as p:
+        p.complete_step(FIXTURE_LESSON, "intro")
+        p.complete_step(FIXTURE_LESSON, "guess")
+        p.complete_step(FIXTURE_LESSON, "no-longer-in-the-lesson")
+        p.set_position(FIXTURE_LESSON, "underflow")
+    code, out, _ = run_cli(capsys, "list", "--lessons-dir", str(lessons), "--json")
+    assert code == 0
+    report = json.loads(out)
+    mine = next(x for x in report["lessons"] if x["id"] == FIXTURE_LESSON)
+    assert (mine["steps"], mine["done"], mine["position"]) == (5, 2, "underflow")
+    assert mine["title"] == "A valid fixture lesson"
+    [broken] = report["broken"]
+    assert broken["path"].endswith("broken.yaml")
+    assert {"line": 1, "col": 1, "message": "missing required key 'title'"} in broken["errors"]
+
+
+def test_list_human(capsys):
+    code, out, _ = run_cli(capsys, "--lessons-dir", str(DATA), "list")
+    assert code == 0
+    assert FIXTURE_LESSON in out and "0/5" in out
+    assert "\x1b[" not in out  # not a terminal: plain text
+
+
+def test_list_shows_a_title_with_brackets_as_written(capsys, tmp_path: Path):
+    """Lesson text is not Rich markup: "[/]" used to crash `list`, "[link=...]" made a link."""
+    (tmp_path / "l.yaml").write_text(
+        'id: brackets\ntitle: "Big [b]batch[/] [link=x]y"\n'
+        "steps:\n  - {id: r, kind: read, body: text}\n")
+    code, out, err = run_cli(capsys, "--lessons-dir", str(tmp_path), "list")
+    assert code == 0, err
+    assert "Big [b]batch[/] [link=x]y" in out
+
+
+def test_list_unknown_lessons_dir_is_bad_input(capsys, tmp_path: Path):
+    code, _, err = run_cli(capsys, "list", "--lessons-dir", str(tmp_path / "nope"))
+    assert code == 2 and "no such directory" in err
+
+
+# ---------------------------------------------------------------- doctor
+
+
+def test_doctor_json(capsys):
+    code, out, _ = run_cli(capsys, "doctor", "--json")
+    assert code == 0
+    report = json.loads(out)
+    import torch
+
+    assert report["torch"] == torch.__version__
+    kinds = [d["kind"] for d in report["devices"]]
+    assert kinds[-1] == "cpu"
+    assert ("cuda" in kinds) == torch.cuda.is_available()
+    assert report["selected_device"] == report["devices"][0]["torch_device"]
+    assert set(report["tf32"]) == {"matmul_allow_tf32", "cudnn_allow_tf32", "float32_matmul_precision"}
+    assert report["paths"]["home"] == os.environ["GPUTUTOR_HOME"]
+    assert report["paths"]["progress_db"].endswith("progress.db")
+    assert report["data"]["dir"] == str(Path(os.environ.get("GPUTUTOR_DATA_DIR", report["data"]["dir"])))
+    if os.environ.get("GPUTUTOR_DATA_DIR"):
+        assert report["data"]["mnist_present"] is True
+
+
+def test_doctor_human_and_bad_device(capsys):
+    code, out, err = run_cli(capsys, "doctor", "--device", "cuda:99")
+    assert code == 2
+    assert "devices" in out and "paths" in out
+    assert "cuda:99" in err
+
+
+def test_data_dir_must_exist(capsys, tmp_path: Path):
+    code, _, err = run_cli(capsys, "--data-dir", str(tmp_path / "nope"), "doctor")
+    assert code == 2 and "no such directory" in err
+
+
+def test_data_dir_is_passed_on(capsys, tmp_path: Path):
+    code, out, _ = run_cli(capsys, "doctor", "--json", "--data-dir", str(tmp_path))
+    assert code == 0
+    data = json.loads(out)["data"]
+    assert data["dir"] == str(tmp_path.resolve()) and data["mnist_present"] is False
+
+
+# ---------------------------------------------------------------- run: bad input
+
+
+def test_parse_value_is_yaml_1_2_scalars():
+    assert parse_value("3") == 3 and isinstance(parse_value("3"), int)
+    assert parse_value("1e-3") == 0.001 and parse_value("0.5") == 0.5
+    assert parse_value("true") is True and parse_value("False") is False
+    assert parse_value("null") is None and parse_value("~") is None and parse_value("") is None
+    assert parse_value("off") == "off" and parse_value("yes") == "yes"  # YAML 1.1 would say bools
+    assert parse_value("'3'") == "3" and parse_value("bf16") == "bf16"
+    assert parse_value(".inf") == math.inf and math.isnan(parse_value(".nan"))
+    assert parse_sets(["epochs=2", "train-samples=512", "checkpoint=/tmp/a=b.pt"]) == {
+        "epochs": 2, "train_samples": 512, "checkpoint": "/tmp/a=b.pt"}
+
+
+def test_run_unknown_experiment_suggests(capsys):
+    code, out, err = run_cli(capsys, "run", "trian")
+    assert code == 2 and out == ""
+    assert "unknown experiment 'trian' (did you mean 'train'?)" in err
+    for name in experiments.REGISTRY:
+        assert name in err
+
+
+def test_run_unknown_param_names_the_allowed_keys(capsys):
+    code, _, err = run_cli(capsys, "run", "train", "--set", "epoch=1")
+    assert code == 2
+    assert "train has no parameter 'epoch' (did you mean 'epochs'?)" in err
+    assert "batch_size" in err and "train_samples" in err
+
+
+def test_run_bad_value_json(capsys):
+    code, out, err = run_cli(capsys, "run", "train", "--set", "amp=fp8", "--json")
+    assert code == 2
+    [line] = json_lines(out)
+    assert line["event"] == "error"
+    assert "'amp'" in line["message"] and "'fp16'" in line["message"] and "fp8" in line["message"]
+
+
+def test_run_values_that_conflict_name_both(capsys, tmp_path: Path):
+    code, _, err = run_cli(capsys, "run", "grad-accum", "--set", "batch_size=100", "--set", "micro_batches=3")
+    assert code == 2
+    assert "bad values: batch_size (100) must be a multiple of micro_batches (3)" in err
+    assert "'?'" not in err and "Value error" not in err
+    lesson = tmp_path / "acc.yaml"
+    lesson.write_text("id: acc\ntitle: A\nsteps:\n  - id: s\n    kind: run\n    title: T\n"
+                      "    experiment: grad-accum\n    params: {batch_size: 100, micro_batches: 3}\n")
+    code, out, err = run_cli(capsys, "lint", str(lesson))
+    assert code == 2
+    assert f"{lesson}:8:13: experiment 'grad-accum' params: batch_size (100) must be a multiple" in out + err
+
+
+def test_run_malformed_set(capsys):
+    code, _, err = run_cli(capsys, "run", "train", "--set", "epochs")
+    assert code == 2 and "KEY=VALUE" in err
+
+
+def test_run_device_not_present(capsys):
+    for argv in (["run", "fp16-underflow", "--device", "cuda:99"], ["--device", "cuda:99", "run", "fp16-underflow"]):
+        code, out, err = run_cli(capsys, *argv)
+        assert code == 2 and out == ""
+        assert "--device cuda:99" in err and "Available:" in err and "cpu" in err
+    code, _, err = run_cli(capsys, "run", "fp16-underflow", "--device", "tpu")
+    assert code == 2 and "unknown device 'tpu'" in err
+
+
+def test_run_without_name_lists_experiments(capsys):
+    code, _, err = run_cli(capsys, "run")
+    assert code == 2
+    assert all(name in err for name in experiments.REGISTRY)
+
+
+# ---------------------------------------------------------------- run: real experiments
+
+
+def test_run_fp16_underflow_json(capsys):
+    code, out, _ = run_cli(capsys, "run", "fp16-underflow", "--json")
+    assert code == 0
+    events = json_lines(out)
+    assert events[0]["event"] == "started"
+    assert events[-1]["event"] == "finished"
+    assert [e["event"] for e in events].count("finished") == 1
+    metrics = events[-1]["metrics"]
+    assert metrics["gradient_fp16"] == 0.0 and metrics["flushed_to_zero"] is True
+    assert metrics["gradient_fp32"] > 0 and metrics["gradient_scaled_fp16"] > 0
+    with Progress() as p:
+        run = p.latest_run(experiment="fp16-underflow")
+    assert run is not None and run.status == "finished" and run.metrics == metrics
+    assert run.device["kind"] in ("cpu", "cuda", "mps") and run.params["gradient"] == 1e-8
+
+
+def test_run_train_json_small(capsys):
+    code, out, _ = run_cli(capsys, "run", "train", "--device", "cpu", "--set", "epochs=1",
+                           "--set", "train_samples=512", "--set", "test_samples=256", "--json")
+    assert code == 0
+    events = json_lines(out)
+    assert events[-1]["event"] == "finished"
+    steps = [e for e in events if e["event"] == "step"]
+    epochs = [e for e in events if e["event"] == "epoch"]
+    assert steps and len(epochs) == 1
+    assert all(math.isfinite(s["loss"]) for s in steps)
+    metrics = events[-1]["metrics"]
+    assert 0.0 <= metrics["accuracy"] <= 1.0 and metrics["device"] == "cpu"
+    with Progress() as p:
+        run = p.latest_run(experiment="train")
+    assert run.params["train_samples"] == 512 and run.params["epochs"] == 1
+    assert run.device["kind"] == "cpu" and run.metrics["steps"] == metrics["steps"]
+
+
+def test_run_human_output(capsys):
+    code, out, err = run_cli(capsys, "run", "fp16-underflow", "--set", "gradient=1e-9")
+    assert code == 0, err
+    assert "fp16-underflow on" in out and "metrics" in out and "flushed_to_zero" in out
+    assert "\x1b[" not in out
+
+
+# ---------------------------------------------------------------- run: failures, cancel
+
+
+def _fake_experiment(monkeypatch, body):
+    """Replace fp16-underflow's generator with `body(params, device)` for this test."""
+    monkeypatch.setattr(experiments.Experiment, "load", lambda self: body)
+
+
+def test_run_failure_exits_1_and_is_recorded(capsys, monkeypatch):
+    def failing(params, dev):
+        yield Started("fp16-underflow", dev.torch_device, dev.name, "none")
+        yield Step(1, 10, 2.3, 0.1, 100.0)
+        raise RuntimeError("Expected all tensors to be on the same device")
+
+    _fake_experiment(monkeypatch, failing)
+    code, out, err = run_cli(capsys, "run", "fp16-underflow", "--json")
+    assert code == 1
+    events = json_lines(out)
+    assert events[-1]["event"] == "error"
+    assert "RuntimeError: Expected all tensors to be on the same device" in events[-1]["message"]
+    assert "Traceback" not in err
+    with Progress() as p:
+        run = p.latest_run(experiment="fp16-underflow", status="failed")
+    assert run is not None and "same device" in run.error
+
+
+def test_run_without_finished_event_is_a_failure(capsys, monkeypatch):
+    def silent(params, dev):
+        yield Started("fp16-underflow", dev.torch_device, dev.name, "none")
+
+    _fake_experiment(monkeypatch, silent)
+    code, _, err = run_cli(capsys, "run", "fp16-underflow")
+    assert code == 1 and "without reporting its results" in err
+
+
+@pytest.mark.skipif(os.name != "posix", reason="SIGINT to a child process")
+def test_run_ctrl_c_is_clean():
+    # A real run of a real experiment, interrupted the way a terminal's ctrl-c does: SIGINT.
+    import signal
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)}
+    proc = subprocess.Popen([sys.executable, "-m", "tutor", "run", "train", "--device", "cpu", "--json",
+                             "--set", "epochs=100", "--set", "train_samples=6400"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        for line in proc.stdout:  # training has started: its first step is on screen
+            if json.loads(line)["event"] == "step":
+                break
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130
+    assert json_lines(out)[-1]["event"] == "cancelled"
+    assert "cancelled" in err and "Traceback" not in err
+
+
+def test_unexpected_errors_are_one_line_unless_debugging(capsys, monkeypatch):
+    import tutor.cli as cli
+
+    def broken(args, ctx):
+        raise ValueError("something internal\nsecond line")
+
+    monkeypatch.setattr(cli, "cmd_list", broken)
+    code, out, err = run_cli(capsys, "list")
+    assert code == 1 and out == ""
+    assert err.splitlines() == ["gpututor: unexpected error: ValueError: something internal",
+                                "run with GPUTUTOR_DEBUG=1 for details"]
+    monkeypatch.setenv("GPUTUTOR_DEBUG", "1")
+    code, _, err = run_cli(capsys, "list")
+    assert code == 1 and "Traceback" in err
+
+
+# ---------------------------------------------------------------- check
+
+
+def test_check_json_right_and_wrong(capsys):
+    base = ("--lessons-dir", str(DATA), "check", FIXTURE_LESSON, "why-scale", "--json", "--answer")
+    code, out, _ = run_cli(capsys, *base, "small gradients underflow in float16")
+    assert code == 0
+    verdict = json.loads(out)
+    assert set(verdict) == {"correct", "feedback", "missing", "matched_misconception", "score", "judged"}
+    assert verdict["correct"] is True
+    code, out, _ = run_cli(capsys, *base, "it makes the model bigger")
+    assert code == 0
+    verdict = json.loads(out)
+    assert verdict["correct"] is False and verdict["missing"] == ["underflow"]
+
+
+def test_check_uses_the_latest_run_of_the_verify_experiment(capsys):
+    base = ("--lessons-dir", str(DATA), "check", FIXTURE_LESSON, "smallest", "--json", "--answer", "6e-8")
+    code, out, _ = run_cli(capsys, *base)
+    assert code == 0
+    before = json.loads(out)
+    assert before["correct"] is False and before["missing"] == ["fp16_smallest_subnormal"]
+    assert before["judged"] is False  # nothing measured yet to compare with
+
+    assert run_cli(capsys, "run", "fp16-underflow", "--json")[0] == 0
+    code, out, _ = run_cli(capsys, *base)
+    assert code == 0 and json.loads(out)["correct"] is True  # 2**-24 = 5.96e-8, within 5 %
+    code, out, _ = run_cli(capsys, *base[:-1], "1e-4")
+    assert json.loads(out)["correct"] is False
+
+
+def test_check_human(capsys):
+    code, out, _ = run_cli(capsys, "--lessons-dir", str(DATA), "check", FIXTURE_LESSON, "why-scale",
+                           "--answer", "it is faster")
+    assert code == 0
+    assert "not yet" in out and "float16" in out  # the rubric's `missing` feedback
+
+
+def test_check_unknown_lesson_or_step(capsys):
+    code, out, err = run_cli(capsys, "--lessons-dir", str(DATA), "check", "fixture-vaild", "why-scale",
+                             "--answer", "x", "--json")
+    assert code == 2
+    assert "did you mean 'fixture-valid'" in json.loads(out)["error"] and FIXTURE_LESSON in err
+    code, _, err = run_cli(capsys, "--lessons-dir", str(DATA), "check", FIXTURE_LESSON, "why-scal", "--answer", "x")
+    assert code == 2 and "did you mean 'why-scale'" in err and "guess" in err
+    code, _, err = run_cli(capsys, "--lessons-dir", str(DATA), "check", FIXTURE_LESSON, "intro", "--answer", "x")
+    assert code == 2 and "is a read step" in err
+
+
+def test_check_builtin_lesson_check_3(capsys):
+    from tutor.course.lesson import discover
+
+    discover().get("gpu-training").lesson.step("check-3")  # a renamed check fails here, never skips
+    good = ("float16 cannot represent very small gradients: they underflow to zero. Scaling the loss "
+            "scales every gradient into float16's range, and they are unscaled before optimizer.step().")
+    code, out, _ = run_cli(capsys, "check", "gpu-training", "check-3", "--answer", good, "--json")
+    assert code == 0 and json.loads(out)["correct"] is True
+    code, out, _ = run_cli(capsys, "check", "gpu-training", "check-3", "--answer", "to make it faster", "--json")
+    assert code == 0 and json.loads(out)["correct"] is False
+
+
+def test_progress_without_a_loss_shows_neither_nan_nor_a_rate(capsys):
+    """sync-timing reports progress (repeats) that has no loss and no samples: the line says neither."""
+    code, out, _ = run_cli(capsys, "run", "sync-timing", "--device", "cpu",
+                           "--set", "size=64", "--set", "calls=2", "--set", "repeats=2")
+    assert code == 0
+    steps = [line for line in out.splitlines() if line.startswith("[repeat] step")]
+    assert steps and not any("nan" in line or "samples/s" in line for line in steps)
+
+
+def test_run_output_shows_values_verbatim_not_as_markup(capsys, monkeypatch):
+    """A message such as torch's "[enforce fail at alloc_cpu.cpp:127] ..." is a value: the
+    metrics table and result tables print its brackets instead of swallowing them as markup."""
+    from tutor import experiments
+    from tutor.experiments.events import Started, Table
+
+    def fake_start(name, values=None, device=None):
+        yield Started(name, "cpu", "CPU", "none")
+        yield Table("[bold]t[/bold]", ["what"], [["[enforce fail at x.cpp:1] err"]])
+        yield Finished({"error_message": "[enforce fail at alloc_cpu.cpp:127] err == 0"})
+
+    monkeypatch.setattr(experiments, "start", fake_start)
+    code, out, _ = run_cli(capsys, "run", "device-basics", "--device", "cpu")
+    assert code == 0
+    assert "[enforce fail at x.cpp:1]" in out and "[bold]t[/bold]" in out
+    assert "[enforce fail at alloc_cpu.cpp:127]" in out.replace("\n", "")

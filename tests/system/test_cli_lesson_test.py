@@ -1,0 +1,105 @@
+"""`gpututor lesson test`: a lesson played headlessly, as an instructor's CI would."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from tutor.cli import main
+
+pytestmark = pytest.mark.skipif(os.name != "posix", reason="exercises run in the POSIX sandbox")
+
+
+def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture
+def scaffold(capsys, tmp_path) -> Path:
+    path = tmp_path / "lessons" / "demo.yaml"
+    path.parent.mkdir()
+    assert run_cli(capsys, "new", "demo", "-o", str(path))[0] == 0
+    return path
+
+
+def test_the_scaffold_passes_with_a_table(capsys, scaffold, monkeypatch):
+    monkeypatch.setenv("GPUTUTOR_DEVICE", "cpu")
+    code, out, err = run_cli(capsys, "lesson", "test", str(scaffold.parent))
+    assert code == 0, out + err
+    assert "✓ demo · look · run: runs device-basics (quick)" in out
+    assert "✓ demo · why-move · check: grades 5 answers as listed" in out
+    assert "✓ demo · practice · exercise: solution passes" in out
+    assert "✓ demo · practice · exercise: mistake 'hard-coded' fails checks-cuda" in out
+    assert "✓ demo · memory · instrument: computes at set and scenario" in out
+    assert "✓ demo · guess · predict: cuda_available can be judged against the prediction" in out
+    assert "lesson test" in out and "7 passed, 0 failed" in out
+
+
+def test_a_mistake_that_passes_fails_the_test(capsys, scaffold):
+    text = scaffold.read_text(encoding="utf-8")
+    # The "hard-coded" mistake now asks torch.cuda.is_available(): run, it meets the requirement it should fail.
+    broken = text.replace('          report(device="cpu")',
+                          '          import torch\n          torch.cuda.is_available()\n          report(device="cpu")')
+    assert broken != text
+    scaffold.write_text(broken, encoding="utf-8")
+    code, out, _ = run_cli(capsys, "lesson", "test", str(scaffold), "--json")
+    assert code == 1
+    results = [json.loads(line) for line in out.splitlines()]
+    bad = [r for r in results[:-1] if not r["ok"]]
+    assert [(r["step"], r["kind"]) for r in bad] == [("practice", "exercise")]
+    assert "mistake 'hard-coded' fails checks-cuda" in bad[0]["what"]
+    assert bad[0]["detail"] == "it passed: all 2 requirements met"
+    assert results[-1]["failed"] == 1
+
+
+def test_a_lesson_that_does_not_lint_fails_with_its_lines(capsys, scaffold):
+    text = scaffold.read_text(encoding="utf-8")
+    accepted = "        - Move it with .to(device) since inputs must share one device.\n"
+    scaffold.write_text(text.replace("        - Move it.\n", accepted), encoding="utf-8")
+    code, out, _ = run_cli(capsys, "lesson", "test", str(scaffold))
+    assert code == 1
+    assert "✗" in out and "lint: loads and lints clean" in out and "is listed as wrong, but the rubric accepts it" in out
+
+
+def test_bad_input_exits_2(capsys, tmp_path):
+    code, _, err = run_cli(capsys, "lesson", "test", str(tmp_path / "nope.yaml"))
+    assert code == 2 and "no such file" in err
+    code, _, err = run_cli(capsys, "lesson", "test", str(tmp_path))
+    assert code == 2 and "no lesson files" in err
+
+
+def test_every_built_in_lesson_passes(capsys, monkeypatch):
+    """What an instructor's CI runs, on ours: every built-in lesson, played headlessly."""
+    monkeypatch.setenv("GPUTUTOR_DEVICE", "cpu")
+    root = Path(__file__).resolve().parents[2]
+    code, out, err = run_cli(capsys, "lesson", "test", str(root / "lessons"))
+    failures = [line for line in out.splitlines() if line.startswith("✗")]
+    assert code == 0 and not failures, "\n".join(failures) or err
+    for lesson in ("cpu-vs-gpu", "devices", "gpu-training", "gpu-training-practice", "gpu-lab", "training-iron-law"):
+        assert f"✓ {lesson} · - · lint" in out
+    # Quick mode: a checkpoint's accuracy is measured on a slice and shown, its bar left to --full.
+    assert "bar is not applied on a data slice" in out
+
+
+def test_a_prediction_no_measurement_can_match_fails_the_test(capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("GPUTUTOR_DEVICE", "cpu")
+    path = tmp_path / "predictions.yaml"
+    path.write_text(
+        "id: predictions\ntitle: Predictions\nsteps:\n"
+        "  - {id: error, kind: predict, prompt: Which error?, compare: error_type,\n"
+        "     answer: {type: choice, options: [ValueError, TypeError]}}\n"  # the run raises a RuntimeError
+        "  - {id: mismatch, kind: run, experiment: device-mismatch}\n"
+        "  - {id: cuda, kind: predict, prompt: A CUDA GPU here?, compare: cuda_available,\n"
+        "     answer: {type: choice, options: ['yes', 'no']}}\n"  # a true/false metric: yes or no matches
+        "  - {id: basics, kind: run, experiment: device-basics}\n",
+        encoding="utf-8")
+    code, out, _ = run_cli(capsys, "lesson", "test", str(path), "--json")
+    results = {r["step"]: r for r in map(json.loads, out.splitlines()[:-1]) if r["kind"] == "predict"}
+    assert code == 1
+    assert not results["error"]["ok"] and "measured RuntimeError, which no option matches" in results["error"]["detail"]
+    assert results["cuda"]["ok"] and results["cuda"]["detail"] == "'no' is right here"

@@ -1,0 +1,374 @@
+"""Pilot tests: walk a lesson as a learner would (predict, run, check wrong then right, resume)."""
+
+from __future__ import annotations
+
+import io
+import os
+import time
+from pathlib import Path
+
+import pytest
+from fakes import ScriptedEngine
+from rich.console import Console
+from textual.widgets import Input, OptionList, Static
+
+from tutor.ui.app import TutorApp
+from tutor.ui.screens.home import HomeScreen
+from tutor.ui.screens.lesson import LessonScreen
+from tutor.ui.widgets.check_step import CheckStepView
+from tutor.ui.widgets.predict_step import PredictStepView
+from tutor.ui.widgets.read_step import ReadStepView
+from tutor.ui.widgets.run_panel import RunPanel
+from tutor.ui.widgets.run_step import RunStepView
+
+LESSONS = Path(__file__).parent / "tui_lessons"
+
+
+def make_app(tmp_path: Path, *, real_engine: bool = False) -> TutorApp:
+    """The demo lesson's app. Runs are scripted unless the test is about the engine path: then the
+    real engine process trains for real."""
+    return TutorApp(lessons_dirs=[LESSONS], home=tmp_path, device="cpu",
+                    engine=None if real_engine else ScriptedEngine())
+
+
+def text_of(widget: Static) -> str:
+    """The plain text a Static shows (whatever Rich renderable it holds)."""
+    console = Console(width=200, record=True, file=io.StringIO())
+    console.print(widget.content)
+    return console.export_text()
+
+
+async def wait_for(pilot, condition, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met in time")
+        await pilot.pause(0.05)
+
+
+async def open_demo(pilot) -> LessonScreen:
+    app = pilot.app
+    assert isinstance(app.screen, HomeScreen)
+    options = app.screen.query_one("#lessons", OptionList)
+    ids = [options.get_option_at_index(i).id for i in range(options.option_count)]
+    options.highlighted = ids.index("tui-demo")
+    await pilot.press("enter")
+    await pilot.pause()
+    assert isinstance(app.screen, LessonScreen)
+    return app.screen
+
+
+async def test_home_lists_lessons_and_detects_device(tmp_path):
+    app = make_app(tmp_path)
+    async with app.run_test(size=(100, 30)) as pilot:
+        assert isinstance(app.screen, HomeScreen)
+        await wait_for(pilot, lambda: "detecting" not in str(app.device_text))
+        await pilot.pause()
+        assert "cpu" in text_of(app.screen.query_one("#device", Static))
+        options = app.screen.query_one("#lessons", OptionList)
+        ids = [options.get_option_at_index(i).id for i in range(options.option_count)]
+        assert "tui-demo" in ids
+
+
+async def test_walk_predict_run_check_and_resume(tmp_path):
+    """The whole path with the real engine: a real run, its reveal, a real verify run."""
+    app = make_app(tmp_path, real_engine=True)
+    async with app.run_test(size=(110, 40)) as pilot:
+        screen = await open_demo(pilot)
+        assert isinstance(screen.view, ReadStepView)
+        # The diff marks the changed lines: 2 on the left (model line + forward? no: only model line), 3 on the right.
+        await pilot.press("n")
+        await pilot.pause()
+        view = screen.view
+        assert isinstance(view, PredictStepView)
+
+        # No skipping a prediction: its result must come after the guess.
+        await pilot.press("escape")  # leave the option list
+        await pilot.press("n")
+        await pilot.pause()
+        assert isinstance(screen.view, PredictStepView)
+
+        # Lock "above 80%".
+        view.query_one("#choices", OptionList).focus()
+        await pilot.press("down", "down", "enter")
+        await pilot.pause()
+        locked = app.progress.prediction("tui-demo", "guess-acc")
+        assert locked is not None and locked.answer == "above 80%"
+        assert "above 80%" in text_of(screen.view.query_one("#locked", Static))
+
+        await pilot.press("n")
+        await pilot.pause()
+        run_view = screen.view
+        assert isinstance(run_view, RunStepView)
+        await pilot.press("r")
+        panel = run_view.query_one(RunPanel)
+        await wait_for(pilot, lambda: panel.state in ("finished", "failed"))
+        assert panel.state == "finished", text_of(panel.query_one("#status", Static))
+        assert 0.1 < panel.metrics["accuracy"] <= 1.0
+        await wait_for(pilot, lambda: app.progress.latest_run(lesson_id="tui-demo", step_id="short-run"))
+        reveal = text_of(panel.query_one("#reveal", Static))
+        assert "above 80%" in reveal and "accuracy" in reveal
+        await pilot.pause(0.2)  # the reveal, the step's payoff, is scrolled into view
+        shown = panel.query_one("#reveal", Static).region
+        assert shown.height > 0 and screen.region.contains_region(shown)
+        record = app.progress.latest_run(lesson_id="tui-demo", step_id="short-run")
+        assert record is not None and record.metrics["accuracy"] == panel.metrics["accuracy"]
+
+        await pilot.press("n")
+        await pilot.pause()
+        check = screen.view
+        assert isinstance(check, CheckStepView)
+        box = check.query_one("#answer", Input)
+        box.focus()
+        box.value = "it makes training faster because the learning rate is bigger"
+        await pilot.press("enter")
+        await pilot.pause()
+        feedback = text_of(check.query_one("#feedback", Static))
+        assert "Not yet" in feedback and ("speed" in feedback.lower() or "learning rate" in feedback.lower())
+        assert not check.solved
+
+        box.value = "tiny gradients underflow to zero in float16, scaling keeps them representable"
+        await pilot.press("enter")
+        await pilot.pause()
+        assert check.solved
+        assert "Correct" in text_of(check.query_one("#feedback", Static))
+        # Verify with a real run.
+        await pilot.press("r")
+        verify = check.query_one("#verify", RunPanel)
+        await wait_for(pilot, lambda: verify.state in ("finished", "failed"))
+        assert verify.state == "finished"
+        assert verify.metrics["flushed_to_zero"] is True
+        assert app.progress.position("tui-demo") == "why-scale"
+
+    # Quit and come back: same place, prediction and answers intact.
+    app2 = make_app(tmp_path, real_engine=True)
+    async with app2.run_test(size=(110, 40)) as pilot:
+        screen = await open_demo(pilot)
+        assert isinstance(screen.view, CheckStepView)
+        assert screen.view.solved
+        await pilot.press("p", "p")
+        await pilot.pause()
+        assert isinstance(screen.view, PredictStepView)
+        reveal = text_of(screen.view.query_one("#reveal", Static))
+        assert "above 80%" in reveal
+
+
+async def test_escape_cancels_a_run(tmp_path):
+    app = make_app(tmp_path, real_engine=True)
+    async with app.run_test(size=(100, 30)) as pilot:
+        screen = await open_demo(pilot)
+        app.progress.lock_prediction("tui-demo", "guess-acc", "above 80%", None)
+        screen.show_step(2)
+        await pilot.pause()
+        panel = screen.view.query_one(RunPanel)
+        panel.params = {"epochs": 20, "batch_size": 16}  # long enough to still be running
+        await pilot.press("r")
+        await wait_for(pilot, lambda: panel._last_step is not None)
+        await pilot.press("escape")
+        t0 = time.monotonic()
+        await wait_for(pilot, lambda: panel.state == "cancelled", timeout=5)
+        assert time.monotonic() - t0 < 2
+        assert "Cancelled" in text_of(panel.query_one("#status", Static))
+        assert app.progress.latest_run(lesson_id="tui-demo", step_id="short-run") is None
+        await wait_for(pilot, lambda: not any(w.is_running for w in app.workers), timeout=5)
+        engine_pid = app.engine.pid
+        assert engine_pid is not None
+    # Leaving the app leaves no experiment process behind.
+    assert app.engine.pid is None
+    with pytest.raises(ProcessLookupError):
+        os.kill(engine_pid, 0)
+
+
+async def test_usable_at_80x24(tmp_path):
+    app = make_app(tmp_path)
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = await open_demo(pilot)
+        for step in range(4):
+            screen.show_step(step)
+            await pilot.pause()
+            hint = screen.query_one("#keys-hint", Static)
+            assert hint.region.y < 24 and hint.region.width >= 78
+            assert screen.query_one("#where", Static).region.y == 0
+
+
+async def test_a_long_lesson_title_gives_way_in_the_header(tmp_path):
+    """At 80 columns the header stays one row: the lesson title is shortened with an ellipsis
+    so the step number and the step's title stay in view; wider, it is shown whole."""
+    app = TutorApp(home=tmp_path, device="cpu", engine=ScriptedEngine())
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.open_lesson("gpu-lab")
+        await pilot.pause()
+        where = app.screen.query_one("#where", Static)
+        shown = text_of(where).strip()
+        assert "GPU Lab: speed" in shown and "…" in shown
+        assert "step 1 of " in shown and "What this lab covers" in shown
+        assert len(shown) <= 78 and where.region.height == 1
+        await pilot.resize_terminal(140, 30)
+        await pilot.pause()
+        assert "GPU Lab: speed and memory you can measure  ·  step 1 of" in text_of(where)
+
+
+async def test_home_keeps_the_summary_indent_when_it_wraps(tmp_path):
+    app = TutorApp(home=tmp_path, device="cpu", engine=ScriptedEngine())
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        options = app.screen.query_one("#lessons", OptionList)
+        console = Console(width=60, record=True, file=io.StringIO())
+        console.print(options.get_option("gpu-lab").prompt)
+        lines = console.export_text().splitlines()
+        assert lines[0].startswith("GPU Lab")
+        assert len(lines) >= 4 and all(line.startswith("  ") for line in lines[1:])
+
+
+async def test_input_feedback_scrolls_into_view_at_80x24(tmp_path):
+    """An unreadable prediction or a wrong check answer gets its message where the learner can
+    see it, even when the step is taller than the screen."""
+    app = TutorApp(home=tmp_path, device="cpu", engine=ScriptedEngine())
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.open_lesson("gpu-lab")
+        await pilot.pause()
+        screen = app.screen
+        screen.show_step(screen.lesson.index("basics-predict"))
+        await pilot.pause()
+        box = screen.query_one("#answer", Input)
+        box.value = "nnnnnn"
+        await pilot.press("enter")
+        await pilot.pause(0.2)
+        feedback = screen.query_one("#feedback", Static)
+        assert "couldn't read a number" in text_of(feedback)
+        assert screen.region.contains_region(feedback.region) and feedback.region.height > 0
+        assert app.progress.prediction("gpu-lab", "basics-predict") is None  # nothing locked
+
+        screen.show_step(screen.lesson.index("check-sync"))
+        await pilot.pause()
+        box = screen.query_one("#answer", Input)
+        box.focus()
+        box.value = "the CPU timing is wrong"
+        await pilot.press("enter")
+        await pilot.pause(0.2)
+        feedback = screen.query_one("#feedback", Static)
+        assert "Not yet" in text_of(feedback)
+        assert screen.region.contains_region(feedback.region) and feedback.region.height > 0
+
+
+async def test_a_choice_check_says_to_choose_not_type(tmp_path):
+    app = TutorApp(home=tmp_path, device="cpu", engine=ScriptedEngine())
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.open_lesson("gpu-lab")
+        await pilot.pause()
+        screen = app.screen
+        screen.show_step(screen.lesson.index("check-tf32"))
+        await pilot.pause(0.2)
+        screen.query_one("#choices", OptionList).focus()
+        await pilot.pause(0.2)
+        hint = text_of(screen.query_one("#keys-hint", Static))
+        assert "↑↓ choose" in hint and "type your answer" not in hint
+
+
+async def test_home_at_80x24_keeps_the_device_in_view_and_the_list_scrolls(tmp_path):
+    """Three lessons overflow 80x24: the list scrolls inside its box, the device line stays."""
+    app = TutorApp(home=tmp_path, device="cpu", engine=ScriptedEngine())
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        screen = app.screen
+        lessons = screen.query_one("#lessons", OptionList)
+        assert screen.region.contains_region(screen.query_one("#device", Static).region)
+        assert lessons.region.bottom <= 22  # above the key hint and the footer
+        lessons.focus()
+        await pilot.press("end")
+        await pilot.pause()
+        assert lessons.highlighted == lessons.option_count - 1 and lessons.scroll_y > 0
+        assert screen.region.contains_region(screen.query_one("#device", Static).region)
+
+
+def test_a_words_prediction_is_revealed_once_and_not_scored():
+    from tutor.course.lesson import load_file
+    from tutor.course.session import Evidence, Reveal
+    from tutor.ui.widgets.reveal import reveal_text
+
+    step = load_file(Path(__file__).resolve().parents[2] / "lessons" / "gpu-lab.yaml").step("oom-predict")
+    message = "DefaultCPUAllocator: can't allocate memory: you tried to allocate 41918464 bytes"
+    shown = reveal_text(Reveal(step, "out of memory", Evidence({"error_message": message}, "measured"))).plain
+    assert shown.count("41918464") == 1 and "out of memory" in shown and "Not scored" in shown
+
+
+async def test_a_locked_progress_file_is_said_and_the_tutor_works_on(tmp_path, monkeypatch):
+    """Another program holds progress.db: the tutor starts anyway and says so; and when
+    the file stops taking writes mid-session, the learner is told once and goes on."""
+    import sqlite3
+
+    import tutor.course.progress
+
+    monkeypatch.setattr(tutor.course.progress, "WRITE_BUSY_MS", 50)
+    db = tmp_path / "progress.db"
+    app = make_app(tmp_path)
+    async with app.run_test(size=(100, 30)) as pilot:
+        assert app.progress.warning is None
+        other = sqlite3.connect(db, isolation_level=None)
+        other.execute("BEGIN IMMEDIATE")  # another program starts a long write
+        try:
+            await open_demo(pilot)  # opening a lesson saves the position
+            await pilot.pause()
+            notes = [n.message for n in app._notifications]
+            assert any("not be saved" in n and "locked" in n for n in notes), notes
+            assert app.progress.position("tui-demo") is not None  # kept, in memory
+        finally:
+            other.execute("ROLLBACK")
+            other.close()
+
+    other = sqlite3.connect(db, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")
+    try:
+        app = make_app(tmp_path)
+        async with app.run_test(size=(100, 30)) as pilot:
+            await pilot.pause()
+            assert isinstance(app.screen, HomeScreen)
+            notes = [n.message for n in app._notifications]
+            assert any("locked by another program" in n for n in notes), notes
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+
+
+async def test_toasts_show_brackets_as_written(tmp_path):
+    """A toast's text (a lesson title, a path, an error's words) is never read as markup."""
+    import re
+
+    app = make_app(tmp_path)
+    async with app.run_test(size=(100, 30), notifications=True) as pilot:
+        app.notify("End of “Big [b]batch[/] [/]”. [link=x]y")
+        await pilot.pause(0.3)
+        shown = " ".join(re.findall(r">([^<]*)<", app.export_screenshot())).replace("&#160;", " ")
+        assert "Big [b]batch[/] [/]”. [link=x]y" in shown, shown[-2000:]
+
+
+async def test_choice_options_show_brackets_as_written(tmp_path):
+    """Option text such as "x[0]" or "[/]" is the lesson's words, not markup ("[/]" crashed)."""
+    import re
+
+    lessons = tmp_path / "lessons"
+    lessons.mkdir()
+    (lessons / "b.yaml").write_text(
+        "id: brackets\ntitle: Brackets\nsteps:\n"
+        "  - id: q\n    kind: check\n    prompt: Which one?\n    answer:\n      type: choice\n"
+        "      options:\n"
+        '        - {text: "[b]bold[/b] and [/]", correct: true}\n'
+        '        - {text: "torch.Size([64, 1, 28, 28])"}\n')
+    app = TutorApp(lessons_dirs=[lessons], home=tmp_path, device="cpu", engine=ScriptedEngine())
+    async with app.run_test(size=(100, 30)) as pilot:
+        app.open_lesson("brackets")
+        await pilot.pause()
+        shown = " ".join(re.findall(r">([^<]*)<", app.export_screenshot())).replace("&#160;", " ")
+        assert "[b]bold[/b] and [/]" in shown and "torch.Size([64, 1, 28, 28])" in shown, shown[-1500:]
+
+
+async def test_home_device_note_keeps_its_indent_when_it_wraps(tmp_path):
+    app = make_app(tmp_path)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: "detecting" not in str(app.device_text))
+        await pilot.pause()
+        console = Console(width=60, record=True, file=io.StringIO())
+        console.print(app.screen.query_one("#device", Static).content)
+        lines = console.export_text().splitlines()
+        assert lines[0].startswith("Device: ")
+        assert len(lines) >= 3 and all(line.startswith("  ") for line in lines[1:]), lines

@@ -1,0 +1,196 @@
+"""Pilot test of the exercise step: run the starter (it fails, the line is marked), fix it, pass;
+the code is saved as typed and is there after a restart."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from fakes import ScriptedEngine
+from textual.widgets import Static, TextArea
+
+from tutor.ui.app import TutorApp
+from tutor.ui.widgets.exercise_step import ExerciseStepView
+
+LESSONS = Path(__file__).parent / "tui_exercise_lessons"
+
+
+async def wait_for(pilot, condition, timeout: float = 90.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not met in time"
+        await pilot.pause(0.05)
+
+
+def shown(widget: Static) -> str:
+    import io
+
+    from rich.console import Console
+
+    console = Console(width=200, record=True, file=io.StringIO())
+    console.print(widget.content)
+    return console.export_text()
+
+
+async def test_fix_the_starter_and_pass(tmp_path):
+    app = TutorApp(lessons_dirs=[LESSONS], home=tmp_path, device="cpu", engine=ScriptedEngine())
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.open_lesson("ex-demo")
+        await pilot.pause()
+        view = app.screen.view
+        assert isinstance(view, ExerciseStepView)
+        editor = view.query_one("#editor", TextArea)
+        assert "____" in editor.text and app.focused is not editor  # instructions first
+        await pilot.press("enter")  # into the editor
+        assert app.focused is editor
+
+        await pilot.press("ctrl+r")  # the starter still has its blank: NameError
+        await wait_for(pilot, lambda: not view.running and shown(view.query_one("#results", Static)))
+        results = shown(view.query_one("#results", Static))
+        assert "· total-reported: not checked" in results  # the crash stopped it before report()
+        assert ">>" in results and "NameError" in results
+        assert not view.passed
+
+        editor.load_text(view.step.solution)
+        await pilot.pause(0.6)  # the debounced autosave
+        assert app.progress.draft("ex-demo", "ex-sum") == view.step.solution
+        await pilot.press("ctrl+r")
+        await wait_for(pilot, lambda: view.passed or (not view.running and "✗" in shown(
+            view.query_one("#results", Static))))
+        assert view.passed, shown(view.query_one("#results", Static))
+        # the step is marked done when the screen handles the view's Completed message
+        await wait_for(pilot, lambda: "ex-sum" in app.progress.completed_steps("ex-demo"), timeout=10)
+
+    app2 = TutorApp(lessons_dirs=[LESSONS], home=tmp_path, device="cpu", engine=ScriptedEngine())
+    async with app2.run_test(size=(80, 24)) as pilot:
+        app2.open_lesson("ex-demo")
+        await pilot.pause()
+        view = app2.screen.view
+        assert view.query_one("#editor", TextArea).text == view.step.solution
+        assert view.passed
+
+
+async def start_program(pilot, code: str, marker: str) -> ExerciseStepView:
+    """Open the demo exercise, type `code` into the editor, run it, wait until it prints `marker`."""
+    pilot.app.open_lesson("ex-demo")
+    await pilot.pause()
+    view = pilot.app.screen.view
+    await pilot.press("enter")
+    view.query_one("#editor", TextArea).load_text(code)
+    await pilot.press("ctrl+r")
+    await wait_for(pilot, lambda: marker in "".join(str(line) for line in view.query_one("#output").lines))
+    return view
+
+
+async def test_escape_stops_a_program_started_from_the_editor(tmp_path):
+    app = TutorApp(lessons_dirs=[LESSONS], home=tmp_path, device="cpu", engine=ScriptedEngine())
+    async with app.run_test(size=(80, 24)) as pilot:
+        view = await start_program(
+            pilot, "import time\nprint('started', flush=True)\nwhile True:\n    time.sleep(0.1)\n", "started")
+        assert view.running and not isinstance(app.focused, TextArea)  # the editor is read-only meanwhile
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: not view.running, timeout=20)
+        assert not view.passed and isinstance(app.focused, TextArea)
+        assert "the run was stopped" in shown(view.query_one("#exercise-status", Static))
+
+
+async def test_keys_work_while_the_learners_program_runs(tmp_path):
+    app = TutorApp(lessons_dirs=[LESSONS], home=tmp_path, device="cpu", engine=ScriptedEngine())
+    async with app.run_test(size=(80, 24)) as pilot:
+        view = await start_program(
+            pilot, "print('busy', flush=True)\nwhile True:\n    sum(range(10**6))\n", "busy")  # burns a core
+        await pilot.press("escape")  # stops it; pressing h then shows the hint at once
+        await wait_for(pilot, lambda: not view.running, timeout=20)
+        await pilot.press("ctrl+r")
+        await wait_for(pilot, lambda: view.running)
+        app.screen.query_one("#content").focus()
+        await pilot.press("h")  # handled while the program still runs
+        await pilot.pause(0.2)
+        assert view.running
+        assert "sum(range(1, 11))" in shown(view.query_one("#hint", Static))
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: not view.running, timeout=20)
+
+
+EDITOR_CODE_COLUMNS = 69  # what the lessons' code lines are held to (tests/exercises/test_lesson_practice.py)
+
+
+async def test_editor_shows_69_columns_of_code_at_80_wide(tmp_path):
+    # Code that fits needs no sideways scrolling: border, gutter, scrollbars and the cursor's
+    # column leave 69 of the 80 for the text.
+    app = TutorApp(lessons_dirs=[LESSONS], home=tmp_path, device="cpu", engine=ScriptedEngine())
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.open_lesson("ex-demo")
+        await pilot.pause()
+        editor = app.screen.view.query_one("#editor", TextArea)
+        editor.load_text("x" * EDITOR_CODE_COLUMNS + "\n" + "y = 1\n" * 30)
+        await pilot.pause()
+        visible = editor.scrollable_content_region.width - editor.gutter_width - 1  # 1: the cursor
+        assert visible >= EDITOR_CODE_COLUMNS
+        assert editor.max_scroll_x == 0  # so no horizontal scrollbar takes a row
+
+
+async def test_editor_keeps_python_indentation(tmp_path):
+    from tutor.ui.widgets.code_editor import CodeEditor
+
+    app = TutorApp(lessons_dirs=[LESSONS], home=tmp_path, device="cpu", engine=ScriptedEngine())
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.open_lesson("ex-demo")
+        await pilot.pause()
+        editor = app.screen.view.query_one("#editor", CodeEditor)
+        editor.load_text("def train(loader):  # one epoch\n")
+        editor.focus()
+        editor.move_cursor((0, len(editor.document[0])))
+        await pilot.press("enter", *"for x in loader:", "enter", *"step(x)", "enter")
+        assert editor.text == "def train(loader):  # one epoch\n    for x in loader:\n        step(x)\n        \n"
+        await pilot.press("backspace", *"done()")  # one level back, not one space
+        assert editor.document[3] == "    done()"
+        await pilot.press("home", "backspace")  # home stops at the code: one more level back
+        assert editor.document[3] == "done()"
+        await pilot.press("backspace")  # at column 0: joins the lines, as TextArea does
+        assert editor.document[2] == "        step(x)done()"
+        await pilot.press("ctrl+z")  # the edits undo like any other
+        assert editor.document[3] == "done()"
+        editor.load_text("    torch.save({")
+        editor.move_cursor((0, len(editor.document[0])))
+        await pilot.press("enter", *'"epoch": 1,', "enter")
+        assert editor.text == '    torch.save({\n        "epoch": 1,\n        '
+
+
+async def test_a_key_in_the_editor_brings_it_back_into_view(tmp_path):
+    app = TutorApp(lessons_dirs=[LESSONS], home=tmp_path, device="cpu", engine=ScriptedEngine())
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.open_lesson("ex-demo")
+        await pilot.pause()
+        view = app.screen.view
+        editor = view.query_one("#editor", TextArea)
+        await pilot.press("enter")  # into the editor
+        container = app.screen.query_one("#content")
+        await pilot.press("ctrl+r")  # the starter fails at once; its results scroll into view
+        await wait_for(pilot, lambda: not view.running and view.query_one("#results").display)
+        await pilot.pause(0.2)
+        assert not container.region.contains_region(editor.region)
+        await pilot.press("up")
+        await pilot.pause()
+        assert container.region.contains_region(editor.region)
+
+
+async def test_the_code_is_read_only_while_it_runs(tmp_path):
+    from tutor.ui.screens.help import HelpScreen
+
+    app = TutorApp(lessons_dirs=[LESSONS], home=tmp_path, device="cpu", engine=ScriptedEngine())
+    async with app.run_test(size=(80, 24)) as pilot:
+        code = "import time\nprint('started', flush=True)\ntime.sleep(60)\n"
+        view = await start_program(pilot, code, "started")
+        editor = view.query_one("#editor", TextArea)
+        await pilot.press("x", "question_mark")  # x is ignored; ? opens the help, not the code
+        await pilot.pause()
+        assert editor.text == code and isinstance(app.screen, HelpScreen)
+        await pilot.press("escape")  # closes the help; the program runs on, its output in view
+        await pilot.pause()
+        assert view.running
+        content = app.screen.query_one("#content")
+        assert content.region.contains_region(view.query_one("#exercise-status").region)
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: not view.running, timeout=20)
+        assert not editor.read_only and app.focused is editor  # back where the learner was

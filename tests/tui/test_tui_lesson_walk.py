@@ -1,0 +1,151 @@
+"""Walk the built-in lessons with runs from first step to last, as a learner would.
+
+Every run step really runs (with its experiment's quick parameters, so the walk stays
+short); every check is answered wrong first, then right, then verified by its run.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from fakes import ScriptedEngine
+from textual.widgets import Input, OptionList, TextArea
+
+from checks.spec import ChoiceAnswer
+from tutor import experiments
+from tutor.ui.app import TutorApp
+from tutor.ui.screens.home import HomeScreen
+from tutor.ui.widgets import run_panel
+from tutor.ui.widgets.check_step import CheckStepView
+from tutor.ui.widgets.controls import ControlRow
+from tutor.ui.widgets.exercise_step import ExerciseStepView
+from tutor.ui.widgets.instrument_step import InstrumentStepView
+from tutor.ui.widgets.predict_step import PredictStepView
+from tutor.ui.widgets.run_panel import RunPanel
+from tutor.ui.widgets.run_step import RunStepView
+
+
+async def wait_for(pilot, condition, timeout: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not met in time"
+        await pilot.pause(0.05)
+
+
+async def run_and_wait(pilot, panel: RunPanel) -> None:
+    await pilot.press("r")
+    await wait_for(pilot, lambda: panel.state in ("finished", "failed"))
+    assert panel.state == "finished", panel.query_one("#status").content
+    await pilot.pause(0.2)  # let RunPanel.Done reach the step
+
+
+async def answer_check(pilot, view: CheckStepView, step) -> None:
+    """A wrong answer (not accepted), then a right one (accepted)."""
+    if isinstance(step.answer, ChoiceAnswer):
+        options = step.answer.options
+        wrong = next(i for i, o in enumerate(options) if not o.correct)
+        right = next(i for i, o in enumerate(options) if o.correct)
+        choices = view.query_one("#choices", OptionList)
+        choices.focus()
+        attempts = [(wrong, False), (right, True)]
+    else:
+        box = view.query_one("#answer", Input)
+        box.focus()
+        attempts = [(step.examples.wrong[0], False), (step.examples.right[0], True)]
+    for answer, accepted in attempts:
+        if isinstance(step.answer, ChoiceAnswer):
+            choices.highlighted = answer
+        else:
+            box.value = answer
+        await pilot.press("enter")
+        await pilot.pause()
+        assert view.solved is accepted, (step.id, answer)
+
+
+async def work_instrument(pilot, view: InstrumentStepView, step) -> None:
+    """Move a control as a learner would; on the laptop challenge, the moves that make it fit."""
+    assert not view.locked, step.id
+    if any(not r.fixed and r.display for r in view.query(ControlRow)):
+        await pilot.press("enter")  # into the controls
+    if step.goal is not None:
+        # focus starts on the optimizer (model and budget are fixed): SGD, pure FP16, batch 1, checkpointing
+        for key in ("left", "left", "down", "right", "down", "left", "left", "down", "space"):
+            await pilot.press(key)
+        await pilot.pause()
+        assert step.goal.reached(view.reading.outputs), view.reading.verdict
+    elif any(not r.fixed and r.display for r in view.query(ControlRow)):
+        before = dict(view.settings)
+        await pilot.press("right")
+        await pilot.pause()
+        if view.settings == before:  # the first control was at its last option
+            await pilot.press("left")
+            await pilot.pause()
+        assert view.settings != before
+    if isinstance(view.screen.focused, ControlRow):
+        await pilot.press("escape")  # out of the controls, so n moves on
+        await pilot.pause()
+
+
+async def solve_exercise(pilot, view: ExerciseStepView, step) -> None:
+    """The reference solution, typed into the editor and run as the learner would (ctrl+r)."""
+    await pilot.press("enter")  # into the editor
+    view.query_one("#editor", TextArea).load_text(step.solution)
+    await pilot.press("ctrl+r")
+    await wait_for(pilot, lambda: view.passed or (not view.running and view.query_one("#results").display))
+    assert view.passed, step.id
+    await pilot.press("escape")  # out of the editor, so n moves on
+    await pilot.pause()
+
+
+@pytest.mark.parametrize("lesson_id", ["cpu-vs-gpu", "devices", "gpu-training", "gpu-lab", "training-iron-law"])
+async def test_walk_a_whole_lesson(lesson_id: str, tmp_path: Path, monkeypatch):
+    original_init = RunPanel.__init__
+
+    def quick_init(self, experiment, params=None, *, id=None):
+        merged = {**(params or {}), **experiments.REGISTRY[experiment].quick}
+        original_init(self, experiment, merged, id=id)
+
+    monkeypatch.setattr(run_panel.RunPanel, "__init__", quick_init)
+
+    app = TutorApp(home=tmp_path, device="cpu", engine=ScriptedEngine())
+    async with app.run_test(size=(80, 24)) as pilot:
+        assert isinstance(app.screen, HomeScreen)
+        app.open_lesson(lesson_id)
+        await pilot.pause()
+        screen = app.screen
+        lesson = screen.lesson
+        for index, step in enumerate(lesson.steps):
+            assert screen.index == index
+            view = screen.view
+            if isinstance(view, PredictStepView):
+                if isinstance(step.answer, ChoiceAnswer):
+                    view.query_one("#choices", OptionList).focus()
+                    await pilot.press("enter")  # lock the first option
+                else:
+                    box = view.query_one("#answer", Input)
+                    box.focus()
+                    box.value = "3"
+                    await pilot.press("enter")
+                await pilot.pause()
+                assert app.progress.prediction(lesson.id, step.id) is not None
+            elif isinstance(view, RunStepView):
+                await run_and_wait(pilot, view.query_one(RunPanel))
+                record = app.progress.latest_run(lesson_id=lesson.id, step_id=step.id)
+                assert record is not None and record.status == "finished"
+                for name in experiments.REGISTRY[step.experiment].metrics:
+                    assert name in record.metrics, (step.experiment, name)
+            elif isinstance(view, InstrumentStepView):
+                await work_instrument(pilot, view, step)
+            elif isinstance(view, ExerciseStepView):
+                await solve_exercise(pilot, view, step)
+            elif isinstance(view, CheckStepView):
+                await answer_check(pilot, view, step)
+                if step.verify is not None:
+                    await run_and_wait(pilot, view.query_one("#verify", RunPanel))
+            await pilot.press("n")
+            await pilot.pause()
+        # Past the last step: back home, every step done.
+        assert isinstance(app.screen, HomeScreen)
+        assert app.progress.completed_steps(lesson.id) == {s.id for s in lesson.steps}

@@ -1,0 +1,43 @@
+"""The walls between the three processes (docs/ARCHITECTURE.md), checked by importing each side in
+a fresh interpreter and looking at what came with it."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _loaded_after(imports: str) -> set[str]:
+    code = f"import sys\n{imports}\nprint('\\n'.join(sorted(sys.modules)))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return set(done.stdout.split())
+
+
+def _tops(modules: set[str]) -> set[str]:
+    return {m.split(".")[0] for m in modules}
+
+
+def test_answer_grading_is_pure_python():
+    loaded = _tops(_loaded_after("import checks, checks.grade, checks.text, checks.number, checks.choice, "
+                                 "checks.predict, checks.spec"))
+    assert not loaded & {"tutor", "textual", "torch"}
+
+
+@pytest.mark.parametrize("module", ["tutor.ui.app", "tutor.ui.screens.lesson", "tutor.ui.screens.review",
+                                    "tutor.ui.widgets.exercise_step", "tutor.ui.widgets.run_panel", "tutor.exercises.grader",
+                                    "tutor.exercises.behaviour", "tutor.exercises.sandbox", "tutor.cli"])
+def test_the_ui_side_never_imports_torch(module):
+    assert "torch" not in _tops(_loaded_after(f"import {module}"))
+
+
+def test_experiments_never_import_textual():
+    names = sorted(p.stem for p in (ROOT / "tutor" / "experiments").glob("*.py") if p.stem != "__init__")
+    loaded = _loaded_after("import tutor.experiments.engine, tutor.exercises.observe, tutor.exercises.probes\n"
+                           + "\n".join(f"import tutor.experiments.{n}" for n in names))
+    assert "textual" not in _tops(loaded) and "torch" in _tops(loaded)

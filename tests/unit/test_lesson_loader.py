@@ -1,0 +1,356 @@
+"""The lesson loader's error reporting: every problem as path:line:col: message, in file order."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tutor.course.lesson import (
+    CheckStep,
+    Lesson,
+    LessonError,
+    PredictStep,
+    RunStep,
+    builtin_lessons_dir,
+    discover,
+    load_file,
+    load_text,
+)
+
+DATA = Path(__file__).parents[1] / "data"
+LINT = DATA / "lint"
+
+
+def expected_lint() -> dict[str, list[str]]:
+    """tests/data/lint/expected.txt: 'file.yaml:line:col: message' per line -> {file: ['line:col: message']}."""
+    out: dict[str, list[str]] = {}
+    for line in (LINT / "expected.txt").read_text(encoding="utf-8").splitlines():
+        if line.strip() and not line.startswith("#"):
+            name, _, rest = line.partition(":")
+            out.setdefault(name, []).append(rest)
+    return out
+
+
+EXPECTED = expected_lint()
+
+
+def issues_of(path: Path) -> list[str]:
+    with pytest.raises(LessonError) as info:
+        load_file(path)
+    return [str(i) for i in info.value.issues]
+
+
+def test_every_lint_fixture_is_covered():
+    assert sorted(p.name for p in LINT.glob("*.yaml")) == sorted(EXPECTED)
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_fixture_errors_exact(name: str):
+    path = LINT / name
+    assert issues_of(path) == [f"{path}:{e}" for e in EXPECTED[name]]
+
+
+def test_valid_fixture_loads():
+    lesson = load_file(DATA / "valid.yaml")
+    assert lesson.id == "fixture-valid"
+    assert [s.kind for s in lesson.steps] == ["read", "predict", "run", "check", "check"]
+    assert isinstance(lesson.steps[1], PredictStep) and lesson.run_after(1).id == "underflow"
+
+
+def test_builtin_lessons_load():
+    files = sorted(builtin_lessons_dir().glob("*.yaml"))
+    assert len(files) >= 6, "the built-in lessons are missing"
+    for path in files:
+        lesson = load_file(path)
+        assert isinstance(lesson, Lesson) and lesson.steps
+
+
+def test_binary_file(tmp_path: Path):
+    path = tmp_path / "binary.yaml"
+    path.write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR")
+    assert issues_of(path) == [f"{path}:1:1: binary file: a lesson must be UTF-8 YAML text"]
+
+
+def test_non_utf8_points_at_the_byte(tmp_path: Path):
+    path = tmp_path / "latin1.yaml"
+    path.write_bytes("id: x\ntitle: T\nsteps:\n  - id: a\n    kind: read\n    body: café\n".encode("latin-1"))
+    assert issues_of(path) == [f"{path}:6:14: not UTF-8 text (byte 0xe9): save the lesson file as UTF-8"]
+
+
+def test_utf8_bom_is_accepted(tmp_path: Path):
+    path = tmp_path / "bom.yaml"
+    path.write_bytes(b"\xef\xbb\xbf" + (DATA / "valid.yaml").read_bytes())
+    assert load_file(path).id == "fixture-valid"
+
+
+def test_missing_file_and_directory(tmp_path: Path):
+    missing = tmp_path / "nope.yaml"
+    assert issues_of(missing) == [f"{missing}:1:1: cannot read file: No such file or directory"]
+    assert issues_of(tmp_path) == [f"{tmp_path}:1:1: is a directory, not a lesson file"]
+
+
+def test_tabs_unterminated_quote_and_top_level_list():
+    def only(text: str) -> str:
+        with pytest.raises(LessonError) as info:
+            load_text(text, "t.yaml")
+        assert len(info.value.issues) == 1
+        return str(info.value.issues[0])
+
+    assert only("id: t\ntitle: T\nsteps:\n\t- id: a\n").startswith("t.yaml:4:1: YAML syntax:")
+    assert "tabs cannot indent YAML" in only("id: t\ntitle: T\nsteps:\n\t- id: a\n")
+    # the mistake is where the quote opens, not at the end of the file
+    assert only('id: x\ntitle: "unterminated\nsteps:\n') == "t.yaml:2:8: YAML syntax: this quoted string is never closed"
+    assert only("- a\n- b\n") == "t.yaml:1:1: a lesson file must be a mapping with id, title and steps"
+
+
+def test_duplicate_yaml_keys_are_reported():
+    text = "id: d\ntitle: D\nsteps:\n  - id: a\n    kind: read\n    body: one\n    body: two\n"
+    with pytest.raises(LessonError) as info:
+        load_text(text, "d.yaml")
+    assert [str(i) for i in info.value.issues] == [
+        "d.yaml:7:5: duplicate key 'body' (first at line 6); YAML keeps only the last"
+    ]
+
+
+def test_unknown_kinds_and_types_suggest_and_point_at_the_value():
+    text = """id: k
+title: K
+steps:
+  - id: a
+    kind: reed
+  - id: b
+    kind: predict
+    prompt: p
+    answer: {type: nmber}
+  - body: no kind
+"""
+    with pytest.raises(LessonError) as info:
+        load_text(text, "k.yaml")
+    assert [str(i) for i in info.value.issues] == [
+        "k.yaml:5:11: step 'a': unknown step kind 'reed' (did you mean 'read'?); "
+        "expected one of read, predict, run, check, exercise, instrument",
+        "k.yaml:9:20: step 'b' answer: unknown answer type 'nmber' (did you mean 'number'?); "
+        "expected one of choice, number, text",
+        "k.yaml:10:5: steps[2]: missing key 'kind' (one of read, predict, run, check, exercise, instrument)",
+    ]
+
+
+def test_value_errors_point_at_values_and_name_the_step():
+    text = """id: Bad_Id
+title: T
+order: first
+steps:
+  - id: c
+    kind: check
+    prompt: p
+    answer:
+      type: choice
+      options: ["only one"]
+    verify: {experiment: crossover, params: {model: huge}}
+"""
+    with pytest.raises(LessonError) as info:
+        load_text(text, "v.yaml")
+    assert [str(i) for i in info.value.issues] == [
+        "v.yaml:1:5: id: ids use lowercase letters, digits and dashes, like 'check-1' (got 'Bad_Id')",
+        "v.yaml:3:8: order: Input should be a valid integer, unable to parse string as an integer (got 'first')",
+        "v.yaml:10:16: step 'c' answer.options: List should have at least 2 items, not 1",
+        "v.yaml:11:53: experiment 'crossover' parameter 'model': Input should be 'tiny', 'mlp' or 'both' "
+        "(got 'huge')",
+    ]
+
+
+def test_schema_and_experiment_errors_reported_together_in_file_order():
+    text = """id: t
+title: T
+steps:
+  - id: a
+    kind: run
+    experiment: trian
+  - id: b
+    kind: read
+    bdy: x
+"""
+    with pytest.raises(LessonError) as info:
+        load_text(text, "t.yaml")
+    lines = [(i.line, i.col) for i in info.value.issues]
+    assert lines == [(6, 17), (9, 5)]
+    assert "did you mean 'train'" in info.value.issues[0].message
+    assert info.value.issues[1].message == "step 'b': unknown key 'bdy' (did you mean 'body'?)"
+
+
+def test_alias_bomb_is_refused():
+    bomb = "a: &a [x, x, x, x, x, x, x, x, x, x]\n"
+    for n in "bcdefgh":
+        prev = chr(ord(n) - 1)
+        bomb += f"{n}: &{n} [*{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}]\n"
+    with pytest.raises(LessonError) as info:
+        load_text(bomb, "bomb.yaml")
+    assert "too large" in info.value.issues[0].message
+
+
+def test_steps_and_models_from_a_valid_lesson():
+    lesson = load_file(DATA / "valid.yaml")
+    run = lesson.step("underflow")
+    assert isinstance(run, RunStep) and run.params == {"gradient": 1e-8}
+    check = lesson.step("why-scale")
+    assert isinstance(check, CheckStep) and check.verify is not None
+    assert check.verify.experiment == "fp16-underflow"
+
+
+def test_discover_lists_broken_files_and_overrides(tmp_path: Path):
+    extra = tmp_path / "lessons"
+    extra.mkdir()
+    (extra / "good.yaml").write_text((DATA / "valid.yaml").read_text())
+    (extra / "broken.yml").write_text((LINT / "unknown_key.yaml").read_text())
+    catalog = discover([extra])
+    assert "fixture-valid" in [x.lesson.id for x in catalog.lessons]
+    assert [p.name for p, _ in catalog.broken] == ["broken.yml"]
+    assert "unknown key 'promt'" in str(catalog.broken[0][1])
+    with pytest.raises(KeyError):
+        catalog.get("no-such-lesson")
+
+
+def test_lint_reports_a_rubric_regex_that_cannot_compile(tmp_path):
+    from tutor.course.lesson import LessonError, load_file
+
+    path = tmp_path / "bad-rubric.yaml"
+    path.write_text(
+        "id: bad-rubric\ntitle: Bad rubric\nsteps:\n  - id: c\n    kind: check\n    prompt: Why?\n"
+        "    answer:\n      type: text\n      rubric:\n        require:\n          - name: x\n"
+        "            any: [\"re:(unclosed\"]\n",
+        encoding="utf-8",
+    )
+    with pytest.raises(LessonError) as info:
+        load_file(path)
+    (issue,) = info.value.issues
+    assert (issue.line, issue.col) == (10, 9)
+    assert "invalid regex" in issue.message and "'c'" in issue.message
+
+
+# Whatever an instructor's file holds, loading it gives LessonError issues with positions, never a crash.
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_YAMLISH = st.text(alphabet=st.sampled_from(list("abc:- \n\t[]{}'\"&*!|>#%@`,?0123456789")), max_size=300)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.one_of(st.text(max_size=300), _YAMLISH))
+def test_any_text_loads_or_fails_with_positioned_issues(text):
+    from tutor.course.lesson import LessonError, load_text
+
+    try:
+        load_text(text, "fuzz.yaml")
+    except LessonError as e:
+        assert e.issues
+        for issue in e.issues:
+            assert issue.path == "fuzz.yaml" and issue.line >= 1 and issue.col >= 1 and issue.message
+
+
+def test_lint_reports_exercise_requirements_the_checker_cannot_run(tmp_path):
+    from tutor.course.lesson import LessonError, load_file
+
+    path = tmp_path / "bad-ex.yaml"
+    path.write_text(
+        "id: bad-ex\ntitle: Bad exercise\nsteps:\n  - id: ex\n    kind: exercise\n"
+        "    starter: \"x = 1\"\n    solution: \"x = 1\"\n    requirements:\n"
+        "      - {type: function, id: f, name: g, probe: nope, feedback: x}\n"
+        "      - {type: source, id: s, pattern: \"(unclosed\", feedback: x}\n"
+        "    mistakes:\n      - {name: m, code: \"x\", fails: missing}\n",
+        encoding="utf-8",
+    )
+    with pytest.raises(LessonError) as info:
+        load_file(path)
+    found = [(i.line, i.message) for i in info.value.issues]
+    assert found[0][0] == 9 and "unknown probe 'nope'" in found[0][1]
+    assert found[1][0] == 10 and "does not compile" in found[1][1]
+    assert found[2][0] == 12 and "'missing'" in found[2][1]
+
+
+@pytest.mark.parametrize("name, expected", [
+    ("trian", "unknown experiment 'trian' (did you mean 'train'?)"),  # the likely fix, no list
+    ("zzzz", "unknown experiment 'zzzz'; available: amp-benchmark, amp-compare, "),  # no close match: all
+])
+def test_unknown_experiment_names_the_fix(name, expected):
+    text = f"id: x\ntitle: T\nsteps:\n  - id: r\n    kind: run\n    experiment: {name}\n"
+    with pytest.raises(LessonError) as info:
+        load_text(text, "u.yaml")
+    message = str(info.value.issues[0])
+    assert message.startswith(f"u.yaml:6:17: step 'r' {expected}") or expected in message
+    assert ("available:" in message) is (name == "zzzz")
+
+
+def test_lint_reports_an_error_requirement_pattern_that_cannot_compile(tmp_path):
+    from tutor.course.lesson import LessonError, load_file
+
+    head = ("id: bad-error\ntitle: Break it\nsteps:\n  - id: ex\n    kind: exercise\n"
+            "    starter: \"x = 1\"\n    solution: \"raise RuntimeError('boom')\"\n    requirements:\n")
+    path = tmp_path / "bad-error.yaml"
+    path.write_text(head + "      - {type: error, id: e, error: RuntimeError, pattern: \"(boom\", feedback: x}\n",
+                    encoding="utf-8")
+    with pytest.raises(LessonError) as info:
+        load_file(path)
+    [issue] = info.value.issues
+    assert issue.line == 9 and "does not compile" in issue.message
+
+    path.write_text(head + "      - {type: eror, id: f, error: RuntimeError, feedback: x}\n", encoding="utf-8")
+    with pytest.raises(LessonError) as info:
+        load_file(path)
+    [issue] = info.value.issues
+    assert issue.line == 9 and "unknown requirement type 'eror' (did you mean 'error'?)" in issue.message
+    assert issue.message.endswith("expected one of output, source, report, file, function, behaviour, error")
+
+
+def test_lint_reports_a_reference_or_example_its_own_rubric_grades_the_other_way(tmp_path):
+    from tutor.course.lesson import LessonError, load_file
+
+    path = tmp_path / "self-contradicting.yaml"
+    path.write_text(
+        "id: sc\ntitle: Self-contradicting\nsteps:\n  - id: c\n    kind: check\n    prompt: Why scale?\n"
+        "    answer:\n      type: text\n      reference: It makes training faster.\n      rubric:\n"
+        "        require:\n          - {name: u, any: [underflow], missing: Say what happens to small values.}\n"
+        "    examples:\n      right: [\"small gradients underflow\", \"it is quicker\"]\n"
+        "      wrong: [\"fp16 gradients underflow to zero\"]\n",
+        encoding="utf-8",
+    )
+    with pytest.raises(LessonError) as info:
+        load_file(path)  # the TUI's load: the reference only
+    assert [i.line for i in info.value.issues] == [9]
+    with pytest.raises(LessonError) as info:
+        load_file(path, grade_examples=True)  # lint's
+    found = [(i.line, i.message) for i in info.value.issues]
+    assert found == [
+        (9, "step 'c': its reference answer fails its own rubric (Say what happens to small values.)"),
+        (14, "step 'c': example right[1] 'it is quicker' is listed as right, but the rubric rejects it "
+             "(Say what happens to small values.)"),
+        (15, "step 'c': example wrong[0] 'fp16 gradients underflow to zero' is listed as wrong, but the rubric "
+             "accepts it"),
+    ]
+
+
+def test_yaml_tags_are_refused_where_they_are_written():
+    text = ("id: !!python/object:os.system x\ntitle: !custom T\nsummary: !!binary aGVsbG8=\n"
+            "steps:\n  - {id: r, kind: read, body: hi}\n")
+    with pytest.raises(LessonError) as info:
+        load_text(text, "t.yaml")
+    assert [str(i) for i in info.value.issues] == [
+        f"t.yaml:{line}:{col}: YAML tag '{tag}' is not allowed: a lesson holds plain text, numbers, lists and mappings"
+        for line, col, tag in [(1, 5, "!!python/object:os.system"), (2, 8, "!custom"), (3, 10, "!!binary")]
+    ]
+
+
+def test_a_date_or_yes_where_text_belongs_asks_for_quotes():
+    text = "id: t\ntitle: T\nsteps:\n  - id: r\n    kind: read\n    title: yes\n    body: 2026-11-23\n"
+    with pytest.raises(LessonError) as info:
+        load_text(text, "t.yaml")
+    assert [str(i) for i in info.value.issues] == [
+        "t.yaml:6:12: step 'r' title: this reads as true or false, not text: put it in quotes",
+        "t.yaml:7:11: step 'r' body: this reads as a date, not text: put it in quotes",
+    ]
+
+
+def test_utf16_is_named(tmp_path: Path):
+    path = tmp_path / "u.yaml"
+    path.write_bytes("id: x\n".encode("utf-16"))
+    assert issues_of(path) == [f"{path}:1:1: UTF-16 text: save the lesson file as UTF-8"]
