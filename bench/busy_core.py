@@ -55,7 +55,7 @@ class Busy:
 
 def run_step(lesson_id: str, step_id: str) -> float:
     from tutor import experiments
-    from tutor.course.lesson import load_file
+    from tutor.course.loader import load_file
 
     step = load_file(ROOT / "lessons" / f"{lesson_id}.yaml").step(step_id)
     start = time.perf_counter()
@@ -65,7 +65,7 @@ def run_step(lesson_id: str, step_id: str) -> float:
 
 
 def exercise4() -> tuple[float, list[float]]:
-    from tutor.course.lesson import load_file
+    from tutor.course.loader import load_file
     from tutor.exercises.grader import grade_exercise
 
     step = load_file(ROOT / "lessons" / "gpu-training-practice.yaml").step("ex4-portable-script")

@@ -72,7 +72,7 @@ def sandbox_cases() -> None:
     import tempfile
     from pathlib import Path
 
-    from tutor.course.lesson import load_file
+    from tutor.course.loader import load_file
     from tutor.exercises.grader import grade_exercise
     from tutor.exercises.sandbox import run_code
 

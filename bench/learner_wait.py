@@ -101,7 +101,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     kinds = set(args.kind.split(","))
 
-    from tutor.course.lesson import CheckStep, ExerciseStep, RunStep, load_file
+    from tutor.course.lesson import CheckStep, ExerciseStep, RunStep
+    from tutor.course.loader import load_file
     from tutor.experiments import devices
 
     dev = devices.resolve(args.device)

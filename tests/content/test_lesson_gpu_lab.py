@@ -17,14 +17,8 @@ from lesson_text import MAX_CODE, all_text, code_blocks
 from checks import grade
 from checks.spec import ChoiceAnswer, NumberAnswer, TextAnswer
 from tutor import experiments
-from tutor.course.lesson import (
-    CheckStep,
-    Lesson,
-    PredictStep,
-    ReadStep,
-    RunStep,
-    load_file,
-)
+from tutor.course.lesson import CheckStep, Lesson, PredictStep, ReadStep, RunStep
+from tutor.course.loader import load_file
 
 ROOT = Path(__file__).resolve().parents[2]
 LESSON = ROOT / "lessons" / "gpu-lab.yaml"

@@ -8,16 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from tutor.course.lesson import (
-    Goal,
-    InstrumentStep,
-    LessonError,
-    PredictStep,
-    RunStep,
-    builtin_lessons_dir,
-    load_file,
-    load_text,
-)
+from tutor.course.catalog import builtin_lessons_dir
+from tutor.course.lesson import Goal, InstrumentStep, LessonError, PredictStep, RunStep
+from tutor.course.loader import load_file, load_text
 from tutor.instruments import REGISTRY
 
 HEAD = "id: t\ntitle: T\nsteps:\n"

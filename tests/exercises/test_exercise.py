@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from tutor.cli import main
-from tutor.course.lesson import ExerciseStep, load_file
+from tutor.course.lesson import ExerciseStep
+from tutor.course.loader import load_file
 from tutor.exercises.grader import grade_exercise, strip_comments
 
 FIXTURE = Path(__file__).parent / "exercise_lessons"

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tutor.course.lesson import Lesson, load_file
+from tutor.course.lesson import Lesson
+from tutor.course.loader import load_file
 from tutor.exercises.behaviour import Context, judge, sync_precedes
 from tutor.exercises.grader import grade_exercise
 

@@ -13,14 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tutor.course.lesson import (
-    ExerciseStep,
-    Lesson,
-    OutputRequirement,
-    ReadStep,
-    SourceRequirement,
-    load_file,
-)
+from tutor.course.lesson import ExerciseStep, Lesson, OutputRequirement, ReadStep, SourceRequirement
+from tutor.course.loader import load_file
 
 ROOT = Path(__file__).resolve().parents[2]
 LESSON = ROOT / "lessons" / "gpu-training-practice.yaml"

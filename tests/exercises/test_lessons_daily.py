@@ -16,15 +16,8 @@ import pytest
 from checks import grade
 from checks.spec import ChoiceAnswer, TextAnswer
 from tutor import experiments
-from tutor.course.lesson import (
-    CheckStep,
-    ErrorRequirement,
-    ExerciseStep,
-    Lesson,
-    PredictStep,
-    RunStep,
-    load_file,
-)
+from tutor.course.lesson import CheckStep, ErrorRequirement, ExerciseStep, Lesson, PredictStep, RunStep
+from tutor.course.loader import load_file
 from tutor.exercises.grader import grade_exercise
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -13,7 +13,7 @@ import pytest
 
 from tutor import experiments
 from tutor.cli import main
-from tutor.course.lesson import discover
+from tutor.course.catalog import discover
 from tutor.experiments import packs
 
 PACK = Path(__file__).parent / "packs" / "demo-pack"

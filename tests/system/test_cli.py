@@ -13,8 +13,10 @@ from pathlib import Path
 import pytest
 
 from tutor import __version__, experiments
-from tutor.cli import NO_TTY_MESSAGE, main, parse_sets, parse_value
-from tutor.course.lesson import builtin_lessons_dir
+from tutor.cli import main
+from tutor.cli.learner import NO_TTY_MESSAGE
+from tutor.cli.run import parse_sets, parse_value
+from tutor.course.catalog import builtin_lessons_dir
 from tutor.course.progress import Progress
 from tutor.experiments.events import Finished, Started, Step
 
@@ -475,7 +477,7 @@ def test_check_unknown_lesson_or_step(capsys):
 
 
 def test_check_builtin_lesson_check_3(capsys):
-    from tutor.course.lesson import discover
+    from tutor.course.catalog import discover
 
     discover().get("gpu-training").lesson.step("check-3")  # a renamed check fails here, never skips
     good = ("float16 cannot represent very small gradients: they underflow to zero. Scaling the loss "

@@ -10,7 +10,9 @@ import jsonschema
 import pytest
 
 from tutor.cli import main
-from tutor.course.lesson import ExerciseStep, load_file, parse_yaml
+from tutor.course.lesson import ExerciseStep
+from tutor.course.lesson_yaml import parse_yaml
+from tutor.course.loader import load_file
 from tutor.exercises.grader import grade_exercise
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -25,7 +27,7 @@ def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
 
 @pytest.fixture(scope="module")
 def validator():
-    from tutor.cli import lesson_schema
+    from tutor.cli.instructor import lesson_schema
 
     schema = lesson_schema()
     jsonschema.Draft202012Validator.check_schema(schema)
@@ -56,7 +58,8 @@ def test_every_lesson_we_ship_validates_against_the_schema(validator, path):
      "    requirements:\n      - {type: behavior, id: b, check: model_on_device, feedback: f}\n", "behavior"),
 ])
 def test_the_schema_rejects_what_lint_rejects(validator, text, lint_says):
-    from tutor.course.lesson import LessonError, load_text
+    from tutor.course.lesson import LessonError
+    from tutor.course.loader import load_text
 
     with pytest.raises(LessonError) as info:  # lint rejects it, naming the mistake...
         load_text(text, "x.yaml")

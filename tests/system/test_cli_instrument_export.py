@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tutor.cli import main
-from tutor.course.lesson import discover
+from tutor.course.catalog import discover
 from tutor.course.progress import Progress
 from tutor.instruments import REGISTRY
 

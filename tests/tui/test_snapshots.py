@@ -7,9 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from fakes import ScriptedEngine
 from textual.widgets import Input, TextArea
 
-from fakes import ScriptedEngine
 from tutor.ui.app import TutorApp
 
 HERE = Path(__file__).parent

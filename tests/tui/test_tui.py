@@ -282,7 +282,7 @@ async def test_home_at_80x24_keeps_the_device_in_view_and_the_list_scrolls(tmp_p
 
 
 def test_a_words_prediction_is_revealed_once_and_not_scored():
-    from tutor.course.lesson import load_file
+    from tutor.course.loader import load_file
     from tutor.course.session import Evidence, Reveal
     from tutor.ui.widgets.reveal import reveal_text
 

@@ -573,7 +573,8 @@ CORPUS: dict[str, dict[str, list]] = {
 
 def lesson_specs() -> dict[str, TextAnswer]:
     """The four checks' answer specs, from the real lesson file."""
-    from tutor.course.lesson import CheckStep, load_file
+    from tutor.course.lesson import CheckStep
+    from tutor.course.loader import load_file
 
     lesson = load_file(LESSON)
     out = {}
@@ -627,7 +628,7 @@ def test_corpus_is_large_and_varied():
 
 
 def test_lesson_examples_agree_with_the_grader():
-    from tutor.course.lesson import load_file
+    from tutor.course.loader import load_file
 
     lesson = load_file(LESSON)
     for check in CHECKS:

@@ -729,7 +729,7 @@ def test_instruments_draw_a_stored_run_with_out_of_range_shares_within_the_bar(p
 @given(text=st.one_of(ANSWERS, st.sampled_from(["0x" + "f" * 5000, "0b2", "0o9", "'", "''", "\"x\"", ".NaN",
                                                 "+.inf", "~", "1" * 4301, "1e309", "0_1"])))
 def test_parse_value(text):
-    from tutor.cli import parse_value
+    from tutor.cli.run import parse_value
 
     value = parse_value(text)
     assert value is None or isinstance(value, (bool, int, float, str))
@@ -744,7 +744,8 @@ def test_parse_sets_and_experiment_params(items, name):
     from pydantic import ValidationError
 
     from tutor import experiments
-    from tutor.cli import UsageError, _params_problem, parse_sets
+    from tutor.cli.common import UsageError
+    from tutor.cli.run import _params_problem, parse_sets
 
     try:
         values = parse_sets(items)
@@ -929,7 +930,8 @@ def test_a_settings_dir_name_too_long_for_the_filesystem_is_skipped_with_a_warni
 
 
 def _loads_or_positioned_error(text: str, path: str = "fuzz.yaml") -> None:
-    from tutor.course.lesson import LessonError, load_text
+    from tutor.course.lesson import LessonError
+    from tutor.course.loader import load_text
 
     try:
         load_text(text, path)
@@ -972,7 +974,8 @@ def test_lesson_loader_with_hostile_values_in_a_valid_lesson(data):
                      b"[" * 30_000, b"- " * 30_000]),
 ))
 def test_lesson_loader_on_arbitrary_file_bytes(content):
-    from tutor.course.lesson import LessonError, load_file
+    from tutor.course.lesson import LessonError
+    from tutor.course.loader import load_file
 
     with tempfile.TemporaryDirectory() as d:
         path = Path(d) / "lesson.yaml"
@@ -995,7 +998,7 @@ def test_lesson_with_an_integer_of_more_than_4300_digits_loads_or_gives_a_positi
 def test_lesson_nested_too_deeply_is_reported_not_a_crash(chunk):
     """Was: tutor/course/lesson.py:_compose with libyaml overflowed the C stack past ~24,700 levels: '[' * 30000
     killed the process (SIGSEGV) instead of the 'YAML nested too deeply' issue. Run in a subprocess."""
-    code = ("import sys\nfrom tutor.course.lesson import LessonError, load_text\n"
+    code = ("import sys\nfrom tutor.course.lesson import LessonError\nfrom tutor.course.loader import load_text\n"
             f"try:\n    load_text({chunk!r} * 30000, 'deep.yaml')\nexcept LessonError as e:\n    print(e)\n")
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and "nested too deeply" in done.stdout, (done.returncode, done.stderr[-300:])

@@ -6,17 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from tutor.course.lesson import (
-    CheckStep,
-    Lesson,
-    LessonError,
-    PredictStep,
-    RunStep,
-    builtin_lessons_dir,
-    discover,
-    load_file,
-    load_text,
-)
+from tutor.course.catalog import builtin_lessons_dir, discover
+from tutor.course.lesson import CheckStep, Lesson, LessonError, PredictStep, RunStep
+from tutor.course.loader import load_file, load_text
 
 DATA = Path(__file__).parents[1] / "data"
 LINT = DATA / "lint"
@@ -212,7 +204,8 @@ def test_discover_lists_broken_files_and_overrides(tmp_path: Path):
 
 
 def test_lint_reports_a_rubric_regex_that_cannot_compile(tmp_path):
-    from tutor.course.lesson import LessonError, load_file
+    from tutor.course.lesson import LessonError
+    from tutor.course.loader import load_file
 
     path = tmp_path / "bad-rubric.yaml"
     path.write_text(
@@ -238,7 +231,8 @@ _YAMLISH = st.text(alphabet=st.sampled_from(list("abc:- \n\t[]{}'\"&*!|>#%@`,?01
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.one_of(st.text(max_size=300), _YAMLISH))
 def test_any_text_loads_or_fails_with_positioned_issues(text):
-    from tutor.course.lesson import LessonError, load_text
+    from tutor.course.lesson import LessonError
+    from tutor.course.loader import load_text
 
     try:
         load_text(text, "fuzz.yaml")
@@ -249,7 +243,8 @@ def test_any_text_loads_or_fails_with_positioned_issues(text):
 
 
 def test_lint_reports_exercise_requirements_the_checker_cannot_run(tmp_path):
-    from tutor.course.lesson import LessonError, load_file
+    from tutor.course.lesson import LessonError
+    from tutor.course.loader import load_file
 
     path = tmp_path / "bad-ex.yaml"
     path.write_text(
@@ -282,7 +277,8 @@ def test_unknown_experiment_names_the_fix(name, expected):
 
 
 def test_lint_reports_an_error_requirement_pattern_that_cannot_compile(tmp_path):
-    from tutor.course.lesson import LessonError, load_file
+    from tutor.course.lesson import LessonError
+    from tutor.course.loader import load_file
 
     head = ("id: bad-error\ntitle: Break it\nsteps:\n  - id: ex\n    kind: exercise\n"
             "    starter: \"x = 1\"\n    solution: \"raise RuntimeError('boom')\"\n    requirements:\n")
@@ -303,7 +299,8 @@ def test_lint_reports_an_error_requirement_pattern_that_cannot_compile(tmp_path)
 
 
 def test_lint_reports_a_reference_or_example_its_own_rubric_grades_the_other_way(tmp_path):
-    from tutor.course.lesson import LessonError, load_file
+    from tutor.course.lesson import LessonError
+    from tutor.course.loader import load_file
 
     path = tmp_path / "self-contradicting.yaml"
     path.write_text(

@@ -8,7 +8,7 @@ from collections import Counter
 import pytest
 
 from tutor.course import review
-from tutor.course.lesson import load_text
+from tutor.course.loader import load_text
 from tutor.course.progress import Progress
 
 LESSON = """\

@@ -41,7 +41,7 @@ def test_yaml_is_only_read_with_the_safe_loader():
         assert not re.search(r"yaml\.(load|unsafe_load|full_load|load_all)\(", text), path
         for args in _calls(text, "yaml.compose"):
             assert "SafeLoader" in args or "_FAST_LOADER" in args, f"{path}: yaml.compose({args})"
-    lesson = (ROOT / "tutor" / "course" / "lesson.py").read_text(encoding="utf-8")
+    lesson = (ROOT / "tutor" / "course" / "lesson_yaml.py").read_text(encoding="utf-8")
     assert re.search(r'_FAST_LOADER = getattr\(yaml, "CSafeLoader", yaml\.SafeLoader\)', lesson)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tutor.course.lesson import load_text
+from tutor.course.loader import load_text
 from tutor.course.progress import Progress
 from tutor.course.session import LessonSession, Pending, Reveal, RunOutcome, Unreadable
 

@@ -27,7 +27,8 @@ except ImportError:  # pragma: no cover
     from rich.markup import escape
 
 from tutor import errors
-from tutor.course.lesson import LoadedLesson, discover
+from tutor.course.catalog import discover
+from tutor.course.lesson import LoadedLesson
 from tutor.course.progress import Progress
 from tutor.course.session import LessonSession
 from tutor.experiments.engine import Engine

@@ -26,8 +26,8 @@ from tutor.course.lesson import (
     PredictStep,
     ReadStep,
     RunStep,
-    load_file,
 )
+from tutor.course.loader import load_file
 from tutor.course.session import LessonSession
 from tutor.ui.widgets.base import StepView
 from tutor.ui.widgets.check_step import CheckStepView

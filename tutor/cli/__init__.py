@@ -1,0 +1,263 @@
+"""`gpututor`: the TUI with no sub-command, and its headless twins for scripts and instructors.
+
+Sub-commands: list, doctor, run, lint, check, exercise, instrument, export (see DESIGN.md,
+"CLI contract").
+Exit codes: 0 ok, 1 a run failed, 2 bad input, 130 cancelled (Ctrl-C).
+
+Only argparse and the standard library load at start-up, so `gpututor --help` is
+instant: torch, rich, pydantic and the lesson loader are imported inside the handlers.
+No traceback reaches the user unless GPUTUTOR_DEBUG=1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from tutor import __version__
+from tutor.cli.common import BAD_INPUT, CANCELLED, FAILED, Context, UsageError, eprint
+from tutor.cli.instructor import cmd_lesson, cmd_lint, cmd_new, cmd_schema
+from tutor.cli.learner import (
+    cmd_check,
+    cmd_doctor,
+    cmd_exercise,
+    cmd_export,
+    cmd_instrument,
+    cmd_list,
+    cmd_tui,
+)
+from tutor.cli.run import cmd_run
+
+
+def _add_globals(parser: argparse.ArgumentParser, prefix: str) -> None:
+    """The global options, accepted before and after the sub-command (merged later)."""
+    parser.add_argument(
+        "--lessons-dir", dest=f"{prefix}lessons_dirs", action="append", default=[], metavar="DIR",
+        help="also load lessons from DIR (repeatable; a lesson id found here overrides a built-in one)",
+    )
+    parser.add_argument(
+        "--data-dir", dest=f"{prefix}data_dir", metavar="DIR",
+        help="where MNIST lies (torchvision layout MNIST/raw); default $GPUTUTOR_DATA_DIR or the user cache",
+    )
+    parser.add_argument(
+        "--device", dest=f"{prefix}device", metavar="D",
+        help="train on D: auto (default), cpu, cuda, cuda:1, mps; default $GPUTUTOR_DEVICE or auto",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="gpututor",
+        description="A terminal tutor that teaches PyTorch GPU training by predict-then-run. "
+        "With no sub-command it opens the tutor (an interactive terminal UI): enter opens a "
+        "lesson, r reviews the questions of lessons you finished, ? lists every key.",
+        epilog="environment: GPUTUTOR_HOME (progress database and settings), GPUTUTOR_DATA_DIR "
+        "(MNIST location), GPUTUTOR_DEVICE (as --device), GPUTUTOR_MEMORY_MB (memory each run may allocate), GPUTUTOR_THREADS (CPU threads training uses), NO_COLOR (plain output), GPUTUTOR_DEBUG=1 (show tracebacks). "
+        "Exit codes: 0 ok, 1 a run failed, 2 bad input, 130 cancelled.",
+    )
+    parser.add_argument("--version", action="version", version=f"gpututor {__version__}")
+    _add_globals(parser, "g_")
+    common = argparse.ArgumentParser(add_help=False)
+    _add_globals(common, "s_")
+
+    sub = parser.add_subparsers(dest="command", title="sub-commands", metavar="COMMAND")
+
+    p = sub.add_parser("list", parents=[common], help="lessons with your progress, and broken lesson files",
+                       description="List the lessons (id, title, steps, your progress) and any lesson "
+                       "file that failed to load, with its errors.")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+
+    p = sub.add_parser("doctor", parents=[common], help="devices, torch/CUDA versions, data source, paths",
+                       description="Report what gpututor finds here: devices and their capabilities, "
+                       "torch/CUDA/cuDNN versions, TF32 settings, the MNIST source and the paths it uses.")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+
+    p = sub.add_parser("run", parents=[common], help="run one experiment headless",
+                       description="Run one experiment without the TUI and stream what it measures. "
+                       "Run it without NAME to list the experiments and their parameters.")
+    p.add_argument("name", nargs="?", metavar="NAME", help="experiment name, e.g. train, crossover")
+    p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
+                   help="set a parameter (repeatable), e.g. --set epochs=1 --set amp=bf16")
+    p.add_argument("--json", action="store_true",
+                   help="one JSON object per event; the last is {\"event\": \"finished\", \"metrics\": {...}}")
+
+    p = sub.add_parser("lint", parents=[common], help="validate lesson files (path:line:col: message)",
+                       description="Validate lesson files; directories are searched for *.yaml and *.yml. "
+                       "Exit 2 if any file has an error.")
+    p.add_argument("paths", nargs="+", metavar="PATH")
+
+    p = sub.add_parser("check", parents=[common], help="grade one answer to a check, as the TUI does",
+                       description="Grade an answer to a lesson's check (or predict) step exactly as the "
+                       "TUI does, with the metrics of your latest recorded run of its verify experiment.")
+    p.add_argument("lesson", metavar="LESSON", help="lesson id, e.g. gpu-training")
+    p.add_argument("check", metavar="CHECK", help="step id, e.g. check-3")
+    p.add_argument("--answer", required=True, metavar="TEXT", help="the answer to grade ('-' reads stdin)")
+    p.add_argument("--json", action="store_true",
+                   help='print {"correct", "feedback", "missing", "matched_misconception", "score"}')
+
+    p = sub.add_parser("exercise", parents=[common], help="run and grade a code exercise, as the TUI does",
+                       description="Run a file as the answer to a lesson's exercise step, in a sandboxed "
+                       "process, and check its requirements exactly as the TUI does. Exit 0 passed, 1 not.")
+    p.add_argument("lesson", metavar="LESSON", help="lesson id, e.g. gpu-training-practice")
+    p.add_argument("step", metavar="STEP", help="exercise step id, e.g. ex1-move-and-time")
+    p.add_argument("--file", required=True, metavar="PATH", help="the program to run (solution.py)")
+    p.add_argument("--json", action="store_true",
+                   help='print {"passed", "summary", "requirements", "output", "traceback", ...}')
+
+    p = sub.add_parser("instrument", parents=[common], help="compute an instrument's outputs, as the TUI shows them",
+                       description="Compute what an instrument (an interactive calculator of a lesson) shows "
+                       "for the given control values. Run it without NAME to list the instruments, their "
+                       "controls and their outputs.")
+    p.add_argument("name", nargs="?", metavar="NAME", help="instrument name, e.g. memory-ledger, pipeline")
+    p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
+                   help="set a control (repeatable), e.g. --set optimizer=sgd --set precision=fp16")
+    p.add_argument("--math", action="store_true", help="also print the formulas with the numbers in them")
+    p.add_argument("--json", action="store_true",
+                   help='print {"instrument", "settings", "outputs", "verdict", "level", "math", "reference", "notes"}')
+
+    p = sub.add_parser("export", parents=[common], help="write your design ledger and progress as JSON",
+                       description="Export, as one JSON object, each lesson's design ledger (the choices and "
+                       "results its instruments record), your locked predictions, graded answers and "
+                       "instrument moves. Default: every lesson, to standard output.")
+    p.add_argument("lessons", nargs="*", metavar="LESSON", help="lesson ids (default: all)")
+    p.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of standard output")
+
+    p = sub.add_parser("schema", parents=[common], help="print the JSON Schema of lesson files",
+                       description="Print a JSON Schema (draft 2020-12) of the lesson format, generated from "
+                       "the models the tutor validates with, for editor completion and validation. With the "
+                       "YAML language server: # yaml-language-server: $schema=lesson.schema.json")
+    p.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of standard output")
+
+    p = sub.add_parser("new", parents=[common], help="write a new lesson file with one step of each kind",
+                       description="Scaffold a lesson: one step of each kind (read, predict, run, check, "
+                       "exercise, instrument), with comments, that lints clean. Edit it, then "
+                       "`gpututor lint FILE` and `gpututor --lessons-dir DIR`.")
+    p.add_argument("lesson_id", metavar="LESSON_ID", help="lowercase letters, digits and dashes, e.g. my-first-lesson")
+    p.add_argument("-o", "--output", metavar="FILE", help="where to write it (default: ./LESSON_ID.yaml)")
+    p.add_argument("--title", help="the lesson's title (default: from the id)")
+    p.add_argument("--force", action="store_true", help="overwrite FILE if it exists")
+
+    p = sub.add_parser("lesson", parents=[common], help="test lessons headlessly (lesson test PATH...)",
+                       description="Commands for lesson authors.")
+    lesson_sub = p.add_subparsers(dest="lesson_command", metavar="COMMAND", required=True)
+    p = lesson_sub.add_parser("test", parents=[common], help="play lessons headlessly: every run, check and exercise",
+                              description="Play each lesson without the TUI: lint it, run every run step's "
+                              "experiment (small parameters unless --full), grade every check's reference and "
+                              "listed answers (with its verify run's metrics), run every exercise's solution "
+                              "(must pass) and listed mistakes (must fail), compute every instrument. Prints "
+                              "each result as it comes and a table at the end. Exit 0 when all pass, 1 if any "
+                              "fails, 2 for bad input.")
+    p.add_argument("paths", nargs="+", metavar="PATH", help="lesson files or directories")
+    p.add_argument("--full", action="store_true", help="run experiments with the lesson's own parameters")
+    p.add_argument("--json", action="store_true", help="one JSON object per result, then a summary object")
+    return parser
+
+
+def _context(args: argparse.Namespace) -> Context:
+    from tutor import settings as user_settings
+
+    dirs = [Path(d).expanduser() for d in [*args.g_lessons_dirs, *getattr(args, "s_lessons_dirs", [])]]
+    data_dir = getattr(args, "s_data_dir", None) or args.g_data_dir
+    device = getattr(args, "s_device", None) or args.g_device
+    saved = user_settings.load()
+    warnings = [saved.problem] if saved.problem else []
+    from_settings = []
+    for d in saved.lessons_dirs:
+        try:
+            usable, why = d.is_dir(), "no such directory"
+        except OSError as e:  # a name too long for the filesystem
+            usable, why = False, e.strerror or str(e)
+        if usable:
+            from_settings.append(d)
+        else:
+            warnings.append(f"{saved.path}: lessons_dirs: {d}: {why} (skipped)")
+    ctx = Context(lessons_dirs=[*from_settings, *dirs], device=device, cli_lessons_dirs=dirs, warnings=warnings)
+    if data_dir:
+        path = Path(data_dir).expanduser()
+        if not path.is_dir():
+            raise UsageError(f"--data-dir {data_dir}: no such directory")
+        ctx.data_dir = path.resolve()
+        # tutor.paths and tutor.experiments.data read the environment; so does any subprocess we start.
+        os.environ["GPUTUTOR_DATA_DIR"] = str(ctx.data_dir)
+    if device:
+        os.environ["GPUTUTOR_DEVICE"] = device
+    return ctx
+
+
+def main(argv: list[str] | None = None) -> int:
+    debug = os.environ.get("GPUTUTOR_DEBUG", "").strip() not in ("", "0")
+    try:
+        return _main(argv)
+    except UsageError as e:
+        eprint(f"gpututor: {e}")
+        return BAD_INPUT
+    except KeyboardInterrupt:
+        eprint("cancelled")
+        return CANCELLED
+    except SystemExit as e:  # argparse: --help/--version (0) and usage errors (2)
+        if e.code is None or isinstance(e.code, int):
+            return e.code or 0
+        eprint(e.code)
+        return FAILED
+    except BrokenPipeError:
+        # The reader went away (`gpututor run --json | head -1`): stop quietly.
+        _silence_stdout()
+        return 141
+    except OSError as e:
+        if e.filename is None:
+            return _unexpected(e, debug)
+        # a path given on the command line that the system refuses (too long, a loop)
+        eprint(f"gpututor: {e.filename}: {e.strerror or e}")
+        return BAD_INPUT
+    except Exception as e:  # noqa: BLE001 - the one place that turns surprises into a sentence
+        return _unexpected(e, debug)
+
+
+def _unexpected(e: BaseException, debug: bool) -> int:
+    if debug:
+        import traceback
+
+        traceback.print_exception(e)
+    text = str(e).strip().splitlines()
+    eprint(f"gpututor: unexpected error: {type(e).__name__}: {text[0] if text else ''}".rstrip(": "))
+    if not debug:
+        eprint("run with GPUTUTOR_DEBUG=1 for details")
+    return FAILED
+
+
+def _silence_stdout() -> None:
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
+def _main(argv: list[str] | None) -> int:
+    args = build_parser().parse_args(argv)
+    ctx = _context(args)
+    from tutor import paths, threads
+
+    paths.route_torch_caches(os.environ)  # for torch here and in every process started from here
+    threads.set_env(os.environ)  # likewise: how many threads training uses (tutor/threads.py)
+    if args.command is not None:  # the TUI shows them on screen instead
+        for warning in ctx.warnings:
+            eprint(f"warning: {warning}")
+    handler = {
+        None: cmd_tui,
+        "list": cmd_list,
+        "doctor": cmd_doctor,
+        "run": cmd_run,
+        "lint": cmd_lint,
+        "check": cmd_check,
+        "exercise": cmd_exercise,
+        "instrument": cmd_instrument,
+        "export": cmd_export,
+        "schema": cmd_schema,
+        "new": cmd_new,
+        "lesson": cmd_lesson,
+    }[args.command]
+    return handler(args, ctx)
+

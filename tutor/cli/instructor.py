@@ -1,0 +1,187 @@
+"""The instructor's verbs: lint, schema, new, lesson test."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from tutor.cli.common import (
+    BAD_INPUT,
+    FAILED,
+    OK,
+    Context,
+    UsageError,
+    activate_packs,
+    eprint,
+    json_safe,
+    pack_dirs,
+    rich_console,
+    write_file,
+)
+
+
+def cmd_lint(args: argparse.Namespace, ctx: Context) -> int:
+    from tutor.course.lesson import LessonError, LessonIssue
+    from tutor.course.lesson_yaml import parse_yaml
+    from tutor.course.loader import load_file
+
+    files: list[Path] = []
+    problems = 0
+    for name in args.paths:
+        path = Path(name)
+        if path.is_dir():
+            found = sorted({*path.rglob("*.yaml"), *path.rglob("*.yml")})
+            if not found:
+                eprint(f"{name}: no lesson files (*.yaml, *.yml) in this directory")
+                problems += 1
+            files.extend(found)
+        else:
+            files.append(path)  # a missing file is reported by load_file as path:1:1
+
+    # A folder pack's experiments.py sits beside its lessons: load it before they are checked.
+    issues: list[LessonIssue] = activate_packs(pack_dirs(args.paths, files))
+    bad_files: set[Path] = {Path(i.path) for i in issues}
+    ids: dict[str, Path] = {}
+    good = 0
+    for path in files:
+        try:
+            lesson = load_file(path, grade_examples=True)
+        except LessonError as e:
+            issues.extend(e.issues)
+            bad_files.add(path)
+            continue
+        if lesson.id in ids:
+            line, col = _id_position(path, parse_yaml)
+            issues.append(LessonIssue(str(path), line, col,
+                                      f"duplicate lesson id {lesson.id!r} (also in {ids[lesson.id]})"))
+            bad_files.add(path)
+            continue
+        ids[lesson.id] = path
+        good += 1
+    for issue in issues:
+        print(issue, flush=True)
+    problems += len(issues)
+    if problems:
+        eprint(f"lint: {len(issues)} error{'s' * (len(issues) != 1)} in {len(bad_files)} of "
+                f"{len(files)} file{'s' * (len(files) != 1)}")
+        return BAD_INPUT
+    eprint(f"ok: {good} lesson{'s' * (good != 1)}")
+    return OK
+
+
+def _id_position(path: Path, parse_yaml: Any) -> tuple[int, int]:
+    try:
+        _, marks = parse_yaml(path.read_text(encoding="utf-8-sig"), str(path))
+        return marks.get(("id",), (1, 1))
+    except Exception:  # noqa: BLE001 - the file loaded a moment ago; position is best effort
+        return (1, 1)
+
+
+def lesson_schema() -> dict[str, Any]:
+    from tutor.course.lesson import Lesson
+
+    schema = Lesson.model_json_schema()
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": "gpututor lesson",
+        "description": "A gpututor lesson file (YAML). Reference: docs/LESSON_FORMAT.md. Experiment names, "
+        "metrics and cross-step rules are checked by `gpututor lint`, not by this schema.",
+        **{k: v for k, v in schema.items() if k != "title"},
+    }
+
+
+def cmd_schema(args: argparse.Namespace, ctx: Context) -> int:
+    text = json.dumps(lesson_schema(), indent=2) + "\n"
+    if not args.output:
+        sys.stdout.write(text)
+        return OK
+    out = write_file(args.output, text, "lesson.schema.json")
+    eprint(f"wrote {out}")
+    return OK
+
+
+def _lesson_files(names: list[str]) -> list[Path]:
+    files: list[Path] = []
+    for name in names:
+        path = Path(name)
+        if path.is_dir():
+            found = sorted({*path.rglob("*.yaml"), *path.rglob("*.yml")})
+            if not found:
+                raise UsageError(f"{name}: no lesson files (*.yaml, *.yml) in this directory")
+            files.extend(found)
+        elif path.exists():
+            files.append(path)
+        else:
+            raise UsageError(f"{name}: no such file or directory")
+    return files
+
+
+def cmd_lesson(args: argparse.Namespace, ctx: Context) -> int:
+    from dataclasses import asdict
+
+    from rich.markup import escape
+    from rich.table import Table as RichTable
+
+    from tutor.authoring.lesson_test import play_paths
+
+    files = _lesson_files(args.paths)
+    console = rich_console()
+    started = time.perf_counter()
+    pack_problems = activate_packs(pack_dirs(args.paths, files))
+
+    def show(o: Any) -> None:
+        if args.json:
+            print(json.dumps(json_safe(asdict(o))), flush=True)
+            return
+        mark = "[green]✓[/]" if o.ok else "[bold red]✗[/]"
+        text = escape(o.detail)  # a lesson's words, an error's text: "[/]" in them is not markup
+        detail = f"  [dim]{text}[/]" if o.ok and o.detail else (f"\n    [red]{text}[/]" if o.detail else "")
+        console.print(f"{mark} {escape(o.lesson)} · {escape(o.step)} · {o.kind}: {escape(o.what)} "
+                      f"[dim]({o.seconds:.1f} s)[/]{detail}", markup=True, highlight=False)
+
+    from tutor.authoring.lesson_test import Outcome
+
+    outcomes = []
+    for issue in pack_problems:  # a pack that does not load fails the test like a broken lesson
+        outcomes.append(Outcome(issue.path, f"line {issue.line}", "lint", "lesson pack loads", False, issue.message))
+        show(outcomes[-1])
+    outcomes += play_paths(files, ctx.device, args.full, show)
+    failed = [o for o in outcomes if not o.ok]
+    seconds = time.perf_counter() - started
+    if args.json:
+        print(json.dumps({"passed": len(outcomes) - len(failed), "failed": len(failed), "seconds": round(seconds, 1)}))
+    else:
+        table = RichTable(title="lesson test", title_justify="left")
+        for column in ("lesson", "passed", "failed", "seconds"):
+            table.add_column(column, justify="left" if column == "lesson" else "right")
+        for lesson in dict.fromkeys(o.lesson for o in outcomes):
+            mine = [o for o in outcomes if o.lesson == lesson]
+            bad = sum(not o.ok for o in mine)
+            table.add_row(lesson, str(len(mine) - bad), f"[bold red]{bad}[/]" if bad else "0",
+                          f"{sum(o.seconds for o in mine):.1f}")
+        console.print(table)
+        console.print(f"{len(outcomes) - len(failed)} passed, {len(failed)} failed in {seconds:.1f} s")
+    return FAILED if failed else OK
+
+
+def cmd_new(args: argparse.Namespace, ctx: Context) -> int:
+    from importlib.resources import files
+
+    from tutor.course.lesson import ID_PATTERN
+
+    lesson_id = args.lesson_id
+    if not re.fullmatch(ID_PATTERN, lesson_id):
+        raise UsageError(f"lesson id {lesson_id!r}: use lowercase letters, digits and dashes, like 'my-first-lesson'")
+    title = args.title or lesson_id.replace("-", " ").capitalize()
+    template = files("tutor.authoring").joinpath("templates/new-lesson.yaml").read_text(encoding="utf-8")
+    text = template.replace("LESSON_ID", lesson_id).replace("LESSON_TITLE", title.replace('"', "'"))
+    out = write_file(args.output or f"{lesson_id}.yaml", text, f"{lesson_id}.yaml", overwrite=args.force)
+    eprint(f"wrote {out}: a lesson with one step of each kind.\n"
+            f"next: edit it, `gpututor lint {out}`, then `gpututor --lessons-dir {out.parent}`")
+    return OK
+

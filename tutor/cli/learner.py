@@ -1,0 +1,429 @@
+"""The learner's verbs: the TUI, list, doctor, check, exercise, instrument, export."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from tutor import __version__
+from tutor.cli.common import (
+    BAD_INPUT,
+    FAILED,
+    OK,
+    BadInput,
+    Context,
+    UsageError,
+    bad,
+    check_lesson_dirs,
+    closest,
+    eprint,
+    find_step,
+    fmt,
+    json_safe,
+    print_json,
+    rich_console,
+    write_file,
+)
+
+NO_TTY_MESSAGE = (
+    "gpututor's tutor needs an interactive terminal; "
+    "try `gpututor list` or `gpututor run NAME` (see `gpututor --help`)."
+)
+
+
+def cmd_tui(args: argparse.Namespace, ctx: Context) -> int:
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        eprint(NO_TTY_MESSAGE)
+        return BAD_INPUT
+    check_lesson_dirs(ctx)
+    from tutor.ui.app import TutorApp
+
+    app = TutorApp(lessons_dirs=ctx.lessons_dirs, device=ctx.device,
+                   data_dir=str(ctx.data_dir) if ctx.data_dir else None, warnings=ctx.warnings)
+    app.run()
+    code = getattr(app, "return_code", None)
+    return code if isinstance(code, int) else OK
+
+
+def cmd_list(args: argparse.Namespace, ctx: Context) -> int:
+    check_lesson_dirs(ctx)
+    from tutor.course.catalog import discover
+    from tutor.course.progress import Progress
+
+    catalog = discover(ctx.lessons_dirs)
+    with Progress() as progress:
+        rows = []
+        for item in catalog.lessons:
+            ids = {s.id for s in item.lesson.steps}
+            rows.append({
+                "id": item.lesson.id,
+                "title": item.lesson.title,
+                "summary": item.lesson.summary,
+                "steps": len(item.lesson.steps),
+                "done": len(progress.completed_steps(item.lesson.id) & ids),
+                "position": progress.position(item.lesson.id),
+                "path": str(item.path),
+            })
+        warning = progress.warning
+    broken = [
+        {"path": str(path), "errors": [{"line": i.line, "col": i.col, "message": i.message} for i in err.issues]}
+        for path, err in catalog.broken
+    ]
+    if warning:
+        eprint(f"warning: {warning}")
+    if args.json:
+        print_json({"lessons": rows, "broken": broken})
+        return OK
+
+    from rich.markup import escape
+    from rich.table import Table
+
+    console = rich_console()
+    if rows:
+        table = Table(title="Lessons", title_justify="left")
+        table.add_column("id", no_wrap=True)
+        table.add_column("title")
+        table.add_column("steps", justify="right")
+        table.add_column("progress", justify="right", no_wrap=True)
+        for r in rows:
+            table.add_row(r["id"], escape(r["title"]), str(r["steps"]), f"{r['done']}/{r['steps']}")
+        console.print(table)
+    else:
+        console.print("No lessons found.")
+    for path, err in catalog.broken:
+        console.print(f"broken lesson file {path}:", style="bold red", markup=False)
+        for issue in err.issues:
+            console.print(f"  {issue}", markup=False)
+    return OK
+
+
+def cmd_doctor(args: argparse.Namespace, ctx: Context) -> int:
+    report, problems = _doctor_report(ctx)
+    if args.json:
+        print_json(report)
+    else:
+        _print_doctor(report)
+    for p in problems:
+        eprint(f"gpututor: {p}")
+    return BAD_INPUT if problems else OK
+
+
+def _doctor_report(ctx: Context) -> tuple[dict[str, Any], list[str]]:
+    import platform
+    import warnings
+
+    from tutor import paths
+    from tutor.course.catalog import builtin_lessons_dir
+
+    problems: list[str] = []
+    report: dict[str, Any] = {
+        "gpututor": __version__,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+    }
+    try:
+        import torch
+    except Exception as e:  # noqa: BLE001 - a broken torch install is exactly what doctor reports
+        report["torch"] = None
+        report["torch_error"] = f"{type(e).__name__}: {e}"
+        problems.append(f"PyTorch cannot be imported ({type(e).__name__}: {e}); reinstall it (pip install torch)")
+        torch = None
+    if torch is not None:
+        from tutor.experiments import devices
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
+            report.update({
+                "torch": torch.__version__,
+                "cuda": torch.version.cuda,
+                "cudnn": cudnn,
+                "cuda_available": torch.cuda.is_available(),
+                "mps_built": bool(getattr(torch.backends, "mps", None) and torch.backends.mps.is_built()),
+                "tf32": {
+                    "matmul_allow_tf32": bool(torch.backends.cuda.matmul.allow_tf32),
+                    "cudnn_allow_tf32": bool(torch.backends.cudnn.allow_tf32),
+                    "float32_matmul_precision": torch.get_float32_matmul_precision(),
+                },
+            })
+        report["devices"] = [{**d.as_dict(), "describe": d.describe()} for d in devices.available()]
+        try:
+            report["selected_device"] = devices.resolve(ctx.device).torch_device
+        except devices.DeviceError as e:
+            report["selected_device"] = None
+            problems.append(str(e))
+    report["data"] = _data_report()
+    builtin = builtin_lessons_dir()
+    report["paths"] = {
+        "home": str(paths.home_dir()),
+        "home_from": "GPUTUTOR_HOME" if os.environ.get("GPUTUTOR_HOME") else "user data dir",
+        "progress_db": str(paths.home_dir() / "progress.db"),
+        "settings": str(paths.home_dir() / "settings.toml"),
+        "cache": str(paths.cache_dir()),
+        "lesson_dirs": [{"path": str(builtin), "builtin": True, "exists": builtin.is_dir()}]
+        + [{"path": str(d), "builtin": False, "exists": d.is_dir()} for d in ctx.lessons_dirs],
+    }
+    for d in ctx.lessons_dirs:
+        if not d.is_dir():
+            problems.append(f"--lessons-dir {d}: no such directory")
+    return report, problems
+
+
+def _data_report() -> dict[str, Any]:
+    from tutor import paths
+
+    root, may_download = paths.data_dir()
+    raw = root / "MNIST" / "raw"
+    files = sorted(p.name for p in raw.glob("*-ubyte*")) if raw.is_dir() else []
+    report: dict[str, Any] = {
+        "dir": str(root),
+        "from": "GPUTUTOR_DATA_DIR / --data-dir" if os.environ.get("GPUTUTOR_DATA_DIR") else "user cache",
+        "may_download": may_download,
+        "mnist_raw_files": files,
+        "mnist_present": any(f.startswith("train-images") for f in files)
+        and any(f.startswith("t10k-images") for f in files),
+    }
+    from tutor.experiments import data
+
+    try:
+        report["source"] = data.describe_source()
+    except Exception as e:  # noqa: BLE001 - report the problem, keep the rest of doctor
+        report["source_error"] = f"{type(e).__name__}: {e}"
+    return report
+
+
+def _print_doctor(report: dict[str, Any]) -> None:
+    from rich.markup import escape
+
+    c = rich_console()
+    c.print(f"[bold]gpututor {report['gpututor']}[/]  python {report['python']}  {escape(report['platform'])}")
+    if report.get("torch") is None:
+        c.print(f"[red]torch: not importable[/] ({escape(report.get('torch_error', ''))})")
+    else:
+        cudnn = report["cudnn"]
+        c.print(f"torch {report['torch']}  CUDA {report['cuda'] or 'none (CPU build)'}  "
+                f"cuDNN {cudnn if cudnn else 'none'}  MPS built: {report['mps_built']}")
+        c.print("[bold]devices[/] (best first):")
+        for d in report["devices"]:
+            caps = [f"{k}: {'yes' if d[k] else 'no'}" for k in ("bf16", "fp16", "tensor_cores")]
+            c.print(f"  {escape(d['describe'])}")
+            c.print(f"      {', '.join(caps)}")
+        if not any(d["kind"] in ("cuda", "mps") for d in report["devices"]):
+            c.print("  no GPU here: lessons run on the CPU and say what they would compare on a GPU")
+        tf32 = report["tf32"]
+        c.print(f"TF32: matmul {'on' if tf32['matmul_allow_tf32'] else 'off'}, "
+                f"cuDNN {'on' if tf32['cudnn_allow_tf32'] else 'off'}, "
+                f"float32_matmul_precision={tf32['float32_matmul_precision']}")
+        sel = report.get("selected_device")
+        c.print(f"selected device: {sel if sel else '[red]not available (see below)[/]'}")
+    data = report["data"]
+    c.print("[bold]data[/]:")
+    if "source" in data:
+        src = data["source"]
+        if isinstance(src, dict):
+            for k, v in src.items():
+                c.print(f"  {k}: {escape(fmt(v))}")
+        else:
+            c.print(f"  {escape(str(src))}")
+    c.print(f"  dir: {escape(data['dir'])} (from {data['from']})")
+    if data["mnist_present"]:
+        c.print(f"  MNIST raw files: {len(data['mnist_raw_files'])} found")
+    elif data["may_download"]:
+        c.print("  MNIST not downloaded yet: it will be downloaded on first use (offline: synthetic digits)")
+    else:
+        c.print("  [yellow]MNIST not found there[/]: runs will use the synthetic digit set and say so")
+    if "source_error" in data:
+        c.print(f"  [red]data source error[/]: {escape(data['source_error'])}")
+    p = report["paths"]
+    c.print("[bold]paths[/]:")
+    c.print(f"  home: {escape(p['home'])} ({p['home_from']})")
+    c.print(f"  progress db: {escape(p['progress_db'])}")
+    c.print(f"  settings: {escape(p['settings'])}")
+    c.print(f"  cache: {escape(p['cache'])}")
+    for d in p["lesson_dirs"]:
+        tag = "built-in" if d["builtin"] else "--lessons-dir"
+        missing = "" if d["exists"] else " [red](missing)[/]"
+        c.print(f"  lessons ({tag}): {escape(d['path'])}{missing}")
+
+
+def cmd_check(args: argparse.Namespace, ctx: Context) -> int:
+    check_lesson_dirs(ctx)
+    from tutor.course.lesson import CheckStep, PredictStep
+    from tutor.course.progress import Progress
+    from tutor.course.session import LessonSession
+
+    try:
+        lesson, step = find_step(ctx, args.lesson, args.check, (CheckStep, PredictStep), "steps that take an answer",
+                                  "which takes no answer")
+    except BadInput as e:
+        return bad(args, "check", str(e))
+
+    answer = sys.stdin.read() if args.answer == "-" else args.answer
+    with Progress() as progress:
+        if progress.warning:
+            eprint(f"warning: {progress.warning}")
+        graded = LessonSession(lesson, progress).grade(step, answer)  # as the TUI grades it
+    verdict, run_record = graded.verdict, graded.evidence.run
+    if args.json:
+        print_json(verdict.as_dict())
+        return OK
+    c = rich_console()
+    if verdict.correct:
+        c.print("[bold green]correct[/]")
+    else:
+        c.print("[bold yellow]not yet[/]")
+    if verdict.feedback:
+        c.print(verdict.feedback, markup=False)
+    if verdict.missing:
+        c.print(f"missing: {', '.join(verdict.missing)}", markup=False)
+    if run_record is not None:
+        c.print(f"(graded with the metrics of your run #{run_record.id} of {run_record.experiment})",
+                style="dim", markup=False)
+    return OK
+
+
+def cmd_exercise(args: argparse.Namespace, ctx: Context) -> int:
+    check_lesson_dirs(ctx)
+    from tutor.course.lesson import ExerciseStep
+    from tutor.paths import home_dir
+
+    try:
+        lesson, step = find_step(ctx, args.lesson, args.step, (ExerciseStep,), "exercise steps",
+                                  "not an exercise")
+    except BadInput as e:
+        return bad(args, "exercise", str(e))
+    try:
+        code = Path(args.file).expanduser().read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        return bad(args, "exercise", f"--file {args.file}: cannot read it ({getattr(e, 'strerror', None) or e})")
+
+    from tutor.exercises.grader import grade_exercise
+
+    workdir = home_dir() / "exercises" / lesson.id / step.id
+    stream = None if args.json else (lambda text: (sys.stderr.write(text), sys.stderr.flush()))
+    result = grade_exercise(step, code, workdir, on_output=stream)
+    if args.json:
+        print_json(result.as_dict())
+        return OK if result.passed else FAILED
+    c = rich_console()
+    c.print("[bold green]passed[/]" if result.passed else "[bold yellow]not yet[/]")
+    for r in result.requirements:
+        mark = "ok  " if r.passed else "FAIL" if r.judged else "skip"
+        c.print(f"  {mark} {r.id}" + (f": {r.feedback}" if r.feedback else ""), markup=False)
+    for note in result.checker_notes:
+        c.print(f"  ({note})", style="dim", markup=False)
+    c.print(result.summary, markup=False)
+    if result.sandbox.dropped_bytes:
+        c.print(f"(output was long: {result.sandbox.dropped_bytes:,} bytes of it not kept)", style="dim",
+                markup=False)
+    return OK if result.passed else FAILED
+
+
+def _instruments_text() -> str:
+    from tutor.instruments import REGISTRY
+
+    lines = ["instruments (gpututor instrument NAME --set key=value):"]
+    for name, inst in sorted(REGISTRY.items()):
+        lines.append(f"  {name:16} {inst.summary}")
+        for c in inst.controls:
+            if c.kind == "stepper":
+                values = f"{c.options[0]}..{c.options[-1]}"
+            elif c.kind == "toggle":
+                values = "on | off"
+            else:
+                values = " | ".join(map(str, c.options))
+            lines.append(f"      {c.name}: {values} = {c.label_of(c.default)}")
+        lines.append(f"      outputs: {', '.join(inst.outputs)}")
+    return "\n".join(lines)
+
+
+def cmd_instrument(args: argparse.Namespace, ctx: Context) -> int:
+    from tutor.instruments import REGISTRY, SettingsError
+
+    if not args.name:
+        if args.json:
+            print_json({name: {"summary": i.summary, "controls": {c.name: {
+                "kind": c.kind, "options": list(c.options), "default": c.default} for c in i.controls},
+                "outputs": i.outputs} for name, i in REGISTRY.items()})
+        else:
+            print(_instruments_text())
+        return OK
+    inst = REGISTRY.get(args.name)
+    if inst is None:
+        return bad(args, "instrument", f"unknown instrument {args.name!r}{closest(args.name, list(REGISTRY))}; "
+                    f"available: {', '.join(sorted(REGISTRY))}")
+    given: dict[str, str] = {}
+    for item in args.sets:
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip():
+            return bad(args, "instrument", f"--set expects KEY=VALUE (e.g. --set optimizer=sgd), got {item!r}")
+        given[key.strip()] = raw.strip()
+    try:
+        settings = inst.settings(given)
+    except SettingsError as e:
+        return bad(args, "instrument", str(e))
+    # Only some settings read the learner's runs or this device (which loads torch); the rest is arithmetic.
+    context = _instrument_context(settings) if inst.needs_context(settings) else None
+    reading = inst.compute(settings, context)
+    if args.json:
+        print_json({"instrument": inst.name, "settings": settings, "outputs": reading.outputs,
+                     "verdict": reading.verdict, "level": reading.level, "math": list(reading.math),
+                     "reference": list(reading.reference), "notes": list(reading.notes)})
+        return OK
+    from tutor.instruments.render import reading as render
+
+    c = rich_console()
+    c.print(f"[bold]{inst.title}[/]: " + ", ".join(f"{k}={ctl.label_of(settings[k])}"
+                                                   for k, ctl in ((c_.name, c_) for c_ in inst.controls)),
+            markup=True, highlight=False)
+    c.print(render(reading, min(c.width, 100) - 2, math=args.math))
+    return OK
+
+
+def _instrument_context(settings: dict[str, Any]):
+    """The learner's recorded runs, and this device only when a control asks for it (it loads torch)."""
+    from tutor.course.ledger import instrument_context
+    from tutor.course.progress import Progress
+
+    device = None
+    if settings.get("budget") == "this":
+        from tutor.experiments.devices import DeviceError, resolve
+
+        try:
+            device = resolve(os.environ.get("GPUTUTOR_DEVICE"))
+        except DeviceError as e:
+            raise UsageError(str(e)) from None
+    with Progress() as progress:
+        if progress.warning:
+            eprint(f"warning: {progress.warning}")
+        return instrument_context(progress, device)
+
+
+def cmd_export(args: argparse.Namespace, ctx: Context) -> int:
+    check_lesson_dirs(ctx)
+    from tutor.course.catalog import discover
+    from tutor.course.ledger import export
+    from tutor.course.progress import Progress
+
+    catalog = discover(ctx.lessons_dirs)
+    ids = [item.lesson.id for item in catalog.lessons]
+    for wanted in args.lessons:
+        if wanted not in ids:
+            raise UsageError(f"unknown lesson {wanted!r}{closest(wanted, ids)}; available: {', '.join(ids)}")
+    lessons = [item.lesson for item in catalog.lessons if not args.lessons or item.lesson.id in args.lessons]
+    with Progress() as progress:
+        if progress.warning:
+            eprint(f"warning: {progress.warning}")
+        document = export(lessons, progress)
+    text = json.dumps(json_safe(document), indent=2, allow_nan=False) + "\n"
+    if not args.output:
+        sys.stdout.write(text)
+        return OK
+    out = write_file(args.output, text, "ledger.json")
+    eprint(f"wrote {out} ({len(document['lessons'])} lessons)")
+    return OK
+

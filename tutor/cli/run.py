@@ -1,0 +1,314 @@
+"""`gpututor run`: one experiment headless, its events as lines for people or JSON for scripts."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import time
+from typing import Any
+
+from tutor.cli.common import (
+    BAD_INPUT,
+    CANCELLED,
+    FAILED,
+    OK,
+    Context,
+    UsageError,
+    activate_packs,
+    closest,
+    eprint,
+    fmt,
+    print_json,
+    rich_console,
+)
+
+STEP_LINES_PER_S = 4  # human `run` output: enough to watch, few enough to read
+
+
+def parse_value(text: str) -> Any:
+    """A --set value as a YAML 1.2 core scalar: int, float, bool, null or str.
+
+    YAML 1.2 rather than PyYAML's 1.1 so that `amp=off` stays the string "off" and
+    `lr=1e-3` is a float (YAML 1.1 reads them as False and a string).
+    """
+    t = text.strip()
+    low = t.lower()
+    if low in ("", "~", "null", "none"):
+        return None
+    if low == "true":
+        return True
+    if low == "false":
+        return False
+    if len(t) >= 2 and t[0] == t[-1] and t[0] in "'\"":
+        return t[1:-1]
+    try:
+        return int(t, 0) if low.startswith(("0x", "0o", "0b")) else int(t)
+    except ValueError:
+        pass
+    special = {".inf": math.inf, "+.inf": math.inf, "-.inf": -math.inf, ".nan": math.nan}
+    if low in special:
+        return special[low]
+    try:
+        value = float(t)
+    except ValueError:
+        return t
+    return value
+
+
+def parse_sets(items: list[str]) -> dict[str, Any]:
+    values: dict[str, Any] = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        key = key.strip().replace("-", "_")
+        if not sep or not key:
+            raise UsageError(f"--set expects KEY=VALUE (e.g. --set epochs=1), got {item!r}")
+        values[key] = parse_value(raw)
+    return values
+
+
+def _param_lines(exp: Any) -> list[str]:
+    """'  epochs: int = 3  (description)' for each parameter of an experiment."""
+    import typing
+
+    out = []
+    for name, f in exp.params.model_fields.items():
+        if typing.get_origin(f.annotation) is typing.Literal:
+            ann = " | ".join(repr(a) for a in typing.get_args(f.annotation))
+        else:
+            ann = getattr(f.annotation, "__name__", None) or str(f.annotation).replace("typing.", "")
+        desc = f"  ({f.description})" if f.description else ""
+        out.append(f"  {name}: {ann} = {f.default!r}{desc}")
+    return out
+
+
+def _experiments_text() -> str:
+    from tutor import experiments
+
+    lines = ["experiments (gpututor run NAME --set key=value):"]
+    for name, exp in sorted(experiments.REGISTRY.items()):
+        lines.append(f"  {name:22} {exp.title}")
+    return "\n".join(lines)
+
+
+def cmd_run(args: argparse.Namespace, ctx: Context) -> int:
+    from pydantic import ValidationError
+
+    from tutor import experiments
+
+    def bad(message: str, details: str = "") -> int:
+        if args.json:
+            print_json({"event": "error", "message": message})
+        eprint(f"gpututor run: {message}")
+        if details:
+            eprint(details)
+        return BAD_INPUT
+
+    for issue in activate_packs(ctx.lessons_dirs):
+        eprint(f"warning: lesson pack not loaded: {issue}")
+    if not args.name:
+        return bad("which experiment? give its NAME", _experiments_text())
+    try:
+        exp = experiments.get(args.name)
+    except experiments.UnknownExperiment:
+        names = sorted(experiments.REGISTRY)
+        return bad(f"unknown experiment {args.name!r}{closest(args.name, names)}; available: {', '.join(names)}")
+    try:
+        values = parse_sets(args.sets)
+    except UsageError as e:
+        return bad(str(e))
+    try:
+        params = exp.make_params(values)
+    except ValidationError as e:
+        return bad(_params_problem(exp, e), f"parameters of {exp.name}:\n" + "\n".join(_param_lines(exp)))
+
+    from tutor import errors
+    from tutor.experiments import devices
+
+    try:
+        device = devices.resolve(params.device or ctx.device)
+    except devices.DeviceError as e:
+        return bad(str(e))
+    emit = _JsonEvents() if args.json else _HumanEvents()
+    return _run_stream(exp.name, values, params.model_dump(), device, ctx, emit, errors)
+
+
+def _params_problem(exp: Any, e: Any) -> str:
+    names = list(exp.params.model_fields)
+    problems = []
+    for err in e.errors():
+        key = str(err["loc"][0]) if err["loc"] else "?"
+        if err["type"] == "extra_forbidden":
+            problems.append(f"{exp.name} has no parameter {key!r}{closest(key, names)}; "
+                            f"it takes: {', '.join(names)}")
+        elif not err["loc"]:  # a check across parameters (batch_size a multiple of micro_batches)
+            problems.append(f"bad values: {err['msg'].removeprefix('Value error, ')}")
+        else:
+            problems.append(f"bad value for {key!r}: {err['msg'].removeprefix('Value error, ')} "
+                            f"(got {err.get('input')!r})")
+    return "; ".join(problems)
+
+
+def _run_stream(name: str, values: dict, params: dict, device: Any, ctx: Context, emit: Any, errors: Any) -> int:
+    from tutor import experiments
+    from tutor.experiments.events import Finished
+
+    metrics: dict[str, Any] | None = None
+    gen = None
+    start = time.monotonic()
+    try:
+        gen = experiments.start(name, values, ctx.device)
+        for event in gen:
+            emit(event)
+            if isinstance(event, Finished):
+                metrics = dict(event.metrics)
+    except (KeyboardInterrupt, BrokenPipeError) as stop:
+        _close(gen)  # runs the experiment's cleanup; like the TUI, a cancelled run leaves no record
+        if isinstance(stop, BrokenPipeError):
+            raise
+        emit.cancelled()
+        return CANCELLED
+    except Exception as exc:  # noqa: BLE001 - a failed run is reported, never a traceback
+        _close(gen)
+        if isinstance(exc, ModuleNotFoundError) and (exc.name or "").startswith("tutor.experiments."):
+            message = f"experiment {name!r} is not available in this installation ({exc.name} is missing)"
+        else:
+            message = errors.describe(exc)
+        if os.environ.get("GPUTUTOR_DEBUG", "").strip() not in ("", "0"):
+            import traceback
+
+            traceback.print_exc()
+        _record(name, params, device, {}, "failed", message)
+        emit.error(message)
+        return FAILED
+    if metrics is None:
+        message = f"experiment {name!r} ended without reporting its results (no Finished event)"
+        _record(name, params, device, {}, "failed", message)
+        emit.error(message)
+        return FAILED
+    _record(name, params, device, metrics, "finished", None)
+    emit.done(metrics, time.monotonic() - start)
+    return OK
+
+
+def _close(gen: Any) -> None:
+    try:
+        if gen is not None:
+            gen.close()
+    except Exception:  # noqa: BLE001 - closing a generator that already failed
+        pass
+
+
+def _record(name: str, params: dict, device: Any, metrics: dict, status: str, error: str | None) -> None:
+    """Keep the run in the progress store; a store problem is a warning, not a failed run."""
+    try:
+        from tutor.course.progress import Progress
+
+        with Progress() as progress:
+            progress.record_run(experiment=name, params=params, device=device.as_dict(),
+                                metrics=metrics, status=status, error=error)
+            if progress.warning:
+                eprint(f"warning: {progress.warning}")
+    except Exception as e:  # noqa: BLE001
+        eprint(f"warning: the run was not recorded in your progress ({type(e).__name__}: {e})")
+
+
+class _JsonEvents:
+    """--json: one object per event line; the last is finished, error or cancelled."""
+
+    def __call__(self, event: Any) -> None:
+        from tutor.experiments.events import to_json
+
+        print_json(to_json(event))
+
+    def done(self, metrics: dict, seconds: float) -> None:
+        pass  # the experiment's own Finished event was the last line
+
+    def error(self, message: str) -> None:
+        print_json({"event": "error", "message": message})
+        eprint(f"gpututor run: {message}")
+
+    def cancelled(self) -> None:
+        print_json({"event": "cancelled", "message": "cancelled"})
+        eprint("cancelled")
+
+
+class _HumanEvents:
+    """Readable lines: every event but Step, which is throttled to a few lines a second."""
+
+    def __init__(self) -> None:
+        self.console = rich_console()
+        self.last_step = -math.inf
+        self.pending: Any = None  # the newest Step not printed yet
+
+    def __call__(self, event: Any) -> None:
+        from rich.markup import escape
+        from rich.table import Table as RichTable
+        from rich.text import Text
+
+        from tutor.experiments import events as ev
+
+        c = self.console
+        if isinstance(event, ev.Step):
+            now = time.monotonic()
+            if now - self.last_step >= 1 / STEP_LINES_PER_S or (event.total and event.step >= event.total):
+                self.last_step = now
+                self.pending = None
+                self._step(event)
+            else:
+                self.pending = event
+            return
+        if self.pending is not None:  # show where training got to before the epoch summary
+            self._step(self.pending)
+            self.pending = None
+        if isinstance(event, ev.Started):
+            c.print(f"[bold]{escape(event.experiment)}[/] on [bold]{escape(event.device)}[/] "
+                    f"({escape(event.device_name)})")
+            if event.dataset:
+                c.print(f"data: {escape(event.dataset)}")
+            if event.detail:
+                c.print(escape(event.detail))
+        elif isinstance(event, ev.Epoch):
+            label = f"[{event.label}] " if event.label else ""
+            c.print(f"{escape(label)}[bold]epoch {event.epoch}/{event.epochs}[/]  "
+                    f"train loss {event.train_loss:.4f}  test acc {event.test_acc * 100:.2f}%  "
+                    f"{event.seconds:.2f} s  {event.samples_per_s:,.0f} samples/s")
+        elif isinstance(event, ev.Note):
+            style = {"warning": "yellow", "result": "bold"}.get(event.level, "")
+            prefix = "warning: " if event.level == "warning" else ""
+            c.print(f"{prefix}{event.text}", style=style or None, markup=False)
+        elif isinstance(event, ev.Table):
+            table = RichTable(title=Text(event.title), title_justify="left")
+            for col in event.columns:
+                table.add_column(str(col), overflow="fold")
+            for row in event.rows:
+                table.add_row(*(Text(str(x)) for x in row))  # values, not markup: "[enforce fail ...]"
+            c.print(table)
+        elif isinstance(event, ev.Finished):
+            pass  # printed by done(), after the run is recorded
+
+    def _step(self, s: Any) -> None:
+        label = f"[{s.label}] " if s.label else ""
+        total = f"/{s.total}" if s.total else ""
+        # Progress without a loss or a rate (a timing or memory experiment) shows neither.
+        loss = f"  loss {s.loss:.4f}" if math.isfinite(s.loss) else ""
+        rate = f"  {s.samples_per_s:,.0f} samples/s" if s.samples_per_s > 0 else ""
+        self.console.print(f"{label}step {s.step}{total}{loss}  {s.seconds:.2f} s{rate}", markup=False)
+
+    def done(self, metrics: dict, seconds: float) -> None:
+        from rich.table import Table as RichTable
+        from rich.text import Text
+
+        table = RichTable(title=f"metrics (run took {seconds:.1f} s)", title_justify="left")
+        table.add_column("metric", no_wrap=True)
+        table.add_column("value", overflow="fold")
+        for k, v in metrics.items():
+            table.add_row(Text(str(k)), Text(fmt(v)))
+        self.console.print(table)
+
+    def error(self, message: str) -> None:
+        eprint(f"gpututor run: {message}")
+
+    def cancelled(self) -> None:
+        eprint("cancelled")
+

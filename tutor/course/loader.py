@@ -1,0 +1,619 @@
+"""Loading a lesson file: YAML, then the model, then the checks no schema can express (metrics a
+prediction compares, ranges with gaps, experiments' parameters, graded examples), each problem
+said with its path:line:col."""
+
+from __future__ import annotations
+
+import datetime
+import difflib
+import math
+import re
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from checks.spec import ChoiceAnswer, NumberAnswer, TextAnswer
+from tutor import experiments, instruments
+from tutor.course.lesson import (
+    LEDGER_AGGREGATES,
+    MAX_FILE_BYTES,
+    BehaviourRequirement,
+    CheckStep,
+    CodeCompare,
+    ErrorRequirement,
+    ExerciseStep,
+    FunctionRequirement,
+    Goal,
+    InstrumentStep,
+    Lesson,
+    LessonError,
+    LessonIssue,
+    OutputRequirement,
+    PredictStep,
+    ReadStep,
+    RunStep,
+    SourceRequirement,
+    Verify,
+)
+from tutor.course.lesson_yaml import Path_, Pos, parse, position
+
+_UNION_TAGS = {  # for an error that does not list them (a missing tag)
+    "step kind": "read, predict, run, check, exercise, instrument",
+    "requirement type": "output, source, report, file, function, error",
+    "answer type": "choice, number, text",
+}
+_TAGS = {"read", "predict", "run", "check", "exercise", "instrument", "choice", "number", "text",
+         "output", "source", "report", "file", "function", "error"}
+
+
+def _clean_loc(loc: tuple[Any, ...], data: Any) -> tuple[Any, ...]:
+    """Drop pydantic's union tags (e.g. 'read', 'choice') so a location matches the YAML path."""
+    out: list[Any] = []
+    cur = data
+    after_union = True  # a tag comes right after the list index (or the key) of a union value
+    for part in loc:
+        tagged = (after_union and isinstance(cur, dict) and part in _TAGS
+                  and cur.get("kind", cur.get("type")) == part)
+        after_union = False
+        if tagged:
+            # The discriminated union's branch name, not a key of the file (even where a
+            # field has the same name: an instrument step's `instrument` key).
+            continue
+        if isinstance(cur, dict) and part in cur:
+            out.append(part)
+            cur = cur[part]
+            after_union = True
+        elif isinstance(cur, list) and isinstance(part, int) and 0 <= part < len(cur):
+            out.append(part)
+            cur = cur[part]
+            after_union = True
+        else:
+            out.append(part)
+            cur = None
+    return tuple(out)
+
+
+def _where(loc: tuple[Any, ...], data: Any) -> str:
+    """A location as an instructor reads it: "step 'check-1' answer.rubric.require[0].any"."""
+    head, rest = "", loc
+    if len(loc) >= 2 and loc[0] == "steps" and isinstance(loc[1], int):
+        steps = data.get("steps") if isinstance(data, dict) else None
+        step = steps[loc[1]] if isinstance(steps, list) and 0 <= loc[1] < len(steps) else None
+        sid = step.get("id") if isinstance(step, dict) else None
+        head = f"step {sid!r}" if isinstance(sid, str) else f"steps[{loc[1]}]"
+        rest = loc[2:]
+    tail = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in rest).lstrip(".")
+    return " ".join(x for x in (head, tail) if x)
+
+
+def _known_keys() -> list[str]:
+    models = (Lesson, ReadStep, PredictStep, RunStep, CheckStep, CodeCompare, Verify,
+              ChoiceAnswer, NumberAnswer, TextAnswer, InstrumentStep, Goal)
+    return sorted({k for m in models for k in m.model_fields})
+
+
+_STEP_MODELS = {m.model_fields["kind"].annotation.__args__[0]: m
+                for m in (ReadStep, PredictStep, RunStep, CheckStep, ExerciseStep, InstrumentStep)}
+
+
+def _step_fields(loc: tuple[Any, ...], data: Any) -> list[str] | None:
+    """[kind, *its keys] when loc is a step of a known kind, else None."""
+    if len(loc) != 2 or loc[0] != "steps" or not isinstance(data, dict):
+        return None
+    steps = data.get("steps")
+    step = steps[loc[1]] if isinstance(steps, list) and isinstance(loc[1], int) and loc[1] < len(steps) else None
+    model = _STEP_MODELS.get(step.get("kind")) if isinstance(step, dict) else None
+    return [step["kind"], *model.model_fields] if model else None
+
+
+def _did_you_mean(word: Any, choices: Iterable[str], cutoff: float = 0.6) -> str:
+    close = difflib.get_close_matches(str(word), sorted(choices), n=1, cutoff=cutoff)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def _got(value: Any) -> str:
+    if isinstance(value, (dict, list)):
+        return ""
+    text = repr(value)
+    return f" (got {text})" if len(text) <= 60 else ""
+
+
+def _schema_issues(e: ValidationError, data: Any, marks: dict[Path_, Pos], path: str) -> list[LessonIssue]:
+    errors = [
+        (err, _clean_loc(tuple(err["loc"]), data))
+        for err in e.errors()
+        # reported from the file itself, with both positions (see _duplicate_step_ids)
+        if "duplicate step id" not in str(err.get("msg", ""))
+    ]
+    missing: dict[tuple[Any, ...], set[str]] = {}
+    for err, loc in errors:
+        if err["type"] == "missing" and loc:
+            missing.setdefault(loc[:-1], set()).add(str(loc[-1]))
+
+    # A misspelt key ('promt') also makes the real one ('prompt') missing: report it once.
+    misspelt: dict[tuple[Any, ...], str] = {}
+    for err, loc in errors:
+        if err["type"] == "extra_forbidden" and loc:
+            close = difflib.get_close_matches(str(loc[-1]), sorted(missing.get(loc[:-1], ())), n=1, cutoff=0.5)
+            if close:
+                misspelt[loc] = close[0]
+    explained = {(*loc[:-1], key) for loc, key in misspelt.items()}
+
+    issues: list[LessonIssue] = []
+
+    def add(pos: Pos, where: str, message: str) -> None:
+        issues.append(LessonIssue(path, pos[0], pos[1], f"{where}: {message}" if where else message))
+
+    for err, loc in errors:
+        kind = err["type"]
+        ctx = err.get("ctx") or {}
+        if kind == "extra_forbidden" and loc:
+            key = str(loc[-1])
+            if loc in misspelt:
+                hint = f" (did you mean {misspelt[loc]!r}?)"
+            elif (fields := _step_fields(loc[:-1], data)) is not None:
+                # 'prompt' on an exercise step is a real key of other steps: name this kind's keys.
+                article = "an" if fields[0][0] in "aeiou" else "a"
+                hint = (_did_you_mean(key, fields, 0.7)
+                        or f"; {article} {fields[0]} step takes: {', '.join(fields[1:])}")
+            else:
+                hint = _did_you_mean(key, [k for k in _known_keys() if k != key], 0.7)
+            add(position(marks, loc, at_key=True), _where(loc[:-1], data), f"unknown key {key!r}{hint}")
+        elif kind == "missing" and loc:
+            if loc in explained:
+                continue
+            add(position(marks, loc), _where(loc[:-1], data), f"missing required key {loc[-1]!r}")
+        elif kind in ("union_tag_invalid", "union_tag_not_found"):
+            key = str(ctx.get("discriminator", "kind")).strip("'\"")
+            what = "step kind" if key == "kind" else "requirement type" if "requirements" in loc else "answer type"
+            # pydantic names the tags the union accepts ("'output', 'source', ..."); the quotes go.
+            expected = ", ".join(t.strip(" '\"") for t in str(ctx.get("expected_tags", "")).split(",") if t.strip())
+            expected = expected or _UNION_TAGS[what]
+            if kind == "union_tag_invalid":
+                tag = ctx.get("tag")
+                add(position(marks, (*loc, key)), _where(loc, data),
+                    f"unknown {what} {tag!r}{_did_you_mean(tag, expected.split(', '))}; expected one of {expected}")
+            else:
+                add(position(marks, loc), _where(loc, data), f"missing key {key!r} (one of {expected})")
+        elif kind == "string_type" and isinstance(err.get("input"), (int, float)) and not isinstance(
+                err.get("input"), bool):
+            add(position(marks, loc), _where(loc, data),
+                "this reads as a number, not text: put it in quotes")
+        elif kind == "string_type" and isinstance(err.get("input"), (datetime.date, bool)):
+            reads = "true or false" if isinstance(err.get("input"), bool) else "a date"
+            add(position(marks, loc), _where(loc, data), f"this reads as {reads}, not text: put it in quotes")
+        elif kind == "string_pattern_mismatch" and loc and loc[-1] == "id":
+            add(position(marks, loc), _where(loc, data),
+                f"ids use lowercase letters, digits and dashes, like 'check-1'{_got(err.get('input'))}")
+        elif kind == "string_pattern_mismatch" and loc and loc[-1] == "name":
+            add(position(marks, loc), _where(loc, data),
+                f"a Python function name: letters, digits and _, like 'train_one_epoch'{_got(err.get('input'))}")
+        else:
+            msg = str(err.get("msg", "invalid value")).replace(" after validation", "")
+            add(position(marks, loc), _where(loc, data) or "lesson", f"{msg}{_got(err.get('input'))}")
+    return issues
+
+
+def _duplicate_step_ids(data: dict[str, Any], marks: dict[Path_, Pos], path: str) -> list[LessonIssue]:
+    issues = []
+    first: dict[str, int] = {}
+    steps = data.get("steps")
+    for i, step in enumerate(steps if isinstance(steps, list) else []):
+        sid = step.get("id") if isinstance(step, dict) else None
+        if not isinstance(sid, str):
+            continue
+        if sid in first:
+            line, col = position(marks, ("steps", i, "id"))
+            earlier = position(marks, ("steps", first[sid], "id"))[0]
+            issues.append(LessonIssue(path, line, col, f"duplicate step id {sid!r} (first used at line {earlier})"))
+        else:
+            first[sid] = i
+    return issues
+
+
+def _semantic_issues(data: dict[str, Any], marks: dict[Path_, Pos], path: str) -> list[LessonIssue]:
+    """Checks beyond the schema: experiments exist, params fit, compared metrics exist.
+
+    Works on the parsed YAML rather than the validated model, so a lesson with schema
+    errors still gets these reported in the same pass.
+    """
+    issues: list[LessonIssue] = []
+
+    def add(loc: tuple[Any, ...], message: str, at_key: bool = False) -> None:
+        line, col = position(marks, loc, at_key)
+        issues.append(LessonIssue(path, line, col, message))
+
+    def check_experiment(loc: tuple[Any, ...], name: Any, params: Any) -> None:
+        if not isinstance(name, str):
+            return  # the schema reports a non-string
+        if name not in experiments.REGISTRY:
+            # A close match is the likely fix; only without one is the whole list worth its length.
+            hint = _did_you_mean(name, experiments.REGISTRY) or f"; available: {', '.join(sorted(experiments.REGISTRY))}"
+            add((*loc, "experiment"), f"unknown experiment {name!r}{hint}")
+            return
+        if not isinstance(params, dict):
+            return
+        exp = experiments.REGISTRY[name]
+        for key in exp.file_params():
+            if key in params:
+                add((*loc, "params", key), f"experiment {name!r} parameter {key!r} names a file to write on the "
+                    f"learner's machine; a lesson may not set it (a learner can: gpututor run {name} "
+                    f"--set {key}=PATH)", at_key=True)
+        try:
+            exp.make_params(params)
+        except ValidationError as e:
+            names = list(exp.params.model_fields)
+            for err in e.errors():
+                key = err["loc"][0] if err["loc"] else None
+                ploc = (*loc, "params", key) if key is not None else (*loc, "params")
+                if err["type"] == "extra_forbidden":
+                    add(ploc, f"experiment {name!r} has no parameter {key!r}{_did_you_mean(key, names)}; "
+                        f"it takes: {', '.join(names)}", at_key=True)
+                elif key is None:  # a check across parameters (batch_size a multiple of micro_batches)
+                    add(ploc, f"experiment {name!r} params: {err['msg'].removeprefix('Value error, ')}")
+                else:
+                    add(ploc, f"experiment {name!r} parameter {key!r}: "
+                        f"{err['msg'].removeprefix('Value error, ')}{_got(err.get('input'))}")
+
+    steps = data.get("steps")
+    steps = steps if isinstance(steps, list) else []
+    for i, step in enumerate(steps):
+        if not isinstance(step, dict):
+            continue
+        loc = ("steps", i)
+        kind = step.get("kind")
+        if kind == "run":
+            check_experiment(loc, step.get("experiment"), step.get("params", {}))
+            issues += _tweak_issues(step, loc, marks, path)
+        elif kind == "check" and isinstance(step.get("verify"), dict):
+            verify = step["verify"]
+            check_experiment((*loc, "verify"), verify.get("experiment"), verify.get("params", {}))
+        elif kind == "instrument":
+            issues += _instrument_issues(step, loc, marks, path, steps)
+        elif kind == "predict" and isinstance(step.get("compare"), str):
+            issues += _range_issues(step, loc, marks, path)
+            metric = step["compare"]
+            run = next((s for s in steps[i + 1 :] if isinstance(s, dict) and s.get("kind") in ("run", "instrument")),
+                       None)
+            if run is None:
+                add((*loc, "compare"), f"compares {metric!r} but no run or instrument step follows it")
+            elif run.get("kind") == "instrument":
+                name = run.get("instrument")
+                inst = instruments.REGISTRY.get(name) if isinstance(name, str) else None
+                if inst is not None and metric not in inst.outputs:
+                    add((*loc, "compare"), f"instrument {inst.name!r} (step {run.get('id')!r}) has no output "
+                        f"{metric!r}{_did_you_mean(metric, inst.outputs)}; it computes: {', '.join(inst.outputs)}")
+            elif isinstance(run.get("experiment"), str) and run["experiment"] in experiments.REGISTRY:
+                metrics = experiments.REGISTRY[run["experiment"]].metrics
+                if metric not in metrics:
+                    add((*loc, "compare"), f"experiment {run['experiment']!r} (step {run.get('id')!r}) has no "
+                        f"metric {metric!r}{_did_you_mean(metric, metrics)}; it reports: {', '.join(metrics)}")
+    return issues
+
+
+def _range_issues(step: dict[str, Any], loc: tuple[Any, ...], marks: dict[Path_, Pos],
+                  path: str) -> list[LessonIssue]:
+    """A ranged prediction's options must cover every measurement from 0 up, once each."""
+    issues: list[LessonIssue] = []
+    answer = step.get("answer")
+    options = answer.get("options") if isinstance(answer, dict) and answer.get("type") == "choice" else None
+    if not isinstance(options, list):
+        return issues
+
+    def bound(option: Any, key: str) -> float | None:
+        value = option.get(key) if isinstance(option, dict) else None
+        return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+    def add(j: int, key: str | None, message: str) -> None:
+        line, col = position(marks, (*loc, "answer", "options", j, *([key] if key else [])))
+        issues.append(LessonIssue(path, line, col, f"step {step.get('id')!r} option {j + 1}: {message}"))
+
+    ranged = [j for j, o in enumerate(options) if bound(o, "min") is not None or bound(o, "max") is not None]
+    if not ranged:
+        return issues  # options compared by their text (an error's name, a device)
+    # An option without a range is a distractor no measurement lands in ("it crashes"): allowed.
+    spans = sorted(((bound(options[j], "min"), bound(options[j], "max"), j) for j in ranged),
+                   key=lambda s: -math.inf if s[0] is None else s[0])
+    for low, high, j in spans:
+        if low is not None and high is not None and high <= low:
+            add(j, "max", f"max {high:g} is not above min {low:g}: no measurement falls in it")
+    low, _, first = spans[0]
+    if low is not None and low > 0:
+        add(first, "min", f"a measurement below {low:g} would match no option: start the lowest range at 0")
+    _, high, last = spans[-1]
+    if high is not None:
+        add(last, "max", f"a measurement of {high:g} or more would match no option: leave out max on the "
+            "highest range (it then means 'and above')")
+    for (_, high, j), (low, _, k) in zip(spans, spans[1:]):
+        if high is None or low is None:
+            continue  # an open end in the middle: reported as an overlap below
+        if high < low:
+            add(k, "min", f"a measurement from {high:g} to {low:g} would match no option: start this range "
+                f"at {high:g}, where option {j + 1} ends")
+        elif high > low:
+            add(k, "min", f"overlaps option {j + 1} from {low:g} to {high:g}: a measurement there counts for "
+                "one of them only; start this range where the other ends")
+    for (_, high, j), (_, _, k) in zip(spans, spans[1:]):
+        if high is None:
+            add(j, None, f"has no max but option {k + 1} starts above it: give it a max")
+    return issues
+
+
+def _tweak_issues(step: dict[str, Any], loc: tuple[Any, ...], marks: dict[Path_, Pos],
+                  path: str) -> list[LessonIssue]:
+    """Every value a run step offers the learner must be a valid parameter of its experiment."""
+    issues: list[LessonIssue] = []
+    name = step.get("experiment")
+    exp = experiments.REGISTRY.get(name) if isinstance(name, str) else None
+    tweak, params = step.get("tweak"), step.get("params", {})
+    if exp is None or not isinstance(tweak, dict) or not isinstance(params, dict):
+        return issues
+    names = list(exp.params.model_fields)
+    for key, values in tweak.items():
+        where = (*loc, "tweak", key)
+        if key in exp.file_params():
+            line, col = position(marks, where, at_key=True)
+            issues.append(LessonIssue(path, line, col, f"step {step.get('id')!r} tweak: experiment {exp.name!r} "
+                                      f"parameter {key!r} names a file to write; a lesson may not offer it"))
+            continue
+        if key not in names:
+            line, col = position(marks, where, at_key=True)
+            issues.append(LessonIssue(path, line, col, f"step {step.get('id')!r} tweak: experiment {exp.name!r} has "
+                                      f"no parameter {key!r}{_did_you_mean(key, names)}; it takes: {', '.join(names)}"))
+            continue
+        if not isinstance(values, list) or not values:
+            line, col = position(marks, where)
+            issues.append(LessonIssue(path, line, col, f"step {step.get('id')!r} tweak {key!r}: give a list of values "
+                                      "to offer, such as [64, 256]"))
+            continue
+        if key in params and params[key] not in values:
+            line, col = position(marks, (*loc, "params", key))
+            issues.append(LessonIssue(path, line, col, f"step {step.get('id')!r}: params {key}={params[key]!r} "
+                                      f"is not one of the tweak values {values}; the learner could not pick it again"))
+        for j, value in enumerate(values):
+            try:
+                exp.make_params({**params, key: value})
+            except ValidationError as e:
+                msg = e.errors()[0]["msg"].removeprefix("Value error, ")
+                line, col = position(marks, (*where, j))
+                issues.append(LessonIssue(path, line, col, f"step {step.get('id')!r} tweak {key!r}: {value!r}: {msg}"))
+    return issues
+
+
+def _instrument_issues(step: dict[str, Any], loc: tuple[Any, ...], marks: dict[Path_, Pos],
+                       path: str, steps: list[Any]) -> list[LessonIssue]:
+    """An instrument step's names and values: the instrument, its controls, outputs and ledger."""
+    issues: list[LessonIssue] = []
+
+    def add(where: tuple[Any, ...], message: str, at_key: bool = False) -> None:
+        line, col = position(marks, (*loc, *where), at_key)
+        issues.append(LessonIssue(path, line, col, f"step {step.get('id')!r}: {message}"))
+
+    name = step.get("instrument")
+    if not isinstance(name, str):
+        return issues
+    inst = instruments.REGISTRY.get(name)
+    if inst is None:
+        hint = _did_you_mean(name, instruments.REGISTRY) or f"; available: {', '.join(sorted(instruments.REGISTRY))}"
+        add(("instrument",), f"unknown instrument {name!r}{hint}")
+        return issues
+    controls = [c.name for c in inst.controls]
+    for field_name in ("set", "scenario"):
+        settings = step.get(field_name)
+        for key, value in (settings.items() if isinstance(settings, dict) else []):
+            if key not in controls:
+                add((field_name, key), f"instrument {name!r} has no control {key!r}{_did_you_mean(key, controls)}; "
+                    f"it has: {', '.join(controls)}", at_key=True)
+                continue
+            try:
+                inst.control(key).parse(value)
+            except instruments.SettingsError as e:
+                add((field_name, key), str(e))
+    fixed = step.get("fixed")
+    for j, key in enumerate(fixed if isinstance(fixed, list) else []):
+        if key not in controls:
+            add(("fixed", j), f"fixed names no control of {name!r}: {key!r}{_did_you_mean(key, controls)}")
+    goal = step.get("goal")
+    if isinstance(goal, dict) and isinstance(goal.get("output"), str):
+        if goal["output"] not in inst.outputs:
+            add(("goal", "output"), f"instrument {name!r} has no output {goal['output']!r}"
+                f"{_did_you_mean(goal['output'], inst.outputs)}")
+        elif "equals" in goal and inst.outputs_kind.get(goal["output"]) is bool and not isinstance(goal["equals"], bool):
+            add(("goal", "equals"), f"output {goal['output']!r} is true or false: write equals: true "
+                f"(or false), not {goal['equals']!r}")
+        fixed_names = set(fixed) if isinstance(fixed, list) else set()
+        if all(c in fixed_names for c in controls):
+            add(("goal",), "a goal the learner cannot reach: every control is fixed")
+    ledger = step.get("ledger")
+    for key, expr in (ledger.items() if isinstance(ledger, dict) else []):
+        problem = _ledger_problem(expr, controls, list(inst.outputs), steps)
+        if problem:
+            add(("ledger", key), f"ledger {key!r}: {problem}")
+        else:
+            for other in steps:
+                if other is step:
+                    break
+                if isinstance(other, dict) and isinstance(other.get("ledger"), dict) and key in other["ledger"]:
+                    add(("ledger", key), f"ledger {key!r} is already filled by step {other.get('id')!r}", at_key=True)
+    return issues
+
+
+def _ledger_problem(expr: Any, controls: list[str], outputs: list[str], steps: list[Any]) -> str | None:
+    if not isinstance(expr, str):
+        return "expected text such as 'outputs.mfu', 'min:outputs.total_gb' or 'prediction.STEP'"
+    by_id = {s.get("id"): s for s in steps if isinstance(s, dict)}
+    kind, _, rest = expr.partition(".")
+    if kind == "prediction":
+        target = by_id.get(rest)
+        return None if target is not None and target.get("kind") == "predict" else \
+            f"no predict step {rest!r}{_did_you_mean(rest, [i for i, s in by_id.items() if s.get('kind') == 'predict'])}"
+    if kind == "run":
+        step_id, _, metric = rest.partition(".")
+        target = by_id.get(step_id)
+        if target is None or target.get("kind") != "run":
+            runs = [i for i, s in by_id.items() if s.get("kind") == "run"]
+            return f"no run step {step_id!r}{_did_you_mean(step_id, runs)} (write run.STEP.METRIC)"
+        exp = experiments.REGISTRY.get(target.get("experiment")) if isinstance(target.get("experiment"), str) else None
+        if exp is not None and metric not in exp.metrics:
+            return f"experiment {exp.name!r} has no metric {metric!r}{_did_you_mean(metric, exp.metrics)}"
+        return None
+    aggregate, _, ref = expr.rpartition(":")
+    if aggregate and aggregate not in LEDGER_AGGREGATES:
+        return f"unknown aggregate {aggregate!r}; use one of {', '.join(LEDGER_AGGREGATES)}"
+    kind, _, name = ref.partition(".")
+    if kind == "settings":
+        return None if name in controls else f"no control {name!r}{_did_you_mean(name, controls)}"
+    if kind == "outputs":
+        return None if name in outputs else f"no output {name!r}{_did_you_mean(name, outputs)}"
+    return f"{expr!r} should start with 'settings.', 'outputs.', 'prediction.' or 'run.'"
+
+
+def _rubric_issues(lesson: Lesson, marks: dict[Path_, Pos], path: str, grade_examples: bool) -> list[LessonIssue]:
+    """Rubric phrases that cannot grade well (bad regex, a phrase that shrinks to one common word),
+    and exercise requirements the checker cannot run (a regex that does not compile, an unknown probe)."""
+    from checks.text import lint_rubric
+
+    issues = []
+    for i, step in enumerate(lesson.steps):
+        if isinstance(step, ExerciseStep):
+            issues += _requirement_issues(step, i, marks, path)
+            continue
+        rubric = getattr(getattr(step, "answer", None), "rubric", None)
+        if rubric is None:
+            continue
+        problems = lint_rubric(rubric)
+        for problem in problems:
+            line, col = position(marks, ("steps", i, "answer", "rubric"))
+            issues.append(LessonIssue(path, line, col, f"step {step.id!r} rubric: {problem}"))
+        if isinstance(step, CheckStep) and not problems:
+            issues += _graded_example_issues(step, i, marks, path, grade_examples)
+    return issues
+
+
+def _graded_example_issues(step: CheckStep, i: int, marks: dict[Path_, Pos], path: str,
+                           grade_examples: bool) -> list[LessonIssue]:
+    """A text check whose own reference answer, or a listed right answer, its rubric rejects (or a
+    listed wrong answer it accepts): the learner would be graded against the author's intent."""
+    from checks import grade
+
+    issues = []
+    reference = step.answer.reference
+    if reference:
+        verdict = grade(reference, step.answer)
+        if not verdict.correct:
+            line, col = position(marks, ("steps", i, "answer", "reference"))
+            issues.append(LessonIssue(path, line, col, f"step {step.id!r}: its reference answer fails its own "
+                                      f"rubric ({verdict.feedback})"))
+    if not grade_examples:
+        return issues
+    for kind, answers, want in (("right", step.examples.right, True), ("wrong", step.examples.wrong, False)):
+        for j, answer in enumerate(answers):
+            verdict = grade(answer, step.answer)
+            if verdict.correct != want:
+                line, col = position(marks, ("steps", i, "examples", kind, j))
+                said = "rejects it" + (f" ({verdict.feedback})" if verdict.feedback else "") if want else "accepts it"
+                issues.append(LessonIssue(path, line, col, f"step {step.id!r}: example {kind}[{j}] {answer!r} "
+                                          f"is listed as {kind}, but the rubric {said}"))
+    return issues
+
+
+def _requirement_issues(step: ExerciseStep, i: int, marks: dict[Path_, Pos], path: str) -> list[LessonIssue]:
+    from tutor.exercises.names import BEHAVIOURS, PROBES
+
+    issues = []
+    for j, req in enumerate(step.requirements):
+        problem = None
+        if isinstance(req, FunctionRequirement) and req.probe not in PROBES:
+            problem = f"unknown probe {req.probe!r}; available: {', '.join(sorted(PROBES))}"
+        elif isinstance(req, BehaviourRequirement) and req.check not in BEHAVIOURS:
+            problem = f"unknown behaviour check {req.check!r}; available: {', '.join(sorted(BEHAVIOURS))}"
+        elif isinstance(req, (OutputRequirement, SourceRequirement, ErrorRequirement)):
+            try:
+                re.compile(req.pattern)
+            except re.error as e:
+                problem = f"pattern does not compile: {e}"
+        if problem:
+            line, col = position(marks, ("steps", i, "requirements", j))
+            issues.append(LessonIssue(path, line, col, f"step {step.id!r} requirement {req.id!r}: {problem}"))
+    ids = [m.fails for m in step.mistakes]
+    known = {r.id for r in step.requirements}
+    for j, fails in enumerate(ids):
+        if fails not in known:
+            line, col = position(marks, ("steps", i, "mistakes", j))
+            issues.append(LessonIssue(path, line, col, f"step {step.id!r} mistake fails {fails!r}, which is not one "
+                                      f"of its requirements: {', '.join(sorted(known))}"))
+    return issues
+
+
+def load_text(text: str, path: str = "<lesson>", *, grade_examples: bool = False) -> Lesson:
+    """Parse and validate one lesson; raise LessonError listing every problem found, in file order.
+
+    grade_examples: also grade every check's listed right and wrong answers (lint does; the TUI
+    skips it at start-up, where it would cost tens of milliseconds)."""
+    parsed = parse(text, path)
+    data, marks = parsed.data, parsed.marks
+    if not isinstance(data, dict):
+        raise LessonError([LessonIssue(path, 1, 1, "a lesson file must be a mapping with id, title and steps")])
+    issues = [
+        LessonIssue(path, pos[0], pos[1], f"duplicate key {key!r} (first at line {first}); YAML keeps only the last")
+        for pos, key, first in parsed.duplicate_keys
+    ]
+    issues += [LessonIssue(path, pos[0], pos[1], f"YAML tag '{tag.replace('tag:yaml.org,2002:', '!!')}' is not "
+                           "allowed: a lesson holds plain text, numbers, lists and mappings") for pos, tag in parsed.tags]
+    issues += [LessonIssue(path, pos[0], pos[1], f"control character {char!r} in this text: it would reach the "
+                           "learner's terminal as it is (an escape sequence can clear the screen); remove it")
+               for pos, char in parsed.controls]
+    issues += _duplicate_step_ids(data, marks, path)
+    issues += _semantic_issues(data, marks, path)
+    lesson = None
+    try:
+        lesson = Lesson.model_validate(data)
+    except ValidationError as e:
+        issues += _schema_issues(e, data, marks, path)
+    if lesson is not None:
+        issues += _rubric_issues(lesson, marks, path, grade_examples)
+    if issues or lesson is None:
+        raise LessonError(sorted(_dedupe(issues), key=lambda i: (i.line, i.col)))
+    return lesson
+
+
+def _dedupe(issues: list[LessonIssue]) -> list[LessonIssue]:
+    seen: set[tuple[int, int, str]] = set()
+    out = []
+    for i in issues:
+        key = (i.line, i.col, i.message)
+        if key not in seen:
+            seen.add(key)
+            out.append(i)
+    return out
+
+
+def load_file(path: str | Path, *, grade_examples: bool = False) -> Lesson:
+    p = Path(path)
+    shown = str(path)
+    try:
+        raw = p.read_bytes()
+    except IsADirectoryError:
+        raise LessonError([LessonIssue(shown, 1, 1, "is a directory, not a lesson file")]) from None
+    except OSError as e:
+        raise LessonError([LessonIssue(shown, 1, 1, f"cannot read file: {e.strerror or e}")]) from None
+    if len(raw) > MAX_FILE_BYTES:
+        raise LessonError([LessonIssue(shown, 1, 1, f"file too large ({len(raw)} bytes; limit {MAX_FILE_BYTES})")])
+    if raw.startswith((b"\xff\xfe", b"\xfe\xff")):
+        raise LessonError([LessonIssue(shown, 1, 1, "UTF-16 text: save the lesson file as UTF-8")])
+    if b"\x00" in raw:
+        raise LessonError([LessonIssue(shown, 1, 1, "binary file: a lesson must be UTF-8 YAML text")])
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        line_start = raw.rfind(b"\n", 0, e.start) + 1
+        line = raw[: e.start].count(b"\n") + 1
+        col = len(raw[line_start : e.start].decode("utf-8", errors="replace")) + 1
+        raise LessonError(
+            [LessonIssue(shown, line, col, f"not UTF-8 text (byte 0x{raw[e.start]:02x}): save the lesson file as UTF-8")]
+        ) from None
+    return load_text(text, shown, grade_examples=grade_examples)
+
+
