@@ -472,43 +472,40 @@ class Progress:
     # -- answers
 
     def record_answer(self, lesson_id: str, step_id: str, answer: str, correct: bool, feedback: str) -> None:
-        def write(c: sqlite3.Connection) -> None:
-            c.execute(
-                "INSERT INTO answers (lesson_id, step_id, answer, correct, feedback, at) VALUES (?, ?, ?, ?, ?, ?)",
-                (lesson_id, step_id, str(answer), int(bool(correct)), str(feedback or ""), time.time()),
-            )
-
-        self._write(write)
+        self._add_answer("answers", lesson_id, step_id, answer, correct, feedback)
 
     def answers(self, lesson_id: str, step_id: str) -> list[AnswerRecord]:
-        rows = self._query(
-            "SELECT answer, correct, feedback, at FROM answers WHERE lesson_id = ? AND step_id = ? ORDER BY id",
-            (lesson_id, step_id),
-        )
-        return [AnswerRecord(lesson_id, step_id, a, bool(c), f, at) for a, c, f, at in rows]
-
-    def solved(self, lesson_id: str, step_id: str) -> bool:
-        rows = self._query(
-            "SELECT 1 FROM answers WHERE lesson_id = ? AND step_id = ? AND correct = 1 LIMIT 1",
-            (lesson_id, step_id),
-        )
-        return bool(rows)
+        """Every answer to one step in its lesson, oldest first."""
+        return self._answers_in("answers", lesson_id, step_id)
 
     # -- review (a finished lesson's checks asked again; kept apart from the lesson's own answers)
 
     def record_review(self, lesson_id: str, step_id: str, answer: str, correct: bool, feedback: str) -> None:
+        self._add_answer("reviews", lesson_id, step_id, answer, correct, feedback)
+
+    def reviews(self, lesson_id: str, step_id: str) -> list[AnswerRecord]:
+        """Every review answer to one check, oldest first."""
+        return self._answers_in("reviews", lesson_id, step_id)
+
+    # The two tables have the same columns; `table` is one of these two names, never input.
+    _ANSWER_TABLES = ("answers", "reviews")
+
+    def _add_answer(self, table: str, lesson_id: str, step_id: str, answer: str, correct: bool,
+                    feedback: str) -> None:
+        assert table in self._ANSWER_TABLES
+
         def write(c: sqlite3.Connection) -> None:
             c.execute(
-                "INSERT INTO reviews (lesson_id, step_id, answer, correct, feedback, at) VALUES (?, ?, ?, ?, ?, ?)",
+                f"INSERT INTO {table} (lesson_id, step_id, answer, correct, feedback, at) VALUES (?, ?, ?, ?, ?, ?)",
                 (lesson_id, step_id, str(answer), int(bool(correct)), str(feedback or ""), time.time()),
             )
 
         self._write(write)
 
-    def reviews(self, lesson_id: str, step_id: str) -> list[AnswerRecord]:
-        """Every review answer to one check, oldest first."""
+    def _answers_in(self, table: str, lesson_id: str, step_id: str) -> list[AnswerRecord]:
+        assert table in self._ANSWER_TABLES
         rows = self._query(
-            "SELECT answer, correct, feedback, at FROM reviews WHERE lesson_id = ? AND step_id = ? ORDER BY id",
+            f"SELECT answer, correct, feedback, at FROM {table} WHERE lesson_id = ? AND step_id = ? ORDER BY id",
             (lesson_id, step_id),
         )
         return [AnswerRecord(lesson_id, step_id, a, bool(c), f, at) for a, c, f, at in rows]

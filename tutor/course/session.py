@@ -196,10 +196,14 @@ class LessonSession:
     def can_give_up(self, step: CheckStep) -> bool:
         return self.wrong_attempts(step) >= GIVE_UP_AFTER
 
-    def give_up(self, step: CheckStep) -> None:
-        """Show the answer: recorded as a wrong answer (review brings it back sooner), step done."""
+    def give_up(self, step: CheckStep) -> bool:
+        """Show the answer, once the learner has tried honestly (GIVE_UP_AFTER wrong answers):
+        recorded as a wrong answer (review brings it back sooner), step done. False: not yet."""
+        if not self.can_give_up(step):
+            return False
         self.progress.record_answer(self.id, step.id, "(gave up)", False, "shown the answer")
         self.complete(step)
+        return True
 
     def review(self, step: CheckStep, answer: str) -> Graded:
         """A finished lesson's check asked again: graded like the lesson's, recorded as a review."""

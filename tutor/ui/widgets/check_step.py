@@ -60,7 +60,7 @@ class CheckStepView(StepView):
                 self.post_message(self.Completed(self.step.id))
             else:
                 extra = ""
-                if self.attempts >= GIVE_UP_AFTER:
+                if self.session.can_give_up(self.step):
                     extra = "\nStuck? escape, then h for a hint or g to see the answer."
                 elif self.step.hint:
                     extra = "\nescape, then h, shows a hint."
@@ -111,12 +111,11 @@ class CheckStepView(StepView):
     def give_up(self) -> bool:
         if self.solved or self.gave_up:
             return False
-        if self.attempts < GIVE_UP_AFTER:
+        if not self.session.give_up(self.step):
             self.query_one("#feedback", Static).update(Text(
                 f"Give it {GIVE_UP_AFTER - self.attempts} more honest try first (h for a hint).", style="yellow"))
             return True
         self.gave_up = True
-        self.session.give_up(self.step)
         self._show_verdict(False, "", "(you asked to see it)")
         self.solved = False
         self.post_message(self.Completed(self.step.id))
@@ -161,7 +160,7 @@ class CheckStepView(StepView):
         if self.solved or self.gave_up:
             verify = "r verify with a real run · " if self.step.verify else ""
             return f"{verify}n next · p previous · ? help"
-        stuck = " · g show answer" if self.attempts >= GIVE_UP_AFTER else ""
+        stuck = " · g show answer" if self.session.can_give_up(self.step) else ""
         if isinstance(self.screen.focused, OptionList):
             return "↑↓ choose · enter submit · escape leave the list (then h hint)"
         if isinstance(self.screen.focused, Input):

@@ -95,6 +95,9 @@ class InstrumentStepView(StepView):
         goal = self.step.goal
         if (goal is None and not self._movable()) or (goal is not None and goal.reached(self.reading.outputs)):
             self._complete()  # nothing to move (seeing it is doing it), or a goal already met
+        # The keys line offers "enter move the controls" only once the rows are drawn: say it then
+        # (the screen's first hint can come before this step's controls exist).
+        self.call_after_refresh(self.refresh_hint)
 
     def on_resize(self) -> None:
         self._draw()
