@@ -265,6 +265,24 @@ async def test_a_choice_check_says_to_choose_not_type(tmp_path):
         assert "↑↓ choose" in hint and "type your answer" not in hint
 
 
+async def test_an_answer_step_arrives_with_its_answer_focused_so_enter_answers(tmp_path):
+    """Once the step is drawn, the list has focus (nothing takes it back): the first enter locks."""
+    app = TutorApp(home=tmp_path, device="cpu", engine=ScriptedEngine())
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.open_lesson("cpu-vs-gpu")
+        await pilot.pause()
+        screen = app.screen
+        screen.show_step(screen.lesson.index("devices-predict"))
+        await pilot.pause(0.2)
+        assert isinstance(screen.focused, OptionList) and screen.focused.id == "choices"
+        await pilot.press("enter")
+        await pilot.pause(0.2)
+        assert "Your prediction" in text_of(screen.query_one("#locked", Static))
+        screen.show_step(screen.lesson.index("devices-run"))  # no answer here: the content scrolls
+        await pilot.pause(0.2)
+        assert screen.focused is screen.query_one("#content")
+
+
 async def test_home_at_80x24_keeps_the_device_in_view_and_the_list_scrolls(tmp_path):
     """Three lessons overflow 80x24: the list scrolls inside its box, the device line stays."""
     app = TutorApp(home=tmp_path, device="cpu", engine=ScriptedEngine())

@@ -162,8 +162,8 @@ class LessonScreen(Screen):
         if view is None:
             return
         view.refresh_hint()
-        if not isinstance(self.focused, TEXT_INPUTS):
-            self.query_one("#content").focus()
+        target = view.arrival_focus() or self.query_one("#content")
+        target.focus()
 
     def _update_header(self) -> None:
         step = self.lesson.steps[self.index]

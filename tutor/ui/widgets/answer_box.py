@@ -10,6 +10,7 @@ from textual import on
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.message import Message
+from textual.widget import Widget
 from textual.widgets import Input, OptionList
 
 import checks
@@ -39,13 +40,19 @@ class AnswerBox(Vertical):
             yield Input(placeholder=checks.describe_spec(spec), id="answer",
                         max_length=min(getattr(spec, "max_length", MAX_CHARS), MAX_CHARS))
 
-    def focus_answer(self) -> bool:
-        """Focus the list or the line, unless answering is over."""
+    def answer_widget(self) -> Widget | None:
+        """The list or the line, unless answering is over."""
         for w in self.query("#choices, #answer"):
             if not w.disabled:
-                w.focus()
-                return True
-        return False
+                return w
+        return None
+
+    def focus_answer(self) -> bool:
+        """Focus the list or the line, unless answering is over."""
+        widget = self.answer_widget()
+        if widget is not None:
+            widget.focus()
+        return widget is not None
 
     def close(self) -> None:
         """Answering is over: the list or line stays visible, greyed out."""

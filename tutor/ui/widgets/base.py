@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from textual.containers import Vertical
 from textual.message import Message
+from textual.widget import Widget
 from textual.widgets import Static
 
 from tutor.course.lesson import Lesson, Step
@@ -55,6 +56,17 @@ class StepView(Vertical):
     def keys_hint(self) -> str:
         """The line at the bottom telling the learner what to press now."""
         return "n next · p previous · ? help"
+
+    def arrival_focus(self) -> Widget | None:
+        """What takes focus when the step is shown (None: the scrolling content). Asked at mount, so
+        keys typed the moment the prompt appears land in the answer, and again by the lesson screen
+        once the step is drawn: both ask for the same widget, so neither can undo the other."""
+        return None
+
+    def _on_mount(self) -> None:
+        target = self.arrival_focus()
+        if target is not None:
+            target.focus()
 
     def focus_content(self) -> None:
         """Give focus back to the scrolling lesson content (after an input goes away)."""

@@ -6,6 +6,7 @@ from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.containers import Vertical
+from textual.widget import Widget
 from textual.widgets import Input, Markdown, OptionList, Static
 
 from tutor.course.session import GIVE_UP_AFTER, Unreadable
@@ -33,12 +34,14 @@ class CheckStepView(StepView):
         yield Static("", id="hint", classes="hint")
         yield Vertical(id="after")
 
+    def arrival_focus(self) -> Widget | None:
+        return next((w for box in self.query(AnswerBox) if (w := box.answer_widget())), None)
+
     def on_mount(self) -> None:
         solved = self.session.solved_by(self.step)
         if solved is not None:
             self._show_verdict(True, solved.feedback, solved.answer)
             return
-        self.query_one(AnswerBox).focus_answer()
         history = self.session.history(self.step)
         if history:
             self.query_one("#feedback", Static).update(Text(

@@ -7,6 +7,7 @@ import time
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
+from textual.widget import Widget
 from textual.widgets import Markdown, Static
 
 from checks.spec import ChoiceAnswer
@@ -36,9 +37,8 @@ class PredictStepView(StepView):
                                    (f"  (locked at {when})", "dim")), id="locked", classes="locked")
         yield Static(reveal_text(self.session.reveal(self.step)), id="reveal", classes="reveal")
 
-    def on_mount(self) -> None:
-        for box in self.query(AnswerBox):
-            box.focus_answer()
+    def arrival_focus(self) -> Widget | None:
+        return next((w for box in self.query(AnswerBox) if (w := box.answer_widget())), None)
 
     # ------------------------------------------------------------------ submitting
 
