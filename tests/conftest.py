@@ -41,7 +41,9 @@ def gpututor_env(tmp_path: Path):
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Skip @pytest.mark.gpu tests where neither CUDA nor MPS is available."""
+    """The long tests first (a worker that draws one last would finish alone), then skip
+    @pytest.mark.gpu tests where neither CUDA nor MPS is available."""
+    items.sort(key=lambda item: item.get_closest_marker("long") is None and item.get_closest_marker("slow") is None)
     gpu_items = [item for item in items if item.get_closest_marker("gpu")]
     if not gpu_items:
         return  # no torch import for a run that needs none

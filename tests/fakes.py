@@ -69,3 +69,26 @@ class ScriptedEngine:
     @property
     def pid(self) -> int | None:
         return None
+
+
+class ScriptedGrader:
+    """Stands in for the exercise sandbox in TUI tests of the screens: the step's own solution
+    passes every requirement, any other code fails them all, and no process starts. Whether the
+    real solutions pass and the mistakes fail is `gpututor lesson test`'s job (tests/system)."""
+
+    def __init__(self) -> None:
+        self.graded: list[str] = []  # the code each run was asked to grade
+
+    def __call__(self, step: Any, code: str, workdir: Any, *, on_output: Callable[[str], None] | None = None,
+                 cancelled: Callable[[], bool] = lambda: False, accuracy_bars: bool = True) -> Any:
+        from tutor.exercises.grader import ExerciseResult, RequirementResult
+        from tutor.exercises.sandbox import SandboxResult
+
+        self.graded.append(code)
+        passed = code.strip() == (step.solution or "").strip()
+        if on_output is not None:
+            on_output("scripted: no program ran\n")
+        requirements = [RequirementResult(r.id, r.type, passed, "" if passed else f"{r.id}: not met (scripted)")
+                        for r in step.requirements]
+        summary = f"all {len(requirements)} requirements met" if passed else "scripted: not the solution"
+        return ExerciseResult(passed, requirements, SandboxResult(exit_code=0), summary)

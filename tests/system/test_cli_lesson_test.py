@@ -73,17 +73,29 @@ def test_bad_input_exits_2(capsys, tmp_path):
     assert code == 2 and "no lesson files" in err
 
 
-def test_every_built_in_lesson_passes(capsys, monkeypatch):
-    """What an instructor's CI runs, on ours: every built-in lesson, played headlessly."""
+# The exercise lesson first: its 21 sandboxed programs make it the longest test of all.
+BUILT_IN = sorted((Path(__file__).resolve().parents[2] / "lessons").glob("*.yaml"),
+                  key=lambda p: (p.stem != "gpu-training-practice", p.stem))
+
+
+@pytest.mark.long
+@pytest.mark.parametrize("path", BUILT_IN, ids=lambda p: p.stem)
+def test_every_built_in_lesson_passes(capsys, monkeypatch, path):
+    """What an instructor's CI runs, on ours: every built-in lesson, played headlessly (one
+    lesson per test, so parallel workers can share them out)."""
     monkeypatch.setenv("GPUTUTOR_DEVICE", "cpu")
-    root = Path(__file__).resolve().parents[2]
-    code, out, err = run_cli(capsys, "lesson", "test", str(root / "lessons"))
+    code, out, err = run_cli(capsys, "lesson", "test", str(path))
     failures = [line for line in out.splitlines() if line.startswith("✗")]
     assert code == 0 and not failures, "\n".join(failures) or err
-    for lesson in ("cpu-vs-gpu", "devices", "gpu-training", "gpu-training-practice", "gpu-lab", "training-iron-law"):
-        assert f"✓ {lesson} · - · lint" in out
-    # Quick mode: a checkpoint's accuracy is measured on a slice and shown, its bar left to --full.
-    assert "bar is not applied on a data slice" in out
+    assert f"✓ {path.stem} · - · lint" in out
+    if path.stem == "gpu-training-practice":
+        # Quick mode: a checkpoint's accuracy is measured on a slice and shown, its bar left to --full.
+        assert "bar is not applied on a data slice" in out
+
+
+def test_the_built_in_lessons_are_the_six_the_course_has():
+    assert sorted(p.stem for p in BUILT_IN) == ["cpu-vs-gpu", "devices", "gpu-lab", "gpu-training",
+                                                "gpu-training-practice", "training-iron-law"]
 
 
 def test_a_prediction_no_measurement_can_match_fails_the_test(capsys, tmp_path, monkeypatch):
@@ -103,3 +115,45 @@ def test_a_prediction_no_measurement_can_match_fails_the_test(capsys, tmp_path, 
     assert code == 1
     assert not results["error"]["ok"] and "measured RuntimeError, which no option matches" in results["error"]["detail"]
     assert results["cuda"]["ok"] and results["cuda"]["detail"] == "'no' is right here"
+
+
+def test_exercise_programs_run_side_by_side_and_report_in_the_lessons_order(monkeypatch, tmp_path):
+    """The solution and the mistakes that must run are graded concurrently (one per core), and
+    their outcomes still come out solution first, then each mistake as the lesson lists them."""
+    import threading
+
+    from tutor.authoring import lesson_test
+    from tutor.course.lesson import ExerciseStep, Lesson
+    from tutor.course.loader import load_text
+    from tutor.exercises import grader
+
+    lesson: Lesson = load_text((Path(__file__).resolve().parents[2] / "tutor" / "authoring" / "templates" /
+                                "new-lesson.yaml").read_text(encoding="utf-8").replace("LESSON_ID", "demo")
+                               .replace("LESSON_TITLE", "Demo"), "demo.yaml")
+    step = next(s for s in lesson.steps if isinstance(s, ExerciseStep))
+    mistakes = [step.mistakes[0].model_copy(update={"name": f"m{i}"}) for i in range(3)]
+    step = step.model_copy(update={"mistakes": mistakes})
+    running, most = [0], [0]
+    lock = threading.Lock()
+    order = {step.solution: 3.0, **{m.code: 0.0 for m in mistakes}}  # the solution finishes last
+
+    def fake_grade(step_, code, workdir, **_):
+        with lock:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+        import time
+        time.sleep(0.2 + 0.1 * order.get(code, 0))
+        with lock:
+            running[0] -= 1
+        passed = code == step.solution
+        reqs = [grader.RequirementResult(r.id, r.type, passed, "" if passed else "no") for r in step.requirements]
+        return grader.ExerciseResult(passed, reqs, None, "ok" if passed else "not yet")
+
+    monkeypatch.setattr(grader, "grade_exercise", fake_grade)
+    monkeypatch.setattr(lesson_test, "exercise_workers", lambda: 2)
+    player = lesson_test.Player("cpu", full=True)  # full: every mistake runs, none is read
+    outcomes = list(player._exercise_outcomes(lesson, step))
+    assert [o.what for o in outcomes] == ["solution passes"] + [f"mistake 'm{i}' fails {mistakes[0].fails}"
+                                                               for i in range(3)]
+    assert all(o.ok for o in outcomes)
+    assert most[0] == 2

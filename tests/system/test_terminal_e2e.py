@@ -234,6 +234,7 @@ def _state(pid: int) -> str:
 
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
+@pytest.mark.long
 def test_kill_9_mid_run_and_mid_answer_loses_nothing(tmp_path):
     """kill -9 the tutor during a run and while an answer is being typed, again and again:
     each restart resumes on the same step with every locked prediction and answer kept, and
@@ -319,6 +320,7 @@ def _tree(root: Path) -> dict[str, tuple[int, int]]:
     return out
 
 
+@pytest.mark.long
 def test_it_writes_only_to_its_home_its_cache_and_exercise_scratch_dirs(tmp_path):
     """The TUI (a lesson with a real run), an exercise checked in the sandbox and an experiment
     that saves a checkpoint, with HOME, TMPDIR and the working directory pointed at empty dirs:

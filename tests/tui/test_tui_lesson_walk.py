@@ -1,7 +1,10 @@
-"""Walk the built-in lessons with runs from first step to last, as a learner would.
+"""Walk the built-in lessons from first step to last, as a learner would, at 80x24.
 
-Every run step really runs (with its experiment's quick parameters, so the walk stays
-short); every check is answered wrong first, then right, then verified by its run.
+The screens are the subject: runs are scripted (each declared metric reported) and exercise
+programs graded by a stand-in that passes the step's own solution. That the real runs finish
+and the real solutions pass is what `gpututor lesson test` checks, once, in
+tests/system/test_cli_lesson_test.py. Every check is answered wrong first, then right, then
+verified by its run.
 """
 
 from __future__ import annotations
@@ -10,11 +13,12 @@ import time
 from pathlib import Path
 
 import pytest
-from fakes import ScriptedEngine
+from fakes import ScriptedEngine, ScriptedGrader
 from textual.widgets import Input, OptionList, TextArea
 
 from checks.spec import ChoiceAnswer
 from tutor import experiments
+from tutor.course.lesson import ExerciseStep
 from tutor.ui.app import TutorApp
 from tutor.ui.screens.home import HomeScreen
 from tutor.ui.widgets import run_panel
@@ -99,6 +103,7 @@ async def solve_exercise(pilot, view: ExerciseStepView, step) -> None:
     await pilot.pause()
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("lesson_id", ["cpu-vs-gpu", "devices", "gpu-training", "gpu-lab", "training-iron-law"])
 async def test_walk_a_whole_lesson(lesson_id: str, tmp_path: Path, monkeypatch):
     original_init = RunPanel.__init__
@@ -109,7 +114,8 @@ async def test_walk_a_whole_lesson(lesson_id: str, tmp_path: Path, monkeypatch):
 
     monkeypatch.setattr(run_panel.RunPanel, "__init__", quick_init)
 
-    app = TutorApp(home=tmp_path, device="cpu", engine=ScriptedEngine())
+    grader = ScriptedGrader()
+    app = TutorApp(home=tmp_path, device="cpu", engine=ScriptedEngine(), grader=grader)
     async with app.run_test(size=(80, 24)) as pilot:
         assert isinstance(app.screen, HomeScreen)
         app.open_lesson(lesson_id)
@@ -149,3 +155,4 @@ async def test_walk_a_whole_lesson(lesson_id: str, tmp_path: Path, monkeypatch):
         # Past the last step: back home, every step done.
         assert isinstance(app.screen, HomeScreen)
         assert app.progress.completed_steps(lesson.id) == {s.id for s in lesson.steps}
+        assert len(grader.graded) == sum(isinstance(s, ExerciseStep) for s in lesson.steps)

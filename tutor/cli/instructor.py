@@ -134,7 +134,15 @@ def cmd_lesson(args: argparse.Namespace, ctx: Context) -> int:
     started = time.perf_counter()
     pack_problems = activate_packs(pack_dirs(args.paths, files))
 
+    # Wall-clock seconds per lesson: the time since the previous outcome belongs to the lesson
+    # of the next (exercise programs run side by side, so their own seconds overlap).
+    wall: dict[str, float] = {}
+    last = [started]
+
     def show(o: Any) -> None:
+        now = time.perf_counter()
+        wall[o.lesson] = wall.get(o.lesson, 0.0) + now - last[0]
+        last[0] = now
         if args.json:
             print(json.dumps(json_safe(asdict(o))), flush=True)
             return
@@ -163,7 +171,7 @@ def cmd_lesson(args: argparse.Namespace, ctx: Context) -> int:
             mine = [o for o in outcomes if o.lesson == lesson]
             bad = sum(not o.ok for o in mine)
             table.add_row(lesson, str(len(mine) - bad), f"[bold red]{bad}[/]" if bad else "0",
-                          f"{sum(o.seconds for o in mine):.1f}")
+                          f"{wall.get(lesson, 0.0):.1f}")
         console.print(table)
         console.print(f"{len(outcomes) - len(failed)} passed, {len(failed)} failed in {seconds:.1f} s")
     return FAILED if failed else OK

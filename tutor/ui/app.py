@@ -8,7 +8,7 @@ first screen is painted.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,6 +37,14 @@ from tutor.ui.screens.home import HomeScreen
 from tutor.ui.screens.lesson import LessonScreen
 
 
+def _grade_in_sandbox(*args: Any, **kwargs: Any) -> Any:
+    from tutor.exercises.grader import (
+        grade_exercise,  # imported when the first program runs
+    )
+
+    return grade_exercise(*args, **kwargs)
+
+
 class TutorApp(App):
     CSS_PATH = "app.tcss"
     TITLE = "gpututor"
@@ -52,9 +60,12 @@ class TutorApp(App):
         progress: Progress | None = None,
         warnings: Iterable[str] = (),
         engine: Engine | None = None,
+        grader: Callable[..., Any] | None = None,
     ) -> None:
         """`engine`: what runs experiments (the TUI tests pass a scripted one; by default the
-        engine process, started in the background once the first screen is up)."""
+        engine process, started in the background once the first screen is up). `grader`: what
+        runs and grades an exercise program, with `grade_exercise`'s signature (by default that
+        function: the program in its sandbox process)."""
         super().__init__()
         self.startup_warnings = list(warnings)  # settings.toml problems, said once the screen is up
         self.lessons_dirs = list(lessons_dirs)
@@ -67,6 +78,7 @@ class TutorApp(App):
         self.progress.on_warning = lambda warning: self.post_message(self.ProgressNotSaved(warning))
         self.engine = engine or Engine(log_path=str(self.progress.path.parent / "engine.log")
                                        if self.progress.path else None)
+        self.grader = grader or _grade_in_sandbox
         self.device_text: Text = Text("Device: detecting… (loading PyTorch)", style="dim")
         self.device = None  # the Device runs use, once detected (instruments read its memory)
 

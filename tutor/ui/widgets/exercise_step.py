@@ -192,9 +192,7 @@ class ExerciseStepView(StepView):
     def _grade(self, code: str) -> None:
         worker = get_current_worker()
         try:
-            from tutor.exercises.grader import grade_exercise
-
-            result = grade_exercise(
+            result = self.app.grader(
                 self.step, code, self.workdir,
                 on_output=lambda text: self.post_message(self.Output(text)),
                 cancelled=lambda: worker.is_cancelled,
