@@ -17,7 +17,15 @@ from lesson_text import DOC, MAX_CODE, all_text, code_blocks, fenced
 from checks import grade
 from checks.spec import ChoiceAnswer, TextAnswer
 from tutor import experiments
-from tutor.course.lesson import CheckStep, CodeCompare, Lesson, PredictStep, ReadStep, RunStep, Verify
+from tutor.course.lesson import (
+    CheckStep,
+    CodeCompare,
+    Lesson,
+    PredictStep,
+    ReadStep,
+    RunStep,
+    Verify,
+)
 from tutor.course.loader import load_file, load_text
 
 ROOT = Path(__file__).resolve().parents[2]

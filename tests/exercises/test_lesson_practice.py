@@ -13,7 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from tutor.course.lesson import ExerciseStep, Lesson, OutputRequirement, ReadStep, SourceRequirement
+from tutor.course.lesson import (
+    ExerciseStep,
+    Lesson,
+    OutputRequirement,
+    ReadStep,
+    SourceRequirement,
+)
 from tutor.course.loader import load_file
 
 ROOT = Path(__file__).resolve().parents[2]

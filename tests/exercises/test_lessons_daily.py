@@ -16,7 +16,14 @@ import pytest
 from checks import grade
 from checks.spec import ChoiceAnswer, TextAnswer
 from tutor import experiments
-from tutor.course.lesson import CheckStep, ErrorRequirement, ExerciseStep, Lesson, PredictStep, RunStep
+from tutor.course.lesson import (
+    CheckStep,
+    ErrorRequirement,
+    ExerciseStep,
+    Lesson,
+    PredictStep,
+    RunStep,
+)
 from tutor.course.loader import load_file
 from tutor.exercises.grader import grade_exercise
 

@@ -109,7 +109,7 @@ def test_accelerator_path_with_a_stand_in_device(monkeypatch):
     cpu = devices.resolve("cpu")
     monkeypatch.setattr(amp_benchmark, "autocast_settings",
                         lambda amp, d: Amp(True, torch.bfloat16, False, "autocast to bfloat16 (stand-in).", cpu))
-    events = list(amp_benchmark.run(experiments.get("amp-benchmark").make_params(QUICK), dev))
+    events = list(amp_benchmark.measure(experiments.get("amp-benchmark").make_params(QUICK), dev))
     m = events[-1].metrics
     assert set(experiments.get("amp-benchmark").metrics) <= set(m)
     assert m["accelerator"] == "Stand-in GPU" and m["tf32_seconds"] is None and m["amp_peak_mb"] is None

@@ -9,8 +9,9 @@ import pytest
 import torch
 
 from tutor import experiments
-from tutor.experiments import Fp16UnderflowParams, devices
+from tutor.experiments import devices
 from tutor.experiments.events import Finished, Note, Started, Table
+from tutor.experiments.specs.fp16_underflow import Fp16UnderflowParams
 
 gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 

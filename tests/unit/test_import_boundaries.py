@@ -71,8 +71,10 @@ RULES = {
     "tutor.instruments": {"tutor.instruments", "tutor"},
 }
 # torch is for the processes that train: the engine, the sandbox, and the headless CLI verbs
-# that run experiments in their own process (lazily, inside the verb).
-NO_TORCH = ("checks", "tutor.ui", "tutor.course", "tutor.instruments", "tutor.authoring")
+# that run experiments in their own process (lazily, inside the verb). An experiment's spec is
+# read by the UI and the linter, so it never imports torch; its measurement module does.
+NO_TORCH = ("checks", "tutor.ui", "tutor.course", "tutor.instruments", "tutor.authoring",
+            "tutor.experiments.spec", "tutor.experiments.specs")
 
 
 def _ours(name: str) -> bool:
@@ -104,6 +106,16 @@ def test_only_the_ui_imports_textual_and_the_ui_and_course_never_torch():
             if top == "torch" and name.startswith(NO_TORCH):
                 broken.append(f"{name} imports {imported}: torch belongs to the engine and the sandbox")
     assert not broken, "\n".join(broken)
+
+
+def test_the_registry_imports_no_torch():
+    """Listing and validating experiments (the TUI, `gpututor lint`) must not load torch."""
+    import subprocess
+    import sys
+
+    code = "import sys, tutor.experiments as e; assert e.REGISTRY; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"
 
 
 def test_there_are_no_import_loops():

@@ -57,20 +57,6 @@ def print_json(obj: Any) -> None:
     print(json.dumps(json_safe(obj), allow_nan=False), flush=True)
 
 
-def fmt(value: Any) -> str:
-    if isinstance(value, bool) or value is None:
-        return str(value)
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            return str(value)
-        if value != 0 and (abs(value) < 1e-3 or abs(value) >= 1e6):
-            return f"{value:.4g}"
-        return f"{value:,.4f}".rstrip("0").rstrip(".") if abs(value) < 1000 else f"{value:,.1f}"
-    if isinstance(value, int):
-        return f"{value:,}" if abs(value) >= 10000 else str(value)
-    return str(value)
-
-
 def closest(word: str, choices: list[str]) -> str:
     close = difflib.get_close_matches(word, choices, n=1, cutoff=0.5)
     return f" (did you mean {close[0]!r}?)" if close else ""

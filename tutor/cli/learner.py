@@ -22,12 +22,12 @@ from tutor.cli.common import (
     closest,
     eprint,
     find_step,
-    fmt,
     json_safe,
     print_json,
     rich_console,
     write_file,
 )
+from tutor.present import metric as fmt
 
 NO_TTY_MESSAGE = (
     "gpututor's tutor needs an interactive terminal; "

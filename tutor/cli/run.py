@@ -18,10 +18,10 @@ from tutor.cli.common import (
     activate_packs,
     closest,
     eprint,
-    fmt,
     print_json,
     rich_console,
 )
+from tutor.present import metric as fmt
 
 STEP_LINES_PER_S = 4  # human `run` output: enough to watch, few enough to read
 

@@ -36,7 +36,7 @@ def instrument_context(progress: Progress, device: Any = None) -> Context:
     run = progress.latest_run(experiment="memory-ledger")
     if run is not None:
         try:
-            from tutor.experiments import MemoryLedgerParams
+            from tutor.experiments.specs.memory_ledger import MemoryLedgerParams
 
             p = MemoryLedgerParams(**{k: v for k, v in run.params.items() if k in MemoryLedgerParams.model_fields})
             parameters = int(run.metrics["parameters"])

@@ -29,7 +29,7 @@ from collections.abc import Iterator
 import torch
 from torch import nn
 
-from tutor.experiments import AmpBenchmarkParams, devices
+from tutor.experiments import devices
 from tutor.experiments.common import (
     OFF,
     Amp,
@@ -45,6 +45,8 @@ from tutor.experiments.common import (
 from tutor.experiments.devices import Device
 from tutor.experiments.events import Event, Finished, Note, Started, Table
 from tutor.experiments.model import count_parameters, linear_stack
+from tutor.experiments.specs.amp_benchmark import AmpBenchmarkParams
+from tutor.present import seconds
 
 
 def benchmark_mlp(width: int, layers: int) -> nn.Sequential:
@@ -92,17 +94,11 @@ def _activation_mb(p: AmpBenchmarkParams, device: str) -> float:
     return sum(saved.values()) / 1e6
 
 
-def _fmt_s(s: float | None) -> str:
-    if s is None:
-        return "-"
-    return f"{s:.3f}" if s < 1 else f"{s:.2f}" if s < 100 else f"{s:.0f}"
-
-
 def _ratio(a: float | None, b: float | None) -> float | None:
     return a / b if a and b else None
 
 
-def run(p: AmpBenchmarkParams, dev: Device) -> Iterator[Event]:
+def measure(p: AmpBenchmarkParams, dev: Device) -> Iterator[Event]:
     from tutor.experiments import data as mnist
 
     device = dev.torch_device
@@ -253,7 +249,7 @@ def run(p: AmpBenchmarkParams, dev: Device) -> Iterator[Event]:
     for name, r in results.items():
         star = "*" if r["projected"] else ""
         rows.append([
-            f"{name} ({label[name]})", _fmt_s(r["epoch_seconds"]) + star, f"{cpu_s / r['epoch_seconds']:.2f}x",
+            f"{name} ({label[name]})", seconds(r["epoch_seconds"]) + star, f"{cpu_s / r['epoch_seconds']:.2f}x",
             f"{r['accuracy']:.2%}", mb(r["peak_mb"]),
         ])
     title = f"Seconds per epoch of {epoch_images} images (median)"

@@ -18,7 +18,6 @@ from collections.abc import Iterator
 
 import torch
 
-from tutor.experiments import AmpCompareParams
 from tutor.experiments.common import (
     OFF,
     Amp,
@@ -29,6 +28,7 @@ from tutor.experiments.common import (
 from tutor.experiments.devices import Device
 from tutor.experiments.events import Event, Finished, Note, Started, Table
 from tutor.experiments.model import MNISTClassifier, count_parameters
+from tutor.experiments.specs.amp_compare import AmpCompareParams
 
 
 def _peak_supported(dev: Device) -> bool:
@@ -44,7 +44,7 @@ def _train_mode(label: str, amp: Amp, init_state: dict, d, p: AmpCompareParams, 
                            batch_size=p.batch_size, lr=p.lr, seed=p.seed, amp=amp, label=label)
 
 
-def run(p: AmpCompareParams, dev: Device) -> Iterator[Event]:
+def measure(p: AmpCompareParams, dev: Device) -> Iterator[Event]:
     from tutor.experiments import data as mnist
 
     device = dev.torch_device

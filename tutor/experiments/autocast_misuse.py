@@ -34,7 +34,6 @@ from collections.abc import Iterator
 import torch
 from torch import nn
 
-from tutor.experiments import AutocastMisuseParams
 from tutor.experiments.common import (
     OFF,
     Amp,
@@ -47,6 +46,7 @@ from tutor.experiments.common import (
 from tutor.experiments.devices import Device
 from tutor.experiments.events import Event, Finished, Note, Started, Step, Table
 from tutor.experiments.model import MNISTClassifier
+from tutor.experiments.specs.autocast_misuse import AutocastMisuseParams
 from tutor.experiments.timing import Stopwatch, synchronize
 
 LAST_STEPS = 20  # the final loss is the mean of this many last steps (fewer for short runs)
@@ -170,7 +170,7 @@ def _train(
     }
 
 
-def run(p: AutocastMisuseParams, dev: Device) -> Iterator[Event]:
+def measure(p: AutocastMisuseParams, dev: Device) -> Iterator[Event]:
     from tutor.experiments import data as mnist
 
     device = dev.torch_device

@@ -20,7 +20,6 @@ from collections.abc import Iterator
 
 import torch
 
-from tutor.experiments import BatchSweepParams
 from tutor.experiments.common import (
     saved_for_backward,
     seconds_per_call,
@@ -29,6 +28,7 @@ from tutor.experiments.common import (
 from tutor.experiments.devices import Device
 from tutor.experiments.events import Event, Finished, Note, Started, Step, Table
 from tutor.experiments.model import linear_stack
+from tutor.experiments.specs.batch_sweep import BatchSweepParams
 
 MIB = 2**20
 WARMUP_STEPS = 2
@@ -40,7 +40,7 @@ def _is_oom(exc: BaseException) -> bool:
     return (bool(oom) and isinstance(exc, oom)) or "out of memory" in str(exc).lower()
 
 
-def run(p: BatchSweepParams, dev: Device) -> Iterator[Event]:
+def measure(p: BatchSweepParams, dev: Device) -> Iterator[Event]:
     seed_everything(p.seed)
     device = torch.device(dev.torch_device)
     cuda = device.type == "cuda"

@@ -22,7 +22,6 @@ from pathlib import Path
 import torch
 from torch import optim
 
-from tutor.experiments import CheckpointParams
 from tutor.experiments.common import (
     checkpoint_target,
     evaluate,
@@ -34,6 +33,7 @@ from tutor.experiments.data import load
 from tutor.experiments.devices import Device
 from tutor.experiments.events import Event, Finished, Note, Started
 from tutor.experiments.model import MNISTClassifier, count_parameters
+from tutor.experiments.specs.checkpoint_roundtrip import CheckpointParams
 from tutor.paths import scratch_dir
 
 COMPARE_SAMPLES = 1000  # the test batch both models predict
@@ -63,7 +63,7 @@ def _unpickling_reason(message: str) -> str:
     return text.strip().splitlines()[0]
 
 
-def run(p: CheckpointParams, dev: Device) -> Iterator[Event]:
+def measure(p: CheckpointParams, dev: Device) -> Iterator[Event]:
     device = dev.torch_device
     # Before any training: a bad path should fail now, not after training.
     target = checkpoint_target(p.path, "path") if p.path else None

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from tutor.experiments import CrossoverParams, devices
+from tutor.experiments import devices
 from tutor.experiments.common import (
     WARMUP_STEPS,
     cpu_budget_s,
@@ -32,7 +32,9 @@ from tutor.experiments.common import (
 from tutor.experiments.devices import Device
 from tutor.experiments.events import Event, Finished, Note, Started, Step, Table
 from tutor.experiments.model import MNISTClassifier, TinyClassifier, count_parameters
+from tutor.experiments.specs.crossover import CrossoverParams
 from tutor.experiments.timing import Stopwatch, median
+from tutor.present import seconds
 
 
 @dataclass(frozen=True)
@@ -83,10 +85,10 @@ def _time_case(case: Case, x: torch.Tensor, y: torch.Tensor, p: CrossoverParams,
         for epoch in range(p.epochs):
             for prog in train_epoch(model, opt, _cpu_batches(x, y, case.batch_size, gen), device, report_every=every):
                 if prog.steps:
-                    seconds = clock.elapsed()
+                    elapsed = clock.elapsed()
                     event = Step(
-                        step=r * steps_per_run + done + prog.steps, total=total, loss=prog.loss, seconds=seconds,
-                        samples_per_s=(epoch * x.shape[0] + prog.samples) / seconds if seconds > 0 else 0.0,
+                        step=r * steps_per_run + done + prog.steps, total=total, loss=prog.loss, seconds=elapsed,
+                        samples_per_s=(epoch * x.shape[0] + prog.samples) / elapsed if elapsed > 0 else 0.0,
                         epoch=epoch + 1, label=label,
                     )
                     with clock.paused():
@@ -96,13 +98,7 @@ def _time_case(case: Case, x: torch.Tensor, y: torch.Tensor, p: CrossoverParams,
     yield median(times)
 
 
-def _fmt_s(s: float | None) -> str:
-    if s is None:
-        return "-"
-    return f"{s * 1000:.1f} ms" if s < 1 else f"{s:.2f} s"
-
-
-def run(p: CrossoverParams, dev: Device) -> Iterator[Event]:
+def measure(p: CrossoverParams, dev: Device) -> Iterator[Event]:
     from tutor.experiments import data as mnist
 
     # The accelerator to compare with: the chosen device if it is one, else the first found.
@@ -161,10 +157,10 @@ def run(p: CrossoverParams, dev: Device) -> Iterator[Event]:
         speedup = cpu_s / acc_s if (cpu_s and acc_s) else None
         results[case.key] = {"cpu": cpu_s, "accel": acc_s, "speedup": speedup, "steps": steps}
         star = "*" if case.key in cut else ""
-        row = [case.title, f"{params:,}", str(n), str(case.batch_size), _fmt_s(cpu_s) + star,
+        row = [case.title, f"{params:,}", str(n), str(case.batch_size), seconds(cpu_s) + star,
                f"{cpu_s / steps * 1000:.2f}" if cpu_s else "-"]
         if accel is not None:
-            row += [_fmt_s(acc_s), f"{acc_s / steps * 1000:.2f}" if acc_s else "-", f"{speedup:.2f}x" if speedup else "-"]
+            row += [seconds(acc_s), f"{acc_s / steps * 1000:.2f}" if acc_s else "-", f"{speedup:.2f}x" if speedup else "-"]
         rows.append(row)
 
     columns = ["case", "params", "samples", "batch", "cpu time", "cpu ms/step"]
@@ -178,7 +174,7 @@ def run(p: CrossoverParams, dev: Device) -> Iterator[Event]:
         if r["speedup"] is None:
             projected = f", projected from {cut[key]:,} images timed" if key in cut else ""
             yield Note(
-                f"{title}: {_fmt_s(r['cpu'])} on the CPU ({r['cpu'] / r['steps'] * 1000:.2f} ms per step{projected}).",
+                f"{title}: {seconds(r['cpu'])} on the CPU ({r['cpu'] / r['steps'] * 1000:.2f} ms per step{projected}).",
                 "result",
             )
             continue

@@ -24,12 +24,12 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from tutor.experiments import DataBottleneckParams
 from tutor.experiments import data as mnist
 from tutor.experiments.common import seed_everything
 from tutor.experiments.devices import Device
 from tutor.experiments.events import Event, Finished, Note, Started, Step, Table
 from tutor.experiments.model import MNISTClassifier
+from tutor.experiments.specs.data_bottleneck import DataBottleneckParams
 from tutor.experiments.timing import synchronize
 
 WARMUP_BATCHES = 5  # untimed: worker start-up, first allocations, kernel selection
@@ -102,7 +102,7 @@ def _loader(p: DataBottleneckParams, workers: int, pin: bool) -> Any:
     return train
 
 
-def run(p: DataBottleneckParams, dev: Device) -> Iterator[Event]:
+def measure(p: DataBottleneckParams, dev: Device) -> Iterator[Event]:
     seed_everything(p.seed)
     cores = os.cpu_count() or 1
     source = mnist.source()

@@ -11,11 +11,12 @@ from collections.abc import Iterator
 
 import torch
 
-from tutor.experiments import DeviceBasicsParams, devices
+from tutor.experiments import devices
 from tutor.experiments.common import seed_everything
 from tutor.experiments.devices import Device
 from tutor.experiments.events import Event, Finished, Note, Started, Table
 from tutor.experiments.model import MNISTClassifier
+from tutor.experiments.specs.device_basics import DeviceBasicsParams
 
 GIB = 2**30
 
@@ -36,7 +37,7 @@ def _tf32() -> tuple[bool, bool, str]:
             torch.get_float32_matmul_precision())
 
 
-def run(p: DeviceBasicsParams, dev: Device) -> Iterator[Event]:
+def measure(p: DeviceBasicsParams, dev: Device) -> Iterator[Event]:
     seed_everything(p.seed)
     device = torch.device(dev.torch_device)
     yield Started("device-basics", str(device), dev.name, "no data: this run only inspects the machine")

@@ -22,12 +22,12 @@ import torch.nn.functional as F
 from torch import optim
 from torch.utils.data import DataLoader, TensorDataset
 
-from tutor.experiments import DeviceMismatchParams
 from tutor.experiments.common import seed_everything
 from tutor.experiments.data import load
 from tutor.experiments.devices import Device
 from tutor.experiments.events import Event, Finished, Note, Started
 from tutor.experiments.model import MNISTClassifier
+from tutor.experiments.specs.device_mismatch import DeviceMismatchParams
 
 BATCH_SIZE = 64
 SAMPLES = 256  # a few batches is all the loop gets through
@@ -65,7 +65,7 @@ def _origin(exc: BaseException) -> tuple[traceback.FrameSummary | None, list[tra
     return line, keep
 
 
-def run(p: DeviceMismatchParams, dev: Device) -> Iterator[Event]:
+def measure(p: DeviceMismatchParams, dev: Device) -> Iterator[Event]:
     accelerated = dev.is_accelerator
     method = dev.kind if accelerated else "meta"
     device = torch.device(dev.torch_device if accelerated else "meta")

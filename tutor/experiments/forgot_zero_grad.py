@@ -15,12 +15,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn, optim
 
-from tutor.experiments import ForgotZeroGradParams
 from tutor.experiments.common import seed_everything
 from tutor.experiments.data import load
 from tutor.experiments.devices import Device
 from tutor.experiments.events import Event, Finished, Note, Started, Step, Table
 from tutor.experiments.model import MNISTClassifier
+from tutor.experiments.specs.forgot_zero_grad import ForgotZeroGradParams
 
 
 def grad_norm(model: nn.Module) -> float:
@@ -29,7 +29,7 @@ def grad_norm(model: nn.Module) -> float:
     return torch.stack(norms).norm().item() if norms else 0.0
 
 
-def run(p: ForgotZeroGradParams, dev: Device) -> Iterator[Event]:
+def measure(p: ForgotZeroGradParams, dev: Device) -> Iterator[Event]:
     device = dev.torch_device
     seed_everything(p.seed)
     data = load(device, train_samples=p.steps * p.batch_size, test_samples=1)

@@ -16,9 +16,10 @@ from collections.abc import Iterator
 
 import torch
 
-from tutor.experiments import Fp16UnderflowParams
 from tutor.experiments.devices import Device
 from tutor.experiments.events import Event, Finished, Note, Started, Table
+from tutor.experiments.specs.fp16_underflow import Fp16UnderflowParams
+from tutor.present import significant
 
 
 def weight_gradient(dtype: torch.dtype, factor: float, scale: float, device: str) -> float:
@@ -66,11 +67,7 @@ def scaler_step(factor: float, upstream: float, scale: float) -> dict[str, float
     }
 
 
-def _fmt(v: float) -> str:
-    return f"{v:.5g}"
-
-
-def run(p: Fp16UnderflowParams, dev: Device) -> Iterator[Event]:
+def measure(p: Fp16UnderflowParams, dev: Device) -> Iterator[Event]:
     device = dev.torch_device
     yield Started("fp16-underflow", device, dev.name, "none (a single weight and activation)")
 
@@ -100,12 +97,12 @@ def run(p: Fp16UnderflowParams, dev: Device) -> Iterator[Event]:
         "d loss / d w, computed in each number format",
         ["computation", "d loss / d w"],
         [
-            ["true value (Python float64)", _fmt(p.gradient)],
-            ["float32", _fmt(g32)],
-            ["float16", _fmt(g16)],
-            [f"float16, loss x {p.scale:g}, then / {p.scale:g} in float32", _fmt(g16_scaled)],
-            ["bfloat16 (no scaling)", _fmt(gbf16)],
-            [f"the number {p.gradient:g} stored as float16", _fmt(stored16)],
+            ["true value (Python float64)", significant(p.gradient)],
+            ["float32", significant(g32)],
+            ["float16", significant(g16)],
+            [f"float16, loss x {p.scale:g}, then / {p.scale:g} in float32", significant(g16_scaled)],
+            ["bfloat16 (no scaling)", significant(gbf16)],
+            [f"the number {p.gradient:g} stored as float16", significant(stored16)],
         ],
     )
 
@@ -115,8 +112,8 @@ def run(p: Fp16UnderflowParams, dev: Device) -> Iterator[Event]:
         "Range of each format (torch.finfo; smallest subnormal by torch.nextafter)",
         ["dtype", "max", "smallest normal", "smallest subnormal", "eps"],
         [
-            [str(d).removeprefix("torch."), _fmt(fi.max), _fmt(fi.smallest_normal),
-             _fmt(smallest_subnormal(d)), _fmt(fi.eps)]
+            [str(d).removeprefix("torch."), significant(fi.max), significant(fi.smallest_normal),
+             significant(smallest_subnormal(d)), significant(fi.eps)]
             for d, fi in ((torch.float16, f16), (torch.bfloat16, bf16), (torch.float32, f32))
         ],
     )
@@ -125,7 +122,7 @@ def run(p: Fp16UnderflowParams, dev: Device) -> Iterator[Event]:
     scaled = p.gradient * p.scale
     if not math.isfinite(g16_scaled):
         scaled_text = (
-            f"With the loss multiplied by {p.scale:g}, the gradient during backward() ({_fmt(scaled)}) is above "
+            f"With the loss multiplied by {p.scale:g}, the gradient during backward() ({significant(scaled)}) is above "
             f"float16's max ({f16.max:g}) and became {g16_scaled:g}: GradScaler would skip that step and "
             "lower its scale."
         )
@@ -204,10 +201,10 @@ def run(p: Fp16UnderflowParams, dev: Device) -> Iterator[Event]:
         "torch.amp.GradScaler('cpu'), one real SGD step each",
         ["true gradient", "scale before", "grad after backward", "grad after unscale_", "step taken", "scale after"],
         [
-            [_fmt(p.gradient), _fmt(ok["scale_before"]), _fmt(ok["scaled_grad"]), _fmt(ok["unscaled_grad"]),
-             str(ok["stepped"]), _fmt(ok["scale_after"])],
-            [_fmt(big), _fmt(over["scale_before"]), _fmt(over["scaled_grad"]), _fmt(over["unscaled_grad"]),
-             str(over["stepped"]), _fmt(over["scale_after"])],
+            [significant(p.gradient), significant(ok["scale_before"]), significant(ok["scaled_grad"]), significant(ok["unscaled_grad"]),
+             str(ok["stepped"]), significant(ok["scale_after"])],
+            [significant(big), significant(over["scale_before"]), significant(over["scaled_grad"]), significant(over["unscaled_grad"]),
+             str(over["stepped"]), significant(over["scale_after"])],
         ],
     )
     if not over["stepped"]:

@@ -20,7 +20,6 @@ from collections.abc import Iterator
 import torch
 import torch.nn.functional as F
 
-from tutor.experiments import GradAccumParams
 from tutor.experiments import data as mnist
 from tutor.experiments.common import (
     saved_for_backward,
@@ -30,6 +29,7 @@ from tutor.experiments.common import (
 from tutor.experiments.devices import Device
 from tutor.experiments.events import Event, Finished, Note, Started, Table
 from tutor.experiments.model import MNISTClassifier
+from tutor.experiments.specs.grad_accum import GradAccumParams
 
 WARMUP_UPDATES = 3
 
@@ -52,7 +52,7 @@ def _accumulated_update(model, opt, x, y, k: int, divide: bool = True) -> None:
     opt.step()
 
 
-def run(p: GradAccumParams, dev: Device) -> Iterator[Event]:
+def measure(p: GradAccumParams, dev: Device) -> Iterator[Event]:
     seed_everything(p.seed)
     device = torch.device(dev.torch_device)
     k = p.micro_batches

@@ -18,7 +18,6 @@ import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint_sequential
 
-from tutor.experiments import GradCheckpointParams
 from tutor.experiments.common import (
     saved_for_backward,
     seconds_per_call,
@@ -27,6 +26,7 @@ from tutor.experiments.common import (
 from tutor.experiments.devices import Device
 from tutor.experiments.events import Event, Finished, Note, Started, Table
 from tutor.experiments.model import linear_stack
+from tutor.experiments.specs.grad_checkpoint import GradCheckpointParams
 
 WARMUP_STEPS = 2
 MIB = 2**20
@@ -49,7 +49,7 @@ def _peak(step: Callable[[], None], device: torch.device) -> int | None:
     return torch.cuda.max_memory_allocated(device) - start
 
 
-def run(p: GradCheckpointParams, dev: Device) -> Iterator[Event]:
+def measure(p: GradCheckpointParams, dev: Device) -> Iterator[Event]:
     seed_everything(p.seed)
     device = torch.device(dev.torch_device)
     yield Started("grad-checkpoint", str(device), dev.name, "random inputs",

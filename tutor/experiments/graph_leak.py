@@ -36,12 +36,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from tutor.experiments import GraphLeakParams
 from tutor.experiments import data as mnist
 from tutor.experiments.common import saved_for_backward, seed_everything
 from tutor.experiments.devices import Device
 from tutor.experiments.events import Event, Finished, Note, Started, Step, Table
 from tutor.experiments.model import MNISTClassifier
+from tutor.experiments.specs.graph_leak import GraphLeakParams
 from tutor.experiments.timing import synchronize
 
 REPORT_S = 0.25  # a progress event at least this often
@@ -159,7 +159,7 @@ def _size(n: float | None) -> str:
     return f"{n:,.0f} B"
 
 
-def run(p: GraphLeakParams, dev: Device) -> Iterator[Event]:
+def measure(p: GraphLeakParams, dev: Device) -> Iterator[Event]:
     seed_everything(p.seed)
     device = torch.device(dev.torch_device)
     cuda = dev.kind == "cuda"

@@ -27,12 +27,13 @@ from typing import Any
 import torch
 from torch import nn
 
-from tutor.experiments import MemoryLedgerParams
 from tutor.experiments.common import saved_for_backward, seed_everything
 from tutor.experiments.devices import Device
 from tutor.experiments.events import Event, Finished, Note, Started, Table
 from tutor.experiments.model import linear_stack
+from tutor.experiments.specs.memory_ledger import MemoryLedgerParams
 from tutor.experiments.timing import synchronize
+from tutor.present import mib
 
 MIB = 2**20
 OPTIMIZERS = ("sgd", "momentum", "adam")
@@ -77,11 +78,7 @@ def _forward_saved(model: nn.Module, x: torch.Tensor) -> tuple[torch.Tensor, int
     return loss, sum(saved.values())
 
 
-def _mb(n: int | None) -> str:
-    return "-" if n is None else f"{n / MIB:,.1f} MiB"
-
-
-def run(p: MemoryLedgerParams, dev: Device) -> Iterator[Event]:
+def measure(p: MemoryLedgerParams, dev: Device) -> Iterator[Event]:
     seed_everything(p.seed)
     device = torch.device(dev.torch_device)
     alloc = _Allocator(device)
@@ -140,14 +137,14 @@ def run(p: MemoryLedgerParams, dev: Device) -> Iterator[Event]:
         return None if a is None or b is None else b - a
 
     rows = [
-        ["parameters", _mb(param_bytes), _mb(delta(base, after_model)), f"P x 4 = {_mb(count * 4)}"],
-        ["gradients", _mb(grad_bytes), _mb(delta(after_forward, after_backward) if alloc.cuda else None),
-         f"P x 4 = {_mb(count * 4)}"],
-        ["SGD state", _mb(state["sgd"]), _mb(state_alloc["sgd"]), "none: 0 MiB"],
-        ["momentum state", _mb(state["momentum"]), _mb(state_alloc["momentum"]), f"P x 4 = {_mb(count * 4)}"],
-        ["Adam state", _mb(state["adam"]), _mb(state_alloc["adam"]), f"2 x P x 4 = {_mb(count * 8)}"],
-        [f"activations (batch {p.batch_size})", _mb(act_bytes), _mb(delta(after_input, after_forward)),
-         f"(L+1) x B x W x 4 = {_mb(act_formula)}"],
+        ["parameters", mib(param_bytes), mib(delta(base, after_model)), f"P x 4 = {mib(count * 4)}"],
+        ["gradients", mib(grad_bytes), mib(delta(after_forward, after_backward) if alloc.cuda else None),
+         f"P x 4 = {mib(count * 4)}"],
+        ["SGD state", mib(state["sgd"]), mib(state_alloc["sgd"]), "none: 0 MiB"],
+        ["momentum state", mib(state["momentum"]), mib(state_alloc["momentum"]), f"P x 4 = {mib(count * 4)}"],
+        ["Adam state", mib(state["adam"]), mib(state_alloc["adam"]), f"2 x P x 4 = {mib(count * 8)}"],
+        [f"activations (batch {p.batch_size})", mib(act_bytes), mib(delta(after_input, after_forward)),
+         f"(L+1) x B x W x 4 = {mib(act_formula)}"],
     ]
     columns = ["component", "tensors", "allocator", "formula"]
     if not alloc.cuda:  # no allocator figures to show: keep the table inside 80 columns
@@ -157,9 +154,9 @@ def run(p: MemoryLedgerParams, dev: Device) -> Iterator[Event]:
     if alloc.cuda:
         yield Note(f"The allocator column: memory_allocated() deltas. Gradients show as the change across "
                    f"backward, where the activations are freed as the gradients arrive, so that figure is "
-                   f"gradients minus activations. Also allocated: the cuBLAS workspace, {_mb(workspace)}, "
-                   f"taken by the first matmul. Peak during all this: {_mb(peak)} above the start; the caching "
-                   f"allocator holds {_mb(reserved)} reserved, which nvidia-smi shows as used.")
+                   f"gradients minus activations. Also allocated: the cuBLAS workspace, {mib(workspace)}, "
+                   f"taken by the first matmul. Peak during all this: {mib(peak)} above the start; the caching "
+                   f"allocator holds {mib(reserved)} reserved, which nvidia-smi shows as used.")
     adam_total = param_bytes + grad_bytes + state["adam"]
     yield Note(f"Weights, gradients and Adam state: {adam_total / count:.1f} bytes per parameter "
                f"(4 + 4 + 8 = 16 expected; Adam's per-parameter step counters add "
@@ -175,11 +172,11 @@ def run(p: MemoryLedgerParams, dev: Device) -> Iterator[Event]:
         lb, saved = _forward_saved(model, xb)
         per_batch[b] = saved
         del lb, xb
-        sweep.append([str(b), _mb(saved), _mb((p.layers + 1) * b * p.width * 4)])
+        sweep.append([str(b), mib(saved), mib((p.layers + 1) * b * p.width * 4)])
     yield Table("Activations saved for backward, by batch size", ["batch", "measured", "formula"], sweep)
     with torch.no_grad():
         _, no_grad_saved = _forward_saved(model, x)
-    yield Note(f"Under torch.no_grad() the same forward saves {_mb(no_grad_saved)}: evaluation keeps no "
+    yield Note(f"Under torch.no_grad() the same forward saves {mib(no_grad_saved)}: evaluation keeps no "
                "activations, which is why it fits batches that training cannot.")
 
     yield Finished({

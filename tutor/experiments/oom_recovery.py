@@ -45,10 +45,10 @@ from typing import Any
 
 import torch
 
-from tutor.experiments import OomRecoveryParams
 from tutor.experiments.common import saved_for_backward, seed_everything
 from tutor.experiments.devices import Device
 from tutor.experiments.events import Event, Finished, Note, Started, Step, Table
+from tutor.experiments.specs.oom_recovery import OomRecoveryParams
 from tutor.experiments.timing import Stopwatch, synchronize
 
 MIB = 2**20
@@ -256,7 +256,7 @@ def _mib(n: float) -> str:
 _EVENTS = {"started": Started, "step": Step, "note": Note, "table": Table, "finished": Finished}
 
 
-def run(p: OomRecoveryParams, dev: Device) -> Iterator[Event]:
+def measure(p: OomRecoveryParams, dev: Device) -> Iterator[Event]:
     device = torch.device(dev.torch_device)
     if limit_method(device) == "RLIMIT_DATA":  # the CPU: in a process of its own (see run_here)
         yield from child_events([sys.executable, "-m", __spec__.name if __spec__ else __name__,

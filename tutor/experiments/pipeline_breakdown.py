@@ -29,13 +29,13 @@ from typing import Any
 import torch
 from torch import nn
 
-from tutor.experiments import PipelineBreakdownParams
 from tutor.experiments import data as mnist
 from tutor.experiments.amp_benchmark import benchmark_mlp
 from tutor.experiments.common import autocast_settings, make_scaler, seed_everything
 from tutor.experiments.devices import Device
 from tutor.experiments.events import Event, Finished, Note, Started, Step, Table
 from tutor.experiments.model import MNISTClassifier, count_parameters
+from tutor.experiments.specs.pipeline_breakdown import PipelineBreakdownParams
 from tutor.experiments.timing import Stopwatch, median, synchronize
 
 WARMUP_STEPS = 5  # untimed: allocator, kernel selection, worker start-up
@@ -118,7 +118,7 @@ def _batches(p: PipelineBreakdownParams, dev: Device, pin: bool) -> tuple[Iterat
     return endless(), how
 
 
-def run(p: PipelineBreakdownParams, dev: Device) -> Iterator[Event]:
+def measure(p: PipelineBreakdownParams, dev: Device) -> Iterator[Event]:
     seed_everything(p.seed)
     device = dev.torch_device
     source = mnist.source()

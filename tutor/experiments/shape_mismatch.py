@@ -17,11 +17,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from tutor.experiments import ShapeMismatchParams
 from tutor.experiments.common import seed_everything
 from tutor.experiments.data import load
 from tutor.experiments.devices import Device
 from tutor.experiments.events import Event, Finished, Note, Started, Table
+from tutor.experiments.specs.shape_mismatch import ShapeMismatchParams
 
 BATCH = 64
 
@@ -35,7 +35,7 @@ def _attempt(fn: Callable[[], torch.Tensor]) -> tuple[str | None, str | None, tu
     return None, None, tuple(out.shape)
 
 
-def run(p: ShapeMismatchParams, dev: Device) -> Iterator[Event]:
+def measure(p: ShapeMismatchParams, dev: Device) -> Iterator[Event]:
     device = dev.torch_device
     seed_everything(p.seed)
     data = load(device, train_samples=BATCH, test_samples=1)

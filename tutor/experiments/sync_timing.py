@@ -25,10 +25,10 @@ from collections.abc import Callable, Iterator
 
 import torch
 
-from tutor.experiments import SyncTimingParams
 from tutor.experiments.common import seed_everything
 from tutor.experiments.devices import Device
 from tutor.experiments.events import Event, Finished, Note, Started, Step, Table
+from tutor.experiments.specs.sync_timing import SyncTimingParams
 from tutor.experiments.timing import median, synchronize
 
 CPU_SIZE = 512  # the size a CPU uses unless one is asked for: 2048 is 64x the work, about a minute on 2 cores
@@ -67,7 +67,7 @@ def _ms(seconds: float | None) -> str:
     return "-" if seconds is None else f"{seconds * 1000:,.3f} ms"
 
 
-def run(p: SyncTimingParams, dev: Device) -> Iterator[Event]:
+def measure(p: SyncTimingParams, dev: Device) -> Iterator[Event]:
     seed_everything(p.seed)
     device = torch.device(dev.torch_device)
     asynchronous = dev.kind in ("cuda", "mps")

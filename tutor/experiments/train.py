@@ -17,7 +17,6 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from tutor.experiments import TrainParams
 from tutor.experiments.common import (
     autocast_settings,
     checkpoint_target,
@@ -32,6 +31,7 @@ from tutor.experiments.common import (
 from tutor.experiments.devices import Device
 from tutor.experiments.events import Epoch, Event, Finished, Note, Started, Step
 from tutor.experiments.model import MNISTClassifier
+from tutor.experiments.specs.train import TrainParams
 from tutor.experiments.timing import Stopwatch, median
 
 
@@ -52,7 +52,7 @@ def save_checkpoint(
     )
 
 
-def run(p: TrainParams, dev: Device) -> Iterator[Event]:
+def measure(p: TrainParams, dev: Device) -> Iterator[Event]:
     from tutor.experiments import data as mnist
 
     device = dev.torch_device

@@ -9,7 +9,7 @@ from rich.text import Text
 import checks
 from checks.spec import TextAnswer
 from tutor.course.session import Pending, Reveal
-from tutor.ui.widgets.run_panel import fmt
+from tutor.present import metric as fmt
 
 
 def reveal_text(reveal: Reveal | Pending) -> Text:

@@ -20,30 +20,10 @@ from textual.widgets import DataTable, ProgressBar, Sparkline, Static
 from tutor import experiments
 from tutor.course.session import RunOutcome
 from tutor.experiments.events import Epoch, Finished, Note, Started, Step, Table
+from tutor.present import metric as fmt
 from tutor.ui import runner
 
 MAX_LOSS_POINTS = 200  # the sparkline keeps the latest points only (each repaint buckets them all)
-
-
-def fmt(value: Any, unit: str = "") -> str:
-    """A metric for humans: 3 significant digits, units, booleans and None spelled out."""
-    if value is None:
-        return "n/a"
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, (int, float)):
-        if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
-            return str(value)
-        if unit == "%":  # shares are measured as fractions 0..1
-            return f"{value * 100:.1f}%"
-        if isinstance(value, int) or float(value).is_integer() and abs(value) >= 1000:
-            text = f"{int(value):,}"
-        elif value != 0 and (abs(value) < 1e-3 or abs(value) >= 1e6):
-            text = f"{value:.3g}"
-        else:
-            text = f"{value:.3g}" if abs(value) < 100 else f"{value:,.0f}"
-        return f"{text}{unit}" if unit == "x" else f"{text} {unit}".rstrip()
-    return str(value)
 
 
 class LiveLine(Widget):

@@ -12,10 +12,11 @@ from textual.containers import Vertical
 from textual.widgets import Markdown, Static
 
 from tutor.instruments import Control
+from tutor.present import metric as fmt
 from tutor.ui.widgets.base import StepView
 from tutor.ui.widgets.controls import ControlRow
 from tutor.ui.widgets.reveal import reveal_text
-from tutor.ui.widgets.run_panel import RunPanel, fmt
+from tutor.ui.widgets.run_panel import RunPanel
 
 
 class RunStepView(StepView):

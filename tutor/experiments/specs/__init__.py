@@ -1,0 +1,1 @@
+"""One torch-free spec per built-in experiment (`SPEC`); the registry finds them here."""

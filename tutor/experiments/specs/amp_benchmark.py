@@ -1,0 +1,57 @@
+"""The spec of `amp-benchmark`, torch-free: its parameters, the metrics it reports, its quick
+settings. The measurement is `measure` in tutor/experiments/amp_benchmark.py."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from tutor.experiments.spec import Experiment, Params
+
+
+class AmpBenchmarkParams(Params):
+    width: int = Field(2048, ge=16, le=16384, description="features per hidden layer of the benchmark MLP")
+    layers: int = Field(3, ge=1, le=16, description="hidden Linear + ReLU layers")
+    batch_size: int = Field(256, ge=1, le=65536)
+    epochs: int = Field(1, ge=1, le=20)
+    lr: float = Field(1e-3, gt=0, le=10)
+    train_samples: int | None = Field(
+        None, ge=1, description="training images per epoch on the accelerator (default: all)"
+    )
+    cpu_samples: int = Field(
+        4096, ge=1, description="training images the CPU cases run; their epoch time is projected from them"
+    )
+    test_samples: int | None = Field(None, ge=1, description="test images for the accuracy (default: all)")
+
+
+SPEC = Experiment(
+    name='amp-benchmark',
+    title='End to end: CPU, GPU float32, TF32 and mixed precision',
+    module='amp_benchmark',
+    params=AmpBenchmarkParams,
+    metrics={
+        "cpu_seconds": "CPU float32 seconds per epoch (projected from cpu_samples images)",
+        "fp32_seconds": "float32 seconds per epoch on the accelerator, TF32 off (None without one)",
+        "tf32_seconds": "the same with TF32 matmuls (None unless a CUDA GPU of compute capability 8.0+)",
+        "amp_seconds": "seconds per epoch with autocast on the device (on a CPU-only machine: the CPU, projected)",
+        "gpu_speedup": "cpu_seconds / fp32_seconds (None without an accelerator)",
+        "tf32_speedup": "fp32_seconds / tf32_seconds (None where TF32 does not apply)",
+        "amp_speedup": "float32 seconds / autocast seconds on the same device",
+        "best_speedup": "cpu_seconds / the fastest case's seconds",
+        "best_case": "the fastest case: cpu, fp32, tf32 or amp",
+        "cpu_accuracy": "test accuracy of the CPU float32 case (0..1; after cpu_samples images)",
+        "fp32_accuracy": "test accuracy, accelerator float32 (0..1; None without one)",
+        "tf32_accuracy": "test accuracy, TF32 (0..1; None where TF32 does not apply)",
+        "amp_accuracy": "test accuracy with autocast (0..1)",
+        "fp32_peak_mb": "peak memory training adds, float32 (MB; CUDA only, else None)",
+        "tf32_peak_mb": "the same with TF32 (MB; CUDA only, else None)",
+        "amp_peak_mb": "the same with autocast (MB; CUDA only, else None)",
+        "amp_dtype": "the autocast dtype: float16 or bfloat16",
+        "cpu_images_timed": "images the CPU float32 case timed per epoch (sized to this CPU's speed; "
+                            "its time is projected to the full epoch)",
+        "amp_images_timed": "images the CPU autocast case timed (n/a where autocast ran on a GPU)",
+        "parameters": "the benchmark model's parameter count",
+        "accelerator": "the accelerator's name, or 'none'",
+        "device": "torch device used",
+    },
+    quick={"width": 64, "layers": 1, "train_samples": 1024, "cpu_samples": 512, "test_samples": 256},
+)

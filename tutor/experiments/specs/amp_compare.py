@@ -1,0 +1,40 @@
+"""The spec of `amp-compare`, torch-free: its parameters, the metrics it reports, its quick
+settings. The measurement is `measure` in tutor/experiments/amp_compare.py."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from tutor.experiments.spec import Experiment, Params
+
+
+class AmpCompareParams(Params):
+    epochs: int = Field(1, ge=1, le=20)
+    batch_size: int = Field(256, ge=1)
+    lr: float = Field(1e-3, gt=0)
+    amp: Literal["auto", "fp16", "bf16"] = Field("auto", description="auto = fp16 on cuda/mps, bf16 on cpu")
+    train_samples: int | None = Field(None, ge=1)
+    test_samples: int | None = Field(None, ge=1)
+
+
+SPEC = Experiment(
+    name='amp-compare',
+    title='fp32 vs mixed precision on the same data and seed',
+    module='amp_compare',
+    params=AmpCompareParams,
+    metrics={
+        "fp32_seconds": "training seconds per epoch in fp32",
+        "amp_seconds": "training seconds per epoch with autocast",
+        "speedup": "fp32_seconds / amp_seconds",
+        "fp32_accuracy": "test accuracy in fp32 (0..1)",
+        "amp_accuracy": "test accuracy with autocast (0..1)",
+        "fp32_peak_mb": "peak device memory in fp32 (MB; None where not measurable)",
+        "amp_peak_mb": "peak device memory with autocast (MB; None where not measurable)",
+        "amp_dtype": "float16 or bfloat16",
+        "grad_scaler": "True if a GradScaler was used",
+        "device": "torch device used",
+    },
+    quick={"train_samples": 2048, "test_samples": 512},
+)

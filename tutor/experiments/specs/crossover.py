@@ -1,0 +1,44 @@
+"""The spec of `crossover`, torch-free: its parameters, the metrics it reports, its quick
+settings. The measurement is `measure` in tutor/experiments/crossover.py."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from tutor.experiments.spec import Experiment, Params
+
+
+class CrossoverParams(Params):
+    model: Literal["tiny", "mlp", "both"] = Field(
+        "both", description="tiny: ~500-parameter model; mlp: the notebook's MNISTClassifier"
+    )
+    tiny_samples: int = Field(200, ge=1)
+    tiny_batch_size: int = Field(32, ge=1)
+    mlp_samples: int = Field(60000, ge=1)
+    mlp_batch_size: int = Field(64, ge=1)
+    epochs: int = Field(1, ge=1, le=20)
+    repeats: int = Field(3, ge=1, le=20, description="timed repeats per case (the median is reported)")
+
+
+SPEC = Experiment(
+    name='crossover',
+    title='When does the GPU pay off? CPU vs accelerator',
+    module='crossover',
+    params=CrossoverParams,
+    metrics={
+        "cpu_seconds_tiny": "median seconds to train the tiny model on the CPU",
+        "accel_seconds_tiny": "same on the accelerator (None without one)",
+        "speedup_tiny": "cpu / accelerator time for the tiny model (None without an accelerator)",
+        "cpu_seconds_mlp": "median seconds to train MNISTClassifier on the CPU (projected to all its "
+                           "images where fewer were timed)",
+        "accel_seconds_mlp": "same on the accelerator (None without one)",
+        "speedup_mlp": "cpu / accelerator time for MNISTClassifier (None without an accelerator)",
+        "speedup": "the headline speedup: speedup_mlp (None without an accelerator)",
+        "accelerator": "the accelerator's name, or 'none'",
+        "cpu_images_timed_mlp": "images the CPU timed for MNISTClassifier where not all fit the step's "
+                                "time budget (its time is then projected); n/a when all were timed",
+    },
+    quick={"tiny_samples": 200, "mlp_samples": 1024, "repeats": 1},
+)

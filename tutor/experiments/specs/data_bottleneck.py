@@ -1,0 +1,41 @@
+"""The spec of `data-bottleneck`, torch-free: its parameters, the metrics it reports, its quick
+settings. The measurement is `measure` in tutor/experiments/data_bottleneck.py."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from tutor.experiments.spec import Experiment, Params
+
+
+class DataBottleneckParams(Params):
+    batches: int = Field(200, ge=1, le=100000, description="timed training steps per data path")
+    batch_size: int = Field(64, ge=1, le=65536)
+    workers: int = Field(2, ge=1, le=64, description="DataLoader worker processes for the workers case")
+
+
+SPEC = Experiment(
+    name='data-bottleneck',
+    title='Where the step time goes: DataLoader vs resident tensors',
+    module='data_bottleneck',
+    params=DataBottleneckParams,
+    metrics={
+        "loader_samples_per_s": "training samples/s fed by the notebook's DataLoader (num_workers=0)",
+        "workers_samples_per_s": "the same with worker processes",
+        "pinned_samples_per_s": "workers plus pin_memory and non_blocking copies (None off CUDA)",
+        "resident_samples_per_s": "training samples/s from tensors resident on the device",
+        "loader_wait_share": "share of step time spent getting and copying the batch, loader (0..1)",
+        "workers_wait_share": "the same with workers (0..1)",
+        "pinned_wait_share": "the same pinned (0..1; None off CUDA)",
+        "resident_wait_share": "the same with resident tensors (0..1)",
+        "loader_epoch_seconds": "one epoch of the training set at the loader's rate (projected, s)",
+        "resident_epoch_seconds": "one epoch at the resident rate (projected, s)",
+        "resident_speedup": "resident samples/s / loader samples/s",
+        "fastest": "the fastest data path: loader, workers, pinned or resident",
+        "workers": "worker processes used in the workers case",
+        "cpu_cores": "CPU cores on this machine (os.cpu_count())",
+        "device": "torch device used",
+        "data_source": "MNIST or the synthetic fallback",
+    },
+    quick={"batches": 20},
+)

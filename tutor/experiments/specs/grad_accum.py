@@ -1,0 +1,46 @@
+"""The spec of `grad-accum`, torch-free: its parameters, the metrics it reports, its quick
+settings. The measurement is `measure` in tutor/experiments/grad_accum.py."""
+
+from __future__ import annotations
+
+from pydantic import Field, model_validator
+
+from tutor.experiments.spec import Experiment, Params
+
+
+class GradAccumParams(Params):
+    batch_size: int = Field(256, ge=2, le=60000, description="the large batch the micro-batches add up to")
+    micro_batches: int = Field(4, ge=2, le=256, description="k: micro-batches per update")
+    updates: int = Field(20, ge=1, le=10000, description="timed updates per method")
+
+    @model_validator(mode="after")
+    def _divisible(self) -> "GradAccumParams":
+        if self.batch_size % self.micro_batches:
+            raise ValueError(f"batch_size ({self.batch_size}) must be a multiple of micro_batches "
+                             f"({self.micro_batches})")
+        return self
+
+
+SPEC = Experiment(
+    name='grad-accum',
+    title='Gradient accumulation: k micro-batches, one update',
+    module='grad_accum',
+    params=GradAccumParams,
+    metrics={
+        "batch_size": "the large batch",
+        "micro_batches": "k, the micro-batches it was split into",
+        "micro_batch_size": "batch_size / k",
+        "max_abs_diff": "largest difference between accumulated and large-batch gradients",
+        "allclose": "torch.allclose(accumulated, large-batch gradient, rtol=1e-4, atol=1e-6)",
+        "cosine": "cosine similarity of the two gradients (1 = same direction)",
+        "undivided_norm_ratio": "gradient norm without dividing each loss by k, over the right one (about k)",
+        "weights_max_diff": "largest weight difference after one SGD step from each",
+        "big_seconds_per_update": "seconds per update with one large batch (synchronised)",
+        "accum_seconds_per_update": "seconds per update with k micro-batches (synchronised)",
+        "time_ratio": "accum_seconds_per_update / big_seconds_per_update",
+        "big_activation_bytes": "activations a large-batch forward keeps for backward",
+        "micro_activation_bytes": "activations a micro-batch forward keeps",
+        "device": "torch device used",
+    },
+    quick={"batch_size": 64, "micro_batches": 4, "updates": 2},
+)

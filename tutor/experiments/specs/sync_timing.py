@@ -1,0 +1,32 @@
+"""The spec of `sync-timing`, torch-free: its parameters, the metrics it reports, its quick
+settings. The measurement is `measure` in tutor/experiments/sync_timing.py."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from tutor.experiments.spec import Experiment, Params
+
+
+class SyncTimingParams(Params):
+    size: int = Field(2048, ge=16, le=16384, description="n of the n x n float32 matmuls timed")
+    calls: int = Field(20, ge=1, le=10000, description="matmuls per timing")
+    repeats: int = Field(5, ge=1, le=100, description="timings per method (the median is reported)")
+
+
+SPEC = Experiment(
+    name='sync-timing',
+    title='Timing GPU work with and without synchronize',
+    module='sync_timing',
+    params=SyncTimingParams,
+    metrics={
+        "unsynced_seconds": "median time.perf_counter() time for `calls` matmuls, no synchronize",
+        "synced_seconds": "the same with the device synchronised before the clock stops",
+        "events_seconds": "the same measured with CUDA events (None off CUDA)",
+        "ratio": "synced_seconds / unsynced_seconds (about 1 on a CPU; large on a GPU)",
+        "asynchronous": "True if the device runs work asynchronously (cuda, mps)",
+        "tflops": "matmul throughput from the synced time (2 n^3 FLOPs per matmul, TFLOP/s)",
+        "device": "torch device used",
+    },
+    quick={"size": 128, "calls": 3, "repeats": 2},
+)

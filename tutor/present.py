@@ -1,0 +1,59 @@
+"""How a figure looks on screen, in one place: the run panel, the reveal, the CLI and the
+experiments' own tables and notes all format through here, so one measurement reads the same
+wherever it is shown. Plain Python (no torch, no Textual): every process imports it.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from checks import (
+    format_number as number,  # a learner's numbers: exact whole numbers, 3 digits, units
+)
+
+__all__ = ["metric", "mib", "number", "seconds", "significant"]
+
+MIB = 1 << 20
+
+
+def metric(value: Any, unit: str = "") -> str:
+    """A metric for humans: 3 significant digits, units, booleans and None spelled out.
+
+    `unit` "%" shows a share measured as a fraction 0..1 ("35.0%"); "x" is attached ("3.2x").
+    """
+    if value is None:
+        return "n/a"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, (int, float)):
+        if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
+            return str(value)
+        if unit == "%":
+            return f"{value * 100:.1f}%"
+        if isinstance(value, int) or float(value).is_integer() and abs(value) >= 1000:
+            text = f"{int(value):,}"
+        elif value != 0 and (abs(value) < 1e-3 or abs(value) >= 1e6):
+            text = f"{value:.3g}"
+        else:
+            text = f"{value:.3g}" if abs(value) < 100 else f"{value:,.0f}"
+        return f"{text}{unit}" if unit == "x" else f"{text} {unit}".rstrip()
+    return str(value)
+
+
+def seconds(s: float | None) -> str:
+    """A duration with its unit: "850.0 ms" below a second, "1.23 s" above; "-" when not measured."""
+    if s is None:
+        return "-"
+    return f"{s * 1000:.1f} ms" if s < 1 else f"{s:.2f} s" if s < 100 else f"{s:,.0f} s"
+
+
+def mib(n: int | float | None) -> str:
+    """Bytes in MiB ("12.3 MiB"), the unit the allocator and nvidia-smi use; "-" when not measured."""
+    return "-" if n is None else f"{n / MIB:,.1f} MiB"
+
+
+def significant(v: float, digits: int = 5) -> str:
+    """A value where its magnitude is the lesson (float16's limits, an underflowed gradient):
+    `digits` significant digits, in e-notation when tiny or huge."""
+    return f"{v:.{digits}g}"
