@@ -13,7 +13,8 @@ import pytest
 # CI clones the repository with ../shared beside it; real MNIST lies in shared/data.
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 STRICT = os.environ.get("GPUTUTOR_STRICT_TESTS") == "1" or os.environ.get("CI", "").lower() == "true"
-_ENV = ("GPUTUTOR_HOME", "GPUTUTOR_DATA_DIR", "GPUTUTOR_DEVICE", "GPUTUTOR_DEBUG", "NO_COLOR")
+_ENV = ("GPUTUTOR_HOME", "GPUTUTOR_DATA_DIR", "GPUTUTOR_DEVICE", "GPUTUTOR_DEBUG", "NO_COLOR",
+        "GPUTUTOR_MEMORY_MB", "GPUTUTOR_GPU_MEMORY_MB")
 
 
 @pytest.fixture(autouse=True)
@@ -38,6 +39,20 @@ def gpututor_env(tmp_path: Path):
             os.environ.pop(k, None)
         else:
             os.environ[k] = v
+
+
+@pytest.fixture
+def accelerator() -> str:
+    """The device a @pytest.mark.gpu test that any accelerator can run uses: "cuda", else "mps".
+    (Tests that need CUDA itself say so with a skipif; the marker alone skips without either.)"""
+    import torch
+
+    if torch.cuda.is_available():
+        return "cuda"
+    mps = getattr(torch.backends, "mps", None)
+    if mps is not None and mps.is_available():
+        return "mps"
+    pytest.skip("needs a CUDA or MPS device")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

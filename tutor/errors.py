@@ -14,6 +14,31 @@ def is_out_of_memory(exc: BaseException) -> bool:
             or "can't allocate memory" in text or "cannot allocate memory" in text)
 
 
+def is_device_out_of_memory(exc: BaseException) -> bool:
+    """Out of GPU memory (CUDA's or MPS's allocator), as opposed to the host's."""
+    text = str(exc)
+    return (type(exc).__name__ == "OutOfMemoryError" or "CUDA out of memory" in text
+            or "MPS backend out of memory" in text)
+
+
+# torch's allocators count in powers of two whatever they print (MPS writes "MB" for MiB).
+_UNITS = {"b": 1, "bytes": 1, "kb": 2**10, "mb": 2**20, "gb": 2**30, "tb": 2**40,
+          "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
+# CPU: "you tried to allocate 123 bytes"; CUDA: "Tried to allocate 2.00 GiB"; MPS: "Tried to allocate 256.00 MB".
+_ASKED = re.compile(r"tried to allocate ([\d.]+) ?(bytes|[kmgt]i?b|b)\b", re.I)
+_FREE = re.compile(r"of which ([\d.]+ ?[KMGT]i?B) is free", re.I)
+
+
+def _asked_bytes(text: str) -> float | None:
+    found = _ASKED.search(text)
+    if not found:
+        return None
+    try:
+        return float(found.group(1)) * _UNITS[found.group(2).lower()]
+    except (ValueError, KeyError):
+        return None
+
+
 def describe(exc: BaseException) -> str:
     """One or two sentences: what went wrong and what to do about it."""
     from tutor.experiments.devices import DeviceError
@@ -27,10 +52,14 @@ def describe(exc: BaseException) -> str:
     if isinstance(exc, KeyError) and exc.args:  # e.g. an unknown experiment: the message is the argument
         return str(exc.args[0])
     if is_out_of_memory(exc):
-        asked = re.search(r"tried to allocate (\d+) bytes", str(exc))
-        details = (f"an allocation of {int(asked.group(1)) / 2**20:,.0f} MiB failed"
-                   if asked else _first_line(exc))
-        return f"Out of memory: {details}. Try a smaller batch_size or fewer samples."
+        text = str(exc)
+        asked = _asked_bytes(text)
+        details = f"an allocation of {asked / 2**20:,.0f} MiB failed" if asked is not None else _first_line(exc)
+        where = "GPU " if is_device_out_of_memory(exc) else ""
+        free = _FREE.search(text)
+        if free:  # CUDA says what the card had left: on a shared GPU, others hold the rest
+            details += f" with {free.group(1)} free on the GPU (other processes may hold the rest)"
+        return f"Out of {where}memory: {details}. Try a smaller batch_size or fewer samples."
     if isinstance(exc, FileNotFoundError):
         return f"A file was not found: {exc.filename or _first_line(exc)}."
     if isinstance(exc, PermissionError):

@@ -2,11 +2,13 @@
 
     # settings.toml
     lessons_dirs = ["~/course/lessons", "/srv/shared-lessons"]
+    gpu_memory_mb = 4096   # on a GPU shared by a class: each run's cap on GPU memory
 
 `lessons_dirs` are loaded after the built-in lessons and before any `--lessons-dir` given on
 the command line (a later lesson with the same id overrides an earlier one). A missing file
 is no settings; a broken one is reported (path:line:col where TOML says) and ignored, so
-the tutor still starts.
+the tutor still starts. `gpu_memory_mb` caps each run's GPU memory (see
+tutor/experiments/gpu_share.py); $GPUTUTOR_GPU_MEMORY_MB, where set, wins.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from tutor.paths import home_dir
 
@@ -25,12 +27,14 @@ FILE_NAME = "settings.toml"
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid")
     lessons_dirs: list[str] = []
+    gpu_memory_mb: int | None = Field(None, ge=64, le=1 << 24)
 
 
 @dataclass
 class Settings:
     path: Path
     lessons_dirs: list[Path] = field(default_factory=list)
+    gpu_memory_mb: int | None = None
     problem: str | None = None  # why the file was ignored, for a warning on screen
 
 
@@ -58,6 +62,7 @@ def load(path: Path | None = None) -> Settings:
         reason = str(e) if isinstance(e, ValueError) else "nested too deeply"
         settings.problem = f"{path}: not valid TOML ({reason}); settings ignored"
         return settings
+    settings.gpu_memory_mb = model.gpu_memory_mb
     # Relative directories are relative to the settings file, not to wherever gpututor started.
     for d in model.lessons_dirs:
         try:

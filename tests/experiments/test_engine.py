@@ -183,3 +183,72 @@ def test_a_long_engine_log_is_rotated_when_an_engine_starts(tmp_path, monkeypatc
         engine.close()
     assert (tmp_path / "engine.log.1").read_text() == "old line\n" * 50  # one old copy kept
     assert not log.exists() or "old line" not in log.read_text()
+
+
+GPU_OOM_PACK = '''
+from tutor.experiments.events import Started
+from tutor.experiments import Experiment, Params
+
+
+class OutOfMemoryError(RuntimeError):
+    pass
+
+
+def run(p, dev):
+    yield Started("gpu-oom", dev.torch_device, dev.name, "none")
+    raise OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of "
+                           "79.11 GiB of which 1.20 GiB is free.")
+
+
+EXPERIMENTS = [Experiment(name="gpu-oom", title="GPU OOM", module="", params=Params, metrics={}, run=run)]
+'''
+
+
+def test_a_gpu_out_of_memory_is_not_blamed_on_the_host_memory_budget(tmp_path, monkeypatch):
+    """GPUTUTOR_MEMORY_MB caps the host memory of a run: it is named for a host out-of-memory
+    only (the card's own memory is another matter, and the sentence says what it had free)."""
+    from tutor.experiments import packs
+    from tutor.experiments.engine import MEMORY_ENV
+
+    pack = tmp_path / "experiments.py"
+    pack.write_text(GPU_OOM_PACK, encoding="utf-8")
+    monkeypatch.setenv(packs.ENV, str(pack))
+    monkeypatch.setenv(MEMORY_ENV, "2000")
+    engine = Engine(log_path=str(tmp_path / "engine.log"))
+    try:
+        *_, ended = engine.run("gpu-oom", {}, "cpu", cancelled=lambda: False)
+        assert ended[:2] == ("ended", "failed")
+        assert ended[2].startswith("Out of GPU memory: an allocation of 2,048 MiB failed with 1.20 GiB free")
+        assert MEMORY_ENV not in ended[2]
+    finally:
+        engine.close()
+
+
+def test_the_engine_empties_the_gpu_cache_when_a_run_ends(monkeypatch):
+    import torch
+
+    from tutor.experiments import engine as engine_module
+
+    emptied = []
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: emptied.append("cuda"))
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: True)
+    monkeypatch.setattr(torch.mps, "empty_cache", lambda: emptied.append("mps"))
+    engine_module.release_device_memory()
+    assert emptied == ["cuda", "mps"]
+
+
+@pytest.mark.gpu
+def test_a_finished_run_leaves_nothing_in_the_gpu_cache(accelerator):
+    import torch
+
+    from tutor import experiments
+    from tutor.experiments import engine as engine_module
+
+    for _ in experiments.start("memory-ledger", {"width": 512, "layers": 2, "batch_size": 64}, accelerator):
+        pass
+    engine_module.release_device_memory()
+    if accelerator == "cuda":
+        assert torch.cuda.memory_reserved() == 0
+    else:
+        assert torch.mps.driver_allocated_memory() < 64 << 20  # the MPS driver keeps a small pool

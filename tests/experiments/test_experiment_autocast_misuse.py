@@ -110,8 +110,9 @@ def test_both_runs_start_from_the_same_weights(monkeypatch):
 
     monkeypatch.setattr(torch.optim, "Adam", recording_adam)
     run(steps=2, batch_size=16)
-    assert len(starts) == 2
-    half, full = starts
+    assert len(starts) == 4  # an untimed warm-up of each (on copies), then the two timed runs
+    assert all(torch.equal(a, b) for a, b in zip(starts[0], starts[2]))  # the warm-up trained a copy
+    half, full = starts[2:]
     assert [t.dtype for t in half] == [torch.float16] * 6 and [t.dtype for t in full] == [torch.float32] * 6
     assert all(torch.equal(h, f.half()) for h, f in zip(half, full))
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from experiment_runs import run_experiment
 
 from tutor import errors, experiments
 from tutor.experiments import common
@@ -143,3 +144,20 @@ def test_failed_save_leaves_no_tmp_file(tmp_path, monkeypatch):
     with pytest.raises(OSError, match="No space"):
         common.save_atomically({"x": 1}, target)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_comparison_runs_in_full_float32_where_tf32_is_on_and_restores_it():
+    """As in NVIDIA's containers (TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1): TF32 on before the run. The
+    predictions are compared at full float32 precision, the run says so, and the setting comes back."""
+    import torch
+
+    from tutor.experiments.events import Note
+
+    torch.set_float32_matmul_precision("high")
+    try:
+        events, m = run_experiment("checkpoint-roundtrip", {"steps": 5}, device="cpu")
+        assert torch.get_float32_matmul_precision() == "high"
+    finally:
+        torch.set_float32_matmul_precision("highest")
+    assert m["allclose"] is True
+    assert any("TF32 off" in e.text for e in events if isinstance(e, Note))

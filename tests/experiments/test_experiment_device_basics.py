@@ -50,3 +50,14 @@ def test_cuda_run_places_every_parameter_on_the_gpu():
     assert m["tf32_active"] is (props.major >= 8 and torch.backends.cuda.matmul.allow_tf32)
     notes = " ".join(e.text for e in events if isinstance(e, Note))
     assert "GiB free right now" in notes
+
+
+@pytest.mark.parametrize("brand,name", [
+    ("Apple M2", "Apple M2 GPU (MPS)"),  # sysctl's brand string already says Apple
+    ("Apple M3 Max", "Apple M3 Max GPU (MPS)"),
+    ("M1", "Apple M1 GPU (MPS)"),
+])
+def test_the_mac_gpu_is_named_by_its_chip_once(brand, name):
+    from tutor.experiments import devices
+
+    assert devices.mps_name(brand) == name

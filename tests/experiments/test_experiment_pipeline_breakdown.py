@@ -93,6 +93,13 @@ def test_vendor_peaks_by_gpu_name_and_dtype():
     assert vendor_peak_tflops("Some Future GPU", "float32") is None
 
 
+def test_a_mig_slice_is_held_to_its_share_of_the_chip():
+    """An H100 MIG 1g.10gb slice keeps the chip's name but 16 of its 132 SMs: its peak is that share."""
+    peak, label = vendor_peak_tflops("NVIDIA H100 80GB HBM3 MIG 1g.10gb", "bfloat16", sms=16)
+    assert peak == pytest.approx(989.4 * 16 / 132) and "16 of its 132 SMs" in label
+    assert vendor_peak_tflops("NVIDIA H100 80GB HBM3", "bfloat16", sms=132) == (989.4, "NVIDIA H100 SXM")
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 def test_cuda_phases_and_peak():

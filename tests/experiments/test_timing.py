@@ -86,3 +86,18 @@ def test_restart_forgets_pauses():
 def test_median():
     assert median([3.0, 1.0, 2.0]) == 2.0
     assert median([]) != median([])  # NaN for no values
+
+
+@pytest.mark.parametrize("device,waits_on", [
+    ("mps", "mps"), ("mps:0", "mps"),  # "mps:0" is how an MPS tensor prints its device
+    ("cuda", "cuda"), ("cuda:1", "cuda"), ("cpu", None),
+])
+def test_synchronize_waits_on_the_device_type_however_it_is_spelled(monkeypatch, device, waits_on):
+    import torch
+
+    waited = []
+    monkeypatch.setattr(torch.mps, "synchronize", lambda: waited.append("mps"))
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda d=None: waited.append("cuda"))
+    timing.synchronize(device)
+    timing.synchronize(torch.device(device))
+    assert waited == ([waits_on] * 2 if waits_on else [])

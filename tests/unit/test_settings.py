@@ -57,7 +57,7 @@ def test_a_missing_directory_is_a_warning_not_an_error(capsys, home):
 
 
 @pytest.mark.parametrize("text, expected", [
-    ('lesson_dirs = ["x"]\n', "unknown setting 'lesson_dirs' (known: lessons_dirs)"),
+    ('lesson_dirs = ["x"]\n', "unknown setting 'lesson_dirs' (known: lessons_dirs, gpu_memory_mb)"),
     ("lessons_dirs = [x\n", "not valid TOML"),
     ('lessons_dirs = "x"\n', "lessons_dirs: input should be a valid list"),
     ("\x00\x01", "not valid TOML"),
@@ -81,3 +81,14 @@ def test_command_line_dirs_come_after_settings_and_win(capsys, home, tmp_path):
     lessons = {x["id"]: x for x in json.loads(capsys.readouterr()[0])["lessons"]}
     assert lessons[SCAFFOLD_ID]["title"] == "From the CLI"
     shutil.rmtree(first)
+
+
+def test_gpu_memory_mb_is_read_and_a_silly_value_is_said(tmp_path):
+    from tutor import settings
+
+    path = tmp_path / "settings.toml"
+    path.write_text("gpu_memory_mb = 4096\n", encoding="utf-8")
+    assert settings.load(path).gpu_memory_mb == 4096
+    path.write_text("gpu_memory_mb = 3\n", encoding="utf-8")
+    loaded = settings.load(path)
+    assert loaded.gpu_memory_mb is None and "gpu_memory_mb" in loaded.problem

@@ -54,7 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
         "With no sub-command it opens the tutor (an interactive terminal UI): enter opens a "
         "lesson, r reviews the questions of lessons you finished, ? lists every key.",
         epilog="environment: GPUTUTOR_HOME (progress database and settings), GPUTUTOR_DATA_DIR "
-        "(MNIST location), GPUTUTOR_DEVICE (as --device), GPUTUTOR_MEMORY_MB (memory each run may allocate), GPUTUTOR_THREADS (CPU threads training uses), NO_COLOR (plain output), GPUTUTOR_DEBUG=1 (show tracebacks). "
+        "(MNIST location), GPUTUTOR_DEVICE (as --device), GPUTUTOR_MEMORY_MB (memory each run may allocate, host and GPU), GPUTUTOR_GPU_MEMORY_MB (GPU memory each run may use, on a shared GPU; settings.toml: gpu_memory_mb), GPUTUTOR_THREADS (CPU threads training uses), NO_COLOR (plain output), GPUTUTOR_DEBUG=1 (show tracebacks). "
         "Exit codes: 0 ok, 1 a run failed, 2 bad input, 130 cancelled.",
     )
     parser.add_argument("--version", action="version", version=f"gpututor {__version__}")
@@ -71,8 +71,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("doctor", parents=[common], help="devices, torch/CUDA versions, data source, paths",
                        description="Report what gpututor finds here: devices and their capabilities, "
-                       "torch/CUDA/cuDNN versions, TF32 settings, the MNIST source and the paths it uses.")
+                       "torch/CUDA/cuDNN versions, TF32 settings, the MNIST source and the paths it uses. "
+                       "With --selftest, check for real every device path the lessons use (timing, autocast, "
+                       "TF32, memory, out-of-memory, checkpoints, pinned copies): one line each, ok, failed "
+                       "with the reason, or n/a here. Exit 0 when none failed, 1 if any did.")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--selftest", action="store_true",
+                   help="run a short real check of each device path (what to run on a new GPU box)")
 
     p = sub.add_parser("run", parents=[common], help="run one experiment headless",
                        description="Run one experiment without the TUI and stream what it measures. "
@@ -183,6 +188,8 @@ def _context(args: argparse.Namespace) -> Context:
         os.environ["GPUTUTOR_DATA_DIR"] = str(ctx.data_dir)
     if device:
         os.environ["GPUTUTOR_DEVICE"] = device
+    if saved.gpu_memory_mb and not os.environ.get("GPUTUTOR_GPU_MEMORY_MB"):
+        os.environ["GPUTUTOR_GPU_MEMORY_MB"] = str(saved.gpu_memory_mb)  # the engine process inherits it
     return ctx
 
 

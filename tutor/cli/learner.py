@@ -102,6 +102,8 @@ def cmd_list(args: argparse.Namespace, ctx: Context) -> int:
 
 
 def cmd_doctor(args: argparse.Namespace, ctx: Context) -> int:
+    if args.selftest:
+        return _selftest(args, ctx)
     report, problems = _doctor_report(ctx)
     if args.json:
         print_json(report)
@@ -110,6 +112,37 @@ def cmd_doctor(args: argparse.Namespace, ctx: Context) -> int:
     for p in problems:
         eprint(f"gpututor: {p}")
     return BAD_INPUT if problems else OK
+
+
+def _selftest(args: argparse.Namespace, ctx: Context) -> int:
+    from rich.markup import escape
+
+    from tutor.experiments import devices
+    from tutor.experiments import selftest
+
+    try:
+        checks = selftest.run_checks(ctx.device)
+        results = []
+        console = rich_console()
+        if not args.json:
+            console.print("[bold]gpututor doctor --selftest[/]: each device path the lessons use, for real")
+        for check in checks:
+            results.append(check)
+            if not args.json:
+                mark = {selftest.OK: "[green]ok    [/]",
+                        selftest.FAILED: "[bold red]failed[/]"}.get(check.status, "[dim]n/a   [/]")
+                console.print(f"{mark} {escape(check.name)}: {escape(check.detail)} [dim]({check.seconds:.1f} s)[/]",
+                              highlight=False)
+    except devices.DeviceError as e:
+        raise UsageError(str(e)) from None
+    failed = [c for c in results if c.status == selftest.FAILED]
+    if args.json:
+        print_json({"checks": [c.as_dict() for c in results], "failed": len(failed)})
+    else:
+        counts = {s: sum(c.status == s for c in results) for s in (selftest.OK, selftest.FAILED, selftest.NOT_HERE)}
+        console.print(f"{counts[selftest.OK]} ok, {counts[selftest.FAILED]} failed, {counts[selftest.NOT_HERE]} "
+                      f"not applicable here, in {sum(c.seconds for c in results):.1f} s")
+    return FAILED if failed else OK
 
 
 def _doctor_report(ctx: Context) -> tuple[dict[str, Any], list[str]]:
@@ -150,7 +183,12 @@ def _doctor_report(ctx: Context) -> tuple[dict[str, Any], list[str]]:
                     "float32_matmul_precision": torch.get_float32_matmul_precision(),
                 },
             })
-        report["devices"] = [{**d.as_dict(), "describe": d.describe()} for d in devices.available()]
+        from tutor.experiments import gpu_share
+
+        cap = gpu_share.cap_mib()
+        report["gpu_memory_cap_mb"] = cap
+        report["devices"] = [{**d.as_dict(), "describe": d.describe(),
+                              "sharing": d.sharing(cap, gpu_share.cap_source())} for d in devices.available()]
         try:
             report["selected_device"] = devices.resolve(ctx.device).torch_device
         except devices.DeviceError as e:
@@ -212,8 +250,15 @@ def _print_doctor(report: dict[str, Any]) -> None:
             caps = [f"{k}: {'yes' if d[k] else 'no'}" for k in ("bf16", "fp16", "tensor_cores")]
             c.print(f"  {escape(d['describe'])}")
             c.print(f"      {', '.join(caps)}")
+            if d.get("sharing"):
+                c.print(f"      memory: {escape(d['sharing'])}")
         if not any(d["kind"] in ("cuda", "mps") for d in report["devices"]):
             c.print("  no GPU here: lessons run on the CPU and say what they would compare on a GPU")
+        if report.get("gpu_memory_cap_mb"):
+            from tutor.experiments import gpu_share
+
+            c.print(f"GPU memory per run: capped at {report['gpu_memory_cap_mb']:,} MiB ({gpu_share.cap_source()}; "
+                    "for a GPU shared by a class)")
         tf32 = report["tf32"]
         c.print(f"TF32: matmul {'on' if tf32['matmul_allow_tf32'] else 'off'}, "
                 f"cuDNN {'on' if tf32['cudnn_allow_tf32'] else 'off'}, "

@@ -66,4 +66,12 @@ def start(name: str, values: dict[str, Any] | None = None, device: str | None = 
     exp = get(name)
     params = exp.make_params(values)
     dev = devices.resolve(params.device or device)
-    return exp.load()(params, dev)
+    return _within_the_gpu_cap(exp.load(), params, dev)
+
+
+def _within_the_gpu_cap(measure: Any, params: Params, dev: Any) -> Iterator[Event]:
+    """The run, under the shared-GPU cap (gpu_share.py) while it runs, whoever iterates it."""
+    from tutor.experiments import gpu_share
+
+    with gpu_share.capped(dev):
+        yield from measure(params, dev)

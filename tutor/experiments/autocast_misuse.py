@@ -26,6 +26,7 @@
 from __future__ import annotations
 
 import copy
+import itertools
 import math
 import time
 import warnings
@@ -36,12 +37,14 @@ from torch import nn
 
 from tutor.experiments.common import (
     OFF,
+    WARMUP_STEPS,
     Amp,
     autocast_settings,
     evaluate,
     make_scaler,
     report_interval,
     seed_everything,
+    warm_up,
 )
 from tutor.experiments.devices import Device
 from tutor.experiments.events import Event, Finished, Note, Started, Step, Table
@@ -227,6 +230,12 @@ def measure(p: AutocastMisuseParams, dev: Device) -> Iterator[Event]:
                    "warning")
     elif amp.note:
         yield Note(amp.note, "warning" if amp.emulated else "info")
+
+    # Untimed warm-up of both first: otherwise the first timed run, model.half(), pays the device's
+    # one-time start-up (context, cuBLAS handles, kernel choice) in its seconds per step.
+    warm = list(itertools.islice(_batches(d, p.batch_size, p.seed + 1), WARMUP_STEPS))
+    warm_up(half_model, [(xb.half(), yb) for xb, yb in warm], device, lr=p.lr)
+    warm_up(reference, warm, device, amp=amp, lr=p.lr)
 
     results = {}
     for label, model, half, mode in (("model.half()", half_model, True, OFF), (amp_label, reference, False, amp)):

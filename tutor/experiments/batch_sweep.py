@@ -20,6 +20,7 @@ from collections.abc import Iterator
 
 import torch
 
+from tutor.experiments import gpu_share
 from tutor.experiments.common import (
     saved_for_backward,
     seconds_per_call,
@@ -44,7 +45,8 @@ def measure(p: BatchSweepParams, dev: Device) -> Iterator[Event]:
     seed_everything(p.seed)
     device = torch.device(dev.torch_device)
     cuda = device.type == "cuda"
-    budget = p.budget_mb or (dev.total_memory // MIB if cuda and dev.total_memory else CPU_BUDGET_MIB)
+    free = gpu_share.available(dev.kind, dev.index) if cuda else None  # free on the card now, within the class's cap
+    budget = p.budget_mb or (free // MIB if free is not None else CPU_BUDGET_MIB)
     yield Started("batch-sweep", str(device), dev.name, "random inputs",
                   f"{p.layers} x Linear({p.width}, {p.width}) + ReLU, Adam; batch from {p.start_batch} doubling"
                   f", budget {budget:,} MiB")

@@ -25,6 +25,7 @@ from torch import optim
 from tutor.experiments.common import (
     checkpoint_target,
     evaluate,
+    full_float32_matmuls,
     save_atomically,
     seed_everything,
     train_steps,
@@ -84,7 +85,9 @@ def measure(p: CheckpointParams, dev: Device) -> Iterator[Event]:
 
     model.eval()
     batch = data.test_x[:COMPARE_SAMPLES]
-    with torch.no_grad():
+    # Both predictions in full float32: with TF32 on (the default in NVIDIA's containers) the GPU's
+    # matmuls keep a 10-bit mantissa, and the comparison would measure that, not the checkpoint.
+    with torch.no_grad(), full_float32_matmuls() as tf32_was_on:
         before = model(batch).cpu()  # predictions on the training device
 
     if target is not None:
@@ -111,7 +114,7 @@ def measure(p: CheckpointParams, dev: Device) -> Iterator[Event]:
         resumed = optim.Adam(restored.parameters(), lr=1e-3)
         resumed.load_state_dict(checkpoint["optimizer_state_dict"])  # ready to continue training
         restored.eval()
-        with torch.no_grad():
+        with torch.no_grad(), full_float32_matmuls():
             after = restored(batch.cpu())
 
         cuda_error = _cpu_only_load_error(path) if dev.kind == "cuda" else None
@@ -140,7 +143,10 @@ def measure(p: CheckpointParams, dev: Device) -> Iterator[Event]:
         f"|difference| = {max_abs_diff:.3g}, same predicted digit for every image: {same_classes}."
         + ("" if max_abs_diff == 0 else
            f" The tiny difference comes from {dev.kind} and the CPU adding numbers in a different order, "
-           "not from the checkpoint."),
+           "not from the checkpoint.")
+        + (" Both predictions ran with TF32 off (torch.set_float32_matmul_precision('highest'), restored "
+           "after): TF32 was on here, and its 10-bit mantissa would have made the two differ far more."
+           if tf32_was_on else ""),
         "result",
     )
     # What weights_only=True does refuse: a whole pickled nn.Module.

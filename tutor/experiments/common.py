@@ -435,6 +435,26 @@ def save_atomically(obj: Any, target: Path) -> None:
 
 
 @contextmanager
+def full_float32_matmuls() -> Iterator[bool]:
+    """Float32 matmuls at full precision inside the block (TF32 off), restored after. Yields
+    whether TF32 was on: NVIDIA's containers turn it on by default, and a comparison of float32
+    results across devices would then measure TF32's 10-bit mantissa, not what it meant to."""
+    precision = torch.get_float32_matmul_precision()
+    cublas = torch.backends.cuda.matmul.allow_tf32
+    cudnn = torch.backends.cudnn.allow_tf32
+    was_on = precision != "highest" or cublas
+    torch.set_float32_matmul_precision("highest")
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    try:
+        yield was_on
+    finally:
+        torch.set_float32_matmul_precision(precision)
+        torch.backends.cuda.matmul.allow_tf32 = cublas
+        torch.backends.cudnn.allow_tf32 = cudnn
+
+
+@contextmanager
 def saved_for_backward(model: nn.Module) -> Iterator[dict[tuple[int, int], int]]:
     """Within it, the distinct tensors autograd saves for backward ((data_ptr, bytes) -> bytes),
     the model's parameters excluded: what a forward pass keeps alive until backward. Sum the

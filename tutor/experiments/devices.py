@@ -30,6 +30,7 @@ class Device:
     tensor_cores: bool = False
     threads: int | None = None  # cpu: torch.get_num_threads(), the threads training uses
     cores: int | None = None  # cpu: the cores this process may use
+    free_memory: int | None = None  # bytes free when detected, other processes' use taken off (cuda, mps)
 
     @property
     def torch_device(self) -> str:
@@ -54,6 +55,18 @@ class Device:
             bits.append("bf16")
         extra = f" ({', '.join(bits)})" if bits else ""
         return f"{self.torch_device}: {self.name}{extra}"
+
+    def sharing(self, cap_mib: int | None = None, cap_source: str = "") -> str | None:
+        """On a GPU: what is free and what others hold, and each run's cap (None off a GPU)."""
+        if not self.is_accelerator or self.free_memory is None or not self.total_memory:
+            return None
+        gib = 2**30
+        others = self.total_memory - self.free_memory
+        text = (f"{self.free_memory / gib:.1f} of {self.total_memory / gib:.1f} GiB free"
+                + (f" ({others / gib:.1f} GiB held by other processes or the driver)" if others > 0 else ""))
+        if cap_mib:
+            text += f"; each run capped at {cap_mib:,} MiB ({cap_source})"
+        return text
 
     def as_dict(self) -> dict:
         d = asdict(self)
@@ -120,11 +133,16 @@ def _cuda(index: int) -> Device:
 
     props = torch.cuda.get_device_properties(index)
     major, minor = props.major, props.minor
+    try:
+        free = int(torch.cuda.mem_get_info(index)[0])  # what the card has left: others use it too
+    except RuntimeError:
+        free = None
     return Device(
         kind="cuda",
         index=index,
         name=props.name,
         total_memory=props.total_memory,
+        free_memory=free,
         capability=(major, minor),
         bf16=major >= 8,  # Ampere and newer
         fp16=True,
@@ -132,10 +150,26 @@ def _cuda(index: int) -> Device:
     )
 
 
+def mps_name(chip: str) -> str:
+    """The Mac's GPU by its chip's name: "Apple M2" (sysctl's brand string) -> "Apple M2 GPU (MPS)"."""
+    chip = chip.strip()
+    if not chip.lower().startswith("apple"):
+        chip = f"Apple {chip}".strip()
+    return f"{chip} GPU (MPS)"
+
+
 def _mps() -> Device:
-    name = f"Apple {cpu_model_name()} GPU (MPS)" if platform.system() == "Darwin" else "Apple GPU (MPS)"
+    import torch
+
+    name = mps_name(cpu_model_name()) if platform.system() == "Darwin" else "Apple GPU (MPS)"
+    try:  # the working set macOS recommends for the GPU, and what this process's driver holds of it
+        total = int(torch.mps.recommended_max_memory())
+        free = max(0, total - int(torch.mps.driver_allocated_memory()))
+    except (AttributeError, RuntimeError):
+        total = free = None
     # MPS supports float16 autocast; bfloat16 needs macOS 14+ (checked by a real op below).
-    return Device(kind="mps", index=None, name=name, bf16=_mps_bf16(), fp16=True)
+    return Device(kind="mps", index=None, name=name, total_memory=total, free_memory=free, bf16=_mps_bf16(),
+                  fp16=True)
 
 
 def _mps_bf16() -> bool:

@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from tutor.experiments.events import Event
+from tutor.experiments.events import Event, Started
 
 CANCEL_GRACE_S = 0.3  # escape stops any run within half a second, whatever it is doing
 LOG_KEEP_BYTES = 1_000_000  # engine.log past this is moved to engine.log.1 when an engine starts
@@ -53,7 +53,7 @@ def _serve(conn, log_path: str | None) -> None:
     paths.route_torch_caches(os.environ)  # before torch is imported
     threads.set_env(os.environ)
     from tutor import errors, experiments
-    from tutor.experiments import devices, packs
+    from tutor.experiments import devices, gpu_share, packs
 
     while True:
         try:
@@ -72,6 +72,7 @@ def _serve(conn, log_path: str | None) -> None:
             _, name, params, device = request
             status, error = "finished", None
             gen = None
+            on_gpu = False  # the run said so in its Started event
             budget = _run_budget()
             try:
                 if budget:
@@ -88,24 +89,47 @@ def _serve(conn, log_path: str | None) -> None:
                             if control == "quit":
                                 return
                             break
+                    if isinstance(event, Started):
+                        on_gpu = str(event.device).startswith(("cuda", "mps"))
                     conn.send(("event", event))
             except (BrokenPipeError, EOFError):
                 return
             except Exception as exc:  # noqa: BLE001 - reported to the learner as a sentence
                 status, error = "failed", errors.describe(exc)
-                if budget and errors.is_out_of_memory(exc):
+                # The budget caps host memory: it is the cause only of a host out-of-memory.
+                if budget and errors.is_out_of_memory(exc) and not errors.is_device_out_of_memory(exc):
                     error += f" ({MEMORY_ENV} limits each run to {budget} MiB here.)"
+                elif on_gpu and errors.is_device_out_of_memory(exc) and gpu_share.cap_mib():
+                    error += (f" ({gpu_share.cap_source()} caps each run at {gpu_share.cap_mib():,} MiB of GPU "
+                              "memory here, so that the learners sharing this GPU all fit.)")
             finally:
                 if gen is not None:
                     gen.close()
                 if budget:
                     _limit_memory(None)
+                release_device_memory()
             try:
                 conn.send(("ended", status, error))
             except (BrokenPipeError, OSError):
                 return
         elif kind == "quit":
             return
+
+
+def release_device_memory() -> None:
+    """After each run: free what the run's tensors left in the caching allocator, so an idle
+    tutor holds no GPU memory a classmate on the same card could use."""
+    import gc
+
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return
+    gc.collect()  # the run's generator frames may still hold tensors in reference cycles
+    if torch.cuda.is_initialized():
+        torch.cuda.empty_cache()
+    mps = getattr(torch, "mps", None)
+    if mps is not None and getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+        mps.empty_cache()
 
 
 MEMORY_ENV = "GPUTUTOR_MEMORY_MB"

@@ -82,7 +82,8 @@ def measure(p: GradAccumParams, dev: Device) -> Iterator[Event]:
 
     max_diff = (g_big - g_acc).abs().max().item()
     close = torch.allclose(g_acc, g_big, rtol=1e-4, atol=1e-6)
-    cosine = F.cosine_similarity(g_acc.double(), g_big.double(), dim=0).item()  # float64: no 1.0000063
+    # In float64 (no 1.0000063), on the CPU: MPS has no float64.
+    cosine = F.cosine_similarity(g_acc.cpu().double(), g_big.cpu().double(), dim=0).item()
     raw_ratio = (g_raw.norm() / g_big.norm()).item()
     yield Table(f"Gradients of {g_big.numel():,} parameters",
                 ["compared with one batch of " + str(p.batch_size), "largest difference", "allclose", "norm ratio"],

@@ -37,6 +37,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from tutor.experiments import data as mnist
+from tutor.experiments import gpu_share
 from tutor.experiments.common import saved_for_backward, seed_everything
 from tutor.experiments.devices import Device
 from tutor.experiments.events import Event, Finished, Note, Started, Step, Table
@@ -109,8 +110,9 @@ Loop = Generator[Event, None, list]
 
 
 def _progress(label: str, i: int, steps: int, loss: torch.Tensor, batch: int, start: float) -> Step:
+    value = loss.item()  # waits for the device: the clock is read after the work it times
     seconds = time.perf_counter() - start
-    return Step(i, steps, loss.item(), seconds, i * batch / seconds if seconds > 0 else 0.0, label=label)
+    return Step(i, steps, value, seconds, i * batch / seconds if seconds > 0 else 0.0, label=label)
 
 
 def _train_loop(model, opt, batches, steps: int, kept: _Kept) -> Loop:
@@ -187,7 +189,8 @@ def measure(p: GraphLeakParams, dev: Device) -> Iterator[Event]:
     one_forward = sum(saved.values())
     probe_loss.backward()
     del probe, probe_loss, xb, yb
-    limit = dev.total_memory // 2 if cuda and dev.total_memory else CPU_LIMIT
+    free = gpu_share.available(dev.kind, dev.index) if cuda else None  # free on the card now, within the class's cap
+    limit = free // 2 if free is not None else CPU_LIMIT
     if one_forward * steps > limit:
         raise ValueError(
             f"steps={steps} would keep about {_size(one_forward * steps)} alive in the evaluation loop "

@@ -91,12 +91,18 @@ def measure(p: MemoryLedgerParams, dev: Device) -> Iterator[Event]:
                    "torch.cuda.memory_allocated() around each stage.", "warning")
 
     workspace = None
-    if alloc.cuda:  # cuBLAS allocates its workspace on the first matmul: take it out of the ledger first
+    if alloc.cuda:
+        # Out of the ledger first: what the previous run left in the cache, and the cuBLAS
+        # workspaces, which the first matmul takes for the forward's thread and the first backward
+        # for autograd's own (they then stay for this process's life: in a long-lived engine an
+        # earlier run has taken them, and this one finds nothing new to take).
+        gc.collect()
+        torch.cuda.empty_cache()
         torch.cuda.reset_peak_memory_stats(device)
         before = alloc.now()
-        a = torch.ones(64, 64, device=device)
-        (a @ a).sum().item()
-        del a
+        w = torch.ones(64, 64, device=device, requires_grad=True)
+        (w @ w).sum().backward()
+        del w
         gc.collect()
         workspace = alloc.now() - before
 
@@ -106,8 +112,10 @@ def measure(p: MemoryLedgerParams, dev: Device) -> Iterator[Event]:
     after_model = alloc.now()
     param_bytes = _storage_bytes(model.parameters())
 
+    # The activations' reading starts before the input exists: the first Linear saves x for
+    # backward, so the tensors counted below include it, and the allocator's delta must too.
+    before_input = after_model
     x = torch.randn(p.batch_size, p.width, device=device)
-    after_input = alloc.now()
     loss, act_bytes = _forward_saved(model, x)
     after_forward = alloc.now()
     loss.backward()
@@ -143,7 +151,7 @@ def measure(p: MemoryLedgerParams, dev: Device) -> Iterator[Event]:
         ["SGD state", mib(state["sgd"]), mib(state_alloc["sgd"]), "none: 0 MiB"],
         ["momentum state", mib(state["momentum"]), mib(state_alloc["momentum"]), f"P x 4 = {mib(count * 4)}"],
         ["Adam state", mib(state["adam"]), mib(state_alloc["adam"]), f"2 x P x 4 = {mib(count * 8)}"],
-        [f"activations (batch {p.batch_size})", mib(act_bytes), mib(delta(after_input, after_forward)),
+        [f"activations (batch {p.batch_size})", mib(act_bytes), mib(delta(before_input, after_forward)),
          f"(L+1) x B x W x 4 = {mib(act_formula)}"],
     ]
     columns = ["component", "tensors", "allocator", "formula"]
@@ -152,10 +160,12 @@ def measure(p: MemoryLedgerParams, dev: Device) -> Iterator[Event]:
     yield Table(f"Training memory: P = {count:,} parameters, L = {p.layers} layers, B = {p.batch_size}, "
                 f"W = {p.width}, float32, on {device}", columns, rows)
     if alloc.cuda:
-        yield Note(f"The allocator column: memory_allocated() deltas. Gradients show as the change across "
-                   f"backward, where the activations are freed as the gradients arrive, so that figure is "
-                   f"gradients minus activations. Also allocated: the cuBLAS workspace, {mib(workspace)}, "
-                   f"taken by the first matmul. Peak during all this: {mib(peak)} above the start; the caching "
+        yield Note("The allocator column: memory_allocated() deltas. Gradients show as the change across "
+                   "backward, where the activations are freed as the gradients arrive, so that figure is "
+                   "gradients minus activations. Also allocated, and left out: "
+                   + (f"the cuBLAS workspaces, {mib(workspace)}, taken by the first matmul and the first backward."
+                      if workspace else "no new cuBLAS workspace (an earlier run in this process took them).")
+                   + f" Peak during all this: {mib(peak)} above the start; the caching "
                    f"allocator holds {mib(reserved)} reserved, which nvidia-smi shows as used.")
     adam_total = param_bytes + grad_bytes + state["adam"]
     yield Note(f"Weights, gradients and Adam state: {adam_total / count:.1f} bytes per parameter "
@@ -193,7 +203,7 @@ def measure(p: MemoryLedgerParams, dev: Device) -> Iterator[Event]:
         "bytes_per_param_adam": adam_total / count,
         "total_adam_bytes": adam_total + act_bytes,
         "allocator_param_bytes": delta(base, after_model),
-        "allocator_activation_bytes": delta(after_input, after_forward),
+        "allocator_activation_bytes": delta(before_input, after_forward),
         "allocator_adam_state_bytes": state_alloc["adam"],
         "peak_bytes": peak,
         "reserved_bytes": reserved,

@@ -45,6 +45,7 @@ from typing import Any
 
 import torch
 
+from tutor.experiments import gpu_share
 from tutor.experiments.common import saved_for_backward, seed_everything
 from tutor.experiments.devices import Device
 from tutor.experiments.events import Event, Finished, Note, Started, Step, Table
@@ -165,10 +166,12 @@ class MemoryLimit:
 
     def capacity(self) -> int | None:
         """The most memory a limit may allow here (None: unknown)."""
+        # On a GPU: what this process holds plus what it may still take (free now, within the
+        # class's cap); other processes' memory is never counted as ours.
         if self.method == "set_per_process_memory_fraction":
-            return torch.cuda.get_device_properties(self.device).total_memory
+            return torch.cuda.memory_reserved(self.device) + gpu_share.available(self.device.type, self.device.index)
         if self.method.startswith("mps"):
-            return torch.mps.recommended_max_memory()
+            return torch.mps.driver_allocated_memory() + gpu_share.available(self.device.type, self.device.index)
         return _mem_available()
 
     def set(self, allowed: int) -> str:

@@ -10,15 +10,18 @@ import statistics
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 
-def synchronize(device: str) -> None:
-    """Wait for all queued work on `device` ("cuda", "cuda:0", "mps", "cpu")."""
+def synchronize(device: Any) -> None:
+    """Wait for all queued work on `device` ("cuda", "cuda:0", "mps", "mps:0" as an MPS tensor
+    prints its device, "cpu", or a torch.device): decided by the device's type, not its spelling."""
     import torch
 
-    if device.startswith("cuda"):
+    kind = str(device).split(":", 1)[0]
+    if kind == "cuda":
         torch.cuda.synchronize(device)
-    elif device == "mps":
+    elif kind == "mps":
         torch.mps.synchronize()
 
 

@@ -123,6 +123,13 @@ class TutorApp(App):
             else:
                 text.append("\n  No GPU here (no CUDA, no MPS): runs measure this CPU, and steps that compare "
                             "with a GPU say what they cannot measure.", style="yellow")
+        from tutor.experiments import (
+            gpu_share,  # torch-free: reads the cap from the environment
+        )
+
+        shared = chosen.sharing(gpu_share.cap_mib(), gpu_share.cap_source())
+        if shared:
+            text.append(f"\n  {shared}", style="dim")
         if problem:
             text.append(f"\n  {problem}", style="bold red")
         self.device_text = text

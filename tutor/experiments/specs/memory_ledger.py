@@ -37,7 +37,8 @@ SPEC = Experiment(
         "allocator_adam_state_bytes": "memory_allocated() delta across Adam's first step (CUDA; None elsewhere)",
         "peak_bytes": "max_memory_allocated() above the start (CUDA; None elsewhere)",
         "reserved_bytes": "memory_reserved(): what the caching allocator holds (CUDA; None elsewhere)",
-        "cublas_workspace_bytes": "allocated by the first matmul, reported apart (CUDA; None elsewhere)",
+        "cublas_workspace_bytes": "cuBLAS workspaces the first matmul and backward took, left out of the ledger "
+                                  "(0 when an earlier run in this process took them; CUDA; None elsewhere)",
         "method": "how the figures were measured",
         "device": "torch device used",
     },

@@ -1,0 +1,293 @@
+"""`gpututor doctor --selftest`: a short, real check of every device path the lessons use.
+
+What a learner runs on a new GPU box before class (and what `pytest -m gpu` runs too). Each
+check does the thing for real on the chosen device, in this process, and says one of: ok (what
+it saw), failed (the reason) or n/a here (why it does not apply: no CUDA, say). Nothing is
+simulated; a check that cannot run here is "n/a", never "ok".
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass
+from typing import Any
+
+OK, FAILED, NOT_HERE = "ok", "failed", "n/a"
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    status: str  # ok, failed, n/a
+    detail: str
+    seconds: float
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _first_sentence(text: str) -> str:
+    return text.split(". ")[0]
+
+
+class NotHere(Exception):
+    """The check does not apply on this device (the message says why)."""
+
+
+def _detect(dev: Any) -> str:
+    from tutor.experiments import devices
+
+    found = devices.available()
+    return f"{len(found)} device(s): " + "; ".join(d.describe() for d in found) + f"; using {dev.torch_device}"
+
+
+def _timing(dev: Any) -> str:
+    import torch
+
+    from tutor.experiments.timing import Stopwatch
+
+    a = torch.randn(512, 512, device=dev.torch_device)
+    (a @ a).sum().item()  # warm-up: context, kernels
+    clock = Stopwatch(dev.torch_device)
+    for _ in range(10):
+        a = a @ a
+        a = a / a.norm()
+    seconds = clock.elapsed()  # synchronised: the matmuls are done when the clock stops
+    if not seconds > 0:
+        raise AssertionError(f"a synchronised timing read {seconds} s")
+    return f"10 matmuls of 512 x 512, synchronised: {seconds * 1000:.2f} ms"
+
+
+def _autocast_step(dev: Any) -> str:
+    import torch
+    from torch import nn
+
+    from tutor.experiments.common import autocast_settings, make_scaler
+
+    amp = autocast_settings("auto", dev)
+    if not amp.enabled:
+        raise NotHere(amp.note or f"autocast is not available on {dev.kind}")
+    model = nn.Sequential(nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 10)).to(dev.torch_device)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    scaler = make_scaler(amp, dev)
+    x = torch.randn(32, 64, device=dev.torch_device)
+    y = torch.randint(0, 10, (32,), device=dev.torch_device)
+    before = [p.detach().clone() for p in model.parameters()]
+    with amp.autocast(dev.kind):
+        out = model(x)
+        loss = nn.functional.cross_entropy(out, y)
+    if out.dtype != amp.dtype:
+        raise AssertionError(f"the forward under autocast gave {out.dtype}, not {amp.dtype}")
+    scaler.scale(loss).backward()
+    scaler.step(opt)
+    scaler.update()
+    moved = any(not torch.equal(b, p) for b, p in zip(before, model.parameters()))
+    if not moved:
+        raise AssertionError("the optimizer step changed no weight")
+    scaled = f", GradScaler scale {scaler.get_scale():g}" if scaler.is_enabled() else " (no GradScaler needed)"
+    return f"one training step under autocast({amp.dtype_name}){scaled}"
+
+
+def _tf32(dev: Any) -> str:
+    import torch
+
+    if dev.kind != "cuda":
+        raise NotHere("TF32 is a CUDA matmul mode")
+    from tutor.experiments.common import full_float32_matmuls
+
+    before = (torch.get_float32_matmul_precision(), torch.backends.cuda.matmul.allow_tf32)
+    a = torch.randn(1024, 1024, device=dev.torch_device)
+    with full_float32_matmuls() as was_on:
+        exact = a @ a
+    torch.set_float32_matmul_precision("high")
+    try:
+        fast = a @ a
+    finally:
+        torch.set_float32_matmul_precision(before[0])
+        torch.backends.cuda.matmul.allow_tf32 = before[1]
+    if (torch.get_float32_matmul_precision(), torch.backends.cuda.matmul.allow_tf32) != before:
+        raise AssertionError("the TF32 setting was not restored")
+    diff = (exact - fast).abs().max().item()
+    cc = dev.capability or (0, 0)
+    active = "TF32 active (differs from full float32 by {:.2g})".format(diff) if diff > 0 else (
+        "no difference: TF32 does not run on this GPU" if cc < (8, 0) else "no difference seen")
+    return f"TF32 was {'on' if was_on else 'off'} here; {active}; setting restored"
+
+
+def _peak_memory(dev: Any) -> str:
+    import torch
+
+    if dev.kind != "cuda":
+        raise NotHere("peak memory is read from CUDA's allocator (elsewhere the lessons count tensors)")
+    torch.cuda.reset_peak_memory_stats(dev.index or 0)
+    base = torch.cuda.memory_allocated(dev.index or 0)
+    x = torch.empty(64 << 20, dtype=torch.uint8, device=dev.torch_device)  # 64 MiB
+    peak = torch.cuda.max_memory_allocated(dev.index or 0) - base
+    del x
+    if peak < 64 << 20:
+        raise AssertionError(f"a 64 MiB tensor raised the peak by only {peak:,} bytes")
+    return f"a 64 MiB tensor raised max_memory_allocated by {peak / 2**20:.1f} MiB"
+
+
+def _caught_oom(dev: Any) -> str:
+    import torch
+
+    from tutor import errors
+
+    if dev.kind == "cpu":
+        return _caught_host_oom()
+    if dev.kind == "mps":
+        return _caught_mps_oom(dev)
+    index = dev.index or 0
+    total = torch.cuda.get_device_properties(index).total_memory
+    get = getattr(torch.cuda, "get_per_process_memory_fraction", None)
+    restore = get(index) if get else 1.0
+    cap = 256 << 20
+    torch.cuda.set_per_process_memory_fraction((torch.cuda.memory_reserved(index) + cap) / total, index)
+    caught = None
+    try:
+        torch.empty(2 * cap, dtype=torch.uint8, device=dev.torch_device)
+    except torch.cuda.OutOfMemoryError as exc:
+        caught = exc
+    finally:
+        torch.cuda.set_per_process_memory_fraction(restore, index)
+        gc.collect()
+        torch.cuda.empty_cache()
+    if caught is None:
+        raise AssertionError("512 MiB fitted under a 256 MiB cap: the cap did not hold")
+    after = torch.empty(cap, dtype=torch.uint8, device=dev.torch_device)  # the same memory, once the cap is gone
+    del after
+    torch.cuda.empty_cache()
+    return f"512 MiB under a 256 MiB cap: caught: “{_first_sentence(errors.describe(caught))}”; memory usable again after"
+
+
+def _caught_host_oom() -> str:
+    """The engine's own per-run cap ($GPUTUTOR_MEMORY_MB: RLIMIT_DATA above what is in use)."""
+    import sys
+
+    import torch
+
+    from tutor import errors
+    from tutor.experiments.engine import _limit_memory
+
+    if not sys.platform.startswith("linux"):
+        raise NotHere("the per-run memory cap is Linux's RLIMIT_DATA")
+    caught = None
+    _limit_memory(64)
+    try:
+        torch.ones(512 << 20, dtype=torch.uint8)
+    except (RuntimeError, MemoryError) as exc:
+        caught = exc
+    finally:
+        _limit_memory(None)
+    if caught is None or not errors.is_out_of_memory(caught):
+        raise AssertionError(f"512 MiB under a 64 MiB cap: {'it fitted' if caught is None else caught}")
+    torch.ones(64 << 20, dtype=torch.uint8)  # and memory is usable again once the cap is lifted
+    return f"512 MiB under a 64 MiB cap: caught: “{_first_sentence(errors.describe(caught))}”; memory usable again after"
+
+
+def _caught_mps_oom(dev: Any) -> str:
+    import torch
+
+    from tutor import errors
+
+    limit = torch.mps.recommended_max_memory()
+    restore = float(os.environ.get("PYTORCH_MPS_HIGH_WATERMARK_RATIO", "1.7"))
+    torch.mps.set_per_process_memory_fraction((torch.mps.driver_allocated_memory() + (256 << 20)) / limit)
+    caught = None
+    try:
+        torch.ones(1 << 30, dtype=torch.uint8, device="mps")
+        torch.mps.synchronize()
+    except RuntimeError as exc:
+        caught = exc
+    finally:
+        torch.mps.set_per_process_memory_fraction(restore)
+        gc.collect()
+        torch.mps.empty_cache()
+    if caught is None:
+        raise AssertionError("1 GiB fitted under a 256 MiB cap: the cap did not hold")
+    return f"1 GiB under a 256 MiB cap: caught: “{_first_sentence(errors.describe(caught))}”"
+
+
+def _checkpoint(dev: Any) -> str:
+    import torch
+    from torch import nn
+
+    model = nn.Linear(16, 4).to(dev.torch_device)
+    with tempfile.TemporaryDirectory(prefix="gpututor-selftest-") as tmp:
+        path = os.path.join(tmp, "checkpoint.pt")
+        torch.save({"model_state_dict": model.state_dict()}, path)
+        loaded = torch.load(path, map_location="cpu", weights_only=True)
+    restored = nn.Linear(16, 4)
+    restored.load_state_dict(loaded["model_state_dict"])
+    same = all(torch.equal(a.cpu(), b) for a, b in zip(model.parameters(), restored.parameters()))
+    if not same:
+        raise AssertionError("the weights loaded on the CPU differ from those saved")
+    where = {str(t.device) for t in loaded["model_state_dict"].values()}
+    return f"saved on {dev.torch_device}, loaded with map_location='cpu' (tensors on {', '.join(sorted(where))}): equal"
+
+
+def _pinned_copy(dev: Any) -> str:
+    import torch
+
+    if dev.kind != "cuda":
+        raise NotHere("pinned memory speeds up copies to a CUDA GPU")
+    host = torch.arange(1 << 20, dtype=torch.float32).pin_memory()
+    if not host.is_pinned():
+        raise AssertionError("pin_memory() gave memory that is not page-locked")
+    on_gpu = host.to(dev.torch_device, non_blocking=True)
+    torch.cuda.synchronize(dev.index or 0)
+    if not torch.equal(on_gpu.cpu(), host):
+        raise AssertionError("the non_blocking copy arrived different")
+    return "4 MiB page-locked, copied with non_blocking=True, synchronised: equal"
+
+
+def _cache_released(dev: Any) -> str:
+    import torch
+
+    from tutor.experiments.engine import release_device_memory
+
+    if dev.kind != "cuda":
+        raise NotHere("the caching allocator's reserve is CUDA's")
+    x = torch.empty(32 << 20, dtype=torch.uint8, device=dev.torch_device)
+    del x
+    held = torch.cuda.memory_reserved(dev.index or 0)
+    release_device_memory()
+    after = torch.cuda.memory_reserved(dev.index or 0)
+    if after >= held and held > 0:
+        raise AssertionError(f"the cache still holds {after / 2**20:.0f} MiB after a run")
+    return f"after a run the engine hands back the cache: {held / 2**20:.0f} -> {after / 2**20:.0f} MiB reserved"
+
+
+CHECKS: list[tuple[str, Callable[[Any], str]]] = [
+    ("device detection", _detect),
+    ("synchronised timing", _timing),
+    ("autocast + GradScaler step", _autocast_step),
+    ("TF32 flags", _tf32),
+    ("peak memory", _peak_memory),
+    ("out of memory, caught under a cap", _caught_oom),
+    ("checkpoint: save on the device, load on the CPU", _checkpoint),
+    ("pinned non-blocking copy", _pinned_copy),
+    ("GPU cache released after a run", _cache_released),
+]
+
+
+def run_checks(device: str | None = None) -> Iterator[Check]:
+    """Each check in turn, on `device` (default: the best here); one Check each."""
+    from tutor import errors
+    from tutor.experiments import devices
+
+    dev = devices.resolve(device)
+    for name, check in CHECKS:
+        t0 = time.perf_counter()
+        try:
+            status, detail = OK, check(dev)
+        except NotHere as why:
+            status, detail = NOT_HERE, str(why)
+        except Exception as exc:  # noqa: BLE001 - a failed check is the result to report
+            status, detail = FAILED, errors.describe(exc).removeprefix("The experiment failed with ")
+        yield Check(name, status, detail, time.perf_counter() - t0)
