@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 import time
 from pathlib import Path
 
@@ -62,9 +63,16 @@ def test_infinite_loop_times_out(tmp_path):
 
 
 def test_cancel_stops_the_run(tmp_path):
-    t0 = time.monotonic()
+    seen: list[str] = []
+    started: list[float] = []
+
+    def cancelled() -> bool:  # a second after the program has started
+        if not started and "started" in "".join(seen):
+            started.append(time.monotonic())
+        return bool(started) and time.monotonic() - started[0] > 1.0
+
     r = run("import time\nprint('started', flush=True)\ntime.sleep(60)\n", tmp_path,
-            cancelled=lambda: time.monotonic() - t0 > 1.0)
+            on_output=seen.append, cancelled=cancelled)
     assert r.cancelled and not r.timed_out and r.signal == "SIGKILL"
     assert "started" in r.output
 
@@ -156,3 +164,16 @@ def test_environment_is_inherited_and_extended(tmp_path):
     code = "import os\nprint(os.environ['GPUTUTOR_DATA_DIR'], os.environ['EXTRA'], os.environ['PYTHONUNBUFFERED'])\n"
     r = run(code, tmp_path, env={"EXTRA": "yes"})
     assert r.output.split() == [os.environ["GPUTUTOR_DATA_DIR"], "yes", "1"]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the cap is Linux's RLIMIT_DATA")
+def test_the_budget_is_the_programs_own_torch_is_up_before_it_is_counted(tmp_path):
+    """memory_mb is what the program may allocate: torch (~770 MiB of data) and the device's
+    start-up come first, so even the schema's smallest budget leaves the program room."""
+    code = ("import torch\n"
+            "x = torch.ones(64 * 2**20, dtype=torch.uint8)  # 64 MiB: fits in 256\n"
+            "print('fits', flush=True)\n"
+            "y = torch.ones(512 * 2**20, dtype=torch.uint8)  # 512 MiB: does not\n")
+    r = run(code, tmp_path, memory_mb=256)
+    assert "fits" in r.output
+    assert r.memory_error and r.error_line == 4

@@ -23,19 +23,46 @@ ERROR_FILE = ".error.json"
 _HIDDEN = (str(Path(__file__).resolve()), runpy.__file__, str(Path(__file__).with_name("observe.py").resolve()))
 
 
+def start_torch() -> None:
+    """Import torch and start the device the program will use (tutor.lab picks it the same way),
+    so that their memory, not the program's, is in place when the budget takes its baseline:
+    `import torch` alone is ~770 MiB of data, a CUDA context hundreds more."""
+    try:
+        import torch  # noqa: F401
+
+        from tutor.experiments import devices
+
+        devices.start_up(devices.resolve(None))
+    except Exception:  # noqa: BLE001 - no torch, no device: the program meets that itself, with its traceback
+        pass
+
+
+def _data_bytes_now() -> int | None:
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            return next(int(line.split()[1]) for line in f if line.startswith("VmData:")) * 1024
+    except (OSError, StopIteration, ValueError):
+        return None
+
+
 def limit_memory(megabytes: int) -> None:
-    """Cap this process's memory. Linux: RLIMIT_DATA (heap and private writable mappings), which
-    stops a hog with MemoryError yet leaves the large PROT_NONE address reservations CUDA makes
-    alone (RLIMIT_AS would break CUDA initialisation). Elsewhere RLIMIT_AS, where enforced."""
+    """Let the program allocate `megabytes` on top of what the process holds now (torch and the
+    device started). Linux: RLIMIT_DATA (heap and private writable mappings), which stops a hog
+    with MemoryError yet leaves the large PROT_NONE address reservations CUDA makes alone
+    (RLIMIT_AS would break CUDA initialisation). Elsewhere no cap: macOS has no RLIMIT_DATA it
+    enforces, and under RLIMIT_AS the address space PyTorch and Metal reserve (gigabytes, not
+    memory) would stop MPS before the program starts. The exercise's timeout still bounds it."""
     try:
         import resource
     except ImportError:  # Windows
         return
-    limit = megabytes * 1024 * 1024
-    name = "RLIMIT_DATA" if sys.platform.startswith("linux") else "RLIMIT_AS"
-    which = getattr(resource, name, None)
-    if which is None:
+    if not sys.platform.startswith("linux"):
         return
+    now = _data_bytes_now()
+    if now is None:
+        return
+    limit = now + megabytes * 1024 * 1024
+    which = resource.RLIMIT_DATA
     try:
         soft, hard = resource.getrlimit(which)
         if hard != resource.RLIM_INFINITY:
@@ -123,6 +150,7 @@ def main(argv: list[str]) -> None:
         sys.exit("usage: python -m tutor.exercises.child solution.py")
     mb = os.environ.get("GPUTUTOR_SANDBOX_MEMORY_MB")
     if mb and mb.isdigit():
+        start_torch()
         limit_memory(int(mb))
     solution = os.path.abspath(argv[1])
     error_file = os.path.abspath(ERROR_FILE)  # before the learner's code can chdir

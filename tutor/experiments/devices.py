@@ -227,3 +227,21 @@ def resolve(requested: str | None = None) -> Device:
 def accelerator() -> Device | None:
     """The first cuda or mps device, if any."""
     return next((d for d in available() if d.is_accelerator), None)
+
+
+def start_up(dev: Device) -> None:
+    """Create `dev`'s context and cuBLAS handles now: for the forward's thread and for autograd's
+    backward thread, which gets its own at the first backward. Cheap after the first call. Do it
+    before a memory budget takes its baseline: a CUDA context alone takes hundreds of MiB of host
+    memory, which would otherwise count against the first run (or exercise) that touches the GPU."""
+    import torch
+
+    if dev.kind == "cuda":
+        w = torch.ones(8, 8, device=dev.torch_device, requires_grad=True)
+        (w @ w).sum().backward()
+        torch.cuda.synchronize(dev.torch_device)
+    elif dev.kind == "mps":
+        w = torch.ones(8, 8, device="mps", requires_grad=True)
+        (w @ w).sum().backward()
+        torch.mps.synchronize()
+

@@ -76,6 +76,10 @@ def _serve(conn, log_path: str | None) -> None:
             budget = _run_budget()
             try:
                 if budget:
+                    try:  # the device's start-up is not the run's: out of the budget's baseline
+                        devices.start_up(devices.resolve((params or {}).get("device") or device))
+                    except devices.DeviceError:
+                        pass  # said by experiments.start below, as for any run
                     _limit_memory(budget)
                 if name not in experiments.REGISTRY:
                     # This process starts with the built-ins only: load the packs the app loaded.
