@@ -161,3 +161,10 @@ def test_the_comparison_runs_in_full_float32_where_tf32_is_on_and_restores_it():
         torch.set_float32_matmul_precision("highest")
     assert m["allclose"] is True
     assert any("TF32 off" in e.text for e in events if isinstance(e, Note))
+
+
+@pytest.mark.gpu
+def test_a_checkpoint_saved_on_any_accelerator_loads_on_the_cpu(accelerator):
+    m = list(experiments.start("checkpoint-roundtrip", {"steps": 20}, device=accelerator))[-1].metrics
+    assert m["saved_on"].startswith(accelerator) and m["loaded_on"] == "cpu"
+    assert m["weights_equal"] is True and m["allclose"] is True

@@ -71,3 +71,11 @@ def test_compares_with_cuda():
     assert m["speedup"] == m["speedup_mlp"]
     assert m["accelerator"] != "none"
     assert {e.label for e in events if isinstance(e, Step)} == {"cpu", "cuda"}
+
+
+@pytest.mark.gpu
+def test_compares_with_any_accelerator(accelerator):
+    events = run(QUICK, devices.resolve(accelerator))
+    m = events[-1].metrics
+    assert m["accel_seconds_mlp"] > 0 and m["speedup"] == m["speedup_mlp"]
+    assert {e.label for e in events if isinstance(e, Step)} == {"cpu", accelerator}

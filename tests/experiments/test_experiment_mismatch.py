@@ -82,3 +82,10 @@ def test_cuda_model_with_cpu_batch():
     assert "cuda" in m["error_message"] and "cpu" in m["error_message"]
     assert "model(" in m["error_line"]
     assert m["fix_ran"] is True and m["fix_device"].startswith("cuda")
+
+
+@pytest.mark.gpu
+def test_the_mismatch_is_a_real_error_on_any_accelerator(accelerator):
+    _, m = run(accelerator)
+    assert m["model_device"].startswith(accelerator) and m["input_device"] == "cpu"
+    assert m["error_type"] == "RuntimeError" and m["fix_ran"] is True

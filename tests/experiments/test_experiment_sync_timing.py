@@ -82,3 +82,10 @@ def test_cuda_unsynced_timing_measures_only_the_launches():
     assert m["events_seconds"] == pytest.approx(m["synced_seconds"], rel=0.2)
     table = next(e for e in events if isinstance(e, Table))
     assert [row[0] for row in table.rows][-1] == "CUDA events"
+
+
+@pytest.mark.gpu
+def test_any_accelerator_runs_asynchronously_and_the_synced_timing_says_so(accelerator):
+    events, m = run(accelerator, size=2048, calls=20, repeats=5)
+    assert m["device"].startswith(accelerator) and m["asynchronous"] is True
+    assert m["synced_seconds"] >= m["unsynced_seconds"]
