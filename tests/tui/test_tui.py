@@ -70,6 +70,27 @@ async def test_home_lists_lessons_and_detects_device(tmp_path):
         assert "tui-demo" in ids
 
 
+async def test_home_on_a_shared_gpu_shows_what_is_free_and_the_cap(tmp_path, monkeypatch):
+    from tutor.experiments.devices import Device
+
+    gib = 1 << 30
+    h100 = Device("cuda", 0, "NVIDIA H100 80GB HBM3", total_memory=80 * gib, free_memory=50 * gib,
+                  capability=(9, 0), bf16=True, fp16=True, tensor_cores=True)
+
+    class SharedGpu(ScriptedEngine):
+        def detect(self, requested):
+            return [h100], h100, None
+
+    monkeypatch.setenv("GPUTUTOR_GPU_MEMORY_MB", "4096")
+    app = TutorApp(home=tmp_path, engine=SharedGpu())
+    async with app.run_test(size=(100, 30)) as pilot:
+        await wait_for(pilot, lambda: "detecting" not in str(app.device_text))
+        await pilot.pause()
+        shown = " ".join(text_of(app.screen.query_one("#device", Static)).split())
+        assert "50.0 of 80.0 GiB free (30.0 GiB held by other processes or the driver)" in shown
+        assert "each run capped at 4,096 MiB (GPUTUTOR_GPU_MEMORY_MB)" in shown
+
+
 async def test_walk_predict_run_check_and_resume(tmp_path):
     """The whole path with the real engine: a real run, its reveal, a real verify run."""
     app = make_app(tmp_path, real_engine=True)
