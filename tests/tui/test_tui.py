@@ -283,7 +283,7 @@ async def test_a_choice_check_says_to_choose_not_type(tmp_path):
         screen.query_one("#choices", OptionList).focus()
         await pilot.pause(0.2)
         hint = text_of(screen.query_one("#keys-hint", Static))
-        assert "↑↓ choose" in hint and "type your answer" not in hint
+        assert "↑↓ or 1–" in hint and "choose" in hint and "type your answer" not in hint
 
 
 async def test_an_answer_step_arrives_with_its_answer_focused_so_enter_answers(tmp_path):
@@ -411,3 +411,66 @@ async def test_home_device_note_keeps_its_indent_when_it_wraps(tmp_path):
         lines = console.export_text().splitlines()
         assert lines[0].startswith("Device: ")
         assert len(lines) >= 3 and all(line.startswith("  ") for line in lines[1:]), lines
+
+
+async def test_a_choice_is_picked_by_its_number_and_enter_locks_that_one(tmp_path):
+    """Typing 4 then enter locks option 4, never the highlighted first one."""
+    app = TutorApp(home=tmp_path, device="cpu", engine=ScriptedEngine())
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.open_lesson("training-iron-law")
+        await pilot.pause()
+        screen = app.screen
+        screen.show_step(screen.lesson.index("act1-predict"))
+        await pilot.pause(0.2)
+        await pilot.press("4")
+        await pilot.press("enter")
+        await pilot.pause(0.2)
+        assert app.progress.prediction("training-iron-law", "act1-predict").answer == "about 24 GB"
+
+
+async def test_enter_never_moves_past_a_step_that_is_not_a_read_step(tmp_path):
+    app = TutorApp(home=tmp_path, device="cpu", engine=ScriptedEngine())
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.open_lesson("training-iron-law")
+        await pilot.pause()
+        screen = app.screen
+        ledger = screen.lesson.index("ledger")
+        screen.show_step(ledger)
+        await pilot.pause(0.3)
+        await pilot.press("enter")  # into the controls
+        await pilot.press("enter", "enter")  # once too often: the calculator stays
+        await pilot.pause(0.2)
+        assert screen.index == ledger
+        screen.show_step(screen.lesson.index("act1-predict"))
+        await pilot.pause(0.2)
+        await pilot.press("enter", "enter")  # lock, then one enter too many
+        await pilot.pause(0.2)
+        assert screen.index == screen.lesson.index("act1-predict")
+        screen.show_step(0)  # a read step: enter is how it moves on
+        await pilot.pause(0.2)
+        await pilot.press("enter")
+        await pilot.pause(0.2)
+        assert screen.index == 1
+
+
+async def test_escape_leaves_a_lesson_only_when_pressed_twice(tmp_path):
+    """After a right free-text answer the box closes; an escape meant for it must not leave."""
+    app = TutorApp(home=tmp_path, device="cpu", engine=ScriptedEngine())
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.open_lesson("cpu-vs-gpu")
+        await pilot.pause()
+        screen = app.screen
+        screen.show_step(screen.lesson.index("interview-cpu-gpu"))
+        await pilot.pause(0.2)
+        box = screen.query_one("#answer", Input)
+        box.value = ("A GPU has thousands of cores for parallel matrix multiplications; the model and the data "
+                     "must be moved to the device with .to(device); tiny models can be faster on the CPU.")
+        await pilot.press("enter")
+        await pilot.pause(0.2)
+        assert screen.view.solved
+        await pilot.press("escape")
+        await pilot.pause(0.2)
+        assert app.screen is screen  # still in the lesson, told how to leave
+        await pilot.press("escape")
+        await pilot.pause(0.2)
+        assert isinstance(app.screen, HomeScreen)

@@ -6,6 +6,8 @@ place and the learner stays on the same step (a broken save is said and the old 
 
 from __future__ import annotations
 
+import time
+
 from pathlib import Path
 
 from rich.text import Text
@@ -42,6 +44,8 @@ VIEWS = {ReadStep: ReadStepView, PredictStep: PredictStepView, RunStep: RunStepV
          ExerciseStep: ExerciseStepView, InstrumentStep: InstrumentStepView}
 KIND_LABEL = {"read": "Read", "predict": "Predict", "run": "Run", "check": "Check", "exercise": "Exercise",
               "instrument": "Instrument"}
+LEAVE_CONFIRM_S = 3.0  # the second escape that leaves a lesson must follow the first within this
+
 TEXT_INPUTS = (Input, OptionList, TextArea, ControlRow)  # escape leaves these first, before leaving the lesson
 
 
@@ -58,6 +62,8 @@ class LessonScreen(Screen):
         Binding("question_mark", "app.help", "help"),
         Binding("q", "quit", "quit"),
     ]
+
+    _escape_armed_at = float("-inf")  # when a first escape asked to leave
 
     WATCH_INTERVAL_S = 1.0  # how often the lesson file's modification time is looked at
 
@@ -235,7 +241,10 @@ class LessonScreen(Screen):
         if isinstance(view, RunStepView) and not view.running and view.query_one("#panel").state == "idle":
             view.action_run()
             return
-        self.action_next()
+        if view is None or view.enter_moves_on:
+            self.action_next()
+        else:
+            self.say("n moves on to the next step.")
 
     def action_run(self) -> None:
         view = self.view
@@ -265,6 +274,13 @@ class LessonScreen(Screen):
             self.query_one("#content").focus()
             if view is not None:
                 view.refresh_hint()
+            return
+        # Leaving takes a second escape: one press too many (after an answer closed its box,
+        # say) must not take the learner out of the lesson.
+        now = time.monotonic()
+        if now - self._escape_armed_at > LEAVE_CONFIRM_S:
+            self._escape_armed_at = now
+            self.say("Press escape again to leave the lesson (your place is kept).")
             return
         self.app.pop_screen()
 

@@ -137,7 +137,7 @@ class ReviewScreen(Screen):
         if current is not None and current.answered is not None:
             hint.update(("n see how it went" if last else "n next question") + " · escape back to the lessons")
         elif isinstance(self.focused, OptionList):
-            hint.update("↑↓ choose · enter submit · s skip · escape leave the list")
+            hint.update("↑↓ or its number choose · enter submit · s skip · escape leave the list")
         elif isinstance(self.focused, Input):
             hint.update("type your answer · enter submit · escape leave the box")
         else:

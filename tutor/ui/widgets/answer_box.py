@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rich.text import Text
-from textual import on
+from textual import events, on
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.message import Message
@@ -17,6 +17,21 @@ import checks
 from checks.spec import AnswerSpec, ChoiceAnswer
 
 MAX_CHARS = 2000  # a paragraph is plenty; a pasted file is not an answer
+
+
+class ChoiceList(OptionList):
+    """The options of a choice, picked by arrows, by number (1 = the first) or by letter (a):
+    a digit or letter only moves the highlight, enter then answers with the option shown."""
+
+    def on_key(self, event: events.Key) -> None:
+        key = event.character or ""
+        if len(key) != 1 or not key.isascii() or not key.isalnum():
+            return
+        index = int(key) - 1 if key.isdigit() else ord(key.lower()) - ord("a")
+        if 0 <= index < self.option_count:
+            self.highlighted = index
+            event.stop()
+            event.prevent_default()
 
 
 class AnswerBox(Vertical):
@@ -35,7 +50,7 @@ class AnswerBox(Vertical):
     def compose(self) -> ComposeResult:
         spec = self.spec
         if isinstance(spec, ChoiceAnswer):
-            yield OptionList(*[Text(f"{i}. {o.text}") for i, o in enumerate(spec.options, 1)], id="choices")
+            yield ChoiceList(*[Text(f"{i}. {o.text}") for i, o in enumerate(spec.options, 1)], id="choices")
         else:
             yield Input(placeholder=checks.describe_spec(spec), id="answer",
                         max_length=min(getattr(spec, "max_length", MAX_CHARS), MAX_CHARS))

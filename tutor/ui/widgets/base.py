@@ -22,6 +22,11 @@ class StepView(Vertical):
 
         step_id: str
 
+    # Whether enter, when the step has no use for it, moves on. Only a read step's: elsewhere a
+    # stray enter (one too many after locking, in a calculator's controls) would skip a step the
+    # learner has not seen; n moves on.
+    enter_moves_on = False
+
     def __init__(self, session: LessonSession, index: int) -> None:
         super().__init__(classes="step")
         self.session = session

@@ -165,7 +165,7 @@ class CheckStepView(StepView):
             return f"{verify}n next · p previous · ? help"
         stuck = " · g show answer" if self.session.can_give_up(self.step) else ""
         if isinstance(self.screen.focused, OptionList):
-            return "↑↓ choose · enter submit · escape leave the list (then h hint)"
+            return f"↑↓ or 1–{len(self.step.answer.options)} choose · enter submit · escape leave the list (then h hint)"
         if isinstance(self.screen.focused, Input):
             return "type your answer · enter submit · escape leave the box (then h hint)"
         return f"enter/tab back to the answer box · h hint{stuck} · n next · p previous · ? help"

@@ -76,6 +76,6 @@ class PredictStepView(StepView):
     def keys_hint(self) -> str:
         if self.session.prediction(self.step) is None:
             if isinstance(self.step.answer, ChoiceAnswer):
-                return "↑↓ choose · enter lock in · p previous · ? help"
+                return f"↑↓ or 1–{len(self.step.answer.options)} choose · enter lock in · p previous · ? help"
             return "type your guess · enter lock in · escape leave the box"
         return "n next · p previous · ? help · q quit"

@@ -10,6 +10,8 @@ from tutor.ui.widgets.code_compare import CodeCompareView
 
 
 class ReadStepView(StepView):
+    enter_moves_on = True
+
     def compose(self) -> ComposeResult:
         if self.step.body:
             yield Markdown(self.step.body)
