@@ -2,12 +2,13 @@
 
     grade(answer, spec, metrics=None) -> Verdict
     parse_number(text, unit="") -> float | None
+    ambiguity(text, unit) -> str | None   (a question back: "0.5% or 50%?")
     score_prediction(answer, spec, measured, unit="") -> PredictionScore
     describe_spec(spec) -> str
 """
 
 from checks.grade import describe_spec, grade
-from checks.number import format_number, parse_number
+from checks.number import ambiguity, format_number, parse_number
 from checks.predict import score_prediction
 from checks.spec import AnswerSpec, PredictionScore, Verdict
 from checks.text import explain_matches
@@ -16,6 +17,7 @@ __all__ = [
     "AnswerSpec",
     "PredictionScore",
     "Verdict",
+    "ambiguity",
     "describe_spec",
     "explain_matches",
     "format_number",

@@ -12,9 +12,10 @@ Reading rules (`read_quantity`, `parse_number`):
 - Units of one kind convert into the spec's unit: B/KB/MB/GB/TB and KiB/MiB/GiB/TiB
   (1 GiB = 1.073741824 GB), ns/us/ms/s/min/h. No unit in the answer: the spec's unit is
   assumed. A unit of another kind ("12 ms" for a GB question) reads as None.
-- Percent: when the spec's unit is "%", "35%", "35 percent" and "35" mean 35; a bare
-  fraction strictly between -1 and 1 without a % sign ("0.35") means 35%, because a learner
-  who types 0.35 for a percentage almost always means the fraction (write "0.35%" for that).
+- Percent: when the spec's unit is "%", "35%", "35 percent" and "35" mean 35. A bare number
+  from -1 to 1 without a % sign ("0.5") could be either a fraction (50%) or a percentage
+  (0.5%): `grade_number` does not guess but asks which (`percent_readings`, not judged); the
+  prediction lock asks the same. `parse_number` alone still reads it as the fraction.
 - A spec without a unit (or with a unit this module does not know, e.g. "params") takes the
   number as written, whatever unit follows it.
 """
@@ -200,6 +201,31 @@ def quantity_in(q: Quantity, spec_unit: str) -> float | None:
     return convert(q.value, q.unit, spec_unit)
 
 
+def percent_readings(q: Quantity | None, spec_unit: str) -> tuple[float, float] | None:
+    """Both ways a bare number from -1 to 1 (not 0) reads where the answer is a percentage:
+    (value %, value x 100 %). None when the answer says which: a % sign or any other unit, a
+    larger number, no percentage asked for."""
+    target = unit_info(spec_unit)
+    if q is None or q.unit or target is None or target[1] != "percent":
+        return None
+    if q.value == 0 or not -1 <= q.value <= 1:
+        return None
+    return q.value, q.value * 100
+
+
+def ambiguity(text: str, spec_unit: str) -> str | None:
+    """A question back to the learner when their number could mean two things, else None."""
+    try:
+        readings = percent_readings(read_quantity(text), spec_unit)
+    except Exception:  # a learner's text must never crash the tutor
+        return None
+    if readings is None:
+        return None
+    as_written, as_fraction = (format_number(v, "%") for v in readings)
+    return (f"Did you mean {as_written} or {as_fraction}? Write the % sign to say which: "
+            f"“{as_written}” or “{as_fraction}”.")
+
+
 def parse_number(text: str, unit: str = "") -> float | None:
     """The number a learner wrote, in `unit`; None when no number (in a compatible unit) is there."""
     try:
@@ -318,6 +344,9 @@ def grade_number(answer: str, spec: NumberAnswer, metrics: dict | None = None) -
     q = read_quantity(text)
     if q is None:
         return Verdict(False, f"I could not find a number in your answer. Write {describe_number(spec)}.", judged=False)
+    question = ambiguity(text, spec.unit)
+    if question is not None:  # 0.5 for a percentage: 0.5% or 50%? Never graded on a guess.
+        return Verdict(False, question, judged=False)
     value = quantity_in(q, spec.unit)
     if value is None or not math.isfinite(value):
         return Verdict(

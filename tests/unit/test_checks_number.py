@@ -91,7 +91,8 @@ def test_grade_value_with_relative_tolerance():
 def test_grade_value_with_absolute_tolerance():
     spec = NumberAnswer(type="number", unit="%", value=35, abs_tolerance=5)
     assert grade("31%", spec).correct
-    assert grade("0.38", spec).correct  # a fraction for a percentage
+    assert grade("0.38", spec).judged is False  # 0.38% or 38%? asked, never guessed
+    assert "Did you mean 0.38% or 38%?" in grade("0.38", spec).feedback
     assert not grade("41%", spec).correct
 
 

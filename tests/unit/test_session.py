@@ -214,3 +214,34 @@ def test_a_long_run_of_digits_is_read_without_int_refusing_it(session):
     assert shown_answer(check, "0" * 100_000 + "1") == "the model"
     assert shown_answer(check, "1" * 100_001) == "1" * 100_001
     assert not session.grade(check, "0" * 100_000 + "3").judged
+
+
+PERCENT = """
+id: percent-demo
+title: Percent demo
+steps:
+  - id: guess-mfu
+    kind: predict
+    prompt: What share of the peak will the training reach?
+    answer: {type: number, unit: "%", min: 0, max: 100}
+"""
+
+
+@pytest.fixture
+def percent(tmp_path):
+    with Progress(tmp_path / "progress.db") as progress:
+        yield LessonSession(load_text(PERCENT), progress)
+
+
+@pytest.mark.parametrize("typed", ["0.5", ".5", "1", "-0.2"])
+def test_a_bare_number_that_could_be_a_fraction_or_a_percentage_is_asked_about_not_locked(percent, typed):
+    session = percent
+    step = _step(session, "guess-mfu")
+    with pytest.raises(Unreadable, match=r"Did you mean .*% or .*%\? Write the % sign"):
+        session.lock(step, typed)
+    assert session.prediction(step) is None
+
+
+@pytest.mark.parametrize("typed,value", [("0.5%", 0.5), ("50%", 50), ("50", 50), ("0", 0)])
+def test_a_percentage_that_says_which_it_is_locks(percent, typed, value):
+    assert percent.lock(_step(percent, "guess-mfu"), typed).value == pytest.approx(value)

@@ -233,6 +233,9 @@ class LessonSession:
             if text not in [o.text for o in spec.options]:
                 raise Unreadable(f"Choose one of the {len(spec.options)} options (1-{len(spec.options)}).")
         elif isinstance(spec, NumberAnswer):
+            question = checks.ambiguity(text, spec.unit)
+            if question is not None:  # never lock a guess at what the learner meant
+                raise Unreadable(question)
             value = checks.parse_number(text, spec.unit)
             if value is None:
                 raise Unreadable(f"I couldn't read a number in that. Try something like {checks.describe_spec(spec)}.")
