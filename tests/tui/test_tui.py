@@ -474,3 +474,16 @@ async def test_escape_leaves_a_lesson_only_when_pressed_twice(tmp_path):
         await pilot.press("escape")
         await pilot.pause(0.2)
         assert isinstance(app.screen, HomeScreen)
+
+
+@pytest.mark.parametrize("feedback,shown", [
+    ("Right: 35%.", "35%."),  # after "✓ Correct." the grader's own "Right" said it twice
+    ("Right.", ""),
+    ("Not quite: 12 GB is the weights alone.", "12 GB is the weights alone."),
+    ("No GPU is needed here.", "No GPU is needed here."),  # a sentence that starts with No keeps it
+    ("Right, that one.", "Right, that one."),
+])
+def test_feedback_does_not_repeat_the_verdict_the_mark_gives(feedback, shown):
+    from tutor.ui.widgets.answer_box import after_the_mark
+
+    assert after_the_mark(feedback) == shown

@@ -3,6 +3,7 @@ one line for a number or words. The step's `LessonSession` judges what comes out
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from rich.text import Text
@@ -17,6 +18,17 @@ import checks
 from checks.spec import AnswerSpec, ChoiceAnswer
 
 MAX_CHARS = 2000  # a paragraph is plenty; a pasted file is not an answer
+
+# A grader's feedback may open with its own verdict ("Right: 35%.", "Not quite: ..."); after
+# the screen's mark ("✓ Correct.", "✗ Not yet.") that says it twice.
+# Only a verdict word followed by its punctuation: "No GPU is needed" keeps its "No".
+_OWN_VERDICT = re.compile(r"^\s*(right|correct|wrong|incorrect|not quite|not yet)\s*[.:!]\s*", re.I)
+
+
+def after_the_mark(feedback: str) -> str:
+    """The feedback without the verdict the mark before it already gives ("Right: 35%." -> "35%.")."""
+    rest = _OWN_VERDICT.sub("", feedback or "", count=1)
+    return rest[:1].upper() + rest[1:] if rest else rest
 
 
 class ChoiceList(OptionList):

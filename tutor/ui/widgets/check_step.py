@@ -10,7 +10,7 @@ from textual.widget import Widget
 from textual.widgets import Input, Markdown, OptionList, Static
 
 from tutor.course.session import GIVE_UP_AFTER, Unreadable
-from tutor.ui.widgets.answer_box import AnswerBox
+from tutor.ui.widgets.answer_box import AnswerBox, after_the_mark
 from tutor.ui.widgets.base import StepView
 from tutor.ui.widgets.run_panel import RunPanel
 
@@ -67,7 +67,8 @@ class CheckStepView(StepView):
                     extra = "\nStuck? escape, then h for a hint or g to see the answer."
                 elif self.step.hint:
                     extra = "\nescape, then h, shows a hint."
-                feedback.update(Text.assemble(("✗ Not yet. ", "bold red"), graded.verdict.feedback, (extra, "dim")))
+                feedback.update(Text.assemble(("✗ Not yet. ", "bold red"), after_the_mark(graded.verdict.feedback),
+                                              (extra, "dim")))
         if not self.solved:
             # At 80x24 the feedback can sit below the fold: bring it into view.
             self.call_after_refresh(feedback.scroll_visible, animate=False)
@@ -77,7 +78,7 @@ class CheckStepView(StepView):
         self.solved = correct
         self.query_one("#feedback", Static).update(Text.assemble(
             ("✓ Correct. ", "bold green") if correct else ("Here is the answer. ", "bold yellow"),
-            feedback_text or "",
+            after_the_mark(feedback_text or ""),
             ("\nYour answer: ", "dim"), (answer, "dim italic"),
         ))
         self.query_one(AnswerBox).close()

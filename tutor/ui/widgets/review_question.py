@@ -14,7 +14,7 @@ from textual.widgets import Markdown, Static
 from checks.spec import ChoiceAnswer
 from tutor.course.review import Question
 from tutor.course.session import LessonSession, Unreadable
-from tutor.ui.widgets.answer_box import AnswerBox
+from tutor.ui.widgets.answer_box import AnswerBox, after_the_mark
 
 
 class ReviewQuestion(Vertical):
@@ -65,7 +65,7 @@ class ReviewQuestion(Vertical):
         self.answered = verdict.correct
         feedback.update(Text.assemble(
             ("✓ Right. ", "bold green") if verdict.correct else ("✗ Not this time. ", "bold red"),
-            verdict.feedback or "",
+            after_the_mark(verdict.feedback or ""),
             ("\nYour answer: ", "dim"), (shown, "dim italic"),
             ("" if verdict.correct else "\nIt will come back sooner in your next reviews.", "dim"),
         ))
