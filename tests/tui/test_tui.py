@@ -487,3 +487,22 @@ def test_feedback_does_not_repeat_the_verdict_the_mark_gives(feedback, shown):
     from tutor.ui.widgets.answer_box import after_the_mark
 
     assert after_the_mark(feedback) == shown
+
+
+@pytest.mark.parametrize("steps,charted", [(2, False), (8, True)])
+async def test_a_loss_chart_of_too_few_points_is_said_not_drawn(tmp_path, steps, charted):
+    from tutor.ui.widgets.run_panel import LiveLine
+
+    app = TutorApp(home=tmp_path, lessons_dirs=[LESSONS], device="cpu", engine=ScriptedEngine(steps=steps, pace_s=0.25))
+    async with app.run_test(size=(100, 30)) as pilot:
+        screen = await open_demo(pilot)
+        app.progress.lock_prediction("tui-demo", "guess-acc", "above 80%", None)
+        screen.show_step(2)
+        await pilot.pause()
+        panel = screen.view.query_one(RunPanel)
+        await pilot.press("r")
+        await wait_for(pilot, lambda: panel.state == "finished")
+        await pilot.pause()
+        assert panel.query_one("#loss").display is charted
+        label = panel.query_one("#loss-label", LiveLine).text.plain
+        assert ("too few to chart" in label) is not charted

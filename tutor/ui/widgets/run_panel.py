@@ -23,6 +23,7 @@ from tutor.experiments.events import Epoch, Finished, Note, Started, Step, Table
 from tutor.present import metric as fmt
 from tutor.ui import runner
 
+MIN_CHART_POINTS = 4  # fewer losses than this are said, not drawn
 MAX_LOSS_POINTS = 200  # the sparkline keeps the latest points only (each repaint buckets them all)
 
 
@@ -197,14 +198,19 @@ class RunPanel(Vertical):
                 self._first_loss = step.loss
             self._losses.append(step.loss)
             del self._losses[:-MAX_LOSS_POINTS]
+            # A sparkline of one to three points is a solid block, not a curve: say so instead.
+            enough = len(self._losses) >= MIN_CHART_POINTS
             spark = self.query_one("#loss", Sparkline)
-            spark.display = True
+            spark.display = enough
             spark.data = list(self._losses)
             lab = self.query_one("#loss-label", LiveLine)
             lab.display = True
+            count = len(self._losses)
             lab.text = Text.assemble((f"loss [{step.label}] " if step.label else "loss ", "bold"),
                                      f"{self._first_loss:.3f} → ", (f"{step.loss:.3f}", "bold"),
-                                     (f"   ({len(self._losses)} points, newest on the right)", "dim"))
+                                     (f"   ({count} points, newest on the right)" if enough else
+                                      f"   ({count} point{'s' if count != 1 else ''} so far: too few to chart)",
+                                      "dim"))
 
     @staticmethod
     def _step_text(step: Step, prefix: tuple[str, str]) -> Text:
