@@ -12,7 +12,7 @@ from checks import (
     format_number as number,  # a learner's numbers: exact whole numbers, 3 digits, units
 )
 
-__all__ = ["metric", "mib", "number", "seconds", "significant"]
+__all__ = ["metric", "metric_label", "metric_value", "mib", "number", "seconds", "significant", "size"]
 
 MIB = 1 << 20
 
@@ -57,3 +57,46 @@ def significant(v: float, digits: int = 5) -> str:
     """A value where its magnitude is the lesson (float16's limits, an underflowed gradient):
     `digits` significant digits, in e-notation when tiny or huge."""
     return f"{v:.{digits}g}"
+
+
+def size(n: int | float | None) -> str:
+    """Bytes in the unit that reads best: "512 B", "3.0 KiB", "12.5 MiB", "1.50 GiB"; "-" when not measured."""
+    if n is None:
+        return "-"
+    for unit, factor in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if abs(n) >= factor:
+            value = n / factor
+            return f"{value:,.2f} {unit}" if unit == "GiB" else f"{value:,.1f} {unit}"
+    return f"{int(n):,} B"
+
+
+def metric_value(name: str, value: Any) -> str:
+    """A metric's value in its unit, read from the metric's name by the registry's naming rules:
+    *_bytes are sizes, *seconds* durations, accuracy, *_share and mfu fractions shown in percent,
+    speedup* and *_ratio times; True/False yes/no; None "n/a" (not measured here)."""
+    if value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
+        return metric(value)
+    if name.endswith("_bytes") or name == "bytes":
+        return size(value)
+    if name.endswith("_mb"):
+        return metric(value, "MB")
+    if name.endswith("_gib"):
+        return metric(value, "GiB")
+    if "accuracy" in name or name.endswith("_share") or name in ("mfu", "memory_saving"):
+        return metric(value, "%")
+    if "speedup" in name or name.endswith("ratio"):
+        return metric(value, "x")
+    if name.endswith("_per_s"):
+        return metric(value, "/s").replace(" /s", "/s")
+    if "seconds" in name:
+        return seconds(value)
+    if name.endswith("tflops"):
+        return metric(value, "TFLOP/s")
+    return metric(value)
+
+
+def metric_label(description: str, limit: int = 48) -> str:
+    """A metric's label from its registry description: the first clause, without the unit note
+    in brackets ("test accuracy after the last epoch (0..1)" -> "test accuracy after the last epoch")."""
+    label = description.split(" (")[0].split("; ")[0].strip()
+    return label if len(label) <= limit else label[: limit - 1].rstrip() + "…"

@@ -506,3 +506,28 @@ async def test_a_loss_chart_of_too_few_points_is_said_not_drawn(tmp_path, steps,
         assert panel.query_one("#loss").display is charted
         label = panel.query_one("#loss-label", LiveLine).text.plain
         assert ("too few to chart" in label) is not charted
+
+
+async def test_the_measured_table_speaks_in_words_and_units_not_python(tmp_path):
+    """Was: `best_accuracy 0.97 …`, `checkpoint None`: a metric's name and Python values on screen."""
+    measured = {"accuracy": 0.9712, "best_accuracy": 0.9712, "final_loss": 0.0931, "seconds_per_epoch": 12.34,
+                "samples_per_s": 4862.0, "total_seconds": 12.34, "steps": 16, "amp_dtype": "off"}
+    engine = ScriptedEngine(metrics={"train": measured})
+    app = TutorApp(home=tmp_path, lessons_dirs=[LESSONS], device="cpu", engine=engine)
+    async with app.run_test(size=(100, 30)) as pilot:
+        screen = await open_demo(pilot)
+        app.progress.lock_prediction("tui-demo", "guess-acc", "above 80%", None)
+        screen.show_step(2)
+        await pilot.pause()
+        panel = screen.view.query_one(RunPanel)
+        await pilot.press("r")
+        await wait_for(pilot, lambda: panel.state == "finished")
+        await pilot.pause()
+        table = next(s for s in panel.query(Static) if "result-table" in s.classes)
+        console = Console(width=100, record=True, file=io.StringIO())
+        console.print(table.content)
+        shown = console.export_text()
+        assert "test accuracy after the last epoch" in shown and "97.1%" in shown
+        assert "12.34 s" in shown and "4,862/s" in shown
+        for raw in ("best_accuracy", "seconds_per_epoch", "None", "True", "False"):
+            assert raw not in shown

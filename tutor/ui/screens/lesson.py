@@ -7,7 +7,6 @@ place and the learner stays on the same step (a broken save is said and the old 
 from __future__ import annotations
 
 import time
-
 from pathlib import Path
 
 from rich.text import Text

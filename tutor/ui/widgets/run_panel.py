@@ -21,6 +21,7 @@ from tutor import experiments
 from tutor.course.session import RunOutcome
 from tutor.experiments.events import Epoch, Finished, Note, Started, Step, Table
 from tutor.present import metric as fmt
+from tutor.present import metric_value
 from tutor.ui import runner
 
 MIN_CHART_POINTS = 4  # fewer losses than this are said, not drawn
@@ -291,13 +292,12 @@ class RunPanel(Vertical):
         exp = experiments.REGISTRY.get(self.experiment)
         if not exp or not self.metrics:
             return
+        # What was measured, in words and units: the registry's description, never a metric's
+        # Python name or a raw None/True (present.metric_value reads the unit off the name).
         rt = RichTable(title="Measured", title_justify="left", show_header=False, show_edge=False, pad_edge=False)
-        rt.add_column("metric", style="bold")
-        rt.add_column("value")
-        rt.add_column("meaning", style="dim", overflow="fold")
+        rt.add_column("what", overflow="fold")
+        rt.add_column("value", style="bold", no_wrap=True)
         for name, meaning in exp.metrics.items():
             if name in self.metrics and name not in ("device", "device_name", "data_source", "checkpoint"):
-                value = self.metrics[name]
-                unit = "%" if "accuracy" in name else ("x" if name.startswith("speedup") else "")
-                rt.add_row(name, fmt(value, unit), meaning)
+                rt.add_row(meaning, metric_value(name, self.metrics[name]))
         self.query_one("#notes").mount(Static(rt, classes="result-table"))

@@ -11,8 +11,9 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import Markdown, Static
 
+from tutor import experiments
 from tutor.instruments import Control
-from tutor.present import metric as fmt
+from tutor.present import metric_label, metric_value
 from tutor.ui.widgets.base import StepView
 from tutor.ui.widgets.controls import ControlRow
 from tutor.ui.widgets.reveal import reveal_text
@@ -50,7 +51,10 @@ class RunStepView(StepView):
         if record is not None:
             stamp = time.strftime("%Y-%m-%d %H:%M", time.localtime(record.at))
             device = record.device.get("name") or record.device.get("device") or "?"
-            shown = ", ".join(f"{k} {fmt(v)}" for k, v in list(record.metrics.items())[:4])
+            described = experiments.REGISTRY.get(record.experiment)
+            meanings = described.metrics if described else {}
+            shown = "; ".join(f"{metric_label(meanings.get(k, k.replace('_', ' ')))}: {metric_value(k, v)}"
+                              for k, v in list(record.metrics.items())[:3])
             parts: list = [Text.assemble(("Your last run ", "bold"), (f"({stamp} on {device}): ", "dim"), shown)]
             parts.extend(reveal_text(r) for r in self.session.run_reveals(self.step))
             self.query_one("#previous", Static).update(Group(*parts))
