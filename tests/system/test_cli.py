@@ -308,6 +308,8 @@ def test_run_without_name_lists_experiments(capsys):
     code, _, err = run_cli(capsys, "run")
     assert code == 2
     assert all(name in err for name in experiments.REGISTRY)
+    # and their parameters, as the help promises, with their defaults
+    assert "epochs=3 batch_size=64" in err and "micro_batches=4" in err and "train_samples=(unset)" in err
 
 
 # ---------------------------------------------------------------- run: real experiments

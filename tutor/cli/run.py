@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import textwrap
 import time
 from typing import Any
 
@@ -85,9 +86,14 @@ def _param_lines(exp: Any) -> list[str]:
 def _experiments_text() -> str:
     from tutor import experiments
 
-    lines = ["experiments (gpututor run NAME --set key=value):"]
+    lines = ["experiments (gpututor run NAME --set key=value; a bad --set lists the parameters in full):"]
     for name, exp in sorted(experiments.REGISTRY.items()):
         lines.append(f"  {name:22} {exp.title}")
+        own = [f"{k}={'(unset)' if f.default is None else f.default}" for k, f in exp.params.model_fields.items()
+               if k not in ("device", "seed")]
+        lines.append(textwrap.fill(" ".join(own) if own else "(no parameters but device and seed)", width=88,
+                                   initial_indent=" " * 4, subsequent_indent=" " * 4, break_on_hyphens=False))
+    lines.append("  every experiment also takes device (cpu, cuda, cuda:1, mps) and seed (0)")
     return "\n".join(lines)
 
 
