@@ -133,7 +133,7 @@ class InstrumentStepView(StepView):
         if self.step.goal is None:
             return
         moves = self.session.count_moves(self.step)
-        tried = (f"  ({moves} settings tried)", "dim")
+        tried = (f"  ({moves} setting{'' if moves == 1 else 's'} tried)", "dim")
         if self.step.goal.reached(self.reading.outputs):
             text = Text.assemble(("✓ Challenge met. ", "bold green"), self.step.goal.message, tried)
         else:
