@@ -183,6 +183,17 @@ def test_list_human(capsys):
     assert "\x1b[" not in out  # not a terminal: plain text
 
 
+def test_list_says_where_each_lesson_came_from(capsys, tmp_path: Path, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "200")  # room for the whole path
+    mine = tmp_path / "my-lessons"
+    mine.mkdir()
+    (mine / "valid.yaml").write_text((DATA / "valid.yaml").read_text())
+    code, out, _ = run_cli(capsys, "--lessons-dir", str(mine), "list")
+    assert code == 0
+    assert f"from {mine.resolve()}" in out
+    assert "Lessons without a “from” line are the built-in ones." in out
+
+
 def test_list_shows_a_title_with_brackets_as_written(capsys, tmp_path: Path):
     """Lesson text is not Rich markup: "[/]" used to crash `list`, "[link=...]" made a link."""
     (tmp_path / "l.yaml").write_text(

@@ -51,7 +51,7 @@ def cmd_tui(args: argparse.Namespace, ctx: Context) -> int:
 
 def cmd_list(args: argparse.Namespace, ctx: Context) -> int:
     check_lesson_dirs(ctx)
-    from tutor.course.catalog import discover
+    from tutor.course.catalog import builtin_lessons_dir, discover
     from tutor.course.progress import Progress
 
     catalog = discover(ctx.lessons_dirs)
@@ -89,9 +89,18 @@ def cmd_list(args: argparse.Namespace, ctx: Context) -> int:
         table.add_column("title")
         table.add_column("steps", justify="right")
         table.add_column("progress", justify="right", no_wrap=True)
+        builtin = builtin_lessons_dir().resolve()
+        home = Path.home()
         for r in rows:
-            table.add_row(r["id"], escape(r["title"]), str(r["steps"]), f"{r['done']}/{r['steps']}")
+            folder = Path(r["path"]).resolve().parent
+            title = escape(r["title"])
+            if folder != builtin:  # one of your lesson folders (its lesson overrides a built-in of the same id)
+                where = f"~/{folder.relative_to(home)}" if folder.is_relative_to(home) else str(folder)
+                title += f"\n[dim]from {escape(where)}[/]"
+            table.add_row(r["id"], title, str(r["steps"]), f"{r['done']}/{r['steps']}")
         console.print(table)
+        if any(Path(r["path"]).resolve().parent != builtin for r in rows):
+            console.print("[dim]Lessons without a “from” line are the built-in ones.[/]")
     else:
         console.print("No lessons found.")
     for path, err in catalog.broken:
