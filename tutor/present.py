@@ -6,13 +6,14 @@ wherever it is shown. Plain Python (no torch, no Textual): every process imports
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 from checks import (
     format_number as number,  # a learner's numbers: exact whole numbers, 3 digits, units
 )
 
-__all__ = ["metric", "metric_label", "metric_value", "mib", "number", "seconds", "significant", "size"]
+__all__ = ["metric", "metric_description", "metric_label", "metric_value", "mib", "number", "seconds", "significant", "size"]
 
 MIB = 1 << 20
 
@@ -60,13 +61,15 @@ def significant(v: float, digits: int = 5) -> str:
 
 
 def size(n: int | float | None) -> str:
-    """Bytes in the unit that reads best: "512 B", "3.0 KiB", "12.5 MiB", "1.50 GiB"; "-" when not measured."""
+    """Bytes in the unit that reads best, with the exact count the run's notes give beside it:
+    "512 B", "918.5 KiB (940,584 B)", "1.50 GiB (1,610,612,736 B)"; "-" when not measured."""
     if n is None:
         return "-"
     for unit, factor in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
         if abs(n) >= factor:
             value = n / factor
-            return f"{value:,.2f} {unit}" if unit == "GiB" else f"{value:,.1f} {unit}"
+            shown = f"{value:,.2f} {unit}" if unit == "GiB" else f"{value:,.1f} {unit}"
+            return f"{shown} ({int(n):,} B)" if float(n).is_integer() else shown
     return f"{int(n):,} B"
 
 
@@ -95,8 +98,16 @@ def metric_value(name: str, value: Any) -> str:
     return metric(value)
 
 
+def metric_description(description: str) -> str:
+    """A registry description as a learner reads it: written for the code ("True if every
+    parameter is on the device", "(None off CUDA)"), shown in the screen's words."""
+    text = re.sub(r"^True if ", "", description)
+    text = re.sub(r"\bNone\b", "n/a", text)
+    return text
+
+
 def metric_label(description: str, limit: int = 48) -> str:
     """A metric's label from its registry description: the first clause, without the unit note
     in brackets ("test accuracy after the last epoch (0..1)" -> "test accuracy after the last epoch")."""
-    label = description.split(" (")[0].split("; ")[0].strip()
+    label = metric_description(description).split(" (")[0].split("; ")[0].strip()
     return label if len(label) <= limit else label[: limit - 1].rstrip() + "…"

@@ -12,6 +12,7 @@ from fakes import ScriptedEngine
 from rich.console import Console
 from textual.widgets import Input, OptionList, Static
 
+from tutor import experiments
 from tutor.ui.app import TutorApp
 from tutor.ui.screens.home import HomeScreen
 from tutor.ui.screens.lesson import LessonScreen
@@ -531,3 +532,23 @@ async def test_the_measured_table_speaks_in_words_and_units_not_python(tmp_path)
         assert "12.34 s" in shown and "4,862/s" in shown
         for raw in ("best_accuracy", "seconds_per_epoch", "None", "True", "False"):
             assert raw not in shown
+
+
+def test_a_reveal_names_what_was_measured_in_words_not_its_metric_id(tmp_path):
+    """Was: "measured: seconds_per_epoch = 2.5 s"."""
+    from tutor.course.loader import load_text
+    from tutor.course.progress import Progress
+    from tutor.course.session import LessonSession, RunOutcome
+    from tutor.ui.widgets.reveal import reveal_text
+
+    lesson = load_text("id: r\ntitle: R\nsteps:\n"
+                       "  - {id: guess, kind: predict, prompt: Seconds?, compare: seconds_per_epoch, unit: s,\n"
+                       "     answer: {type: number, unit: s}}\n"
+                       "  - {id: measure, kind: run, experiment: train}\n")
+    with Progress(tmp_path / "p.db") as progress:
+        session = LessonSession(lesson, progress)
+        session.lock(lesson.step("guess"), "3 s")
+        metrics = {m: None for m in experiments.get("train").metrics} | {"seconds_per_epoch": 2.5}
+        reveal = session.record_run(lesson.step("measure"), RunOutcome("train", {}, "finished", metrics, {}))[0]
+        shown = reveal_text(reveal).plain
+    assert "median training seconds per epoch: 2.5 s" in shown and "seconds_per_epoch" not in shown

@@ -80,7 +80,7 @@ def _serve(conn, log_path: str | None) -> None:
                         devices.start_up(devices.resolve((params or {}).get("device") or device))
                     except devices.DeviceError:
                         pass  # said by experiments.start below, as for any run
-                    _limit_memory(budget)
+                    limit_memory(budget)
                 if name not in experiments.REGISTRY:
                     # This process starts with the built-ins only: load the packs the app loaded.
                     packs.load_from_environment()
@@ -110,7 +110,7 @@ def _serve(conn, log_path: str | None) -> None:
                 if gen is not None:
                     gen.close()
                 if budget:
-                    _limit_memory(None)
+                    limit_memory(None)
                 release_device_memory()
             try:
                 conn.send(("ended", status, error))
@@ -143,13 +143,12 @@ def _run_budget() -> int | None:
     """$GPUTUTOR_MEMORY_MB: how much memory one run may allocate on top of what the
     experiment process holds between runs (for a shared machine, or to see an out-of-memory
     error on purpose). Unset: no limit beyond the machine's."""
-    value = os.environ.get(MEMORY_ENV, "").strip()
-    if not (value.isascii() and value.isdigit() and len(value) <= 9):  # "²", or 5000 digits
-        return None
-    return int(value) or None
+    from tutor.experiments.gpu_share import mib_from
+
+    return mib_from(MEMORY_ENV)
 
 
-def _limit_memory(budget_mb: int | None) -> None:
+def limit_memory(budget_mb: int | None) -> None:
     """Cap the process's data segment (heap and anonymous mappings: where tensors live on the
     CPU) at its current size plus the budget; None lifts the cap. Linux only; elsewhere a no-op."""
     try:

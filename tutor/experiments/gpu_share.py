@@ -22,7 +22,8 @@ HOST_MEMORY_ENV = "GPUTUTOR_MEMORY_MB"
 MIB = 1 << 20
 
 
-def _mib_from(name: str) -> int | None:
+def mib_from(name: str) -> int | None:
+    """A MiB setting from the environment; None when unset, 0, or not a plain number."""
     value = os.environ.get(name, "").strip()
     if not (value.isascii() and value.isdigit() and len(value) <= 9):  # "²", or 5000 digits
         return None
@@ -31,12 +32,12 @@ def _mib_from(name: str) -> int | None:
 
 def cap_mib() -> int | None:
     """MiB of device memory one run may use (None: no cap but the card's own)."""
-    return _mib_from(GPU_MEMORY_ENV) or _mib_from(HOST_MEMORY_ENV)
+    return mib_from(GPU_MEMORY_ENV) or mib_from(HOST_MEMORY_ENV)
 
 
 def cap_source() -> str:
     """Which setting the cap comes from, as the learner would change it."""
-    return GPU_MEMORY_ENV if _mib_from(GPU_MEMORY_ENV) else HOST_MEMORY_ENV
+    return GPU_MEMORY_ENV if mib_from(GPU_MEMORY_ENV) else HOST_MEMORY_ENV
 
 
 def free_and_total(kind: str, index: int | None = None) -> tuple[int, int] | None:

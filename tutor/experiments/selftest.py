@@ -172,18 +172,18 @@ def _caught_host_oom() -> str:
     import torch
 
     from tutor import errors
-    from tutor.experiments.engine import _limit_memory
+    from tutor.experiments.engine import limit_memory
 
     if not sys.platform.startswith("linux"):
         raise NotHere("the per-run memory cap is Linux's RLIMIT_DATA")
     caught = None
-    _limit_memory(64)
+    limit_memory(64)
     try:
         torch.ones(512 << 20, dtype=torch.uint8)
     except (RuntimeError, MemoryError) as exc:
         caught = exc
     finally:
-        _limit_memory(None)
+        limit_memory(None)
     if caught is None or not errors.is_out_of_memory(caught):
         raise AssertionError(f"512 MiB under a 64 MiB cap: {'it fitted' if caught is None else caught}")
     torch.ones(64 << 20, dtype=torch.uint8)  # and memory is usable again once the cap is lifted

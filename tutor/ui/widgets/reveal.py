@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import re
 import time
 
 from rich.text import Text
 
 import checks
 from checks.spec import TextAnswer
+from tutor import experiments
 from tutor.course.session import Pending, Reveal
 from tutor.present import metric as fmt
+from tutor.present import metric_label
 
 
 def reveal_text(reveal: Reveal | Pending) -> Text:
@@ -40,6 +43,20 @@ def reveal_text(reveal: Reveal | Pending) -> Text:
         ("Prediction vs measurement" if source == "measured" else f"Prediction vs {source} value",
          "bold underline"), "\n",
         ("  you predicted: ", "bold"), (answer, "cyan"), "\n",
-        (f"  {source + ':':<15}", "bold"), (f"{metric} = {fmt(measured, step.unit)}", "bold"), (where, "dim"), "\n",
+        (f"  {source + ':':<15}", "bold"), (f"{_label(reveal)}: {fmt(measured, step.unit)}", "bold"), (where, "dim"),
+        "\n",
         mark, summary,
     )
+
+
+def _label(reveal: Reveal) -> str:
+    """What was measured, in words: the experiment's description of the metric (an instrument's
+    output, or a metric a pack does not describe, by its name with spaces)."""
+    name = reveal.step.compare or ""
+    run = reveal.evidence.run
+    spec = experiments.REGISTRY.get(run.experiment) if run is not None else None
+    described = spec.metrics.get(name) if spec is not None else None
+    if described:
+        return metric_label(described)
+    # An instrument's output: its name without the unit suffix the value already shows.
+    return re.sub(r"_(gb|gib|mb|mib|bytes|s|x)$", "", name).replace("_", " ")

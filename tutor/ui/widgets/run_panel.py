@@ -21,7 +21,7 @@ from tutor import experiments
 from tutor.course.session import RunOutcome
 from tutor.experiments.events import Epoch, Finished, Note, Started, Step, Table
 from tutor.present import metric as fmt
-from tutor.present import metric_value
+from tutor.present import metric_description, metric_value
 from tutor.ui import runner
 
 MIN_CHART_POINTS = 4  # fewer losses than this are said, not drawn
@@ -299,5 +299,5 @@ class RunPanel(Vertical):
         rt.add_column("value", style="bold", no_wrap=True)
         for name, meaning in exp.metrics.items():
             if name in self.metrics and name not in ("device", "device_name", "data_source", "checkpoint"):
-                rt.add_row(meaning, metric_value(name, self.metrics[name]))
+                rt.add_row(metric_description(meaning), metric_value(name, self.metrics[name]))
         self.query_one("#notes").mount(Static(rt, classes="result-table"))
