@@ -330,6 +330,89 @@ def _within(answer: float, target: float, spec: NumberAnswer) -> bool:
     return abs(answer - target) <= spec.tolerance * abs(target) + 1e-12 * max(1.0, abs(target))
 
 
+def accepted_interval(spec: NumberAnswer, target: float) -> tuple[float, float]:
+    """Every answer from lo to hi (inclusive) is within the tolerance of `target`."""
+    slack = spec.abs_tolerance if spec.abs_tolerance is not None else spec.tolerance * abs(target)
+    return target - slack, target + slack
+
+
+def tolerance_said(spec: NumberAnswer) -> str:
+    """How the accepted interval is set, in an author's words."""
+    if spec.abs_tolerance is not None:
+        return f"abs_tolerance {spec.abs_tolerance:g}"
+    given = "tolerance" in spec.model_fields_set
+    return f"{'tolerance' if given else 'the default tolerance'} {spec.tolerance:g} ({spec.tolerance:.0%} relative)"
+
+
+def _band_of(spec: NumberAnswer, value: float) -> int | None:
+    """The index of the band an answer falls in: the first that holds it, as grade_number reads it."""
+    return next((j for j, r in enumerate(spec.ranges)
+                 if (r.min is None or value >= r.min) and (r.max is None or value <= r.max)), None)
+
+
+@dataclass(frozen=True)
+class BandReach:
+    """Whether a `ranges` band can ever give its verdict: `example` is an answer value that gets
+    it; None when none can, and `why` says what takes its answers instead."""
+
+    index: int
+    example: float | None
+    why: str = ""
+
+
+def band_reach(spec: NumberAnswer, target: float | None) -> list[BandReach]:
+    """For each band, a value that lands in it and is graded by it, or why none is.
+
+    A band is read first-match-wins, and a wrong band's answers inside the accepted interval
+    are graded right: a band wholly inside earlier bands or (when wrong) the accepted interval
+    never shows its feedback. `target` None (a measured value not known yet): bands only."""
+    accepted = accepted_interval(spec, target) if target is not None else None
+    out = []
+    for j, band in enumerate(spec.ranges):
+        lo = band.min if band.min is not None else -math.inf
+        hi = band.max if band.max is not None else math.inf
+        if lo > hi:
+            out.append(BandReach(j, None, f"its min {band.min:g} is above its max {band.max:g}"))
+            continue
+        # Candidates: the band's ends, every other edge inside it, and the points between them.
+        edges = {lo, hi}
+        for other in spec.ranges[:j]:
+            edges.update(e for e in (other.min, other.max) if e is not None)
+        if accepted is not None:
+            edges.update(accepted)
+        inside = sorted(e for e in edges if lo <= e <= hi and math.isfinite(e))
+        if not inside:
+            inside = [0.0] if lo <= 0 <= hi else []
+        candidates = list(inside)
+        candidates += [(a + b) / 2 for a, b in zip(inside, inside[1:])]
+        if inside and hi == math.inf:
+            candidates.append(inside[-1] + max(1.0, abs(inside[-1])))
+        if inside and lo == -math.inf:
+            candidates.append(inside[0] - max(1.0, abs(inside[0])))
+        example = next((v for v in candidates if _band_of(spec, v) == j
+                        and (band.correct or accepted is None or not accepted[0] <= v <= accepted[1])), None)
+        if example is not None:
+            out.append(BandReach(j, example))
+            continue
+        earlier = [k for k in range(j) if _overlaps(spec.ranges[k], lo, hi)]
+        reasons = []
+        if earlier:
+            reasons.append("earlier " + ("band " if len(earlier) == 1 else "bands ")
+                           + ", ".join(str(k + 1) for k in earlier) + " take its answers (the first band that "
+                           "holds an answer grades it)")
+        if accepted is not None and not band.correct:
+            reasons.append(f"answers from {accepted[0]:g} to {accepted[1]:g} are graded right "
+                           f"({tolerance_said(spec)} of {target:g})")
+        out.append(BandReach(j, None, "; ".join(reasons) or "no answer lands in it"))
+    return out
+
+
+def _overlaps(band, lo: float, hi: float) -> bool:
+    b_lo = band.min if band.min is not None else -math.inf
+    b_hi = band.max if band.max is not None else math.inf
+    return b_lo <= hi and lo <= b_hi
+
+
 def grade_number(answer: str, spec: NumberAnswer, metrics: dict | None = None) -> Verdict:
     """Grade a number answer.
 
@@ -356,7 +439,8 @@ def grade_number(answer: str, spec: NumberAnswer, metrics: dict | None = None) -
             judged=False,
         )
     shown = format_number(value, spec.unit)
-    band = next((r for r in spec.ranges if (r.min is None or value >= r.min) and (r.max is None or value <= r.max)), None)
+    found = _band_of(spec, value)
+    band = spec.ranges[found] if found is not None else None
     target, problem = _target(spec, metrics)
     within = target is not None and _within(value, target, spec)
     if within or (band is not None and band.correct):

@@ -118,11 +118,21 @@ def test_lint_clean_file_exits_0(capsys):
     assert "ok: 1 lesson" in err
 
 
+def test_lint_warns_of_a_default_tolerance_and_still_exits_0(capsys, tmp_path: Path):
+    lesson = tmp_path / "count.yaml"
+    lesson.write_text("id: count\ntitle: Count\nsteps:\n  - id: q\n    kind: check\n    prompt: How many?\n"
+                      "    answer:\n      type: number\n      value: 235\n")
+    code, out, err = run_cli(capsys, "lint", str(lesson))
+    assert code == 0
+    assert out.startswith(f"{lesson}:9:14: warning: step 'q': no tolerance given")
+    assert "ok: 1 lesson, 1 warning" in err
+
+
 def test_lint_builtin_lessons_are_clean(capsys):
     assert len(list(builtin_lessons_dir().glob("*.y*ml"))) >= 6, "the built-in lessons are missing"
     code, out, err = run_cli(capsys, "lint", str(builtin_lessons_dir()))
     assert code == 0, out
-    assert err.startswith("ok: ")
+    assert out == "" and err.startswith("ok: ") and "warning" not in err
 
 
 def test_lint_duplicate_lesson_ids_across_files(capsys, tmp_path: Path):

@@ -157,3 +157,84 @@ def test_exercise_programs_run_side_by_side_and_report_in_the_lessons_order(monk
                                                                for i in range(3)]
     assert all(o.ok for o in outcomes)
     assert most[0] == 2
+
+
+def test_every_tweak_value_is_run_and_judged(tmp_path):
+    """A learner may switch a run step's settings before running: each value offered is run (one
+    setting at a time, the others as the step sets them) and its prediction judged."""
+    from tutor import experiments
+    from tutor.authoring import lesson_test
+    from tutor.course.loader import load_text
+
+    lesson = load_text(
+        "id: tweaks\ntitle: Tweaks\nsteps:\n"
+        "  - {id: guess, kind: predict, prompt: How fast?, compare: resident_speedup,\n"
+        "     answer: {type: choice, options: [{text: slower, min: 0, max: 1}, {text: faster, min: 1}]}}\n"
+        "  - id: run\n    kind: run\n    experiment: data-bottleneck\n    params: {batch_size: 256}\n"
+        "    tweak: {batch_size: [64, 256], workers: [1, 2]}\n", "tweaks.yaml")
+    asked = []
+
+    def fake_run(experiment, params, keep=None):
+        asked.append((params, keep))
+        reported = dict.fromkeys(experiments.get(experiment).metrics, 1.0)
+        return {**reported, "resident_speedup": 0.5 if params.get("workers") == 1 else 3.0}, ""
+
+    player = lesson_test.Player("cpu")
+    player.run = fake_run  # what is asked for, not the training, is under test here
+    outcomes = list(player.play(lesson))
+    # The first run is the screen's start: batch 256 from params, workers at its first offered value.
+    start = {"batch_size": 256, "workers": 1}
+    assert asked == [(start, start), ({**start, "batch_size": 64}, {**start, "batch_size": 64}),
+                     ({**start, "workers": 2}, {**start, "workers": 2})]
+    said = [(o.what, o.detail) for o in outcomes if o.kind == "predict"]
+    assert said[0] == ("resident_speedup can be judged against the prediction", "'slower' is right here")
+    assert said[2] == ("resident_speedup can be judged against the prediction with workers=2", "'faster' is right here")
+    assert [o.what for o in outcomes if o.kind == "run"][1] == "runs data-bottleneck with batch_size=64 (quick)"
+
+
+def test_a_tweak_value_is_run_as_offered_not_cut_to_the_quick_settings(monkeypatch):
+    from tutor import experiments
+    from tutor.authoring import lesson_test
+
+    seen = []
+
+    def fake_start(name, values, device=None):
+        seen.append(values)
+        return iter(())
+
+    monkeypatch.setattr(experiments, "start", fake_start)
+    player = lesson_test.Player("cpu")
+    quick = experiments.get("data-bottleneck").quick  # {"batches": 20}
+    player.run("data-bottleneck", {"batches": 500}, keep={"batches": 500})
+    player.run("data-bottleneck", {"batches": 400})
+    assert seen == [{"batches": 500}, {"batches": quick["batches"]}]
+
+
+def test_a_band_no_answer_can_reach_and_an_unreachable_goal_fail_the_test(capsys, tmp_path):
+    path = tmp_path / "bands.yaml"
+    path.write_text(
+        "id: bands\ntitle: Bands\nsteps:\n"
+        "  - id: count\n    kind: check\n    prompt: How many steps?\n"
+        "    answer:\n      type: number\n      value: 235\n      ranges:\n"
+        "        - {min: 234, max: 234, feedback: Off by one.}\n"  # inside 211.5..258.5: never shown
+        "        - {min: 400, feedback: Micro-batches.}\n"
+        "  - id: impossible\n    kind: instrument\n    instrument: memory-ledger\n"
+        "    goal: {output: total_gb, max: -1}\n"
+        "  - id: done-already\n    kind: instrument\n    instrument: memory-ledger\n"
+        "    goal: {output: total_gb, min: 1}\n"
+        "  - id: reachable\n    kind: instrument\n    instrument: memory-ledger\n    fixed: [model]\n"
+        "    goal: {output: fits, equals: true}\n",
+        encoding="utf-8")
+    code, out, _ = run_cli(capsys, "lesson", "test", str(path), "--json")
+    assert code == 1
+    results = {(r["step"], r["what"]): r for r in map(json.loads, out.splitlines()[:-1])}
+    bands = results[("count", "each of 2 ranges is reached")]
+    assert not bands["ok"]
+    assert bands["detail"] == ("range 1 (234..234) can never be reached: answers from 211.5 to 258.5 are graded "
+                               "right (the default tolerance 0.1 (10% relative) of 235)")
+    impossible = results[("impossible", "goal total_gb <= -1 can be met")]
+    assert not impossible["ok"] and "no setting reaches it" in impossible["detail"]
+    already = results[("done-already", "goal total_gb >= 1 can be met")]
+    assert not already["ok"] and "met at the step's starting settings" in already["detail"]
+    reachable = results[("reachable", "goal fits = True can be met")]
+    assert reachable["ok"] and reachable["detail"].startswith("e.g. ")

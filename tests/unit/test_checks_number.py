@@ -218,3 +218,46 @@ def test_grade_number_never_raises(text):
     spec = NumberAnswer(type="number", unit="GB", value=12, ranges=[NumberRange(max=1, feedback="tiny")])
     v = grade(text, spec)
     assert isinstance(v.correct, bool) and v.feedback
+
+
+# ------------------------------------------------------------------ bands an answer can reach
+
+def _spec(**kw):
+    from checks.spec import NumberAnswer
+
+    return NumberAnswer(type="number", **kw)
+
+
+def test_a_band_inside_the_default_tolerance_is_never_reached():
+    from checks.number import band_reach
+
+    spec = _spec(value=235, ranges=[{"min": 234, "max": 234, "feedback": "off by one"}])
+    (reach,) = band_reach(spec, 235)
+    assert reach.example is None
+    assert "211.5 to 258.5" in reach.why and "default tolerance" in reach.why
+    assert grade("234", spec).correct  # what the learner gets today: the band's feedback never shows
+
+
+def test_a_band_covered_by_earlier_bands_is_named():
+    from checks.number import band_reach
+
+    spec = _spec(value=10, abs_tolerance=0.5,
+                 ranges=[{"min": 0, "max": 5, "feedback": "a"}, {"min": 1, "max": 4, "feedback": "b"},
+                         {"min": 20, "feedback": "c"}, {"min": 9, "max": 8, "feedback": "d"}])
+    first, covered, open_ended, upside_down = band_reach(spec, 10)
+    assert first.example is not None and grade(f"{first.example:g}", spec).feedback == "a"
+    assert covered.example is None and "earlier band 1" in covered.why
+    assert open_ended.example is not None and grade(f"{open_ended.example:g}", spec).feedback == "c"
+    assert upside_down.example is None and "above its max" in upside_down.why
+
+
+def test_a_reachable_band_gets_an_example_its_own_feedback_grades():
+    from checks.number import band_reach
+
+    spec = _spec(value=20.8, tolerance=0.08, unit="GB",
+                 ranges=[{"max": 6, "feedback": "weights"}, {"min": 19, "max": 30, "feedback": "near"}])
+    low, near = band_reach(spec, 20.8)
+    assert grade(f"{low.example:g} GB", spec).feedback == "weights"
+    # part of "near" is graded right (19.14..22.46); an answer outside that part still reaches it
+    assert near.example is not None and not 19.136 <= near.example <= 22.464
+    assert grade(f"{near.example:g} GB", spec).feedback == "near"

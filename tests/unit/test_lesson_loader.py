@@ -351,3 +351,62 @@ def test_utf16_is_named(tmp_path: Path):
     path = tmp_path / "u.yaml"
     path.write_bytes("id: x\n".encode("utf-16"))
     assert issues_of(path) == [f"{path}:1:1: UTF-16 text: save the lesson file as UTF-8"]
+
+
+# ------------------------------------------------------------------ warnings: the lesson loads
+
+NUMBER_CHECK = """\
+id: counting
+title: Counting
+steps:
+  - id: steps
+    kind: check
+    prompt: How many optimizer steps?
+    answer:
+      type: number
+      value: 235
+      ranges:
+        - min: 234
+          max: 234
+          feedback: Off by one.
+        - min: 400
+          feedback: That counts micro-batches.
+"""
+
+
+def test_a_default_tolerance_on_a_count_is_a_warning_with_the_accepted_interval():
+    from tutor.course.loader import lint_text
+
+    lesson, warnings = lint_text(NUMBER_CHECK, "count.yaml")
+    assert lesson.id == "counting"  # a warning does not stop the lesson loading
+    assert all(w.severity == "warning" for w in warnings)
+    said = [str(w) for w in warnings]
+    assert said[0].startswith("count.yaml:9:14: warning: step 'steps': no tolerance given")
+    assert "211.5 to 258.5" in said[0] and "abs_tolerance: 0" in said[0]
+    assert said[1].startswith("count.yaml:11:11: warning: step 'steps': range 1 (234..234) is never reached")
+    assert len(said) == 2  # the band at 400 and above is reached
+
+
+def test_an_exact_count_lints_clean():
+    from tutor.course.loader import lint_text
+
+    _, warnings = lint_text(NUMBER_CHECK.replace("      value: 235\n", "      value: 235\n      abs_tolerance: 0\n"))
+    assert warnings == []
+
+
+def test_a_band_the_tolerance_partly_swallows_is_a_warning():
+    from tutor.course.loader import lint_text
+
+    text = NUMBER_CHECK.replace("value: 235", "value: 2.5\n      tolerance: 0.2").replace("min: 234", "min: 1.5") \
+        .replace("max: 234", "max: 2.1")
+    _, warnings = lint_text(text)
+    (warning,) = warnings
+    assert "range 1 (1.5..2.1) overlaps the answers graded right (2 to 3, tolerance 0.2 (20% relative) of 2.5): " \
+           "from 2 to 2.1 its feedback is never shown" in warning.message
+
+
+def test_every_builtin_lesson_lints_without_warnings():
+    from tutor.course.loader import lint_file
+
+    for path in sorted(builtin_lessons_dir().glob("*.yaml")):
+        assert lint_file(path)[1] == [], path

@@ -86,10 +86,12 @@ class Player:
             if isinstance(step, PredictStep) and step.compare:
                 predict = step
             elif isinstance(step, RunStep):
-                outcome, metrics = self._run_step(lesson, step, predict)
-                yield outcome
-                if predict is not None and metrics is not None:
-                    yield self._predict_outcome(lesson, predict, metrics)
+                # The step's own params, then each value a learner may switch one setting to.
+                for changed in [{}, *_tweak_choices(step)]:
+                    outcome, metrics = self._run_step(lesson, step, predict, changed)
+                    yield outcome
+                    if predict is not None and metrics is not None:
+                        yield self._predict_outcome(lesson, predict, metrics, changed)
                 predict = None
             elif isinstance(step, InstrumentStep):
                 predict = None
@@ -98,18 +100,20 @@ class Player:
             elif isinstance(step, ExerciseStep):
                 yield from self._exercise_step(lesson, step)
             if isinstance(step, InstrumentStep):
-                yield self._instrument_step(lesson, step)
+                yield from self._instrument_step(lesson, step)
 
     # ------------------------------------------------------------------ runs
 
-    def run(self, experiment: str, params: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:
-        """(metrics, "") or (None, why it failed); the same run is made once."""
+    def run(self, experiment: str, params: dict[str, Any],
+            keep: dict[str, Any] | None = None) -> tuple[dict[str, Any] | None, str]:
+        """(metrics, "") or (None, why it failed); the same run is made once. Quick mode takes the
+        experiment's small settings over `params`, but never over `keep` (a tweak under test)."""
         import json
 
         from tutor import experiments
         from tutor.experiments.events import Finished
 
-        values = dict(params) if self.full else {**params, **experiments.get(experiment).quick}
+        values = dict(params) if self.full else {**params, **experiments.get(experiment).quick, **(keep or {})}
         key = (experiment, json.dumps(values, sort_keys=True, default=str))
         if key not in self._runs:
             try:
@@ -122,14 +126,17 @@ class Player:
                 self._runs[key] = (None, f"{type(e).__name__}: {e}")
         return self._runs[key]
 
-    def _run_step(self, lesson: Lesson, step: RunStep,
-                  predict: PredictStep | None) -> tuple[Outcome, dict[str, Any] | None]:
-        """The run's outcome, and its metrics when it reported them all."""
+    def _run_step(self, lesson: Lesson, step: RunStep, predict: PredictStep | None,
+                  changed: dict[str, Any]) -> tuple[Outcome, dict[str, Any] | None]:
+        """The run's outcome, and its metrics when it reported them all. `changed`: the tweak
+        values a learner switched to (over the step's params)."""
         from tutor import experiments
 
         t0 = time.perf_counter()
-        what = f"runs {step.experiment}" + ("" if self.full else " (quick)")
-        metrics, problem = self.run(step.experiment, step.params)
+        what = f"runs {step.experiment}" + _with(changed) + ("" if self.full else " (quick)")
+        start = step.start_params()  # as the learner's screen starts it, tweaks at their first values
+        metrics, problem = self.run(step.experiment, {**start, **changed},
+                                    keep={**{k: start[k] for k in step.tweak}, **changed})
         seconds = time.perf_counter() - t0
         if metrics is None:
             return Outcome(lesson.id, step.id, "run", what, False, problem, seconds), None
@@ -140,12 +147,13 @@ class Player:
         detail = f"{predict.compare} = {_short(metrics.get(predict.compare))}" if predict else ""
         return Outcome(lesson.id, step.id, "run", what, True, detail, seconds), metrics
 
-    def _predict_outcome(self, lesson: Lesson, step: PredictStep, metrics: dict[str, Any]) -> Outcome:
+    def _predict_outcome(self, lesson: Lesson, step: PredictStep, metrics: dict[str, Any],
+                         changed: dict[str, Any] | None = None) -> Outcome:
         """Some answer must be judged right against the measurement, or the learner never can be."""
         from checks.spec import ChoiceAnswer, NumberAnswer
         from tutor.course.session import Evidence, grade
 
-        what = f"{step.compare} can be judged against the prediction"
+        what = f"{step.compare} can be judged against the prediction" + _with(changed or {})
         measured = metrics.get(step.compare)
         if measured is None:
             return Outcome(lesson.id, step.id, "predict", what, True,
@@ -194,13 +202,42 @@ class Player:
         answers += [(a, True, f"right[{j}]") for j, a in enumerate(step.examples.right)]
         answers += [(a, False, f"wrong[{j}]") for j, a in enumerate(step.examples.wrong)]
         failures = []
+        evidence = Evidence(metrics, "measured" if metrics else "")
         for answer, want, label in answers:
-            verdict = grade(step, answer, Evidence(metrics, "measured" if metrics else "")).verdict  # as the learner's
+            verdict = grade(step, answer, evidence).verdict  # as the learner's answer is graded
             if verdict.correct != want:
                 failures.append(f"{label} {answer[:60]!r} graded {'wrong' if want else 'right'}"
                                 + (f": {verdict.feedback}" if want and verdict.feedback else ""))
         yield Outcome(lesson.id, step.id, "check", f"grades {len(answers)} answers as listed", not failures,
                       "; ".join(failures), time.perf_counter() - t0)
+        if isinstance(spec, NumberAnswer) and spec.ranges:
+            yield self._bands_outcome(lesson, step, metrics)
+
+    def _bands_outcome(self, lesson: Lesson, step: CheckStep, metrics: dict[str, Any]) -> Outcome:
+        """Each band of a number check is reached by some answer and gives its own verdict and
+        feedback to it; a band the accepted interval or earlier bands swallow fails."""
+        from checks.number import band_reach
+        from tutor.course.session import Evidence, grade
+
+        t0 = time.perf_counter()
+        spec = step.answer
+        target = spec.value
+        if spec.from_metric and isinstance(metrics.get(spec.from_metric), (int, float)):
+            target = float(metrics[spec.from_metric])
+        failures = []
+        for reach in band_reach(spec, target):
+            band = spec.ranges[reach.index]
+            label = f"range {reach.index + 1} ({_bounds(band.min, band.max)})"
+            if reach.example is None:
+                failures.append(f"{label} can never be reached: {reach.why}")
+                continue
+            answer = _typed(reach.example, spec.unit)
+            verdict = grade(step, answer, Evidence(metrics, "measured" if metrics else "")).verdict
+            if verdict.correct != band.correct or (band.feedback and verdict.feedback != band.feedback):
+                failures.append(f"{label}: {answer!r} was graded {'right' if verdict.correct else 'wrong'} "
+                                f"with {verdict.feedback!r}")
+        return Outcome(lesson.id, step.id, "check", f"each of {len(spec.ranges)} ranges is reached", not failures,
+                       "; ".join(failures), time.perf_counter() - t0)
 
     # ------------------------------------------------------------------ exercises
 
@@ -261,7 +298,7 @@ class Player:
 
     # ------------------------------------------------------------------ instruments
 
-    def _instrument_step(self, lesson: Lesson, step: InstrumentStep) -> Outcome:
+    def _instrument_step(self, lesson: Lesson, step: InstrumentStep) -> Iterator[Outcome]:
         from tutor.instruments import REGISTRY
 
         t0 = time.perf_counter()
@@ -270,10 +307,52 @@ class Player:
             for values in (step.set, step.scenario_settings()):
                 instrument.compute(instrument.settings(values))
         except Exception as e:  # noqa: BLE001 - a formula that fails is the outcome to report
-            return Outcome(lesson.id, step.id, "instrument", "computes at set and scenario", False,
-                           f"{type(e).__name__}: {e}", time.perf_counter() - t0)
-        return Outcome(lesson.id, step.id, "instrument", "computes at set and scenario", True, "",
-                       time.perf_counter() - t0)
+            yield Outcome(lesson.id, step.id, "instrument", "computes at set and scenario", False,
+                          f"{type(e).__name__}: {e}", time.perf_counter() - t0)
+            return
+        yield Outcome(lesson.id, step.id, "instrument", "computes at set and scenario", True, "",
+                      time.perf_counter() - t0)
+        if step.goal is not None:
+            yield self._goal_outcome(lesson, step)
+
+    def _goal_outcome(self, lesson: Lesson, step: InstrumentStep) -> Outcome:
+        """The challenge can be met by some setting the learner may choose, and is not met before
+        they move anything."""
+        import itertools
+
+        from tutor.instruments import REGISTRY
+
+        t0 = time.perf_counter()
+        instrument = REGISTRY[step.instrument]
+        goal = step.goal
+        what = f"goal {goal.output} {_goal_said(goal)} can be met"
+        start = instrument.settings(step.set)
+        if goal.reached(instrument.compute(start).outputs):
+            return Outcome(lesson.id, step.id, "instrument", what, False,
+                           "it is met at the step's starting settings: the challenge completes itself",
+                           time.perf_counter() - t0)
+        free = [c for c in instrument.controls if c.name not in step.fixed]
+        tried = 0
+        best: list[str] | None = None  # the fewest controls moved that meet it: the hint shown
+        for values in itertools.product(*(c.options for c in free)):
+            settings = {**start, **{c.name: v for c, v in zip(free, values)}}
+            moved = [f"{k}={v}" for k, v in settings.items() if start.get(k) != v]
+            if best is not None and len(moved) >= len(best):
+                continue
+            tried += 1
+            try:
+                outputs = instrument.compute(settings).outputs
+            except Exception:  # noqa: BLE001 - a setting that needs a learner's own run: not reachable here
+                continue
+            if goal.reached(outputs):
+                best = moved
+        if best is not None:
+            return Outcome(lesson.id, step.id, "instrument", what, True, f"e.g. {', '.join(best)}",
+                           time.perf_counter() - t0)
+        movable = ", ".join(c.name for c in free) or "none"
+        return Outcome(lesson.id, step.id, "instrument", what, False,
+                       f"no setting reaches it ({tried:,} combinations of the controls a learner may move: "
+                       f"{movable}); every learner would be stuck", time.perf_counter() - t0)
 
 
 def play_paths(paths: list[Path], device: str | None, full: bool,
@@ -285,6 +364,37 @@ def play_paths(paths: list[Path], device: str | None, full: bool,
             on_outcome(outcome)
             outcomes.append(outcome)
     return outcomes
+
+
+def _tweak_choices(step: RunStep) -> list[dict[str, Any]]:
+    """Each value a learner may switch a run step's settings to, one setting at a time."""
+    return [{name: value} for name, values in step.tweak.items()
+            for value in values if value != step.tweak_default(name)]
+
+
+def _with(changed: dict[str, Any]) -> str:
+    return "".join(f" with {k}={v}" for k, v in changed.items())
+
+
+def _bounds(low: float | None, high: float | None) -> str:
+    return f"{'' if low is None else f'{low:g}'}..{'' if high is None else f'{high:g}'}"
+
+
+def _typed(value: float, unit: str) -> str:
+    """A number as a learner would type it in this unit (the % sign written, so never ambiguous)."""
+    text = f"{value:.10g}"
+    return f"{text}{unit}" if unit in ("%", "x") else f"{text} {unit}".strip()
+
+
+def _goal_said(goal: Any) -> str:
+    parts = []
+    if goal.equals is not None:
+        parts.append(f"= {goal.equals}")
+    if goal.min is not None:
+        parts.append(f">= {goal.min:g}")
+    if goal.max is not None:
+        parts.append(f"<= {goal.max:g}")
+    return " and ".join(parts)
 
 
 def _short(value: Any) -> str:

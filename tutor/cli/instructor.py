@@ -28,10 +28,11 @@ from tutor.cli.common import (
 def cmd_lint(args: argparse.Namespace, ctx: Context) -> int:
     from tutor.course.lesson import LessonError, LessonIssue
     from tutor.course.lesson_yaml import parse_yaml
-    from tutor.course.loader import load_file
+    from tutor.course.loader import lint_file
 
     files: list[Path] = []
     problems = 0
+    warnings: list[LessonIssue] = []
     for name in args.paths:
         path = Path(name)
         if path.is_dir():
@@ -50,11 +51,12 @@ def cmd_lint(args: argparse.Namespace, ctx: Context) -> int:
     good = 0
     for path in files:
         try:
-            lesson = load_file(path, grade_examples=True)
+            lesson, found = lint_file(path)
         except LessonError as e:
             issues.extend(e.issues)
             bad_files.add(path)
             continue
+        warnings += found
         if lesson.id in ids:
             line, col = _id_position(path, parse_yaml)
             issues.append(LessonIssue(str(path), line, col,
@@ -63,14 +65,16 @@ def cmd_lint(args: argparse.Namespace, ctx: Context) -> int:
             continue
         ids[lesson.id] = path
         good += 1
-    for issue in issues:
+    for issue in sorted([*issues, *warnings], key=lambda i: (i.path, i.line, i.col)):
         print(issue, flush=True)
     problems += len(issues)
+    # Warnings do not fail lint: the lesson works, perhaps not as its author meant.
+    warned = f", {len(warnings)} warning{'s' * (len(warnings) != 1)}" if warnings else ""
     if problems:
         eprint(f"lint: {len(issues)} error{'s' * (len(issues) != 1)} in {len(bad_files)} of "
-                f"{len(files)} file{'s' * (len(files) != 1)}")
+                f"{len(files)} file{'s' * (len(files) != 1)}{warned}")
         return BAD_INPUT
-    eprint(f"ok: {good} lesson{'s' * (good != 1)}")
+    eprint(f"ok: {good} lesson{'s' * (good != 1)}{warned}")
     return OK
 
 

@@ -78,6 +78,10 @@ class RunStep(StepBase):
         values = self.tweak[name]
         return self.params[name] if name in self.params and self.params[name] in values else values[0]
 
+    def start_params(self) -> dict[str, Any]:
+        """What a run uses before the learner switches anything: params, each tweak at its start."""
+        return {**self.params, **{name: self.tweak_default(name) for name in self.tweak}}
+
 
 class Verify(Strict):
     experiment: str
@@ -297,9 +301,13 @@ class LessonIssue:
     line: int  # 1-based
     col: int  # 1-based
     message: str
+    # "warning": the lesson loads and works, but likely not as its author meant (a default
+    # tolerance that swallows a band); lint prints it and the lesson still loads.
+    severity: Literal["error", "warning"] = "error"
 
     def __str__(self) -> str:
-        return f"{self.path}:{self.line}:{self.col}: {self.message}"
+        label = "warning: " if self.severity == "warning" else ""
+        return f"{self.path}:{self.line}:{self.col}: {label}{self.message}"
 
 
 class LessonError(Exception):

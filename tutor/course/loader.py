@@ -547,11 +547,64 @@ def _requirement_issues(step: ExerciseStep, i: int, marks: dict[Path_, Pos], pat
     return issues
 
 
+def _number_warnings(lesson: Lesson, marks: dict[Path_, Pos], path: str) -> list[LessonIssue]:
+    """Number checks that grade differently from how they read: a default tolerance on a whole
+    number (235 steps accepts 211.5 to 258.5), a band the accepted interval or earlier bands
+    swallow (its feedback is never shown)."""
+    from checks.number import accepted_interval, band_reach, tolerance_said
+
+    issues = []
+
+    def warn(loc: tuple[Any, ...], message: str) -> None:
+        line, col = position(marks, loc)
+        issues.append(LessonIssue(path, line, col, message, "warning"))
+
+    for i, step in enumerate(lesson.steps):
+        spec = getattr(step, "answer", None)
+        if not isinstance(step, CheckStep) or not isinstance(spec, NumberAnswer):
+            continue
+        target = spec.value
+        defaulted = not {"tolerance", "abs_tolerance"} & spec.model_fields_set
+        if target is not None:
+            lo, hi = accepted_interval(spec, target)
+            if defaulted and float(target).is_integer() and target != 0:
+                warn(("steps", i, "answer", "value"),
+                     f"step {step.id!r}: no tolerance given, so the default 10% applies to {target:g}: every "
+                     f"answer from {lo:g} to {hi:g} is graded right. For a count, write abs_tolerance: 0 (exact) "
+                     "or the tolerance you mean.")
+        for reach in band_reach(spec, target):
+            band = spec.ranges[reach.index]
+            shown = f"{'' if band.min is None else f'{band.min:g}'}..{'' if band.max is None else f'{band.max:g}'}"
+            where = ("steps", i, "answer", "ranges", reach.index)
+            if reach.example is None:
+                warn(where, f"step {step.id!r}: range {reach.index + 1} ({shown}) is never reached, so its "
+                     f"feedback is never shown: {reach.why}")
+            elif target is not None and not band.correct:
+                b_lo = -math.inf if band.min is None else band.min
+                b_hi = math.inf if band.max is None else band.max
+                if b_lo <= hi and lo <= b_hi:
+                    warn(where, f"step {step.id!r}: range {reach.index + 1} ({shown}) overlaps the answers graded "
+                         f"right ({lo:g} to {hi:g}, {tolerance_said(spec)} of {target:g}): from "
+                         f"{max(lo, b_lo):g} to {min(hi, b_hi):g} its feedback is never shown")
+    return issues
+
+
+def lint_text(text: str, path: str = "<lesson>", *,
+              grade_examples: bool = False) -> tuple[Lesson, list[LessonIssue]]:
+    """The lesson and its warnings (see `load_text`, which raises on errors the same way)."""
+    lesson, marks = _load(text, path, grade_examples=grade_examples)
+    return lesson, _number_warnings(lesson, marks, path)
+
+
 def load_text(text: str, path: str = "<lesson>", *, grade_examples: bool = False) -> Lesson:
     """Parse and validate one lesson; raise LessonError listing every problem found, in file order.
 
     grade_examples: also grade every check's listed right and wrong answers (lint does; the TUI
     skips it at start-up, where it would cost tens of milliseconds)."""
+    return _load(text, path, grade_examples=grade_examples)[0]
+
+
+def _load(text: str, path: str, *, grade_examples: bool) -> tuple[Lesson, dict[Path_, Pos]]:
     parsed = parse(text, path)
     data, marks = parsed.data, parsed.marks
     if not isinstance(data, dict):
@@ -576,7 +629,7 @@ def load_text(text: str, path: str = "<lesson>", *, grade_examples: bool = False
         issues += _rubric_issues(lesson, marks, path, grade_examples)
     if issues or lesson is None:
         raise LessonError(sorted(_dedupe(issues), key=lambda i: (i.line, i.col)))
-    return lesson
+    return lesson, marks
 
 
 def _dedupe(issues: list[LessonIssue]) -> list[LessonIssue]:
@@ -591,6 +644,16 @@ def _dedupe(issues: list[LessonIssue]) -> list[LessonIssue]:
 
 
 def load_file(path: str | Path, *, grade_examples: bool = False) -> Lesson:
+    return load_text(_read_text(path), str(path), grade_examples=grade_examples)
+
+
+def lint_file(path: str | Path, *, grade_examples: bool = True) -> tuple[Lesson, list[LessonIssue]]:
+    """The lesson and its warnings; raises LessonError like `load_file`."""
+    return lint_text(_read_text(path), str(path), grade_examples=grade_examples)
+
+
+def _read_text(path: str | Path) -> str:
+    """A lesson file's text, or LessonError saying why it cannot be one."""
     p = Path(path)
     shown = str(path)
     try:
@@ -614,6 +677,6 @@ def load_file(path: str | Path, *, grade_examples: bool = False) -> Lesson:
         raise LessonError(
             [LessonIssue(shown, line, col, f"not UTF-8 text (byte 0x{raw[e.start]:02x}): save the lesson file as UTF-8")]
         ) from None
-    return load_text(text, shown, grade_examples=grade_examples)
+    return text
 
 
