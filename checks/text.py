@@ -30,7 +30,10 @@ Negation: a match is discarded when
   the matched span, or among the 3 content words before it in the same clause; or
 - the same clause goes on to dismiss it: "more epochs will not help", "... is a myth".
 So "the GPU is not always faster" does not trigger "GPU always faster", and "it does not
-underflow" does not count as the concept "underflow". This applies to concepts and
+underflow" does not count as the concept "underflow". "Not enough" (and "too little") reads
+as "too few": "not enough cores" says something about cores, so it matches "core*" and
+"too few cores"; it is not a negation. `explain_negations` says which phrase a negation
+removed and which words did it (lint and `lesson test` quote it). This applies to concepts and
 misconceptions alike. A phrase may contain a negator itself ("not in place"), and then
 matches only negated statements; in a regex, a negator counts as part of the phrase only
 when the pattern spells it ("re:\\bno error").
@@ -101,7 +104,12 @@ def normalise(text: str, max_length: int | None = None) -> str:
     text = _CLITIC_RE.sub(lambda m: {"s": "", "re": " are", "ll": " will", "ve": " have",
                                       "d": " would", "m": " am"}[m.group(1)], text)
     text = text.replace("w/o", "without ").replace("b/c", "because ")
+    # "not enough cores" says there are too few cores; it does not deny cores (a negator would).
+    text = _SHORTFALL_RE.sub("too few", text)
     return _SPACE_RE.sub(" ", text).strip()
+
+
+_SHORTFALL_RE = re.compile(r"\b(?:not\s+enough|too\s+little)\b")
 
 
 # ----------------------------------------------------------------------------- stemming
@@ -340,13 +348,21 @@ class Answer:
             return nxt == "of"
         return False
 
+    _ignore_negation = False  # set while `negated_by` looks for what negation removed
+
     def negated(self, matched: list[int], own: set[int] | None = None) -> bool:
         """Is the match at these token indexes negated? `own`: tokens that belong to the phrase."""
+        return not self._ignore_negation and self.negator(matched, own) is not None
+
+    def negator(self, matched: list[int], own: set[int] | None = None) -> str | None:
+        """The words that negate the match at these token indexes ("not", "... will not help",
+        "... is a myth"), or None."""
         first, last = min(matched), max(matched)
         own = set(matched) if own is None else own
         # a negator inside the matched span ("the GPU is not always faster")
-        if any(self._is_negator(i) for i in range(first, last + 1) if i not in own):
-            return True
+        for i in range(first, last + 1):
+            if i not in own and self._is_negator(i):
+                return self._negator_words(i)
         # ... or shortly before it, in the same clause ("no CUDA out of memory error")
         head = self.tokens[first]
         seen = 0
@@ -355,7 +371,7 @@ class Answer:
             if tok.sent != head.sent or tok.clause != head.clause:
                 break
             if self._is_negator(i):
-                return True
+                return self._negator_words(i)
             if tok.content:
                 seen += 1
                 if seen >= NEGATION_REACH:
@@ -366,13 +382,32 @@ class Answer:
             if tok.sent != tail.sent or tok.clause != tail.clause:
                 break
             if tok.raw in _DISMISS_WORDS:
-                return True
+                return tok.raw
             if tok.raw in NEGATORS:
-                after = [t.stem for t in self.tokens[i + 1 : i + 4] if t.sent == tail.sent]
-                after = [a for a in after if a not in _STOP_STEMS][:1]
-                if after and after[0] in _DISMISS_AFTER_NEG:
-                    return True
-        return False
+                after = [t for t in self.tokens[i + 1 : i + 4] if t.sent == tail.sent]
+                after = [t for t in after if t.stem not in _STOP_STEMS][:1]
+                if after and after[0].stem in _DISMISS_AFTER_NEG:
+                    return self.norm[tok.start : after[0].end]
+        return None
+
+    def _negator_words(self, i: int) -> str:
+        raw = self.tokens[i].raw
+        return f"{raw} {self.tokens[i + 1].raw}" if raw in ("rather", "instead") else raw
+
+    def negated_by(self, source: str) -> tuple[Match, str] | None:
+        """A match of the phrase that negation removed, and the words that removed it; None
+        when the phrase matches as it is, or would not match even without negation."""
+        if self.find(source) is not None:
+            return None
+        self._ignore_negation = True
+        try:
+            found = self.find(source)
+        finally:
+            self._ignore_negation = False
+        if found is None:
+            return None
+        idx = [i for i, t in enumerate(self.tokens) if t.start >= found.start and t.end <= found.end]
+        return found, (self.negator(idx) if idx else None) or "a negation"
 
     # -- matching
     def find(self, source: str) -> Match | None:
@@ -498,6 +533,25 @@ def _missing_text(concepts) -> str:
         text = c.missing.strip() or f"Your answer does not yet mention {c.name.replace('-', ' ')}."
         parts.append(text)
     return " ".join(parts)
+
+
+def explain_negations(answer: str, rubric: Rubric, names: list[str],
+                      max_length: int | None = None) -> list[str]:
+    """For each named concept the answer lacks only because of a negation: which phrase matched
+    which words, and the words that negated them (for lesson authors: lint, lesson test)."""
+    parsed = Answer(answer, max_length)
+    out = []
+    for concept in [*rubric.require, *rubric.bonus]:
+        if concept.name not in names:
+            continue
+        for source in concept.any:
+            found = parsed.negated_by(source)
+            if found is not None:
+                match, words = found
+                out.append(f"concept {concept.name!r}: {source!r} matched "
+                           f"{parsed.norm[match.start:match.end]!r}, but {words!r} negates it there")
+                break
+    return out
 
 
 def explain_matches(answer: str, rubric: Rubric, max_length: int | None = None) -> dict[str, str | None]:

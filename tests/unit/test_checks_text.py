@@ -278,3 +278,37 @@ def test_grade_never_raises_on_arbitrary_text(answer):
 def test_grade_never_raises_on_huge_text(chunk):
     v = grade(chunk * (200_000 // len(chunk) + 1), RUBRIC)
     assert isinstance(v.correct, bool) and v.feedback
+
+
+# ------------------------------------------------------------------ "not enough" and why a negation removed a match
+
+def _cores_rubric():
+    from checks.spec import Rubric
+
+    return Rubric(require=[{"name": "few-cores", "any": ["core*"]}],
+                  misconceptions=[{"name": "too-few", "any": ["too few worker*"], "feedback": "Workers are not it."}])
+
+
+def test_not_enough_x_says_too_few_x_and_is_not_a_negation():
+    from checks.spec import TextAnswer
+    from checks.text import grade_text
+
+    spec = TextAnswer(type="text", rubric=_cores_rubric())
+    assert grade_text("Not enough cores for the loader's work.", spec).correct
+    assert grade_text("There is too little CPU: not enough cores.", spec).correct
+    # and a phrase written "too few X" meets "not enough X"
+    verdict = grade_text("The cores are fine, there are not enough workers.", spec)
+    assert not verdict.correct and verdict.matched_misconception == "too-few"
+    assert not grade_text("It has nothing to do with cores.", spec).correct  # a real negation still is one
+
+
+def test_explain_negations_names_the_phrase_and_the_words_that_removed_it():
+    from checks.text import explain_negations
+
+    rubric = _cores_rubric()
+    assert explain_negations("The GPU has no cores free.", rubric, ["few-cores"]) == [
+        "concept 'few-cores': 'core*' matched 'cores', but 'no' negates it there"]
+    assert explain_negations("More cores will not help.", rubric, ["few-cores"]) == [
+        "concept 'few-cores': 'core*' matched 'cores', but 'not help' negates it there"]
+    assert explain_negations("Cores are plenty.", rubric, ["few-cores"]) == []  # it matched: nothing to explain
+    assert explain_negations("The disk is slow.", rubric, ["few-cores"]) == []  # no match even without negation

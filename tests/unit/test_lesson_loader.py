@@ -410,3 +410,29 @@ def test_every_builtin_lesson_lints_without_warnings():
 
     for path in sorted(builtin_lessons_dir().glob("*.yaml")):
         assert lint_file(path)[1] == [], path
+
+
+def test_a_right_example_a_negation_rejects_is_explained():
+    text = """\
+id: why
+title: Why
+steps:
+  - id: q
+    kind: check
+    prompt: Why is the loader slow here?
+    answer:
+      type: text
+      rubric:
+        require:
+          - name: cores
+            any: ["core*"]
+    examples:
+      right: ["Not enough cores.", "No spare cores for the workers."]
+"""
+    with pytest.raises(LessonError) as info:
+        load_text(text, "why.yaml", grade_examples=True)
+    (issue,) = info.value.issues  # "Not enough cores." passes: it says too few cores
+    assert issue.line == 14
+    assert "example right[1] 'No spare cores for the workers.' is listed as right, but the rubric rejects it" \
+        in issue.message
+    assert "concept 'cores': 'core*' matched 'cores', but 'no' negates it there" in issue.message

@@ -207,7 +207,8 @@ class Player:
             verdict = grade(step, answer, evidence).verdict  # as the learner's answer is graded
             if verdict.correct != want:
                 failures.append(f"{label} {answer[:60]!r} graded {'wrong' if want else 'right'}"
-                                + (f": {verdict.feedback}" if want and verdict.feedback else ""))
+                                + (f": {verdict.feedback}" if want and verdict.feedback else "")
+                                + _negations(answer, spec, verdict, want))
         yield Outcome(lesson.id, step.id, "check", f"grades {len(answers)} answers as listed", not failures,
                       "; ".join(failures), time.perf_counter() - t0)
         if isinstance(spec, NumberAnswer) and spec.ranges:
@@ -364,6 +365,15 @@ def play_paths(paths: list[Path], device: str | None, full: bool,
             on_outcome(outcome)
             outcomes.append(outcome)
     return outcomes
+
+
+def _negations(answer: str, spec: Any, verdict: Any, want: bool) -> str:
+    """For a right answer a rubric rejects: the phrases a negation removed, and the words that did."""
+    from checks.text import explain_negations
+
+    if not want or getattr(spec, "rubric", None) is None:
+        return ""
+    return "".join(f"; {said}" for said in explain_negations(answer, spec.rubric, verdict.missing))
 
 
 def _tweak_choices(step: RunStep) -> list[dict[str, Any]]:

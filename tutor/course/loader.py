@@ -498,6 +498,13 @@ def _graded_example_issues(step: CheckStep, i: int, marks: dict[Path_, Pos], pat
     listed wrong answer it accepts): the learner would be graded against the author's intent."""
     from checks import grade
 
+    from checks.text import explain_negations
+
+    def negations(answer: str, verdict: Any) -> str:
+        """Why a required idea did not count: the phrase matched, and a negation removed it."""
+        said = explain_negations(answer, step.answer.rubric, verdict.missing)
+        return "".join(f"; {s}" for s in said)
+
     issues = []
     reference = step.answer.reference
     if reference:
@@ -505,7 +512,7 @@ def _graded_example_issues(step: CheckStep, i: int, marks: dict[Path_, Pos], pat
         if not verdict.correct:
             line, col = position(marks, ("steps", i, "answer", "reference"))
             issues.append(LessonIssue(path, line, col, f"step {step.id!r}: its reference answer fails its own "
-                                      f"rubric ({verdict.feedback})"))
+                                      f"rubric ({verdict.feedback}{negations(reference, verdict)})"))
     if not grade_examples:
         return issues
     for kind, answers, want in (("right", step.examples.right, True), ("wrong", step.examples.wrong, False)):
@@ -513,7 +520,8 @@ def _graded_example_issues(step: CheckStep, i: int, marks: dict[Path_, Pos], pat
             verdict = grade(answer, step.answer)
             if verdict.correct != want:
                 line, col = position(marks, ("steps", i, "examples", kind, j))
-                said = "rejects it" + (f" ({verdict.feedback})" if verdict.feedback else "") if want else "accepts it"
+                said = ("rejects it" + (f" ({verdict.feedback}{negations(answer, verdict)})" if verdict.feedback
+                                        else "") if want else "accepts it")
                 issues.append(LessonIssue(path, line, col, f"step {step.id!r}: example {kind}[{j}] {answer!r} "
                                           f"is listed as {kind}, but the rubric {said}"))
     return issues
