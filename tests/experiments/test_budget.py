@@ -82,3 +82,14 @@ def test_amp_benchmark_sizes_each_cpu_case_to_its_own_speed(monkeypatch) -> None
     assert f"Case amp timed on {m['amp_images_timed']:,} of 4,096 images" in text
     if m["cpu_images_timed"] != m["amp_images_timed"]:
         assert "their accuracies do not" in text
+
+
+def test_a_suggested_setting_names_the_command_that_runs_it_and_only_an_allowed_one():
+    """A lesson's run step offers only the settings its lesson lists: "try a larger width"
+    says how (the command line takes any setting), and never suggests a value the experiment refuses."""
+    from tutor.experiments.common import shell_try
+    from tutor.experiments.specs.amp_benchmark import AmpBenchmarkParams
+
+    p = AmpBenchmarkParams(width=512)
+    assert shell_try("amp-benchmark", p, width=2048) == " (from a shell: gpututor run amp-benchmark --set width=2048)"
+    assert shell_try("amp-benchmark", p, width=10**6) == ""  # above the parameter's bound

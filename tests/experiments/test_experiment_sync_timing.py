@@ -89,3 +89,24 @@ def test_any_accelerator_runs_asynchronously_and_the_synced_timing_says_so(accel
     events, m = run(accelerator, size=2048, calls=20, repeats=5)
     assert m["device"].startswith(accelerator) and m["asynchronous"] is True
     assert m["synced_seconds"] >= m["unsynced_seconds"]
+
+
+@pytest.mark.parametrize("unsynced, synced, says", [
+    ([0.100, 0.110], [0.098, 0.100], ["came out shorter here", "cannot make the work faster", "run-to-run noise",
+                                      "spread over 10% of their median"]),
+    ([0.100, 0.101], [0.150, 0.151], ["larger than the repeats' own spread (1% of their median)"]),
+])
+def test_on_the_cpu_the_note_explains_the_difference_with_the_measured_noise(monkeypatch, unsynced, synced, says):
+    """A synchronised time shorter than the plain one (the issue saw it on the devices lesson)
+    is explained, with the spread the repeats themselves measured."""
+    from tutor.experiments import sync_timing
+
+    clocks = {"u": iter(unsynced), "s": iter(synced)}
+    monkeypatch.setattr(sync_timing, "_unsynced", lambda *_: next(clocks["u"]))
+    monkeypatch.setattr(sync_timing, "_synced", lambda *_: next(clocks["s"]))
+    events, _ = run("cpu")
+    result = next(e.text for e in events if isinstance(e, Note) and "both clocks measure" in e.text)
+    for words in says:
+        assert words in result
+    if synced[0] > unsynced[0]:
+        assert "came out shorter" not in result

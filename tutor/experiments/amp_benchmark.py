@@ -40,6 +40,7 @@ from tutor.experiments.common import (
     saved_for_backward,
     seconds_per_sample,
     seed_everything,
+    shell_try,
     train_timed,
 )
 from tutor.experiments.devices import Device
@@ -105,6 +106,7 @@ def measure(p: AmpBenchmarkParams, dev: Device) -> Iterator[Event]:
     accel = dev.is_accelerator
     amp = autocast_settings("auto", dev)
     cpu_dev = next(d for d in devices.available() if d.kind == "cpu")
+    bigger = shell_try("amp-benchmark", p, width=p.width * 4)  # said where a small model explains a result
 
     # The CPU cases train on the first cpu_samples images of the same (CPU) tensors.
     cpu_data = mnist.load("cpu", train_samples=p.train_samples, test_samples=p.test_samples)
@@ -273,7 +275,8 @@ def measure(p: AmpBenchmarkParams, dev: Device) -> Iterator[Event]:
         else:
             yield Note(
                 f"The GPU in float32 was {1 / gpu_speedup:.1f}x SLOWER than the CPU{projected}: a model this small "
-                "gives each kernel too little work to hide its launch cost. Try a larger width or batch_size.",
+                "gives each kernel too little work to hide its launch cost. Try a larger width or batch_size"
+                + (bigger or "") + ".",
                 "result",
             )
     if tf32_speedup is not None:
@@ -289,7 +292,7 @@ def measure(p: AmpBenchmarkParams, dev: Device) -> Iterator[Event]:
             yield Note(
                 f"TF32 did not help here ({tf32_speedup:.2f}x): at batch {p.batch_size} and width {p.width} each "
                 "step is short enough that kernel launches, the optimizer step and memory traffic, not matmul "
-                "arithmetic, set the pace. Try a larger width or batch_size.",
+                "arithmetic, set the pace. Try a larger width or batch_size" + (bigger or "") + ".",
                 "result",
             )
     if amp_speedup is not None:
@@ -301,7 +304,8 @@ def measure(p: AmpBenchmarkParams, dev: Device) -> Iterator[Event]:
                            "emulated (converted around float32 arithmetic): slower, never faster.")
             why.append(f"autocast adds work every step (casting weights and activations to {amp.dtype_name})"
                        + (" and GradScaler adds its scale, unscale and inf/NaN checks" if amp.use_scaler else "")
-                       + ", which only pays off when the matmuls are large: try a larger width or batch_size.")
+                       + ", which only pays off when the matmuls are large: try a larger width or batch_size"
+                       + (bigger or "") + ".")
             yield Note(" ".join(why), "result")
         elif amp.emulated:
             yield Note(

@@ -23,6 +23,7 @@ from tutor.experiments.common import (
     Amp,
     autocast_settings,
     seed_everything,
+    shell_try,
     train_timed,
 )
 from tutor.experiments.devices import Device
@@ -133,7 +134,8 @@ def measure(p: AmpCompareParams, dev: Device) -> Iterator[Event]:
                 reasons.append("This GPU has no tensor cores, which is where float16 gets its speed.")
             else:
                 reasons.append(
-                    "Tensor cores pay off on large matmuls (big layers, big batches); try a larger batch_size."
+                    "Tensor cores pay off on large matmuls (big layers, big batches); try a larger batch_size"
+                    + shell_try("amp-compare", p, batch_size=p.batch_size * 4) + "."
                 )
             yield Note(" ".join(reasons), "result")
         elif amp.emulated:

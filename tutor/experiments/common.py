@@ -72,6 +72,18 @@ def cpu_budget_s() -> float:
     return value if value > 0 and value == value else CPU_BUDGET_S
 
 
+def shell_try(experiment: str, params: Any, **changes: Any) -> str:
+    """A suggestion the learner can act on: a lesson's run step offers only the settings its
+    lesson lists, so "try a larger width" names the command that runs it ("" when the values
+    are not allowed)."""
+    try:
+        type(params).model_validate({**params.model_dump(), **changes})
+    except ValueError:
+        return ""
+    sets = " ".join(f"--set {name}={value}" for name, value in changes.items())
+    return f" (from a shell: gpututor run {experiment} {sets})"
+
+
 def seed_everything(seed: int) -> None:
     """Seed every RNG a run touches (torch.manual_seed also seeds CUDA and MPS)."""
     random.seed(seed)

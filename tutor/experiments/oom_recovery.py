@@ -379,8 +379,11 @@ def _run(p: OomRecoveryParams, dev: Device, limit: MemoryLimit, separate: bool) 
                + (f" ({p.layers + 1} tensors of {p.width} floats, the input included)"
                   if per_sample == (p.layers + 1) * p.width * 4 else "")
                + f". Batch {batch:,} needs {_mib(fixed)} + {batch:,} x {per_sample:,} B = "
-               f"{_mib(predicted)}; the limit is {_mib(limit_bytes)}, so the largest batch that fits is "
-               f"{fits:,}.")
+               f"{_mib(predicted)}; the limit is {_mib(limit_bytes)}, so by the formula the largest batch that "
+               f"fits is {fits:,}: ({_mib(limit_bytes)} - {_mib(fixed)}) / {per_sample:,} B. That is the edge, "
+               "with no room left for what a step also needs (the gradients flowing back, the optimizer's "
+               "temporaries, the allocator's own overhead): a batch right at it fails too, so a fix aims "
+               "below it.")
     if fits == 0:
         yield Note(f"Not even batch 1 fits: the weights, gradients and Adam state alone need {_mib(fixed)}. "
                    "Splitting the batch cannot help; a smaller model, an optimizer with less state (SGD) or "

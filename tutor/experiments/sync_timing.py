@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator
 
 import torch
 
-from tutor.experiments.common import seed_everything
+from tutor.experiments.common import seed_everything, shell_try
 from tutor.experiments.devices import Device
 from tutor.experiments.events import Event, Finished, Note, Started, Step, Table
 from tutor.experiments.specs.sync_timing import SyncTimingParams
@@ -82,7 +82,8 @@ def measure(p: SyncTimingParams, dev: Device) -> Iterator[Event]:
     if capped:
         yield Note(f"On the CPU this run uses {n} x {n} matrices instead of the default {p.size} x {p.size}, "
                    f"so it finishes in seconds: the full size is ({p.size}/{n})^3 = {(p.size / n) ** 3:,.0f} times "
-                   f"the work (set size={p.size} to run it anyway). The lesson is the same at any size.")
+                   f"the work (to run it anyway, from a shell: gpututor run sync-timing --set size={p.size}). "
+                   "The lesson is the same at any size.")
     if not asynchronous:
         yield Note(f"No GPU here: this runs on the CPU ({dev.name}). CPU operations are synchronous, so both "
                    "clocks should agree. On a GPU they would not; no GPU figures are shown because none "
@@ -136,14 +137,24 @@ def measure(p: SyncTimingParams, dev: Device) -> Iterator[Event]:
                    f"same work took {_ms(s)}, {ratio:,.1f}x as long.", "result")
         if ratio < 2:
             yield Note(f"Here the gap is small. Either each matmul is short next to the cost of launching it "
-                       f"(try a larger size), or so many were queued that the CPU had to wait for room in the "
+                       f"(try a larger size{shell_try('sync-timing', p, size=n * 2)}), or so many were queued that "
+                       "the CPU had to wait for room in the "
                        f"launch queue (calls={calls}), which makes the unsynchronised time approach the real one.")
         if cuda:
             yield Note(f"CUDA events, recorded on the GPU's stream around the same work, measured {_ms(e)}, "
                        f"{e / s:.2f}x the synchronised clock: the same work, timed by the GPU itself.")
     else:
-        yield Note(f"On the CPU both clocks measure the same thing ({_ms(u)} and {_ms(s)}, ratio {ratio:.2f}; "
-                   "any difference is run-to-run noise): when a @ b returns on the CPU, the product is done. "
+        # The noise is measured, not assumed: how far repeats of one way spread around its median.
+        spread = max((max(t) - min(t)) / median(t) for t in (unsynced, synced))
+        order = ("The synchronised time came out shorter here: synchronize does nothing on the CPU, so it "
+                 "cannot make the work faster. " if s < u else "")
+        noise = (f"A difference this size is run-to-run noise: the {p.repeats} repeats of one way spread over "
+                 f"{spread:.0%} of their median (other programs, the CPU's clock speed, caches). "
+                 if abs(ratio - 1) <= spread else
+                 f"The difference is larger than the repeats' own spread ({spread:.0%} of their median): something "
+                 "else used this CPU during one way's timings; run it again and it will shrink. ")
+        yield Note(f"On the CPU both clocks measure the same thing ({_ms(u)} and {_ms(s)}, ratio {ratio:.2f}): "
+                   f"when a @ b returns on the CPU, the product is done. {order}{noise}"
                    "On a GPU, a @ b only queues a kernel and returns at once, so the clock without synchronize "
                    "would stop long before the work ends and report far less time. Run this on a CUDA or Apple "
                    "GPU to measure the gap.", "result")
