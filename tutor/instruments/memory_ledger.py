@@ -2,15 +2,18 @@
 
 Static memory, per parameter (the ZeRO paper's accounting, Rajbhandari et al. 2020):
 
-    precision  weights  gradients  FP32 master  SGD  momentum  Adam (exp_avg + exp_avg_sq)
-    fp32          4         4          -         0       4        8
-    fp16          2         2          -         0       2        4
-    mixed         2         2          4         0       4        8
+    precision  weights  gradients  16-bit copies  SGD  momentum  Adam (exp_avg + exp_avg_sq)
+    fp32          4         4            -          0       4        8
+    fp16          2         2            -          0       2        4
+    mixed         4         4            2          0       4        8
 
-"mixed" is FP16 compute with an FP32 master copy of the weights and FP32 optimizer
-state, so with Adam it costs 16 bytes per parameter, exactly as FP32 does: mixed
-precision saves activation memory and time, not static memory. (PyTorch's autocast
-keeps the weights in FP32 and casts them per operation: 4 + 4 + 8, also 16 bytes.)
+"mixed" is what torch.amp does (autocast + GradScaler), the layout a learner measures: the
+weights, their gradients and the optimizer state stay FP32, and autocast casts each weight
+to FP16/BF16 for the matmuls. Autograd keeps those copies for the backward pass (measured:
+the tensors saved under autocast are the 16-bit copies, not the FP32 weights), so a step
+holds 2 bytes more per parameter: 18 with Adam, against FP32's 16. Mixed precision saves
+activation memory and time, not static memory. (Older recipes, apex O2 or DeepSpeed's
+fp16, keep FP16 weights and gradients with an FP32 master copy: 2 + 2 + 4 + 8 = 16.)
 
 Activations of a GPT-style transformer layer, per sample (Korthikanti et al. 2022,
 "Reducing Activation Recomputation in Large Transformer Models", eq. 1): with sequence s,
@@ -73,15 +76,15 @@ BUDGETS: dict[str, tuple[str, int | None]] = {
     "this": ("this machine's device", None),
 }
 
-# bytes per parameter: (weights, gradients, master copy, {optimizer: state})
+# bytes per parameter: (weights, gradients, autocast's 16-bit weight copies, {optimizer: state})
 BYTES_PER_PARAM: dict[str, tuple[int, int, int, dict[str, int]]] = {
     "fp32": (4, 4, 0, {"sgd": 0, "momentum": 4, "adam": 8}),
     "fp16": (2, 2, 0, {"sgd": 0, "momentum": 2, "adam": 4}),
-    "mixed": (2, 2, 4, {"sgd": 0, "momentum": 4, "adam": 8}),
+    "mixed": (4, 4, 2, {"sgd": 0, "momentum": 4, "adam": 8}),
 }
 ELEMENT_BYTES = {"fp32": 4, "fp16": 2, "mixed": 2}
 
-COLOURS = {"weights": "blue", "gradients": "magenta", "master copy": "cyan",
+COLOURS = {"weights": "blue", "gradients": "magenta", "16-bit weight copies": "cyan",
            "optimizer state": "yellow", "activations": "green"}
 
 
@@ -108,13 +111,13 @@ class Ledger:
     params: float
     weights: float
     gradients: float
-    master: float
+    copies: float  # autocast's 16-bit casts of the weights, kept for the backward pass
     optimizer: float
     activations: float
 
     @property
     def static(self) -> float:
-        return self.weights + self.gradients + self.master + self.optimizer
+        return self.weights + self.gradients + self.copies + self.optimizer
 
     @property
     def total(self) -> float:
@@ -142,7 +145,7 @@ class MemoryLedger(Instrument):
         Control("optimizer", "Optimizer", "choice", ("sgd", "momentum", "adam"), "adam",
                 labels=("SGD", "SGD + momentum", "Adam")),
         Control("precision", "Precision", "choice", ("fp32", "fp16", "mixed"), "fp32",
-                labels=("FP32", "FP16 (pure, no master copy)", "mixed (FP16 + FP32 master)")),
+                labels=("FP32", "FP16 (pure, no master copy)", "mixed (torch.amp: FP32 weights, 16-bit matmuls)")),
         Control("batch", "Batch size", "stepper", tuple(2**k for k in range(17)), 4),
         Control("checkpointing", "Checkpointing", "toggle", (False, True), False),
         Control("budget", "Budget", "choice", tuple(BUDGETS), "h100", labels=tuple(v[0] for v in BUDGETS.values())),
@@ -151,10 +154,10 @@ class MemoryLedger(Instrument):
         "parameters": "parameters of the model",
         "weights_bytes": "the weights (B)",
         "gradients_bytes": "one gradient per parameter (B)",
-        "master_bytes": "the FP32 master copy of mixed precision (B)",
+        "weight_copies_bytes": "autocast's 16-bit copies of the weights, kept for the backward pass (B)",
         "optimizer_bytes": "optimizer state (B)",
         "activations_bytes": "activations saved for the backward pass (B)",
-        "static_bytes": "weights + gradients + master + optimizer state: the floor before any batch (B)",
+        "static_bytes": "weights + gradients + 16-bit copies + optimizer state: the floor at any batch size (B)",
         "total_bytes": "static + activations (B)",
         "bytes_per_param": "static bytes per parameter",
         "adam_extra_bytes": "what Adam adds over plain SGD at this precision (B)",
@@ -217,14 +220,20 @@ class MemoryLedger(Instrument):
             if led.total > 0.85 * budget:
                 notes.append("Tight: the CUDA context takes a few hundred MiB before any tensor, and the "
                              "allocator's fragmentation more, so a plan this close to the budget can still fail.")
+        if precision == "mixed":
+            notes.append("Mixed precision as torch.amp does it: weights, gradients and optimizer state stay FP32, "
+                         "and autocast's 16-bit copies of the weights are kept from the forward pass to the "
+                         "backward, 2 B more per parameter. It shrinks the activations, not the static floor. "
+                         "(Older recipes, apex O2 or DeepSpeed fp16, keep FP16 weights and gradients with an FP32 "
+                         "master copy: 2 + 2 + 4 + 8 = 16 B with Adam.)")
         if precision == "fp16":
             notes.append("Pure FP16 keeps no FP32 master copy: an update smaller than half an FP16 step rounds "
                          "away, so training stalls or diverges. It saves memory; it does not train well.")
 
         segments = [Segment("weights", led.weights, COLOURS["weights"]),
                     Segment("gradients", led.gradients, COLOURS["gradients"])]
-        if led.master:
-            segments.append(Segment("master copy", led.master, COLOURS["master copy"]))
+        if led.copies:
+            segments.append(Segment("16-bit weight copies", led.copies, COLOURS["16-bit weight copies"]))
         segments += [Segment("optimizer state", led.optimizer, COLOURS["optimizer state"]),
                      Segment("activations", led.activations, COLOURS["activations"])]
         w, g, m, opt = BYTES_PER_PARAM[precision]
@@ -235,7 +244,7 @@ class MemoryLedger(Instrument):
             f"gradients   = N x {g} B = {gb(led.gradients)}",
         ]
         if m:
-            math_lines.append(f"FP32 master = N x {m} B = {gb(led.master)}")
+            math_lines.append(f"16-bit copies = N x {m} B = {gb(led.copies)}  (autocast's casts, kept for backward)")
         math_lines.append(f"{optimizer:<11} = N x {opt[optimizer]} B = {gb(led.optimizer)}"
                           + ("  (exp_avg + exp_avg_sq)" if optimizer == "adam" else ""))
         if s["model"] != MY_MODEL:
@@ -255,7 +264,7 @@ class MemoryLedger(Instrument):
 
         outputs = {
             "parameters": int(led.params),
-            "weights_bytes": led.weights, "gradients_bytes": led.gradients, "master_bytes": led.master,
+            "weights_bytes": led.weights, "gradients_bytes": led.gradients, "weight_copies_bytes": led.copies,
             "optimizer_bytes": led.optimizer, "activations_bytes": led.activations,
             "static_bytes": led.static, "total_bytes": led.total,
             "bytes_per_param": led.static / led.params,
