@@ -238,3 +238,30 @@ def test_a_band_no_answer_can_reach_and_an_unreachable_goal_fail_the_test(capsys
     assert not already["ok"] and "met at the step's starting settings" in already["detail"]
     reachable = results[("reachable", "goal fits = True can be met")]
     assert reachable["ok"] and reachable["detail"].startswith("e.g. ")
+
+
+def test_a_mistake_whose_pack_grader_crashed_is_not_counted_as_failing_it(monkeypatch):
+    """A lesson's own grader that raises on a mistake's run judged nothing: the mistake must not
+    go green as 'fails the requirement'."""
+    from tutor.authoring import lesson_test
+    from tutor.course.lesson import ExerciseStep, Lesson
+    from tutor.course.loader import load_text
+    from tutor.exercises import grader
+
+    lesson: Lesson = load_text((Path(__file__).resolve().parents[2] / "tutor" / "authoring" / "templates" /
+                                "new-lesson.yaml").read_text(encoding="utf-8").replace("LESSON_ID", "demo")
+                               .replace("LESSON_TITLE", "Demo"), "demo.yaml")
+    step = next(s for s in lesson.steps if isinstance(s, ExerciseStep))
+
+    def fake_grade(step_, code, workdir, **_):
+        passed = code == step.solution
+        crash = "" if passed else "Traceback (most recent call last):\n  ...\nKeyError: 'loss'"
+        reqs = [grader.RequirementResult(r.id, r.type, passed, "" if passed else "checker failed", not crash, crash)
+                for r in step.requirements]
+        return grader.ExerciseResult(passed, reqs, None, "ok" if passed else "not checked")
+
+    monkeypatch.setattr(grader, "grade_exercise", fake_grade)
+    outcomes = list(lesson_test.Player("cpu", full=True)._exercise_outcomes(lesson, step))
+    mistake = outcomes[1]
+    assert not mistake.ok
+    assert mistake.detail == "its checker failed instead of judging it: KeyError: 'loss'"

@@ -295,7 +295,7 @@ def test_lint_reports_an_error_requirement_pattern_that_cannot_compile(tmp_path)
         load_file(path)
     [issue] = info.value.issues
     assert issue.line == 9 and "unknown requirement type 'eror' (did you mean 'error'?)" in issue.message
-    assert issue.message.endswith("expected one of output, source, report, file, function, behaviour, error")
+    assert issue.message.endswith("expected one of output, source, report, file, function, behaviour, error, python")
 
 
 def test_lint_reports_a_reference_or_example_its_own_rubric_grades_the_other_way(tmp_path):

@@ -274,7 +274,8 @@ class Player:
                     runs[j] = pool.submit(graded, mistake.code, Path(tmp) / f"mistake-{j}")
 
             result, seconds = solution.result()
-            failed = [f"{r.id}: {r.feedback}" for r in result.requirements if not r.passed]
+            failed = [f"{r.id}: {r.feedback}" + (f" ({_last_line(r.checker_error)})" if getattr(r, "checker_error", "")
+                                                 else "") for r in result.requirements if not r.passed]
             unapplied = [n for n in result.checker_notes if "not applied" in n]
             yield Outcome(lesson.id, step.id, "exercise", "solution passes", result.passed,
                           "; ".join(failed) or result.summary if not result.passed
@@ -292,10 +293,12 @@ class Player:
                     continue
                 result, seconds = runs[j].result()
                 named = next((r for r in result.requirements if r.id == mistake.fails), None)
-                ok = not result.passed and named is not None and not named.passed
-                yield Outcome(lesson.id, step.id, "exercise", what, ok,
-                              "" if ok else f"it {'passed' if result.passed else 'failed other requirements'}: "
-                              f"{result.summary}", seconds)
+                broken = _last_line(getattr(named, "checker_error", ""))  # a pack grader that crashed judged nothing
+                ok = not result.passed and named is not None and not named.passed and not broken
+                detail = "" if ok else (
+                    f"its checker failed instead of judging it: {broken}" if broken else
+                    f"it {'passed' if result.passed else 'failed other requirements'}: {result.summary}")
+                yield Outcome(lesson.id, step.id, "exercise", what, ok, detail, seconds)
 
     # ------------------------------------------------------------------ instruments
 
@@ -374,6 +377,12 @@ def _negations(answer: str, spec: Any, verdict: Any, want: bool) -> str:
     if not want or getattr(spec, "rubric", None) is None:
         return ""
     return "".join(f"; {said}" for said in explain_negations(answer, spec.rubric, verdict.missing))
+
+
+def _last_line(text: str) -> str:
+    """A traceback's last line (the exception), for a one-line result; the whole is in `exercise --json`."""
+    lines = [line for line in (text or "").strip().splitlines() if line.strip()]
+    return lines[-1].strip() if lines else ""
 
 
 def _tweak_choices(step: RunStep) -> list[dict[str, Any]]:

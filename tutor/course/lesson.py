@@ -12,7 +12,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
 
 from checks.spec import AnswerSpec, Examples
 
@@ -185,9 +194,58 @@ class ErrorRequirement(Strict):
     feedback: str
 
 
+class PythonRequirement(Strict):
+    """Judged by the lesson's own Python: `grader: "FILE.py:FUNCTION"`, a file in the lesson's
+    folder (or below it). FUNCTION receives the learner's run (tutor/exercises/pack_grader.py
+    `LearnerRun`) and returns True/False or (passed, feedback); it runs after the program, in a
+    process of its own started by the grading process, stopped after `timeout` seconds."""
+
+    type: Literal["python"]
+    id: str = Field(pattern=ID_PATTERN)
+    grader: str = Field(json_schema_extra={"pattern": r"^[^:\\]+\.py:[A-Za-z_][A-Za-z0-9_]*$"},
+                        description="FILE.py:FUNCTION, the file relative to the lesson's folder")
+    timeout: float = Field(10.0, gt=0, le=600)  # seconds for the grader, Python's start-up included
+    feedback: str  # said when the grader fails the program without words of its own
+    # The folder of the lesson file it was loaded from (the loader passes it as validation context);
+    # None for a lesson validated from text, whose grader then cannot be found.
+    _lesson_dir: Path | None = PrivateAttr(None)
+
+    @field_validator("grader")
+    @classmethod
+    def _grader_spec(cls, value: str) -> str:
+        file, sep, function = value.rpartition(":")
+        parts = Path(file).parts
+        if not sep or not file.endswith(".py") or not function.isidentifier():
+            raise PydanticCustomError("grader", "write FILE.py:FUNCTION, like 'grading.py:check_losses' "
+                                      "(a file beside the lesson)")
+        if Path(file).is_absolute() or ".." in parts or "\\" in file:
+            raise PydanticCustomError("grader", "the grader file must be in the lesson's folder or below it, "
+                                      "written relative to the lesson with /")
+        return value
+
+    @model_validator(mode="after")
+    def _locate(self, info: ValidationInfo) -> PythonRequirement:
+        where = (info.context or {}).get("lesson_dir")
+        if where is not None:
+            self._lesson_dir = Path(where)
+        return self
+
+    @property
+    def grader_file(self) -> str:
+        return self.grader.rpartition(":")[0]
+
+    @property
+    def grader_function(self) -> str:
+        return self.grader.rpartition(":")[2]
+
+    def grader_path(self) -> Path | None:
+        """Where the grader file is; None when the lesson was not loaded from a file."""
+        return None if self._lesson_dir is None else self._lesson_dir / self.grader_file
+
+
 Requirement = Annotated[
     Union[OutputRequirement, SourceRequirement, ReportRequirement, FileRequirement, FunctionRequirement,
-          BehaviourRequirement, ErrorRequirement],
+          BehaviourRequirement, ErrorRequirement, PythonRequirement],
     Field(discriminator="type"),
 ]
 

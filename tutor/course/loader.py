@@ -4,6 +4,7 @@ said with its path:line:col."""
 
 from __future__ import annotations
 
+import ast
 import datetime
 import difflib
 import math
@@ -32,6 +33,7 @@ from tutor.course.lesson import (
     LessonIssue,
     OutputRequirement,
     PredictStep,
+    PythonRequirement,
     ReadStep,
     RunStep,
     SourceRequirement,
@@ -41,11 +43,11 @@ from tutor.course.lesson_yaml import Path_, Pos, parse, position
 
 _UNION_TAGS = {  # for an error that does not list them (a missing tag)
     "step kind": "read, predict, run, check, exercise, instrument",
-    "requirement type": "output, source, report, file, function, error",
+    "requirement type": "output, source, report, file, function, behaviour, error, python",
     "answer type": "choice, number, text",
 }
 _TAGS = {"read", "predict", "run", "check", "exercise", "instrument", "choice", "number", "text",
-         "output", "source", "report", "file", "function", "error"}
+         "output", "source", "report", "file", "function", "behaviour", "error", "python"}
 
 
 def _clean_loc(loc: tuple[Any, ...], data: Any) -> tuple[Any, ...]:
@@ -497,7 +499,6 @@ def _graded_example_issues(step: CheckStep, i: int, marks: dict[Path_, Pos], pat
     """A text check whose own reference answer, or a listed right answer, its rubric rejects (or a
     listed wrong answer it accepts): the learner would be graded against the author's intent."""
     from checks import grade
-
     from checks.text import explain_negations
 
     def negations(answer: str, verdict: Any) -> str:
@@ -537,6 +538,15 @@ def _requirement_issues(step: ExerciseStep, i: int, marks: dict[Path_, Pos], pat
             problem = f"unknown probe {req.probe!r}; available: {', '.join(sorted(PROBES))}"
         elif isinstance(req, BehaviourRequirement) and req.check not in BEHAVIOURS:
             problem = f"unknown behaviour check {req.check!r}; available: {', '.join(sorted(BEHAVIOURS))}"
+        elif isinstance(req, PythonRequirement):
+            found = _grader_issue(req, path)
+            if isinstance(found, LessonIssue):  # the grader file itself does not parse: point into it
+                issues.append(found)
+                continue
+            if found:
+                line, col = position(marks, ("steps", i, "requirements", j, "grader"))
+                issues.append(LessonIssue(path, line, col, f"step {step.id!r} requirement {req.id!r}: {found}"))
+            continue
         elif isinstance(req, (OutputRequirement, SourceRequirement, ErrorRequirement)):
             try:
                 re.compile(req.pattern)
@@ -604,6 +614,62 @@ def lint_text(text: str, path: str = "<lesson>", *,
     return lesson, _number_warnings(lesson, marks, path)
 
 
+def _grader_issue(req: PythonRequirement, path: str) -> str | LessonIssue | None:
+    """A python requirement's grader read, not run (loading a lesson runs no code): the file
+    exists and defines the function at its top level, taking the one argument it is called with."""
+    where = req.grader_path()
+    if where is None:
+        return "a grader is found beside the lesson file, and this lesson was not loaded from one"
+    if not where.is_file():
+        return f"grader file {req.grader_file!r} not found beside the lesson (looked for {where})"
+    shown = str(Path(path).parent / req.grader_file)
+    try:
+        tree = ast.parse(where.read_bytes(), filename=shown)
+    except SyntaxError as e:
+        return LessonIssue(shown, e.lineno or 1, e.offset or 1, f"SyntaxError: {e.msg} (the grader of "
+                           f"requirement {req.id!r})")
+    except (OSError, ValueError) as e:
+        return f"grader file {req.grader_file!r} cannot be read: {e}"
+    defined: dict[str, ast.AST] = {}
+
+    def collect(nodes: list[ast.stmt]) -> None:  # top-level names, also under if/try
+        for node in nodes:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                defined[node.name] = node
+            elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                for target in targets:
+                    for name in ast.walk(target):
+                        if isinstance(name, ast.Name):
+                            defined[name.id] = node
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                for alias in node.names:
+                    defined[(alias.asname or alias.name).split(".")[0]] = node
+            elif isinstance(node, (ast.If, ast.Try, ast.With)):
+                for block in ("body", "orelse", "finalbody"):
+                    collect(getattr(node, block, []))
+                for handler in getattr(node, "handlers", []):
+                    collect(handler.body)
+
+    collect(tree.body)
+    name = req.grader_function
+    node = defined.get(name)
+    if node is None:
+        functions = [n for n, d in defined.items() if isinstance(d, ast.FunctionDef)]
+        hint = _did_you_mean(name, defined) or (f"; it defines: {', '.join(functions)}" if functions else "")
+        return f"{req.grader_file} defines no function {name!r}{hint}"
+    if isinstance(node, ast.AsyncFunctionDef):
+        return f"{name} in {req.grader_file} is async; a grader is a plain function"
+    if isinstance(node, ast.FunctionDef):
+        args = node.args
+        positional = len(args.posonlyargs) + len(args.args)
+        required = positional - len(args.defaults) + sum(d is None for d in args.kw_defaults)
+        if (positional == 0 and args.vararg is None) or required > 1:
+            return (f"{name} in {req.grader_file} (line {node.lineno}) must take one argument, the learner's run: "
+                    f"def {name}(run):")
+    return None
+
+
 def load_text(text: str, path: str = "<lesson>", *, grade_examples: bool = False) -> Lesson:
     """Parse and validate one lesson; raise LessonError listing every problem found, in file order.
 
@@ -630,7 +696,9 @@ def _load(text: str, path: str, *, grade_examples: bool) -> tuple[Lesson, dict[P
     issues += _semantic_issues(data, marks, path)
     lesson = None
     try:
-        lesson = Lesson.model_validate(data)
+        # A python requirement's grader file is found beside the lesson file ("<lesson>": no file).
+        lesson_dir = None if path.startswith("<") else Path(path).resolve().parent
+        lesson = Lesson.model_validate(data, context={"lesson_dir": lesson_dir})
     except ValidationError as e:
         issues += _schema_issues(e, data, marks, path)
     if lesson is not None:

@@ -6,7 +6,8 @@ tutor/exercises/behaviour.py), function (a named probe calls the learner's funct
 inputs, in the same process once the program has finished: it never runs twice), report (a value
 given to tutor.lab.report), file (written in the working directory; a checkpoint is loaded and
 evaluated in a sandboxed process of its own, since a pickle is code), output (regex on what it
-printed), source (regex on the code, comments stripped: a hint at most, since it reads spelling).
+printed), source (regex on the code, comments stripped: a hint at most, since it reads spelling),
+python (the lesson's own function judges the run: tutor/exercises/pack_grader.py).
 
 Feedback puts the cause the run showed first, then the lesson's advice. No torch here: the
 checker's torch work happens in subprocesses.
@@ -31,11 +32,13 @@ from tutor.course.lesson import (
     FileRequirement,
     FunctionRequirement,
     OutputRequirement,
+    PythonRequirement,
     ReportRequirement,
     SourceRequirement,
 )
 from tutor.exercises.behaviour import Context, Judgement, judge
 from tutor.exercises.child import strip_escapes
+from tutor.exercises.pack_grader import run_grader, snapshot, written_since
 from tutor.exercises.sandbox import SandboxResult, run_code
 
 CHECK_TIMEOUT_S = 180.0  # loading and evaluating a checkpoint on the CPU
@@ -55,10 +58,11 @@ class RequirementResult:
     passed: bool
     feedback: str  # empty when passed
     judged: bool = True  # False: the program stopped before this could be checked
+    checker_error: str = ""  # the lesson's own grader failed: its traceback, for the author (never shown to the learner)
 
     def as_dict(self) -> dict[str, Any]:
         return {"id": self.id, "type": self.type, "passed": self.passed, "feedback": self.feedback,
-                "judged": self.judged}
+                "judged": self.judged, "checker_error": self.checker_error}
 
 
 @dataclass
@@ -394,6 +398,8 @@ def grade_exercise(
             p.unlink()
     for stale in (OBSERVED, SNAPSHOTS):
         (workdir / stale).unlink(missing_ok=True)
+    graded_by_pack = any(isinstance(r, PythonRequirement) for r in step.requirements)
+    before = snapshot(workdir) if graded_by_pack else {}  # a lesson's grader sees only this run's files
     run = run_code(code, workdir, timeout=step.timeout, memory_mb=step.memory_mb,
                    on_output=on_output, cancelled=cancelled, env=_observe_env(step, workdir))
     observed = _read_observed(workdir / OBSERVED)
@@ -404,12 +410,14 @@ def grade_exercise(
     if raised_as_expected:
         stopped = None
     source = strip_comments(code)
+    written = written_since(workdir, before) if graded_by_pack else []
     context = Context(observed or {}, code, run.error_type, run.error_message, stopped=bool(stopped))
     results: list[RequirementResult] = []
     notes: list[str] = []
     for req in step.requirements:
         judged = True
         explains_stop = False
+        checker_error = ""
         if isinstance(req, ErrorRequirement):
             ok = _error_matches(req, run)
             fb = "" if ok else _error_feedback(req, run)
@@ -438,13 +446,25 @@ def grade_exercise(
                 ok, fb = False, f"Your code does not compile yet. {req.feedback}"
             else:
                 ok, fb = _check_function(req, observed, run)
+        elif isinstance(req, PythonRequirement):
+            verdict = run_grader(req, step_id=step.id, code=code, run=run, workdir=workdir, written=written,
+                                 quick=not accuracy_bars, cancelled=cancelled)
+            ok = verdict.passed
+            if verdict.cancelled:
+                ok, judged, fb = False, False, "not checked: the run was stopped"
+            elif verdict.failure is not None:
+                fb, checker_error = verdict.failure, verdict.detail or verdict.failure
+            else:
+                fb = "" if ok else verdict.feedback or req.feedback
         else:  # pragma: no cover - the lesson model admits no other type
             ok, fb = False, f"unknown requirement type {type(req).__name__}"
         if not ok and stopped and judged and not explains_stop and not isinstance(req, SourceRequirement):
             # What the program would have printed, reported or written after it stopped is unknown:
             # the lesson's feedback for a wrong outcome would blame the wrong thing.
             judged, fb = False, "not checked: the program stopped before it got this far"
-        results.append(RequirementResult(req.id, req.type, ok, clean(fb), judged))
+        elif checker_error:
+            judged = False  # the checker's fault: not held against the learner
+        results.append(RequirementResult(req.id, req.type, ok, clean(fb), judged, checker_error))
     finished = run.ok or (raised_as_expected and not (run.timed_out or run.cancelled or run.memory_error))
     return ExerciseResult(finished and all(r.passed for r in results), results, run,
                           _summary(results, stopped), run.traceback, _hint(step, results, stopped), notes)
@@ -507,6 +527,9 @@ def _hint(step: ExerciseStep, results: list[RequirementResult], stopped: str | N
         return failing[0].feedback
     if stopped:
         return f"Fix this first: {stopped}."
+    broken = [r for r in results if r.checker_error]
+    if broken:  # nothing the learner can fix: say so rather than hint
+        return broken[0].feedback
     if all(r.passed for r in results):
         return None
     return step.hint or None
