@@ -18,6 +18,8 @@ Reading rules (`read_quantity`, `parse_number`):
   prediction lock asks the same. `parse_number` alone still reads it as the fraction.
 - A spec without a unit (or with a unit this module does not know, e.g. "params") takes the
   number as written, whatever unit follows it.
+- A bare number wrong in the spec's unit but right in one a factor of 1000 (or 60) away ("0.5"
+  for 500 ms) is asked about (`unit_question`), not graded.
 """
 
 from __future__ import annotations
@@ -330,6 +332,31 @@ def _within(answer: float, target: float, spec: NumberAnswer) -> bool:
     return abs(answer - target) <= spec.tolerance * abs(target) + 1e-12 * max(1.0, abs(target))
 
 
+# Units a bare number is checked against when read in the spec's unit it is wrong: a factor of
+# 1000 hides between them (0.5 for a question in ms may be 0.5 s). MB/MiB differ by 5%, inside
+# most tolerances, so they are converted when written and never asked about.
+_SIBLING_UNITS = {"time": ("ms", "s", "us", "min"), "bytes": ("KB", "MB", "GB", "TB", "B")}
+
+
+def unit_question(q: Quantity | None, spec: NumberAnswer, target: float | None) -> str | None:
+    """A question back when a bare number is wrong in the spec's unit but right in a unit a
+    factor of 1000 (or 60) away: the learner likely worked in that unit. Never graded on a guess."""
+    info = unit_info(spec.unit)
+    if q is None or q.unit or target is None or info is None or info[1] not in _SIBLING_UNITS:
+        return None
+    if _within(q.value, target, spec):
+        return None
+    for other in _SIBLING_UNITS[info[1]]:
+        factor = _UNIT_TABLE[other.lower()][2] / info[2]
+        if 0.5 <= factor <= 2:  # the same scale: no hidden factor
+            continue
+        if _within(q.value * factor, target, spec):
+            written = format_number(q.value)
+            return (f"In which unit: {written} {info[0]} or {written} {other}? Write the number with its unit, "
+                    f"such as “{written} {other}”.")
+    return None
+
+
 def accepted_interval(spec: NumberAnswer, target: float) -> tuple[float, float]:
     """Every answer from lo to hi (inclusive) is within the tolerance of `target`."""
     slack = spec.abs_tolerance if spec.abs_tolerance is not None else spec.tolerance * abs(target)
@@ -438,10 +465,13 @@ def grade_number(answer: str, spec: NumberAnswer, metrics: dict | None = None) -
             f"Write {describe_number(spec)}.",
             judged=False,
         )
+    target, problem = _target(spec, metrics)
+    question = unit_question(q, spec, target)
+    if question is not None:  # 0.5 for a question in ms, and 0.5 s is right: asked, not graded
+        return Verdict(False, question, judged=False)
     shown = format_number(value, spec.unit)
     found = _band_of(spec, value)
     band = spec.ranges[found] if found is not None else None
-    target, problem = _target(spec, metrics)
     within = target is not None and _within(value, target, spec)
     if within or (band is not None and band.correct):
         feedback = band.feedback if band is not None and band.correct and band.feedback else f"Right: {shown}."

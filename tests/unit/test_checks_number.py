@@ -261,3 +261,34 @@ def test_a_reachable_band_gets_an_example_its_own_feedback_grades():
     # part of "near" is graded right (19.14..22.46); an answer outside that part still reaches it
     assert near.example is not None and not 19.136 <= near.example <= 22.464
     assert grade(f"{near.example:g} GB", spec).feedback == "near"
+
+
+# ------------------------------------------------------------------ a factor of 1000 hidden in a bare number
+
+@pytest.mark.parametrize("answer, spec_kw", [
+    ("0.5", {"unit": "ms", "value": 500}),  # worked in seconds
+    ("20800", {"unit": "GB", "value": 20.8, "tolerance": 0.08}),  # worked in MB
+    ("2", {"unit": "s", "value": 120}),  # worked in minutes
+])
+def test_a_bare_number_right_only_in_another_unit_is_asked_about_not_graded(answer, spec_kw):
+    from checks.spec import NumberAnswer
+
+    verdict = grade(answer, NumberAnswer(type="number", **spec_kw))
+    assert not verdict.judged and not verdict.correct
+    assert verdict.feedback.startswith("In which unit:") and "Write the number with its unit" in verdict.feedback
+
+
+@pytest.mark.parametrize("answer, correct", [("0.5 s", True), ("500", True), ("0.4", False), ("3", False)])
+def test_a_number_with_its_unit_or_wrong_in_every_reading_is_graded(answer, correct):
+    from checks.spec import NumberAnswer
+
+    verdict = grade(answer, NumberAnswer(type="number", unit="ms", value=500))
+    assert verdict.judged and verdict.correct is correct
+
+
+def test_mb_and_mib_are_converted_never_asked_about():
+    from checks.spec import NumberAnswer
+
+    spec = NumberAnswer(type="number", unit="MB", value=100)
+    assert grade("95.4 MiB", spec).correct  # 100.0 MB
+    assert grade("100", spec).correct and grade("100", spec).judged
