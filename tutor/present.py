@@ -13,7 +13,8 @@ from checks import (
     format_number as number,  # a learner's numbers: exact whole numbers, 3 digits, units
 )
 
-__all__ = ["metric", "metric_description", "metric_label", "metric_value", "mib", "number", "seconds", "significant", "size"]
+__all__ = ["METRIC_UNITS", "metric", "metric_description", "metric_label", "metric_value", "mib", "number", "seconds",
+           "significant", "size", "unit_from_name"]
 
 MIB = 1 << 20
 
@@ -73,29 +74,65 @@ def size(n: int | float | None) -> str:
     return f"{int(n):,} B"
 
 
-def metric_value(name: str, value: Any) -> str:
-    """A metric's value in its unit, read from the metric's name by the registry's naming rules:
-    *_bytes are sizes, *seconds* durations, accuracy, *_share and mfu fractions shown in percent,
-    speedup* and *_ratio times; True/False yes/no; None "n/a" (not measured here)."""
-    if value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
-        return metric(value)
+# The units a metric may declare (tutor/experiments/spec.py Metric.unit), and how each is shown.
+# Sizes in bytes show in binary units (KiB, MiB, GiB), as the allocator, nvidia-smi and the
+# runs' notes do; a metric a run reports in MB (1e6 bytes) declares "MB" and stays in MB.
+METRIC_UNITS: dict[str, str] = {
+    "B": "bytes, shown in KiB/MiB/GiB with the exact count beside",
+    "MB": "megabytes (1e6 bytes), as the run reports them",
+    "GiB": "gibibytes (2**30 bytes)",
+    "s": "a duration in seconds, shown in ms below one second",
+    "%": "a fraction 0..1, shown in percent",
+    "x": "times: a ratio of two measurements",
+    "/s": "a rate per second (samples/s)",
+    "TFLOP/s": "tera floating-point operations per second",
+    "": "a plain count or number",
+    "bool": "true or false, shown yes or no",
+    "text": "words, shown as they are",
+}
+
+
+def unit_from_name(name: str) -> str:
+    """A metric's unit read from its name by the registry's naming rules, for a metric declared
+    only by its description (a lesson pack's): *_bytes sizes, *seconds* durations, accuracy,
+    *_share and mfu fractions, speedup* and *_ratio times, *_per_s rates."""
     if name.endswith("_bytes") or name == "bytes":
-        return size(value)
+        return "B"
     if name.endswith("_mb"):
-        return metric(value, "MB")
+        return "MB"
     if name.endswith("_gib"):
-        return metric(value, "GiB")
+        return "GiB"
     if "accuracy" in name or name.endswith("_share") or name in ("mfu", "memory_saving"):
-        return metric(value, "%")
+        return "%"
     if "speedup" in name or name.endswith("ratio"):
-        return metric(value, "x")
+        return "x"
     if name.endswith("_per_s"):
-        return metric(value, "/s").replace(" /s", "/s")
+        return "/s"
     if "seconds" in name:
-        return seconds(value)
+        return "s"
     if name.endswith("tflops"):
-        return metric(value, "TFLOP/s")
-    return metric(value)
+        return "TFLOP/s"
+    return ""
+
+
+def metric_value(declared: Any, value: Any) -> str:
+    """A metric's value in its declared unit (`declared`: a tutor.experiments.spec.Metric, or a
+    bare name whose unit is read by `unit_from_name`); None is the metric's own words for what
+    was not measured ("n/a off CUDA"), True/False yes/no, NaN and inf as they are."""
+    unit = unit_from_name(declared) if isinstance(declared, str) else declared.unit
+    if value is None:
+        return "n/a" if isinstance(declared, str) else declared.none
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or unit in ("", "bool", "text"):
+        return metric(value)
+    if math.isnan(value) or math.isinf(value):
+        return metric(value)  # size() and seconds() would make a number of it
+    if unit == "B":
+        return size(value)
+    if unit == "s":
+        return seconds(value)
+    if unit == "/s":
+        return metric(value, "/s").replace(" /s", "/s")
+    return metric(value, unit)
 
 
 def metric_description(description: str) -> str:

@@ -3,11 +3,17 @@ Behaviour only: no test compares timings with fixed numbers."""
 
 from __future__ import annotations
 
+import dataclasses
+import datetime
+import json
+
 import pytest
 import torch
 from experiment_runs import run_experiment
 
 from tutor import experiments
+from tutor.experiments import devices
+from tutor.experiments import peak as matmul_peak
 from tutor.experiments.events import Note, Step, Table
 from tutor.experiments.pipeline_breakdown import PHASES, vendor_peak_tflops
 
@@ -15,13 +21,45 @@ STEPS = 10
 MNIST_MLP_MACS = 784 * 256 + 256 * 128 + 128 * 10  # 234,752
 
 
+@pytest.fixture(scope="module", autouse=True)
+def peak_cache(tmp_path_factory):
+    """This module's runs keep their measured peaks in a file of their own, never the user's."""
+    path = tmp_path_factory.mktemp("peak") / "peaks.json"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(matmul_peak, "cache_file", lambda: path)
+        yield path
+
+
+@pytest.fixture
+def own_cache(tmp_path, monkeypatch):
+    """A test that plants a peak gets a cache of its own: the module's runs never see it."""
+    path = tmp_path / "peaks.json"
+    monkeypatch.setattr(matmul_peak, "cache_file", lambda: path)
+    return path
+
+
+def _notes(events) -> str:
+    return " ".join(e.text for e in events if isinstance(e, Note))
+
+
+def _plant(tflops: float, device: str = "cpu", **changes) -> matmul_peak.Peak:
+    """A cached float32 peak for this process's CPU, as if measured earlier."""
+    name, threads = matmul_peak.identity(devices.resolve(device))
+    p = matmul_peak.Peak(tflops=tflops, dtype="float32", device=name, threads=threads, torch=torch.__version__,
+                         measured_on="2000-01-02", measured_at=datetime.datetime.now().timestamp() - 86400,
+                         best_size=512, sizes=(256, 512))
+    p = dataclasses.replace(p, **changes)
+    matmul_peak.store(p)
+    return p
+
+
 @pytest.fixture(scope="module")
-def mlp_run():
+def mlp_run(peak_cache):
     return run_experiment("pipeline-breakdown", {"steps": STEPS, "batch_size": 32})
 
 
 @pytest.fixture(scope="module")
-def wide_run():
+def wide_run(peak_cache):
     return run_experiment("pipeline-breakdown", {"steps": STEPS, "batch_size": 32, "model": "wide", "width": 1024})
 
 
@@ -49,6 +87,59 @@ def test_flops_follow_the_formula_and_mfu_is_achieved_over_peak(mlp_run):
     notes = " ".join(e.text for e in events if isinstance(e, Note))
     assert f"6 x {MNIST_MLP_MACS:,}" in notes and "MFU = achieved / peak" in notes
     assert "No GPU here" in notes
+
+
+def test_mfu_on_the_cpu_is_against_a_measured_peak_it_cannot_exceed(mlp_run):
+    events, m = mlp_run
+    assert m["mfu"] <= 1 and m["mfu_vs_measured"] <= 1
+    assert m["peak_measured_tflops"] >= m["achieved_tflops"]  # else it was raised to it
+    assert m["peak_tflops"] == m["peak_measured_tflops"] and m["mfu"] == m["mfu_vs_measured"]
+    assert m["peak_spec_tflops"] is None and m["mfu_vs_spec"] is None  # a CPU has no vendor spec here
+    assert m["peak_threads"] == torch.get_num_threads()  # measured with the threads that trained
+    assert m["peak_measured_on"] == datetime.date.today().isoformat()
+    notes = _notes(events)
+    assert "Measuring this device's float32 peak" in notes  # this module's cache started empty
+    assert f"{torch.get_num_threads()} thread" in notes and "square matmuls" in notes
+
+
+def test_a_cached_peak_is_reused_with_its_date(own_cache):
+    """A run finds the peak measured before it (here planted): no new sweep, its value and date."""
+    planted = _plant(1000.0)
+    events, m = run_experiment("pipeline-breakdown", {"steps": 3, "batch_size": 32})
+    assert "Measuring this device's" not in _notes(events)
+    assert m["peak_measured_tflops"] == 1000.0 and m["peak_measured_on"] == planted.measured_on
+    assert m["mfu"] == pytest.approx(m["achieved_tflops"] / 1000.0) and not m["peak_raised"]
+    assert "2000-01-02, torch " + torch.__version__ in _notes(events)
+
+
+def test_a_peak_from_another_torch_version_is_measured_again(own_cache):
+    _plant(1000.0, torch="1.0.0")
+    events, m = run_experiment("pipeline-breakdown", {"steps": 3, "batch_size": 32})
+    assert "Measuring this device's float32 peak" in _notes(events)
+    assert m["peak_measured_on"] == datetime.date.today().isoformat() and m["peak_measured_tflops"] != 1000.0
+    stored = json.loads(own_cache.read_text())["peaks"]
+    assert [p["torch"] for p in stored if p["dtype"] == "float32"] == [torch.__version__]
+
+
+def test_a_run_that_beats_a_cached_peak_measures_again_and_never_passes_100_percent(own_cache):
+    """The issue: a peak measured low (a busy moment) gave MFUs over 100%. Now the run sweeps again."""
+    _plant(1e-9)  # far below anything a run achieves
+    events, m = run_experiment("pipeline-breakdown", {"steps": 3, "batch_size": 32})
+    assert "beat the cached peak" in _notes(events) and "measuring it again" in _notes(events)
+    assert m["mfu"] <= 1 and m["mfu_vs_measured"] <= 1 and m["peak_measured_tflops"] >= m["achieved_tflops"]
+    assert m["peak_measured_tflops"] > 1e-9
+    assert matmul_peak.cached(devices.resolve("cpu"), "float32").tflops == m["peak_measured_tflops"]
+
+
+def test_a_run_faster_than_every_sweep_raises_the_peak_and_says_so(own_cache, monkeypatch):
+    low = _plant(1e-9)
+    monkeypatch.setattr(matmul_peak, "sweep", lambda dev, dtype, **kw: dataclasses.replace(low, tflops=2e-9))
+    events, m = run_experiment("pipeline-breakdown", {"steps": 3, "batch_size": 32})
+    assert m["peak_raised"] is True
+    assert m["peak_measured_tflops"] == m["achieved_tflops"] and m["mfu_vs_measured"] == pytest.approx(1.0)
+    assert "raised to this run's figure" in _notes(events)
+    kept = matmul_peak.cached(devices.resolve("cpu"), "float32")
+    assert kept.tflops == m["achieved_tflops"] and kept.how == matmul_peak.RAISED
 
 
 def test_steps_stream_for_both_passes_and_the_table_fits(mlp_run):
@@ -119,3 +210,18 @@ def test_cuda_phases_and_peak():
     else:
         assert m["peak_source"] == "measured matmul"
     assert not any("pin_memory ignored" in e.text for e in events if isinstance(e, Note))
+
+
+@pytest.mark.gpu
+def test_accelerator_mfu_against_both_peaks(accelerator):
+    """On a GPU with a vendor spec, MFU is reported against it (`mfu`) and against the measured peak;
+    neither passes 100%, and the measured peak is the lower of the two."""
+    events, m = run_experiment("pipeline-breakdown", {"steps": 20, "amp": "auto"}, accelerator)
+    assert 0 < m["mfu_vs_measured"] <= 1 and m["peak_measured_tflops"] >= m["achieved_tflops"]
+    assert m["peak_threads"] is None  # the host's threads do not set a GPU's peak
+    if m["peak_spec_tflops"] is not None:
+        assert m["peak_source"] == "vendor spec" and m["peak_tflops"] == m["peak_spec_tflops"]
+        assert 0 < m["mfu"] == m["mfu_vs_spec"] <= m["mfu_vs_measured"]
+        assert "against the vendor's spec" in _notes(events) and "measured peak" in _notes(events)
+    else:
+        assert m["peak_source"] == "measured matmul" and m["mfu"] == m["mfu_vs_measured"]

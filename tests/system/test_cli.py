@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -248,6 +249,57 @@ def test_doctor_human_and_bad_device(capsys):
     assert "cuda:99" in err
 
 
+@pytest.fixture
+def peak_cache(tmp_path: Path, monkeypatch):
+    """doctor's peaks in a file of this test's, never the user's cache."""
+    from tutor.experiments import peak
+
+    path = tmp_path / "cache" / "peaks.json"
+    monkeypatch.setattr(peak, "cache_file", lambda: path)
+    return path
+
+
+def test_doctor_says_the_peak_is_not_measured_yet_and_how_without_measuring(capsys, peak_cache, monkeypatch):
+    from tutor.experiments import peak
+
+    monkeypatch.setattr(peak, "sweep", lambda *a, **k: pytest.fail("plain doctor must not measure"))
+    code, out, _ = run_cli(capsys, "doctor", "--json")
+    assert code == 0
+    report = json.loads(out)["peak"]
+    assert report["entries"] == [] and report["not_measured"][0] == "float32"
+    assert report["measure_command"] == "gpututor doctor --peak" and report["cache_file"] == str(peak_cache)
+    code, out, _ = run_cli(capsys, "doctor")
+    assert code == 0
+    assert "measured peak" in out and "float32: not measured yet" in out and "gpututor doctor --peak" in out
+    assert not peak_cache.exists()
+
+
+def test_doctor_peak_measures_caches_and_plain_doctor_shows_it(capsys, peak_cache, monkeypatch):
+    import torch
+
+    from tutor.experiments import peak
+
+    monkeypatch.setitem(peak.SIZES, "cpu", (64, 128))  # the behaviour, not the full sweep's seconds
+    monkeypatch.setitem(peak.BUDGET_S, "cpu", 600.0)  # both sizes, however busy the machine
+    code, out, _ = run_cli(capsys, "doctor", "--device", "cpu", "--peak", "--json")
+    assert code == 0
+    report = json.loads(out)["peak"]
+    assert report["measured_now"] and report["measured_now"][0] == "float32" and report["not_measured"] == []
+    f32 = next(e for e in report["entries"] if e["dtype"] == "float32")
+    assert f32["tflops"] > 0 and f32["sizes"] == [64, 128] and f32["stale"] is None
+    assert f32["threads"] == report["threads"] == torch.get_num_threads()  # as this process trains
+    assert f32["torch"] == torch.__version__ and f32["measured_on"] and peak_cache.exists()
+
+    monkeypatch.setattr(peak, "sweep", lambda *a, **k: pytest.fail("plain doctor must not measure"))
+    code, out, _ = run_cli(capsys, "doctor", "--device", "cpu")
+    assert code == 0
+    line = next(ln for ln in out.splitlines() if ln.strip().startswith("float32:"))
+    assert "TFLOP/s" in line and f32["measured_on"] in line and torch.__version__ in line
+    assert "64..128" in out and "thread" in out
+    helped = subprocess.run([sys.executable, "-m", "tutor", "doctor", "--help"], capture_output=True, text=True)
+    assert "--peak" in helped.stdout
+
+
 def test_data_dir_must_exist(capsys, tmp_path: Path):
     code, _, err = run_cli(capsys, "--data-dir", str(tmp_path / "nope"), "doctor")
     assert code == 2 and "no such directory" in err
@@ -373,8 +425,20 @@ def test_run_train_json_small(capsys):
 def test_run_human_output(capsys):
     code, out, err = run_cli(capsys, "run", "fp16-underflow", "--set", "gradient=1e-9")
     assert code == 0, err
-    assert "fp16-underflow on" in out and "metrics" in out and "flushed_to_zero" in out
+    assert "fp16-underflow on" in out and "measured (run took" in out
     assert "\x1b[" not in out
+
+
+def test_run_results_table_shows_labels_and_units_not_metric_names(capsys):
+    """Was: `flushed_to_zero True`, `fp16_smallest_subnormal 5.96e-08`: the registry's names."""
+    code, out, err = run_cli(capsys, "run", "fp16-underflow", "--set", "gradient=1e-9")
+    assert code == 0, err
+    table = out[out.index("measured (run took"):]
+    assert re.search(r"float16 lost the gradient\s+│ yes", table) and re.search(r"loss scale\s+│ 65,536", table)
+    for name in experiments.get("fp16-underflow").metrics:
+        assert "_" not in name or name not in table, name
+    assert "True" not in table and "None" not in table
+    assert "gpututor run fp16-underflow --json" in table  # where the names are, for a lesson's compare:
 
 
 # ---------------------------------------------------------------- run: failures, cancel

@@ -528,7 +528,7 @@ async def test_the_measured_table_speaks_in_words_and_units_not_python(tmp_path)
         console = Console(width=100, record=True, file=io.StringIO())
         console.print(table.content)
         shown = console.export_text()
-        assert "test accuracy after the last epoch" in shown and "97.1%" in shown
+        assert "test accuracy" in shown and "97.1%" in shown and "time per epoch" in shown
         assert "12.34 s" in shown and "4,862/s" in shown
         for raw in ("best_accuracy", "seconds_per_epoch", "None", "True", "False"):
             assert raw not in shown
@@ -551,4 +551,43 @@ def test_a_reveal_names_what_was_measured_in_words_not_its_metric_id(tmp_path):
         metrics = {m: None for m in experiments.get("train").metrics} | {"seconds_per_epoch": 2.5}
         reveal = session.record_run(lesson.step("measure"), RunOutcome("train", {}, "finished", metrics, {}))[0]
         shown = reveal_text(reveal).plain
-    assert "median training seconds per epoch: 2.5 s" in shown and "seconds_per_epoch" not in shown
+    assert "time per epoch: 2.5 s" in shown and "seconds_per_epoch" not in shown
+
+
+@pytest.mark.parametrize("measured,shown", [
+    (None, "peak allocated: n/a off CUDA"),  # was "n/a": the metric says why
+    (3 << 20, "peak allocated: 3.0 MiB (3,145,728 B)"),  # no unit on the step: the metric's own
+])
+def test_a_reveal_shows_the_value_in_the_metrics_unit_and_its_words_for_none(tmp_path, measured, shown):
+    from tutor.course.loader import load_text
+    from tutor.course.progress import Progress
+    from tutor.course.session import LessonSession, RunOutcome
+    from tutor.ui.widgets.reveal import reveal_text
+
+    lesson = load_text("id: r\ntitle: R\nsteps:\n"
+                       "  - {id: guess, kind: predict, prompt: Peak?, compare: peak_bytes,\n"
+                       "     answer: {type: text, reference: about the weights}}\n"
+                       "  - {id: measure, kind: run, experiment: memory-ledger}\n")
+    with Progress(tmp_path / "p.db") as progress:
+        session = LessonSession(lesson, progress)
+        session.lock(lesson.step("guess"), "a few MB")
+        metrics = {m: None for m in experiments.get("memory-ledger").metrics} | {"peak_bytes": measured}
+        reveal = session.record_run(lesson.step("measure"), RunOutcome("memory-ledger", {}, "finished", metrics, {}))[0]
+        text = reveal_text(reveal).plain
+    assert shown in text and "None" not in text and "peak_bytes" not in text
+
+
+async def test_the_last_run_line_on_return_speaks_in_labels_and_units(tmp_path):
+    """Was: `Your last run (...): accuracy: 0.97; checkpoint: None; ...`, on coming back to a step."""
+    app = make_app(tmp_path)
+    app.progress.record_run(experiment="train", params={}, device={"name": "Test CPU"}, status="finished",
+                            metrics={"accuracy": 0.9712, "checkpoint": None, "seconds_per_epoch": 12.34},
+                            lesson_id="tui-demo", step_id="short-run")
+    async with app.run_test(size=(100, 30)) as pilot:
+        screen = await open_demo(pilot)
+        screen.show_step(2)
+        await pilot.pause()
+        line = text_of(screen.view.query_one("#previous", Static))
+    assert "on Test CPU): test accuracy: 97.1%; checkpoint file: none written; time per epoch: 12.34 s" in line
+    for raw in ("None", "seconds_per_epoch", "0.9712"):
+        assert raw not in line

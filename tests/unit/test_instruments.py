@@ -362,12 +362,23 @@ def test_pipeline_memory_is_the_ledgers_adam_total():
 def test_pipeline_reference_has_the_chapter_figures_and_the_correction():
     r = pipe()
     text = "\n".join(r.reference)
-    assert "45% MFU" in text and "40% data loading / 25% transfers / 35% compute" in text
+    assert "45% MFU" in text and "40% data loading / 25% transfers (memory traffic) / 35% compute" in text
+
     assert "85% MFU" in text and "89 GB -> 32 GB" in text
     assert "4x less activation memory" in text
     assert pl.CORRECTION in r.reference
     assert "MFU cannot exceed the share of time spent computing" in text
     assert r.gauge is not None and r.gauge.value == pytest.approx(r.outputs["mfu"])
+
+
+def test_the_models_transfers_are_named_memory_traffic_not_host_copies():
+    """The chapter's "transfers" (25-42% of a GPT-2 XL step) are kernels reading and writing GPU
+    memory; a learner reading "transfers" thinks of host-to-device copies (issue 24)."""
+    r = pipe()
+    names = {seg.name for bar in r.chart.bars for seg in bar.segments}
+    assert "memory traffic" in names and "transfers" not in names
+    assert "not host copies" in pl.Pipeline.outputs["transfer_share"]
+    assert any(line.startswith("memory traffic = ") for line in r.math)
     assert dict(r.gauge.marks) == {"chapter base": 0.45, "chapter best": 0.85}
 
 

@@ -74,10 +74,14 @@ def build_parser() -> argparse.ArgumentParser:
                        "torch/CUDA/cuDNN versions, TF32 settings, the MNIST source and the paths it uses. "
                        "With --selftest, check for real every device path the lessons use (timing, autocast, "
                        "TF32, memory, out-of-memory, checkpoints, pinned copies): one line each, ok, failed "
-                       "with the reason, or n/a here. Exit 0 when none failed, 1 if any did.")
+                       "with the reason, or n/a here. Exit 0 when none failed, 1 if any did. "
+                       "The measured matmul peak MFU is judged against is shown from its cache; --peak measures it.")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--selftest", action="store_true",
                    help="run a short real check of each device path (what to run on a new GPU box)")
+    p.add_argument("--peak", action="store_true",
+                   help="measure the selected device's realistic matmul peak again (a sweep of sizes, a few "
+                   "seconds) and cache it: pipeline-breakdown's MFU is measured against it")
 
     p = sub.add_parser("run", parents=[common], help="run one experiment headless",
                        description="Run one experiment without the TUI and stream what it measures. "

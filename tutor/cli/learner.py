@@ -113,7 +113,7 @@ def cmd_list(args: argparse.Namespace, ctx: Context) -> int:
 def cmd_doctor(args: argparse.Namespace, ctx: Context) -> int:
     if args.selftest:
         return _selftest(args, ctx)
-    report, problems = _doctor_report(ctx)
+    report, problems = _doctor_report(ctx, remeasure_peak=args.peak)
     if args.json:
         print_json(report)
     else:
@@ -126,8 +126,7 @@ def cmd_doctor(args: argparse.Namespace, ctx: Context) -> int:
 def _selftest(args: argparse.Namespace, ctx: Context) -> int:
     from rich.markup import escape
 
-    from tutor.experiments import devices
-    from tutor.experiments import selftest
+    from tutor.experiments import devices, selftest
 
     try:
         checks = selftest.run_checks(ctx.device)
@@ -154,7 +153,7 @@ def _selftest(args: argparse.Namespace, ctx: Context) -> int:
     return FAILED if failed else OK
 
 
-def _doctor_report(ctx: Context) -> tuple[dict[str, Any], list[str]]:
+def _doctor_report(ctx: Context, remeasure_peak: bool = False) -> tuple[dict[str, Any], list[str]]:
     import platform
     import warnings
 
@@ -199,10 +198,13 @@ def _doctor_report(ctx: Context) -> tuple[dict[str, Any], list[str]]:
         report["devices"] = [{**d.as_dict(), "describe": d.describe(),
                               "sharing": d.sharing(cap, gpu_share.cap_source())} for d in devices.available()]
         try:
-            report["selected_device"] = devices.resolve(ctx.device).torch_device
+            selected = devices.resolve(ctx.device)
+            report["selected_device"] = selected.torch_device
         except devices.DeviceError as e:
-            report["selected_device"] = None
+            selected = report["selected_device"] = None
             problems.append(str(e))
+        if selected is not None:
+            report["peak"] = _peak_report(selected, remeasure_peak)
     report["data"] = _data_report()
     builtin = builtin_lessons_dir()
     report["paths"] = {
@@ -218,6 +220,17 @@ def _doctor_report(ctx: Context) -> tuple[dict[str, Any], list[str]]:
         if not d.is_dir():
             problems.append(f"--lessons-dir {d}: no such directory")
     return report, problems
+
+
+def _peak_report(dev: Any, remeasure: bool) -> dict[str, Any]:
+    """The selected device's measured matmul peaks (MFU's denominator): read from the cache,
+    so plain `doctor` stays quick; measured only with --peak (a few seconds)."""
+    from tutor.experiments import peak
+
+    try:
+        return peak.report(dev, remeasure=remeasure)
+    except Exception as e:  # noqa: BLE001 - a failed sweep (out of memory on a shared GPU) is reported, not fatal
+        return {"error": f"{type(e).__name__}: {e}", "measure_command": peak.MEASURE_COMMAND}
 
 
 def _data_report() -> dict[str, Any]:
@@ -274,6 +287,8 @@ def _print_doctor(report: dict[str, Any]) -> None:
                 f"float32_matmul_precision={tf32['float32_matmul_precision']}")
         sel = report.get("selected_device")
         c.print(f"selected device: {sel if sel else '[red]not available (see below)[/]'}")
+        if "peak" in report:
+            _print_peak(c, report["peak"])
     data = report["data"]
     c.print("[bold]data[/]:")
     if "source" in data:
@@ -302,6 +317,29 @@ def _print_doctor(report: dict[str, Any]) -> None:
         tag = "built-in" if d["builtin"] else "--lessons-dir"
         missing = "" if d["exists"] else " [red](missing)[/]"
         c.print(f"  lessons ({tag}): {escape(d['path'])}{missing}")
+
+
+def _print_peak(c: Any, peak: dict[str, Any]) -> None:
+    from rich.markup import escape
+
+    if "error" in peak:
+        c.print(f"[bold]measured peak[/]: [red]could not be measured[/] ({escape(peak['error'])})")
+        return
+    threads = peak["threads"]
+    with_threads = f", with the {threads} thread{'s' if threads != 1 else ''} training uses" if threads else ""
+    c.print(f"[bold]measured peak[/] (what MFU is measured against; {escape(peak['device'])}{with_threads}):")
+    for e in peak["entries"]:
+        now = " [green](just now)[/]" if e["dtype"] in peak["measured_now"] else ""
+        c.print(f"  {e['dtype']}: {fmt(e['tflops'], 'TFLOP/s')}, measured {e['measured_on']} with torch "
+                f"{escape(e['torch'])}{now}\n      [dim]{escape(e['how_text'])}[/]", highlight=False)
+        if e["stale"]:
+            c.print(f"      [yellow]not reused[/]: {escape(e['stale'])}; measured again on next use")
+    for dtype in peak["not_measured"]:
+        if not any(e["dtype"] == dtype for e in peak["entries"]):
+            c.print(f"  {dtype}: not measured yet")
+    if not peak["measured_now"]:
+        c.print(f"  [dim]`{peak['measure_command']}` measures (a few seconds), in place of what is cached; a "
+                f"pipeline-breakdown run measures a missing one itself. Cache: {escape(peak['cache_file'])}[/]")
 
 
 def cmd_check(args: argparse.Namespace, ctx: Context) -> int:

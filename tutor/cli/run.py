@@ -22,7 +22,7 @@ from tutor.cli.common import (
     print_json,
     rich_console,
 )
-from tutor.present import metric as fmt
+from tutor.present import metric_value
 
 STEP_LINES_PER_S = 4  # human `run` output: enough to watch, few enough to read
 
@@ -135,7 +135,7 @@ def cmd_run(args: argparse.Namespace, ctx: Context) -> int:
         device = devices.resolve(params.device or ctx.device)
     except devices.DeviceError as e:
         return bad(str(e))
-    emit = _JsonEvents() if args.json else _HumanEvents()
+    emit = _JsonEvents() if args.json else _HumanEvents(exp)
     return _run_stream(exp.name, values, params.model_dump(), device, ctx, emit, errors)
 
 
@@ -242,7 +242,8 @@ class _JsonEvents:
 class _HumanEvents:
     """Readable lines: every event but Step, which is throttled to a few lines a second."""
 
-    def __init__(self) -> None:
+    def __init__(self, exp: Any) -> None:
+        self.exp = exp  # its declared metrics label the results
         self.console = rich_console()
         self.last_step = -math.inf
         self.pending: Any = None  # the newest Step not printed yet
@@ -305,11 +306,16 @@ class _HumanEvents:
         from rich.table import Table as RichTable
         from rich.text import Text
 
-        table = RichTable(title=f"metrics (run took {seconds:.1f} s)", title_justify="left")
-        table.add_column("metric", no_wrap=True)
+        # Words and units, as the TUI shows them: the declared metrics in the spec's order, then
+        # any the run adds. Their names (a lesson's `compare:` keys) are in the --json output.
+        table = RichTable(title=f"measured (run took {seconds:.1f} s)", title_justify="left",
+                          caption=f"metric names, for a lesson's compare: gpututor run {self.exp.name} --json",
+                          caption_justify="left", caption_style="dim")
+        table.add_column("what", no_wrap=True)
         table.add_column("value", overflow="fold")
-        for k, v in metrics.items():
-            table.add_row(Text(str(k)), Text(fmt(v)))
+        for k in [*(k for k in self.exp.metrics if k in metrics), *(k for k in metrics if k not in self.exp.metrics)]:
+            declared = self.exp.metric(k)
+            table.add_row(Text(declared.label), Text(metric_value(declared, metrics[k])))
         self.console.print(table)
 
     def error(self, message: str) -> None:

@@ -10,17 +10,23 @@ Each built-in experiment has a spec module, `tutor/experiments/specs/<module>.py
 which imports torch, never Textual, and yields `tutor.experiments.events`; its last event is
 `Finished(metrics)` with (at least) the metrics the spec declares. A lesson pack's experiment
 brings its generator function itself (`run=`, module "").
+
+Each metric is declared as a `Metric` (label, unit, description, what None means), so every
+screen shows it in words and in its unit; a plain description string is still accepted (a
+lesson pack's older form): its label is the description's first clause, its unit read from
+the metric's name (`present.unit_from_name`).
 """
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from tutor import present
 from tutor.experiments.events import Event
 
 # Marks a parameter that names a file the run writes. The learner may set it (`gpututor run
@@ -36,15 +42,63 @@ class Params(BaseModel):
 
 
 @dataclass(frozen=True)
+class Metric:
+    """One metric as a learner reads it: "parameters: 419.9 KiB", "peak memory: n/a off CUDA".
+
+    unit is one of `present.METRIC_UNITS`: "B" (bytes, shown in KiB/MiB/GiB), "MB" (1e6 bytes),
+    "GiB", "s", "%" (a fraction 0..1 shown in percent), "x" (times), "/s" (a rate), "TFLOP/s",
+    "" (a plain count or number), "bool" (yes/no), "text". `none` is what the screen says when
+    the run reports None: why it was not measured ("n/a off CUDA", "never").
+    """
+
+    label: str  # a few words, no unit: the value carries it
+    unit: str = ""
+    description: str = ""  # the long text: how it was measured (docs, lint's hints)
+    none: str = "n/a"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.label, str) or not self.label.strip():
+            raise ValueError("a Metric needs a label: a few words saying what was measured")
+        if self.unit not in present.METRIC_UNITS:
+            raise ValueError(f"Metric {self.label!r}: unknown unit {self.unit!r}; "
+                             f"use one of {', '.join(repr(u) for u in present.METRIC_UNITS)}")
+
+    @classmethod
+    def from_text(cls, name: str, description: str = "") -> Metric:
+        """The older form, a description string: its first clause as the label (the name in
+        words if there is none), the unit by the naming rules."""
+        label = present.metric_label(description) if description.strip() else name.replace("_", " ")
+        return cls(label or name.replace("_", " "), present.unit_from_name(name), description)
+
+
+@dataclass(frozen=True)
 class Experiment:
     name: str
     title: str
     module: str  # tutor/experiments/<module>.py has its measure(); specs/<module>.py this spec
     params: type[Params]
-    metrics: dict[str, str]  # metric name -> what it means (with unit)
+    # metric name -> its Metric (a description string is accepted and made one: __post_init__)
+    metrics: Mapping[str, Metric | str]
     quick: dict[str, Any] = field(default_factory=dict)  # small params for tests and `lesson test`
     # A lesson pack's experiment brings its generator function itself (module is then "").
     run: Callable[[Any, Any], Iterator[Event]] | None = field(default=None, compare=False)
+
+    def __post_init__(self) -> None:
+        # One place turns the string form into Metrics, so every reader gets a Metric.
+        metrics = {}
+        for name, declared in dict(self.metrics).items():
+            if isinstance(declared, str):
+                declared = Metric.from_text(name, declared)
+            elif not isinstance(declared, Metric):
+                raise TypeError(f"experiment {self.name!r}: metric {name!r} must be a Metric or a description "
+                                f"string, not {type(declared).__name__}")
+            metrics[name] = declared
+        object.__setattr__(self, "metrics", metrics)
+
+    def metric(self, name: str) -> Metric:
+        """The declared Metric; a metric a run reports without declaring it, by its name's rules."""
+        declared = self.metrics.get(name)
+        return declared if isinstance(declared, Metric) else Metric.from_text(name)
 
     def load(self) -> Callable[[Params, Any], Iterator[Event]]:
         """The measurement: `measure` of tutor/experiments/<module>.py (importing it imports torch)."""

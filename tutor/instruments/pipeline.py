@@ -2,7 +2,8 @@
 
 The scenario is the chapter's: GPT-2 XL (N = 1.5e9 parameters) trained on one A100 with
 sequences of s = 1024 tokens. Its measured baseline profile is the starting point:
-40% of the iteration waiting for data, 25% in memory transfers, 35% computing.
+40% of the iteration waiting for data, 25% in memory traffic (kernels reading and writing GPU memory; the chapter says
+"transfers", which are not host-to-device copies), 35% computing.
 
 From there each lever changes the phases by a formula:
 
@@ -11,12 +12,12 @@ From there each lever changes the phases by a formula:
   training (with TF32 matmuls allowed), 312 for FP16/BF16. E = 0.8 is an assumption: large
   matrix multiplies reach about 80% of peak.
 - mixed precision: twice the peak, so compute time halves; half the bytes per value, so
-  memory transfers halve too.
+  memory traffic halves too.
 - gradient checkpointing: the forward pass runs twice, 8 N instead of 6 N FLOPs per token,
-  so compute and transfers take 4/3 as long; activation memory shrinks (memory-ledger).
+  so compute and memory traffic take 4/3 as long; activation memory shrinks (memory-ledger).
 - prefetching (DataLoader with 4 workers, pinned memory, non_blocking copies): batches are
   prepared by 4 processes while the GPU works, so the GPU waits only for what loading
-  takes beyond the GPU's own time: max(0, data / 4 - (transfers + compute)).
+  takes beyond the GPU's own time: max(0, data / 4 - (memory traffic + compute)).
 - batch size: every phase scales with the tokens in the batch, so the shares do not move;
   memory does.
 
@@ -50,11 +51,11 @@ PEAK = {"fp32": 156e12, "mixed": 312e12}  # A100 dense tensor-core FLOP/s: TF32,
 PEAK_LABEL = {"fp32": "TF32 156 TFLOP/s", "mixed": "FP16 312 TFLOP/s"}
 EFFICIENCY = 0.8  # assumed: the share of peak that large matmuls reach
 WORKERS = 4
-BASELINE = {"data": 0.40, "transfers": 0.25, "compute": 0.35}  # the chapter's measured baseline profile
+BASELINE = {"data": 0.40, "memory traffic": 0.25, "compute": 0.35}  # the chapter's measured baseline profile
 A100_MEMORY = ml.BUDGETS["a100"][1]
 
 CHAPTER = (
-    "Chapter (reference): baseline 45% MFU, time 40% data loading / 25% transfers / 35% compute.",
+    "Chapter (reference): baseline 45% MFU, time 40% data loading / 25% transfers (memory traffic) / 35% compute.",
     "Chapter (reference): optimised 85% MFU, 5% data loading / 75% compute; memory 89 GB -> 32 GB.",
     "Chapter (reference): checkpointing, 4x less activation memory for about 33% more compute.",
 )
@@ -65,37 +66,37 @@ CORRECTION = (
     "one 80 GB A100."
 )
 CHAPTER_BARS = (
-    Bar("chapter base", (Segment("data loading", 0.40, "red"), Segment("transfers", 0.25, "yellow"),
+    Bar("chapter base", (Segment("data loading", 0.40, "red"), Segment("memory traffic", 0.25, "yellow"),
                          Segment("compute", 0.35, "green"))),
-    Bar("chapter best", (Segment("data loading", 0.05, "red"), Segment("transfers", 0.20, "yellow"),
+    Bar("chapter best", (Segment("data loading", 0.05, "red"), Segment("memory traffic", 0.20, "yellow"),
                          Segment("compute", 0.75, "green"))),
 )
 CHAPTER_MARKS = (("chapter base", 0.45), ("chapter best", 0.85))
 MODEL_LEVERS = ("prefetch", "precision", "checkpointing", "batch")  # meaningless for a measured run
-COLOURS = {"data loading": "red", "transfers": "yellow", "compute": "green", "copy to device": "yellow"}
+COLOURS = {"data loading": "red", "memory traffic": "yellow", "compute": "green", "copy to device": "yellow"}
 
 
 def phases(settings: Mapping[str, Any]) -> dict[str, float]:
-    """Seconds per iteration for data loading (exposed), transfers and compute."""
+    """Seconds per iteration for data loading (exposed), memory traffic and compute."""
     tokens = settings["batch"] * SEQ
     compute = 6 * N * tokens / (PEAK["fp32"] * EFFICIENCY)  # the baseline's compute time
     data = compute * BASELINE["data"] / BASELINE["compute"]
-    transfers = compute * BASELINE["transfers"] / BASELINE["compute"]
+    traffic = compute * BASELINE["memory traffic"] / BASELINE["compute"]
     if settings["precision"] == "mixed":
         compute /= PEAK["mixed"] / PEAK["fp32"]
-        transfers /= 2
+        traffic /= 2
     if settings["checkpointing"]:
         compute *= 8 / 6
-        transfers *= 8 / 6
+        traffic *= 8 / 6
     if settings["prefetch"]:
-        data = max(0.0, data / WORKERS - (transfers + compute))
-    return {"data loading": data, "transfers": transfers, "compute": compute}
+        data = max(0.0, data / WORKERS - (traffic + compute))
+    return {"data loading": data, "memory traffic": traffic, "compute": compute}
 
 
 class Pipeline(Instrument):
     name = "pipeline"
     title = "Training pipeline"
-    summary = "One GPT-2 XL iteration on an A100: data loading, transfers, compute, and the MFU they leave"
+    summary = "One GPT-2 XL iteration on an A100: data loading, memory traffic, compute, and the MFU they leave"
     controls = (
         Control("profile", "Profile", "choice", ("model", "measured"), "model",
                 labels=("GPT-2 XL on an A100 (modelled)", "your pipeline-breakdown run (measured)")),
@@ -108,7 +109,7 @@ class Pipeline(Instrument):
     )
     outputs = {
         "data_share": "share of the iteration waiting for data (0..1)",
-        "transfer_share": "share in memory transfers (0..1)",
+        "transfer_share": "share in memory traffic: kernels reading and writing GPU memory, not host copies (0..1)",
         "compute_share": "share computing (0..1)",
         "iteration_seconds": "seconds per iteration (modelled)",
         "mfu": "model FLOPs utilisation (0..1)",
@@ -139,7 +140,7 @@ class Pipeline(Instrument):
         hours = 6 * N * 1e9 / (peak * mfu) / 3600
         bottleneck = max(shares, key=shares.get)
         outputs = {
-            "data_share": shares["data loading"], "transfer_share": shares["transfers"],
+            "data_share": shares["data loading"], "transfer_share": shares["memory traffic"],
             "compute_share": shares["compute"], "iteration_seconds": total, "mfu": mfu,
             "tokens_per_second": tokens / total, "hours_per_billion_tokens": hours,
             "memory_bytes": mem, "memory_gb": mem / 1e9, "fits": fits,
@@ -156,14 +157,14 @@ class Pipeline(Instrument):
             f"tokens = batch x s = {s['batch']} x {SEQ} = {tokens:,}",
             f"baseline compute = 6 N tokens / (TF32 156e12 x E {EFFICIENCY}) = "
             f"{6 * N * tokens / (PEAK['fp32'] * EFFICIENCY):.3f} s  (35% of the chapter's baseline)",
-            "data = compute x 40/35, transfers = compute x 25/35 (the chapter's baseline profile)",
+            "data = compute x 40/35, memory traffic = compute x 25/35 (the chapter's baseline profile)",
             f"compute now = {ckpt} N tokens / ({PEAK_LABEL[s['precision']]} x {EFFICIENCY}) = {t['compute']:.3f} s",
             "  (TF32 needs torch.backends.cuda.matmul.allow_tf32 = True; PyTorch's default FP32 matmul "
             "runs at 19.5 TFLOP/s, 8x less)" if s["precision"] == "fp32" else
             "  (autocast: matmuls in FP16/BF16 on tensor cores)",
-            f"transfers = {t['transfers']:.3f} s"
+            f"memory traffic = {t['memory traffic']:.3f} s"
             + ("  (halved: 16-bit values)" if s["precision"] == "mixed" else ""),
-            ("data wait = max(0, data / 4 workers - (transfers + compute)) = " if s["prefetch"]
+            ("data wait = max(0, data / 4 workers - (memory traffic + compute)) = " if s["prefetch"]
              else "data wait = data (loaded in the training process) = ") + f"{t['data loading']:.3f} s",
             f"MFU = 6 N tokens / (iteration {total:.3f} s x peak) = {percent(mfu)}",
             f"Iron Law: T = 6 N D / (peak x MFU) = {hours:.1f} h per billion tokens on one A100",
@@ -181,7 +182,7 @@ class Pipeline(Instrument):
             notes=("Batch size scales every phase alike here (for a model this size), so it moves memory and "
                    "the time per iteration, not the shares or the MFU.",
                    "The chapter gives only 5% data loading and 75% compute for its optimised run; the bar "
-                   "draws the remaining 20% as transfers."),
+                   "draws the remaining 20% as memory traffic (the chapter's \"transfers\")."),
         )
 
     def _measured(self, run: dict[str, Any] | None) -> Reading:
@@ -207,17 +208,34 @@ class Pipeline(Instrument):
                                                    Segment("compute", comp, COLOURS["compute"]))),
                                   *CHAPTER_BARS)),
             verdict=(f"Measured on {run.get('device_name') or 'your device'}: MFU {mfu:.2%} "
-                     f"against a peak of {_num(run.get('peak_tflops')):.3g} TFLOP/s ({how})."),
+                     f"against a peak of {_num(run.get('peak_tflops')):.3g} TFLOP/s, {_peak_said(run)} ({how})."),
             level="ok",
             gauge=Gauge("MFU", mfu, CHAPTER_MARKS),
             math=(f"MFU = achieved {_num(run.get('achieved_tflops')):.3g} TFLOP/s / peak "
                   f"{_num(run.get('peak_tflops')):.3g} TFLOP/s ({run.get('peak_source', '?')})",
                   "compute = forward + backward + optimizer step; copy to device = host-to-device copies "
-                  "(the model's 'transfers' also count memory traffic on the GPU)"),
+                  "(the model's memory traffic, kernels reading and writing GPU memory, is inside compute here)"),
             notes=("The other levers model GPT-2 XL; to change your own run, switch its settings on the run "
                    "step and run it again.",),
             ignored=MODEL_LEVERS,
         )
+
+
+def _peak_said(run: dict[str, Any]) -> str:
+    """Which peak the MFU is against, and on a GPU with a spec, the share of the measured one too."""
+    source = run.get("peak_source")
+    measured, share = _num(run.get("peak_measured_tflops")), _num(run.get("mfu_vs_measured"))
+    if source == "vendor spec":
+        said = "the vendor's spec"
+        if measured > 0 and share > 0:
+            said += f"; {share:.2%} of the {measured:.3g} TFLOP/s its matmuls reached when measured here"
+        return said
+    if source == "measured matmul":
+        threads = run.get("peak_threads")
+        n = threads if isinstance(threads, int) and not isinstance(threads, bool) and 0 < threads < 10**6 else None
+        return ("this device's peak, measured with matmuls"
+                + (f" with the {n} thread{'s' if n != 1 else ''} training used" if n else ""))
+    return f"from {source}" if isinstance(source, str) and source else "from an unknown source"
 
 
 def _num(value: Any) -> float:

@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from tutor.experiments.spec import Experiment, Params
+from tutor.experiments.spec import Experiment, Metric, Params
 
 
 class AmpCompareParams(Params):
@@ -25,16 +25,20 @@ SPEC = Experiment(
     module='amp_compare',
     params=AmpCompareParams,
     metrics={
-        "fp32_seconds": "training seconds per epoch in fp32",
-        "amp_seconds": "training seconds per epoch with autocast",
-        "speedup": "fp32_seconds / amp_seconds",
-        "fp32_accuracy": "test accuracy in fp32 (0..1)",
-        "amp_accuracy": "test accuracy with autocast (0..1)",
-        "fp32_peak_mb": "peak device memory in fp32 (MB; None where not measurable)",
-        "amp_peak_mb": "peak device memory with autocast (MB; None where not measurable)",
-        "amp_dtype": "float16 or bfloat16",
-        "grad_scaler": "True if a GradScaler was used",
-        "device": "torch device used",
+        "fp32_seconds": Metric("float32 epoch", "s", "training seconds per epoch in fp32"),
+        "amp_seconds": Metric("autocast epoch", "s",
+                              "training seconds per epoch with autocast", none="n/a: no autocast here"),
+        "speedup": Metric("autocast speedup", "x", "fp32_seconds / amp_seconds", none="n/a: no autocast here"),
+        "fp32_accuracy": Metric("float32 test accuracy", "%", "test accuracy in fp32 (0..1)"),
+        "amp_accuracy": Metric("autocast test accuracy", "%",
+                               "test accuracy with autocast (0..1)", none="n/a: no autocast here"),
+        "fp32_peak_mb": Metric("float32 peak memory", "MB",
+                               "peak device memory in fp32 (MB; None where not measurable)", none="n/a off CUDA"),
+        "amp_peak_mb": Metric("autocast peak memory", "MB",
+                              "peak device memory with autocast (MB; None where not measurable)", none="n/a off CUDA"),
+        "amp_dtype": Metric("autocast dtype", "text", "float16 or bfloat16"),
+        "grad_scaler": Metric("GradScaler used", "bool", "True if a GradScaler was used"),
+        "device": Metric("device", "text", "torch device used"),
     },
     quick={"train_samples": 2048, "test_samples": 512},
 )

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from tutor.experiments.spec import Experiment, Params
+from tutor.experiments.spec import Experiment, Metric, Params
 
 
 class BatchSweepParams(Params):
@@ -25,17 +25,23 @@ SPEC = Experiment(
     module='batch_sweep',
     params=BatchSweepParams,
     metrics={
-        "best_batch": "the batch size with the most samples/s",
-        "best_samples_per_s": "its training samples/s (synchronised)",
-        "best_memory_bytes": "its memory (CUDA: peak allocated; elsewhere: weights+grads+Adam+activations)",
-        "largest_batch": "the largest batch that ran",
-        "largest_memory_bytes": "its memory",
-        "batches_tried": "batch sizes that ran",
-        "oom_batch": "the batch size that ran out of memory (CUDA), or None",
-        "stop_reason": "why the sweep stopped: max_batch, the budget, or out of memory",
-        "fixed_bytes": "parameters x 16 bytes: weights, gradients, Adam's two moments",
-        "memory_method": "how memory was measured",
-        "device": "torch device used",
+        "best_batch": Metric("fastest batch size", "", "the batch size with the most samples/s", none="none ran"),
+        "best_samples_per_s": Metric("throughput at the fastest batch", "/s",
+                                     "its training samples/s (synchronised)", none="none ran"),
+        "best_memory_bytes": Metric("memory at the fastest batch", "B",
+                                    "its memory (CUDA: peak allocated; elsewhere: weights+grads+Adam+activations)",
+                                    none="none ran"),
+        "largest_batch": Metric("largest batch that ran", "", "the largest batch that ran", none="none ran"),
+        "largest_memory_bytes": Metric("memory at the largest batch", "B", "its memory", none="none ran"),
+        "batches_tried": Metric("batch sizes that ran", "", "batch sizes that ran"),
+        "oom_batch": Metric("batch that ran out of memory", "",
+                            "the batch size that ran out of memory (CUDA), or None", none="none"),
+        "stop_reason": Metric("why the sweep stopped", "text",
+                              "why the sweep stopped: max_batch, the budget, or out of memory"),
+        "fixed_bytes": Metric("weights, gradients and Adam state", "B",
+                              "parameters x 16 bytes: weights, gradients, Adam's two moments"),
+        "memory_method": Metric("how memory was measured", "text", "how memory was measured"),
+        "device": Metric("device", "text", "torch device used"),
     },
     quick={"width": 64, "layers": 2, "start_batch": 8, "max_batch": 32, "steps": 1},
 )

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from tutor.experiments.spec import WRITES_FILE, Experiment, Params
+from tutor.experiments.spec import WRITES_FILE, Experiment, Metric, Params
 
 
 class CheckpointParams(Params):
@@ -21,13 +21,15 @@ SPEC = Experiment(
     module='checkpoint_roundtrip',
     params=CheckpointParams,
     metrics={
-        "allclose": "torch.allclose(predictions before saving, after loading on the CPU)",
-        "max_abs_diff": "largest absolute difference between the two predictions",
-        "file_bytes": "checkpoint size in bytes",
-        "saved_on": "device the model trained and was saved on",
-        "loaded_on": "device the checkpoint was loaded onto (cpu)",
-        "epoch": "epoch stored in the checkpoint",
-        "loss": "loss stored in the checkpoint",
+        "allclose": Metric("predictions match after loading", "bool",
+                           "torch.allclose(predictions before saving, after loading on the CPU)"),
+        "max_abs_diff": Metric("largest prediction difference", "",
+                               "largest absolute difference between the two predictions"),
+        "file_bytes": Metric("checkpoint size", "B", "checkpoint size in bytes"),
+        "saved_on": Metric("trained and saved on", "text", "device the model trained and was saved on"),
+        "loaded_on": Metric("loaded onto", "text", "device the checkpoint was loaded onto (cpu)"),
+        "epoch": Metric("epoch in the checkpoint", "", "epoch stored in the checkpoint"),
+        "loss": Metric("loss in the checkpoint", "", "loss stored in the checkpoint"),
     },
     quick={"steps": 20},
 )

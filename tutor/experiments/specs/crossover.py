@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from tutor.experiments.spec import Experiment, Params
+from tutor.experiments.spec import Experiment, Metric, Params
 
 
 class CrossoverParams(Params):
@@ -28,17 +28,27 @@ SPEC = Experiment(
     module='crossover',
     params=CrossoverParams,
     metrics={
-        "cpu_seconds_tiny": "median seconds to train the tiny model on the CPU",
-        "accel_seconds_tiny": "same on the accelerator (None without one)",
-        "speedup_tiny": "cpu / accelerator time for the tiny model (None without an accelerator)",
-        "cpu_seconds_mlp": "median seconds to train MNISTClassifier on the CPU (projected to all its "
-                           "images where fewer were timed)",
-        "accel_seconds_mlp": "same on the accelerator (None without one)",
-        "speedup_mlp": "cpu / accelerator time for MNISTClassifier (None without an accelerator)",
-        "speedup": "the headline speedup: speedup_mlp (None without an accelerator)",
-        "accelerator": "the accelerator's name, or 'none'",
-        "cpu_images_timed_mlp": "images the CPU timed for MNISTClassifier where not all fit the step's "
-                                "time budget (its time is then projected); n/a when all were timed",
+        "cpu_seconds_tiny": Metric("tiny model on the CPU", "s",
+                                   "median seconds to train the tiny model on the CPU", none="n/a: not run"),
+        "accel_seconds_tiny": Metric("tiny model on the accelerator", "s",
+                                     "same on the accelerator (None without one)", none="n/a: no GPU here"),
+        "speedup_tiny": Metric("tiny model: accelerator speedup", "x",
+                               "cpu / accelerator time for the tiny model (None without an accelerator)",
+                               none="n/a: no GPU here"),
+        "cpu_seconds_mlp": Metric("MNISTClassifier on the CPU", "s",
+                                  "median seconds to train MNISTClassifier on the CPU (projected to all its images "
+                                  "where fewer were timed)", none="n/a: not run"),
+        "accel_seconds_mlp": Metric("MNISTClassifier on the accelerator", "s",
+                                    "same on the accelerator (None without one)", none="n/a: no GPU here"),
+        "speedup_mlp": Metric("MNISTClassifier: accelerator speedup", "x",
+                              "cpu / accelerator time for MNISTClassifier (None without an accelerator)",
+                              none="n/a: no GPU here"),
+        "speedup": Metric("accelerator speedup", "x",
+                          "the headline speedup: speedup_mlp (None without an accelerator)", none="n/a: no GPU here"),
+        "accelerator": Metric("accelerator", "text", "the accelerator's name, or 'none'"),
+        "cpu_images_timed_mlp": Metric("images the CPU timed (MNISTClassifier)", "",
+                                       "images the CPU timed for MNISTClassifier where not all fit the step's time "
+                                       "budget (its time is then projected); n/a when all were timed", none="all"),
     },
     quick={"tiny_samples": 200, "mlp_samples": 1024, "repeats": 1},
 )

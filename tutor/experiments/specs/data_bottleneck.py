@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from tutor.experiments.spec import Experiment, Params
+from tutor.experiments.spec import Experiment, Metric, Params
 
 
 class DataBottleneckParams(Params):
@@ -20,22 +20,32 @@ SPEC = Experiment(
     module='data_bottleneck',
     params=DataBottleneckParams,
     metrics={
-        "loader_samples_per_s": "training samples/s fed by the notebook's DataLoader (num_workers=0)",
-        "workers_samples_per_s": "the same with worker processes",
-        "pinned_samples_per_s": "workers plus pin_memory and non_blocking copies (None off CUDA)",
-        "resident_samples_per_s": "training samples/s from tensors resident on the device",
-        "loader_wait_share": "share of step time spent getting and copying the batch, loader (0..1)",
-        "workers_wait_share": "the same with workers (0..1)",
-        "pinned_wait_share": "the same pinned (0..1; None off CUDA)",
-        "resident_wait_share": "the same with resident tensors (0..1)",
-        "loader_epoch_seconds": "one epoch of the training set at the loader's rate (projected, s)",
-        "resident_epoch_seconds": "one epoch at the resident rate (projected, s)",
-        "resident_speedup": "resident samples/s / loader samples/s",
-        "fastest": "the fastest data path: loader, workers, pinned or resident",
-        "workers": "worker processes used in the workers case",
-        "cpu_cores": "CPU cores on this machine (os.cpu_count())",
-        "device": "torch device used",
-        "data_source": "MNIST or the synthetic fallback",
+        "loader_samples_per_s": Metric("DataLoader throughput", "/s",
+                                       "training samples/s fed by the notebook's DataLoader (num_workers=0)"),
+        "workers_samples_per_s": Metric("throughput with workers", "/s", "the same with worker processes"),
+        "pinned_samples_per_s": Metric("throughput pinned", "/s",
+                                       "workers plus pin_memory and non_blocking copies (None off CUDA)",
+                                       none="n/a off CUDA"),
+        "resident_samples_per_s": Metric("throughput from resident tensors", "/s",
+                                         "training samples/s from tensors resident on the device"),
+        "loader_wait_share": Metric("DataLoader: step time waiting for data", "%",
+                                    "share of step time spent getting and copying the batch, loader (0..1)"),
+        "workers_wait_share": Metric("workers: step time waiting for data", "%", "the same with workers (0..1)"),
+        "pinned_wait_share": Metric("pinned: step time waiting for data", "%",
+                                    "the same pinned (0..1; None off CUDA)", none="n/a off CUDA"),
+        "resident_wait_share": Metric("resident: step time waiting for data", "%",
+                                      "the same with resident tensors (0..1)"),
+        "loader_epoch_seconds": Metric("DataLoader: one epoch (projected)", "s",
+                                       "one epoch of the training set at the loader's rate (projected, s)"),
+        "resident_epoch_seconds": Metric("resident: one epoch (projected)", "s",
+                                         "one epoch at the resident rate (projected, s)"),
+        "resident_speedup": Metric("resident speedup over the DataLoader", "x",
+                                   "resident samples/s / loader samples/s"),
+        "fastest": Metric("fastest data path", "text", "the fastest data path: loader, workers, pinned or resident"),
+        "workers": Metric("worker processes", "", "worker processes used in the workers case"),
+        "cpu_cores": Metric("CPU cores", "", "CPU cores on this machine (os.cpu_count())"),
+        "device": Metric("device", "text", "torch device used"),
+        "data_source": Metric("data", "text", "MNIST or the synthetic fallback"),
     },
     quick={"batches": 20},
 )

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from tutor.experiments.spec import Experiment, Params
+from tutor.experiments.spec import Experiment, Metric, Params
 
 
 class DeviceMismatchParams(Params):
@@ -18,12 +18,13 @@ SPEC = Experiment(
     module='device_mismatch',
     params=DeviceMismatchParams,
     metrics={
-        "error_type": "the exception's type, e.g. RuntimeError",
-        "error_message": "the exception's message",
-        "error_line": "the source line that raised it",
-        "model_device": "where the model's parameters were",
-        "input_device": "where the batch was",
-        "method": "cuda/mps (real accelerator) or meta (stand-in without one)",
+        "error_type": Metric("error type", "text", "the exception's type, e.g. RuntimeError", none="no error"),
+        "error_message": Metric("error message", "text", "the exception's message", none="no error"),
+        "error_line": Metric("line that raised it", "text", "the source line that raised it"),
+        "model_device": Metric("model's device", "text", "where the model's parameters were"),
+        "input_device": Metric("batch's device", "text", "where the batch was"),
+        "method": Metric("how the mismatch was made", "text",
+                         "cuda/mps (real accelerator) or meta (stand-in without one)"),
     },
     quick={},
 )

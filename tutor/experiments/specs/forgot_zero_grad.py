@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from tutor.experiments.spec import Experiment, Params
+from tutor.experiments.spec import Experiment, Metric, Params
 
 
 class ForgotZeroGradParams(Params):
@@ -20,14 +20,18 @@ SPEC = Experiment(
     module='forgot_zero_grad',
     params=ForgotZeroGradParams,
     metrics={
-        "grad_norm_first": "gradient norm of the first step (both loops)",
-        "grad_norm_last_with": "gradient norm at the last step, with zero_grad()",
-        "grad_norm_last_without": "gradient norm at the last step, without zero_grad()",
-        "growth_with": "last / first gradient norm, with zero_grad() (x)",
-        "growth_without": "last / first gradient norm, without zero_grad() (x)",
-        "loss_last_with": "loss at the last step, with zero_grad()",
-        "loss_last_without": "loss at the last step, without zero_grad()",
-        "steps": "steps in each loop",
+        "grad_norm_first": Metric("first step's gradient norm", "", "gradient norm of the first step (both loops)"),
+        "grad_norm_last_with": Metric("last gradient norm, with zero_grad()", "",
+                                      "gradient norm at the last step, with zero_grad()"),
+        "grad_norm_last_without": Metric("last gradient norm, without zero_grad()", "",
+                                         "gradient norm at the last step, without zero_grad()"),
+        "growth_with": Metric("gradient growth, with zero_grad()", "x",
+                              "last / first gradient norm, with zero_grad() (x)"),
+        "growth_without": Metric("gradient growth, without zero_grad()", "x",
+                                 "last / first gradient norm, without zero_grad() (x)"),
+        "loss_last_with": Metric("last loss, with zero_grad()", "", "loss at the last step, with zero_grad()"),
+        "loss_last_without": Metric("last loss, without zero_grad()", "", "loss at the last step, without zero_grad()"),
+        "steps": Metric("steps per loop", "", "steps in each loop"),
     },
     quick={"steps": 20},
 )

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pydantic import Field, field_validator
 
-from tutor.experiments.spec import Experiment, Params
+from tutor.experiments.spec import Experiment, Metric, Params
 
 
 class Fp16UnderflowParams(Params):
@@ -34,14 +34,17 @@ SPEC = Experiment(
     module='fp16_underflow',
     params=Fp16UnderflowParams,
     metrics={
-        "gradient_fp32": "the gradient computed in float32",
-        "gradient_fp16": "the same gradient computed in float16 (0.0 if it underflowed)",
-        "gradient_scaled_fp16": "the float16 gradient with the loss scaled, then unscaled in float32",
-        "flushed_to_zero": "True if float16 without scaling lost the gradient",
-        "scale": "the loss scale used",
-        "fp16_smallest_subnormal": "smallest positive float16 (2**-24)",
-        "fp16_smallest_normal": "smallest normal float16 (2**-14)",
-        "fp16_max": "largest float16",
+        "gradient_fp32": Metric("gradient in float32", "", "the gradient computed in float32"),
+        "gradient_fp16": Metric("gradient in float16", "",
+                                "the same gradient computed in float16 (0.0 if it underflowed)"),
+        "gradient_scaled_fp16": Metric("float16 gradient with loss scaling", "",
+                                       "the float16 gradient with the loss scaled, then unscaled in float32"),
+        "flushed_to_zero": Metric("float16 lost the gradient", "bool",
+                                  "True if float16 without scaling lost the gradient"),
+        "scale": Metric("loss scale", "", "the loss scale used"),
+        "fp16_smallest_subnormal": Metric("smallest float16", "", "smallest positive float16 (2**-24)"),
+        "fp16_smallest_normal": Metric("smallest normal float16", "", "smallest normal float16 (2**-14)"),
+        "fp16_max": Metric("largest float16", "", "largest float16"),
     },
     quick={},
 )

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pydantic import Field, model_validator
 
-from tutor.experiments.spec import Experiment, Params
+from tutor.experiments.spec import Experiment, Metric, Params
 
 
 class GradAccumParams(Params):
@@ -27,20 +27,30 @@ SPEC = Experiment(
     module='grad_accum',
     params=GradAccumParams,
     metrics={
-        "batch_size": "the large batch",
-        "micro_batches": "k, the micro-batches it was split into",
-        "micro_batch_size": "batch_size / k",
-        "max_abs_diff": "largest difference between accumulated and large-batch gradients",
-        "allclose": "torch.allclose(accumulated, large-batch gradient, rtol=1e-4, atol=1e-6)",
-        "cosine": "cosine similarity of the two gradients (1 = same direction)",
-        "undivided_norm_ratio": "gradient norm without dividing each loss by k, over the right one (about k)",
-        "weights_max_diff": "largest weight difference after one SGD step from each",
-        "big_seconds_per_update": "seconds per update with one large batch (synchronised)",
-        "accum_seconds_per_update": "seconds per update with k micro-batches (synchronised)",
-        "time_ratio": "accum_seconds_per_update / big_seconds_per_update",
-        "big_activation_bytes": "activations a large-batch forward keeps for backward",
-        "micro_activation_bytes": "activations a micro-batch forward keeps",
-        "device": "torch device used",
+        "batch_size": Metric("large batch", "", "the large batch"),
+        "micro_batches": Metric("micro-batches (k)", "", "k, the micro-batches it was split into"),
+        "micro_batch_size": Metric("micro-batch size", "", "batch_size / k"),
+        "max_abs_diff": Metric("largest gradient difference", "",
+                               "largest difference between accumulated and large-batch gradients"),
+        "allclose": Metric("gradients match", "bool",
+                           "torch.allclose(accumulated, large-batch gradient, rtol=1e-4, atol=1e-6)"),
+        "cosine": Metric("cosine similarity of the gradients", "",
+                         "cosine similarity of the two gradients (1 = same direction)"),
+        "undivided_norm_ratio": Metric("gradient norm without dividing by k", "x",
+                                       "gradient norm without dividing each loss by k, over the right one (about k)"),
+        "weights_max_diff": Metric("largest weight difference after a step", "",
+                                   "largest weight difference after one SGD step from each"),
+        "big_seconds_per_update": Metric("update with one large batch", "s",
+                                         "seconds per update with one large batch (synchronised)"),
+        "accum_seconds_per_update": Metric("update with k micro-batches", "s",
+                                           "seconds per update with k micro-batches (synchronised)"),
+        "time_ratio": Metric("accumulation time vs one batch", "x",
+                             "accum_seconds_per_update / big_seconds_per_update"),
+        "big_activation_bytes": Metric("activations kept, large batch", "B",
+                                       "activations a large-batch forward keeps for backward"),
+        "micro_activation_bytes": Metric("activations kept, micro-batch", "B",
+                                         "activations a micro-batch forward keeps"),
+        "device": Metric("device", "text", "torch device used"),
     },
     quick={"batch_size": 64, "micro_batches": 4, "updates": 2},
 )

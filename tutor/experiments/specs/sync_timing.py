@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from tutor.experiments.spec import Experiment, Params
+from tutor.experiments.spec import Experiment, Metric, Params
 
 
 class SyncTimingParams(Params):
@@ -20,13 +20,19 @@ SPEC = Experiment(
     module='sync_timing',
     params=SyncTimingParams,
     metrics={
-        "unsynced_seconds": "median time.perf_counter() time for `calls` matmuls, no synchronize",
-        "synced_seconds": "the same with the device synchronised before the clock stops",
-        "events_seconds": "the same measured with CUDA events (None off CUDA)",
-        "ratio": "synced_seconds / unsynced_seconds (about 1 on a CPU; large on a GPU)",
-        "asynchronous": "True if the device runs work asynchronously (cuda, mps)",
-        "tflops": "matmul throughput from the synced time (2 n^3 FLOPs per matmul, TFLOP/s)",
-        "device": "torch device used",
+        "unsynced_seconds": Metric("time without synchronize", "s",
+                                   "median time.perf_counter() time for `calls` matmuls, no synchronize"),
+        "synced_seconds": Metric("time with synchronize", "s",
+                                 "the same with the device synchronised before the clock stops"),
+        "events_seconds": Metric("time by CUDA events", "s",
+                                 "the same measured with CUDA events (None off CUDA)", none="n/a off CUDA"),
+        "ratio": Metric("synchronised vs unsynchronised time", "x",
+                        "synced_seconds / unsynced_seconds (about 1 on a CPU; large on a GPU)"),
+        "asynchronous": Metric("device runs work asynchronously", "bool",
+                               "True if the device runs work asynchronously (cuda, mps)"),
+        "tflops": Metric("matmul throughput", "TFLOP/s",
+                         "matmul throughput from the synced time (2 n^3 FLOPs per matmul, TFLOP/s)"),
+        "device": Metric("device", "text", "torch device used"),
     },
     quick={"size": 128, "calls": 3, "repeats": 2},
 )

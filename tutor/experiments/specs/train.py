@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from tutor.experiments.spec import WRITES_FILE, Experiment, Params
+from tutor.experiments.spec import WRITES_FILE, Experiment, Metric, Params
 
 
 class TrainParams(Params):
@@ -34,19 +34,19 @@ SPEC = Experiment(
     module='train',
     params=TrainParams,
     metrics={
-        "accuracy": "test accuracy after the last epoch (0..1)",
-        "best_accuracy": "best test accuracy of any epoch (0..1)",
-        "final_loss": "mean training loss of the last epoch",
-        "seconds_per_epoch": "median training seconds per epoch (device-synchronised)",
-        "samples_per_s": "training samples per second",
-        "total_seconds": "training seconds, all epochs",
-        "steps": "optimiser steps taken",
-        "device": "torch device used",
-        "device_name": "device's name",
-        "data_source": "MNIST or the synthetic fallback",
-        "data_path": "resident or loader",
-        "amp_dtype": "autocast dtype, or off",
-        "checkpoint": "checkpoint path, if one was written",
+        "accuracy": Metric("test accuracy", "%", "test accuracy after the last epoch (0..1)"),
+        "best_accuracy": Metric("best test accuracy", "%", "best test accuracy of any epoch (0..1)"),
+        "final_loss": Metric("final training loss", "", "mean training loss of the last epoch"),
+        "seconds_per_epoch": Metric("time per epoch", "s", "median training seconds per epoch (device-synchronised)"),
+        "samples_per_s": Metric("training throughput", "/s", "training samples per second"),
+        "total_seconds": Metric("training time", "s", "training seconds, all epochs"),
+        "steps": Metric("optimiser steps", "", "optimiser steps taken"),
+        "device": Metric("device", "text", "torch device used"),
+        "device_name": Metric("device name", "text", "device's name"),
+        "data_source": Metric("data", "text", "MNIST or the synthetic fallback"),
+        "data_path": Metric("data path", "text", "resident or loader"),
+        "amp_dtype": Metric("mixed precision", "text", "autocast dtype, or off"),
+        "checkpoint": Metric("checkpoint file", "text", "checkpoint path, if one was written", none="none written"),
     },
     quick={"epochs": 1, "train_samples": 2048, "test_samples": 512, "batch_size": 128},
 )

@@ -11,8 +11,9 @@ import checks
 from checks.spec import TextAnswer
 from tutor import experiments
 from tutor.course.session import Pending, Reveal
+from tutor.experiments.spec import Metric
 from tutor.present import metric as fmt
-from tutor.present import metric_label
+from tutor.present import metric_value
 
 
 def reveal_text(reveal: Reveal | Pending) -> Text:
@@ -43,20 +44,32 @@ def reveal_text(reveal: Reveal | Pending) -> Text:
         ("Prediction vs measurement" if source == "measured" else f"Prediction vs {source} value",
          "bold underline"), "\n",
         ("  you predicted: ", "bold"), (answer, "cyan"), "\n",
-        (f"  {source + ':':<15}", "bold"), (f"{_label(reveal)}: {fmt(measured, step.unit)}", "bold"), (where, "dim"),
+        (f"  {source + ':':<15}", "bold"), (f"{_label(reveal)}: {_value(reveal, measured)}", "bold"), (where, "dim"),
         "\n",
         mark, summary,
     )
 
 
-def _label(reveal: Reveal) -> str:
-    """What was measured, in words: the experiment's description of the metric (an instrument's
-    output, or a metric a pack does not describe, by its name with spaces)."""
-    name = reveal.step.compare or ""
+def _declared(reveal: Reveal) -> Metric | None:
+    """The compared metric as its experiment declares it; None for an instrument's output."""
     run = reveal.evidence.run
     spec = experiments.REGISTRY.get(run.experiment) if run is not None else None
-    described = spec.metrics.get(name) if spec is not None else None
-    if described:
-        return metric_label(described)
-    # An instrument's output: its name without the unit suffix the value already shows.
-    return re.sub(r"_(gb|gib|mb|mib|bytes|s|x)$", "", name).replace("_", " ")
+    return spec.metric(reveal.step.compare or "") if spec is not None else None
+
+
+def _label(reveal: Reveal) -> str:
+    """What was measured, in words: the metric's label (an instrument's output by its name,
+    without the unit suffix the value already shows)."""
+    declared = _declared(reveal)
+    if declared is not None:
+        return declared.label
+    return re.sub(r"_(gb|gib|mb|mib|bytes|s|x)$", "", reveal.step.compare or "").replace("_", " ")
+
+
+def _value(reveal: Reveal, measured: object) -> str:
+    """The value in the step's unit, which the prediction was made and scored in; without one,
+    in the metric's declared unit. Not measured: the metric's own words ("n/a off CUDA")."""
+    declared = _declared(reveal)
+    if declared is not None and (measured is None or not reveal.step.unit):
+        return metric_value(declared, measured)
+    return fmt(measured, reveal.step.unit)

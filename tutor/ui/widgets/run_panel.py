@@ -21,7 +21,7 @@ from tutor import experiments
 from tutor.course.session import RunOutcome
 from tutor.experiments.events import Epoch, Finished, Note, Started, Step, Table
 from tutor.present import metric as fmt
-from tutor.present import metric_description, metric_value
+from tutor.present import metric_value
 from tutor.ui import runner
 
 MIN_CHART_POINTS = 4  # fewer losses than this are said, not drawn
@@ -292,12 +292,12 @@ class RunPanel(Vertical):
         exp = experiments.REGISTRY.get(self.experiment)
         if not exp or not self.metrics:
             return
-        # What was measured, in words and units: the registry's description, never a metric's
-        # Python name or a raw None/True (present.metric_value reads the unit off the name).
+        # What was measured, in words and units: each metric's label and its value in the unit
+        # the spec declares, never a metric's Python name or a raw None/True.
         rt = RichTable(title="Measured", title_justify="left", show_header=False, show_edge=False, pad_edge=False)
-        rt.add_column("what", overflow="fold")
-        rt.add_column("value", style="bold", no_wrap=True)
-        for name, meaning in exp.metrics.items():
+        rt.add_column("what", no_wrap=True)  # labels are a few words; a long value (an error) folds
+        rt.add_column("value", style="bold", overflow="fold")
+        for name, declared in exp.metrics.items():
             if name in self.metrics and name not in ("device", "device_name", "data_source", "checkpoint"):
-                rt.add_row(metric_description(meaning), metric_value(name, self.metrics[name]))
+                rt.add_row(declared.label, metric_value(declared, self.metrics[name]))
         self.query_one("#notes").mount(Static(rt, classes="result-table"))

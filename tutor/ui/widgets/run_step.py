@@ -12,8 +12,9 @@ from textual.containers import Vertical
 from textual.widgets import Markdown, Static
 
 from tutor import experiments
+from tutor.experiments.spec import Metric
 from tutor.instruments import Control
-from tutor.present import metric_label, metric_value
+from tutor.present import metric_value
 from tutor.ui.widgets.base import StepView
 from tutor.ui.widgets.controls import ControlRow
 from tutor.ui.widgets.reveal import reveal_text
@@ -52,8 +53,10 @@ class RunStepView(StepView):
             stamp = time.strftime("%Y-%m-%d %H:%M", time.localtime(record.at))
             device = record.device.get("name") or record.device.get("device") or "?"
             described = experiments.REGISTRY.get(record.experiment)
-            meanings = described.metrics if described else {}
-            shown = "; ".join(f"{metric_label(meanings.get(k, k.replace('_', ' ')))}: {metric_value(k, v)}"
+            # Label and value in the declared unit; a metric of an unknown (unloaded pack's)
+            # experiment by its name's rules.
+            metric = described.metric if described else Metric.from_text
+            shown = "; ".join(f"{metric(k).label}: {metric_value(metric(k), v)}"
                               for k, v in list(record.metrics.items())[:3])
             parts: list = [Text.assemble(("Your last run ", "bold"), (f"({stamp} on {device}): ", "dim"), shown)]
             parts.extend(reveal_text(r) for r in self.session.run_reveals(self.step))

@@ -1,0 +1,140 @@
+"""The measured matmul peak (tutor/experiments/peak.py): a sweep of sizes, its cache per machine
+(device, dtype, threads; reused while torch and the age match), and raising it on evidence.
+Behaviour only: no test compares a timing with a fixed number."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import json
+import time
+
+import pytest
+import torch
+
+from tutor.experiments import devices
+from tutor.experiments import peak as matmul_peak
+
+
+@pytest.fixture(autouse=True)
+def cache(tmp_path, monkeypatch):
+    """Each test its own cache file, never the user's."""
+    path = tmp_path / "cache" / "peaks.json"
+    monkeypatch.setattr(matmul_peak, "cache_file", lambda: path)
+    return path
+
+
+@pytest.fixture
+def cpu():
+    return devices.resolve("cpu")
+
+
+@pytest.fixture
+def fake_sweep(monkeypatch, cpu):
+    """A sweep that counts its calls and returns a made-up peak, for the cache's rules."""
+    calls = []
+
+    def sweep(dev, dtype, **kwargs):
+        calls.append(dtype)
+        name, threads = matmul_peak.identity(dev)
+        now = time.time()
+        return matmul_peak.Peak(tflops=0.5 + len(calls), dtype=dtype, device=name, threads=threads,
+                                torch=torch.__version__, measured_on=datetime.date.today().isoformat(),
+                                measured_at=now, best_size=512, sizes=(256, 512))
+
+    monkeypatch.setattr(matmul_peak, "sweep", sweep)
+    return calls
+
+
+def test_a_sweep_measures_each_size_with_the_threads_training_uses(cpu):
+    p = matmul_peak.sweep(cpu, "float32", sizes=(64, 128), budget_s=30, repeats=2)
+    assert p.tflops > 0 and p.dtype == "float32" and p.how == matmul_peak.SWEEP
+    assert p.sizes == (64, 128) and p.sizes_cut == () and p.best_size in (64, 128)
+    assert p.threads == torch.get_num_threads()  # the process's pool: what its training runs with
+    assert p.device == f"cpu {cpu.name}" and p.torch == torch.__version__
+    assert p.measured_on == datetime.date.today().isoformat()
+    assert "64..128" in p.how_text()
+
+
+def test_the_time_budget_cuts_sizes_but_always_measures_the_first(cpu):
+    p = matmul_peak.sweep(cpu, "float32", sizes=(64, 128, 256), budget_s=0)
+    assert p.sizes == (64,) and p.sizes_cut == (128, 256) and p.best_size == 64
+    assert "128, 256 left out by the time limit" in p.how_text()
+
+
+def test_a_peak_is_cached_with_its_date_and_torch_version_and_reused(cpu, cache, fake_sweep):
+    assert matmul_peak.cached(cpu, "float32") is None  # nothing yet
+    first = matmul_peak.measure(cpu, "float32")
+    assert fake_sweep == ["float32"] and cache.exists()
+    again = matmul_peak.cached(cpu, "float32")
+    assert again == first  # read back whole: value, date, torch version, threads
+    stored = json.loads(cache.read_text())["peaks"][0]
+    assert stored["measured_on"] == datetime.date.today().isoformat() and stored["torch"] == torch.__version__
+    assert stored["threads"] == torch.get_num_threads()
+    assert matmul_peak.cached(cpu, "bfloat16") is None  # another dtype is another peak
+
+
+def test_a_stale_entry_is_not_reused_and_measuring_replaces_it(cpu, cache, fake_sweep):
+    first = matmul_peak.measure(cpu, "float32")
+    for stale in (dataclasses.replace(first, torch="1.0.0"),
+                  dataclasses.replace(first, measured_at=time.time() - (matmul_peak.MAX_AGE_DAYS + 1) * 86400,
+                                      measured_on="2000-01-01")):
+        matmul_peak.store(stale)
+        assert matmul_peak.cached(cpu, "float32") is None
+        assert stale.stale_because(torch.__version__)
+        fresh = matmul_peak.measure(cpu, "float32")
+        assert matmul_peak.cached(cpu, "float32") == fresh
+        assert len(matmul_peak.load()) == 1  # replaced, not piled up
+
+
+def test_another_thread_count_is_another_entry(cpu, fake_sweep):
+    mine = matmul_peak.measure(cpu, "float32")
+    other = dataclasses.replace(mine, threads=(mine.threads or 1) + 7, tflops=9.0)
+    matmul_peak.store(other)
+    assert matmul_peak.cached(cpu, "float32") == mine
+    assert {p.threads for p in matmul_peak.load()} == {mine.threads, other.threads}
+
+
+def test_an_unreadable_cache_counts_as_empty(cpu, cache, fake_sweep):
+    cache.parent.mkdir(parents=True)
+    for text in ("{not json", json.dumps({"version": 99, "peaks": []}), json.dumps([1, 2]),
+                 json.dumps({"version": matmul_peak.CACHE_VERSION, "peaks": [{"tflops": "nan"}, {"x": 1}]})):
+        cache.write_text(text)
+        assert matmul_peak.load() == [] and matmul_peak.cached(cpu, "float32") is None
+    assert matmul_peak.measure(cpu, "float32") == matmul_peak.cached(cpu, "float32")
+
+
+def test_a_run_that_beats_the_peak_raises_it_and_the_raise_is_kept(cpu, fake_sweep):
+    swept = matmul_peak.measure(cpu, "float32")
+    raised = matmul_peak.raise_to(swept, swept.tflops * 2)
+    assert raised.tflops == swept.tflops * 2 and raised.how == matmul_peak.RAISED and raised.best_size is None
+    assert matmul_peak.cached(cpu, "float32") == raised
+    assert "raised to a run's achieved FLOP/s" in raised.how_text()
+
+
+def test_doctor_report_reads_the_cache_and_measures_only_when_asked(cpu, fake_sweep):
+    wanted = matmul_peak.doctor_dtypes(cpu)
+    assert wanted[0] == "float32" and ("bfloat16" in wanted) == cpu.bf16
+    r = matmul_peak.report(cpu)
+    assert fake_sweep == [] and r["entries"] == [] and r["not_measured"] == wanted
+    assert r["threads"] == torch.get_num_threads() and r["measure_command"] == "gpututor doctor --peak"
+    r = matmul_peak.report(cpu, remeasure=True)
+    assert fake_sweep == wanted and r["measured_now"] == wanted and r["not_measured"] == []
+    assert [e["dtype"] for e in r["entries"]] == wanted and all(e["stale"] is None for e in r["entries"])
+
+
+@pytest.mark.gpu
+def test_the_accelerator_sweep_is_cached_and_below_the_vendor_spec(accelerator):
+    from tutor.experiments.pipeline_breakdown import vendor_peak_tflops
+
+    dev = devices.resolve(accelerator)
+    dtype = matmul_peak.doctor_dtypes(dev)[-1]  # float16: the tensor-core path
+    p = matmul_peak.measure(dev, dtype)
+    assert p.tflops > 0 and p.threads is None and p.sizes and p.best_size in p.sizes
+    assert matmul_peak.cached(dev, dtype) == p
+    if dev.kind == "cuda":
+        sms = torch.cuda.get_device_properties(dev.index or 0).multi_processor_count
+        assert f"({sms} SMs)" in p.device
+        spec = vendor_peak_tflops(dev.name, dtype, sms)
+        if spec:  # a timing above the data sheet would mean a missing sync or a wrong FLOP count
+            assert p.tflops < spec[0] * 1.05, (p.tflops, spec)

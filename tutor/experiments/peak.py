@@ -1,0 +1,305 @@
+"""A device's realistic matmul peak: measured here with a short sweep, cached per machine.
+
+MFU divides a run's FLOP/s by a peak. One n x n matmul timed a few times gave a different
+figure on every run of a shared CPU (0.081 against 0.138 TFLOP/s), and other sizes went faster
+still, so a learner's MFU could pass 100%. A realistic peak is a maximum: a sweep of sizes,
+each warmed up and timed over back-to-back matmuls between device syncs, the best of several
+repeats, the best size wins. Load from other processes only ever slows a matmul down, so the
+best seen is the nearest to what the device can do.
+
+The sweep is kept in the cache dir (peaks.json), one entry per device, dtype and CPU thread
+count (a CPU's peak scales with the threads training uses, so it is measured with the same
+count: the process's own intra-op pool, set by tutor/threads.py). An entry is reused while it
+was measured with this torch version and within MAX_AGE_DAYS (a driver or BIOS change keeps
+the torch version); otherwise it is measured again. `gpututor doctor --peak` re-measures.
+
+Reading the cache needs no torch; measuring imports it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import json
+import math
+import os
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tutor import paths
+
+if TYPE_CHECKING:
+    from tutor.experiments.devices import Device
+
+CACHE_NAME = "peaks.json"
+CACHE_VERSION = 1
+MAX_AGE_DAYS = 30
+# Square sizes swept per device kind: a CPU's best is often mid-size (cache-resident blocks),
+# a GPU's at the large end (enough tiles to fill every SM).
+SIZES = {"cpu": (256, 512, 1024, 2048), "mps": (512, 1024, 2048, 4096), "cuda": (1024, 2048, 4096, 8192)}
+BUDGET_S = {"cpu": 2.0, "mps": 3.0, "cuda": 3.0}  # the sweep stops starting new repeats and sizes past this
+REPEATS = 5  # timed repeats per size; the best counts
+REPEAT_S = 0.02  # a repeat runs enough back-to-back matmuls to last this long: clock and launch costs vanish
+SWEEP = "matmul sweep"
+RAISED = "a run's achieved FLOP/s"  # how, when a training run beat the sweep
+MEASURE_COMMAND = "gpututor doctor --peak"
+
+
+@dataclass(frozen=True)
+class Peak:
+    """One measured peak and what it holds for."""
+
+    tflops: float
+    dtype: str  # float32, tfloat32, bfloat16, float16
+    device: str  # the device's identity: kind and name ("cpu AMD EPYC", "cuda NVIDIA H100 ... (132 SMs)")
+    threads: int | None  # the CPU's intra-op threads (None on a GPU: the host's threads do not set its peak)
+    torch: str
+    measured_on: str  # ISO date, local time
+    measured_at: float  # epoch seconds, for the age
+    how: str = SWEEP
+    best_size: int | None = None  # the sweep's fastest n (None when raised by a run)
+    sizes: tuple[int, ...] = field(default_factory=tuple)  # the sizes the sweep reached
+    sizes_cut: tuple[int, ...] = field(default_factory=tuple)  # sizes the time budget left out
+
+    def identity(self) -> tuple[str, str, int | None]:
+        return (self.device, self.dtype, self.threads)
+
+    def as_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["sizes"], d["sizes_cut"] = list(self.sizes), list(self.sizes_cut)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Peak:
+        tflops = float(d["tflops"])
+        if not math.isfinite(tflops) or tflops <= 0:
+            raise ValueError(f"not a peak: {tflops}")
+        threads = d.get("threads")
+        return cls(tflops=tflops, dtype=str(d["dtype"]), device=str(d["device"]),
+                   threads=int(threads) if threads is not None else None, torch=str(d["torch"]),
+                   measured_on=str(d["measured_on"]), measured_at=float(d["measured_at"]),
+                   how=str(d.get("how", SWEEP)),
+                   best_size=int(d["best_size"]) if d.get("best_size") is not None else None,
+                   sizes=tuple(int(n) for n in d.get("sizes", ())),
+                   sizes_cut=tuple(int(n) for n in d.get("sizes_cut", ())))
+
+    def age_days(self, now: float | None = None) -> float:
+        return ((time.time() if now is None else now) - self.measured_at) / 86400
+
+    def stale_because(self, torch_version: str, now: float | None = None) -> str | None:
+        """Why this entry is not reused now (None: it is)."""
+        if self.torch != torch_version:
+            return f"measured with torch {self.torch}, this is {torch_version}"
+        if self.age_days(now) > MAX_AGE_DAYS:
+            return f"measured {self.measured_on}, more than {MAX_AGE_DAYS} days ago"
+        if self.age_days(now) < -1:  # the clock went back: a date we cannot trust
+            return f"dated {self.measured_on}, in the future"
+        return None
+
+    def threads_text(self) -> str:
+        return "" if self.threads is None else f" with {self.threads} thread{'s' if self.threads != 1 else ''}"
+
+    def how_text(self) -> str:
+        """How it was measured, in words: "a sweep of 256..2048 matmuls, best at 512"."""
+        if self.how != SWEEP:
+            return f"raised to {self.how}, above what its sweep reached"
+        sizes = f"{self.sizes[0]}..{self.sizes[-1]}" if len(self.sizes) > 1 else str(self.sizes[0]) if self.sizes else "?"
+        cut = f"; {', '.join(map(str, self.sizes_cut))} left out by the time limit" if self.sizes_cut else ""
+        return f"best of a sweep of {sizes} square matmuls, at {self.best_size}{cut}"
+
+
+# ---------------------------------------------------------------- the cache (no torch)
+
+
+def cache_file() -> Path:
+    return paths.cache_dir() / CACHE_NAME
+
+
+def load() -> list[Peak]:
+    """Every cached peak; an unreadable file (hand-edited, another version) counts as none."""
+    try:
+        raw = json.loads(cache_file().read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    if not isinstance(raw, dict) or raw.get("version") != CACHE_VERSION or not isinstance(raw.get("peaks"), list):
+        return []
+    found = []
+    for d in raw["peaks"]:
+        try:
+            found.append(Peak.from_dict(d))
+        except (KeyError, TypeError, ValueError):
+            continue  # one bad entry costs only itself
+    return found
+
+
+def store(peak: Peak) -> None:
+    """Keep `peak` in place of any entry for the same device, dtype and threads. Written to a
+    temporary file and renamed, so a reader never sees half a file; a lost race between two
+    writers loses one entry, which is measured again later."""
+    kept = [p for p in load() if p.identity() != peak.identity()] + [peak]
+    path = cache_file()
+    tmp = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".peaks-", suffix=".json", dir=path.parent)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump({"version": CACHE_VERSION, "peaks": [p.as_dict() for p in kept]}, f, indent=1)
+        os.replace(tmp, path)
+    except OSError:  # a read-only cache: the peak is measured again next time, nothing breaks
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+
+
+def find(device: str, dtype: str, threads: int | None) -> Peak | None:
+    """The cached entry for this device, dtype and thread count, fresh or not."""
+    return next((p for p in load() if p.identity() == (device, dtype, threads)), None)
+
+
+# ---------------------------------------------------------------- measuring (torch)
+
+
+def identity(dev: Device) -> tuple[str, int | None]:
+    """(device identity, threads) as the cache keys them, for the device a run uses."""
+    import torch
+
+    name = f"{dev.kind} {dev.name}"
+    if dev.kind == "cuda":  # a MIG slice keeps its chip's name but has only some of its SMs
+        name += f" ({torch.cuda.get_device_properties(dev.index or 0).multi_processor_count} SMs)"
+    return name, torch.get_num_threads() if dev.kind == "cpu" else None
+
+
+def _torch_dtype(dtype: str) -> Any:
+    import torch
+
+    return {"float32": torch.float32, "tfloat32": torch.float32, "bfloat16": torch.bfloat16,
+            "float16": torch.float16}[dtype]
+
+
+@contextlib.contextmanager
+def _matmul_precision(dtype: str, kind: str) -> Any:
+    """On CUDA, float32 and tfloat32 differ only by this switch: measure the one asked for."""
+    import torch
+
+    before = torch.get_float32_matmul_precision()
+    want = "highest" if dtype == "float32" else "high" if dtype == "tfloat32" else before
+    if kind == "cuda" and want != before:
+        torch.set_float32_matmul_precision(want)
+    try:
+        yield
+    finally:
+        if torch.get_float32_matmul_precision() != before:
+            torch.set_float32_matmul_precision(before)
+
+
+def sweep(dev: Device, dtype: str, sizes: tuple[int, ...] | None = None, budget_s: float | None = None,
+          repeats: int = REPEATS) -> Peak:
+    """Measure the peak: each size warmed up, then `repeats` timed batches of back-to-back
+    matmuls between syncs, the fastest batch counts; the best size is the peak. Past `budget_s`
+    no new repeat or size starts (the first size is always measured)."""
+    import torch
+
+    from tutor.experiments.timing import synchronize
+
+    device = dev.torch_device
+    sizes = sizes or SIZES.get(dev.kind, SIZES["cpu"])
+    deadline = time.perf_counter() + (BUDGET_S.get(dev.kind, 2.0) if budget_s is None else budget_s)
+    tdtype = _torch_dtype(dtype)
+    found: dict[int, float] = {}
+    with _matmul_precision(dtype, dev.kind), torch.no_grad():
+        for n in sizes:
+            if found and time.perf_counter() > deadline:
+                break
+            a = torch.randn(n, n, device=device, dtype=tdtype)
+            b = torch.randn(n, n, device=device, dtype=tdtype)
+            out = torch.empty(n, n, device=device, dtype=tdtype)
+            torch.mm(a, b, out=out)  # warm-up: library handles, kernel choice, page faults
+            synchronize(device)
+            t0 = time.perf_counter()
+            torch.mm(a, b, out=out)
+            synchronize(device)
+            one = time.perf_counter() - t0
+            best = one
+            batch = max(1, min(1000, int(REPEAT_S / max(one, 1e-7))))
+            for r in range(repeats):
+                if r and time.perf_counter() > deadline:
+                    break
+                synchronize(device)
+                t0 = time.perf_counter()
+                for _ in range(batch):
+                    torch.mm(a, b, out=out)
+                synchronize(device)
+                best = min(best, (time.perf_counter() - t0) / batch)
+            found[n] = 2 * n**3 / best / 1e12
+            del a, b, out
+    name, threads = identity(dev)
+    best_n = max(found, key=found.__getitem__)
+    now = time.time()
+    return Peak(tflops=found[best_n], dtype=dtype, device=name, threads=threads, torch=torch.__version__,
+                measured_on=datetime.date.fromtimestamp(now).isoformat(), measured_at=now, how=SWEEP,
+                best_size=best_n, sizes=tuple(found), sizes_cut=tuple(n for n in sizes if n not in found))
+
+
+def cached(dev: Device, dtype: str) -> Peak | None:
+    """The cached peak for this device, dtype and thread count, if it may be reused now."""
+    import torch
+
+    name, threads = identity(dev)
+    p = find(name, dtype, threads)
+    return p if p is not None and p.stale_because(torch.__version__) is None else None
+
+
+def measure(dev: Device, dtype: str, **kwargs: Any) -> Peak:
+    """Sweep now and cache the result (in place of the entry it re-measures)."""
+    p = sweep(dev, dtype, **kwargs)
+    store(p)
+    return p
+
+
+def raise_to(peak: Peak, achieved_tflops: float, how: str = RAISED) -> Peak:
+    """A run whose model FLOP/s beat the peak proves its matmuls ran at least that fast: the
+    realistic peak is at least that, so it is raised to it (and cached) and said."""
+    now = time.time()
+    raised = replace(peak, tflops=achieved_tflops, how=how, measured_on=datetime.date.fromtimestamp(now).isoformat(),
+                     measured_at=now, best_size=None)
+    store(raised)
+    return raised
+
+
+def doctor_dtypes(dev: Device) -> list[str]:
+    """The dtypes `gpututor doctor` shows and `--peak` measures: what a pipeline-breakdown run
+    uses here, plain and with amp=auto where the device runs it natively (an emulated bfloat16
+    CPU is measured on first use instead: its sweep is slow and says little)."""
+    import torch
+
+    plain = "tfloat32" if dev.kind == "cuda" and torch.get_float32_matmul_precision() != "highest" else "float32"
+    amp = "bfloat16" if dev.kind == "cpu" and dev.bf16 else "float16" if dev.kind in ("cuda", "mps") else None
+    return [plain] + ([amp] if amp else [])
+
+
+def report(dev: Device, remeasure: bool = False) -> dict[str, Any]:
+    """What `gpututor doctor` says about the peaks of `dev`: every cached entry for it and these
+    threads (with why one would not be reused), and the doctor dtypes not measured yet. With
+    `remeasure`, those dtypes are swept first (a few seconds), in place of their entries."""
+    import torch
+
+    name, threads = identity(dev)
+    dtypes = doctor_dtypes(dev)
+    measured_now = [measure(dev, d).dtype for d in dtypes] if remeasure else []
+    entries = [p for p in load() if p.device == name and p.threads == threads]
+    entries.sort(key=lambda p: (p.dtype not in dtypes, dtypes.index(p.dtype) if p.dtype in dtypes else 0, p.dtype))
+    current = {p.dtype for p in entries if p.stale_because(torch.__version__) is None}
+    return {
+        "device": name,
+        "threads": threads,
+        "torch": torch.__version__,
+        "cache_file": str(cache_file()),
+        "measured_now": measured_now,
+        "entries": [{**p.as_dict(), "how_text": p.how_text(), "stale": p.stale_because(torch.__version__)}
+                    for p in entries],
+        "not_measured": [d for d in dtypes if d not in current],
+        "measure_command": MEASURE_COMMAND,
+    }
