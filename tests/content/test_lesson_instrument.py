@@ -415,22 +415,22 @@ def test_the_lessons_figures_are_what_the_instruments_compute():
     assert fp32["adam_extra_gb"] == 12.0 and "= **12 GB**" in text
     assert fp32["static_gb"] == 24.0 and "24 GB for GPT-2 XL" in text
     mixed = ledger.compute({"precision": "mixed"}).outputs
-    assert (round(fp32["total_gb"]), round(mixed["total_gb"])) == (90, 63)
+    assert (round(fp32["total_gb"]), round(mixed["total_gb"])) == (92, 64)
     saved = fp32["activations_gb"] - mixed["activations_gb"]
-    assert round(saved) == 30 and mixed["weight_copies_bytes"] / 1e9 == 3
+    assert round(saved) == 31 and mixed["weight_copies_bytes"] / 1e9 == 3
     xl = ml.PRESETS["gpt2-xl"]
     for precision in ("fp32", "mixed"):
         ratio = ml.activation_bytes(xl, precision, 1, False) / ml.activation_bytes(xl, precision, 1, True)
-        assert 24 <= ratio <= 27  # "about 25x"
-    assert "about 25x" in text
+        assert 14 <= ratio <= 16.5  # "about 15x"
+    assert "about 15x" in text
     floors = {(o, p): ledger.compute({"optimizer": o, "precision": p}).outputs["static_gb"]
               for o, p in (("adam", "fp32"), ("adam", "mixed"), ("sgd", "fp32"), ("sgd", "fp16"))}
     assert floors == {("adam", "fp32"): 24, ("adam", "mixed"): 27, ("sgd", "fp32"): 12, ("sgd", "fp16"): 6}
     assert "it is 24 GB with Adam in FP32 (16 B a parameter), 27 GB with Adam in mixed precision (18 B)" \
         in " ".join(text.split())
     assert "12 GB with SGD in FP32 (8 B), and 6 GB with SGD in pure FP16 (4 B)" in " ".join(text.split())
-    assert "90 GB to 63 GB: 30 GB fewer activation bytes, 3 GB more for the copies" in " ".join(text.split())
+    assert "92 GB to 64 GB: 31 GB fewer activation bytes, 3 GB more for the copies" in " ".join(text.split())
     best = pipeline.compute({"prefetch": True, "precision": "mixed"}).outputs
     assert round(best["compute_share"] * 100) == 58 and round(best["transfer_share"] * 100) == 42
-    assert "The instrument gives 58%" in text and "stays 42%" in text
+    assert "The instrument gives 58%" in " ".join(text.split()) and "stays 42%" in text
     assert round(0.45 / 0.35 * 100) == 129 and "129% of its peak" in text

@@ -87,7 +87,7 @@ async def test_controls_recompute_record_and_restore(tmp_path: Path):
         await pilot.pause()
         assert view.settings["optimizer"] == "sgd"
         assert view.reading.outputs["static_gb"] == 12.0
-        assert "Fits: 78.1 GB" in text_of(view.query_one("#reading", Static))
+        assert "Fits: 79.7 GB" in text_of(view.query_one("#reading", Static))
         assert LESSON and "ledger" in app.progress.completed_steps(LESSON)
         moves = app.progress.moves(LESSON, "ledger")
         assert [m.settings["optimizer"] for m in moves] == ["momentum", "sgd"]  # the learner's moves only

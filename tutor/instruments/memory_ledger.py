@@ -19,8 +19,11 @@ Activations of a GPT-style transformer layer, per sample (Korthikanti et al. 202
 "Reducing Activation Recomputation in Large Transformer Models", eq. 1): with sequence s,
 hidden size h and a attention heads, s*h*(34 + 5*a*s/h) bytes in 16-bit. Of that,
 the dropout masks are one byte per element (2*s*h + a*s^2) and the rest is 16*s*h + 2*a*s^2
-tensor elements, at 2 bytes in FP16 and 4 in FP32. The embeddings and the output
-logits are left out, as in the paper.
+tensor elements, at 2 bytes in FP16 and 4 in FP32. The paper leaves out the output layer;
+a training step cannot: GPT-2's vocabulary is 50,257 tokens, so the logits are s*V numbers
+per sample (in the precision's width), and the loss keeps its log-softmax of them for the
+backward pass (FP32 under autocast and in FP32, FP16 in pure FP16). At batch 4 that is
+1.6 GB in FP32, 1.2 GB mixed, 0.8 GB in pure FP16: enough to move a tight fit.
 
 Gradient checkpointing here keeps only each layer's input and recomputes one layer at
 a time in the backward pass: L*s*h elements plus one layer's activations, at the cost
@@ -96,12 +99,21 @@ def layer_activation_bytes(p: Preset, precision: str) -> float:
     return ELEMENT_BYTES[precision] * elements + masks
 
 
+VOCAB = 50_257  # GPT-2's tokens: the output layer's width
+LOSS_BYTES = {"fp32": 4, "fp16": 2, "mixed": 4}  # the saved log-softmax; autocast runs it in FP32
+
+
+def output_bytes(p: Preset, precision: str) -> float:
+    """One sample's logits and the loss's saved log-softmax: s x V x (width + loss width)."""
+    return p.seq * VOCAB * (ELEMENT_BYTES[precision] + LOSS_BYTES[precision])
+
+
 def activation_bytes(p: Preset, precision: str, batch: int, checkpointing: bool) -> float:
     per_layer = layer_activation_bytes(p, precision)
     if checkpointing:
         kept_inputs = p.layers * p.seq * p.hidden * ELEMENT_BYTES[precision]
-        return batch * (kept_inputs + per_layer)
-    return batch * p.layers * per_layer
+        return batch * (kept_inputs + per_layer + output_bytes(p, precision))
+    return batch * (p.layers * per_layer + output_bytes(p, precision))
 
 
 @dataclass(frozen=True)
@@ -249,12 +261,14 @@ class MemoryLedger(Instrument):
                           + ("  (exp_avg + exp_avg_sq)" if optimizer == "adam" else ""))
         if s["model"] != MY_MODEL:
             p = preset
-            ckpt_text = (f"checkpointing: b x (L x s x h x {ELEMENT_BYTES[precision]} B + one layer)"
-                         if ckpt else "b x L x per-layer")
+            ckpt_text = (f"checkpointing: b x (L x s x h x {ELEMENT_BYTES[precision]} B + one layer + output)"
+                         if ckpt else "b x (L x per-layer + output)")
             math_lines += [
                 f"per layer, per sample = {ELEMENT_BYTES[precision]} B x (16sh + 2as^2) + (2sh + as^2) mask bytes",
                 f"  s={p.seq}, h={p.hidden}, a={p.heads}, L={p.layers}: "
                 f"{gb(layer_activation_bytes(p, precision))} per layer",
+                f"output per sample = s x V x ({ELEMENT_BYTES[precision]} B logits + {LOSS_BYTES[precision]} B "
+                f"saved log-softmax), V={VOCAB:,}: {gb(output_bytes(p, precision))}",
                 f"activations = {ckpt_text} = {gb(led.activations)}  (batch {batch})",
                 "  (every activation in the precision's width; autocast keeps softmax and norms in FP32, "
                 "FlashAttention drops the a*s^2 terms)",
