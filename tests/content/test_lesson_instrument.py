@@ -434,3 +434,17 @@ def test_the_lessons_figures_are_what_the_instruments_compute():
     assert round(best["compute_share"] * 100) == 58 and round(best["transfer_share"] * 100) == 42
     assert "The instrument gives 58%" in " ".join(text.split()) and "stays 42%" in text
     assert round(0.45 / 0.35 * 100) == 129 and "129% of its peak" in text
+
+
+def test_the_chapters_figures_that_fail_the_arithmetic_are_named_with_the_right_ones():
+    """Adam is 2x SGD's memory with the gradients counted (16 vs 8 B), not 3x; 1,200 tokens/s of
+    GPT-2 XL on an A100 is 3.5% MFU, not 85% (issue 25)."""
+    from tutor.instruments import REGISTRY
+
+    text = " ".join((Path(__file__).parents[2] / "lessons" / "training-iron-law.yaml").read_text().split())
+    ledger = REGISTRY["memory-ledger"]
+    sgd, adam = (ledger.compute({"optimizer": o}).outputs["bytes_per_param"] for o in ("sgd", "adam"))
+    assert adam / sgd == 2 and "Adam costs **2x** what SGD does, not 3x" in text
+    mfu = 6 * 1.5e9 * 1200 / 312e12
+    assert round(mfu * 100, 1) == 3.5 and "**3.5%** of an A100's 312 TFLOP/s" in text
+    assert round(0.85 * 312e12 / 9e9, -3) == 29_000 and "about 29,000 tokens a second" in text

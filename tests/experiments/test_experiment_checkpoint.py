@@ -42,6 +42,12 @@ def test_roundtrip_predictions_match(saved):
     assert m["max_abs_diff"] == 0.0  # same weights, same CPU kernels: bit-identical
 
 
+def test_the_so_called_robust_cpu_save_moves_the_live_model(saved):
+    """`torch.save(model.cpu().state_dict(), ...)`: nn.Module.cpu() returns the module itself."""
+    _, m = saved
+    assert m["cpu_call_moves_model"] is True and m["params_after_cpu_call"] == "cpu"
+
+
 def test_file_size_is_weights_plus_adam_state(saved):
     path, m = saved
     params = count_parameters(MNISTClassifier())
@@ -168,3 +174,5 @@ def test_a_checkpoint_saved_on_any_accelerator_loads_on_the_cpu(accelerator):
     m = list(experiments.start("checkpoint-roundtrip", {"steps": 20}, device=accelerator))[-1].metrics
     assert m["saved_on"].startswith(accelerator) and m["loaded_on"] == "cpu"
     assert m["weights_equal"] is True and m["allclose"] is True
+    # model.cpu().state_dict() took the live model off the accelerator
+    assert m["cpu_call_moves_model"] is True and m["params_after_cpu_call"] == "cpu"

@@ -181,8 +181,32 @@ def measure(p: CheckpointParams, dev: Device) -> Iterator[Event]:
             "is no such error to show here."
         )
 
+    # Some course material calls `torch.save(model.cpu().state_dict(), ...)` the robust save. But
+    # nn.Module.cpu() moves the module itself and returns it: the live model leaves the GPU.
+    live = MNISTClassifier().to(device)
+    returned = live.cpu()
+    cpu_call_moves_model = returned is live
+    device_after = str(next(live.parameters()).device)
+    if dev.kind == "cpu":
+        yield Note(
+            "The save some course material calls robust, torch.save(model.cpu().state_dict(), path), is not: "
+            f"model.cpu() moves the module itself and returns it (returned is model: {cpu_call_moves_model}). "
+            "Here everything is on the CPU already, so nothing visibly moves; on a GPU the training model would "
+            "now be on the CPU, and the next step with its batch on the GPU stops with a device mismatch "
+            "(or, if the batch follows the model, trains on the CPU, slowly and silently). A checkpoint saved "
+            "from the GPU loads anywhere with map_location; no .cpu() is needed on the model.", "warning")
+    else:
+        yield Note(
+            "The save some course material calls robust, torch.save(model.cpu().state_dict(), path), is not: "
+            f"model.cpu() moved the model itself (returned is model: {cpu_call_moves_model}); its parameters "
+            f"are now on {device_after}, not {device}. The next training step, with its batch on {device}, "
+            "stops with a device mismatch, or trains on the CPU if the batch follows the model. Save "
+            "model.state_dict() as it is and load with map_location.", "warning")
+
     yield Finished(
         {
+            "cpu_call_moves_model": cpu_call_moves_model,
+            "params_after_cpu_call": device_after,
             "allclose": allclose,
             "max_abs_diff": max_abs_diff,
             "weights_equal": weights_equal,

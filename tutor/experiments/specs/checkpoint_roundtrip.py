@@ -30,6 +30,10 @@ SPEC = Experiment(
         "loaded_on": Metric("loaded onto", "text", "device the checkpoint was loaded onto (cpu)"),
         "epoch": Metric("epoch in the checkpoint", "", "epoch stored in the checkpoint"),
         "loss": Metric("loss in the checkpoint", "", "loss stored in the checkpoint"),
+        "cpu_call_moves_model": Metric("model.cpu() moved the model itself", "bool",
+                                       "True if model.cpu() returned the same module, moved in place"),
+        "params_after_cpu_call": Metric("parameters after model.cpu()", "text",
+                                        "device of the live model's parameters after model.cpu().state_dict()"),
     },
     quick={"steps": 20},
 )
