@@ -88,9 +88,9 @@ def train_one_epoch(model: torch.nn.Module, loader: Any, optimizer: Any, criteri
         loss = criterion(model(images), labels)
         loss.backward()
         optimizer.step()
-        total += loss.item()
+        total += loss.detach()  # summed on the device: .item() every step would wait for the GPU each time
         batches += 1
-    return total / max(batches, 1)
+    return float(total) / max(batches, 1)
 
 
 @torch.no_grad()

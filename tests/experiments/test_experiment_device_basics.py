@@ -68,3 +68,21 @@ def test_any_accelerator_gets_every_parameter(accelerator):
     events, m = run(accelerator)
     assert m["device"].startswith(accelerator) and m["all_on_device"] is True
     assert m["parameter_devices"].startswith(accelerator)
+
+
+@pytest.mark.parametrize("machine, cpuinfo, native", [
+    ("aarch64", "processor\t: 0\nFeatures\t: fp asimd evtstrm aes sve bf16 i8mm\n", True),  # Graviton 3
+    ("aarch64", "processor\t: 0\nFeatures\t: fp asimd evtstrm aes crc32\n", False),  # Graviton 2
+    ("x86_64", "flags\t\t: fpu sse avx2 avx512f avx512_bf16\n", False),  # x86 is read from its flags instead
+])
+def test_arm_bfloat16_is_detected_from_its_features(monkeypatch, machine, cpuinfo, native):
+    """Native bfloat16 is not x86-only (AVX512-BF16/AMX): ARM has a BF16 extension (issue 25)."""
+    import io
+
+    from tutor.experiments import devices
+
+    monkeypatch.setattr(devices.platform, "machine", lambda: machine)
+    monkeypatch.setattr(devices.platform, "system", lambda: "Linux")
+    monkeypatch.setattr(devices, "open", lambda *a, **k: io.StringIO(cpuinfo), raising=False)
+    assert devices._arm_bf16() is native
+    assert devices._cpu_flag("avx512_bf16") is ("avx512_bf16" in cpuinfo)

@@ -315,7 +315,7 @@ def measure(p: AmpBenchmarkParams, dev: Device) -> Iterator[Event]:
             )
         else:
             where = (" on tensor cores" if dev.tensor_cores else "") if accel else (
-                " with the CPU's native bfloat16 instructions (AVX512-BF16 / AMX)" if dev.bf16 else "")
+                " with the CPU's native bfloat16 instructions (AVX512-BF16 / AMX on x86, BF16 on ARM)" if dev.bf16 else "")
             yield Note(
                 f"Mixed precision was {amp_speedup:.2f}x faster than {base_name}: the matmuls ran in "
                 f"{amp.dtype_name}{where}, moving half the bytes of float32, while the weights and the optimizer "

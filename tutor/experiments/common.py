@@ -113,7 +113,7 @@ class Amp(NamedTuple):
     @property
     def emulated(self) -> bool:
         """Autocast runs on a CPU without a fast path for its dtype (float16 on any CPU,
-        bfloat16 without AVX512-BF16/AMX): expect it to be slower than float32."""
+        bfloat16 without AVX512-BF16/AMX or ARM's BF16): expect it to be slower than float32."""
         return (
             self.enabled and self.dev is not None and self.dev.kind == "cpu"
             and (self.dtype == torch.float16 or not self.dev.bf16)
@@ -218,7 +218,7 @@ def autocast_settings(amp: str, dev: Device) -> Amp:
         note = "autocast to bfloat16 on the CPU (CPU autocast supports bfloat16; no GradScaler needed)"
         if not dev.bf16:
             note += (
-                f". {dev.name} has no native bfloat16 instructions (AVX512-BF16/AMX), so bfloat16 "
+                f". {dev.name} has no native bfloat16 instructions (AVX512-BF16/AMX on x86, BF16 on ARM), so bfloat16 "
                 "matmuls are emulated and will be slower than float32"
             )
         return Amp(True, dtype, False, note + ".", dev)

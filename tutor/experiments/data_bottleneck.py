@@ -111,8 +111,9 @@ def measure(p: DataBottleneckParams, dev: Device) -> Iterator[Event]:
     cases: list[_Case] = []
 
     case = _Case("loader", "loader")
-    yield Note("1/4 The notebook's DataLoader, num_workers=0: each of the 64 images in a batch is decoded "
-               "and converted (PIL -> ToTensor -> Normalize) in this process, between two steps.")
+    yield Note("1/4 The notebook's DataLoader, num_workers=0: each of the 64 images in a batch is rebuilt "
+               "from MNIST's stored bytes (PIL image -> ToTensor -> Normalize; nothing to decode) in this "
+               "process, between two steps.")
     first = _loader(p, 0, False)
     epoch_samples = len(first.dataset)  # 60,000 for MNIST; the offline digits' own count otherwise
     yield from _measure(case, _endless(first), dev, p, non_blocking=False)

@@ -100,13 +100,15 @@ def cpu_model_name() -> str:
 def _cpu() -> Device:
     import torch
 
-    # bf16 matmuls are native on CPUs with AVX512-BF16 / AMX; elsewhere they are emulated (slow).
+    # bf16 matmuls are native on CPUs with bfloat16 instructions: AVX512-BF16 or AMX on x86, the BF16
+    # extension on ARM (Graviton 3, Neoverse V1/N2, Apple M2 and later); elsewhere they are emulated (slow).
     capability = ""
     try:
         capability = torch.backends.cpu.get_cpu_capability()
     except Exception:  # older torch
         pass
-    native_bf16 = "AMX" in capability.upper() or _cpu_flag("avx512_bf16") or _cpu_flag("amx_bf16")
+    native_bf16 = ("AMX" in capability.upper() or _cpu_flag("avx512_bf16") or _cpu_flag("amx_bf16")
+                   or _arm_bf16())
     return Device(
         kind="cpu",
         index=None,
@@ -117,15 +119,32 @@ def _cpu() -> Device:
     )
 
 
-def _cpu_flag(flag: str) -> bool:
+def _cpu_flag(flag: str, field: str = "flags") -> bool:
+    """Whether /proc/cpuinfo lists `flag` (x86 says "flags", ARM "Features")."""
     try:
         with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
             for line in f:
-                if line.startswith("flags"):
-                    return flag in line.split()
+                if line.startswith(field):
+                    return flag in line.split(":", 1)[-1].split()
     except OSError:
         pass
     return False
+
+
+def _arm_bf16() -> bool:
+    """ARM's BF16 extension: Linux lists it in /proc/cpuinfo's Features, macOS in sysctl."""
+    if platform.machine().lower() not in ("arm64", "aarch64"):
+        return False
+    if platform.system() == "Darwin":
+        import subprocess
+
+        try:
+            out = subprocess.run(["sysctl", "-n", "hw.optional.arm.FEAT_BF16"], capture_output=True, text=True,
+                                 timeout=2)
+        except (OSError, subprocess.SubprocessError):
+            return False
+        return out.stdout.strip() == "1"
+    return _cpu_flag("bf16", "Features")
 
 
 def _cuda(index: int) -> Device:
