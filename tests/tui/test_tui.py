@@ -287,6 +287,23 @@ async def test_a_choice_check_says_to_choose_not_type(tmp_path):
         assert "↑↓ or 1–" in hint and "choose" in hint and "type your answer" not in hint
 
 
+async def test_a_key_pressed_again_does_not_stack_copies_of_its_message(tmp_path):
+    """n on an unlocked prediction says why not once; pressing it again while that shows adds nothing."""
+    app = TutorApp(home=tmp_path, device="cpu", engine=ScriptedEngine())
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.open_lesson("training-iron-law")
+        await pilot.pause()
+        screen = app.screen
+        screen.show_step(screen.lesson.index("act1-predict"))
+        await pilot.pause(0.2)
+        for _ in range(5):
+            screen.action_next()
+        await pilot.pause(0.2)
+        assert screen.index == screen.lesson.index("act1-predict")
+        assert [n.message for n in app._notifications].count(
+            "Lock in a prediction first (enter): the result comes after your guess, never before.") == 1
+
+
 async def test_an_answer_step_arrives_with_its_answer_focused_so_enter_answers(tmp_path):
     """Once the step is drawn, the list has focus (nothing takes it back): the first enter locks."""
     app = TutorApp(home=tmp_path, device="cpu", engine=ScriptedEngine())

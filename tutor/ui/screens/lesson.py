@@ -204,8 +204,17 @@ class LessonScreen(Screen):
                 trail.append("○", style="dim")
         self.query_one("#trail", Static).update(trail)
 
+    SAY_TIMEOUT_S = 4
+
     def say(self, text: str, severity: str = "information") -> None:
-        self.notify(text, severity=severity, timeout=4)
+        # One toast per message: a key pressed again while its answer still shows does not stack
+        # copies over the step (eight "n" presses on an unlocked prediction made eight).
+        now = time.monotonic()
+        last_text, last_at = getattr(self, "_said", ("", -1e9))
+        if text == last_text and now - last_at < self.SAY_TIMEOUT_S:
+            return
+        self._said = (text, now)
+        self.notify(text, severity=severity, timeout=self.SAY_TIMEOUT_S)
 
     # ------------------------------------------------------------------ navigation
 
