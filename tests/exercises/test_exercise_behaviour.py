@@ -180,6 +180,11 @@ def test_a_run_that_stopped_early_is_not_blamed() -> None:
     ("torch.cuda.synchronize()\nfor e in range(3):\n    s = time.time()\n", 3, True),
     ("print(torch.cuda.synchronize)\nt = time.time()\n", 2, False),
     ("not python (", 1, False),
+    # a helper of the learner's, whatever its name, whose body synchronises
+    ("def wait_for(d):\n    if d.type == 'cuda':\n        torch.cuda.synchronize()\n"
+     "wait_for(dev)\nt0 = time.time()\n", 5, True),
+    ("def log(d):\n    print(d)\nlog(dev)\nt0 = time.time()\n", 4, False),
+    ("def again(d):\n    again(d)\nagain(dev)\nt0 = time.time()\n", 4, False),  # recursion ends
 ])
 def test_sync_before_a_clock_read_is_found_in_any_spelling(source, line, expected) -> None:
     assert sync_precedes(source, line) is expected

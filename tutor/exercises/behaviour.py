@@ -175,19 +175,24 @@ def timing_synchronized(ctx: Context) -> Judgement:
 
 def sync_precedes(source: str, line: int) -> bool:
     """The statement before the one on `line` (in its block, or before the block it opens) calls
-    something named synchronize, directly or under an `if`."""
+    something named synchronize, directly, under an `if`, or inside a function of the learner's
+    that it calls (a `sync(device)` helper whose body synchronises): whatever the helper is named."""
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError, RecursionError):
         return False
     found = False
+    functions = {f.name: f for f in ast.walk(tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))}
 
-    def calls_sync(node: ast.AST) -> bool:
+    def calls_sync(node: ast.AST, depth: int = 0) -> bool:
         for sub in ast.walk(node):
             if isinstance(sub, ast.Call):
                 f = sub.func
                 name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
                 if name == "synchronize":
+                    return True
+                if name in functions and depth < 3 and functions[name] is not node \
+                        and calls_sync(functions[name], depth + 1):
                     return True
         return False
 
