@@ -26,11 +26,13 @@ LESSON = ROOT / "lessons" / "gpu-lab.yaml"
 # The outline, part by part.
 OUTLINE = {
     "basics": ["basics-predict", "basics-run", "basics-read", "check-tf32"],
-    "formats": ["formats-read", "autocast-read", "formats-predict", "formats-run", "check-formats"],
+    "formats": ["formats-read", "autocast-read", "dtypes-predict", "dtypes-run", "check-dtypes", "formats-predict",
+                "formats-run", "check-formats"],
     "memory anatomy": ["memory-read", "memory-predict", "memory-run", "memory-reflect", "check-memory"],
     "memory optimisation": ["sweep-predict", "sweep-run", "accum-read", "accum-predict", "accum-run",
                             "ckpt-read", "ckpt-predict", "ckpt-run", "check-oom-options"],
-    "end to end": ["data-predict", "data-run", "bench-predict", "bench-run", "bench-reflect", "check-bench"],
+    "end to end": ["data-predict", "data-run", "roofline-predict", "roofline-run", "check-roofline", "bench-predict",
+                   "bench-run", "bench-reflect", "check-bench", "profile-predict", "profile-run", "check-gpu-util"],
     "pitfalls": ["pitfalls-read", "mismatch-predict", "mismatch-run", "oom-predict", "oom-run", "oom-read",
                  "sync-predict", "sync-run", "check-sync", "leak-predict", "leak-run", "leak-read",
                  "autocast-predict", "autocast-run", "autocast-reflect", "check-pitfalls"],

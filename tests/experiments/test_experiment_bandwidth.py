@@ -1,0 +1,152 @@
+"""bandwidth: memory bandwidth against matmul FLOP/s, and the roofline built from them.
+Behaviour only: no test compares timings with fixed numbers."""
+
+from __future__ import annotations
+
+import datetime
+
+import pytest
+import torch
+from experiment_runs import run_experiment
+
+from tutor import experiments
+from tutor.experiments import devices
+from tutor.experiments import peak as matmul_peak
+from tutor.experiments.events import Note, Step, Table
+
+QUICK = experiments.get("bandwidth").quick
+
+
+@pytest.fixture(scope="module", autouse=True)
+def peak_cache(tmp_path_factory):
+    """This module's runs keep their measured peaks in a file of their own, never the user's; the
+    sweep is kept tiny."""
+    path = tmp_path_factory.mktemp("peak") / "peaks.json"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(matmul_peak, "cache_file", lambda: path)
+        mp.setitem(matmul_peak.SIZES, "cpu", (64, 128))
+        yield path
+
+
+def _plant(tflops: float, path) -> None:
+    """A cached float32 peak for this process's CPU, as if measured earlier."""
+    name, threads = matmul_peak.identity(devices.resolve("cpu"))
+    matmul_peak.store(matmul_peak.Peak(tflops=tflops, dtype="float32", device=name, threads=threads,
+                                       torch=torch.__version__, measured_on="2000-01-02",
+                                       measured_at=datetime.datetime.now().timestamp() - 86400,
+                                       best_size=512, sizes=(256, 512)))
+
+
+def _notes(events) -> str:
+    return " ".join(e.text for e in events if isinstance(e, Note))
+
+
+@pytest.fixture(scope="module")
+def cpu_run(peak_cache):
+    return run_experiment("bandwidth", QUICK, "cpu")
+
+
+def test_every_declared_metric_is_reported(cpu_run):
+    _, m = cpu_run
+    assert set(m) == set(experiments.get("bandwidth").metrics)
+    assert m["device"] == "cpu" and m["threads"] == torch.get_num_threads()
+
+
+def test_a_cpu_has_no_host_to_device_copy_and_says_so(cpu_run):
+    events, m = cpu_run
+    assert m["copy_gbps"] is None and m["pinned_copy_gbps"] is None and m["pinned_speedup"] is None
+    notes = _notes(events)
+    assert "No GPU here" in notes and "no host-to-device copy" in notes and "pinned" in notes
+    traffic = next(e for e in events if isinstance(e, Table))
+    assert [row[0] for row in traffic.rows] == ["device to device copy", "c = a * b"]
+
+
+def test_the_roofline_is_built_from_the_measured_numbers(cpu_run):
+    _, m = cpu_run
+    assert m["device_copy_gbps"] > 0 and m["elementwise_gbps"] > 0 and m["matmul_tflops"] > 0
+    # c = a * b moves 12 bytes per FLOP: its GB/s and its FLOP/s are one measurement
+    assert m["elementwise_gbps"] == pytest.approx(12 * m["elementwise_tflops"] * 1e3)
+    assert m["bandwidth_gbps"] == max(m["device_copy_gbps"], m["elementwise_gbps"])
+    assert m["peak_tflops"] >= m["matmul_tflops"]
+    assert m["ridge_point"] == pytest.approx(m["peak_tflops"] * 1e3 / m["bandwidth_gbps"])
+    assert m["elementwise_intensity"] == pytest.approx(1 / 12)
+    assert m["matmul_intensity"] == pytest.approx(QUICK["matmul_size"] / 6)
+    assert m["elementwise_peak_share"] == pytest.approx(m["elementwise_tflops"] / m["peak_tflops"])
+    assert m["matmul_peak_share"] == pytest.approx(m["matmul_tflops"] / m["peak_tflops"])
+    assert m["elementwise_bound"] == "memory"  # 1/12 FLOP/B is left of any device's ridge
+    assert m["matmul_bound"] == ("compute" if m["matmul_intensity"] >= m["ridge_point"] else "memory")
+
+
+def test_the_roofline_table_has_the_roof_at_each_intensity(cpu_run):
+    events, m = cpu_run
+    roofline = [e for e in events if isinstance(e, Table)][1]
+    assert roofline.columns == ["operation", "FLOP/B", "achieved", "roof there", "of roof", "bound by"]
+    assert [row[0] for row in roofline.rows] == ["c = a * b", f"matmul {QUICK['matmul_size']}"]
+    assert [row[-1] for row in roofline.rows] == [m["elementwise_bound"], m["matmul_bound"]]
+    assert "ridge at" in roofline.title and "GB/s" in roofline.title
+    notes = _notes(events)
+    assert "ridge point" in notes and "memory-bound" in notes
+
+
+def test_progress_after_each_operation(cpu_run):
+    events, _ = cpu_run
+    steps = [e for e in events if isinstance(e, Step)]
+    assert [s.label for s in steps] == ["device copy", "elementwise", "matmul"]
+    assert [s.step for s in steps] == [1, 2, 3] and all(s.total == 3 for s in steps)
+
+
+def test_small_arrays_are_said_to_measure_the_caches_too(cpu_run):
+    events, _ = cpu_run
+    assert QUICK["megabytes"] < 64 and "caches" in _notes(events)
+
+
+def test_an_empty_cache_measures_the_peak_first_and_a_cached_one_is_the_roof(tmp_path, monkeypatch):
+    path = tmp_path / "peaks.json"
+    monkeypatch.setattr(matmul_peak, "cache_file", lambda: path)
+    events, _ = run_experiment("bandwidth", QUICK, "cpu")
+    assert "Measuring this device's float32 matmul peak first" in _notes(events)
+    assert matmul_peak.cached(devices.resolve("cpu"), "float32") is not None  # kept for later runs
+
+    path.unlink()
+    _plant(1000.0, path)  # far above any CPU: the compute roof is the cached peak
+    events, m = run_experiment("bandwidth", QUICK, "cpu")
+    assert "Measuring" not in _notes(events)
+    assert m["peak_tflops"] == 1000.0 and m["matmul_bound"] == "memory"  # a ridge that far right
+    assert m["ridge_point"] == pytest.approx(1000.0 * 1e3 / m["bandwidth_gbps"])
+
+
+def test_a_run_faster_than_the_cached_peak_is_the_roof(tmp_path, monkeypatch):
+    path = tmp_path / "peaks.json"
+    monkeypatch.setattr(matmul_peak, "cache_file", lambda: path)
+    _plant(1e-9, path)
+    events, m = run_experiment("bandwidth", QUICK, "cpu")
+    assert m["peak_tflops"] == m["matmul_tflops"] and m["matmul_peak_share"] == 1.0
+    assert "faster than the cached sweep" in _notes(events)
+
+
+def test_arrays_too_big_for_the_memory_are_refused_before_any_work(monkeypatch):
+    from tutor.experiments import bandwidth
+
+    monkeypatch.setattr(bandwidth, "_free_bytes", lambda dev: 100 * 2**20)
+    with pytest.raises(ValueError, match="megabytes=128 needs .* choose a smaller megabytes"):
+        run_experiment("bandwidth", {"megabytes": 128, "repeats": 1}, "cpu")
+
+
+@pytest.mark.gpu
+def test_an_accelerator_times_the_copy_from_the_host(accelerator):
+    events, m = run_experiment("bandwidth", {"megabytes": 256, "matmul_size": 4096, "repeats": 5}, accelerator)
+    assert m["device"].startswith(accelerator) and m["threads"] is None
+    assert m["copy_gbps"] > 0 and m["elementwise_bound"] == "memory" and m["matmul_bound"] == "compute"
+    # the bus is the slowest roof: a copy from the host is slower than the device's own memory
+    assert m["copy_gbps"] < m["bandwidth_gbps"]
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_cuda_copies_from_pinned_memory_faster():
+    events, m = run_experiment("bandwidth", {"megabytes": 256, "repeats": 5}, "cuda")
+    assert m["pinned_copy_gbps"] > 0 and m["pinned_speedup"] == pytest.approx(m["pinned_copy_gbps"] / m["copy_gbps"])
+    assert m["pinned_speedup"] > 1
+    traffic = next(e for e in events if isinstance(e, Table))
+    assert [row[0] for row in traffic.rows][:2] == ["host to device, pageable", "host to device, pinned"]
+    assert "pin_memory=True" in _notes(events)

@@ -1,0 +1,282 @@
+"""bandwidth: how fast memory moves against how fast the device computes, as a roofline.
+
+Every operation reads and writes memory and does some arithmetic. Its **arithmetic intensity**
+is FLOPs per byte moved. A device can move at most B bytes/s and compute at most P FLOP/s, so
+an operation of intensity I runs at most min(P, I x B): the **roofline**. Below the ridge point
+P / B FLOP/B an operation is memory-bound (a faster memory would help, more FLOP/s would not);
+above it, compute-bound.
+
+Measured here, each timing warmed up, the device synchronised before the clock starts and
+before it stops, back-to-back calls filling about REPEAT_S seconds, the best of `repeats`:
+
+- host to device (CUDA, MPS): a copy from ordinary (pageable) host memory, and on CUDA from
+  page-locked (pinned) memory with non_blocking=True; on a CPU there is no such copy;
+- device to device: dst.copy_(src), counted as bytes read + bytes written;
+- an elementwise multiply c = a * b (float32): 1 FLOP per 12 bytes;
+- an n x n float32 matmul: 2 n^3 FLOPs on 3 n^2 x 4 bytes at the least, intensity n / 6.
+
+The compute roof is the device's measured float32 matmul peak (tutor/experiments/peak.py, a
+cached sweep), or this run's matmul where it was faster; the memory roof is the best bandwidth
+measured here. TF32 is off throughout (full float32, the precision the peak is for).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterator
+
+import torch
+
+from tutor.experiments import peak as matmul_peak
+from tutor.experiments.common import full_float32_matmuls, seed_everything
+from tutor.experiments.devices import Device
+from tutor.experiments.events import Event, Finished, Note, Started, Step, Table
+from tutor.experiments.specs.bandwidth import BandwidthParams
+from tutor.experiments.timing import synchronize
+from tutor.present import metric, number, size
+
+REPEAT_S = 0.02  # one timing runs enough back-to-back calls to last about this long: launch costs vanish
+MAX_CALLS = 1000
+OPERATION_BUDGET_S = 3.0  # no new timing of one operation starts after this long
+CACHE_SAFE_MIB = 64  # smaller arrays may sit in a cache (a CPU's L3, a GPU's L2) and measure it
+FLOAT32 = 4
+ELEMENTWISE_BYTES = 3 * FLOAT32  # c = a * b reads a and b and writes c
+ELEMENTWISE_INTENSITY = 1 / ELEMENTWISE_BYTES  # one multiply per element
+
+
+def best_seconds(fn: Callable[[], object], device: str, repeats: int) -> float:
+    """Seconds per fn() call: one warm-up call, then `repeats` timings of back-to-back calls
+    (as many as fill about REPEAT_S), the device synchronised at each clock read; the best.
+    No new timing starts after OPERATION_BUDGET_S (a slow CPU's big matmul)."""
+    deadline = time.perf_counter() + OPERATION_BUDGET_S
+    fn()
+    synchronize(device)
+    start = time.perf_counter()
+    fn()
+    synchronize(device)
+    one = time.perf_counter() - start
+    calls = max(1, min(MAX_CALLS, int(REPEAT_S / max(one, 1e-7))))
+    best = one
+    for _ in range(repeats):
+        if time.perf_counter() > deadline:
+            break
+        synchronize(device)
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        synchronize(device)
+        best = min(best, (time.perf_counter() - start) / calls)
+    return best
+
+
+class Arrays:
+    """Three float32 device arrays of `n` elements, and a host copy to upload (made pinned by `pin`)."""
+
+    def __init__(self, n: int, device: str) -> None:
+        self.a = torch.rand(n, device=device)
+        self.b = torch.rand(n, device=device)
+        self.c = torch.empty(n, device=device)
+        self.host = torch.rand(n) if torch.device(device).type != "cpu" else None
+        self.pinned = False
+
+    def pin(self) -> None:
+        assert self.host is not None
+        self.host = self.host.pin_memory()
+        self.pinned = True
+
+    def from_host(self) -> None:
+        self.c.copy_(self.host, non_blocking=self.pinned)  # only a pinned source can be copied asynchronously
+
+    def copy(self) -> None:
+        self.c.copy_(self.a)
+
+    def multiply(self) -> None:
+        torch.mul(self.a, self.b, out=self.c)
+
+
+class Matrices:
+    """Two random n x n float32 matrices and an output."""
+
+    def __init__(self, n: int, device: str) -> None:
+        self.a = torch.randn(n, n, device=device)
+        self.b = torch.randn(n, n, device=device)
+        self.c = torch.empty(n, n, device=device)
+
+    def multiply(self) -> None:
+        torch.mm(self.a, self.b, out=self.c)
+
+
+def _free_bytes(dev: Device) -> int | None:
+    """Memory free for this run's arrays: the GPU's free memory, or the host's available memory."""
+    if dev.kind == "cuda":
+        return torch.cuda.mem_get_info(dev.index or 0)[0]
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, OSError, ValueError):
+        return None
+
+
+def flops_text(tflops: float) -> str:
+    """FLOP/s in the unit that reads best: a CPU's GFLOP/s, a GPU's TFLOP/s."""
+    return metric(tflops, "TFLOP/s") if tflops >= 1 else number(tflops * 1e3, "GFLOP/s")
+
+
+def _gbps(nbytes: float, seconds: float) -> float:
+    return nbytes / seconds / 1e9
+
+
+def measure(p: BandwidthParams, dev: Device) -> Iterator[Event]:
+    seed_everything(p.seed)
+    device = dev.torch_device
+    cuda, cpu = dev.kind == "cuda", dev.kind == "cpu"
+    nbytes = p.megabytes * 2**20
+    n_elements = nbytes // FLOAT32
+    n = p.matmul_size
+    threads = torch.get_num_threads() if cpu else None
+    yield Started("bandwidth", device, dev.name, "random float32 tensors (the timing does not depend on the data)",
+                  f"arrays of {p.megabytes:,} MiB, a {n} x {n} matmul, best of {p.repeats} timings each")
+
+    # Three device arrays (and on a GPU a pageable and a pinned host copy): refuse before allocating.
+    need = 3 * nbytes
+    free = _free_bytes(dev)
+    if free is not None and need > free // 2:
+        raise ValueError(f"megabytes={p.megabytes} needs {size(need)} on {device}, more than half of the "
+                         f"{size(free)} free there: choose a smaller megabytes")
+    if cpu:
+        yield Note(f"No GPU here: this measures the CPU ({dev.name}) with {threads} thread"
+                   f"{'s' if threads != 1 else ''}: its memory bandwidth (RAM to the cores and back) and its "
+                   "matmul FLOP/s. A CPU computes where its data already is, so there is no host-to-device "
+                   "copy to time: those figures are n/a. On a GPU the same run would time the copy over the "
+                   "bus (PCIe) from pageable and from pinned memory, and the GPU's own memory (HBM or GDDR).",
+                   "warning")
+    if p.megabytes < CACHE_SAFE_MIB:
+        yield Note(f"Arrays of {p.megabytes:,} MiB may fit, at least partly, in the caches (tens of MiB on a CPU, "
+                   "up to about 50 MiB of L2 on a large GPU): the bandwidth measured is then partly the caches', "
+                   f"higher than the memory's. The default, {BandwidthParams.model_fields['megabytes'].default:,} "
+                   "MiB, is larger than any cache.", "warning")
+    if matmul_peak.cached(dev, "float32") is None:
+        sizes = matmul_peak.SIZES.get(dev.kind, matmul_peak.SIZES["cpu"])
+        yield Note(f"Measuring this device's float32 matmul peak first: square matmuls of {sizes[0]} to "
+                   f"{sizes[-1]}, the best of {matmul_peak.REPEATS} repeats; kept for later runs "
+                   f"(`{matmul_peak.MEASURE_COMMAND}` measures it again).")
+        peak = matmul_peak.measure(dev, "float32")
+    else:
+        peak = matmul_peak.cached(dev, "float32")
+    assert peak is not None
+
+    started = time.perf_counter()
+    done = 0
+    total = (2 if cuda else 1 if dev.kind == "mps" else 0) + 3
+
+    def progress(what: str) -> Step:
+        nonlocal done
+        done += 1
+        return Step(done, total, float("nan"), time.perf_counter() - started, 0.0, label=what)
+
+    copy_gbps = pinned_gbps = None
+    with full_float32_matmuls(), torch.no_grad():
+        arrays = Arrays(n_elements, device)
+        if not cpu:
+            copy_gbps = _gbps(nbytes, best_seconds(arrays.from_host, device, p.repeats))
+            yield progress("host to device")
+            if cuda:
+                arrays.pin()
+                pinned_gbps = _gbps(nbytes, best_seconds(arrays.from_host, device, p.repeats))
+                yield progress("pinned host to device")
+        device_copy_gbps = _gbps(2 * nbytes, best_seconds(arrays.copy, device, p.repeats))
+        yield progress("device copy")
+        seconds = best_seconds(arrays.multiply, device, p.repeats)
+        elementwise_gbps = _gbps(ELEMENTWISE_BYTES * n_elements, seconds)
+        elementwise_tflops = n_elements / seconds / 1e12
+        yield progress("elementwise")
+        del arrays  # release the arrays before the matrices are made
+        matrices = Matrices(n, device)
+        matmul_tflops = 2 * n**3 / best_seconds(matrices.multiply, device, p.repeats) / 1e12
+        yield progress("matmul")
+        del matrices
+
+    peak_tflops = max(peak.tflops, matmul_tflops)
+    bandwidth_gbps = max(device_copy_gbps, elementwise_gbps)
+    ridge = peak_tflops * 1e12 / (bandwidth_gbps * 1e9)
+    matmul_intensity = n / 6
+    pinned_speedup = pinned_gbps / copy_gbps if pinned_gbps is not None and copy_gbps else None
+    memory_name = "RAM" if cpu else "device memory"
+
+    def roof(intensity: float) -> float:  # TFLOP/s
+        return min(peak_tflops, intensity * bandwidth_gbps * 1e9 / 1e12)
+
+    def bound(intensity: float) -> str:
+        return "memory" if intensity < ridge else "compute"
+
+    rows = []
+    if not cpu:
+        rows.append(["host to device, pageable", number(copy_gbps, "GB/s"), "over the bus to the device"])
+    if cuda:
+        rows.append(["host to device, pinned", number(pinned_gbps, "GB/s"), "page-locked: DMA straight from it"])
+    rows += [["device to device copy", number(device_copy_gbps, "GB/s"), f"{memory_name} read + written"],
+             ["c = a * b", number(elementwise_gbps, "GB/s"), "12 bytes per element, 1 FLOP"]]
+    yield Table(f"Memory traffic on {device}, arrays of {p.megabytes:,} MiB (best of {p.repeats})",
+                ["operation", "bandwidth", "what moves"], rows)
+
+    ops = [("c = a * b", ELEMENTWISE_INTENSITY, elementwise_tflops), (f"matmul {n}", matmul_intensity, matmul_tflops)]
+    yield Table(f"Roofline on {device} (float32): roof = min({flops_text(peak_tflops)}, FLOP/B x "
+                f"{number(bandwidth_gbps, 'GB/s')}), ridge at {number(ridge)} FLOP/B",
+                ["operation", "FLOP/B", "achieved", "roof there", "of roof", "bound by"],
+                [[name, number(i), flops_text(achieved), flops_text(roof(i)), metric(achieved / roof(i), "%"), bound(i)]
+                 for name, i, achieved in ops])
+
+    yield Note(f"The roofline of this {'CPU' if cpu else 'device'}, from its own numbers: the memory roof is "
+               f"{number(bandwidth_gbps, 'GB/s')} (the best of the device copy and the multiply), the compute "
+               f"roof {flops_text(peak_tflops)} (float32 matmul, "
+               + ("this run's matmul, faster than the cached sweep" if matmul_tflops > peak.tflops else
+                  f"{peak.how_text()}, {peak.measured_on}") + f"). Their ratio, {number(ridge)} FLOP per byte, "
+               "is the ridge point: an operation that does fewer FLOPs per byte it moves waits on memory; "
+               "one that does more waits on arithmetic.", "result")
+    yield Note(f"c = a * b does 1 multiply per 12 bytes ({number(ELEMENTWISE_INTENSITY)} FLOP/B), far left of the "
+               f"ridge: it ran at {flops_text(elementwise_tflops)}, "
+               f"{metric(elementwise_tflops / peak_tflops, '%')} of the compute peak, while moving "
+               f"{number(elementwise_gbps, 'GB/s')}. The {n} x {n} matmul uses each number it loads {n:,} times: "
+               f"{number(matmul_intensity)} FLOP/B, and reached "
+               f"{flops_text(matmul_tflops)}, {metric(matmul_tflops / peak_tflops, '%')} of the peak: "
+               + ("compute-bound." if bound(matmul_intensity) == "compute" else
+                  "still left of the ridge here, so memory-bound too (a larger matmul_size moves it right).")
+               + " Activations, normalisations, the optimizer's update and copies are elementwise: memory-bound "
+                 "on every device; matmuls are where the FLOP/s are. Fusing elementwise operations (fewer trips "
+                 "to memory) speeds them up; more FLOP/s do not.")
+    if cuda:
+        yield Note(f"Host to device: {number(copy_gbps, 'GB/s')} from pageable memory, "
+                   f"{number(pinned_gbps, 'GB/s')} from pinned memory ({metric(pinned_speedup, 'x')}): the driver "
+                   "copies pageable memory through a pinned staging buffer first, and only a pinned buffer can "
+                   "be copied with non_blocking=True while the GPU computes. Either is a small fraction of the "
+                   f"GPU's own {number(bandwidth_gbps, 'GB/s')}: keep data on the GPU, and let DataLoader "
+                   "(pin_memory=True) hand over pinned batches.")
+    elif dev.kind == "mps":
+        yield Note(f"Host to device: {number(copy_gbps, 'GB/s')}. On Apple silicon the CPU and GPU share one "
+                   "memory, but .to('mps') still copies into the GPU's buffers; pinned memory is a CUDA idea "
+                   "(n/a here).")
+    if cpu:
+        yield Note("On a GPU both roofs are far higher (its memory bandwidth is many times a CPU's, its FLOP/s "
+                   "more so), and its ridge point is usually further right: even more operations end up "
+                   "memory-bound there. Run this on a GPU to measure its roofline.")
+
+    yield Finished({
+        "copy_gbps": copy_gbps,
+        "pinned_copy_gbps": pinned_gbps,
+        "pinned_speedup": pinned_speedup,
+        "device_copy_gbps": device_copy_gbps,
+        "elementwise_gbps": elementwise_gbps,
+        "elementwise_tflops": elementwise_tflops,
+        "matmul_tflops": matmul_tflops,
+        "peak_tflops": peak_tflops,
+        "bandwidth_gbps": bandwidth_gbps,
+        "ridge_point": ridge,
+        "elementwise_intensity": ELEMENTWISE_INTENSITY,
+        "matmul_intensity": matmul_intensity,
+        "elementwise_peak_share": elementwise_tflops / peak_tflops,
+        "matmul_peak_share": matmul_tflops / peak_tflops,
+        "elementwise_bound": bound(ELEMENTWISE_INTENSITY),
+        "matmul_bound": bound(matmul_intensity),
+        "threads": threads,
+        "device": device,
+    })
