@@ -93,9 +93,9 @@ def test_every_built_in_lesson_passes(capsys, monkeypatch, path):
         assert "bar is not applied on a data slice" in out
 
 
-def test_the_built_in_lessons_are_the_six_the_course_has():
-    assert sorted(p.stem for p in BUILT_IN) == ["cpu-vs-gpu", "devices", "gpu-lab", "gpu-training",
-                                                "gpu-training-practice", "training-iron-law"]
+def test_the_built_in_lessons_are_the_seven_the_course_has():
+    assert sorted(p.stem for p in BUILT_IN) == ["cpu-vs-gpu", "devices", "gpu-lab", "gpu-lab-practice",
+                                                "gpu-training", "gpu-training-practice", "training-iron-law"]
 
 
 def test_a_prediction_no_measurement_can_match_fails_the_test(capsys, tmp_path, monkeypatch):

@@ -388,6 +388,249 @@ def judge(name: str, ctx: Context) -> Judgement:
         return _unknown("the checker could not read what the program did")
 
 
+# ---------------------------------------------------------------- probes of the memory techniques
+# What tutor/exercises/probes.py measured when it called the learner's function with the checker's own
+# model and data (gradient accumulation, activation checkpointing, a batch-size search), judged one
+# aspect per probe. grader.py passes a probe's result here when the probe is in PROBE_JUDGES.
+
+
+def _mib(n: float) -> str:
+    return f"{n / 2**20:.2f} MiB" if n >= 2**20 else f"{n / 1024:,.1f} KiB"
+
+
+def _list(items: list[Any]) -> str:
+    items = [str(i) for i in items]
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def _count(n: int, word: str) -> str:
+    plural = word + ("es" if word.endswith(("ch", "sh", "s", "x")) else "s")
+    return f"{n:,} {word if n == 1 else plural}"
+
+
+def steps_once_per_k(result: dict[str, Any], name: str) -> Judgement:
+    """The optimizer stepped once every k micro-batches, after the k-th."""
+    k, seen = int(result["k"]), int(result["micro_batches"])
+    if not seen:
+        return Judgement(False, f"{name} never ran the model on a micro-batch.")
+    at = [int(s["micro_batches"]) for s in result["steps"]]
+    want = [k * (i + 1) for i in range(seen // k)]
+    if at == want:
+        return PASS
+    if not at:
+        return Judgement(False, f"{name} never called optimizer.step(): {_count(seen, 'micro-batch')} went by "
+                                "and the weights never changed.")
+    if len(at) == seen:
+        return Judgement(False, f"optimizer.step() ran after every micro-batch: {len(at)} steps for "
+                                f"{_count(seen, 'micro-batch')}, where accumulation_steps={k} wants {len(want)}, "
+                                f"one after every {k}th.")
+    return Judgement(False, f"optimizer.step() ran {_count(len(at), 'time')}, after micro-batches {_list(at)}; "
+                            f"with accumulation_steps={k} it runs after micro-batches {_list(want)}.")
+
+
+def zero_grad_once_per_k(result: dict[str, Any], name: str) -> Judgement:
+    """The gradients were cleared before each group of k micro-batches began, never inside one."""
+    k = int(result["k"])
+    clears = result["clears"]
+    if not clears:
+        return Judgement(False, f"{name} never ran backward(), so no gradient was accumulated.")
+    previous = None
+    for number, entry in enumerate(clears, 1):
+        seen, cleared = int(entry["micro_batches"]), bool(entry["cleared"])
+        group = (max(seen, 1) - 1) // k
+        first = group != previous
+        previous = group
+        if first and number > 1 and not cleared:
+            return Judgement(False, f"When micro-batch {seen}, the first of a new group of {k}, was backpropagated, "
+                                    ".grad still held the previous group's gradients: they were not cleared after "
+                                    "optimizer.step(), so the next step adds them in again.")
+        if not first and cleared:
+            wiped = sum(1 for e in clears if e["cleared"])
+            return Judgement(False, f"The gradients were cleared before micro-batch {seen}'s backward, in the middle "
+                                    f"of a group of {k} ({_count(wiped, 'clear')} for "
+                                    f"{_count(int(result['micro_batches']), 'micro-batch')}): zero_grad ran every "
+                                    "micro-batch, wiping what the earlier micro-batches of the group had added.")
+    return PASS
+
+
+def accumulates_full_batch_gradient(result: dict[str, Any], name: str) -> Judgement:
+    """One backward per micro-batch, and at each optimizer step the gradient of the full batch
+    (its k micro-batches as one batch, at the same weights)."""
+    k, seen, backwards = int(result["k"]), int(result["micro_batches"]), int(result["backwards"])
+    if not seen:
+        return Judgement(False, f"{name} never ran the model on a micro-batch.")
+    if 0 < backwards < seen:
+        return Judgement(False, f"backward() ran {_count(backwards, 'time')} for {_count(seen, 'micro-batch')}: the "
+                                "losses were added up and backpropagated together, so every micro-batch's "
+                                "activations were held at once, as with the full batch. Accumulation saves memory "
+                                "only with one backward per micro-batch.")
+    compared = [s for s in result["steps"] if s.get("group")]
+    if not compared:
+        return Judgement(False, f"{name} never called optimizer.step() after a backward, so no accumulated "
+                                "gradient was used.")
+    for number, step in enumerate(compared, 1):
+        if step.get("close"):
+            continue
+        ratio, cosine, group = float(step["ratio"]), float(step["cosine"]), int(step["group"])
+        where = f"At optimizer step {number}, the gradient"
+        if group > 1 and cosine > 0.9999 and abs(ratio - group) < 0.01 * group:
+            return Judgement(False, f"{where} was {ratio:.2f} times the full batch's ({group} micro-batches as one "
+                                    f"batch): each micro-batch's loss was not divided by {k}, so the {group} mean "
+                                    "gradients added up to their sum, not their mean.")
+        full = (f"the full batch's ({group} micro-batches as one batch)" if group > 1
+                else "the gradient of the one micro-batch since the previous step")
+        if cosine > 0.9999:
+            return Judgement(False, f"{where} was {ratio:.3g} times {full}.")
+        return Judgement(False, f"{where} differed from {full} by up to {float(step['max_diff']):.2g} (cosine "
+                                f"similarity {cosine:.3f}).")
+    return PASS
+
+
+def checkpoint_saves_activations(result: dict[str, Any], name: str) -> Judgement:
+    """The forward kept at most 3/4 of the activations the plain forward keeps for backward."""
+    if "returned" in result:
+        return Judgement(False, f"{name} returned {result['returned']}, not the output tensor of the blocks.")
+    plain, kept = float(result["plain_bytes"]), float(result["checkpointed_bytes"])
+    if plain > 0 and kept <= 0.75 * plain:
+        return PASS
+    share = kept / plain if plain else 1.0
+    if share >= 0.99:
+        return Judgement(False, f"{name} kept {_mib(kept)} of activations for backward, as much as the plain forward "
+                                f"({_mib(plain)}): no block ran under checkpoint.")
+    return Judgement(False, f"{name} kept {_mib(kept)} of activations for backward, {share:.0%} of the plain "
+                            f"forward's {_mib(plain)}: only some of the blocks ran under checkpoint.")
+
+
+def checkpoint_same_results(result: dict[str, Any], name: str) -> Judgement:
+    """The output and every gradient equal the plain forward's."""
+    if "returned" in result:
+        return Judgement(False, f"{name} returned {result['returned']}, not the output tensor of the blocks.")
+    if not result.get("shape_ok"):
+        return Judgement(False, f"{name} returned a tensor of shape {tuple(result.get('shape', ()))}; the blocks give "
+                                f"{tuple(result.get('want_shape', ()))}.")
+    if float(result["output_diff"]) > 1e-5:
+        return Judgement(False, f"{name}'s output differs from the plain forward's by up to "
+                                f"{float(result['output_diff']):.2g}: every block should run once, in order.")
+    if "backward_error" in result:
+        return Judgement(False, f"backward() through {name}'s output raised {result['backward_error']}.")
+    missing = [int(b) for b in result.get("blocks_without_gradient", [])]
+    if not result.get("has_graph") or missing:
+        which = ("none of the blocks' weights got a gradient" if not result.get("has_graph")
+                 or len(missing) >= int(result.get("blocks", len(missing)))
+                 else f"the weights of block{'s' if len(missing) > 1 else ''} {_list(missing)} got no gradient")
+        if result.get("reentrant_without_grad"):
+            how = ("use_reentrant=True (what checkpoint does when use_reentrant is not passed)"
+                   if result.get("reentrant_by_default") else "use_reentrant=True")
+            return Judgement(False, f"checkpoint ran with {how}, and its input did not require grad, so it built no "
+                                    f"graph through the blocks: {which}.")
+        if not result.get("has_graph"):
+            return Judgement(False, f"{name}'s output carries no graph (requires_grad is False), so {which}: was "
+                                    "the forward run under torch.no_grad()?")
+        return Judgement(False, f"Through {name}, {which}.")
+    diff, scale = float(result["gradient_diff"]), float(result.get("gradient_scale") or 1.0)
+    if diff > 1e-5 + 1e-4 * scale:
+        return Judgement(False, f"The gradients through {name} differ from the plain forward's by up to {diff:.2g}.")
+    return PASS
+
+
+def _tried(calls: list[dict[str, Any]], limit: int = 12) -> str:
+    sizes = [f"{int(c['batch']):,}{' (out of memory)' if c.get('oom') else ''}" for c in calls[:limit]]
+    return ", ".join(sizes) + (", ..." if len(calls) > limit else "")
+
+
+def finds_largest_batch(result: dict[str, Any], name: str) -> Judgement:
+    """The search's answer is the largest batch that fits under the checker's cap."""
+    fits, answer, calls = int(result["fits"]), result.get("answer"), result["calls"]
+    if answer == fits:
+        return PASS
+    if not isinstance(answer, int) or isinstance(answer, bool):
+        return Judgement(False, f"{name}(train_step) returned {result.get('answer_text', answer)}, not a batch size.")
+    tried = f" (it tried {_tried(calls)})"
+    if not any(c.get("oom") for c in calls):
+        return Judgement(False, f"Under the checker's cap, where batch {fits:,} is the largest that fits, "
+                                f"{name}(train_step) returned {answer:,} without ever running out of memory"
+                                f"{tried}: the search stopped before it found the limit.")
+    if answer > fits:
+        return Judgement(False, f"Under the checker's cap {name}(train_step) returned {answer:,}, but a step of "
+                                f"{answer:,} runs out of memory there: the largest that fits is {fits:,}{tried}.")
+    if any(c.get("held") for c in calls):
+        return Judgement(False, f"Under the checker's cap {name}(train_step) returned {answer:,}, though {fits:,} "
+                                f"fits: a failed step's tensors were still held when the search went on, so sizes "
+                                f"that fit ran out of memory{tried}.")
+    if answer > 0 and answer & (answer - 1) == 0 and answer * 2 > fits:
+        return Judgement(False, f"Under the checker's cap {name}(train_step) returned {answer:,}, the largest power "
+                                f"of two that fits; {fits:,} fits too{tried}. After the first failure, search "
+                                "between the last size that fitted and the first that did not.")
+    return Judgement(False, f"Under the checker's cap {name}(train_step) returned {answer:,}, but {fits:,} fits"
+                            f"{tried}.")
+
+
+def retries_outside_except(result: dict[str, Any], name: str) -> Judgement:
+    """No step was tried while an out-of-memory error was being handled."""
+    calls = result["calls"]
+    for index, call in enumerate(calls):
+        if call.get("in_except"):
+            failed = next((c for c in reversed(calls[:index]) if c.get("oom")), call)
+            return Judgement(False, f"train_step({int(call['batch']):,}) was called inside the except block that "
+                                    f"caught train_step({int(failed['batch']):,})'s out-of-memory error: until that "
+                                    "block ends, the error's traceback keeps the failed step's tensors alive, so the "
+                                    "retry runs with that memory still taken.")
+    if not any(c.get("oom") for c in calls):
+        return Judgement(False, f"{name}(train_step) never ran out of memory under the checker's cap (it tried "
+                                f"{_tried(calls)}), so how it recovers could not be seen.")
+    return PASS
+
+
+def frees_memory_after_oom(result: dict[str, Any], name: str) -> Judgement:
+    """Each try began with nothing left of the failed steps before it."""
+    calls = result["calls"]
+    for index, call in enumerate(calls):
+        if call.get("held"):
+            failed = next((c for c in reversed(calls[:index]) if c.get("oom")), None)
+            after = f" after train_step({int(failed['batch']):,}) ran out of memory" if failed else ""
+            return Judgement(False, f"When train_step({int(call['batch']):,}) began{after}, {_mib(call['held'])} of "
+                                    "the failed step's tensors were still alive: something still referenced the "
+                                    "error (a variable, a list, an except block not yet left), and its traceback "
+                                    "keeps the failed step's frames and their tensors.")
+    if not any(c.get("oom") for c in calls):
+        return Judgement(False, f"{name}(train_step) never ran out of memory under the checker's cap (it tried "
+                                f"{_tried(calls)}), so whether it frees the memory could not be seen.")
+    return PASS
+
+
+def catches_only_oom(result: dict[str, Any], name: str) -> Judgement:
+    """An error that is not out of memory gets out of the search."""
+    if result.get("propagated"):
+        return PASS
+    return Judgement(False, f"When train_step raised {result.get('bug') or 'a RuntimeError'} (a bug, not memory), "
+                            f"{name}(train_step) returned {result.get('returned')}: it caught an error that was not "
+                            "out of memory, so a bug in the step reads as 'this batch does not fit'.")
+
+
+PROBE_JUDGES: dict[str, Callable[[dict[str, Any], str], Judgement]] = {
+    "steps_once_per_k": steps_once_per_k,
+    "zero_grad_once_per_k": zero_grad_once_per_k,
+    "accumulates_full_batch_gradient": accumulates_full_batch_gradient,
+    "checkpoint_saves_activations": checkpoint_saves_activations,
+    "checkpoint_same_results": checkpoint_same_results,
+    "finds_largest_batch": finds_largest_batch,
+    "retries_outside_except": retries_outside_except,
+    "frees_memory_after_oom": frees_memory_after_oom,
+    "catches_only_oom": catches_only_oom,
+}
+
+
+def judge_probe(probe: str, result: dict[str, Any], name: str) -> Judgement:
+    """A probe's result (its "error" and "missing" cases are the grader's), judged."""
+    fn = PROBE_JUDGES.get(probe)
+    if fn is None:
+        return Judgement(False, f"the tutor has no judge for probe {probe!r} (a lesson error)")
+    try:
+        return fn(result, name)
+    except (AttributeError, TypeError, ValueError, KeyError, IndexError, RecursionError, OverflowError):
+        return _unknown("the checker could not read what the function did")
+
+
 def _first_line(text: str | None, limit: int = 160) -> str:
     line = (text or "").strip().splitlines()[0] if (text or "").strip() else ""
     line = line.rstrip(".")

@@ -36,7 +36,13 @@ from tutor.course.lesson import (
     ReportRequirement,
     SourceRequirement,
 )
-from tutor.exercises.behaviour import Context, Judgement, judge
+from tutor.exercises.behaviour import (
+    PROBE_JUDGES,
+    Context,
+    Judgement,
+    judge,
+    judge_probe,
+)
 from tutor.exercises.child import strip_escapes
 from tutor.exercises.pack_grader import run_grader, snapshot, written_since
 from tutor.exercises.sandbox import SandboxResult, run_code
@@ -333,6 +339,9 @@ def _check_function(req: FunctionRequirement, observed: dict[str, Any] | None, r
                        f"calls it with inputs of its own. {req.feedback}")
     if "error" in result:
         return False, f"{clean(str(result['error']))}. {req.feedback}"
+    if req.probe in PROBE_JUDGES:  # the memory techniques' probes: judged in tutor/exercises/behaviour.py
+        verdict = judge_probe(req.probe, result, req.name)
+        return verdict.passed, "" if verdict.passed else f"{clean(verdict.cause)} {req.feedback}"
     if req.probe == "picks_device":
         answers = result.get("answers")
         answers = {str(k): str(v) for k, v in answers.items()} if isinstance(answers, dict) else {}

@@ -4,7 +4,13 @@
 Kept apart so that validating a lesson does not import the exercise runner.
 """
 
-PROBES = frozenset({"moves_batch_to_device", "picks_device"})
+PROBES = frozenset({
+    "moves_batch_to_device", "picks_device",
+    # the memory techniques (gradient accumulation, activation checkpointing, a batch-size search)
+    "steps_once_per_k", "zero_grad_once_per_k", "accumulates_full_batch_gradient",
+    "checkpoint_saves_activations", "checkpoint_same_results",
+    "finds_largest_batch", "retries_outside_except", "frees_memory_after_oom", "catches_only_oom",
+})
 
 BEHAVIOURS = frozenset({
     "device_fallback", "asks_mps", "moves_a_tensor", "model_on_device", "batches_on_device", "timing_synchronized",

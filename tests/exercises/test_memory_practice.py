@@ -1,0 +1,309 @@
+"""The lesson `gpu-lab-practice`: the learner writes gradient accumulation, activation
+checkpointing and a batch-size search, and the tutor checks each by calling the learner's
+function with its own model, data and memory cap (tutor/exercises/probes.py measures,
+tutor/exercises/behaviour.py PROBE_JUDGES judges).
+
+The programs in tests/exercises/exercise_programs/mem*_*.py run in the sandbox as a learner's
+program does: the lesson's solution (notebook style), a correct solution written another way,
+and each real mistake, which must fail the requirement that names its cause, cause first.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+from tutor.course.lesson import ExerciseStep, Lesson, ReadStep, SourceRequirement
+from tutor.course.loader import load_file
+from tutor.exercises.behaviour import PROBE_JUDGES, judge_probe
+
+ROOT = Path(__file__).resolve().parents[2]
+LESSON = ROOT / "lessons" / "gpu-lab-practice.yaml"
+PROGRAMS = Path(__file__).resolve().parent / "exercise_programs"
+EDITOR_COLUMNS = 69  # what the exercise editor shows at 80 columns
+STEPS = {"mem1": "ex1-accumulate", "mem2": "ex2-checkpoint", "mem3": "ex3-batch-search"}
+
+# The mistakes the issue names, by the exercise and the requirement that must name each.
+ISSUE_MISTAKES = {
+    ("ex1-accumulate", "gradient-of-the-full-batch"),  # loss not divided by k
+    ("ex1-accumulate", "zero-grad-once-per-k"),  # zero_grad every micro-batch
+    ("ex1-accumulate", "steps-once-per-k"),  # a step every micro-batch
+    ("ex3-batch-search", "retries-outside-except"),  # retrying inside the except block
+    ("ex3-batch-search", "frees-memory-after-oom"),  # the failed step's memory kept
+    ("ex3-batch-search", "catches-only-oom"),  # every error taken for out of memory
+}
+
+
+@pytest.fixture(scope="module")
+def lesson() -> Lesson:
+    return load_file(LESSON)
+
+
+def _exercises(lesson: Lesson) -> list[ExerciseStep]:
+    return [s for s in lesson.steps if isinstance(s, ExerciseStep)]
+
+
+# ---------------------------------------------------------------- the lesson's shape
+
+
+def test_lesson_identity_and_place(lesson: Lesson) -> None:
+    assert (lesson.id, lesson.title, lesson.order, lesson.next) == (
+        "gpu-lab-practice", "GPU Lab: Practice", 35, "training-iron-law")
+    assert load_file(ROOT / "lessons" / "gpu-lab.yaml").next == lesson.id  # the lab leads here
+    assert load_file(ROOT / "lessons" / "gpu-lab.yaml").order < lesson.order
+    assert lesson.order < load_file(ROOT / "lessons" / "training-iron-law.yaml").order
+
+
+def test_each_exercise_follows_a_read_step_that_says_what_it_is_for(lesson: Lesson) -> None:
+    steps = lesson.steps
+    assert isinstance(steps[0], ReadStep) and isinstance(steps[-1], ReadStep)
+    exercises = [i for i, s in enumerate(steps) if isinstance(s, ExerciseStep)]
+    assert [steps[i].id for i in exercises] == list(STEPS.values())
+    assert all(isinstance(steps[i - 1], ReadStep) and "for" in steps[i - 1].title for i in exercises)
+
+
+def test_every_exercise_has_a_hint_mistakes_and_valid_code_that_fits(lesson: Lesson) -> None:
+    for step in _exercises(lesson):
+        assert step.hint and step.mistakes and "____" in step.starter, step.id
+        assert "____" not in step.solution and "TODO" not in step.solution
+        blocks = [("starter", step.starter), ("solution", step.solution)] + [(m.name, m.code) for m in step.mistakes]
+        for name, code in blocks:
+            ast.parse(code, filename=f"{step.id} {name}")
+            too_wide = [line for line in code.splitlines() if len(line) > EDITOR_COLUMNS]
+            assert not too_wide, (step.id, name, too_wide)
+        for code in (step.starter, step.solution):
+            lab = [n for n in ast.parse(code).body if isinstance(n, ast.ImportFrom) and n.module == "tutor.lab"]
+            assert len(lab) == 1, step.id
+
+
+def test_requirements_judge_behaviour_and_every_mistake_names_one(lesson: Lesson) -> None:
+    for step in _exercises(lesson):
+        ids = [r.id for r in step.requirements]
+        assert len(ids) == len(set(ids))
+        assert not [r for r in step.requirements if isinstance(r, SourceRequirement)], step.id
+        assert all(len(r.feedback) > 40 and not re.search(r"`|\*\w", r.feedback) for r in step.requirements)
+        assert {m.fails for m in step.mistakes} <= set(ids)
+    covered = {(s.id, m.fails) for s in _exercises(lesson) for m in s.mistakes}
+    assert ISSUE_MISTAKES <= covered
+
+
+def test_the_probed_functions_are_the_ones_the_solutions_define(lesson: Lesson) -> None:
+    for step in _exercises(lesson):
+        defined = {n.name for n in ast.parse(step.solution).body if isinstance(n, ast.FunctionDef)}
+        probed = {r.name for r in step.requirements if r.type == "function"}
+        assert probed and probed <= defined, step.id
+
+
+@pytest.mark.parametrize("prefix", sorted(STEPS))
+def test_the_notebook_style_program_is_the_lessons_solution(lesson: Lesson, prefix: str) -> None:
+    # Same code, whatever the import block's layout (the file's is sorted for the linter).
+    def functions(code: str) -> list[str]:
+        return [ast.dump(n) for n in ast.parse(code).body if not isinstance(n, (ast.Import, ast.ImportFrom))]
+
+    program = (PROGRAMS / f"{prefix}_notebook_style.py").read_text(encoding="utf-8")
+    assert functions(program) == functions(lesson.step(STEPS[prefix]).solution)
+
+
+def test_every_probe_has_a_judge_and_a_name_lint_knows() -> None:
+    from tutor.exercises.names import PROBES
+    from tutor.exercises.probes import PROBE_FUNCTIONS
+
+    assert set(PROBE_FUNCTIONS) == PROBES
+    assert set(PROBE_JUDGES) <= PROBES
+
+
+# ---------------------------------------------------------------- the judges, on what a probe could return
+
+
+def _accumulation(steps_at, clears, *, backwards=8, close=True, ratio=1.0, cosine=1.0) -> dict:
+    return {"k": 4, "micro_batches": 8, "backwards": backwards,
+            "clears": [{"micro_batches": m, "cleared": c} for m, c in clears],
+            "steps": [{"micro_batches": m, "group": 4, "close": close, "ratio": ratio, "cosine": cosine,
+                       "max_diff": 0.1} for m in steps_at]}
+
+
+RIGHT_CLEARS = [(m, m in (1, 5)) for m in range(1, 9)]
+
+
+def test_accumulation_judges_pass_the_right_loop() -> None:
+    result = _accumulation([4, 8], RIGHT_CLEARS)
+    for probe in ("steps_once_per_k", "zero_grad_once_per_k", "accumulates_full_batch_gradient"):
+        assert judge_probe(probe, result, "train_accumulated").passed, probe
+
+
+def test_accumulation_judges_name_each_cause() -> None:
+    every = judge_probe("steps_once_per_k", _accumulation(list(range(1, 9)), RIGHT_CLEARS), "f")
+    assert every.cause.startswith("optimizer.step() ran after every micro-batch: 8 steps for 8 micro-batches")
+    wiped = judge_probe("zero_grad_once_per_k", _accumulation([4, 8], [(m, True) for m in range(1, 9)]), "f")
+    assert wiped.cause.startswith("The gradients were cleared before micro-batch 2's backward")
+    kept = judge_probe("zero_grad_once_per_k", _accumulation([4, 8], [(m, m == 1) for m in range(1, 9)]), "f")
+    assert "still held the previous group's gradients" in kept.cause
+    undivided = judge_probe("accumulates_full_batch_gradient",
+                            _accumulation([4, 8], RIGHT_CLEARS, close=False, ratio=4.0), "f")
+    assert "was 4.00 times the full batch's" in undivided.cause and "not divided by 4" in undivided.cause
+    summed = judge_probe("accumulates_full_batch_gradient", _accumulation([4, 8], RIGHT_CLEARS, backwards=2), "f")
+    assert summed.cause.startswith("backward() ran 2 times for 8 micro-batches")
+
+
+def _search(answer, calls) -> dict:
+    return {"answer": answer, "answer_text": repr(answer), "fits": 700, "cap_bytes": 1,
+            "calls": [{"batch": b, "oom": o, "in_except": e, "held": h} for b, o, e, h in calls]}
+
+
+GOOD_CALLS = [(512, False, False, 0), (1024, True, False, 0), (768, True, False, 0), (640, False, False, 0)]
+
+
+def test_search_judges() -> None:
+    assert judge_probe("finds_largest_batch", _search(700, GOOD_CALLS), "s").passed
+    too_big = judge_probe("finds_largest_batch", _search(701, GOOD_CALLS), "s")
+    assert "but a step of 701 runs out of memory there" in too_big.cause
+    assert "not a batch size" in judge_probe("finds_largest_batch", _search(None, GOOD_CALLS), "s").cause
+    never = judge_probe("finds_largest_batch", _search(64, [(64, False, False, 0)]), "s")
+    assert "without ever running out of memory" in never.cause
+    inside = _search(512, [(1024, True, False, 0), (768, True, True, 4096)])
+    assert judge_probe("retries_outside_except", inside, "s").cause.startswith(
+        "train_step(768) was called inside the except block that caught train_step(1,024)'s")
+    assert "4.0 KiB of the failed step's tensors were still alive" in judge_probe(
+        "frees_memory_after_oom", inside, "s").cause
+    assert not judge_probe("catches_only_oom", {"propagated": False, "returned": "0", "bug": "RuntimeError: x"},
+                           "s").passed
+
+
+def test_a_result_the_program_overwrote_is_not_held_against_it() -> None:
+    verdict = judge_probe("finds_largest_batch", {"calls": "not a list"}, "s")
+    assert not verdict.passed and not verdict.judged
+    assert not judge_probe("no_such_probe", {}, "s").passed
+
+
+# ---------------------------------------------------------------- the probes themselves, in this process
+
+
+def test_the_search_cap_lets_exactly_700_through_and_sees_what_a_kept_error_holds() -> None:
+    import torch
+
+    from tutor.exercises import probes
+
+    def at_the_edge(step):
+        step(700)  # fits: an error here would fail the test
+        try:
+            step(701)
+        except torch.OutOfMemoryError:
+            return 700
+        return 701
+
+    result = probes._search_under_cap(at_the_edge, "at_the_edge")
+    assert result["answer"] == 700 and [c["oom"] for c in result["calls"]] == [False, True]
+    assert judge_probe("finds_largest_batch", result, "at_the_edge").passed
+
+    kept = []
+
+    def keeps_errors(step):
+        for n in (1024, 512):
+            try:
+                step(n)
+            except torch.OutOfMemoryError as error:
+                kept.append(error)
+        return 512
+
+    held = probes._search_under_cap(keeps_errors, "keeps_errors")["calls"]
+    assert held[0]["held"] == 0 and held[1]["held"] > 0 and not held[1]["in_except"]
+    kept.clear()
+
+
+def test_a_search_that_never_ends_is_stopped() -> None:
+    from tutor.exercises import probes
+
+    def forever(step):
+        while True:
+            try:
+                step(1)
+            except Exception:  # noqa: BLE001 - the stop is a BaseException: it gets past this
+                pass
+
+    result = probes._search_under_cap(forever, "forever")
+    assert "called train_step 2000 times without returning" in result["error"]
+
+
+# ---------------------------------------------------------------- the programs, graded in the sandbox
+
+
+@pytest.fixture
+def small_lab(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GPUTUTOR_LAB_TRAIN_SAMPLES", "4000")
+    monkeypatch.setenv("GPUTUTOR_LAB_TEST_SAMPLES", "500")
+
+
+def _grade(lesson: Lesson, program: str, workdir: Path):
+    from tutor.exercises.grader import grade_exercise
+
+    step = lesson.step(STEPS[program.split("_")[0]])
+    return grade_exercise(step, (PROGRAMS / program).read_text(encoding="utf-8"), workdir, accuracy_bars=False)
+
+
+def _failed(result) -> dict[str, str]:
+    return {r.id: r.feedback for r in result.requirements if not r.passed}
+
+
+@pytest.mark.long
+@pytest.mark.parametrize("program", [
+    "mem1_notebook_style.py", "mem1_second_style.py",
+    "mem2_notebook_style.py", "mem2_second_style.py",
+    "mem3_notebook_style.py", "mem3_second_style.py",
+])
+def test_correct_code_passes_however_it_is_written(lesson, small_lab, tmp_path, program) -> None:
+    result = _grade(lesson, program, tmp_path)
+    assert result.sandbox.ok, result.sandbox.output[-2000:]
+    assert result.passed, _failed(result)
+
+
+# (program, the requirement that names the mistake, the cause it says first, everything that fails)
+MISTAKES = [
+    ("mem1_mistake_loss_not_divided.py", "gradient-of-the-full-batch",
+     "At optimizer step 1, the gradient was 4.00 times the full batch's (4 micro-batches as one batch): each "
+     "micro-batch's loss was not divided by 4", {"gradient-of-the-full-batch"}),
+    ("mem1_mistake_zero_grad_every_micro_batch.py", "zero-grad-once-per-k",
+     "The gradients were cleared before micro-batch 2's backward, in the middle of a group of 4",
+     {"zero-grad-once-per-k", "gradient-of-the-full-batch"}),
+    ("mem1_mistake_step_every_micro_batch.py", "steps-once-per-k",
+     "optimizer.step() ran after every micro-batch: 8 steps for 8 micro-batches, where accumulation_steps=4 "
+     "wants 2", {"steps-once-per-k", "gradient-of-the-full-batch"}),
+    ("mem1_mistake_losses_summed.py", "gradient-of-the-full-batch",
+     "backward() ran 2 times for 8 micro-batches: the losses were added up", {"gradient-of-the-full-batch"}),
+    ("mem2_mistake_no_checkpoint.py", "keeps-fewer-activations",
+     "forward_checkpointed kept 57.0 KiB of activations for backward, as much as the plain forward",
+     {"keeps-fewer-activations", "saving-measured"}),
+    ("mem2_mistake_reentrant.py", "same-outputs-and-gradients",
+     "checkpoint ran with use_reentrant=True, and its input did not require grad, so it built no graph through "
+     "the blocks: none of the blocks' weights got a gradient", {"same-outputs-and-gradients", "results-compared"}),
+    ("mem2_mistake_no_grad.py", "same-outputs-and-gradients",
+     "forward_checkpointed's output carries no graph (requires_grad is False)",
+     {"same-outputs-and-gradients", "results-compared"}),
+    ("mem3_mistake_retry_in_except.py", "retries-outside-except",
+     "train_step(768) was called inside the except block that caught train_step(1,024)'s out-of-memory error",
+     {"retries-outside-except", "frees-memory-after-oom", "finds-largest-batch"}),
+    ("mem3_mistake_error_kept.py", "frees-memory-after-oom",
+     "When train_step(768) began after train_step(1,024) ran out of memory,",
+     {"frees-memory-after-oom", "finds-largest-batch"}),
+    ("mem3_mistake_catches_everything.py", "catches-only-oom",
+     "When train_step raised RuntimeError: mat1 and mat2 shapes cannot be multiplied", {"catches-only-oom"}),
+    ("mem3_mistake_powers_of_two.py", "finds-largest-batch",
+     "Under the checker's cap largest_batch(train_step) returned 512, the largest power of two that fits; 700 "
+     "fits too", {"finds-largest-batch", "pretend-gpu-limit"}),
+]
+
+
+@pytest.mark.long
+@pytest.mark.parametrize("program,req_id,cause,failing", MISTAKES, ids=[m[0] for m in MISTAKES])
+def test_each_real_mistake_fails_naming_its_cause_first(lesson, small_lab, tmp_path, program, req_id, cause,
+                                                        failing) -> None:
+    result = _grade(lesson, program, tmp_path)
+    failed = _failed(result)
+    assert result.sandbox.ok, result.sandbox.output[-2000:]  # the run itself finishes: only the checker sees it
+    assert set(failed) == failing, failed
+    assert failed[req_id].startswith(cause), failed[req_id]
+    feedback = next(r.feedback for r in lesson.step(STEPS[program.split("_")[0]]).requirements if r.id == req_id)
+    assert failed[req_id].endswith(feedback)  # the cause the run showed, then the lesson's advice
+    assert result.hint == failed[req_id]  # and it is what the learner reads first
