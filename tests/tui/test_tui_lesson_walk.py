@@ -18,6 +18,7 @@ from textual.widgets import Input, OptionList, TextArea
 
 from checks.spec import ChoiceAnswer
 from tutor import experiments
+from tutor.authoring.lesson_test import goal_settings
 from tutor.course.lesson import ExerciseStep
 from tutor.ui.app import TutorApp
 from tutor.ui.screens.home import HomeScreen
@@ -74,9 +75,19 @@ async def work_instrument(pilot, view: InstrumentStepView, step) -> None:
     if any(not r.fixed and r.display for r in view.query(ControlRow)):
         await pilot.press("enter")  # into the controls
     if step.goal is not None:
-        # focus starts on the optimizer (model and budget are fixed): SGD, pure FP16, batch 1, checkpointing
-        for key in ("left", "left", "down", "right", "down", "left", "left", "down", "space"):
-            await pilot.press(key)
+        # The fewest moves that meet it (what lesson test finds), made with the keys, row by row.
+        target, _ = goal_settings(step)
+        rows = [r for r in view.query(ControlRow) if not r.fixed and r.display]
+        for i, row in enumerate(rows):
+            options, name = row.control.options, row.control.name
+            for _ in range(2 * len(options)):
+                if view.settings[name] == target[name]:
+                    break
+                ahead = options.index(target[name]) > options.index(view.settings[name])
+                await pilot.press("right" if ahead else "left")
+                await pilot.pause()
+            if i + 1 < len(rows):
+                await pilot.press("down")
         await pilot.pause()
         assert step.goal.reached(view.reading.outputs), view.reading.verdict
     elif any(not r.fixed and r.display for r in view.query(ControlRow)):

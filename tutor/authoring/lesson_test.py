@@ -322,8 +322,6 @@ class Player:
     def _goal_outcome(self, lesson: Lesson, step: InstrumentStep) -> Outcome:
         """The challenge can be met by some setting the learner may choose, and is not met before
         they move anything."""
-        import itertools
-
         from tutor.instruments import REGISTRY
 
         t0 = time.perf_counter()
@@ -335,28 +333,42 @@ class Player:
             return Outcome(lesson.id, step.id, "instrument", what, False,
                            "it is met at the step's starting settings: the challenge completes itself",
                            time.perf_counter() - t0)
-        free = [c for c in instrument.controls if c.name not in step.fixed]
-        tried = 0
-        best: list[str] | None = None  # the fewest controls moved that meet it: the hint shown
-        for values in itertools.product(*(c.options for c in free)):
-            settings = {**start, **{c.name: v for c, v in zip(free, values)}}
-            moved = [f"{k}={v}" for k, v in settings.items() if start.get(k) != v]
-            if best is not None and len(moved) >= len(best):
-                continue
-            tried += 1
-            try:
-                outputs = instrument.compute(settings).outputs
-            except Exception:  # noqa: BLE001 - a setting that needs a learner's own run: not reachable here
-                continue
-            if goal.reached(outputs):
-                best = moved
+        best, tried = goal_settings(step)
         if best is not None:
-            return Outcome(lesson.id, step.id, "instrument", what, True, f"e.g. {', '.join(best)}",
+            moved = [f"{k}={v}" for k, v in best.items() if start.get(k) != v]
+            return Outcome(lesson.id, step.id, "instrument", what, True, f"e.g. {', '.join(moved)}",
                            time.perf_counter() - t0)
+        free = [c for c in instrument.controls if c.name not in step.fixed]
         movable = ", ".join(c.name for c in free) or "none"
         return Outcome(lesson.id, step.id, "instrument", what, False,
                        f"no setting reaches it ({tried:,} combinations of the controls a learner may move: "
                        f"{movable}); every learner would be stuck", time.perf_counter() - t0)
+
+
+def goal_settings(step: InstrumentStep) -> tuple[dict[str, Any] | None, int]:
+    """The settings that meet an instrument step's goal with the fewest controls moved from its
+    start (only those a learner may move), or None; and how many combinations were computed."""
+    import itertools
+
+    from tutor.instruments import REGISTRY
+
+    instrument = REGISTRY[step.instrument]
+    start = instrument.settings(step.set)
+    free = [c for c in instrument.controls if c.name not in step.fixed]
+    tried, best, fewest = 0, None, None
+    for values in itertools.product(*(c.options for c in free)):
+        settings = {**start, **{c.name: v for c, v in zip(free, values)}}
+        moved = sum(start.get(k) != v for k, v in settings.items())
+        if fewest is not None and moved >= fewest:
+            continue
+        tried += 1
+        try:
+            outputs = instrument.compute(settings).outputs
+        except Exception:  # noqa: BLE001 - a setting that needs a learner's own run: not reachable here
+            continue
+        if step.goal is not None and step.goal.reached(outputs):
+            best, fewest = settings, moved
+    return best, tried
 
 
 def play_paths(paths: list[Path], device: str | None, full: bool,
