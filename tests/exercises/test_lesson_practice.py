@@ -210,24 +210,15 @@ def test_ex2_checkpoint_keys_are_the_ones_saved(lesson: Lesson) -> None:
 
 # ---------------------------------------------------------------- through the grader
 # The runner (tutor/exercises/grader.py) runs the code in a sandbox process; a small slice of the
-# data keeps these to seconds (tutor.lab reads GPUTUTOR_LAB_*_SAMPLES).
+# data keeps these to seconds (tutor.lab reads GPUTUTOR_LAB_*_SAMPLES). That each solution passes
+# and each mistake fails the requirement it names is `lesson test`'s job (tests/system): these
+# hold what it does not check, the words a learner reads and the figures a run reports.
 
 
 @pytest.fixture
 def small_lab(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GPUTUTOR_LAB_TRAIN_SAMPLES", "1500")
     monkeypatch.setenv("GPUTUTOR_LAB_TEST_SAMPLES", "500")
-
-
-def test_ex2_solution_passes_the_grader(lesson: Lesson, small_lab: None, tmp_path: Path) -> None:
-    from tutor.exercises.grader import grade_exercise
-
-    step = lesson.step("ex2-checkpoint")
-    result = grade_exercise(step, step.solution, tmp_path / "ex2")
-    assert result.passed, result.summary
-    assert result.sandbox.reports["allclose"] is True
-    assert result.sandbox.reports["epoch"] == 1  # the checkpoint of the last of 2 epochs
-    assert (tmp_path / "ex2" / "checkpoint.pth").is_file()
 
 
 def test_ex2_load_without_map_location_gets_its_feedback(
@@ -261,14 +252,6 @@ def _feedback(lesson: Lesson, step_id: str, req_id: str) -> str:
 
 def _failed(result) -> list[str]:
     return [r.id for r in result.requirements if not r.passed]
-
-
-def test_ex1_solution_passes_and_reports_a_speedup(lesson: Lesson, small_lab: None, tmp_path: Path) -> None:
-    result = _grade(lesson, "ex1-move-and-time", lesson.step("ex1-move-and-time").solution, tmp_path)
-    assert result.passed, result.summary
-    reports = result.sandbox.reports
-    assert reports["speedup"] == pytest.approx(reports["cpu_seconds"] / reports["device_seconds"])
-    assert reports["device"] in ("cpu", "cuda", "mps")
 
 
 @pytest.mark.parametrize("name", ["data not moved", "batch moved but the result dropped"])

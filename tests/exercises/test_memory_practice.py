@@ -247,12 +247,10 @@ def _failed(result) -> dict[str, str]:
     return {r.id: r.feedback for r in result.requirements if not r.passed}
 
 
+# The notebook-style programs are the lessons' solutions (test above), which `lesson test` runs on
+# every built-in lesson (tests/system/test_cli_lesson_test.py): only the second style runs here.
 @pytest.mark.long
-@pytest.mark.parametrize("program", [
-    "mem1_notebook_style.py", "mem1_second_style.py",
-    "mem2_notebook_style.py", "mem2_second_style.py",
-    "mem3_notebook_style.py", "mem3_second_style.py",
-])
+@pytest.mark.parametrize("program", ["mem1_second_style.py", "mem2_second_style.py", "mem3_second_style.py"])
 def test_correct_code_passes_however_it_is_written(lesson, small_lab, tmp_path, program) -> None:
     result = _grade(lesson, program, tmp_path)
     assert result.sandbox.ok, result.sandbox.output[-2000:]
