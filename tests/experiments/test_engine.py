@@ -150,6 +150,51 @@ def test_a_run_busy_between_events_is_stopped_soon_after_a_cancel(tmp_path, monk
         engine.close()
 
 
+SETUP_PACK = '''
+import multiprocessing
+from tutor.experiments.events import Finished, Started
+from tutor.experiments import Experiment, Params
+
+
+def run(p, dev):
+    import torch
+
+    yield Started("setup", dev.torch_device, dev.name, "none")
+    yield Finished({"start_method": multiprocessing.get_start_method(), "threads": torch.get_num_threads()})
+
+
+EXPERIMENTS = [Experiment(name="setup", title="Setup", module="", params=Params,
+                          metrics={"start_method": "how children start", "threads": "intra-op threads"}, run=run)]
+'''
+
+
+def test_the_engine_trains_as_an_in_process_run_does(tmp_path, monkeypatch):
+    # Same thread policy, and DataLoader workers started as `gpututor run` starts them: a process
+    # started by spawn spawns its children by default, and every worker then imported torch afresh
+    # (data-bottleneck: 14 s in the TUI against 3 s headless, issue 24).
+    import multiprocessing
+
+    from tutor import threads
+    from tutor.experiments import packs
+
+    pack = tmp_path / "experiments.py"
+    pack.write_text(SETUP_PACK, encoding="utf-8")
+    monkeypatch.setenv(packs.ENV, str(pack))
+    monkeypatch.setenv("GPUTUTOR_THREADS", "1")
+    for key in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):  # the policy decides, as for a learner
+        monkeypatch.delenv(key, raising=False)
+    engine = Engine(log_path=str(tmp_path / "engine.log"))
+    try:
+        messages = list(engine.run("setup", {}, "cpu", cancelled=lambda: False))
+    finally:
+        engine.close()
+    assert messages[-1] == ("ended", "finished", None), messages[-1]
+    metrics = messages[-2][1].metrics
+    assert metrics["threads"] == threads.training_threads() == 1
+    in_process = multiprocessing.get_start_method()  # never set by the tutor: the platform's default
+    assert metrics["start_method"] == in_process == multiprocessing.get_all_start_methods()[0]
+
+
 @pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="the memory budget is Linux's RLIMIT_DATA")
 def test_a_run_over_the_memory_budget_fails_with_a_sentence_and_the_next_run_works(tmp_path, monkeypatch):
     from tutor.experiments.engine import MEMORY_ENV

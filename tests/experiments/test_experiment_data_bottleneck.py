@@ -3,6 +3,8 @@ waiting for data and compute. Behaviour only: no test compares timings."""
 
 from __future__ import annotations
 
+import types
+
 import pytest
 import torch
 from experiment_runs import run_experiment
@@ -52,6 +54,58 @@ def test_steps_stream_per_path_and_the_table_has_a_row_each(cpu_run):
         assert mine[-1].step == BATCHES and all(s.total == BATCHES for s in mine)
     table = next(e for e in events if isinstance(e, Table))
     assert [row[0] for row in table.rows] == ["loader", "1 worker", "resident"]
+
+
+def test_loader_and_resident_take_turns_before_the_workers_run(cpu_run):
+    # Timed one after the other, whatever took the CPU while one path ran (the TUI re-laying out
+    # its screen when a Note arrives, another process) counted against that path alone (issue 24).
+    events, _ = cpu_run
+    labels = [e.label for e in events if isinstance(e, Step)]
+    first_worker = labels.index("1 worker")
+    turns = [label for i, label in enumerate(labels[:first_worker]) if i == 0 or labels[i - 1] != label]
+    assert turns[:4] == ["loader", "resident", "loader", "resident"]
+    assert set(labels[first_worker:]) == {"1 worker"}
+
+
+def _fake_clock_run(monkeypatch, stall_at: int | None) -> dict:
+    """A run on a clock that only moves when a batch is fetched (loader 4 ms, resident 1 ms) or the
+    device is synchronised (0.5 ms): deterministic rates. `stall_at`: the resident batch (1-based,
+    warm-up included) that arrives 50 ms late, as if another process had the core meanwhile."""
+    from tutor.experiments import data_bottleneck as db
+
+    now = [0.0]
+    fetched = [0]
+
+    def endless(loader):
+        for batch in real_endless(loader):
+            now[0] += 0.004
+            yield batch
+
+    def resident(*args):
+        for batch in real_resident(*args):
+            fetched[0] += 1
+            now[0] += 0.001 + (0.050 if fetched[0] == stall_at else 0.0)
+            yield batch
+
+    def synchronize(_device):
+        now[0] += 0.0005
+
+    real_endless, real_resident = db._endless, db._resident_batches
+    with monkeypatch.context() as patch:
+        patch.setattr(db, "_endless", endless)
+        patch.setattr(db, "_resident_batches", resident)
+        patch.setattr(db, "synchronize", synchronize)
+        patch.setattr(db, "time", types.SimpleNamespace(perf_counter=lambda: now[0]))
+        _, metrics = run_experiment("data-bottleneck", {"batches": 40, "workers": 1})
+    return metrics
+
+
+def test_a_stall_during_a_few_steps_does_not_change_the_rates(monkeypatch):
+    clean = _fake_clock_run(monkeypatch, stall_at=None)
+    assert clean["resident_speedup"] == pytest.approx(5.0 / 2.0)  # (4 + 1) ms against (1 + 1) ms a step
+    stalled = _fake_clock_run(monkeypatch, stall_at=9)  # the 4th timed resident step
+    for metric in ("loader_samples_per_s", "resident_samples_per_s", "resident_speedup"):
+        assert stalled[metric] == pytest.approx(clean[metric]), metric
 
 
 @pytest.mark.gpu

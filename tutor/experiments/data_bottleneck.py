@@ -2,21 +2,33 @@
 
 1. loader: the notebook's DataLoader, num_workers=0: every sample is a PIL image turned into
    a tensor by ToTensor + Normalize, in the training process, between two steps.
-2. workers: the same DataLoader with worker processes preparing batches in parallel.
-3. pinned: workers plus pin_memory=True and non_blocking copies (CUDA only: page-locked host
+2. resident: the whole set normalised once and moved to the device once; a batch is an index.
+3. workers: the same DataLoader with worker processes preparing batches in parallel.
+4. pinned: workers plus pin_memory=True and non_blocking copies (CUDA only: page-locked host
    memory is what lets a copy to the GPU run asynchronously).
-4. resident: the whole set normalised once and moved to the device once; a batch is an index.
 
-Each case runs warm-up steps, then `batches` timed steps. Within a step, "waiting for data" is
+Each path runs warm-up steps, then `batches` timed steps. Within a step, "waiting for data" is
 the time to get the next batch and copy it to the device, and "compute" is forward, backward
 and the optimiser step. The device is synchronised after the copy and after the step so the
 two are told apart; that removes the overlap a real loop gets between copying and computing,
 which is said on screen.
+
+Robust to what else the machine does (issue 24): resident_speedup compares two rates, and a
+resident step is ~3x shorter than a loader step (200 of them take ~0.25 s on a 2-core CPU).
+Timed one after the other, whatever took the CPU during the resident quarter-second (the
+TUI's own re-layout when a Note arrives, a terminal, another process) came out as a lower
+speedup: a median 2.7x in a real terminal against 3.2x in process on the same machine, and
+2.35-6.6x run to run either way. So loader and resident take turns of TURN steps, and each
+path's rate is the median of its REPORT_EVERY-step stretches: a burst lands on a few
+stretches of either path and counts for neither, and a machine that slows down slows both
+alike. Workers are timed after them, in a block of their own: their processes keep preparing
+batches after their turn, which would slow the path after them.
 """
 
 from __future__ import annotations
 
 import os
+import statistics
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -33,7 +45,9 @@ from tutor.experiments.specs.data_bottleneck import DataBottleneckParams
 from tutor.experiments.timing import synchronize
 
 WARMUP_BATCHES = 5  # untimed: worker start-up, first allocations, kernel selection
-REPORT_EVERY = 10  # steps between Step events (a loader step takes ~10 ms on a CPU)
+REPORT_EVERY = 10  # steps per stretch: one Step event and one rate for the median
+TURN = REPORT_EVERY  # timed steps one path trains before the other takes over: quick runs (20) alternate too
+REWARM_BATCHES = 1  # untimed at the start of each later turn: the other path has just used the caches
 
 
 class _Case:
@@ -41,6 +55,21 @@ class _Case:
         self.name, self.label = name, label
         self.wait = self.compute = 0.0
         self.samples = 0
+        self.rates: list[float] = []  # samples/s of each finished stretch
+        self._stretch_s = 0.0
+        self._stretch_n = 0
+
+    def add(self, wait: float, compute: float, samples: int) -> None:
+        self.wait += wait
+        self.compute += compute
+        self.samples += samples
+        self._stretch_s += wait + compute
+        self._stretch_n += samples
+
+    def end_stretch(self) -> None:
+        if self._stretch_s > 0:
+            self.rates.append(self._stretch_n / self._stretch_s)
+        self._stretch_s, self._stretch_n = 0.0, 0
 
     @property
     def seconds(self) -> float:
@@ -48,11 +77,61 @@ class _Case:
 
     @property
     def samples_per_s(self) -> float:
+        """The median stretch's rate: robust to a moment when something else had the CPU."""
+        if self.rates:
+            return statistics.median(self.rates)
         return self.samples / self.seconds if self.seconds > 0 else 0.0
 
     @property
     def wait_share(self) -> float:
         return self.wait / self.seconds if self.seconds > 0 else 0.0
+
+
+class _Path:
+    """One data path: its own model and optimiser (same seed as the others), fed from `source`."""
+
+    def __init__(self, case: _Case, source: Iterator[Any], dev: Device, p: DataBottleneckParams,
+                 non_blocking: bool, show_loss: bool = True) -> None:
+        self.case, self.source, self.dev, self.p = case, source, dev, p
+        self.non_blocking, self.show_loss = non_blocking, show_loss
+        self.device = torch.device(dev.torch_device)
+        seed_everything(p.seed)
+        self.model = MNISTClassifier().to(self.device)
+        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=1e-3)
+        self.model.train()
+        self.done = 0  # timed steps so far
+
+    def _step(self) -> tuple[float, float, torch.Tensor, int]:
+        """(waiting for data, compute, loss, samples) of one training step."""
+        t0 = time.perf_counter()
+        inputs, labels = next(self.source)
+        inputs = inputs.to(self.device, non_blocking=self.non_blocking)
+        labels = labels.to(self.device, non_blocking=self.non_blocking)
+        synchronize(self.dev.torch_device)  # the copy has landed: what follows is compute
+        t1 = time.perf_counter()
+        self.optimizer.zero_grad()
+        loss = F.cross_entropy(self.model(inputs), labels)
+        loss.backward()
+        self.optimizer.step()
+        synchronize(self.dev.torch_device)
+        t2 = time.perf_counter()
+        return t1 - t0, t2 - t1, loss, labels.shape[0]
+
+    def warm(self, steps: int) -> None:
+        for _ in range(steps):
+            self._step()
+
+    def timed(self, steps: int) -> Iterator[Event]:
+        case, total = self.case, self.p.batches
+        for _ in range(steps):
+            wait, compute, loss, samples = self._step()
+            case.add(wait, compute, samples)
+            self.done += 1
+            if self.done % REPORT_EVERY == 0 or self.done == total:
+                case.end_stretch()
+                # Paths that take turns show no loss: a chart of either would restart every turn.
+                shown = loss.item() if self.show_loss else float("nan")
+                yield Step(self.done, total, shown, case.seconds, case.samples_per_s, label=case.label)
 
 
 def _resident_batches(x: torch.Tensor, y: torch.Tensor, batch_size: int, seed: int) -> Iterator[Any]:
@@ -66,40 +145,14 @@ def _endless(loader: Any) -> Iterator[Any]:
         yield from loader
 
 
-def _measure(case: _Case, source: Iterator[Any], dev: Device, p: DataBottleneckParams,
-             non_blocking: bool) -> Iterator[Event]:
-    """Train `p.batches` timed steps from `source`, splitting each step into data wait and compute."""
-    device = torch.device(dev.torch_device)
-    seed_everything(p.seed)
-    model = MNISTClassifier().to(device)
-    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
-    model.train()
-    total = WARMUP_BATCHES + p.batches
-    for i in range(total):
-        t0 = time.perf_counter()
-        inputs, labels = next(source)
-        inputs = inputs.to(device, non_blocking=non_blocking)
-        labels = labels.to(device, non_blocking=non_blocking)
-        synchronize(dev.torch_device)  # the copy has landed: what follows is compute
-        t1 = time.perf_counter()
-        optimizer.zero_grad()
-        loss = F.cross_entropy(model(inputs), labels)
-        loss.backward()
-        optimizer.step()
-        synchronize(dev.torch_device)
-        t2 = time.perf_counter()
-        if i >= WARMUP_BATCHES:
-            case.wait += t1 - t0
-            case.compute += t2 - t1
-            case.samples += labels.shape[0]
-            done = i + 1 - WARMUP_BATCHES
-            if done % REPORT_EVERY == 0 or done == p.batches:
-                yield Step(done, p.batches, loss.item(), case.seconds, case.samples_per_s, label=case.label)
-
-
 def _loader(p: DataBottleneckParams, workers: int, pin: bool) -> Any:
     train, _, _ = mnist.loaders(p.batch_size, num_workers=workers, pin_memory=pin, test_samples=1, seed=p.seed)
     return train
+
+
+def _alone(path: _Path) -> Iterator[Event]:
+    path.warm(WARMUP_BATCHES)
+    yield from path.timed(path.p.batches)
 
 
 def measure(p: DataBottleneckParams, dev: Device) -> Iterator[Event]:
@@ -108,58 +161,63 @@ def measure(p: DataBottleneckParams, dev: Device) -> Iterator[Event]:
     source = mnist.source()
     yield Started("data-bottleneck", dev.torch_device, dev.name, source.description,
                   f"{p.batches} timed batches of {p.batch_size} per case")
-    cases: list[_Case] = []
 
-    case = _Case("loader", "loader")
-    yield Note("1/4 The notebook's DataLoader, num_workers=0: each of the 64 images in a batch is rebuilt "
-               "from MNIST's stored bytes (PIL image -> ToTensor -> Normalize; nothing to decode) in this "
-               "process, between two steps.")
     first = _loader(p, 0, False)
     epoch_samples = len(first.dataset)  # 60,000 for MNIST; the offline digits' own count otherwise
-    yield from _measure(case, _endless(first), dev, p, non_blocking=False)
-    cases.append(case)
+    loader = _Case("loader", "loader")
+    resident = _Case("resident", "resident")
+    yield Note("1/4 The notebook's DataLoader, num_workers=0: each of the 64 images in a batch is decoded "
+               "and converted (PIL -> ToTensor -> Normalize) in this process, between two steps.")
+    yield Note(f"2/4 Resident tensors: all {epoch_samples:,} images normalised once and moved to "
+               f"{dev.torch_device} once; a batch is an index into them, with no per-sample work at all.")
+    yield Note(f"The two take turns, {min(TURN, p.batches)} steps at a time, and each one's samples/s is the median of its "
+               f"{REPORT_EVERY}-step stretches: whatever else this machine does meanwhile slows both alike, "
+               "and a moment when something else had the CPU counts for neither.")
+    data = mnist.load(dev.torch_device)
+    pair = [_Path(loader, _endless(first), dev, p, non_blocking=False, show_loss=False),
+            _Path(resident, _resident_batches(data.train_x, data.train_y, p.batch_size, p.seed), dev, p,
+                  non_blocking=False, show_loss=False)]
+    for path in pair:
+        path.warm(WARMUP_BATCHES)
+    while pair[0].done < p.batches:
+        steps = min(TURN, p.batches - pair[0].done)
+        for path in pair:
+            if path.done:
+                path.warm(REWARM_BATCHES)
+            yield from path.timed(steps)
+    del pair, data
 
-    case = _Case("workers", f"{p.workers} worker" + ("s" if p.workers > 1 else ""))
-    yield Note(f"2/4 The same DataLoader with num_workers={p.workers}: worker processes prepare the next "
+    workers = _Case("workers", f"{p.workers} worker" + ("s" if p.workers > 1 else ""))
+    yield Note(f"3/4 The same DataLoader with num_workers={p.workers}: worker processes prepare the next "
                f"batches while this one trains. This machine has {cores} CPU core(s)"
                + (", so the workers compete with training for them." if cores <= p.workers else "."))
-    yield from _measure(case, _endless(_loader(p, p.workers, False)), dev, p, non_blocking=False)
-    cases.append(case)
+    yield from _alone(_Path(workers, _endless(_loader(p, p.workers, False)), dev, p, non_blocking=False))
 
     pinned: _Case | None = None
     if dev.kind == "cuda":
         pinned = _Case("pinned", "pinned")
-        yield Note("3/4 Workers plus pin_memory=True and .to(device, non_blocking=True): batches wait in "
+        yield Note("4/4 Workers plus pin_memory=True and .to(device, non_blocking=True): batches wait in "
                    "page-locked memory, which the GPU can copy from without a staging copy.")
-        yield from _measure(pinned, _endless(_loader(p, p.workers, True)), dev, p, non_blocking=True)
-        cases.append(pinned)
+        yield from _alone(_Path(pinned, _endless(_loader(p, p.workers, True)), dev, p, non_blocking=True))
     else:
-        yield Note("3/4 pin_memory skipped: page-locked memory speeds up copies from the host to a CUDA GPU, "
+        yield Note("4/4 pin_memory skipped: page-locked memory speeds up copies from the host to a CUDA GPU, "
                    f"and this run is on {dev.torch_device}, so there is no such copy to speed up.", "warning")
 
-    case = _Case("resident", "resident")
-    yield Note(f"4/4 Resident tensors: all {epoch_samples:,} images normalised once and moved to "
-               f"{dev.torch_device} once; a batch is an index into them, with no per-sample work at all.")
-    resident = mnist.load(dev.torch_device)
-    yield from _measure(case, _resident_batches(resident.train_x, resident.train_y, p.batch_size, p.seed),
-                        dev, p, non_blocking=False)
-    cases.append(case)
-    del resident
-
-    loader, workers, resident_case = cases[0], cases[1], cases[-1]
+    cases = [loader, workers] + ([pinned] if pinned else []) + [resident]
     yield Table(
-        f"{p.batches} training steps of batch {p.batch_size} on {dev.torch_device}",
+        f"{p.batches} training steps of batch {p.batch_size} on {dev.torch_device} "
+        f"(samples/s: the median of {REPORT_EVERY}-step stretches)",
         ["data path", "samples/s", "waiting for data", "compute", "epoch (est.)"],
         [[c.label, f"{c.samples_per_s:,.0f}", f"{c.wait_share:.0%} ({c.wait:.2f} s)", f"{c.compute:.2f} s",
           f"{epoch_samples / c.samples_per_s:.1f} s" if c.samples_per_s else "-"] for c in cases],
     )
     best = max(cases, key=lambda c: c.samples_per_s)
-    speedup = resident_case.samples_per_s / loader.samples_per_s if loader.samples_per_s else None
+    speedup = resident.samples_per_s / loader.samples_per_s if loader.samples_per_s else None
     yield Note(
         f"The same model and optimiser step took {loader.compute:.2f} s of compute with the loader and "
-        f"{resident_case.compute:.2f} s with resident tensors; the difference in total time is the data path. "
+        f"{resident.compute:.2f} s with resident tensors; the difference in total time is the data path. "
         f"The loader spent {loader.wait_share:.0%} of each step waiting for data; resident tensors "
-        f"{resident_case.wait_share:.0%}. Fastest here: {best.label}"
+        f"{resident.wait_share:.0%}. Fastest here: {best.label}"
         + (f", {speedup:.1f}x the notebook's loader." if speedup else "."), "result")
     if workers.compute > 1.5 * loader.compute:
         yield Note(f"With {p.workers} workers, compute itself slowed from {loader.compute:.2f} s to "
@@ -176,13 +234,13 @@ def measure(p: DataBottleneckParams, dev: Device) -> Iterator[Event]:
         "loader_samples_per_s": loader.samples_per_s,
         "workers_samples_per_s": workers.samples_per_s,
         "pinned_samples_per_s": pinned.samples_per_s if pinned else None,
-        "resident_samples_per_s": resident_case.samples_per_s,
+        "resident_samples_per_s": resident.samples_per_s,
         "loader_wait_share": loader.wait_share,
         "workers_wait_share": workers.wait_share,
         "pinned_wait_share": pinned.wait_share if pinned else None,
-        "resident_wait_share": resident_case.wait_share,
+        "resident_wait_share": resident.wait_share,
         "loader_epoch_seconds": projected(loader),
-        "resident_epoch_seconds": projected(resident_case),
+        "resident_epoch_seconds": projected(resident),
         "resident_speedup": speedup,
         "fastest": best.name,
         "workers": p.workers,

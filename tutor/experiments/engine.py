@@ -52,6 +52,7 @@ def _serve(conn, log_path: str | None) -> None:
 
     paths.route_torch_caches(os.environ)  # before torch is imported
     threads.set_env(os.environ)
+    _start_children_as_in_process()
     from tutor import errors, experiments
     from tutor.experiments import devices, gpu_share, packs
 
@@ -118,6 +119,17 @@ def _serve(conn, log_path: str | None) -> None:
                 return
         elif kind == "quit":
             return
+
+
+def _start_children_as_in_process() -> None:
+    """Start this process's children (DataLoader workers) the way `gpututor run` and `lesson test`
+    do: with the platform's default method. Python makes a process started by spawn spawn its own
+    children too, so each worker was a fresh interpreter importing torch: on a 2-core machine
+    data-bottleneck took 14 s in the TUI against 3 s headless, 11 s of it workers starting and
+    stopping (issue 24)."""
+    methods = mp.get_all_start_methods()  # the platform's default first
+    if mp.get_start_method(allow_none=True) != methods[0]:
+        mp.set_start_method(methods[0], force=True)
 
 
 def release_device_memory() -> None:
@@ -194,6 +206,14 @@ def _rotate(log_path: str | None) -> None:
         pass  # no log yet, or it cannot be moved: keep appending
 
 
+def _reap(proc: mp.process.BaseProcess, timeout: float) -> None:
+    """Wait up to `timeout` for the child to exit, by its pid. (A timed join waits for its sentinel
+    to close, which its forked DataLoader workers keep open for as long as they live.)"""
+    deadline = time.monotonic() + timeout
+    while proc.is_alive() and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
 def _kill_group(pid: int | None) -> None:
     """SIGKILL what is left of the child's process group (its DataLoader workers); POSIX only."""
     if pid is None or not hasattr(os, "killpg"):
@@ -246,7 +266,8 @@ class Engine:
             return conn.recv()
         except (EOFError, OSError, AttributeError):
             if proc is not None:
-                proc.join(2)  # reap it, so its exit code says how it died
+                _reap(proc, 2.0)  # so its exit code says how it died
+                _kill_group(proc.pid)  # its DataLoader workers, if any: nothing to work for any more
             code = proc.exitcode if proc is not None else None
             if proc is self._proc:
                 self._proc = None
@@ -289,6 +310,7 @@ class Engine:
                     raise EngineDied("The experiment process was stopped.") from None
                 if not ready:
                     if not proc.is_alive():
+                        _kill_group(proc.pid)  # forked DataLoader workers hold the pipe open: no EOF while they live
                         self._recv(conn, proc)  # drains what is left, then raises EngineDied
                     continue
                 message = self._recv(conn, proc)
@@ -307,10 +329,10 @@ class Engine:
             conn.send(("quit",))
         except (OSError, ValueError, AttributeError):
             pass
-        proc.join(timeout)
+        _reap(proc, timeout)
         if proc.is_alive():
             proc.kill()
-            proc.join(1)
+            _reap(proc, 1.0)
         _kill_group(proc.pid)  # DataLoader workers outlive a killed child otherwise
         try:
             conn.close()
