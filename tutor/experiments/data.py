@@ -178,6 +178,39 @@ def load(device: str = "cpu", *, train_samples: int | None = None, test_samples:
     )
 
 
+def load_first(train_samples: int, test_samples: int = 1) -> MnistData:
+    """The first N of each set, normalised on the CPU: for a short-lived process (a rank of a
+    distributed job) that needs a few batches. Reads the raw files itself where they are present:
+    importing torchvision costs such a process ~2 s, four times what the images take to read."""
+    import torch
+
+    root, may_download = paths.data_dir()
+    if _files_present(root):
+        raw = _raw_dir(root)
+        try:
+            tx, ty, vx, vy = (_read_idx(raw / name, torch) for name in MNIST_FILES)
+            return MnistData(_normalise(tx[:train_samples]), ty[:train_samples].long(),
+                             _normalise(vx[:test_samples]), vy[:test_samples].long(),
+                             "MNIST", f"MNIST from {root}")
+        except (OSError, ValueError, RuntimeError):
+            pass  # a damaged file: the usual path says why, and falls back
+    tx, ty, vx, vy, info = _uint8_sets(str(root), may_download)
+    return MnistData(_normalise(tx[:train_samples]), ty[:train_samples].long(),
+                     _normalise(vx[:test_samples]), vy[:test_samples].long(),
+                     info.source, info.description, info.fallback_reason)
+
+
+def _read_idx(path: Path, torch: Any) -> Any:
+    """An IDX file (MNIST's format: 0, 0, type 0x08 = uint8, number of dimensions, then each
+    dimension as a big-endian uint32, then the bytes) as a uint8 tensor."""
+    data = path.read_bytes()
+    if len(data) < 4 or data[0] or data[1] or data[2] != 0x08:
+        raise ValueError(f"{path} is not an IDX file of unsigned bytes")
+    ndim = data[3]
+    dims = [int.from_bytes(data[4 + 4 * i:8 + 4 * i], "big") for i in range(ndim)]
+    return torch.frombuffer(bytearray(data[4 + 4 * ndim:]), dtype=torch.uint8).view(*dims)
+
+
 def batches(
     x: torch.Tensor,
     y: torch.Tensor,

@@ -1,0 +1,172 @@
+"""The torchrun launcher (tutor/experiments/distributed.py) and a rank's side (rank.py): events
+relayed with their rank, a rank's error said, a failed start tried once more, a cancelled job
+leaves no process behind, a rank ends when its parent is gone."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from tutor.experiments import distributed
+from tutor.experiments.devices import Device
+from tutor.experiments.events import Note, Step
+
+CPU = Device("cpu", None, "test CPU")
+
+
+def _drain(gen):
+    events = []
+    try:
+        while True:
+            events.append(next(gen))
+    except StopIteration as done:
+        return events, done.value
+
+
+def _module(tmp_path, body: str) -> str:
+    pkg = tmp_path / "fake_ranks"
+    pkg.mkdir(exist_ok=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "job.py").write_text("import os, sys, time, pathlib\n\ndef rank_main(ctx):\n"
+                                + textwrap.indent(textwrap.dedent(body), "    "))
+    return "fake_ranks.job"
+
+
+@pytest.fixture()
+def importable(tmp_path, monkeypatch):
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in [str(tmp_path), os.environ.get("PYTHONPATH")] if p))
+    return tmp_path
+
+
+def test_the_plan_is_gloo_on_cpu_processes_without_gpus():
+    plan = distributed.choose(CPU, 2)
+    assert (plan.backend, plan.device, plan.world_size) == ("gloo", "cpu", 2)
+    assert "no CUDA GPU" in plan.why and "1 thread each" in plan.why
+    mac = distributed.choose(Device("mps", None, "Apple M2"), 2)
+    assert mac.backend == "gloo" and "MPS" in mac.why
+
+
+def test_the_command_is_torchrun_standalone():
+    cmd = distributed.command("ddp_equivalence", 4)
+    assert cmd[1:4] == ["-m", "torch.distributed.run", "--standalone"]
+    assert "--nproc_per_node=4" in cmd and cmd[-2:] == ["tutor.experiments.rank", "ddp_equivalence"]
+
+
+def test_events_come_back_tagged_with_their_rank(importable):
+    module = _module(importable, """
+        ctx.note(f"world {ctx.world_size}, backend {ctx.backend}, {os.environ['OMP_NUM_THREADS']} thread")
+        ctx.step(1, 1, loss=float(ctx.rank), seconds=0.1, samples_per_s=10.0)
+        ctx.result(rank=ctx.rank, local=int(os.environ["LOCAL_RANK"]))
+    """)
+    events, job = _drain(distributed.launch(module, distributed.choose(CPU, 2)))
+    assert job["results"] == {0: {"rank": 0, "local": 0}, 1: {"rank": 1, "local": 1}}
+    assert job["attempts"] == 1 and 0 < job["ready_s"] <= job["seconds"]
+    notes = sorted(e.text for e in events if isinstance(e, Note))
+    assert notes == ["rank 0: world 2, backend gloo, 1 thread", "rank 1: world 2, backend gloo, 1 thread"]
+    assert sorted((e.label, e.loss) for e in events if isinstance(e, Step)) == [("rank 0", 0.0), ("rank 1", 1.0)]
+
+
+def test_an_error_in_a_rank_is_said_with_the_rank_and_not_retried(importable):
+    module = _module(importable, """
+        (pathlib.Path(os.environ["MARK_DIR"]) / f"try-{ctx.rank}-{time.time_ns()}").touch()
+        if ctx.rank == 1:
+            raise ValueError("shapes do not match")
+        ctx.result(ok=True)
+    """)
+    os.environ["MARK_DIR"] = str(importable)
+    try:
+        with pytest.raises(distributed.LaunchFailed, match=r"rank 1 of 2 failed.*ValueError: shapes do not match"):
+            _drain(distributed.launch(module, distributed.choose(CPU, 2)))
+    finally:
+        del os.environ["MARK_DIR"]
+    assert len(list(importable.glob("try-1-*"))) == 1  # one launch: the same code would fail again
+
+
+@pytest.mark.long
+def test_a_start_that_aborts_is_said_and_tried_once_more(importable):
+    module = _module(importable, """
+        mark = pathlib.Path(os.environ["MARK_DIR"]) / "aborted-once"
+        if ctx.rank == 1 and not mark.exists():
+            mark.touch()
+            os.abort()  # SIGABRT, as torchrun's workers sometimes die at start on a busy machine
+        ctx.result(ok=True)
+    """)
+    os.environ["MARK_DIR"] = str(importable)
+    try:
+        events, job = _drain(distributed.launch(module, distributed.choose(CPU, 2)))
+    finally:
+        del os.environ["MARK_DIR"]
+    assert job["attempts"] == 2 and len(job["results"]) == 2
+    retry = [e for e in events if isinstance(e, Note) and e.level == "warning"]
+    assert len(retry) == 1 and "SIGABRT" in retry[0].text and "trying once more" in retry[0].text
+
+
+def _rank_pids() -> set[int]:
+    """The ranks of fake_ranks jobs alive now (torchrun's own process is not one)."""
+    out = subprocess.run(["pgrep", "-f", "tutor.experiments.rank fake_ranks"], capture_output=True, text=True)
+    pids = set()
+    for pid in out.stdout.split():
+        try:
+            cmdline = open(f"/proc/{pid}/cmdline", "rb").read()
+        except OSError:
+            continue
+        if b"torch.distributed.run" not in cmdline:
+            pids.add(int(pid))
+    return pids
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="pgrep and /proc")
+def test_a_cancelled_job_leaves_no_process_behind(importable):
+    module = _module(importable, """
+        step = 0
+        while True:  # runs until stopped
+            step += 1
+            ctx.step(step, 0, loss=1.0, seconds=0.1 * step, samples_per_s=1.0)
+            time.sleep(0.1)
+    """)
+    gen = distributed.launch(module, distributed.choose(CPU, 2))
+    while not isinstance(next(gen), Step):
+        pass
+    assert len(_rank_pids()) == 2
+    gen.close()  # what a cancel does: the engine stops the generator
+    deadline = time.monotonic() + 10
+    while _rank_pids() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _rank_pids()
+
+
+def test_a_rank_ends_when_its_parent_is_gone(tmp_path):
+    # The middle process (standing in for torchrun's agent, killed outright) starts a child that
+    # watches it, then dies; the child must not live on.
+    pid_file = tmp_path / "child.pid"
+    middle = textwrap.dedent(f"""
+        import subprocess, sys, time
+        child = subprocess.Popen([sys.executable, "-c",
+            "import os, time, pathlib; from tutor.experiments.rank import watch_parent; "
+            "watch_parent(os.getppid()); pathlib.Path({str(pid_file)!r}).write_text(str(os.getpid())); "
+            "time.sleep(60)"], start_new_session=True)
+        while True:
+            time.sleep(0.05)
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", middle])
+    deadline = time.monotonic() + 20
+    while not pid_file.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    child = int(pid_file.read_text())
+    proc.kill()
+    proc.wait()
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        try:
+            os.kill(child, 0)
+        except OSError:
+            break
+        time.sleep(0.1)
+    else:
+        os.kill(child, 9)
+        pytest.fail("the watched process outlived its parent")

@@ -1,0 +1,51 @@
+"""ddp-equivalence: 2 gloo processes under torchrun, batch/2 each, take the steps one process
+takes with the whole batch; DDP's constructor makes the replicas equal."""
+
+from __future__ import annotations
+
+import pydantic
+import pytest
+from experiment_runs import run_experiment
+
+from tutor import experiments
+from tutor.experiments.events import Note, Step, Table
+
+
+@pytest.fixture(scope="module")
+def cpu_run():
+    return run_experiment("ddp-equivalence", {"batch_size": 32, "steps": 3}, "cpu")
+
+
+def test_every_declared_metric_is_reported(cpu_run):
+    _, m = cpu_run
+    assert set(m) == set(experiments.get("ddp-equivalence").metrics)
+    assert (m["world_size"], m["backend"], m["global_batch"], m["per_rank_batch"]) == (2, "gloo", 32, 16)
+
+
+def test_all_reduced_gradients_are_the_whole_batch_gradient(cpu_run):
+    _, m = cpu_run
+    assert m["grads_allclose"] is True and m["grad_max_diff"] < 1e-6
+    # a rank's own half-batch gradient is far off: the all-reduce is what fixes it
+    assert m["local_grad_max_diff"] > 100 * max(m["grad_max_diff"], 1e-9)
+    assert m["weights_max_diff"] < 1e-5
+
+
+def test_ddp_makes_the_replicas_one(cpu_run):
+    _, m = cpu_run
+    assert m["weights_differed_before_wrap"] is True and m["ranks_identical_after_wrap"] is True
+    assert m["ranks_max_diff"] == 0.0
+    assert m["allreduce_bytes"] == 940_584  # 4 B x 235,146 parameters of MNISTClassifier
+
+
+def test_both_ranks_stream_their_steps_and_the_launch_is_timed(cpu_run):
+    events, m = cpu_run
+    steps = [e for e in events if isinstance(e, Step)]
+    assert sorted({e.label for e in steps}) == ["rank 0", "rank 1"] and len(steps) == 6
+    assert any(isinstance(e, Table) for e in events)
+    assert any("gloo on the CPU" in e.text for e in events if isinstance(e, Note))
+    assert 0 < m["launch_seconds"] <= m["job_seconds"] and m["attempts"] in (1, 2)
+
+
+def test_the_batch_must_split_evenly_over_the_ranks():
+    with pytest.raises(pydantic.ValidationError, match="multiple of world_size"):
+        experiments.get("ddp-equivalence").make_params({"batch_size": 33, "world_size": 2})
