@@ -115,7 +115,7 @@ def _rank_pids() -> set[int]:
             cmdline = open(f"/proc/{pid}/cmdline", "rb").read()
         except OSError:
             continue
-        if b"torch.distributed.run" not in cmdline:
+        if b"--torchrun" not in cmdline:
             pids.add(int(pid))
     return pids
 

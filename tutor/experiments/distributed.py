@@ -83,8 +83,17 @@ def choose(dev: Device, world_size: int) -> Plan:
 
 def command(module: str, world_size: int) -> list[str]:
     """The torchrun command line (as a learner would type it, but with this Python)."""
-    return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={world_size}",
-            "--max-restarts=0", "--monitor-interval=0.1", "-m", "tutor.experiments.rank", module]
+    return [sys.executable, "-m", "torch.distributed.run", *_torchrun_args(module, world_size)]
+
+
+def _torchrun_args(module: str, world_size: int) -> list[str]:
+    return ["--standalone", f"--nproc_per_node={world_size}", "--max-restarts=0", "--monitor-interval=0.1",
+            "-m", "tutor.experiments.rank", module]
+
+
+def _argv(module: str, world_size: int) -> list[str]:
+    """What is started: torchrun's own main, watched (rank.torchrun): it ends with this process."""
+    return [sys.executable, "-m", "tutor.experiments.rank", "--torchrun", *_torchrun_args(module, world_size)]
 
 
 def _environment(plan: Plan, args: dict[str, Any]) -> dict[str, str]:
@@ -152,7 +161,7 @@ def _attempt(module: str, plan: Plan, args: dict[str, Any], timeout_s: float,
     pids: set[int] = set()
     with tempfile.TemporaryFile("w+") as err:
         started = time.perf_counter()
-        proc = subprocess.Popen(command(module, plan.world_size), stdout=subprocess.PIPE, stderr=err,
+        proc = subprocess.Popen(_argv(module, plan.world_size), stdout=subprocess.PIPE, stderr=err,
                                 stdin=subprocess.DEVNULL, env=_environment(plan, args),
                                 cwd=args.get("workdir") or None)
         try:

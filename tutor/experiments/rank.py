@@ -9,7 +9,8 @@ one JSON line each on stdout, tagged with the rank.
 
 A rank must not outlive the job: torchrun starts each worker in a session of its own, so
 killing the launcher's process group does not reach it. A watchdog thread ends the rank when
-its parent (torchrun's agent) is gone.
+its parent (torchrun's agent) is gone; `python -m tutor.experiments.rank --torchrun ARGS` runs
+torchrun with the same watchdog, so it ends when the process that launched it does.
 """
 
 from __future__ import annotations
@@ -121,7 +122,19 @@ def main(module: str) -> int:
             pass
 
 
+def torchrun(argv: list[str]) -> None:
+    """torchrun itself (torch.distributed.run's main), ending when the process that started it is
+    gone: killed with the engine's process group it dies anyway, but not if it is mid-start."""
+    watch_parent(os.getppid())
+    from torch.distributed.run import main as torchrun_main
+
+    torchrun_main(argv)
+
+
 if __name__ == "__main__":
+    if sys.argv[1] == "--torchrun":
+        torchrun(sys.argv[2:])
+        sys.exit(0)
     code = main(sys.argv[1])
     sys.stdout.flush()
     sys.stderr.flush()
