@@ -49,3 +49,25 @@ def test_both_ranks_stream_their_steps_and_the_launch_is_timed(cpu_run):
 def test_the_batch_must_split_evenly_over_the_ranks():
     with pytest.raises(pydantic.ValidationError, match="multiple of world_size"):
         experiments.get("ddp-equivalence").make_params({"batch_size": 33, "world_size": 2})
+
+
+def _cuda_gpus() -> int:
+    import torch
+
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(_cuda_gpus() != 1, reason="needs exactly one CUDA GPU")
+def test_one_gpu_runs_the_ranks_on_the_cpu_and_says_why():
+    from tutor.experiments import devices, distributed
+
+    plan = distributed.choose(devices.resolve("cuda"), 2)
+    assert plan.backend == "gloo" and "this machine has 1" in plan.why
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(_cuda_gpus() < 2, reason="needs 2 CUDA GPUs")
+def test_two_gpus_run_nccl_one_gpu_per_rank():
+    _, m = run_experiment("ddp-equivalence", {"batch_size": 32, "steps": 3}, "cuda")
+    assert m["backend"] == "nccl" and m["grads_allclose"] is True and m["ranks_max_diff"] == 0.0
