@@ -25,12 +25,13 @@ class ScriptedEngine:
     until it is cancelled (for escape, quit and navigation tests)."""
 
     def __init__(self, metrics: dict[str, dict[str, Any]] | None = None, *, fail: dict[str, str] | None = None,
-                 hold: bool = False, steps: int = 3, pace_s: float = 0.0) -> None:
+                 hold: bool = False, steps: int = 3, pace_s: float = 0.0, ranks: int = 0) -> None:
         self.metrics = metrics or {}
         self.fail = fail or {}
         self.hold = hold
         self.steps = steps
         self.pace_s = pace_s  # seconds between steps (the UI throttles Step events it gets faster)
+        self.ranks = ranks  # > 0: each step comes from every rank of a distributed run ("rank 0", ...)
         self.runs: list[tuple[str, dict[str, Any], str | None]] = []  # (experiment, params, device) asked for
         self.closed = False
         self.running = threading.Event()
@@ -48,7 +49,11 @@ class ScriptedEngine:
                 if cancelled():
                     yield ("ended", "cancelled", None)
                     return
-                yield ("event", Step(i, self.steps, 2.3 / i, i * 0.01, 1000.0))
+                if self.ranks:
+                    for r in range(self.ranks):
+                        yield ("event", Step(i, self.steps, 2.3 / i + r, i * 0.01, 1000.0, label=f"rank {r}"))
+                else:
+                    yield ("event", Step(i, self.steps, 2.3 / i, i * 0.01, 1000.0))
                 time.sleep(self.pace_s)
             while self.hold:
                 if cancelled() or self.closed:

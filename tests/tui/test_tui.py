@@ -526,6 +526,27 @@ async def test_a_loss_chart_of_too_few_points_is_said_not_drawn(tmp_path, steps,
         assert ("too few to chart" in label) is not charted
 
 
+async def test_the_ranks_of_a_distributed_run_share_one_chart(tmp_path):
+    """Steps of "rank 0" and "rank 1" arrive interleaved: one chart of rank 0 that keeps its points
+    (not a fresh chart at every change of label), rank 1's latest loss beside it."""
+    from tutor.ui.widgets.run_panel import LiveLine
+
+    engine = ScriptedEngine(steps=8, pace_s=0.25, ranks=2)
+    app = TutorApp(home=tmp_path, lessons_dirs=[LESSONS], device="cpu", engine=engine)
+    async with app.run_test(size=(100, 30)) as pilot:
+        screen = await open_demo(pilot)
+        app.progress.lock_prediction("tui-demo", "guess-acc", "above 80%", None)
+        screen.show_step(2)
+        await pilot.pause()
+        panel = screen.view.query_one(RunPanel)
+        await pilot.press("r")
+        await wait_for(pilot, lambda: panel.state == "finished")
+        await pilot.pause()
+        label = panel.query_one("#loss-label", LiveLine).text.plain
+        assert label.startswith("loss [rank 0] 2.300 → 0.287") and "[rank 1] 1.28" in label, label
+        assert panel.query_one("#loss").display is True and len(panel.query_one("#loss").data) >= 4
+
+
 async def test_the_measured_table_speaks_in_words_and_units_not_python(tmp_path):
     """Was: `best_accuracy 0.97 …`, `checkpoint None`: a metric's name and Python values on screen."""
     measured = {"accuracy": 0.9712, "best_accuracy": 0.9712, "final_loss": 0.0931, "seconds_per_epoch": 12.34,

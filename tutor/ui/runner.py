@@ -85,13 +85,14 @@ def _pump(owner: Widget, engine: "Engine", run_id: int, experiment: str, params:
     started: dict[str, Any] = {}
     metrics: dict[str, Any] = {}
     last_step_post = 0.0
-    pending_step: Step | None = None
+    # The latest Step not yet shown, per series: the ranks of a distributed run each keep theirs.
+    pending: dict[str, Step] = {}
     try:
         for message in engine.run(experiment, params, device, cancelled=lambda: worker.is_cancelled):
             if message[0] == "ended":
                 _, status, error = message
-                if pending_step is not None:
-                    owner.post_message(RunUpdate(run_id, pending_step))
+                for step in pending.values():
+                    owner.post_message(RunUpdate(run_id, step))
                 if status == "finished" and not metrics:
                     status, error = "failed", "the experiment ended without results"
                 owner.post_message(RunEnded(run_id, status, metrics if status == "finished" else {}, error, started))
@@ -100,12 +101,17 @@ def _pump(owner: Widget, engine: "Engine", run_id: int, experiment: str, params:
             if isinstance(event, Step):
                 now = time.monotonic()
                 if now - last_step_post < STEP_INTERVAL_S:
-                    pending_step = event
+                    pending[event.label] = event
                     continue
-                last_step_post, pending_step = now, None
-            elif pending_step is not None:
-                owner.post_message(RunUpdate(run_id, pending_step))
-                pending_step = None
+                last_step_post = now
+                pending.pop(event.label, None)
+                for step in pending.values():  # the other series' latest, shown with this one
+                    owner.post_message(RunUpdate(run_id, step))
+                pending.clear()
+            elif pending:
+                for step in pending.values():
+                    owner.post_message(RunUpdate(run_id, step))
+                pending.clear()
             if isinstance(event, Started):
                 started = {"device": event.device, "name": event.device_name, "dataset": event.dataset}
             elif isinstance(event, Finished):

@@ -39,6 +39,14 @@ class LiveLine(Widget):
         return self.text
 
 
+def _concurrent(label: str, charted: str | None) -> bool:
+    """Two ranks of one distributed run ("rank 0", "rank 1") stream side by side: one chart (the
+    first rank seen), the others' latest loss beside it. Other labels are cases run one after
+    another, each with a fresh chart."""
+    return (charted is not None and label != charted and label.startswith("rank ")
+            and charted.startswith("rank "))
+
+
 class RunPanel(Vertical):
     """Runs one experiment and shows it live. Posts `RunPanel.Done` when it ends."""
 
@@ -65,6 +73,7 @@ class RunPanel(Vertical):
         self._t0 = 0.0
         self._last_step: Step | None = None
         self._series: str | None = None
+        self._other_ranks: dict[str, float] = {}  # a distributed run's other ranks: their latest loss
         self._tick_timer = None
 
     def _title(self) -> Text:
@@ -129,6 +138,7 @@ class RunPanel(Vertical):
         self._first_loss = None
         self._last_step = None
         self._series = None
+        self._other_ranks = {}
         self.query_one("#notes").remove_children()
         self.query_one("#reveal", Static).update("")
         table = self.query_one("#epochs", DataTable)
@@ -192,6 +202,10 @@ class RunPanel(Vertical):
             bar.update(total=step.total, progress=step.step)
         self._set_live(self._step_text(step, ("Running ", "bold green")))
         if math.isfinite(step.loss):
+            if _concurrent(step.label, self._series):  # another rank of the same job: its latest loss
+                self._other_ranks[step.label] = step.loss
+                self._show_loss_line(step.loss)
+                return
             if self._series != step.label:  # a new case of a comparison: a fresh chart
                 self._series = step.label
                 self._losses, self._first_loss = [], None
@@ -204,14 +218,23 @@ class RunPanel(Vertical):
             spark = self.query_one("#loss", Sparkline)
             spark.display = enough
             spark.data = list(self._losses)
-            lab = self.query_one("#loss-label", LiveLine)
-            lab.display = True
-            count = len(self._losses)
-            lab.text = Text.assemble((f"loss [{step.label}] " if step.label else "loss ", "bold"),
-                                     f"{self._first_loss:.3f} → ", (f"{step.loss:.3f}", "bold"),
-                                     (f"   ({count} points, newest on the right)" if enough else
-                                      f"   ({count} point{'s' if count != 1 else ''} so far: too few to chart)",
-                                      "dim"))
+            self._show_loss_line(step.loss)
+
+    def _show_loss_line(self, loss: float) -> None:
+        """The charted series' first and latest loss (and the other ranks' latest, in a distributed run)."""
+        if self._first_loss is None:
+            return
+        lab = self.query_one("#loss-label", LiveLine)
+        lab.display = True
+        count = len(self._losses)
+        enough = count >= MIN_CHART_POINTS
+        latest = self._losses[-1] if self._losses else loss
+        others = [f"   [{label}] {value:.3f}" for label, value in sorted(self._other_ranks.items())]
+        lab.text = Text.assemble((f"loss [{self._series}] " if self._series else "loss ", "bold"),
+                                 f"{self._first_loss:.3f} → ", (f"{latest:.3f}", "bold"), *others,
+                                 (f"   ({count} points, newest on the right)" if enough else
+                                  f"   ({count} point{'s' if count != 1 else ''} so far: too few to chart)",
+                                  "dim"))
 
     @staticmethod
     def _step_text(step: Step, prefix: tuple[str, str]) -> Text:
