@@ -355,20 +355,33 @@ def goal_settings(step: InstrumentStep) -> tuple[dict[str, Any] | None, int]:
     instrument = REGISTRY[step.instrument]
     start = instrument.settings(step.set)
     free = [c for c in instrument.controls if c.name not in step.fixed]
-    tried, best, fewest = 0, None, None
-    for values in itertools.product(*(c.options for c in free)):
-        settings = {**start, **{c.name: v for c, v in zip(free, values)}}
-        moved = sum(start.get(k) != v for k, v in settings.items())
-        if fewest is not None and moved >= fewest:
-            continue
-        tried += 1
-        try:
-            outputs = instrument.compute(settings).outputs
-        except Exception:  # noqa: BLE001 - a setting that needs a learner's own run: not reachable here
-            continue
-        if step.goal is not None and step.goal.reached(outputs):
-            best, fewest = settings, moved
-    return best, tried
+    # Level by level, one moved control, then two...: the first level with a setting that meets
+    # the goal ends the search, so its cost grows with the moves needed, not with the product of
+    # every control's options. Within a level, settings go in the order of that product (the
+    # first control slowest), so the answer is the first of the fewest-move settings in it.
+    # A control whose starting value is not one of its options is always moved (to an option).
+    must = {i for i, c in enumerate(free) if start[c.name] not in c.options}
+    tried = 0
+    for k in range(len(must), len(free) + 1):
+        level: list[tuple[tuple[int, ...], dict[str, Any]]] = []
+        for moved in itertools.combinations(range(len(free)), k):
+            if not must <= set(moved):
+                continue
+            choices = [[o for o in free[i].options if o != start[free[i].name]] for i in moved]
+            for values in itertools.product(*choices):
+                settings = {**start, **{free[i].name: v for i, v in zip(moved, values)}}
+                order = tuple(c.options.index(settings[c.name]) for c in free)
+                level.append((order, settings))
+        level.sort(key=lambda item: item[0])
+        for _, settings in level:
+            tried += 1
+            try:
+                outputs = instrument.compute_outputs(settings)
+            except Exception:  # noqa: BLE001 - a setting that needs a learner's own run: not reachable here
+                continue
+            if step.goal is not None and step.goal.reached(outputs):
+                return settings, tried
+    return None, tried
 
 
 def play_paths(paths: list[Path], device: str | None, full: bool,

@@ -211,6 +211,11 @@ class Instrument:
     def compute(self, settings: Mapping[str, Any], context: Context | None = None) -> Reading:
         raise NotImplementedError
 
+    def compute_outputs(self, settings: Mapping[str, Any], context: Context | None = None) -> dict[str, Any]:
+        """compute(...).outputs, without the words: what a search over many settings needs
+        (`gpututor lesson test` looking for a goal's fewest moves). An instrument may do it faster."""
+        return self.compute(settings, context).outputs
+
     def needs_context(self, settings: Mapping[str, Any]) -> bool:
         """Whether these settings read the learner's runs or this device (else: arithmetic only)."""
         return False
