@@ -34,7 +34,8 @@ def test_training_iron_law_loads_cleanly():
         assert isinstance(steps[sid], InstrumentStep) and steps[sid].instrument == name
     challenge = steps["challenge"]
     assert challenge.goal is not None and challenge.goal.output == "fits" and challenge.goal.equals is True
-    assert challenge.fixed == ["model", "budget"]
+    # one GPU, as the lesson's debrief says (sharding is the next lesson's lever, not this one's)
+    assert challenge.fixed == ["model", "budget", "parallel", "gpus"]
     assert challenge.ledger["minimum_memory_gb"] == "min:outputs.total_gb"
     assert isinstance(steps["mfu-measure"], RunStep) and "batch_size" in steps["mfu-measure"].tweak
     # every instrument step's starting values are values its instrument accepts
@@ -76,7 +77,7 @@ def test_set_key_that_is_not_a_control():
                    "    set:\n      optimizer: sgd\n      optimiser: adam\n")
     assert issues(text) == [
         "t.yaml:9:7: step 'i': instrument 'memory-ledger' has no control 'optimiser' (did you mean 'optimizer'?); "
-        "it has: model, optimizer, precision, batch, checkpointing, budget",
+        "it has: model, optimizer, precision, batch, checkpointing, parallel, gpus, budget",
     ]
 
 
@@ -448,3 +449,23 @@ def test_the_chapters_figures_that_fail_the_arithmetic_are_named_with_the_right_
     mfu = 6 * 1.5e9 * 1200 / 312e12
     assert round(mfu * 100, 1) == 3.5 and "**3.5%** of an A100's 312 TFLOP/s" in text
     assert round(0.85 * 312e12 / 9e9, -3) == 29_000 and "about 29,000 tokens a second" in text
+
+
+def test_the_docs_challenge_across_gpus_lints_and_is_met_with_the_moves_it_names():
+    """docs/LESSON_FORMAT.md's memory-ledger example of a challenge across 8 GPUs."""
+    import re
+
+    from lesson_text import DOC
+
+    from tutor.authoring.lesson_test import goal_settings
+
+    block = re.search(r"```yaml\n(  - id: laptops\n.*?)```", DOC.read_text(), re.S)
+    assert block is not None
+    lesson = load_text(HEAD + block.group(1))
+    (step,) = lesson.steps
+    inst = REGISTRY["memory-ledger"]
+    start = inst.settings(step.set)
+    assert inst.compute(start).outputs["fits"] is False  # DDP: 24 GB of states on every replica
+    best, _ = goal_settings(step)
+    assert {k: v for k, v in best.items() if start[k] != v} == {"parallel": "zero3", "checkpointing": True}
+    assert f"{inst.compute(best).outputs['total_gb']:.2f} GB per GPU" in DOC.read_text().replace("\n", " ")

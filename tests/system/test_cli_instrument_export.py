@@ -68,6 +68,30 @@ def test_instrument_json_is_what_compute_gives(capsys, home):
     assert any("master copy" in n for n in doc["notes"])
 
 
+def test_instrument_zero3_over_8_gpus_json(capsys, home):
+    code, out, err = run_cli(capsys, "instrument", "memory-ledger", "--set", "parallel=zero3", "--set", "gpus=8",
+                             "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    inst = REGISTRY["memory-ledger"]
+    assert doc["settings"] == {**inst.defaults(), "parallel": "zero3", "gpus": 8}
+    assert doc["outputs"] == inst.compute({"parallel": "zero3", "gpus": 8}).outputs
+    o = doc["outputs"]
+    # GPT-2 XL, FP32, Adam: 16 B x 1.5e9 / 8 per GPU, plus the root unit and one block gathered in FP32
+    assert o["static_bytes"] == 3e9 + 112_793_600 * 4
+    assert o["gathered_bytes"] == 112_793_600 * 4
+    assert o["gpus_used"] == 8 and o["global_batch"] == 32
+    assert "per GPU" in doc["verdict"]
+    assert any(line.startswith("adam        = N x 8 B / 8 = 1.50 GB  (ZeRO-3:") for line in doc["math"])
+    assert any("ZeRO paper" in ref for ref in doc["reference"])
+    # the human form names both new controls
+    code, out, err = run_cli(capsys, "instrument", "memory-ledger", "--set", "parallel=zero3", "--set", "gpus=8")
+    assert code == 0, err
+    assert "parallel=ZeRO-3 / FSDP FULL_SHARD" in out and "gpus=8" in out and "per GPU" in out
+    code, out, err = run_cli(capsys, "instrument", "memory-ledger", "--set", "parallel=fsdp")
+    assert code == 2 and "'fsdp' is not one of single, ddp, zero1, zero2, zero3" in err
+
+
 def test_instrument_pipeline_json(capsys, home):
     code, out, _ = run_cli(capsys, "instrument", "pipeline", "--set", "prefetch=on", "--set", "batch=8", "--json")
     assert code == 0

@@ -114,7 +114,9 @@ async def test_laptop_challenge_needs_the_static_floor_under_budget(tmp_path: Pa
         view = screen.view
         assert isinstance(view, InstrumentStepView)
         fixed = {r.control.name for r in view.query(ControlRow) if r.fixed}
-        assert fixed == {"model", "budget"}
+        assert fixed == {"model", "budget", "parallel", "gpus"}  # one GPU: this lesson's challenge
+        shown = [r.control.name for r in view.query(ControlRow) if r.display]
+        assert "parallel" in shown and "gpus" not in shown  # GPUs mean nothing on one GPU: hidden
         await pilot.press("enter")
         assert app.focused.control.name == "optimizer"  # fixed rows take no focus
         reading = text_of(view.query_one("#reading", Static))
@@ -133,6 +135,38 @@ async def test_laptop_challenge_needs_the_static_floor_under_budget(tmp_path: Pa
         assert "challenge" in app.progress.completed_steps(LESSON)
         notes = text_of(view.query_one("#reading", Static))
         assert "no FP32 master copy" in notes  # the fit is not a recipe
+
+
+async def test_ledger_gpus_row_appears_once_training_is_spread_over_gpus(tmp_path: Path):
+    app = TutorApp(home=tmp_path, device="cpu", engine=ScriptedEngine())
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.progress.lock_prediction(LESSON, "act1-predict", "about 12 GB", None)
+        screen = await open_at(pilot, "ledger")
+        view = screen.view
+        assert isinstance(view, InstrumentStepView)
+
+        def shown() -> list[str]:
+            return [r.control.name for r in view.query(ControlRow) if r.display]
+
+        assert shown() == ["model", "optimizer", "precision", "batch", "checkpointing", "parallel", "budget"]
+        await pilot.press("enter", *["down"] * 5)  # model ... checkpointing, then Parallelism
+        assert app.focused.control.name == "parallel"
+        await pilot.press("right")  # DDP
+        await pilot.pause()
+        assert "gpus" in shown()
+        await pilot.press("down", "right", "right", "right")  # GPUs 1 -> 8
+        await pilot.pause()
+        assert view.settings["parallel"] == "ddp" and view.settings["gpus"] == 8
+        reading = text_of(view.query_one("#reading", Static))
+        assert "per GPU" in reading and "global batch 32 = 8 GPUs x 4 per GPU" in reading
+        await pilot.press("up", "right", "right", "right")  # ZeRO-3
+        await pilot.pause()
+        assert view.reading.outputs["weights_bytes"] == 6e9 / 8
+        assert "gathered weights" in text_of(view.query_one("#reading", Static))
+        await pilot.press("left", "left", "left", "left")  # back to one GPU: GPUs hidden again
+        await pilot.pause()
+        assert view.settings["parallel"] == "single" and "gpus" not in shown()
+        assert view.reading.outputs["static_bytes"] == 24e9
 
 
 async def test_prediction_step_reveals_against_the_instrument_once_it_was_used(tmp_path: Path):

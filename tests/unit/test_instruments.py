@@ -293,6 +293,224 @@ def test_my_model_checkpointing_is_not_modelled_and_says_so():
     assert any("not modelled" in n for n in ckpt.notes)
 
 
+# ---------------------------------------------------------------- memory ledger: across GPUs
+
+PSI = 1.5e9  # GPT-2 XL as the preset quotes it
+# ZeRO-3's gathered weights for GPT-2 XL: the root unit (token + position embeddings, final
+# LayerNorm) and one block (12h^2 + 13h), h = 1600, V = 50,257, s = 1024
+XL_GATHERED = (50_257 * 1600 + 1024 * 1600 + 2 * 1600) + (12 * 1600**2 + 13 * 1600)
+
+
+def test_gpt2_xl_gathered_unit_by_hand():
+    assert XL_GATHERED == 112_793_600
+    assert ml.gathered_params(XL) == XL_GATHERED
+    # the whole model's blocks and root add up to GPT-2 XL's exact parameter count
+    assert 48 * ml.block_params(XL) + ml.root_params(XL) == 1_557_611_200
+
+
+# per GPU at d = 8 with Adam, by hand: (weights, gradients, 16-bit copies, optimizer, gathered)
+BY_HAND_8 = {
+    "fp32": {
+        "single": (6e9, 6e9, 0, 12e9, 0),
+        "ddp": (6e9, 6e9, 0, 12e9, 0),
+        "zero1": (6e9, 6e9, 0, 1.5e9, 0),  # 8 B x 1.5e9 / 8
+        "zero2": (6e9, 0.75e9, 0, 1.5e9, 0),
+        "zero3": (0.75e9, 0.75e9, 0, 1.5e9, XL_GATHERED * 4),
+    },
+    "mixed": {
+        "single": (6e9, 6e9, 3e9, 12e9, 0),
+        "ddp": (6e9, 6e9, 3e9, 12e9, 0),
+        "zero1": (6e9, 6e9, 3e9, 1.5e9, 0),
+        "zero2": (6e9, 0.75e9, 3e9, 1.5e9, 0),
+        "zero3": (0.75e9, 0.75e9, 0.375e9, 1.5e9, XL_GATHERED * 2),  # gathered in 16-bit
+    },
+    "fp16": {
+        "single": (3e9, 3e9, 0, 6e9, 0),
+        "ddp": (3e9, 3e9, 0, 6e9, 0),
+        "zero1": (3e9, 3e9, 0, 0.75e9, 0),
+        "zero2": (3e9, 0.375e9, 0, 0.75e9, 0),
+        "zero3": (0.375e9, 0.375e9, 0, 0.75e9, XL_GATHERED * 2),
+    },
+}
+
+
+@pytest.mark.parametrize("precision, parallel", [(p, m) for p in BY_HAND_8 for m in BY_HAND_8[p]])
+def test_per_gpu_bytes_at_8_gpus_by_hand(precision, parallel):
+    o = mem(model="gpt2-xl", optimizer="adam", precision=precision, batch=4, parallel=parallel, gpus=8).outputs
+    weights, gradients, copies, optimizer, gathered = BY_HAND_8[precision][parallel]
+    assert o["weights_bytes"] == pytest.approx(weights)
+    assert o["gradients_bytes"] == pytest.approx(gradients)
+    assert o["weight_copies_bytes"] == pytest.approx(copies)
+    assert o["optimizer_bytes"] == pytest.approx(optimizer)
+    assert o["gathered_bytes"] == pytest.approx(gathered)
+    assert o["static_bytes"] == pytest.approx(weights + gradients + copies + optimizer + gathered)
+    # activations follow the per-GPU batch: the same as one GPU at batch 4
+    one = mem(model="gpt2-xl", optimizer="adam", precision=precision, batch=4).outputs
+    assert o["activations_bytes"] == one["activations_bytes"]
+    assert o["total_bytes"] == pytest.approx(o["static_bytes"] + o["activations_bytes"])
+    d = 1 if parallel == "single" else 8
+    assert o["gpus_used"] == d and o["global_batch"] == 4 * d
+    assert o["all_gpus_gb"] == pytest.approx(d * o["total_gb"])
+
+
+def test_zero_papers_static_accounting_in_fp32():
+    """Per GPU (4 + 4 + 8)Psi for DDP, 4Psi + 4Psi + 8Psi/d, 4Psi + 12Psi/d, 16Psi/d + the gather:
+    the ZeRO paper's (2 + 2 + K) columns with this ledger's FP32 bytes."""
+    for d in ml.GPUS:
+        static = {m: mem(parallel=m, gpus=d, optimizer="adam", precision="fp32").outputs["static_bytes"]
+                  for m in ml.PARALLEL}
+        assert static["ddp"] == static["single"] == 16 * PSI
+        assert static["zero1"] == pytest.approx((4 + 4) * PSI + 8 * PSI / d)
+        assert static["zero2"] == pytest.approx(4 * PSI + (4 + 8) * PSI / d)
+        assert static["zero3"] == pytest.approx(16 * PSI / d + (XL_GATHERED * 4 if d > 1 else 0))
+
+
+@pytest.mark.parametrize("parallel", sorted(ml.PARALLEL))
+def test_every_mode_on_one_gpu_is_one_gpu(parallel):
+    for precision, optimizer, ckpt in itertools.product(("fp32", "fp16", "mixed"), ("sgd", "adam"), (False, True)):
+        given = dict(precision=precision, optimizer=optimizer, checkpointing=ckpt, batch=2, budget="laptop")
+        assert mem(parallel=parallel, gpus=1, **given).outputs == mem(**given).outputs
+
+
+def test_one_gpu_ignores_the_gpus_control_and_says_so():
+    base = mem()
+    assert base.outputs["gpus_used"] == 1 and base.ignored == ("gpus",)
+    assert LEDGER.defaults()["parallel"] == "single" and LEDGER.defaults()["gpus"] == 1
+    eight = mem(gpus=8)
+    assert eight.outputs == base.outputs and eight.verdict == base.verdict and eight.math == base.math
+    assert any("GPUs = 8 is ignored" in n for n in eight.notes)
+    assert not any("ignored" in n for n in base.notes)
+    lone = mem(parallel="zero3", gpus=1)
+    assert any("nothing to replicate or shard" in n for n in lone.notes)
+
+
+@pytest.mark.parametrize("name", sorted(ml.PRESETS))
+def test_more_sharding_never_costs_more_per_gpu(name):
+    """ZeRO-3 <= ZeRO-2 <= ZeRO-1 <= DDP per GPU, at every precision, optimizer and GPU count
+    (the gathered weights included), and more GPUs never cost more."""
+    order = ("ddp", "zero1", "zero2", "zero3")
+    for precision, optimizer, d in itertools.product(("fp32", "fp16", "mixed"), ("sgd", "momentum", "adam"),
+                                                     ml.GPUS):
+        totals = [mem(model=name, precision=precision, optimizer=optimizer, parallel=m, gpus=d).outputs["total_bytes"]
+                  for m in order]
+        assert totals == sorted(totals, reverse=True), (precision, optimizer, d, totals)
+        if d > 1 and optimizer != "sgd":
+            assert totals[0] > totals[1] > totals[2] > totals[3]
+    for m in order:
+        per_gpu = [mem(model=name, parallel=m, gpus=d).outputs["total_bytes"] for d in ml.GPUS]
+        assert per_gpu == sorted(per_gpu, reverse=True)
+
+
+def test_gpt2_xl_on_8_laptop_gpus_fits_with_zero3_and_checkpointing_not_with_ddp():
+    """The laptop challenge across 8 GPUs: DDP's replicas each hold 24 GB of states and never fit
+    with Adam; ZeRO-3 with checkpointing fits in FP32 at batch 4 per GPU."""
+    laptop = dict(model="gpt2-xl", optimizer="adam", budget="laptop", gpus=8)
+    for precision, batch, ckpt in itertools.product(("fp32", "fp16", "mixed"), LEDGER.control("batch").options,
+                                                    (False, True)):
+        r = mem(parallel="ddp", precision=precision, batch=batch, checkpointing=ckpt, **laptop)
+        assert r.outputs["fits"] is False and r.outputs["breaks"] == "static floor"
+    r = mem(parallel="ddp", precision="fp32", **laptop)
+    assert "24.0 GB per GPU" in r.verdict and "more GPUs do not help" in r.verdict
+    fit = mem(parallel="zero3", precision="fp32", batch=4, checkpointing=True, **laptop)
+    o = fit.outputs
+    assert o["fits"] is True and o["breaks"] == "none"
+    assert o["static_bytes"] == pytest.approx(3e9 + XL_GATHERED * 4)  # 16 B x 1.5e9 / 8 + the gather
+    assert o["total_bytes"] <= 8 * GIB
+    assert fit.verdict.startswith("Fits: 7.73 GB of 8.59 GB (8.0 GiB) per GPU")
+    assert any(n.startswith("Tight") for n in fit.notes)
+    # without checkpointing the activations break it; ZeRO-3 alone is not enough
+    assert mem(parallel="zero3", precision="fp32", batch=4, **laptop).outputs["breaks"] == "activations"
+
+
+@pytest.mark.parametrize("name", ["memory-ledger", "pipeline"])
+def test_compute_outputs_is_computes_outputs(name):
+    """The words-free path `lesson test` searches with gives exactly what the reading shows."""
+    inst = REGISTRY[name]
+    names = [c.name for c in inst.controls]
+    contexts = (None, Context(my_model=MY_MODEL, my_pipeline=MEASURED, device_name="Test GPU", device_memory=8 * GIB))
+    for values in itertools.islice(itertools.product(*(c.options for c in inst.controls)), 0, None, 13):
+        settings = dict(zip(names, values))
+        for ctx in contexts:
+            assert inst.compute_outputs(settings, ctx) == inst.compute(settings, ctx).outputs, settings
+
+
+def test_goal_search_with_the_parallel_controls_is_fast_and_finds_the_fewest_moves():
+    from tutor.authoring.lesson_test import goal_settings
+    from tutor.course.lesson import InstrumentStep
+
+    start = dict(model="gpt2-xl", optimizer="adam", precision="fp32", batch=4, checkpointing=False,
+                 parallel="ddp", gpus=8, budget="laptop")
+    step = InstrumentStep(id="x", kind="instrument", instrument="memory-ledger", set=start,
+                          fixed=["model", "budget", "gpus", "optimizer"], goal={"output": "fits", "equals": True})
+    best, tried = goal_settings(step)
+    assert {k: v for k, v in best.items() if start[k] != v} == {"checkpointing": True, "parallel": "zero3"}
+    assert tried < 100  # one and two moves, not the product of every control's options
+    # every control free but the model and the budget: still a level-by-level search
+    free = step.model_copy(update={"fixed": ["model", "budget"]})
+    best, tried = goal_settings(free)
+    assert {k: v for k, v in best.items() if start[k] != v} == {"checkpointing": True, "parallel": "zero3"}
+    assert tried < 200
+
+
+def test_zero_stage_math_and_figures_say_per_gpu_and_the_global_batch():
+    r = mem(parallel="zero1", gpus=8, optimizer="adam", precision="fp32", batch=4)
+    text = "\n".join(r.math)
+    assert "ZeRO-1 over 8 GPUs, figures per GPU" in text
+    assert "adam        = N x 8 B / 8 = 1.50 GB  (ZeRO-1: each of the 8 GPUs keeps 1/8 of Adam's moments" in text
+    assert "weights     = N x 4 B = 6.00 GB  (a full replica on each GPU)" in text
+    assert "(batch 4 per GPU; global batch 8 x 4 = 32)" in text
+    assert "all 8 GPUs: 8 x " in text
+    figures = dict(r.figures)
+    assert figures["global batch"].startswith("32 = 8 GPUs x 4 per GPU")
+    assert "per GPU" in figures["total"] and "per GPU" in r.verdict
+    assert r.chart.bars[0].label == "per GPU"
+    z3 = mem(parallel="zero3", gpus=8, precision="fp32")
+    z3_text = "\n".join(z3.math)
+    assert "gathered    = (Vh + sh + 2h) + (12h^2 + 13h) = 112.8M x 4 B = 451 MB" in z3_text
+    assert "weights     = N x 4 B / 8 = 750 MB  (ZeRO-3: each of the 8 GPUs keeps 1/8)" in z3_text
+    assert any("ZeRO paper" in ref for ref in z3.reference)
+    assert not any("ZeRO paper" in ref for ref in mem().reference)
+
+
+def test_zero3_draws_the_gathered_weights_and_mixed_says_how_fsdp_casts():
+    r = mem(parallel="zero3", gpus=8, precision="mixed", optimizer="adam", batch=4)
+    (bar,) = r.chart.bars
+    assert [s.name for s in bar.segments] == ["weights", "gradients", "16-bit weight copies", "optimizer state",
+                                              "gathered weights", "activations"]
+    assert bar.total == pytest.approx(r.outputs["total_bytes"])
+    notes = " ".join(r.notes)
+    assert "MixedPrecision(param_dtype=bfloat16)" in notes and "3.00 GB per GPU, unsharded" in notes
+    assert "1.5x DDP's communication volume" in notes
+    assert "gathered weights" not in [s.name for s in mem(parallel="zero2", gpus=8).chart.bars[0].segments]
+    ddp = " ".join(mem(parallel="ddp", gpus=8).notes)
+    assert "full replica" in ddp and "gradient_as_bucket_view" in ddp
+    z1 = " ".join(mem(parallel="zero1", gpus=8, precision="mixed").notes)
+    assert "2 + 2 + 12/8 = 5.5 B per parameter at ZeRO-1" in z1
+
+
+def test_my_model_under_zero3_is_one_unit_gathered_whole():
+    ctx = Context(my_model=MY_MODEL)
+    r = LEDGER.compute({"model": "mine", "parallel": "zero3", "gpus": 4, "precision": "fp32", "optimizer": "adam",
+                        "batch": 64}, ctx)
+    n = MY_MODEL["parameters"]
+    assert r.outputs["gathered_bytes"] == 4 * n
+    assert r.outputs["static_bytes"] == pytest.approx(16 * n / 4 + 4 * n)
+    assert any("one FSDP unit" in note for note in r.notes)
+
+
+def test_parallel_and_gpus_parse():
+    c = LEDGER.control("parallel")
+    assert c.parse("ZeRO3") == "zero3" and c.parse("ddp") == "ddp" and c.default == "single"
+    with pytest.raises(SettingsError, match="single, ddp, zero1, zero2, zero3"):
+        c.parse("fsdp")
+    g = LEDGER.control("gpus")
+    assert g.parse("8") == 8 and g.parse(3) == 3 and g.options == (1, 2, 4, 8, 16, 32, 64)
+    assert g.step(8, +1) == 16 and g.step(3, -1) == 2
+    with pytest.raises(SettingsError, match="outside 1..64"):
+        g.parse(0)
+    assert mem(parallel="zero3", gpus=3).outputs["weights_bytes"] == pytest.approx(6e9 / 3)
+
+
 # ---------------------------------------------------------------- pipeline
 
 
@@ -432,7 +650,9 @@ def test_measured_profile_ignores_the_model_levers():
         r = PIPELINE.compute({"profile": "measured"}, ctx)
         assert set(r.ignored) == {"prefetch", "precision", "checkpointing", "batch"}
         assert set(r.ignored) < {c.name for c in PIPELINE.controls}
-    assert pipe().ignored == () and mem().ignored == ()
+    assert pipe().ignored == ()
+    assert mem().ignored == ("gpus",)  # one GPU: the GPUs control does not matter, and is hidden
+    assert mem(parallel="ddp").ignored == ()
 
 
 def test_modelled_profile_ignores_the_measured_run():
@@ -526,6 +746,12 @@ READINGS = {
     "ledger mine": lambda: LEDGER.compute({"model": "mine", "budget": "this"},
                                           Context(my_model=MY_MODEL, device_name="Test GPU", device_memory=8 * GIB)),
     "ledger no model": lambda: LEDGER.compute({"model": "mine"}),
+    "ledger ddp": lambda: mem(parallel="ddp", gpus=8, budget="laptop"),
+    "ledger zero3 mixed": lambda: mem(parallel="zero3", gpus=64, precision="mixed", batch=1, checkpointing=True,
+                                      budget="laptop"),
+    "ledger zero1 mixed": lambda: mem(parallel="zero1", gpus=8, precision="mixed"),
+    "ledger zero3 mine": lambda: LEDGER.compute({"model": "mine", "parallel": "zero3", "gpus": 2, "budget": "this"},
+                                                Context(my_model=MY_MODEL)),
     "pipeline default": lambda: pipe(),
     "pipeline best": lambda: pipe(prefetch=True, precision="mixed", checkpointing=True, batch=64),
     "pipeline measured": lambda: PIPELINE.compute({"profile": "measured"}, Context(my_pipeline=MEASURED)),

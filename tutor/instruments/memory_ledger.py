@@ -28,6 +28,39 @@ backward pass (FP32 under autocast and in FP32, FP16 in pure FP16). At batch 4 t
 Gradient checkpointing here keeps only each layer's input and recomputes one layer at
 a time in the backward pass: L*s*h elements plus one layer's activations, at the cost
 of a second forward pass (8 instead of 6 FLOPs per parameter per token: +33%).
+
+Across d GPUs (data parallelism; the `parallel` and `gpus` controls), every figure is per
+GPU. The table above stays; the ZeRO paper's stages divide some of its columns by d:
+
+    parallel   weights  gradients  16-bit copies  optimizer   plus
+    single        1        1            1             1        -       (d is 1: `gpus` is ignored)
+    ddp           1        1            1             1        -       (a full replica on every GPU)
+    zero1         1        1            1            1/d       -
+    zero2         1       1/d           1            1/d       -
+    zero3        1/d      1/d          1/d           1/d      the gathered weights
+
+The paper's per-GPU model states, (2 + 2 + K)Psi for DDP, 2Psi + 2Psi + K*Psi/d (ZeRO-1),
+2Psi + (2 + K)Psi/d (ZeRO-2) and (2 + 2 + K)Psi/d (ZeRO-3), are for apex-style mixed
+precision (16-bit weights and gradients, K = 12: an FP32 master copy and Adam's two
+moments). torch.amp has no separate master copy, its FP32 weights are the parameters, so
+here they shard only at ZeRO-3, and ZeRO-1 shards Adam's 8 bytes, not 12. With d = 1
+every mode is one GPU.
+
+ZeRO-3 (FSDP FULL_SHARD) cannot compute with 1/d of a layer: it all-gathers each unit's
+weights, in the compute precision (4 B in FP32; 2 B in FP16 and in mixed, which under
+ZeRO-3 is modelled as FSDP's MixedPrecision(param_dtype=bfloat16): the FP32 shards are
+cast, then gathered, in 16-bit), just before the unit runs, forward and again backward.
+With GPT-2 wrapped one transformer block per unit, the root unit (token and position
+embeddings, tied to the output layer, and the final norm: V*h + s*h + 2h) stays gathered
+from the forward to the backward pass (FSDP does not free the root's weights after
+forward), and one block (12h^2 + 13h) is gathered at a time on top: 113M parameters for
+GPT-2 XL, 451 MB in FP32. A measured model is counted as one unit (FSDP(model) without a
+wrap policy): all its weights at once. Not counted: the next block FSDP prefetches, a
+block's full gradient before its reduce-scatter, DDP's all-reduce buckets (a second copy
+of the gradients unless gradient_as_bucket_view=True), communication buffers.
+
+`batch` is the per-GPU micro-batch: the activations follow it, and the global batch is
+d x batch.
 """
 
 from __future__ import annotations
@@ -88,7 +121,43 @@ BYTES_PER_PARAM: dict[str, tuple[int, int, int, dict[str, int]]] = {
 ELEMENT_BYTES = {"fp32": 4, "fp16": 2, "mixed": 2}
 
 COLOURS = {"weights": "blue", "gradients": "magenta", "16-bit weight copies": "cyan",
-           "optimizer state": "yellow", "activations": "green"}
+           "optimizer state": "yellow", "gathered weights": "bright_blue", "activations": "green"}
+
+# Data parallelism: (the control's label, the short name, the parts split 1/d across the GPUs)
+PARALLEL: dict[str, tuple[str, str, tuple[str, ...]]] = {
+    "single": ("one GPU", "one GPU", ()),
+    "ddp": ("DDP (a full replica on every GPU)", "DDP", ()),
+    "zero1": ("ZeRO-1 (optimizer state sharded)", "ZeRO-1", ("optimizer",)),
+    "zero2": ("ZeRO-2 (+ gradients sharded)", "ZeRO-2", ("optimizer", "gradients")),
+    "zero3": ("ZeRO-3 / FSDP FULL_SHARD (all sharded)", "ZeRO-3", ("optimizer", "gradients", "weights", "copies")),
+}
+ZERO_PAPER = ("ZeRO paper (reference; Rajbhandari et al. 2020, Figure 1): 7.5B parameters, K = 12 (FP32 master + "
+              "Adam), 64 GPUs: per GPU DDP 120 GB, ZeRO-1 31.4 GB, ZeRO-2 16.6 GB, ZeRO-3 1.9 GB.")
+GPUS = (1, 2, 4, 8, 16, 32, 64)  # the keys' steps; any whole number in between is accepted
+
+
+def data_parallel(parallel: str, gpus: int) -> int:
+    """d, the GPUs training is spread over: 1 on one GPU, whatever `gpus` says."""
+    return 1 if parallel == "single" else gpus
+
+
+def block_params(p: Preset) -> float:
+    """One GPT-2 transformer block: attention 4h^2 + 4h, MLP 8h^2 + 5h, two LayerNorms 4h."""
+    return 12 * p.hidden**2 + 13 * p.hidden
+
+
+def root_params(p: Preset) -> float:
+    """FSDP's root unit when each block is its own unit: the token and position embeddings
+    (the token one tied to the output layer) and the final LayerNorm."""
+    return VOCAB * p.hidden + p.seq * p.hidden + 2 * p.hidden
+
+
+def gathered_params(p: Preset) -> float:
+    """Parameters ZeRO-3 holds whole at once: the root unit, kept gathered from forward to
+    backward, and one block; a model of unknown layers (measured) is one unit, all of it."""
+    if not p.layers:
+        return p.params
+    return root_params(p) + block_params(p)
 
 
 def layer_activation_bytes(p: Preset, precision: str) -> float:
@@ -126,10 +195,12 @@ class Ledger:
     copies: float  # autocast's 16-bit casts of the weights, kept for the backward pass
     optimizer: float
     activations: float
+    gathered: float = 0.0  # ZeRO-3: the weights all-gathered whole at once (per GPU)
+    gpus: int = 1  # d: every figure above is per GPU
 
     @property
     def static(self) -> float:
-        return self.weights + self.gradients + self.copies + self.optimizer
+        return self.weights + self.gradients + self.copies + self.optimizer + self.gathered
 
     @property
     def total(self) -> float:
@@ -137,14 +208,36 @@ class Ledger:
 
 
 def ledger(preset: Preset, precision: str, optimizer: str, batch: int, checkpointing: bool,
-           activation_per_sample: float | None = None) -> Ledger:
+           activation_per_sample: float | None = None, parallel: str = "single", gpus: int = 1) -> Ledger:
+    """Bytes per GPU; `batch` is each GPU's micro-batch."""
     w, g, m, opt = BYTES_PER_PARAM[precision]
     n = preset.params
+    d = data_parallel(parallel, gpus)
+    sharded = PARALLEL[parallel][2] if d > 1 else ()
+
+    def part(name: str, per_param: int) -> float:
+        return n * per_param / d if name in sharded else n * per_param
+
     if activation_per_sample is not None:  # measured ("my model"): float32, scaled for 16-bit
         acts = activation_per_sample * batch * ELEMENT_BYTES[precision] / 4
     else:
         acts = activation_bytes(preset, precision, batch, checkpointing)
-    return Ledger(n, n * w, n * g, n * m, n * opt[optimizer], acts)
+    gathered = gathered_params(preset) * ELEMENT_BYTES[precision] if "weights" in sharded else 0.0
+    return Ledger(n, part("weights", w), part("gradients", g), part("copies", m),
+                  part("optimizer", opt[optimizer]), acts, gathered, d)
+
+
+@dataclass(frozen=True)
+class _Numbers:
+    """One reading's figures before any words: what compute() draws and compute_outputs() returns."""
+
+    preset: Preset
+    per_sample: float | None  # a measured model's activations per sample (FP32), else None
+    led: Ledger
+    budget: float | None
+    budget_label: str
+    adam_extra: float
+    outputs: dict[str, Any]
 
 
 class MemoryLedger(Instrument):
@@ -158,28 +251,38 @@ class MemoryLedger(Instrument):
                 labels=("SGD", "SGD + momentum", "Adam")),
         Control("precision", "Precision", "choice", ("fp32", "fp16", "mixed"), "fp32",
                 labels=("FP32", "FP16 (pure, no master copy)", "mixed (torch.amp: FP32 weights, 16-bit matmuls)")),
-        Control("batch", "Batch size", "stepper", tuple(2**k for k in range(17)), 4),
+        Control("batch", "Batch size", "stepper", tuple(2**k for k in range(17)), 4,
+                help="each GPU's micro-batch; the global batch is GPUs x batch"),
         Control("checkpointing", "Checkpointing", "toggle", (False, True), False),
+        Control("parallel", "Parallelism", "choice", tuple(PARALLEL), "single",
+                labels=tuple(v[0] for v in PARALLEL.values()),
+                help="how the model's states are spread over the GPUs; one GPU ignores `gpus`"),
+        Control("gpus", "GPUs", "stepper", GPUS, 1, help="data-parallel GPUs; ignored on one GPU"),
         Control("budget", "Budget", "choice", tuple(BUDGETS), "h100", labels=tuple(v[0] for v in BUDGETS.values())),
     )
     outputs = {
         "parameters": "parameters of the model",
-        "weights_bytes": "the weights (B)",
-        "gradients_bytes": "one gradient per parameter (B)",
-        "weight_copies_bytes": "autocast's 16-bit copies of the weights, kept for the backward pass (B)",
-        "optimizer_bytes": "optimizer state (B)",
-        "activations_bytes": "activations saved for the backward pass (B)",
-        "static_bytes": "weights + gradients + 16-bit copies + optimizer state: the floor at any batch size (B)",
-        "total_bytes": "static + activations (B)",
-        "bytes_per_param": "static bytes per parameter",
-        "adam_extra_bytes": "what Adam adds over plain SGD at this precision (B)",
+        "weights_bytes": "the weights, per GPU (B)",
+        "gradients_bytes": "one gradient per parameter, per GPU (B)",
+        "weight_copies_bytes": "autocast's 16-bit copies of the weights, kept for the backward pass, per GPU (B)",
+        "optimizer_bytes": "optimizer state, per GPU (B)",
+        "gathered_bytes": "ZeRO-3: the weights all-gathered whole at once, per GPU (B); 0 otherwise",
+        "activations_bytes": "activations saved for the backward pass, per GPU (B)",
+        "static_bytes": "weights + gradients + 16-bit copies + optimizer state + gathered weights: "
+                        "the floor at any batch size, per GPU (B)",
+        "total_bytes": "static + activations, per GPU (B)",
+        "bytes_per_param": "static bytes per GPU per parameter of the model",
+        "adam_extra_bytes": "what Adam adds over plain SGD at this precision, per GPU (B)",
         "adam_extra_gb": "the same, in GB (10^9 bytes)",
-        "static_gb": "the static floor in GB",
-        "activations_gb": "activations in GB",
-        "total_gb": "total in GB",
-        "budget_bytes": "the chosen device's memory (B); null when unknown",
+        "static_gb": "the static floor per GPU, in GB",
+        "activations_gb": "activations per GPU, in GB",
+        "total_gb": "total per GPU, in GB",
+        "gpus_used": "d, the GPUs training is spread over: the gpus control, or 1 on one GPU",
+        "global_batch": "samples per step over all GPUs: gpus_used x batch",
+        "all_gpus_gb": "total over all the GPUs, in GB: gpus_used x total_gb",
+        "budget_bytes": "the chosen device's memory (B), each GPU's; null when unknown",
         "budget_gb": "the same, in GB",
-        "fits": "total <= budget (null when the budget is unknown)",
+        "fits": "total per GPU <= budget (null when the budget is unknown)",
         "breaks": "what breaks the budget: none, static floor, activations, or unknown (no budget)",
     }
     outputs_kind = {"fits": bool, "breaks": str}
@@ -187,48 +290,96 @@ class MemoryLedger(Instrument):
     def needs_context(self, settings: Mapping[str, Any]) -> bool:
         return settings.get("model") == MY_MODEL or settings.get("budget") == "this"
 
-    def compute(self, settings: Mapping[str, Any], context: Context | None = None) -> Reading:
-        ctx = context or Context()
-        s = self.settings(settings)
+    def _numbers(self, s: Mapping[str, Any], ctx: Context) -> _Numbers | None:
+        """The figures of parsed settings `s`, no words; None when "my model" has no measurement."""
         precision, optimizer, batch, ckpt = s["precision"], s["optimizer"], s["batch"], s["checkpointing"]
-        notes: list[str] = []
+        parallel = s["parallel"]
+        d = data_parallel(parallel, s["gpus"])
+        per_sample = None
         if s["model"] == MY_MODEL:
             mine = ctx.my_model
             if not mine or not mine.get("parameters"):
-                return self._no_model(s)
+                return None
             preset = Preset(mine.get("label") or "my model", float(mine["parameters"]))
             per_sample = float(mine["activation_bytes_per_sample"])
-            led = ledger(preset, precision, optimizer, batch, ckpt, per_sample)
-            notes.append(f"{preset.label}: {int(preset.params):,} parameters and {per_sample:,.0f} B of activations "
-                         "per sample, measured by your memory-ledger run (FP32; halved for 16-bit).")
-            if ckpt:
-                notes.append("Checkpointing is not modelled for a measured model: its activations are as measured.")
         else:
             preset = PRESETS[s["model"]]
-            led = ledger(preset, precision, optimizer, batch, ckpt)
+        led = ledger(preset, precision, optimizer, batch, ckpt, per_sample, parallel, d)
         budget_label, budget = BUDGETS[s["budget"]]
         if s["budget"] == "this":
             budget = ctx.device_memory
             budget_label = f"this machine: {ctx.device_name}" if ctx.device_name else "this machine (not detected yet)"
-
         adam_extra = led.params * BYTES_PER_PARAM[precision][3]["adam"]
+        if d > 1 and "optimizer" in PARALLEL[parallel][2]:
+            adam_extra /= d
         fits = None if budget is None else led.total <= budget
         if budget is None:
-            breaks, level = "unknown", "warning"
-            verdict = f"Needs {gb(led.total)}. The budget is unknown: {budget_label}."
+            breaks = "unknown"
         elif led.static > budget:
-            breaks, level = "static floor", "error"
-            verdict = (f"Out of memory before the first batch: the static floor is {gb(led.static)} "
-                       f"({led.static / led.params:.0f} B per parameter), more than the {gb_gib(budget)} budget. "
-                       "No batch size or checkpointing can fix that: change the optimizer or the precision.")
+            breaks = "static floor"
         elif led.total > budget:
-            breaks, level = "activations", "error"
-            verdict = (f"Out of memory in the forward pass: activations need {gb(led.activations)}, but only "
-                       f"{gb(budget - led.static)} is left after the {gb(led.static)} static floor. "
-                       "A smaller batch or checkpointing can fix this one.")
+            breaks = "activations"
         else:
-            breaks, level = "none", "ok"
-            verdict = f"Fits: {gb(led.total)} of {gb_gib(budget)}, {led.total / budget:.0%} full."
+            breaks = "none"
+        outputs = {
+            "parameters": int(led.params),
+            "weights_bytes": led.weights, "gradients_bytes": led.gradients, "weight_copies_bytes": led.copies,
+            "optimizer_bytes": led.optimizer, "gathered_bytes": led.gathered, "activations_bytes": led.activations,
+            "static_bytes": led.static, "total_bytes": led.total,
+            "bytes_per_param": led.static / led.params,
+            "adam_extra_bytes": adam_extra, "adam_extra_gb": adam_extra / 1e9,
+            "static_gb": led.static / 1e9, "activations_gb": led.activations / 1e9, "total_gb": led.total / 1e9,
+            "gpus_used": d, "global_batch": d * batch, "all_gpus_gb": d * led.total / 1e9,
+            "budget_bytes": budget, "budget_gb": None if budget is None else budget / 1e9,
+            "fits": fits, "breaks": breaks,
+        }
+        return _Numbers(preset, per_sample, led, budget, budget_label, adam_extra, outputs)
+
+    def compute_outputs(self, settings: Mapping[str, Any], context: Context | None = None) -> dict[str, Any]:
+        numbers = self._numbers(self.settings(settings), context or Context())
+        return dict.fromkeys(self.outputs) if numbers is None else numbers.outputs
+
+    def compute(self, settings: Mapping[str, Any], context: Context | None = None) -> Reading:
+        s = self.settings(settings)
+        numbers = self._numbers(s, context or Context())
+        if numbers is None:
+            return self._no_model(s)
+        preset, led, budget, budget_label = numbers.preset, numbers.led, numbers.budget, numbers.budget_label
+        adam_extra, outputs, breaks = numbers.adam_extra, numbers.outputs, numbers.outputs["breaks"]
+        precision, optimizer, batch, ckpt = s["precision"], s["optimizer"], s["batch"], s["checkpointing"]
+        parallel = s["parallel"]
+        d = led.gpus
+        multi = parallel != "single"  # every figure is "per GPU", and said so
+        per_gpu = " per GPU" if multi else ""
+        sharded = PARALLEL[parallel][2] if d > 1 else ()
+        mode = PARALLEL[parallel][1]
+        notes: list[str] = []
+        if numbers.per_sample is not None:
+            notes.append(f"{preset.label}: {int(preset.params):,} parameters and {numbers.per_sample:,.0f} B of "
+                         "activations per sample, measured by your memory-ledger run (FP32; halved for 16-bit).")
+            if ckpt:
+                notes.append("Checkpointing is not modelled for a measured model: its activations are as measured.")
+        per_param = f"{led.static / led.params:.3g}" if multi else f"{led.static / led.params:.0f}"
+        if breaks == "unknown":
+            level = "warning"
+            verdict = f"Needs {gb(led.total)}{per_gpu}. The budget is unknown: {budget_label}."
+        elif breaks == "static floor":
+            level = "error"
+            verdict = (f"Out of memory before the first batch: the static floor is {gb(led.static)}{per_gpu} "
+                       f"({per_param} B per parameter), more than the {gb_gib(budget)} budget. "
+                       "No batch size or checkpointing can fix that: change the optimizer or the precision"
+                       + {"single": ".",
+                          "ddp": ", or shard it: DDP puts all of it on every GPU, so more GPUs do not help.",
+                          "zero3": ", or add GPUs."}.get(parallel, ", shard more (a higher ZeRO stage) or add GPUs."))
+        elif breaks == "activations":
+            level = "error"
+            verdict = (f"Out of memory in the forward pass: activations need {gb(led.activations)}{per_gpu}, but only "
+                       f"{gb(budget - led.static)} is left after the {gb(led.static)} static floor. "
+                       + ("A smaller per-GPU batch (more GPUs keep the global batch) or checkpointing can fix "
+                          "this one." if multi else "A smaller batch or checkpointing can fix this one."))
+        else:
+            level = "ok"
+            verdict = f"Fits: {gb(led.total)} of {gb_gib(budget)}{per_gpu}, {led.total / budget:.0%} full."
             if led.total > 0.85 * budget:
                 notes.append("Tight: the CUDA context takes a few hundred MiB before any tensor, and the "
                              "allocator's fragmentation more, so a plan this close to the budget can still fail.")
@@ -241,24 +392,53 @@ class MemoryLedger(Instrument):
         if precision == "fp16":
             notes.append("Pure FP16 keeps no FP32 master copy: an update smaller than half an FP16 step rounds "
                          "away, so training stalls or diverges. It saves memory; it does not train well.")
+        notes += self._parallel_notes(parallel, s["gpus"], d, precision, preset, led)
 
         segments = [Segment("weights", led.weights, COLOURS["weights"]),
                     Segment("gradients", led.gradients, COLOURS["gradients"])]
         if led.copies:
             segments.append(Segment("16-bit weight copies", led.copies, COLOURS["16-bit weight copies"]))
-        segments += [Segment("optimizer state", led.optimizer, COLOURS["optimizer state"]),
-                     Segment("activations", led.activations, COLOURS["activations"])]
+        segments.append(Segment("optimizer state", led.optimizer, COLOURS["optimizer state"]))
+        if led.gathered:
+            segments.append(Segment("gathered weights", led.gathered, COLOURS["gathered weights"]))
+        segments.append(Segment("activations", led.activations, COLOURS["activations"]))
         w, g, m, opt = BYTES_PER_PARAM[precision]
         n = led.params
-        math_lines = [
-            f"N = {n:,.0f} parameters ({preset.label})",
-            f"weights     = N x {w} B = {gb(led.weights)}",
-            f"gradients   = N x {g} B = {gb(led.gradients)}",
-        ]
+
+        def share(part: str, name: str, size: int, value: float, why_full: str, why_sharded: str) -> str:
+            if part in sharded:
+                return f"{name:<11} = N x {size} B / {d} = {gb(value)}  ({mode}: {why_sharded})"
+            return f"{name:<11} = N x {size} B = {gb(value)}" + (f"  ({why_full})" if why_full else "")
+
+        full = "full on each GPU" if d > 1 else ""
+        math_lines = [f"N = {n:,.0f} parameters ({preset.label})"
+                      + (f"; {mode} over {d} GPU{'s' if d > 1 else ''}, figures per GPU" if multi else ""),
+                      share("weights", "weights", w, led.weights, "a full replica on each GPU" if d > 1 else "",
+                            f"each of the {d} GPUs keeps 1/{d}"),
+                      share("gradients", "gradients", g, led.gradients, "all-reduced, full on each GPU" if d > 1
+                            else "", f"reduce-scattered, each GPU keeps the 1/{d} it updates")]
         if m:
-            math_lines.append(f"16-bit copies = N x {m} B = {gb(led.copies)}  (autocast's casts, kept for backward)")
-        math_lines.append(f"{optimizer:<11} = N x {opt[optimizer]} B = {gb(led.optimizer)}"
-                          + ("  (exp_avg + exp_avg_sq)" if optimizer == "adam" else ""))
+            math_lines.append(share("copies", "16-bit copies", m, led.copies, "autocast's casts, kept for backward",
+                                    f"16-bit casts of each GPU's 1/{d}"))
+        state_full = {"adam": "exp_avg + exp_avg_sq" + (f"; {full}" if full else ""), "momentum": full,
+                      "sgd": ""}[optimizer]
+        state = {"adam": "Adam's moments", "momentum": "the momentum buffers"}.get(optimizer)
+        state_sharded = (f"each of the {d} GPUs keeps 1/{d} of {state} and updates its 1/{d} of the weights"
+                         if state else f"no state; each GPU updates its 1/{d} of the weights")
+        math_lines.append(share("optimizer", optimizer, opt[optimizer], led.optimizer, state_full, state_sharded))
+        if led.gathered:
+            e = ELEMENT_BYTES[precision]
+            if preset.layers:
+                math_lines += [
+                    f"gathered    = (Vh + sh + 2h) + (12h^2 + 13h) = {gathered_params(preset) / 1e6:,.1f}M "
+                    f"x {e} B = {gb(led.gathered)}",
+                    f"  ({mode} all-gathers a unit's weights whole, in the compute precision, just before it "
+                    "runs: the root unit, embeddings tied to the output layer, stays gathered from forward to "
+                    "backward, and one block at a time joins it)",
+                ]
+            else:
+                math_lines.append(f"gathered    = N x {e} B = {gb(led.gathered)}  ({mode}: your model is one FSDP "
+                                  "unit, gathered whole)")
         if s["model"] != MY_MODEL:
             p = preset
             ckpt_text = (f"checkpointing: b x (L x s x h x {ELEMENT_BYTES[precision]} B + one layer + output)"
@@ -269,37 +449,92 @@ class MemoryLedger(Instrument):
                 f"{gb(layer_activation_bytes(p, precision))} per layer",
                 f"output per sample = s x V x ({ELEMENT_BYTES[precision]} B logits + {LOSS_BYTES[precision]} B "
                 f"saved log-softmax), V={VOCAB:,}: {gb(output_bytes(p, precision))}",
-                f"activations = {ckpt_text} = {gb(led.activations)}  (batch {batch})",
+                f"activations = {ckpt_text} = {gb(led.activations)}  (batch {batch}"
+                + (f" per GPU; global batch {d} x {batch} = {d * batch:,})" if multi else ")"),
                 "  (every activation in the precision's width; autocast keeps softmax and norms in FP32, "
                 "FlashAttention drops the a*s^2 terms)",
             ]
-        math_lines.append(f"static floor = {gb(led.static)}; total = {gb(led.total)}")
+        if multi:
+            math_lines.append(f"per GPU: static floor = {gb(led.static)}; total = {gb(led.total)}; "
+                              f"all {d} GPU{'s' if d > 1 else ''}: {d} x {gb(led.total)} = {gb(d * led.total)}")
+        else:
+            math_lines.append(f"static floor = {gb(led.static)}; total = {gb(led.total)}")
         math_lines.append("GB = 10^9 bytes, GiB = 2^30 bytes")
 
-        outputs = {
-            "parameters": int(led.params),
-            "weights_bytes": led.weights, "gradients_bytes": led.gradients, "weight_copies_bytes": led.copies,
-            "optimizer_bytes": led.optimizer, "activations_bytes": led.activations,
-            "static_bytes": led.static, "total_bytes": led.total,
-            "bytes_per_param": led.static / led.params,
-            "adam_extra_bytes": adam_extra, "adam_extra_gb": adam_extra / 1e9,
-            "static_gb": led.static / 1e9, "activations_gb": led.activations / 1e9, "total_gb": led.total / 1e9,
-            "budget_bytes": budget, "budget_gb": None if budget is None else budget / 1e9,
-            "fits": fits, "breaks": breaks,
-        }
-        figures = (
-            ("static floor", f"{gb(led.static)}  ({led.static / led.params:.0f} B per parameter)"),
-            ("activations", f"{gb(led.activations)}  (batch {batch}{', checkpointed' if ckpt else ''})"),
-            ("total", gb_gib(led.total)),
-            ("Adam adds", f"{gb(adam_extra)} over SGD at this precision"),
-        )
+        if multi:
+            figures = (
+                ("static floor", f"{gb(led.static)} per GPU  ({per_param} B per parameter)"),
+                ("activations", f"{gb(led.activations)} per GPU  (batch {batch} per GPU"
+                                f"{', checkpointed' if ckpt else ''})"),
+                ("total", f"{gb_gib(led.total)} per GPU; {gb(d * led.total)} on all {d}"),
+                ("global batch", f"{d * batch:,} = {d} GPU{'s' if d > 1 else ''} x {batch} per GPU  (Batch "
+                                 "size is each GPU's micro-batch)"),
+                ("Adam adds", f"{gb(adam_extra)} per GPU over SGD at this precision"),
+            )
+        else:
+            figures = (
+                ("static floor", f"{gb(led.static)}  ({per_param} B per parameter)"),
+                ("activations", f"{gb(led.activations)}  (batch {batch}{', checkpointed' if ckpt else ''})"),
+                ("total", gb_gib(led.total)),
+                ("Adam adds", f"{gb(adam_extra)} over SGD at this precision"),
+            )
+        reference: tuple[str, ...] = ()
+        if s["model"] == "gpt2-xl":
+            reference += ("Chapter: GPT-2 XL in FP32 needs 6 GB of weights, 6 GB of gradients and 12 GB of Adam "
+                          "state (24 GB before one activation).",)
+        if multi:
+            reference += (ZERO_PAPER,)
         return Reading(
             outputs=outputs,
-            chart=Chart("bytes", (Bar("memory", tuple(segments)),), budget, budget_label),
+            chart=Chart("bytes", (Bar("per GPU" if multi else "memory", tuple(segments)),), budget, budget_label),
             verdict=verdict, level=level, figures=figures, math=tuple(math_lines), notes=tuple(notes),
-            reference=("Chapter: GPT-2 XL in FP32 needs 6 GB of weights, 6 GB of gradients and 12 GB of Adam "
-                       "state (24 GB before one activation).",) if s["model"] == "gpt2-xl" else (),
+            reference=reference, ignored=() if multi else ("gpus",),
         )
+
+    @staticmethod
+    def _parallel_notes(parallel: str, gpus: int, d: int, precision: str, preset: Preset,
+                        led: Ledger) -> list[str]:
+        mode = PARALLEL[parallel][1]
+        if parallel == "single":
+            return [] if gpus == 1 else [f"GPUs = {gpus} is ignored: Parallelism is one GPU. Pick DDP or a ZeRO "
+                                         "stage to spread training over several."]
+        if d == 1:
+            return [f"With 1 GPU there is nothing to replicate or shard: {mode} is one GPU. Raise GPUs."]
+        notes = [{
+            "ddp": (f"DDP: each of the {d} GPUs holds a full replica (weights, gradients, optimizer state) and "
+                    "runs its own micro-batch; gradients are all-reduced after backward. Per GPU that is one "
+                    "GPU's memory: more GPUs buy throughput, not room. Not counted: DDP's all-reduce buckets, a "
+                    "second copy of the gradients unless gradient_as_bucket_view=True."),
+            "zero1": (f"ZeRO-1: each GPU keeps and updates 1/{d} of the optimizer state, then the updated weights "
+                      "are all-gathered: the same communication volume as DDP (Rajbhandari et al. 2020)."),
+            "zero2": (f"ZeRO-2: gradients are reduce-scattered, so each GPU keeps only the 1/{d} it updates, with "
+                      f"its 1/{d} of the optimizer state: the same communication volume as DDP."),
+            "zero3": (f"ZeRO-3 / FSDP FULL_SHARD: each GPU keeps 1/{d} of everything and all-gathers a unit's "
+                      "weights just before it runs, forward and again backward: 1.5x DDP's communication "
+                      "volume (Rajbhandari et al. 2020)."),
+        }[parallel]]
+        if parallel == "zero3" and preset.layers:
+            e = ELEMENT_BYTES[precision]
+            notes.append(f"Gathered and counted: the root unit (embeddings, tied to the output layer), "
+                         f"{gb(root_params(preset) * e)}, and one block, {gb(block_params(preset) * e)}. Not "
+                         f"counted: the next block FSDP prefetches and a block's full gradient before its "
+                         f"reduce-scatter, up to {gb(block_params(preset) * e)} each.")
+        if parallel == "zero3" and not preset.layers:
+            notes.append("Your model is counted as one FSDP unit (FSDP(model) with no wrap policy): all its "
+                         "weights are gathered at once.")
+        if parallel == "zero3" and precision == "mixed":
+            notes.append("Mixed precision under ZeRO-3 is modelled as FSDP's MixedPrecision(param_dtype="
+                         "bfloat16): the FP32 shards are cast and gathered in 16-bit, so the 16-bit copies shard "
+                         "too. torch.amp's autocast over FSDP would keep every layer's 16-bit copy for the backward "
+                         f"pass instead: {gb(2 * led.params)} per GPU, unsharded.")
+        if parallel in ("zero1", "zero2") and precision == "mixed":
+            paper = (f"2 + 2 + 12/{d} = {4 + 12 / d:.3g}" if parallel == "zero1"
+                     else f"2 + (2 + 12)/{d} = {2 + 14 / d:.3g}")
+            notes.append("DeepSpeed's ZeRO keeps 16-bit weights and gradients and shards an FP32 master copy "
+                         f"with Adam's state: {paper} B per parameter at {mode} with Adam, the paper's accounting. "
+                         "torch.amp has no master copy: its FP32 weights are the parameters, and shard only at "
+                         "ZeRO-3.")
+        return notes
 
     def _no_model(self, s: Mapping[str, Any]) -> Reading:
         return Reading(
