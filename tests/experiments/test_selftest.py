@@ -11,7 +11,7 @@ from tutor.cli import main
 from tutor.experiments import selftest
 
 CPU_PATHS = {"device detection", "synchronised timing", "autocast + GradScaler step",
-             "checkpoint: save on the device, load on the CPU"}
+             "checkpoint: save on the device, load on the CPU", "torchrun: processes that all-reduce"}
 
 
 def test_on_this_cpu_each_path_that_applies_runs_for_real_and_the_rest_say_why_not(capsys):
@@ -25,6 +25,8 @@ def test_on_this_cpu_each_path_that_applies_runs_for_real_and_the_rest_say_why_n
     for check in checks.values():
         assert check["status"] in ("ok", "n/a") and check["detail"]  # n/a says why: never a silent pass
     assert checks["pinned non-blocking copy"]["status"] == "n/a"
+    assert "2 processes under torchrun, gloo on cpu: all-reduce gave 3 on every rank" in \
+        checks["torchrun: processes that all-reduce"]["detail"]
 
 
 def test_a_failing_check_is_said_with_its_reason_and_the_exit_code_is_1(monkeypatch, capsys):

@@ -217,6 +217,15 @@ def _attempt(module: str, plan: Plan, args: dict[str, Any], timeout_s: float,
             _stop(proc, pids)
 
 
+def drain(job: Generator[Event, None, dict[str, Any]]) -> dict[str, Any]:
+    """Run a launch to its end without showing its events (a check that wants the result only)."""
+    while True:
+        try:
+            next(job)
+        except StopIteration as done:
+            return done.value
+
+
 def launch(module: str, plan: Plan, args: dict[str, Any] | None = None, *, timeout_s: float = TIMEOUT_S,
            retries: int = 1) -> Generator[Event, None, dict[str, Any]]:
     """Run `rank_main` of tutor/experiments/MODULE.py in plan.world_size processes under torchrun.

@@ -263,6 +263,31 @@ def _cache_released(dev: Any) -> str:
     return f"after a run the engine hands back the cache: {held / 2**20:.0f} -> {after / 2**20:.0f} MiB reserved"
 
 
+def rank_main(ctx: Any) -> None:
+    """Each rank of the torchrun check: one all-reduce of a tensor on its device."""
+    import torch
+    import torch.distributed as dist
+
+    t = torch.full((1024,), float(ctx.rank + 1), device=ctx.device)
+    dist.all_reduce(t)
+    ctx.result(total=t[0].item(), device=str(ctx.device))
+
+
+def _torchrun(dev: Any) -> str:
+    from tutor.experiments import distributed
+
+    plan = distributed.choose(dev, 2)
+    job = distributed.drain(distributed.launch("selftest", plan, timeout_s=60))
+    want = sum(range(1, plan.world_size + 1))
+    got = {rank: r["total"] for rank, r in job["results"].items()}
+    if any(total != want for total in got.values()):
+        raise AssertionError(f"all-reduce gave {got}, not {want} on every rank")
+    devices_used = ", ".join(sorted({r["device"] for r in job["results"].values()}))
+    return (f"{plan.world_size} processes under torchrun, {plan.backend} on {devices_used}: all-reduce gave {want} "
+            f"on every rank; joined in {job['ready_s']:.1f} s"
+            + (f" ({plan.why.split('. ')[0]})" if dev.is_accelerator and not plan.on_gpus else ""))
+
+
 CHECKS: list[tuple[str, Callable[[Any], str]]] = [
     ("device detection", _detect),
     ("synchronised timing", _timing),
@@ -273,6 +298,7 @@ CHECKS: list[tuple[str, Callable[[Any], str]]] = [
     ("checkpoint: save on the device, load on the CPU", _checkpoint),
     ("pinned non-blocking copy", _pinned_copy),
     ("GPU cache released after a run", _cache_released),
+    ("torchrun: processes that all-reduce", _torchrun),
 ]
 
 
