@@ -1,0 +1,75 @@
+"""ddp-scaling: samples/s at world size 1 and 2 (gloo processes under torchrun), the all-reduce
+per step against the compute, DDP's buckets counted by a comm hook. One launch for the module."""
+
+from __future__ import annotations
+
+import pydantic
+import pytest
+from experiment_runs import run_experiment
+
+from tutor import experiments
+from tutor.experiments.events import Note, Step, Table
+from tutor.experiments.specs.ddp_scaling import sweep_sizes
+
+PARAMS = {**experiments.get("ddp-scaling").quick, "bucket_cap_mb": 0.1}  # a small cap: 2 buckets
+
+
+@pytest.fixture(scope="module")
+def cpu_run():
+    return run_experiment("ddp-scaling", PARAMS, "cpu")
+
+
+def test_every_declared_metric_is_reported(cpu_run):
+    _, m = cpu_run
+    assert set(m) == set(experiments.get("ddp-scaling").metrics)
+    assert (m["world_size"], m["backend"], m["per_rank_batch"]) == (2, "gloo", 64)
+
+
+def test_the_buckets_hold_every_gradient_once(cpu_run):
+    events, m = cpu_run
+    assert m["parameters"] == 235_146 and m["allreduce_bytes"] == 940_584  # 4 B x parameters
+    # bucket_cap_mb=0.1: a bucket closes once it reaches 104,857 B; fc3 and fc2 (136,744 B), then fc1
+    assert m["bucket_count"] == 2
+    assert any("136,744 B, 803,840 B" in e.text for e in events if isinstance(e, Note))
+
+
+def test_throughput_and_efficiency_follow_their_formulas(cpu_run):
+    _, m = cpu_run
+    assert m["single_samples_per_s"] > 0 and m["ddp_samples_per_s"] > 0
+    assert m["speedup"] == pytest.approx(m["ddp_samples_per_s"] / m["single_samples_per_s"])
+    assert m["scaling_efficiency"] == pytest.approx(m["speedup"] / 2)
+    assert m["comm_compute_ratio"] == pytest.approx(m["allreduce_seconds"] / m["compute_seconds"])
+    assert m["exposed_comm_seconds"] == pytest.approx(m["ddp_step_seconds"] - m["compute_seconds"])
+    assert 0 < m["compute_seconds"] and 0 < m["allreduce_seconds"] and m["crossover_batch"] in (None, 4, 64)
+
+
+def test_the_sweep_table_has_a_row_per_batch_and_both_ranks_report(cpu_run):
+    events, m = cpu_run
+    sweep = next(e for e in events if isinstance(e, Table) and "compute against all-reduce" in e.title)
+    assert [row[0] for row in sweep.rows] == ["4", "64"]
+    assert sorted({e.label for e in events if isinstance(e, Step)}) == ["rank 0", "rank 1"]
+    notes = " ".join(e.text for e in events if isinstance(e, Note))
+    assert "bounded by its cores" in notes and "this run measured none of them" in notes
+    assert 0 < m["launch_seconds"] <= m["job_seconds"] and m["attempts"] in (1, 2)
+
+
+def test_crossover_is_the_smallest_batch_from_which_compute_always_won():
+    from tutor.experiments.ddp_scaling import crossover, efficiency
+
+    def rows(*pairs):
+        return [{"batch": b, "compute_s": c, "allreduce_s": a} for b, c, a in pairs]
+
+    assert crossover(rows((4, 1, 2), (16, 3, 2), (64, 9, 2))) == 16
+    assert crossover(rows((4, 1, 2), (16, 3, 2), (64, 1, 2))) is None  # the largest lost: none
+    assert crossover(rows((4, 3, 2), (16, 1, 2), (64, 9, 2))) == 64  # noise at 16 breaks the run from 64 down
+    assert crossover(rows((4, 3, 2), (16, 5, 2))) == 4
+    assert efficiency(100.0, 150.0, 2) == 0.75
+
+
+def test_the_sweep_is_checked_and_tidied():
+    assert sweep_sizes("64, 4,16,4") == [4, 16, 64]
+    exp = experiments.get("ddp-scaling")
+    assert exp.make_params({"sweep": "256, 4"}).sweep == "4,256"
+    for bad in ("", "0,4", "4,2048", "1,2,3,4,5,6,7", "four"):
+        with pytest.raises(pydantic.ValidationError):
+            exp.make_params({"sweep": bad})
