@@ -210,8 +210,10 @@ def measure(p: DdpCheckpointParams, dev: Device) -> Iterator[Event]:
                f"file, and a reader may meet it half-written. `if rank == 0:` writes it once: {alone_calls} "
                f"call, {present.size(alone_bytes)}, {present.seconds(alone[0]['seconds'])}.", "result")
     early = alone[1]["early"] if len(alone) > 1 else None
-    yield Note(f"Rank 1 called torch.load on the file while rank 0 was saving it, with no barrier between: "
-               f"{early}. That depends on which process got there first and varies from run to run. After "
+    yield Note(f"Rank 1 called torch.load on the file as rank 0 began saving it, with no barrier between: "
+               f"{early}. Whether the file was missing (FileNotFoundError), incomplete (an error reading it: "
+               "EOFError, PytorchStreamReader's RuntimeError, OSError) or already whole depends on which process "
+               "got there first, and varies from run to run. After "
                f"dist.barrier() every rank loaded it (map_location to its device, weights_only=True): weights "
                f"{'equal to its own on every rank' if r0['loaded_on_every_rank'] else 'NOT equal on some rank'}.")
     yield Table("load_state_dict of DDP's own state_dict() into a plain MNISTClassifier",
