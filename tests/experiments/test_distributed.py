@@ -14,7 +14,7 @@ import pytest
 
 from tutor.experiments import distributed
 from tutor.experiments.devices import Device
-from tutor.experiments.events import Note, Step
+from tutor.experiments.events import Note, Step, Table
 
 CPU = Device("cpu", None, "test CPU")
 
@@ -61,6 +61,8 @@ def test_events_come_back_tagged_with_their_rank(importable):
     module = _module(importable, """
         ctx.note(f"world {ctx.world_size}, backend {ctx.backend}, {os.environ['OMP_NUM_THREADS']} thread")
         ctx.step(1, 1, loss=float(ctx.rank), seconds=0.1, samples_per_s=10.0)
+        for i in range(20):  # lines far over the pipe's atomic 4 KiB, from both ranks at once
+            ctx.table(f"ids {ctx.rank}.{i}", ["id"], [[str(ctx.rank)] for _ in range(6000)])
         ctx.result(rank=ctx.rank, local=int(os.environ["LOCAL_RANK"]))
     """)
     events, job = _drain(distributed.launch(module, distributed.choose(CPU, 2)))
@@ -69,6 +71,8 @@ def test_events_come_back_tagged_with_their_rank(importable):
     notes = sorted(e.text for e in events if isinstance(e, Note))
     assert notes == ["rank 0: world 2, backend gloo, 1 thread", "rank 1: world 2, backend gloo, 1 thread"]
     assert sorted((e.label, e.loss) for e in events if isinstance(e, Step)) == [("rank 0", 0.0), ("rank 1", 1.0)]
+    tables = [e for e in events if isinstance(e, Table)]
+    assert len(tables) == 40 and all(t.rows == [[t.title[4]]] * 6000 for t in tables)
 
 
 def test_an_error_in_a_rank_is_said_with_the_rank_and_not_retried(importable):

@@ -35,7 +35,7 @@ from typing import Any
 
 from tutor.experiments.devices import Device
 from tutor.experiments.events import Event, Note, Step, Table
-from tutor.experiments.rank import ARGS_ENV, BACKEND_ENV, MARK
+from tutor.experiments.rank import ARGS_ENV, BACKEND_ENV, LOCK_ENV, MARK
 
 TIMEOUT_S = 120.0  # a whole job, launch included; experiments are sized to finish in well under 60 s
 STOP_GRACE_S = 5.0  # torchrun forwards SIGTERM to its workers and waits for them
@@ -96,11 +96,12 @@ def _argv(module: str, world_size: int) -> list[str]:
     return [sys.executable, "-m", "tutor.experiments.rank", "--torchrun", *_torchrun_args(module, world_size)]
 
 
-def _environment(plan: Plan, args: dict[str, Any]) -> dict[str, str]:
+def _environment(plan: Plan, args: dict[str, Any], lock: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TORCHELASTIC_", "RANK", "LOCAL_RANK",
                                                                     "WORLD_SIZE", "MASTER_"))}
     env[ARGS_ENV] = json.dumps(args)
     env[BACKEND_ENV] = plan.backend
+    env[LOCK_ENV] = lock
     env["PYTHONUNBUFFERED"] = "1"
     if plan.backend == "gloo":  # N processes share the cores: one thread each (torchrun's default too)
         env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = "1"
@@ -159,10 +160,10 @@ def _attempt(module: str, plan: Plan, args: dict[str, Any], timeout_s: float,
     errors: dict[int, dict[str, Any]] = out.setdefault("errors", {})
     ready: set[int] = set()
     pids: set[int] = set()
-    with tempfile.TemporaryFile("w+") as err:
+    with tempfile.TemporaryFile("w+") as err, tempfile.NamedTemporaryFile(prefix="gpututor-ranks-") as lock:
         started = time.perf_counter()
         proc = subprocess.Popen(_argv(module, plan.world_size), stdout=subprocess.PIPE, stderr=err,
-                                stdin=subprocess.DEVNULL, env=_environment(plan, args),
+                                stdin=subprocess.DEVNULL, env=_environment(plan, args, lock.name),
                                 cwd=args.get("workdir") or None)
         try:
             buffer = b""

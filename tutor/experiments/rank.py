@@ -22,12 +22,15 @@ import sys
 import threading
 import time
 import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 MARK = "@@gpututor-rank "  # the prefix of an event line; anything else on stdout is passed over
 ARGS_ENV = "GPUTUTOR_RANK_ARGS"  # the experiment's parameters, JSON
 BACKEND_ENV = "GPUTUTOR_DIST_BACKEND"  # "gloo" | "nccl"
+LOCK_ENV = "GPUTUTOR_RANK_LOCK"  # a file the ranks lock around a long line
 WATCH_S = 0.5
 
 
@@ -72,9 +75,35 @@ class RankContext:
 
 
 def _line(kind: str, **fields: Any) -> None:
-    # One line per event, written whole (under PIPE_BUF): lines of ranks sharing the pipe do not interleave.
-    sys.stdout.write(MARK + json.dumps({"kind": kind, "rank": int(os.environ.get("RANK", -1)), **fields}) + "\n")
+    """One line per event on the pipe the ranks share. A write of up to PIPE_BUF (4 KiB) bytes is
+    atomic; a longer line (a table, a list of sample ids) is written under the job's lock file,
+    so two ranks' lines never interleave."""
+    line = (MARK + json.dumps({"kind": kind, "rank": int(os.environ.get("RANK", -1)), **fields}) + "\n").encode()
     sys.stdout.flush()
+    with _exclusive():
+        _write_all(line)
+
+
+def _write_all(data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(1, view):]
+
+
+@contextmanager
+def _exclusive() -> Iterator[None]:
+    path = os.environ.get(LOCK_ENV)
+    if not path:
+        yield
+        return
+    import fcntl
+
+    with open(path, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def _context() -> RankContext:
