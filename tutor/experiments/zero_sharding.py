@@ -194,7 +194,7 @@ def measure(p: ZeroShardingParams, dev: Device) -> Iterator[Event]:
                f"holding the fewest parameters so far. {largest_tensor} alone has {names[largest_tensor]:,} of the "
                f"{psi:,} parameters ({present.metric(names[largest_tensor] / psi, '%')}), so rank {biggest} holds "
                f"{present.size(z_state[biggest])} of Adam's state and rank {smallest} "
-               f"{present.size(z_state[smallest])}: the largest rank keeps "
+               f"{present.size(z_state[smallest]) if z_state[smallest] else 'none (no tensor was left for it)'}: the largest rank keeps "
                f"{present.metric(z_state[biggest] / ddp['state_bytes'], '%')} of the whole, not 1/{n} "
                f"({present.metric(1 / n, '%')}). The split evens out when a model has many tensors of similar "
                "size (a transformer's layers); the formula 8Ψ/N assumes it does.", "result")
@@ -226,8 +226,8 @@ def measure(p: ZeroShardingParams, dev: Device) -> Iterator[Event]:
     steps_bytes = ddp["state_bytes"] - 8 * psi
     yield Note(f"Per rank, DDP holds every weight, every gradient and both Adam moments of every parameter: "
                f"{present.size(ddp['param_bytes'])}, {present.size(ddp['grad_bytes'])} and "
-               f"{present.size(ddp['state_bytes'])}. ZeRO-1 leaves the weights and gradients whole on every rank "
-               f"({present.size(zero1['param_bytes'])} each) and splits only the optimizer state: by formula "
+               f"{present.size(ddp['state_bytes'])}. ZeRO-1 leaves the weights and gradients whole on every rank, "
+               f"{present.size(zero1['param_bytes'])} each, and splits only the optimizer state: by formula "
                f"8Ψ/N = {present.size(8 * psi / n)} per rank, measured {present.size(z_state[smallest])} to "
                f"{present.size(z_state[biggest])}. DDP's measured state is {steps_bytes} B over 8 B x Ψ: Adam keeps "
                "a 4-byte step count per parameter tensor. ZeRO-2 would shard the gradients too, "
