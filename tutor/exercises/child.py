@@ -7,6 +7,14 @@ folded) and writes it to .error.json for the grader. SystemExit passes through w
 When the grader asks ($GPUTUTOR_OBSERVE names a file), the program runs watched
 (tutor/exercises/observe.py) and what it did is written there when it ends; the function probes named in
 $GPUTUTOR_PROBES then call the functions it defined, in this same process (never a second run).
+
+Under torchrun (the sandbox sets $GPUTUTOR_LAUNCH; torchrun sets RANK), this is one rank of several:
+its files get the rank as a suffix (`.observed.json.1`, `.error.json.1`, the reports), it writes its
+pid, when the learner's code started and how it ended into `.ranks/`, and its stderr joins its
+stdout (the sandbox's pipe; torchrun's own log goes elsewhere). torchrun starts each rank in a
+session of its own, out of reach of the sandbox's process group: every child watches its parent
+and the process that started the run ($GPUTUTOR_SANDBOX_OWNER) and ends itself, with whatever it
+forked, as soon as either is gone.
 """
 
 from __future__ import annotations
@@ -15,26 +23,138 @@ import json
 import os
 import re
 import runpy
+import signal
 import sys
+import threading
+import time
 import traceback
 from pathlib import Path
 
 ERROR_FILE = ".error.json"
+# A rank's error that only says another rank went away (gloo, NCCL): one line, not a traceback.
+_PEER_GONE = re.compile(r"Connection (?:closed|reset) by peer|remote process exited|Broken pipe", re.I)
+RANKS_DIR = ".ranks"  # per rank: RANK.pid ("pid start-time"), RANK.started, RANK.exit (its exit code)
+WATCH_S = 0.2  # how often a child looks for its parent and the run's owner
 _HIDDEN = (str(Path(__file__).resolve()), runpy.__file__, str(Path(__file__).with_name("observe.py").resolve()))
 
 
-def start_torch() -> None:
+def start_torch(rank: int | None = None) -> None:
     """Import torch and start the device the program will use (tutor.lab picks it the same way),
     so that their memory, not the program's, is in place when the budget takes its baseline:
-    `import torch` alone is ~770 MiB of data, a CUDA context hundreds more."""
+    `import torch` alone is ~770 MiB of data, a CUDA context hundreds more. A rank of a launch
+    starts cuda:LOCAL_RANK where there is a GPU for every local rank (NCCL's case), else nothing:
+    its processes train on the CPU with gloo."""
     try:
-        import torch  # noqa: F401
+        import torch
 
         from tutor.experiments import devices
 
-        devices.start_up(devices.resolve(None))
+        if rank is None:
+            devices.start_up(devices.resolve(None))
+            return
+        local = int(os.environ.get("LOCAL_RANK", "0") or 0)
+        world = int(os.environ.get("LOCAL_WORLD_SIZE") or os.environ.get("WORLD_SIZE") or 1)
+        if torch.cuda.is_available() and torch.cuda.device_count() >= world:
+            devices.start_up(devices.resolve(f"cuda:{local}"))
     except Exception:  # noqa: BLE001 - no torch, no device: the program meets that itself, with its traceback
         pass
+
+
+# ---------------------------------------------------------------- ranks and their parents
+
+
+def per_rank(path: str, rank: int) -> str:
+    """The file a rank writes in place of `path` (the sandbox and the grader read them back)."""
+    return f"{path}.{rank}"
+
+
+def launched_rank() -> int | None:
+    """This process's rank when the sandbox launched the program under torchrun, else None."""
+    if not os.environ.get("GPUTUTOR_LAUNCH"):
+        return None
+    value = os.environ.get("RANK", "").strip()
+    return int(value) if value.isdigit() else None
+
+
+def start_time(pid: int) -> str | None:
+    """When process `pid` started (Linux: /proc/PID/stat field 22), to tell it from a later
+    process given the same pid; None where that cannot be read."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+            return f.read().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def _alive(pid: int) -> bool:
+    """Whether `pid` runs (a zombie waiting to be reaped has ended)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except (OSError, IndexError):
+        return True
+
+
+def _parent_is_launcher(pid: int) -> bool:
+    """Whether the parent of a rank is still torchrun (Linux; True where it cannot be read)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            command = f.read()
+    except OSError:
+        return True
+    return b"torch.distributed.run" in command or b"torchrun" in command
+
+
+def watch_parent(owner: int | None, launched: bool) -> None:
+    """End this process, and the process group it leads (DataLoader workers and anything else it
+    forked), as soon as its parent or the run's owner is gone: a sandbox that was killed, a
+    torchrun the sandbox killed at a timeout or cancel, a tutor that quit. A rank that starts
+    after its torchrun is already gone (its parent is then init) ends at once."""
+    parent = os.getppid()
+    if launched and (parent == 1 or not _parent_is_launcher(parent)):
+        _end_self()
+
+    def gone() -> bool:
+        return os.getppid() != parent or (owner is not None and not _alive(owner))
+
+    def watch() -> None:
+        while not gone():
+            time.sleep(WATCH_S)
+        _end_self()
+
+    threading.Thread(target=watch, name="gpututor-watch-parent", daemon=True).start()
+
+
+def _end_self() -> None:
+    try:
+        if os.getpgrp() == os.getpid():  # torchrun made it a session leader: its forks go with it
+            os.killpg(os.getpid(), signal.SIGKILL)
+    finally:
+        os._exit(1)
+
+
+def _enter_rank(rank: int) -> None:
+    """Make this process one rank of a launch: its own files, its pid recorded, stderr to stdout."""
+    os.makedirs(RANKS_DIR, exist_ok=True)
+    Path(RANKS_DIR, f"{rank}.pid").write_text(f"{os.getpid()} {start_time(os.getpid()) or ''}", encoding="ascii")
+    try:
+        os.dup2(1, 2)  # the sandbox reads stdout; torchrun's own stderr is its log
+    except OSError:
+        pass
+    for name in ("GPUTUTOR_REPORT", "GPUTUTOR_OBSERVE"):
+        if os.environ.get(name):
+            os.environ[name] = per_rank(os.environ[name], rank)
+    if rank != 0:  # the weights at each evaluation: rank 0's, for a best-checkpoint check
+        os.environ.pop("GPUTUTOR_OBSERVE_SNAPSHOTS", None)
+        os.environ.pop("GPUTUTOR_PROBES", None)
+
+
 
 
 def _data_bytes_now() -> int | None:
@@ -148,21 +268,35 @@ def readable(message: str) -> str:
 def main(argv: list[str]) -> None:
     if len(argv) != 2:
         sys.exit("usage: python -m tutor.exercises.child solution.py")
+    rank = launched_rank()
+    owner = os.environ.get("GPUTUTOR_SANDBOX_OWNER", "")
+    watch_parent(int(owner) if owner.isdigit() else None, rank is not None)
+    if rank is not None:
+        _enter_rank(rank)
     mb = os.environ.get("GPUTUTOR_SANDBOX_MEMORY_MB")
     if mb and mb.isdigit():
-        start_torch()
+        start_torch(rank)
         limit_memory(int(mb))
     solution = os.path.abspath(argv[1])
-    error_file = os.path.abspath(ERROR_FILE)  # before the learner's code can chdir
+    error_file = os.path.abspath(ERROR_FILE if rank is None else per_rank(ERROR_FILE, rank))  # before a chdir
+    ranks_dir = os.path.abspath(RANKS_DIR)
     observe_file = os.environ.get("GPUTUTOR_OBSERVE")
     observe_file = os.path.abspath(observe_file) if observe_file else None
-    observer = _observer(solution) if observe_file else None
+    observer = _observer(solution, rank is not None) if observe_file else None
     sys.argv = [argv[1]]
     sys.path.insert(0, os.path.dirname(solution))  # as `python solution.py` would
+
+    def mark(what: str, text: str = "") -> None:
+        if rank is not None:
+            _mark_in(ranks_dir, rank, what, text)
+
+    mark("started")
     try:
         namespace = runpy.run_path(solution, run_name="__main__")
-    except SystemExit:
+    except SystemExit as exc:
         _finish(observer, observe_file, None)
+        code = exc.code
+        mark("exit", str(code if isinstance(code, int) else 0 if code is None else 1))
         raise
     except BaseException as exc:  # noqa: BLE001 - every error the learner's code raises is shown
         _finish(observer, observe_file, None)
@@ -174,25 +308,41 @@ def main(argv: list[str]) -> None:
             sys.stdout.flush()
         except Exception:  # noqa: BLE001
             pass
-        sys.stderr.write(text)
+        world = os.environ.get("WORLD_SIZE", "?")
+        shown = text if rank is None else f"[rank {rank} of {world}] {text}"
+        if rank is not None and _PEER_GONE.search(raw):
+            where = f" at line {line}" if line else ""
+            shown = f"[rank {rank} of {world}] stopped{where}: another process ended while this one waited for it\n"
+        sys.stderr.write(shown)
         sys.stderr.flush()
         # A SyntaxError's str() repeats "(solution.py, line N)"; the line is reported on its own.
         message = readable(raw)
-        record = {"type": type(exc).__name__, "message": message[:2000], "line": line, "traceback": text}
+        record = {"type": type(exc).__name__, "message": message[:2000], "line": line, "traceback": text,
+                  "rank": rank, "time": time.time()}
         try:
             Path(error_file).write_text(json.dumps(record), encoding="utf-8")
         except OSError:
             pass
+        mark("exit", "1")
         os._exit(1)  # not sys.exit: atexit handlers of the learner's libraries could hang
     _finish(observer, observe_file, namespace)
+    mark("exit", "0")
 
 
-def _observer(solution: str):
+def _mark_in(folder: str, rank: int, what: str, text: str = "") -> None:
+    """Record a rank's progress in .ranks/ (an absolute folder: the learner's code may chdir)."""
+    try:
+        Path(folder, f"{rank}.{what}").write_text(text, encoding="ascii")
+    except OSError:
+        pass
+
+
+def _observer(solution: str, ranks: bool = False):
     try:
         from tutor.exercises.observe import Observer
     except ImportError:  # no torch: nothing to watch
         return None
-    observer = Observer(solution, snapshots=bool(os.environ.get("GPUTUTOR_OBSERVE_SNAPSHOTS")))
+    observer = Observer(solution, snapshots=bool(os.environ.get("GPUTUTOR_OBSERVE_SNAPSHOTS")), ranks=ranks)
     try:
         observer.install()
     except ImportError:

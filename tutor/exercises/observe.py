@@ -13,7 +13,13 @@ hooks the few places every training program passes through, whatever its names a
   classed as taken with device work still queued or not;
 - `torch.save` / `torch.load` / `torch.allclose` calls from the learner's code;
 - the weights at each evaluation after training (snapshots, on request), so the grader can tell
-  which epoch a saved checkpoint holds.
+  which epoch a saved checkpoint holds;
+- in one rank of a torchrun launch (`ranks=True`): each pass over a DataLoader (the sampler, the
+  dataset's length, a fingerprint of every sample it yielded, in order, and whether a training
+  forward pass used its batches), a fingerprint of the weights after every optimizer step (a fixed
+  random projection, the same in every rank, so ranks that trained in step compare equal), and
+  the process group the program joined and left. Each rank writes its own summary; the grader
+  compares them.
 
 `dump(path)` writes a small JSON summary (bounded, whatever the program does) that
 tutor/exercises/behaviour.py judges. Runs in the sandbox child only; imports torch when installed.
@@ -21,6 +27,7 @@ tutor/exercises/behaviour.py judges. Runs in the sandbox child only; imports tor
 
 from __future__ import annotations
 
+import hashlib
 import os
 import sys
 import time
@@ -29,6 +36,9 @@ from typing import Any
 
 MAX_EVENTS = 200  # saves, loads, autocast blocks... kept per kind
 MAX_SNAPSHOTS = 64
+MAX_PASSES = 40  # DataLoader passes a rank records (training and evaluation)
+MAX_PASS_SAMPLES = 70_000  # sample fingerprints kept per pass (all of MNIST's training set)
+MAX_STEP_PRINTS = 5_000  # weight fingerprints kept, one per optimizer step
 CLOCKS = ("time", "perf_counter", "monotonic", "time_ns", "perf_counter_ns", "monotonic_ns")
 
 
@@ -49,9 +59,17 @@ def _device_of(value: Any) -> str | None:
 
 
 class Observer:
-    def __init__(self, solution: str, snapshots: bool = False) -> None:
+    def __init__(self, solution: str, snapshots: bool = False, ranks: bool = False) -> None:
         self.learner_dir = os.path.dirname(os.path.abspath(solution))
         self.snapshots_wanted = snapshots
+        self.ranks_wanted = ranks  # one rank of a launch: data passes, weights per step, the process group
+        self.passes: list[dict[str, Any]] = []
+        self._current_pass: dict[str, Any] | None = None
+        self.steps = 0
+        self.step_prints: list[float] = []
+        self._projections: dict[tuple[int, str], Any] = {}
+        self.process_group: dict[str, Any] = {"joined": 0, "left": 0, "backend": None, "world_size": None,
+                                              "rank": None}
         self.active = True
         self.work = 0  # device work so far: module calls, backward passes, optimizer steps
         self.synced_at = 0  # self.work at the last synchronize
@@ -119,6 +137,10 @@ class Observer:
         self._install_optim(torch)
         self._install_amp(torch)
         self._install_io(torch)
+        if self.ranks_wanted:
+            self._install_data(torch)
+            self._install_steps(torch)
+            self._install_process_group(torch)
 
     def _install_clocks(self) -> None:
         observer = self
@@ -271,6 +293,8 @@ class Observer:
                 info["train_calls"] += 1
                 info["last_train_work"] = self.work
                 info["_trained_since_snapshot"] = True
+                if self._current_pass is not None:
+                    self._current_pass["trained"] = True
             elif info["_trained_since_snapshot"]:  # training, then an evaluation: an epoch ended
                 info["_trained_since_snapshot"] = False
                 info["phases"] += 1
@@ -533,6 +557,121 @@ class Observer:
             return type(obj)(self._plain(v, depth + 1) for v in obj)
         return obj
 
+    # ------------------------------------------------------------ ranks of a launch
+
+    def _install_data(self, torch: Any) -> None:
+        """Each pass over a DataLoader, and a fingerprint of each sample it hands the program."""
+        from torch.utils.data import dataloader
+
+        real_iter = dataloader.DataLoader.__iter__
+        real_next = dataloader._BaseDataLoaderIter.__next__
+
+        def loader_iter(loader: Any) -> Any:
+            iterator = real_iter(loader)
+            if self.active and len(self.passes) < MAX_PASSES:
+                try:
+                    size = len(loader.dataset)
+                except TypeError:  # an iterable dataset
+                    size = None
+                sampler = getattr(loader, "sampler", None)
+                epoch = getattr(sampler, "epoch", None)
+                entry = {"dataset": size, "sampler": type(sampler).__name__, "batches": 0, "samples": [],
+                         "sampler_epoch": epoch if isinstance(epoch, int) else None, "trained": False,
+                         "line": self._learner_line()}
+                self.passes.append(entry)
+                try:
+                    iterator._gt_pass = entry
+                except AttributeError:
+                    pass
+            return iterator
+
+        def loader_next(iterator: Any) -> Any:
+            batch = real_next(iterator)
+            entry = getattr(iterator, "_gt_pass", None)
+            if self.active and entry is not None:
+                self._current_pass = entry
+                entry["batches"] += 1
+                if len(entry["samples"]) < MAX_PASS_SAMPLES:
+                    entry["samples"].extend(self._fingerprints(torch, batch))
+            return batch
+
+        self._patch(dataloader.DataLoader, "__iter__", loader_iter)
+        self._patch(dataloader._BaseDataLoaderIter, "__next__", loader_next)
+
+    @staticmethod
+    def _fingerprints(torch: Any, batch: Any) -> list[int]:
+        """One number per sample of a batch (its images' bytes, hashed): the same image gives the
+        same number in every rank, whatever index or order it came in."""
+        items = list(batch.values()) if isinstance(batch, dict) else list(batch) if isinstance(batch, (list, tuple)) \
+            else [batch]
+        images = next((t for t in items if isinstance(t, torch.Tensor) and t.dim() >= 2), None)
+        if images is None or images.shape[0] == 0:
+            return []
+        try:
+            rows = images.detach().reshape(images.shape[0], -1).to("cpu").contiguous().view(torch.uint8).numpy()
+        except (RuntimeError, TypeError):
+            return []
+        return [int.from_bytes(hashlib.blake2b(row.tobytes(), digest_size=6).digest(), "big") for row in rows]
+
+    def _install_steps(self, torch: Any) -> None:
+        """After each optimizer step, its weights projected on a fixed random vector (the same
+        in every rank): ranks whose gradients were averaged hold the same weights, step by step."""
+        from torch.optim.optimizer import register_optimizer_step_post_hook
+
+        def after(optimizer: Any, args: tuple, kwargs: dict) -> None:
+            if not self.active:
+                return
+            self.steps += 1
+            if len(self.step_prints) < MAX_STEP_PRINTS:
+                try:
+                    self.step_prints.append(self._weights_print(torch, optimizer))
+                except (RuntimeError, TypeError, ValueError):
+                    pass
+
+        self._handles.append(register_optimizer_step_post_hook(after))
+
+    def _weights_print(self, torch: Any, optimizer: Any) -> float:
+        total = None
+        with torch.no_grad():
+            for group in optimizer.param_groups:
+                for param in group["params"]:
+                    values = param.detach().reshape(-1)
+                    key = (values.numel(), str(values.device))
+                    weights = self._projections.get(key)
+                    if weights is None:
+                        generator = torch.Generator().manual_seed(values.numel())
+                        weights = torch.randn(values.numel(), generator=generator, dtype=torch.float64)
+                        weights = self._projections[key] = weights.to(values.device)
+                    part = torch.dot(values.to(torch.float64), weights)
+                    total = part if total is None else total + part
+        return float(total) if total is not None else 0.0
+
+    def _install_process_group(self, torch: Any) -> None:
+        import torch.distributed as dist
+
+        if not dist.is_available():
+            return
+        real_init, real_destroy = dist.init_process_group, dist.destroy_process_group
+
+        def init_process_group(*args: Any, **kwargs: Any) -> Any:
+            out = real_init(*args, **kwargs)
+            if self.active:
+                self.process_group["joined"] += 1
+                try:
+                    self.process_group.update(backend=str(dist.get_backend()), world_size=dist.get_world_size(),
+                                              rank=dist.get_rank())
+                except (RuntimeError, ValueError):
+                    pass
+            return out
+
+        def destroy_process_group(*args: Any, **kwargs: Any) -> Any:
+            if self.active:
+                self.process_group["left"] += 1
+            return real_destroy(*args, **kwargs)
+
+        self._patch(dist, "init_process_group", init_process_group)
+        self._patch(dist, "destroy_process_group", destroy_process_group)
+
     # ------------------------------------------------------------ out
 
     def summary(self) -> dict[str, Any]:
@@ -546,4 +685,16 @@ class Observer:
             "syncs": self.syncs, "saves": self.saves, "loads": self.loads,
             "comparisons": self.comparisons, "cuda_asked": self.cuda_asked, "mps_asked": self.mps_asked,
             "cuda_available": self.cuda_available, "tensor_moves": self.tensor_moves,
+            **(self._rank_summary() if self.ranks_wanted else {}),
+        }
+
+    def _rank_summary(self) -> dict[str, Any]:
+        rank = os.environ.get("RANK", "")
+        trained = [p for p in self.passes if p["trained"]]
+        return {
+            "rank": int(rank) if rank.isdigit() else None,
+            "passes": trained,  # the passes over a DataLoader that training used, in order
+            "other_passes": len(self.passes) - len(trained),
+            "steps": self.steps, "step_prints": self.step_prints,
+            "process_group": self.process_group,
         }

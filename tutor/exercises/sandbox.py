@@ -8,6 +8,17 @@ freeze the caller nor fill its memory.
 
 Memory: the child limits itself at start-up (tutor/exercises/child.py), not through preexec_fn,
 which is unsafe in a caller that runs threads (the TUI does). No torch here: the TUI imports this.
+
+`run_code(..., nproc=N)` runs the file under torchrun instead (`python -m torch.distributed.run
+--standalone --nproc_per_node=N -m tutor.exercises.child solution.py`), each rank a sandbox child
+with its own memory limit and files (`.ranks/`, `.error.json.RANK`, the reports, what it did).
+torchrun starts every rank in a session of its own, which killing the sandbox's process group
+does not reach; so each rank watches its parent and the owner (tutor/exercises/child.py), and
+at the end, a timeout or a cancel the sandbox kills every process carrying this run's token in its
+environment (Linux) and every rank that wrote its pid, and waits until they are gone. torchrun's
+own log goes to `.launch/torchrun.log`, not the learner's screen: a rank's exception is shown as
+that rank's traceback. A launch that fails before the learner's code ran (torchrun or a rank
+aborting at start, the ranks failing to connect) is said in one sentence and tried once more.
 """
 
 from __future__ import annotations
@@ -17,6 +28,7 @@ import json
 import os
 import re
 import select
+import shutil
 import signal
 import subprocess
 import sys
@@ -26,8 +38,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tutor.exercises.child import RANKS_DIR, per_rank, start_time
 from tutor.paths import route_torch_caches
 from tutor.threads import set_env as set_thread_env
+from tutor.threads import training_threads
 
 SOLUTION = "solution.py"
 REPORTS = ".reports.jsonl"
@@ -39,6 +53,12 @@ CHUNK_BYTES = 64 * 1024  # most text one on_output call carries; the rest of a f
 DRAIN_S = 1.0  # after the program ends, how long to read what is still in the pipe
 MAX_REPORTS = 10_000
 _MEMORY_TEXT = re.compile(r"MemoryError|can't allocate memory|std::bad_alloc|out of memory", re.I)
+LAUNCH_DIR = ".launch"  # torchrun's log (LAUNCHER_LOG) and its --log-dir
+LAUNCHER_LOG = "torchrun.log"
+GONE_WAIT_S = 3.0  # after killing a launch's processes, how long to wait for them to be gone
+# A rank's error that is the launch failing, not the learner's code: the ranks did not connect.
+_CONNECT_FAILED = re.compile(r"connectFullMesh|Connection (?:closed|reset) by peer|Connection refused|"
+                             r"Socket Timeout|DistNetworkError|Broken pipe", re.I)
 
 
 @dataclass
@@ -56,29 +76,39 @@ class SandboxResult:
     error_message: str | None = None
     error_line: int | None = None  # line in solution.py
     seconds: float = 0.0
+    processes: int = 1  # ranks, when launched under torchrun
+    error_rank: int | None = None  # the rank whose exception (or crash) is reported
+    launch_problem: str | None = None  # the processes never got the learner's code running
+    relaunched: bool = False  # the first launch failed before the code ran; this is the second
 
     @property
     def ok(self) -> bool:
         """The program ran to the end and exited 0."""
-        return self.exit_code == 0 and not (self.timed_out or self.cancelled or self.signal)
+        return self.exit_code == 0 and not (self.timed_out or self.cancelled or self.signal or self.launch_problem)
 
     def problem(self) -> str | None:
         """One sentence on why the run did not finish cleanly, or None."""
         if self.cancelled:
             return "the run was stopped"
+        if self.launch_problem:
+            return self.launch_problem
         if self.timed_out:
+            if self.processes > 1:
+                return ("the program ran past its time limit and was stopped (with several processes, one "
+                        "waiting for the others at a collective step they never reach also ends this way)")
             return "the program ran past its time limit and was stopped"
+        where = f" in rank {self.error_rank}" if self.error_rank is not None and self.processes > 1 else ""
         if self.memory_error:
-            return "the program ran out of memory (it hit the exercise's memory limit)"
+            return f"the program ran out of memory{where} (it hit the exercise's memory limit)"
         if self.error_type:
             line = f" at line {self.error_line}" if self.error_line else ""
             first = (self.error_message or "").strip().split("\n", 1)[0]
             first = first if len(first) <= 300 else first[:299] + "…"
-            return f"the program raised {self.error_type}{line}: {first}"
+            return f"the program raised {self.error_type}{line}{where}: {first}"
         if self.signal:
-            return f"the program crashed ({self.signal})"
+            return f"the program crashed ({self.signal}){where}"
         if self.exit_code not in (0, None):
-            return f"the program exited with code {self.exit_code}"
+            return f"the program exited with code {self.exit_code}{where}"
         return None
 
     def as_dict(self) -> dict[str, Any]:
@@ -203,7 +233,7 @@ def _tail(text: str) -> str:
     return f"[… {len(text) - TRACEBACK_CHARS:,} characters cut …]\n" + text[-TRACEBACK_CHARS:]
 
 
-def _child_env(workdir: Path, memory_mb: int, env: dict | None) -> dict[str, str]:
+def _child_env(workdir: Path, memory_mb: int, env: dict | None, nproc: int | None = None) -> dict[str, str]:
     out = dict(os.environ)
     if env:
         out.update({str(k): str(v) for k, v in env.items()})
@@ -212,39 +242,51 @@ def _child_env(workdir: Path, memory_mb: int, env: dict | None) -> dict[str, str
     out["PYTHONPATH"] = os.pathsep.join(p for p in (root, out.get("PYTHONPATH", "")) if p)
     out["GPUTUTOR_REPORT"] = str(workdir / REPORTS)
     out["GPUTUTOR_SANDBOX_MEMORY_MB"] = str(memory_mb)
+    out["GPUTUTOR_SANDBOX_OWNER"] = str(os.getpid())  # the child ends itself when this process is gone
     route_torch_caches(out)
+    if nproc:
+        # The cores shared among the ranks: N processes of the policy's threads each would
+        # oversubscribe the machine (2 ranks on 2 cores: 1 thread each).
+        for key in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+            out.setdefault(key, str(max(1, training_threads() // nproc)))
     set_thread_env(out)  # the learner's own torch.set_num_threads still wins in their code
     out["PYTHONUNBUFFERED"] = "1"
     out["PYTHONIOENCODING"] = "utf-8:backslashreplace"
     return out
 
 
-def run_code(
-    code: str,
-    workdir: Path,
-    *,
-    timeout: float,
-    memory_mb: int,
-    on_output: Callable[[str], None] | None = None,
-    cancelled: Callable[[], bool] = lambda: False,
-    env: dict | None = None,
-) -> SandboxResult:
-    """Run `code` as workdir/solution.py in a separate process; never raises for what it does."""
-    workdir = Path(workdir)
-    workdir.mkdir(parents=True, exist_ok=True)
-    (workdir / SOLUTION).write_text(code, encoding="utf-8")
-    for stale in (REPORTS, ERROR_FILE):
-        (workdir / stale).unlink(missing_ok=True)
+@dataclass
+class _Ran:
+    """How one process (or torchrun) ran: what the loop in `_run` saw."""
 
-    start = time.monotonic()
+    returncode: int | None
+    timed_out: bool
+    cancelled: bool
+    output: str
+    dropped: int
+
+
+def _run(
+    command: list[str],
+    workdir: Path,
+    env: dict[str, str],
+    *,
+    deadline: float,
+    on_output: Callable[[str], None] | None,
+    cancelled: Callable[[], bool],
+    stderr: Any = subprocess.STDOUT,
+    also_kill: Callable[[], None] = lambda: None,
+) -> _Ran:
+    """Start `command` in a session of its own, stream its output, and kill its group (and
+    whatever `also_kill` reaches) when it ends, at `deadline` (time.monotonic()) or on cancel."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tutor.exercises.child", SOLUTION],
+        command,
         cwd=workdir,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
+        stderr=stderr,
         start_new_session=True,  # its own process group: killpg reaches forked children
-        env=_child_env(workdir, memory_mb, env),
+        env=env,
     )
     pgid = proc.pid  # the session leader's pid is the group id
     fd = proc.stdout.fileno()
@@ -260,6 +302,10 @@ def run_code(
         if text:
             capture.add(text)
             flusher.add(text)
+
+    def kill() -> None:
+        _kill_group(pgid)
+        also_kill()
 
     try:
         while True:
@@ -281,20 +327,20 @@ def run_code(
             flusher.flush()
             if exited_at is None and proc.poll() is not None:
                 exited_at = time.monotonic()
-                _kill_group(pgid)  # children it left behind would keep the pipe open
+                kill()  # children it left behind would keep the pipe open
             if exited_at is not None and (eof or time.monotonic() - exited_at > DRAIN_S):
                 break
             if exited_at is None:
                 if cancelled():
                     was_cancelled = True
-                elif time.monotonic() - start > timeout:
+                elif time.monotonic() > deadline:
                     timed_out = True
                 if was_cancelled or timed_out:
-                    _kill_group(pgid)
+                    kill()
                     proc.wait()
                     exited_at = time.monotonic()
     finally:
-        _kill_group(pgid)
+        kill()
         if proc.poll() is None:
             proc.wait()
         take(b"")
@@ -304,34 +350,305 @@ def run_code(
             flusher.add(tail)
         proc.stdout.close()
     flusher.flush(force=True)
-
-    rc = proc.returncode
-    sig = None
-    if rc is not None and rc < 0:
-        try:
-            sig = signal.Signals(-rc).name
-        except ValueError:
-            sig = f"signal {-rc}"
     output, dropped = capture.result()
-    err = _read_error(workdir / ERROR_FILE)
+    return _Ran(proc.returncode, timed_out, was_cancelled, output, dropped)
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+def _error_fields(err: dict[str, Any]) -> tuple[str | None, str | None, int | None, str | None]:
+    """(type, message, line, traceback) of an error record a child wrote."""
     error_type = err.get("type") if isinstance(err.get("type"), str) else None
     message = str(err.get("message", ""))[:2000] if error_type else None
-    memory_error = error_type == "MemoryError" or bool(
-        error_type and _MEMORY_TEXT.search(message or "")
-    ) or bool(sig and not (timed_out or was_cancelled) and _MEMORY_TEXT.search(output[-4000:]))
     line = err.get("line")
+    text = _tail(err["traceback"]) if isinstance(err.get("traceback"), str) else None
+    return error_type, message, line if isinstance(line, int) else None, text
+
+
+def _is_memory(error_type: str | None, message: str | None, sig: str | None, output: str, stopped: bool) -> bool:
+    return error_type == "MemoryError" or bool(error_type and _MEMORY_TEXT.search(message or "")) \
+        or bool(sig and not stopped and _MEMORY_TEXT.search(output[-4000:]))
+
+
+def run_code(
+    code: str,
+    workdir: Path,
+    *,
+    timeout: float,
+    memory_mb: int,
+    on_output: Callable[[str], None] | None = None,
+    cancelled: Callable[[], bool] = lambda: False,
+    env: dict | None = None,
+    nproc: int | None = None,
+) -> SandboxResult:
+    """Run `code` as workdir/solution.py in a separate process (or `nproc` of them under
+    torchrun); never raises for what it does."""
+    workdir = Path(workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    (workdir / SOLUTION).write_text(code, encoding="utf-8")
+    for stale in (REPORTS, ERROR_FILE):
+        (workdir / stale).unlink(missing_ok=True)
+    if nproc:
+        return _launch(workdir, timeout=timeout, memory_mb=memory_mb, on_output=on_output,
+                       cancelled=cancelled, env=env, nproc=nproc)
+
+    start = time.monotonic()
+    ran = _run([sys.executable, "-m", "tutor.exercises.child", SOLUTION], workdir,
+               _child_env(workdir, memory_mb, env), deadline=start + timeout, on_output=on_output,
+               cancelled=cancelled)
+    rc = ran.returncode
+    sig = _signal_name(-rc) if rc is not None and rc < 0 else None
+    error_type, message, line, text = _error_fields(_read_error(workdir / ERROR_FILE))
     return SandboxResult(
         exit_code=None if sig else rc,
         signal=sig,
-        timed_out=timed_out,
-        cancelled=was_cancelled,
-        memory_error=memory_error,
-        output=output,
-        dropped_bytes=dropped,
+        timed_out=ran.timed_out,
+        cancelled=ran.cancelled,
+        memory_error=_is_memory(error_type, message, sig, ran.output, ran.timed_out or ran.cancelled),
+        output=ran.output,
+        dropped_bytes=ran.dropped,
         reports=_read_reports(workdir / REPORTS),
-        traceback=_tail(err.get("traceback")) if isinstance(err.get("traceback"), str) else None,
+        traceback=text,
         error_type=error_type,
         error_message=message,
-        error_line=line if isinstance(line, int) else None,
+        error_line=line,
         seconds=time.monotonic() - start,
     )
+
+
+# ---------------------------------------------------------------- under torchrun
+
+
+def _launch(workdir: Path, *, timeout: float, memory_mb: int, on_output: Callable[[str], None] | None,
+            cancelled: Callable[[], bool], env: dict | None, nproc: int) -> SandboxResult:
+    """Run solution.py under torchrun with `nproc` ranks; a launch that fails before the code
+    ran is said and tried once more, within the same time limit."""
+    start = time.monotonic()
+    deadline = start + timeout
+    if on_output is not None:
+        on_output(f"[torchrun --standalone --nproc_per_node={nproc} {SOLUTION}: {nproc} processes, "
+                  f"ranks 0 to {nproc - 1}]\n")
+    result = _launch_once(workdir, deadline, memory_mb, on_output, cancelled, env, nproc)
+    if result.launch_problem and not (result.cancelled or result.timed_out) and time.monotonic() < deadline - 5:
+        note = f"[{result.launch_problem}; starting the {nproc} processes once more]\n"
+        if on_output is not None:
+            on_output(note)
+        result = _launch_once(workdir, deadline, memory_mb, on_output, cancelled, env, nproc)
+        result.relaunched = True
+        result.output = note + result.output
+        if result.launch_problem:
+            result.launch_problem += ", twice"
+    result.seconds = time.monotonic() - start
+    return result
+
+
+def _launch_once(workdir: Path, deadline: float, memory_mb: int, on_output: Callable[[str], None] | None,
+                 cancelled: Callable[[], bool], env: dict | None, nproc: int) -> SandboxResult:
+    ranks_dir, launch_dir = workdir / RANKS_DIR, workdir / LAUNCH_DIR
+    for folder in (ranks_dir, launch_dir):  # what an earlier run left (torchrun makes a folder per run)
+        shutil.rmtree(folder, ignore_errors=True)
+    launch_dir.mkdir()
+    for rank in range(nproc):
+        for name in (ERROR_FILE, REPORTS):
+            (workdir / per_rank(name, rank)).unlink(missing_ok=True)
+    child_env = _child_env(workdir, memory_mb, env, nproc)
+    token = f"{nproc}-{os.getpid()}-{time.monotonic_ns()}"  # this launch's, in every process it starts
+    child_env["GPUTUTOR_LAUNCH"] = token
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
+               "--max-restarts=0", f"--log-dir={launch_dir / 'logs'}", "-m", "tutor.exercises.child", SOLUTION]
+
+    def kill_ranks() -> None:
+        _kill_launched(token, ranks_dir)
+
+    with (launch_dir / LAUNCHER_LOG).open("wb") as log:
+        ran = _run(command, workdir, child_env, deadline=deadline, on_output=on_output, cancelled=cancelled,
+                   stderr=log, also_kill=kill_ranks)
+    _wait_gone(token, ranks_dir)
+    return _launch_result(workdir, ran, nproc)
+
+
+def _rank_pids(ranks_dir: Path) -> list[int]:
+    """The ranks that recorded their pid and still are those processes (not a later one given the same pid)."""
+    pids = []
+    for path in ranks_dir.glob("*.pid"):
+        try:
+            pid, _, started = path.read_text(encoding="ascii").partition(" ")
+            pid_n = int(pid)
+        except (OSError, ValueError):
+            continue
+        now = start_time(pid_n)
+        if started.strip() and now is not None and now != started.strip():
+            continue
+        pids.append(pid_n)
+    return pids
+
+
+def _tagged(token: str) -> list[int]:
+    """Processes whose environment carries this launch's token (Linux; [] elsewhere): the ranks,
+    and whatever they forked, wherever torchrun put them."""
+    found = []
+    needle = f"\0GPUTUTOR_LAUNCH={token}\0".encode()
+    me = os.getpid()
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return found
+    for entry in entries:
+        if not entry.isdigit() or int(entry) == me:
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as f:
+                if needle in b"\0" + f.read() + b"\0":
+                    found.append(int(entry))
+        except OSError:
+            continue
+    return found
+
+
+def _kill_launched(token: str, ranks_dir: Path) -> None:
+    """SIGKILL every rank (the process group it leads, with its forks) and every tagged process."""
+    for pid in {*_rank_pids(ranks_dir), *_tagged(token)}:
+        try:
+            if os.getpgid(pid) == pid:
+                os.killpg(pid, signal.SIGKILL)
+            else:
+                os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def _running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except FileNotFoundError:
+        return False
+    except (OSError, IndexError):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            pass
+        return True
+
+
+def _wait_gone(token: str, ranks_dir: Path) -> None:
+    """Kill what is left of the launch and wait (a little) until none of it runs."""
+    until = time.monotonic() + GONE_WAIT_S
+    while True:
+        _kill_launched(token, ranks_dir)
+        left = [pid for pid in {*_rank_pids(ranks_dir), *_tagged(token)} if _running(pid)]
+        if not left or time.monotonic() > until:
+            return
+        time.sleep(0.05)
+
+
+_ROOT_EXIT = re.compile(r"exitcode\s*:\s*(-?\d+)")
+_ROOT_RANK = re.compile(r"\brank\s*:\s*(\d+)")
+
+
+def _launch_result(workdir: Path, ran: _Ran, nproc: int) -> SandboxResult:
+    ranks_dir = workdir / RANKS_DIR
+    stopped = ran.timed_out or ran.cancelled
+
+    def read(rank: int, what: str) -> str | None:
+        try:
+            return (ranks_dir / f"{rank}.{what}").read_text(encoding="ascii").strip()
+        except OSError:
+            return None
+
+    started = [read(r, "started") is not None for r in range(nproc)]
+    exits = [read(r, "exit") for r in range(nproc)]
+    errors = [(r, e) for r in range(nproc) if (e := _read_error(workdir / per_rank(ERROR_FILE, r))).get("type")]
+    errors.sort(key=lambda item: item[1].get("time") if isinstance(item[1].get("time"), (int, float)) else 0)
+    reports: dict[str, Any] = {}
+    for rank in reversed(range(nproc)):  # rank 0's values win
+        reports.update(_read_reports(workdir / per_rank(REPORTS, rank)))
+    log = _launcher_log(workdir)
+    first = errors[0] if errors else None
+    clean = all(code == "0" for code in exits)
+
+    exit_code: int | None = 0
+    sig: str | None = None
+    error_rank: int | None = None
+    error_type = message = text = None
+    line = None
+    launch_problem = None
+    if clean and not stopped:
+        pass
+    elif first is not None:
+        error_rank = first[0]
+        error_type, message, line, text = _error_fields(first[1])
+        exit_code = 1
+        if error_type and _CONNECT_FAILED.search(message or "") and "init_process_group" in (text or ""):
+            launch_problem = (f"the {nproc} processes could not connect to each other in init_process_group "
+                              f"({_first_line(message)})")
+    else:
+        failed = next((r for r, code in enumerate(exits) if code not in (None, "0")), None)
+        root_code = _ROOT_EXIT.search(log)
+        root_rank = _ROOT_RANK.search(log)
+        if failed is not None:
+            error_rank, exit_code = failed, int(exits[failed]) if exits[failed].lstrip("-").isdigit() else 1
+        elif root_code and int(root_code.group(1)) < 0:
+            sig = _signal_name(-int(root_code.group(1)))
+            error_rank = int(root_rank.group(1)) if root_rank else None
+            exit_code = None
+        elif ran.returncode is not None and ran.returncode < 0:
+            sig, exit_code = _signal_name(-ran.returncode), None
+        else:
+            exit_code = ran.returncode if ran.returncode else 1
+        if not stopped and not all(started):
+            who = ("torchrun" if sig is None or error_rank is None else f"rank {error_rank}")
+            how = f"stopped with {sig}" if sig else f"exited with code {exit_code}"
+            launch_problem = f"the launch failed: {who} {how} before your code ran in every process"
+            tail = _log_tail(log)
+            if tail and sig is None:
+                launch_problem += f" ({tail})"
+    if stopped:
+        exit_code = None if ran.returncode is None or ran.returncode < 0 else ran.returncode
+        sig = "SIGKILL"
+    return SandboxResult(
+        exit_code=exit_code,
+        signal=sig,
+        timed_out=ran.timed_out,
+        cancelled=ran.cancelled,
+        memory_error=_is_memory(error_type, message, sig, ran.output, stopped),
+        output=ran.output,
+        dropped_bytes=ran.dropped,
+        reports=reports,
+        traceback=text,
+        error_type=error_type,
+        error_message=message,
+        error_line=line,
+        processes=nproc,
+        error_rank=error_rank,
+        launch_problem=launch_problem,
+    )
+
+
+def _launcher_log(workdir: Path) -> str:
+    try:
+        with (workdir / LAUNCH_DIR / LAUNCHER_LOG).open(encoding="utf-8", errors="replace") as f:
+            return f.read()[-200_000:]
+    except OSError:
+        return ""
+
+
+def _log_tail(log: str) -> str:
+    """The last line of torchrun's log that says something (its own error), for a launch that failed."""
+    for line in reversed(log.strip().splitlines()):
+        line = line.strip()
+        if line and not set(line) <= set("=-*") and not line.startswith(("File ", "^", "~")):
+            return line if len(line) <= 200 else line[:199] + "…"
+    return ""
+
+
+def _first_line(text: str | None) -> str:
+    line = (text or "").strip().split("\n", 1)[0]
+    return line if len(line) <= 160 else line[:159] + "…"
