@@ -258,15 +258,28 @@ class Mistake(Strict):
     fails: str  # id of the requirement whose feedback the learner should get
 
 
+class Launch(Strict):
+    """Run the program under torchrun: `torchrun --standalone --nproc_per_node=NPROC solution.py`,
+    each process (rank) in the sandbox with its own memory limit, watched on its own."""
+
+    nproc: int = Field(2, ge=2, le=8)  # processes (ranks) on this machine
+
+
 class ExerciseStep(StepBase):
     kind: Literal["exercise"]
     starter: str  # code with ____ blanks or TODOs
     solution: str
     hint: str = ""
     timeout: float = Field(120.0, gt=0, le=3600)  # wall-clock seconds
-    memory_mb: int = Field(4096, ge=256, le=262144)
+    memory_mb: int = Field(4096, ge=256, le=262144)  # per process
+    launch: Launch | None = None  # several processes under torchrun (distributed data parallel)
     requirements: list[Requirement] = Field(min_length=1)
     mistakes: list[Mistake] = []
+
+    @property
+    def nproc(self) -> int | None:
+        """The processes torchrun starts, or None for one plain process."""
+        return self.launch.nproc if self.launch is not None else None
 
 
 # ---------------------------------------------------------------- instruments

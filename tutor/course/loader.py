@@ -529,15 +529,21 @@ def _graded_example_issues(step: CheckStep, i: int, marks: dict[Path_, Pos], pat
 
 
 def _requirement_issues(step: ExerciseStep, i: int, marks: dict[Path_, Pos], path: str) -> list[LessonIssue]:
-    from tutor.exercises.names import BEHAVIOURS, PROBES
+    from tutor.exercises.names import BEHAVIOURS, DISTRIBUTED, PROBES
 
     issues = []
     for j, req in enumerate(step.requirements):
         problem = None
         if isinstance(req, FunctionRequirement) and req.probe not in PROBES:
             problem = f"unknown probe {req.probe!r}; available: {', '.join(sorted(PROBES))}"
+        elif isinstance(req, FunctionRequirement) and step.launch is not None:
+            problem = ("a function probe calls the learner's function in one process; a step with launch runs "
+                       "several (judge them with behaviour checks)")
         elif isinstance(req, BehaviourRequirement) and req.check not in BEHAVIOURS:
             problem = f"unknown behaviour check {req.check!r}; available: {', '.join(sorted(BEHAVIOURS))}"
+        elif isinstance(req, BehaviourRequirement) and req.check in DISTRIBUTED and step.launch is None:
+            problem = (f"behaviour check {req.check!r} compares the processes of a torchrun launch: give the step "
+                       "launch: {nproc: 2}")
         elif isinstance(req, PythonRequirement):
             found = _grader_issue(req, path)
             if isinstance(found, LessonIssue):  # the grader file itself does not parse: point into it

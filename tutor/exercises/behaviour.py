@@ -358,6 +358,207 @@ def compares_with_tolerance(ctx: Context) -> Judgement:
     return Judgement(False, "The predictions are never compared with torch.allclose.")
 
 
+# ---------------------------------------------------------------- data parallel (a torchrun launch)
+# Each rank wrote its own summary; the grader hands them over as observed["ranks"] (index = rank),
+# rank 0's summary being the rest of `observed`.
+
+_NO_GROUP = re.compile(r"Default process group has not been initialized|init_process_group", re.I)
+SHARED_MAX = 0.02  # share of a rank's samples another rank may also see in an epoch (a sampler's padding)
+COVERED_MIN = 0.98  # share of the dataset the ranks together must train on in an epoch (MNIST repeats a few images)
+WEIGHTS_RTOL = 1e-6  # weight fingerprints of two ranks after the same step: equal but for float noise
+
+
+def _ranks(ctx: Context) -> list[dict[str, Any]] | Judgement:
+    """Every rank's summary, or the verdict when the run cannot give them."""
+    ranks = ctx.observed.get("ranks")
+    if not isinstance(ranks, list) or not ranks:
+        return _unknown("this check compares the processes of a torchrun launch, and this run was one process "
+                        "(a lesson error: the step needs launch)")
+    for rank, summary in enumerate(ranks):
+        if not isinstance(summary, dict):
+            return _unknown(f"rank {rank} stopped before the checker could see what it did")
+    return ranks
+
+
+def _trained_devices(summary: dict[str, Any]) -> set[str]:
+    return {key.split("/")[1] for m in summary.get("models", []) if m.get("train_calls")
+            for key in m.get("devices", {})}
+
+
+def joins_process_group(ctx: Context) -> Judgement:
+    """Every rank joined the process group torchrun set up (init_process_group: the world size
+    torchrun started, nccl where the batches were on CUDA, gloo on the CPU) and left it with
+    destroy_process_group."""
+    ranks = _ranks(ctx)
+    if isinstance(ranks, Judgement):
+        return ranks
+    n = len(ranks)
+    for rank, summary in enumerate(ranks):
+        group = summary.get("process_group", {})
+        if not group.get("joined"):
+            explains = bool(ctx.error_type and _NO_GROUP.search(ctx.error_message or ""))
+            if ctx.stopped and not explains:
+                return _unknown(f"rank {rank} stopped before it joined the process group")
+            return Judgement(False, f"Rank {rank} never called dist.init_process_group(), so it was never part of "
+                                    f"the group of {n} processes torchrun started.", explains_stop=explains)
+        size = group.get("world_size")
+        if isinstance(size, int) and size != n:
+            return Judgement(False, f"Rank {rank} joined a group of {size} process{'es' if size != 1 else ''}, but "
+                                    f"torchrun started {n}: let init_process_group read WORLD_SIZE and RANK from the "
+                                    "environment torchrun sets.")
+        backend = str(group.get("backend") or "")
+        devices = _trained_devices(summary)
+        if "cuda" in devices and backend != "nccl":
+            return Judgement(False, f"Rank {rank} trained on CUDA with the {backend or 'default'} backend: GPUs "
+                                    "exchange gradients through nccl.")
+        if devices and devices <= {"cpu"} and backend == "nccl":
+            return Judgement(False, f"Rank {rank} trained on the CPU with the nccl backend, which moves only "
+                                    "CUDA tensors: use gloo there.")
+    left = [rank for rank, summary in enumerate(ranks) if not summary.get("process_group", {}).get("left")]
+    if left:
+        if ctx.stopped:
+            return _unknown("the program stopped before it left the process group")
+        return Judgement(False, f"Rank {left[0]} never called dist.destroy_process_group() at the end, so it left "
+                                "its connections to the other processes for the interpreter's exit to tear down.")
+    return PASS
+
+
+def _training_passes(ctx: Context, ranks: list[dict[str, Any]]) -> list[list[dict[str, Any]]] | Judgement:
+    """Each rank's passes over a DataLoader that training used, or the verdict when a rank has none."""
+    passes = [summary.get("passes") or [] for summary in ranks]
+    for rank, mine in enumerate(passes):
+        if mine:
+            continue
+        if ctx.stopped:
+            return _unknown(f"the program stopped before rank {rank} trained on a batch")
+        if not any(m.get("train_calls") for m in ranks[rank].get("models", [])):
+            return Judgement(False, f"Rank {rank} never trained the model (no forward pass with gradients on).")
+        return Judgement(False, f"Rank {rank} trained on batches that did not come from a DataLoader, so which "
+                                "images each process trained on could not be seen: build the training loader "
+                                "with DataLoader(dataset, batch_size=..., sampler=...).")
+    return passes
+
+
+def ranks_split_data(ctx: Context) -> Judgement:
+    """In every epoch each rank trained on its own share of the dataset: (almost) no image in two
+    ranks' shares, and the shares together cover the dataset the DataLoader iterated."""
+    ranks = _ranks(ctx)
+    if isinstance(ranks, Judgement):
+        return ranks
+    passes = _training_passes(ctx, ranks)
+    if isinstance(passes, Judgement):
+        return passes
+    n = len(ranks)
+    for epoch in range(min(len(p) for p in passes)):
+        shares = [set(p[epoch].get("samples", [])) for p in passes]
+        for a in range(n):
+            for b in range(a + 1, n):
+                common = len(shares[a] & shares[b])
+                smaller = max(1, min(len(shares[a]), len(shares[b])))
+                if common / smaller <= SHARED_MAX:
+                    continue
+                sampler = passes[a][epoch].get("sampler") or "its sampler"
+                if common / smaller > 1 - SHARED_MAX:
+                    return Judgement(False, f"In epoch {epoch + 1} ranks {a} and {b} trained on the same "
+                                            f"{common:,} images: every process went through the whole training "
+                                            f"set (its DataLoader drew them with {sampler}), so {n} processes did "
+                                            f"the same work {n} times over.")
+                return Judgement(False, f"In epoch {epoch + 1}, {common:,} of the {len(shares[a]):,} images rank {a} "
+                                        f"trained on were in rank {b}'s share too ({common / smaller:.0%}): the "
+                                        "ranks' shares overlap.")
+        size = max((p[epoch].get("dataset") or 0 for p in passes), default=0)
+        covered = len(set().union(*shares))
+        if size and covered < COVERED_MIN * size:
+            return Judgement(False, f"In epoch {epoch + 1} the {n} ranks together trained on {covered:,} of the "
+                                    f"{size:,} images in the dataset ({covered / size:.0%}): each rank's share "
+                                    f"should be 1/{n} of it, and the shares all of it.")
+    return PASS
+
+
+def reshuffles_each_epoch(ctx: Context) -> Judgement:
+    """Each rank trained on a new order (and share) in each epoch, not the first epoch's again."""
+    ranks = _ranks(ctx)
+    if isinstance(ranks, Judgement):
+        return ranks
+    passes = _training_passes(ctx, ranks)
+    if isinstance(passes, Judgement):
+        return passes
+    for rank, mine in enumerate(passes):
+        if len(mine) < 2:
+            if ctx.stopped:
+                return _unknown("the program stopped before a second epoch")
+            return Judgement(False, f"Rank {rank} trained for one epoch (one pass over its DataLoader), so whether "
+                                    "each epoch brings a new order could not be seen: train 2 epochs.")
+        for epoch in range(1, len(mine)):
+            before, now = mine[epoch - 1], mine[epoch]
+            if not now.get("samples") or now.get("samples") != before.get("samples"):
+                continue
+            why = ""
+            if now.get("sampler") == "DistributedSampler" and now.get("sampler_epoch") == before.get("sampler_epoch"):
+                why = (f": its DistributedSampler's epoch was {now.get('sampler_epoch')} both times, and it shuffles "
+                       "with its seed plus that epoch, so it drew the same shuffle again")
+            return Judgement(False, f"Rank {rank} trained on the same {len(now['samples']):,} images in the same "
+                                    f"order in epoch {epoch + 1} as in epoch {epoch}{why}.")
+    return PASS
+
+
+def gradients_synchronized(ctx: Context) -> Judgement:
+    """After every optimizer step every rank held the same weights: the gradients were averaged
+    across the processes (DistributedDataParallel), so each took the same step."""
+    ranks = _ranks(ctx)
+    if isinstance(ranks, Judgement):
+        return ranks
+    steps = [int(summary.get("steps") or 0) for summary in ranks]
+    if not any(steps):
+        if ctx.stopped:
+            return _unknown("the program stopped before an optimizer step")
+        return Judgement(False, "No process ever called optimizer.step().")
+    prints = [summary.get("step_prints") or [] for summary in ranks]
+    for step in range(min(len(p) for p in prints)):
+        reference = float(prints[0][step])
+        for rank in range(1, len(ranks)):
+            value = float(prints[rank][step])
+            if abs(value - reference) <= WEIGHTS_RTOL * max(abs(reference), abs(value)) + 1e-12:
+                continue
+            return Judgement(False, f"After optimizer step {step + 1} the weights in rank {rank} differed from "
+                                    f"rank 0's: each process trained its own copy of the model on its own batches, "
+                                    "and nothing averaged their gradients.")
+    if len(set(steps)) > 1:
+        fewest = steps.index(min(steps))
+        return Judgement(False, f"Rank {fewest} took {steps[fewest]:,} optimizer steps and rank "
+                                f"{steps.index(max(steps))} {max(steps):,}: every rank should run the same number "
+                                "of steps, each with its own batch.")
+    return PASS
+
+
+def saves_on_rank_zero(ctx: Context) -> Judgement:
+    """The checkpoint was written by rank 0 alone: every rank holds the same weights, one copy is
+    enough, and several processes writing one file at once can leave it garbled."""
+    ranks = _ranks(ctx)
+    if isinstance(ranks, Judgement):
+        return ranks
+    saves = [summary.get("saves") or [] for summary in ranks]
+    if not any(saves):
+        if ctx.stopped:
+            return _unknown("the program stopped before it saved anything")
+        return Judgement(False, "No process called torch.save.")
+    zero_paths = {entry.get("path") for entry in saves[0]}
+    for rank in range(1, len(ranks)):
+        if not saves[rank]:
+            continue
+        entry = saves[rank][0]
+        line = f" (line {entry['line']})" if entry.get("line") else ""
+        if not saves[0]:
+            return Judgement(False, f"The checkpoint was written by rank {rank}{line}, not rank 0: by convention "
+                                    "rank 0 saves, logs and evaluates.")
+        same = entry.get("path") in zero_paths and entry.get("path") is not None
+        return Judgement(False, f"Rank {rank} called torch.save too{line}"
+                                + (", on the same file as rank 0: the processes wrote it at the same time"
+                                   if same else ": every rank holds the same weights, so each wrote another copy")
+                                + ".")
+    return PASS
+
+
 BEHAVIOUR_JUDGES: dict[str, Callable[[Context], Judgement]] = {
     "device_fallback": device_fallback,
     "asks_mps": asks_mps,
@@ -374,6 +575,11 @@ BEHAVIOUR_JUDGES: dict[str, Callable[[Context], Judgement]] = {
     "saves_during_training": saves_during_training,
     "loads_to_cpu": loads_to_cpu,
     "compares_with_tolerance": compares_with_tolerance,
+    "joins_process_group": joins_process_group,
+    "ranks_split_data": ranks_split_data,
+    "reshuffles_each_epoch": reshuffles_each_epoch,
+    "gradients_synchronized": gradients_synchronized,
+    "saves_on_rank_zero": saves_on_rank_zero,
 }
 
 

@@ -43,7 +43,7 @@ from tutor.exercises.behaviour import (
     judge,
     judge_probe,
 )
-from tutor.exercises.child import strip_escapes
+from tutor.exercises.child import per_rank, strip_escapes
 from tutor.exercises.pack_grader import run_grader, snapshot, written_since
 from tutor.exercises.sandbox import SandboxResult, run_code
 
@@ -164,11 +164,15 @@ if want_accuracy or snapshots:
     try:
         model.load_state_dict(state)
     except Exception as e:
+        wrapped = [str(k) for k in state if str(k).startswith("module.")]
+        if wrapped and len(wrapped) == len(state):
+            report(state_prefix="module.", state_first=wrapped[0])
         report(state_error=f"{{type(e).__name__}}: {{e}}"[:600]); sys.exit(0)
+    images, labels = lab.test_set.tensors  # lab.test_x's images, read without torchvision: seconds sooner
     def accuracy(m):
         m.eval()
         with torch.no_grad():
-            return (m(lab.test_x).argmax(1) == lab.test_y).float().mean().item()
+            return (m(images).argmax(1) == labels).float().mean().item()
     report(accuracy=accuracy(model), synthetic=lab.is_synthetic())
 if snapshots and os.path.exists(snapshots) and isinstance(state, dict):
     taken = torch.load(snapshots, map_location="cpu", weights_only=True)
@@ -289,6 +293,11 @@ def _check_file(req: FileRequirement, workdir: Path, memory_mb: int, cancelled: 
     if missing:
         return False, (f"{req.path} lacks {', '.join(missing)} (it has: {reports.get('present_keys') or 'no keys'}). "
                        f"{req.feedback}")
+    if reports.get("state_prefix") == "module.":
+        return False, (f"The weights in {req.path} are named {reports.get('state_first', 'module.…')} and so on: "
+                       "that is the DistributedDataParallel wrapper's state_dict, whose names all start with "
+                       "'module.', so a plain MNISTClassifier cannot load them. Save model.module.state_dict(), "
+                       f"the weights of the model inside the wrapper. {req.feedback}")
     if "state_error" in reports:
         return False, f"MNISTClassifier cannot use the weights in {req.path}: {clean(str(reports['state_error']))}"
     if want and "accuracy" not in reports:
@@ -365,10 +374,21 @@ def _check_function(req: FunctionRequirement, observed: dict[str, Any] | None, r
 def _read_observed(path: Path) -> dict[str, Any] | None:
     try:
         with path.open(encoding="utf-8", errors="replace") as f:
-            data = json.loads(f.read(4_000_000))
+            data = json.loads(f.read(8_000_000))
     except (OSError, ValueError, RecursionError):
         return None
     return data if isinstance(data, dict) else None
+
+
+def _read_ranks_observed(workdir: Path, nproc: int) -> dict[str, Any] | None:
+    """What each rank of a launch did: rank 0's summary, with every rank's under "ranks" (index =
+    rank; None for a rank that wrote none), for the checks that compare them."""
+    ranks = [_read_observed(Path(per_rank(str(workdir / OBSERVED), rank))) for rank in range(nproc)]
+    if all(summary is None for summary in ranks):
+        return None
+    observed = dict(ranks[0]) if ranks[0] is not None else {}
+    observed["ranks"] = ranks
+    return observed
 
 
 def _observe_env(step: ExerciseStep, workdir: Path) -> dict[str, str]:
@@ -405,13 +425,14 @@ def grade_exercise(
     for req in step.requirements:  # a file left by an earlier run must not pass this one
         if isinstance(req, FileRequirement) and (p := _inside(workdir, req.path)) is not None and p.is_file():
             p.unlink()
-    for stale in (OBSERVED, SNAPSHOTS):
+    nproc = step.nproc
+    for stale in (OBSERVED, SNAPSHOTS, *(per_rank(OBSERVED, rank) for rank in range(nproc or 0))):
         (workdir / stale).unlink(missing_ok=True)
     graded_by_pack = any(isinstance(r, PythonRequirement) for r in step.requirements)
     before = snapshot(workdir) if graded_by_pack else {}  # a lesson's grader sees only this run's files
     run = run_code(code, workdir, timeout=step.timeout, memory_mb=step.memory_mb,
-                   on_output=on_output, cancelled=cancelled, env=_observe_env(step, workdir))
-    observed = _read_observed(workdir / OBSERVED)
+                   on_output=on_output, cancelled=cancelled, env=_observe_env(step, workdir), nproc=nproc)
+    observed = _read_ranks_observed(workdir, nproc) if nproc else _read_observed(workdir / OBSERVED)
     stopped = run.problem()
     # A "break it on purpose" exercise wants an exception: the one it names is success, not a stop.
     expected = [r for r in step.requirements if isinstance(r, ErrorRequirement)]
