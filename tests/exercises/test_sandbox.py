@@ -104,6 +104,25 @@ def test_output_flood_is_bounded_and_coalesced(tmp_path):
     assert all(len(c) <= sandbox.CHUNK_BYTES + 2000 for c in calls)
 
 
+def test_output_is_passed_on_at_line_ends():
+    """print writes a line and its newline apart: a flush between them would show an empty line."""
+    calls: list[str] = []
+    flusher = sandbox._Flusher(calls.append)
+    flusher.add("epoch 1: 95%")
+    flusher.flush()
+    assert calls == []  # the line's end has not come yet
+    flusher.add("\nepoch 2: 96%")
+    flusher.flush()
+    assert calls == ["epoch 1: 95%\n"]
+    flusher.last = 0.0
+    flusher.since -= sandbox.PARTIAL_S  # a line that never ends (a progress bar's \r) goes after a while
+    flusher.flush()
+    assert calls == ["epoch 1: 95%\n", "epoch 2: 96%"]
+    flusher.add("tail")
+    flusher.flush(force=True)
+    assert calls[-1] == "tail"
+
+
 def test_memory_hog_gets_memory_error(tmp_path):
     r = run("data = bytearray(3 * 10**9)\nprint('allocated')\n", tmp_path, memory_mb=512)
     assert r.memory_error and r.error_type == "MemoryError" and r.error_line == 1

@@ -50,6 +50,7 @@ HEAD_LINES, HEAD_BYTES = 200, 64 * 1024
 TAIL_LINES, TAIL_BYTES = 300, 192 * 1024
 FLUSHES_PER_S = 10  # on_output calls per second at most (coalesced)
 CHUNK_BYTES = 64 * 1024  # most text one on_output call carries; the rest of a flood is skipped
+PARTIAL_S = 0.5  # how long on_output waits for the end of a line it has the start of
 DRAIN_S = 1.0  # after the program ends, how long to read what is still in the pipe
 MAX_REPORTS = 10_000
 _MEMORY_TEXT = re.compile(r"MemoryError|can't allocate memory|std::bad_alloc|out of memory", re.I)
@@ -78,6 +79,7 @@ class SandboxResult:
     seconds: float = 0.0
     processes: int = 1  # ranks, when launched under torchrun
     error_rank: int | None = None  # the rank whose exception (or crash) is reported
+    error_everywhere: bool = False  # every rank raised that same exception at the same line
     launch_problem: str | None = None  # the processes never got the learner's code running
     relaunched: bool = False  # the first launch failed before the code ran; this is the second
 
@@ -98,6 +100,8 @@ class SandboxResult:
                         "waiting for the others at a collective step they never reach also ends this way)")
             return "the program ran past its time limit and was stopped"
         where = f" in rank {self.error_rank}" if self.error_rank is not None and self.processes > 1 else ""
+        if self.error_everywhere:
+            where = " in every rank"
         if self.memory_error:
             return f"the program ran out of memory{where} (it hit the exercise's memory limit)"
         if self.error_type:
@@ -156,7 +160,10 @@ class _Capture:
 
 
 class _Flusher:
-    """Coalesces output into at most FLUSHES_PER_S calls, each at most CHUNK_BYTES long."""
+    """Coalesces output into at most FLUSHES_PER_S calls, each at most CHUNK_BYTES long, each
+    ending at a line's end: `print` writes its text and its newline apart, and a call between
+    them would show the rest of the line as a line of its own (an empty one). A line without its
+    end yet waits for it PARTIAL_S at most (a progress bar that rewrites one line with \\r)."""
 
     def __init__(self, on_output: Callable[[str], None] | None) -> None:
         self.on_output = on_output
@@ -164,6 +171,7 @@ class _Flusher:
         self.size = 0
         self.skipped = 0
         self.last = 0.0
+        self.since = 0.0  # when the text pending now began to arrive
 
     def add(self, text: str) -> None:
         if self.on_output is None:
@@ -173,6 +181,8 @@ class _Flusher:
             self.skipped += len(text) - max(room, 0)
             text = text[: max(room, 0)]
         if text:
+            if not self.pending:
+                self.since = time.monotonic()
             self.pending.append(text)
             self.size += len(text)
 
@@ -182,10 +192,17 @@ class _Flusher:
             return
         if not force and now - self.last < 1.0 / FLUSHES_PER_S:
             return
-        text = "".join(self.pending)
+        text, rest = "".join(self.pending), ""
+        if not force and not self.skipped and not text.endswith("\n"):
+            cut = text.rfind("\n") + 1
+            if not cut and now - self.since < PARTIAL_S:
+                return  # one line, still being written
+            if cut:
+                text, rest = text[:cut], text[cut:]
         if self.skipped:
             text += f"\n[... {self.skipped:,} characters skipped in this view ...]\n"
-        self.pending, self.size, self.skipped, self.last = [], 0, 0, now
+        self.pending, self.size, self.skipped, self.last = [rest] if rest else [], len(rest), 0, now
+        self.since = now
         self.on_output(text)
 
 
@@ -580,10 +597,12 @@ def _launch_result(workdir: Path, ran: _Ran, nproc: int) -> SandboxResult:
     error_type = message = text = None
     line = None
     launch_problem = None
+    everywhere = False
     if clean and not stopped:
         pass
     elif first is not None:
         error_rank = first[0]
+        everywhere = len(errors) == nproc and len({(e.get("type"), e.get("line")) for _, e in errors}) == 1
         error_type, message, line, text = _error_fields(first[1])
         exit_code = 1
         if error_type and _CONNECT_FAILED.search(message or "") and "init_process_group" in (text or ""):
@@ -628,6 +647,7 @@ def _launch_result(workdir: Path, ran: _Ran, nproc: int) -> SandboxResult:
         error_line=line,
         processes=nproc,
         error_rank=error_rank,
+        error_everywhere=first is not None and everywhere,
         launch_problem=launch_problem,
     )
 
