@@ -230,6 +230,36 @@ async def test_a_long_lesson_title_gives_way_in_the_header(tmp_path):
         assert "GPU Lab: speed and memory you can measure  ·  step 1 of" in text_of(where)
 
 
+async def test_every_built_in_step_title_is_read_whole_at_80_columns(tmp_path):
+    """A step title too long to share the header's row with the lesson title and the step
+    number gets a second row of its own: at 80x24 no built-in step's title is cut."""
+    from tutor.course.catalog import builtin_lessons_dir
+    from tutor.course.loader import load_file
+
+    app = TutorApp(home=tmp_path, device="cpu", engine=ScriptedEngine())
+    async with app.run_test(size=(80, 24)) as pilot:
+        two_rows = 0
+        for path in sorted(builtin_lessons_dir().glob("*.yaml")):
+            lesson = load_file(path)
+            app.open_lesson(lesson.id)
+            await pilot.pause()
+            screen = app.screen
+            where = screen.query_one("#where", Static)
+            for index, step in enumerate(lesson.steps):
+                screen.index = index
+                screen._update_header()
+                shown = text_of(where)
+                lines = shown.splitlines()
+                assert len(lines) <= 2 and all(len(line) <= 78 for line in lines), shown
+                title = (step.title or step.id).split(":", 1)[-1].strip()
+                assert title in shown.replace("\n", " "), (lesson.id, step.id, shown)
+                assert f"step {index + 1} of {len(lesson.steps)}" in lines[0]
+                two_rows += len(lines) == 2
+            app.pop_screen()
+            await pilot.pause()
+        assert two_rows  # some built-in titles are that long (devices' "Moving things, and the one rule ...")
+
+
 async def test_home_keeps_the_summary_indent_when_it_wraps(tmp_path):
     app = TutorApp(home=tmp_path, device="cpu", engine=ScriptedEngine())
     async with app.run_test(size=(80, 24)) as pilot:

@@ -180,18 +180,23 @@ class LessonScreen(Screen):
         if title.lower().startswith(label.lower()):  # "Exercise 1: ..." needs no "Exercise:" before it
             label = ""
         where = self.query_one("#where", Static)
-        rest = Text.assemble(
-            "  ·  ", (f"step {self.index + 1} of {total}", "bold cyan"), "  ·  ",
-            (label, "bold magenta"), ": " if label else "", title,
-        )
-        # One row: the lesson title gives way first ("GPU Lab: speed an…"), then the step title.
+        place = Text.assemble("  ·  ", (f"step {self.index + 1} of {total}", "bold cyan"))
+        what = Text.assemble((label, "bold magenta"), ": " if label else "", title)
         width = (where.size.width or self.app.size.width) - 2
         lesson_title = self.lesson.title
-        room = width - rest.cell_len
-        if len(lesson_title) > room:
-            lesson_title = lesson_title[: max(room - 1, 12)].rstrip() + "…"
-        header = Text.assemble((lesson_title, "bold"), rest, no_wrap=True, overflow="ellipsis")
-        header.truncate(width, overflow="ellipsis")
+        room = width - place.cell_len - 5 - what.cell_len  # for the lesson title, on one row
+        if room >= min(len(lesson_title), 13):
+            # One row: the lesson title gives way first ("GPU Lab: speed an…").
+            if len(lesson_title) > room:
+                lesson_title = lesson_title[: room - 1].rstrip() + "…"
+            header = Text.assemble((lesson_title, "bold"), place, "  ·  ", what, no_wrap=True)
+        else:
+            # A step title too long to share the row (80 columns) gets a row of its own, whole.
+            room = width - place.cell_len
+            if len(lesson_title) > room:
+                lesson_title = lesson_title[: max(room - 1, 12)].rstrip() + "…"
+            what.truncate(width, overflow="ellipsis")
+            header = Text.assemble((lesson_title, "bold"), place, "\n", what, no_wrap=True)
         where.update(header)
         done = self.session.completed()
         trail = Text()
