@@ -357,6 +357,32 @@ def unit_question(q: Quantity | None, spec: NumberAnswer, target: float | None) 
     return None
 
 
+def range_unit_question(text: str, spec: NumberAnswer) -> str | None:
+    """For a prediction, which has no target yet: a bare number outside the question's own range
+    (min..max) that lies inside it in a unit a factor of 1000 (or 60) away is asked about ("20800
+    for a question in GB"), never locked on a guess."""
+    info = unit_info(spec.unit)
+    q = read_quantity(text)
+    if q is None or q.unit or info is None or info[1] not in _SIBLING_UNITS or (spec.min is None and spec.max is None):
+        return None
+
+    def inside(value: float) -> bool:
+        return (spec.min is None or value >= spec.min) and (spec.max is None or value <= spec.max)
+
+    if inside(q.value):
+        return None
+    nearest_first = sorted(_SIBLING_UNITS[info[1]], key=lambda u: abs(math.log(_UNIT_TABLE[u.lower()][2] / info[2])))
+    for other in nearest_first:
+        factor = _UNIT_TABLE[other.lower()][2] / info[2]
+        # one step of the unit ladder (x1000, or x60 for minutes), not the same scale
+        if 0.5 <= factor <= 2 or not 1e-3 <= factor <= 1e3 or not inside(q.value * factor):
+            continue
+        written = format_number(q.value)
+        return (f"In which unit: {written} {info[0]} or {written} {other}? Write the number with its unit, "
+                f"such as “{written} {other}”.")
+    return None
+
+
 def accepted_interval(spec: NumberAnswer, target: float) -> tuple[float, float]:
     """Every answer from lo to hi (inclusive) is within the tolerance of `target`."""
     slack = spec.abs_tolerance if spec.abs_tolerance is not None else spec.tolerance * abs(target)

@@ -224,6 +224,10 @@ steps:
     kind: predict
     prompt: What share of the peak will the training reach?
     answer: {type: number, unit: "%", min: 0, max: 100}
+  - id: guess-memory
+    kind: predict
+    prompt: How much memory will Adam's state take?
+    answer: {type: number, unit: GB, min: 0, max: 200}
 """
 
 
@@ -245,3 +249,18 @@ def test_a_bare_number_that_could_be_a_fraction_or_a_percentage_is_asked_about_n
 @pytest.mark.parametrize("typed,value", [("0.5%", 0.5), ("50%", 50), ("50", 50), ("0", 0)])
 def test_a_percentage_that_says_which_it_is_locks(percent, typed, value):
     assert percent.lock(_step(percent, "guess-mfu"), typed).value == pytest.approx(value)
+
+
+@pytest.mark.parametrize("typed,asked", [("20800", "20,800 GB or 20,800 MB"), ("250", "250 GB or 250 MB")])
+def test_a_bare_number_right_only_in_another_unit_is_asked_about_not_locked(percent, typed, asked):
+    """A prediction has no measurement yet: its own range is the evidence. 20800 for a question in
+    GB (0 to 200) is 20.8 GB written in MB; the tutor asks instead of refusing or guessing."""
+    step = _step(percent, "guess-memory")
+    with pytest.raises(Unreadable, match=f"In which unit: {asked}\\?"):
+        percent.lock(step, typed)
+    assert percent.prediction(step) is None
+
+
+@pytest.mark.parametrize("typed,value", [("20800 MB", 20.8), ("12", 12), ("12 GiB", 12.884901888)])
+def test_a_memory_prediction_with_its_unit_or_in_range_locks(percent, typed, value):
+    assert percent.lock(_step(percent, "guess-memory"), typed).value == pytest.approx(value)

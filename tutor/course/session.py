@@ -16,6 +16,7 @@ from typing import Any
 
 import checks
 from checks.spec import ChoiceAnswer, NumberAnswer, Verdict
+from checks.number import range_unit_question
 from tutor import instruments
 from tutor.course.lesson import (
     CheckStep,
@@ -233,7 +234,7 @@ class LessonSession:
             if text not in [o.text for o in spec.options]:
                 raise Unreadable(f"Choose one of the {len(spec.options)} options (1-{len(spec.options)}).")
         elif isinstance(spec, NumberAnswer):
-            question = checks.ambiguity(text, spec.unit)
+            question = checks.ambiguity(text, spec.unit) or range_unit_question(text, spec)
             if question is not None:  # never lock a guess at what the learner meant
                 raise Unreadable(question)
             value = checks.parse_number(text, spec.unit)
