@@ -148,3 +148,8 @@ def metric_label(description: str, limit: int = 48) -> str:
     in brackets ("test accuracy after the last epoch (0..1)" -> "test accuracy after the last epoch")."""
     label = metric_description(description).split(" (")[0].split("; ")[0].strip()
     return label if len(label) <= limit else label[: limit - 1].rstrip() + "…"
+
+
+def flops_text(tflops: float) -> str:
+    """FLOP/s in the unit that reads best: a CPU's GFLOP/s, a GPU's TFLOP/s."""
+    return metric(tflops, "TFLOP/s") if tflops >= 1 else number(tflops * 1e3, "GFLOP/s")

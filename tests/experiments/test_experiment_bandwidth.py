@@ -150,3 +150,18 @@ def test_cuda_copies_from_pinned_memory_faster():
     traffic = next(e for e in events if isinstance(e, Table))
     assert [row[0] for row in traffic.rows][:2] == ["host to device, pageable", "host to device, pinned"]
     assert "pin_memory=True" in _notes(events)
+
+
+def test_the_roofline_is_drawn_from_this_runs_numbers(cpu_run):
+    """The chart places both operations under the roof its own bandwidth and peak make, and fits
+    80 columns."""
+    events, m = cpu_run
+    figure = next(e.text for e in events if isinstance(e, Note) and e.level == "figure")
+    lines = figure.splitlines()
+    assert all(len(line) <= 64 for line in lines)
+    plot = "\n".join(line.split("|", 1)[1] for line in lines if "|" in line)
+    assert "e" in plot and "m" in plot and "/" in plot
+    from tutor.present import number
+
+    assert f"ridge {number(m['ridge_point'])}" in figure
+    assert "e c = a * b" in figure and "m matmul" in figure

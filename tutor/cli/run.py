@@ -283,7 +283,7 @@ class _HumanEvents:
         elif isinstance(event, ev.Note):
             style = {"warning": "yellow", "result": "bold"}.get(event.level, "")
             prefix = "warning: " if event.level == "warning" else ""
-            c.print(f"{prefix}{event.text}", style=style or None, markup=False)
+            c.print(f"{prefix}{event.text}", style=style or None, markup=False, soft_wrap=event.level == "figure")
         elif isinstance(event, ev.Table):
             table = RichTable(title=Text(event.title), title_justify="left")
             for col in event.columns:

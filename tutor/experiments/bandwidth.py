@@ -28,13 +28,14 @@ from collections.abc import Callable, Iterator
 
 import torch
 
+from tutor.charts import Point, roofline
 from tutor.experiments import peak as matmul_peak
 from tutor.experiments.common import full_float32_matmuls, seed_everything
 from tutor.experiments.devices import Device
 from tutor.experiments.events import Event, Finished, Note, Started, Step, Table
 from tutor.experiments.specs.bandwidth import BandwidthParams
 from tutor.experiments.timing import synchronize
-from tutor.present import metric, number, size
+from tutor.present import flops_text, metric, number, size
 
 REPEAT_S = 0.02  # one timing runs enough back-to-back calls to last about this long: launch costs vanish
 MAX_CALLS = 1000
@@ -115,11 +116,6 @@ def _free_bytes(dev: Device) -> int | None:
         return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     except (AttributeError, OSError, ValueError):
         return None
-
-
-def flops_text(tflops: float) -> str:
-    """FLOP/s in the unit that reads best: a CPU's GFLOP/s, a GPU's TFLOP/s."""
-    return metric(tflops, "TFLOP/s") if tflops >= 1 else number(tflops * 1e3, "GFLOP/s")
 
 
 def _gbps(nbytes: float, seconds: float) -> float:
@@ -226,6 +222,9 @@ def measure(p: BandwidthParams, dev: Device) -> Iterator[Event]:
                 [[name, number(i), flops_text(achieved), flops_text(roof(i)), metric(achieved / roof(i), "%"), bound(i)]
                  for name, i, achieved in ops])
 
+    yield Note(roofline(peak_tflops, bandwidth_gbps, [Point("e", "c = a * b", ELEMENTWISE_INTENSITY, elementwise_tflops),
+                                                       Point("m", f"matmul {n}", matmul_intensity, matmul_tflops)]),
+               "figure")
     yield Note(f"The roofline of this {'CPU' if cpu else 'device'}, from its own numbers: the memory roof is "
                f"{number(bandwidth_gbps, 'GB/s')} (the best of the device copy and the multiply), the compute "
                f"roof {flops_text(peak_tflops)} (float32 matmul, "

@@ -53,7 +53,7 @@ class Note:
     """A sentence for the learner: what was done and why ("No GPU here: ...")."""
 
     text: str
-    level: str = "info"  # "info" | "warning" | "result"
+    level: str = "info"  # "info" | "warning" | "result" | "figure" (a chart in characters: shown as it is, unwrapped)
 
 
 @dataclass(frozen=True)

@@ -259,6 +259,9 @@ class RunPanel(Vertical):
         table.add_row(*cells)
 
     def _add_note(self, text: str, level: str) -> None:
+        if level == "figure":  # a chart drawn in characters (tutor/charts.py): every column where it was put
+            self.query_one("#notes").mount(Static(Text(text, no_wrap=True, overflow="crop"), classes="note-figure"))
+            return
         style = {"warning": "yellow", "result": "bold", "error": "red"}.get(level, "")
         prefix = {"warning": "! ", "result": "→ ", "error": "✗ "}.get(level, "· ")
         self.query_one("#notes").mount(Static(Text(prefix + text, style=style), classes=f"note note-{level}"))

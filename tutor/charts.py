@@ -1,0 +1,81 @@
+"""Charts drawn in characters, for the run panel and the terminal alike (torch-free).
+
+A chart is plain text: each line at most `width` characters, so it reads the same at 80x24 in
+the tutor, in `gpututor run` and in a log. The run panel shows a Note of level "figure" as
+it is, without wrapping.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from tutor.present import flops_text, number
+
+
+@dataclass(frozen=True)
+class Point:
+    """An operation on the roofline: its arithmetic intensity and the FLOP/s it reached."""
+
+    mark: str  # one character drawn at the point
+    label: str  # said in the legend
+    intensity: float  # FLOP per byte moved
+    tflops: float  # achieved
+
+
+def roofline(peak_tflops: float, bandwidth_gbps: float, points: list[Point], *,
+             width: int = 64, height: int = 12) -> str:
+    """A log-log roofline: x is FLOP/B, y is FLOP/s; the roof is min(peak, intensity x bandwidth),
+    drawn '/' where memory bounds it and '_' where compute does; each point is its mark."""
+    if peak_tflops <= 0 or bandwidth_gbps <= 0:
+        raise ValueError("a roofline needs a positive peak and bandwidth")
+    bandwidth = bandwidth_gbps * 1e9 / 1e12  # TFLOP/s per FLOP/B
+    ridge = peak_tflops / bandwidth
+    intensities = [p.intensity for p in points if p.intensity > 0] + [ridge]
+    x_lo = 10 ** math.floor(math.log10(min(intensities) / 2))
+    x_hi = 10 ** math.ceil(math.log10(max(intensities) * 2))
+    achieved = [p.tflops for p in points if p.tflops > 0]
+    y_hi = 10 ** math.ceil(math.log10(peak_tflops * 1.5))
+    y_lo = 10 ** math.floor(math.log10(min(achieved + [x_lo * bandwidth]) / 1.5))
+    axis_w = max(len(flops_text(y_hi)), len(flops_text(y_lo))) + 1
+    plot_w = max(width - axis_w - 1, 16)
+
+    def col(intensity: float) -> int:
+        return round((math.log10(intensity) - math.log10(x_lo)) / (math.log10(x_hi) - math.log10(x_lo))
+                     * (plot_w - 1))
+
+    def row(tflops: float) -> int:  # 0 at the top
+        share = (math.log10(tflops) - math.log10(y_lo)) / (math.log10(y_hi) - math.log10(y_lo))
+        return min(max(round((1 - share) * (height - 1)), 0), height - 1)
+
+    grid = [[" "] * plot_w for _ in range(height)]
+    for c in range(plot_w):
+        intensity = 10 ** (math.log10(x_lo) + c / (plot_w - 1) * (math.log10(x_hi) - math.log10(x_lo)))
+        roof = min(peak_tflops, intensity * bandwidth)
+        if roof >= y_lo:
+            grid[row(roof)][c] = "_" if intensity >= ridge else "/"
+    for p in points:
+        if p.intensity > 0 and p.tflops > 0:
+            grid[row(p.tflops)][min(max(col(p.intensity), 0), plot_w - 1)] = p.mark
+
+    lines = []
+    for r, cells in enumerate(grid):
+        label = flops_text(y_hi) if r == 0 else flops_text(y_lo) if r == height - 1 else ""
+        lines.append(f"{label:>{axis_w}}|" + "".join(cells).rstrip())
+    lines.append(" " * axis_w + "+" + "-" * plot_w)
+    left, right = f"{x_lo:g}", f"{x_hi:g} FLOP/B"
+    ridge_text = f"ridge {number(ridge)}"
+    ticks = [" "] * (plot_w + 1)
+    place = min(max(col(ridge) - len(ridge_text) // 2, len(left) + 1), plot_w - len(right) - len(ridge_text) - 1)
+    for i, ch in enumerate(left):
+        ticks[i] = ch
+    for i, ch in enumerate(ridge_text):
+        ticks[place + i] = ch
+    for i, ch in enumerate(right):
+        ticks[plot_w + 1 - len(right) + i] = ch
+    lines.append(" " * axis_w + "".join(ticks).rstrip())
+    legend = [f"/ memory roof: {number(bandwidth_gbps, 'GB/s')} x FLOP/B",
+              f"_ compute roof: {flops_text(peak_tflops)}"]
+    legend += [f"{p.mark} {p.label}: {flops_text(p.tflops)} at {number(p.intensity)} FLOP/B" for p in points]
+    lines += [" " * axis_w + text for text in legend]
+    return "\n".join(line[:width] if len(line) > width else line for line in lines)
