@@ -416,3 +416,35 @@ def test_correct_code_passes_however_it_is_written(lesson, small_lab, tmp_path, 
     result = grade_exercise(lesson.step(STEP), code, tmp_path, accuracy_bars=False)
     assert result.sandbox.ok, result.sandbox.output[-2000:]
     assert result.passed, {r.id: r.feedback for r in result.requirements if not r.passed}
+
+
+def _cuda_gpus() -> int:
+    import torch
+
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+@pytest.mark.gpu
+@pytest.mark.long
+@pytest.mark.skipif(_cuda_gpus() < 2, reason="needs 2 CUDA GPUs")
+def test_on_two_gpus_the_solution_trains_with_nccl_one_gpu_per_rank(lesson, small_lab, tmp_path) -> None:
+    """The lesson's own solution, as a learner on a GPU box runs it: nccl, cuda:LOCAL_RANK, 10 epochs."""
+    from tutor.exercises.grader import grade_exercise
+
+    step = lesson.step(STEP)
+    result = grade_exercise(step, step.solution, tmp_path, accuracy_bars=False)
+    assert "2 processes on cuda (nccl), 10 epochs" in result.sandbox.output, result.sandbox.output[-2000:]
+    assert result.passed, {r.id: r.feedback for r in result.requirements if not r.passed}
+
+
+@pytest.mark.gpu
+@pytest.mark.long
+@pytest.mark.skipif(_cuda_gpus() < 2, reason="needs 2 CUDA GPUs")
+def test_on_two_gpus_gloo_for_cuda_batches_is_named(lesson, small_lab, tmp_path) -> None:
+    from tutor.exercises.grader import grade_exercise
+
+    step = lesson.step(STEP)
+    code = step.solution.replace('backend = "nccl"', 'backend = "gloo"')
+    result = grade_exercise(step, code, tmp_path, accuracy_bars=False)
+    failed = {r.id: r.feedback for r in result.requirements if not r.passed}
+    assert "process-group" in failed and "gloo" in failed["process-group"], failed

@@ -73,9 +73,9 @@ def test_bad_input_exits_2(capsys, tmp_path):
     assert code == 2 and "no lesson files" in err
 
 
-# The exercise lesson first: its 21 sandboxed programs make it the longest test of all.
+# The exercise lessons first: their sandboxed programs (21; 6 torchrun jobs) make them the longest tests.
 BUILT_IN = sorted((Path(__file__).resolve().parents[2] / "lessons").glob("*.yaml"),
-                  key=lambda p: (p.stem != "gpu-training-practice", p.stem))
+                  key=lambda p: (p.stem not in ("gpu-training-practice", "beyond-one-gpu"), p.stem))
 
 
 @pytest.mark.long
@@ -93,9 +93,10 @@ def test_every_built_in_lesson_passes(capsys, monkeypatch, path):
         assert "bar is not applied on a data slice" in out
 
 
-def test_the_built_in_lessons_are_the_seven_the_course_has():
-    assert sorted(p.stem for p in BUILT_IN) == ["cpu-vs-gpu", "devices", "gpu-lab", "gpu-lab-practice",
-                                                "gpu-training", "gpu-training-practice", "training-iron-law"]
+def test_the_built_in_lessons_are_the_seven_the_course_has_and_the_step_beyond():
+    assert sorted(p.stem for p in BUILT_IN) == ["beyond-one-gpu", "cpu-vs-gpu", "devices", "gpu-lab",
+                                                "gpu-lab-practice", "gpu-training", "gpu-training-practice",
+                                                "training-iron-law"]
 
 
 def test_a_prediction_no_measurement_can_match_fails_the_test(capsys, tmp_path, monkeypatch):

@@ -116,7 +116,7 @@ async def solve_exercise(pilot, view: ExerciseStepView, step) -> None:
 
 @pytest.mark.long
 @pytest.mark.parametrize("lesson_id", ["cpu-vs-gpu", "devices", "gpu-training", "gpu-training-practice", "gpu-lab",
-                                       "gpu-lab-practice", "training-iron-law"])
+                                       "gpu-lab-practice", "training-iron-law", "beyond-one-gpu"])
 async def test_walk_a_whole_lesson(lesson_id: str, tmp_path: Path, monkeypatch):
     original_init = RunPanel.__init__
 
