@@ -297,3 +297,59 @@ def test_an_expected_error_does_not_excuse_a_timeout(tmp_path):
     ])
     result = grade_exercise(step, "import time\ntime.sleep(30)\n", tmp_path)
     assert not result.passed and result.sandbox.timed_out
+
+
+def test_cli_without_file_grades_the_learners_own_file_and_records_it(tmp_path, capsys, monkeypatch):
+    """The file the tutor's editor keeps, created from the starter on first use; the run counts."""
+    from tutor.course.progress import Progress
+
+    monkeypatch.setenv("GPUTUTOR_HOME", str(tmp_path))
+    assert cli("hello", "--json") == 1  # the starter does not pass yet
+    own = tmp_path / "code" / "exercise-fixture" / "hello.py"
+    assert own.is_file()
+    own.write_text("def greet(n):\n    return f'hello {n}'\n\nprint(greet(3))\n")
+    capsys.readouterr()
+    assert cli("hello") == 0
+    assert "code/exercise-fixture/hello.py" in capsys.readouterr().err
+    with Progress(tmp_path / "progress.db") as progress:
+        assert [a.correct for a in progress.answers("exercise-fixture", "hello")] == [False, True]
+        assert "hello" in progress.completed_steps("exercise-fixture")
+    assert cli("hello", "--watch", "--json") == 2
+
+
+@pytest.mark.long
+def test_cli_watch_grades_again_on_every_save_until_ctrl_c(tmp_path):
+    """rustlings-style: a save by rename (as vim does) runs it again; ctrl+c ends the watch, and the
+    exit code is the last run's."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    env = {**os.environ, "GPUTUTOR_HOME": str(tmp_path), "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen([sys.executable, "-m", "tutor", "--lessons-dir", str(FIXTURE), "exercise",
+                             "exercise-fixture", "hello", "--watch"], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, cwd=Path(__file__).resolve().parents[2])
+    lines: list[str] = []
+
+    def wait_for(text: str, within: float = 90) -> None:
+        until = time.monotonic() + within
+        while not any(text in line for line in lines):
+            assert time.monotonic() < until and proc.poll() is None, "".join(lines)
+            lines.append(proc.stdout.readline())
+
+    try:
+        wait_for("Watching")
+        assert any("not yet" in line for line in lines)
+        own = tmp_path / "code" / "exercise-fixture" / "hello.py"
+        new = own.with_name("hello.py.new")
+        new.write_text("def greet(n):\n    return f'hello {n}'\n\nprint(greet(3))\n")
+        new.replace(own)
+        wait_for("Watching: save again")
+        assert any(line.startswith("passed") for line in lines), "".join(lines)
+        proc.send_signal(signal.SIGINT)
+        rest, _ = proc.communicate(timeout=30)
+        assert "Stopped watching. It passed." in rest and proc.returncode == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()

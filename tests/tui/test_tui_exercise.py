@@ -194,3 +194,103 @@ async def test_the_code_is_read_only_while_it_runs(tmp_path):
         await pilot.press("escape")
         await wait_for(pilot, lambda: not view.running, timeout=20)
         assert not editor.read_only and app.focused is editor  # back where the learner was
+
+
+# ---------------------------------------------------------------- the learner's own editor
+
+
+def _fake_editor(tmp_path: Path, code: str) -> Path:
+    """An $EDITOR that records the path it was given and saves `code` into it, by rename."""
+    script = tmp_path / "fake-editor"
+    script.write_text(
+        "#!/usr/bin/env python3\n"
+        "import os, sys\n"
+        f"open({str(tmp_path / 'editor-args')!r}, 'w').write(' '.join(sys.argv[1:]))\n"
+        "path = sys.argv[-1]\n"
+        f"open(path + '.new', 'w').write({code!r})\n"
+        "os.replace(path + '.new', path)\n"
+    )
+    script.chmod(0o755)
+    return script
+
+
+async def test_e_opens_the_file_in_the_learners_editor_and_its_save_is_graded(tmp_path, monkeypatch):
+    from contextlib import nullcontext
+
+    from fakes import ScriptedGrader
+
+    grader = ScriptedGrader()
+    app = TutorApp(lessons_dirs=[LESSONS], home=tmp_path / "home", device="cpu", engine=ScriptedEngine(),
+                   grader=grader)
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.open_lesson("ex-demo")
+        await pilot.pause()
+        view = app.screen.view
+        path = view.session.code_file(view.step)
+        assert path == tmp_path / "home" / "code" / "ex-demo" / "ex-sum.py"
+        assert path.read_text() == view.step.starter  # there for any editor before the first keystroke
+        assert str(path.name) in shown(view.query_one("#code-file", Static))
+
+        monkeypatch.setenv("VISUAL", f"{_fake_editor(tmp_path, view.step.solution)} --wait")
+        # Pilot's headless terminal cannot suspend; a real one hands the screen to the editor here.
+        monkeypatch.setattr(app, "suspend", nullcontext)
+        await pilot.press("e")
+        assert (tmp_path / "editor-args").read_text() == f"--wait {path}"
+        await wait_for(pilot, lambda: view.passed)
+        assert grader.graded == [view.step.solution]
+        assert view.query_one("#editor", TextArea).text == view.step.solution
+        assert app.progress.draft("ex-demo", "ex-sum") == view.step.solution
+
+
+async def test_a_save_from_another_editor_while_the_step_is_shown_is_graded(tmp_path):
+    """A second SSH pane's editor saves by rename: the tutor loads the code and grades it; its own
+    autosaves are never mistaken for such a save."""
+    from fakes import ScriptedGrader
+
+    grader = ScriptedGrader()
+    app = TutorApp(lessons_dirs=[LESSONS], home=tmp_path, device="cpu", engine=ScriptedEngine(), grader=grader)
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.open_lesson("ex-demo")
+        await pilot.pause()
+        view = app.screen.view
+        path = view.session.code_file(view.step)
+        await pilot.press("enter")
+        view.query_one("#editor", TextArea).load_text("total = 0  # typed in the tutor\n")
+        await pilot.pause(1.5)  # autosaved to the file, and polled past
+        assert path.read_text() == "total = 0  # typed in the tutor\n" and grader.graded == []
+
+        (path.parent / "ex-sum.py.swp").write_text("swap")
+        tmp = path.with_name("ex-sum.py.tmp")
+        tmp.write_text("wrong = 1\n")
+        tmp.replace(path)
+        await wait_for(pilot, lambda: grader.graded == ["wrong = 1\n"] and not view.running, timeout=10)
+        assert "✗" in shown(view.query_one("#exercise-status", Static))
+        assert view.query_one("#editor", TextArea).text == "wrong = 1\n"
+
+
+async def test_without_an_editor_set_e_says_where_the_file_is(tmp_path, monkeypatch):
+    monkeypatch.delenv("VISUAL", raising=False)
+    monkeypatch.delenv("EDITOR", raising=False)
+    app = TutorApp(lessons_dirs=[LESSONS], home=tmp_path, device="cpu", engine=ScriptedEngine())
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.open_lesson("ex-demo")
+        await pilot.pause()
+        await pilot.press("e")
+        status = shown(app.screen.view.query_one("#exercise-status", Static))
+        assert "No $VISUAL or $EDITOR is set" in status and "ex-sum.py" in status
+
+
+async def test_reset_keeps_a_copy_of_the_code_it_replaces(tmp_path):
+    app = TutorApp(lessons_dirs=[LESSONS], home=tmp_path, device="cpu", engine=ScriptedEngine())
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.open_lesson("ex-demo")
+        await pilot.pause()
+        view = app.screen.view
+        await pilot.press("enter")
+        view.query_one("#editor", TextArea).load_text("my long work\n")
+        await pilot.press("ctrl+o", "ctrl+o")
+        await pilot.pause()
+        assert view.query_one("#editor", TextArea).text == view.step.starter
+        copies = list(view.session.code_file(view.step).parent.glob("ex-sum.before-reset-*.py"))
+        assert [c.read_text() for c in copies] == ["my long work\n"]
+        assert "kept in" in shown(view.query_one("#exercise-status", Static))

@@ -108,10 +108,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("exercise", parents=[common], help="run and grade a code exercise, as the TUI does",
                        description="Run a file as the answer to a lesson's exercise step, in a sandboxed "
-                       "process, and check its requirements exactly as the TUI does. Exit 0 passed, 1 not.")
+                       "process, and check its requirements exactly as the TUI does. Without --file, your "
+                       "own file for that exercise (the one the tutor's editor and `e` edit; its path is "
+                       "printed), and the run counts in your progress. With --watch, run it again each time "
+                       "the file is saved, from any editor, until ctrl+c. Exit 0 passed, 1 not.")
     p.add_argument("lesson", metavar="LESSON", help="lesson id, e.g. gpu-training-practice")
     p.add_argument("step", metavar="STEP", help="exercise step id, e.g. ex1-move-and-time")
-    p.add_argument("--file", required=True, metavar="PATH", help="the program to run (solution.py)")
+    p.add_argument("--file", metavar="PATH", help="the program to run (default: your file for this exercise)")
+    p.add_argument("--watch", action="store_true", help="run and grade it again on every save, until ctrl+c")
     p.add_argument("--json", action="store_true",
                    help='print {"passed", "summary", "requirements", "output", "traceback", ...}')
 

@@ -380,28 +380,79 @@ def cmd_check(args: argparse.Namespace, ctx: Context) -> int:
 
 def cmd_exercise(args: argparse.Namespace, ctx: Context) -> int:
     check_lesson_dirs(ctx)
+    from tutor.course import workspace
     from tutor.course.lesson import ExerciseStep
-    from tutor.paths import home_dir
 
     try:
         lesson, step = find_step(ctx, args.lesson, args.step, (ExerciseStep,), "exercise steps",
                                   "not an exercise")
     except BadInput as e:
         return bad(args, "exercise", str(e))
-    try:
-        code = Path(args.file).expanduser().read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        return bad(args, "exercise", f"--file {args.file}: cannot read it ({getattr(e, 'strerror', None) or e})")
+    if args.watch and args.json:
+        return bad(args, "exercise", "--watch prints for a person, run after run; --json is for one run")
+    if args.file:
+        return _grade_exercise_file(args, lesson, step, Path(args.file).expanduser(), None)
+    from tutor.course.progress import Progress
+    from tutor.course.session import LessonSession
+
+    with Progress() as progress:  # the learner's own file, as the tutor keeps it; the run counts
+        session = LessonSession(lesson, progress)
+        path = session.code_file(step)
+        if workspace.read_code(path) is None:
+            session.save_draft(step, session.draft(step) or step.starter)
+        return _grade_exercise_file(args, lesson, step, path, session)
+
+
+def _grade_exercise_file(args: argparse.Namespace, lesson: Any, step: Any, path: Path, session: Any) -> int:
+    from tutor.course import workspace
+    from tutor.paths import home_dir
+
+    code = workspace.read_code(path)
+    if code is None:
+        return bad(args, "exercise", f"{args.file or path}: cannot read it (missing, unreadable or not UTF-8 text)")
 
     from tutor.exercises.grader import grade_exercise
 
     workdir = home_dir() / "exercises" / lesson.id / step.id
     stream = None if args.json else (lambda text: (sys.stderr.write(text), sys.stderr.flush()))
-    result = grade_exercise(step, code, workdir, on_output=stream)
+
+    def grade(code: str) -> Any:
+        result = grade_exercise(step, code, workdir, on_output=stream)
+        if session is not None:
+            session.record_exercise(step, result.passed, result.summary)
+        return result
+
+    if not args.file and not args.json:
+        print(f"{lesson.id} · {step.title or step.id}: {workspace.shown_path(path)}", file=sys.stderr)
+    result = grade(code)
     if args.json:
         print_json(result.as_dict())
         return OK if result.passed else FAILED
     c = rich_console()
+    _print_exercise_result(c, result)
+    if not args.watch:
+        return OK if result.passed else FAILED
+    import time
+
+    watch = workspace.FileWatch(path, known=code)
+    c.print(f"Watching {workspace.shown_path(path)}: save it in any editor to run it again; ctrl+c stops.",
+            style="dim", markup=False)
+    try:
+        while True:
+            time.sleep(workspace.POLL_S)
+            code = watch.poll()
+            if code is None:
+                continue
+            c.rule(f"saved at {time.strftime('%H:%M:%S')}: running it", style="dim")
+            result = grade(code)
+            _print_exercise_result(c, result)
+            c.print("Watching: save again to run it again; ctrl+c stops.", style="dim", markup=False)
+    except KeyboardInterrupt:
+        c.print("Stopped watching." + (" It passed." if result.passed else ""), markup=False)
+        return OK if result.passed else FAILED
+
+
+def _print_exercise_result(c: Any, result: Any) -> None:
     c.print("[bold green]passed[/]" if result.passed else "[bold yellow]not yet[/]")
     for r in result.requirements:
         mark = "ok  " if r.passed else "FAIL" if r.judged else "skip"
@@ -412,7 +463,6 @@ def cmd_exercise(args: argparse.Namespace, ctx: Context) -> int:
     if result.sandbox.dropped_bytes:
         c.print(f"(output was long: {result.sandbox.dropped_bytes:,} bytes of it not kept)", style="dim",
                 markup=False)
-    return OK if result.passed else FAILED
 
 
 def _instruments_text() -> str:

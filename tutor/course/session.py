@@ -12,12 +12,14 @@ Pure Python over the lesson model, `checks/` and the progress store: no Textual,
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import checks
 from checks.spec import ChoiceAnswer, NumberAnswer, Verdict
 from checks.number import range_unit_question
 from tutor import instruments
+from tutor.course import workspace
 from tutor.course.lesson import (
     CheckStep,
     ExerciseStep,
@@ -316,11 +318,20 @@ class LessonSession:
 
     # ------------------------------------------------------------------ exercises
 
+    def code_file(self, step: ExerciseStep) -> Path:
+        """The exercise's file, which the learner's own editor may open and save too."""
+        return workspace.exercise_file(self.progress.path.parent, self.id, step.id)
+
     def draft(self, step: ExerciseStep) -> str | None:
-        return self.progress.draft(self.id, step.id)
+        """The learner's latest code: the file (their editor may have changed it while the tutor
+        was closed), else the copy in the progress store, else None (not started)."""
+        code = workspace.read_code(self.code_file(step))
+        return code if code is not None else self.progress.draft(self.id, step.id)
 
     def save_draft(self, step: ExerciseStep, code: str) -> None:
+        """Into the progress store and the file, so both editors see the same code."""
         self.progress.save_draft(self.id, step.id, code)
+        workspace.write_code(self.code_file(step), code)
 
     def record_exercise(self, step: ExerciseStep, passed: bool, summary: str) -> None:
         """A graded run of the learner's program; a pass completes the step."""

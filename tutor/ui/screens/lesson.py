@@ -55,6 +55,7 @@ class LessonScreen(Screen):
         Binding("enter", "enter", "continue", show=False),
         Binding("r", "run", "run"),
         Binding("h", "hint", "hint"),
+        Binding("e", "edit", "your editor", show=False),
         Binding("g", "give_up", "answer", show=False),
         Binding("m", "math", "math", show=False),
         Binding("escape", "escape", "cancel/back"),
@@ -268,6 +269,11 @@ class LessonScreen(Screen):
         view = self.view
         if view is None or not view.action_hint():
             self.say("No hint here: hints belong to check steps.")
+
+    def action_edit(self) -> None:
+        view = self.view
+        if view is None or not view.action_edit():
+            self.say("e opens an exercise's code in your own editor; this step has none.")
 
     def action_math(self) -> None:
         view = self.view

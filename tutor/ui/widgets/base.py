@@ -47,6 +47,10 @@ class StepView(Vertical):
     def action_hint(self) -> bool:
         return False
 
+    def action_edit(self) -> bool:
+        """e: the step's code in the learner's own editor (exercises)."""
+        return False
+
     def cancel_run(self) -> bool:
         return False
 

@@ -2,11 +2,14 @@
 
 The code never runs in this process: tutor/exercises/grader.py runs it in a separate Python
 (tutor/exercises/sandbox.py) with a timeout and a memory limit. Every edit is saved to the progress
-store (debounced), so nothing is lost on quit or crash.
+store and to the exercise's file (debounced), so nothing is lost on quit or crash. The learner may
+edit that file in their own editor instead: `e` opens it in $VISUAL/$EDITOR, and a save from any
+editor while the step is on screen loads the new code and grades it (tutor/course/workspace.py).
 """
 
 from __future__ import annotations
 
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -14,12 +17,13 @@ from typing import Any
 from rich.syntax import Syntax
 from rich.text import Text
 from textual import on, work
-from textual.app import ComposeResult
+from textual.app import ComposeResult, SuspendNotSupported
 from textual.binding import Binding
 from textual.message import Message
 from textual.widgets import Markdown, RichLog, Static, TextArea
 from textual.worker import get_current_worker
 
+from tutor.course import workspace
 from tutor.ui.widgets.base import StepView
 from tutor.ui.widgets.code_editor import CodeEditor
 
@@ -52,6 +56,7 @@ class ExerciseStepView(StepView):
         self._program_running = False
         self._editor_had_focus = False
         self.passed = False
+        self._watch: workspace.FileWatch | None = None
 
     def compose(self) -> ComposeResult:
         if self.step.body:
@@ -60,6 +65,8 @@ class ExerciseStepView(StepView):
         editor = CodeEditor.code_editor(code if code is not None else self.step.starter, language="python",
                                         id="editor", soft_wrap=True)  # at 80 columns, nothing hides off to the right
         yield editor
+        yield Static(Text.assemble(("Your file: ", "dim"), workspace.shown_path(self.session.code_file(self.step)),
+                                   (" · e opens it in your editor; saving it runs it", "dim")), id="code-file")
         yield Static("", id="exercise-status", classes="feedback")
         # What failed comes right under the status; the program's output after it.
         yield Static("", id="results", classes="feedback")
@@ -78,6 +85,12 @@ class ExerciseStepView(StepView):
             self._status(Text.assemble(("✓ You solved this one. ", "bold green"),
                                        ("ctrl+r runs it again; ctrl+g shows the reference solution.", "dim")))
         # The editor takes focus on enter, so arrows and page keys first scroll the instructions.
+        # The file on disk holds what the editor shows, for the learner's own editor to open.
+        path, code = self.session.code_file(self.step), self.query_one("#editor", TextArea).text
+        if workspace.read_code(path) != code:
+            workspace.write_code(path, code)
+        self._watch = workspace.FileWatch(path, known=code)
+        self.set_interval(workspace.POLL_S, self._poll_file, name="watch-exercise-file")
 
     @property
     def workdir(self) -> Path:
@@ -106,7 +119,52 @@ class ExerciseStepView(StepView):
 
     def _save(self) -> None:
         self._save_timer = None
-        self.session.save_draft(self.step, self.query_one("#editor", TextArea).text)
+        code = self.query_one("#editor", TextArea).text
+        self.session.save_draft(self.step, code)
+        if self._watch is not None:
+            self._watch.note(code)  # our own write: not a save to react to
+
+    def _poll_file(self) -> None:
+        """A save from another editor: its code in the tutor's editor, then run and graded."""
+        if self._watch is None or self._program_running:
+            return  # looked at again once the program ends
+        code = self._watch.poll()
+        if code is None:
+            return
+        if self._save_timer is not None:  # unsaved keystrokes here lose to the newer save there
+            self._save_timer.stop()
+            self._save_timer = None
+        editor = self.query_one("#editor", TextArea)
+        editor.load_text(code)
+        self.session.save_draft(self.step, code)
+        self.action_run_code(because="Your file was saved: running it…")
+
+    def action_edit(self) -> bool:
+        """The exercise's file in the learner's $VISUAL/$EDITOR, the tutor suspended meanwhile."""
+        if self._program_running:
+            self._status(Text("Your program is still running: escape stops it, then e.", style="yellow"))
+            return True
+        self._save()
+        path = self.session.code_file(self.step)
+        shown = workspace.shown_path(path)
+        command = workspace.editor_command()
+        if command is None:
+            self._status(Text(f"No $VISUAL or $EDITOR is set: edit here (enter), or open {shown} in any editor; "
+                              "saving it runs it.", style="yellow"))
+            return True
+        try:
+            with self.app.suspend():
+                subprocess.call([*command, str(path)])
+        except SuspendNotSupported:
+            self._status(Text(f"This terminal cannot hand itself over to {command[0]}: edit here (enter), or "
+                              f"open {shown} from another terminal; saving it runs it.", style="yellow"))
+            return True
+        except OSError as e:
+            self._status(Text(f"Could not start {command[0]} ({e.strerror or e}): check $VISUAL/$EDITOR, or "
+                              "edit here (enter).", style="yellow"))
+            return True
+        self._poll_file()  # what the editor saved, run now rather than at the next poll
+        return True
 
     def on_unmount(self) -> None:
         if self._save_timer is not None:  # leaving the step: keep the last keystrokes too
@@ -121,11 +179,14 @@ class ExerciseStepView(StepView):
         if editor.text == self.step.starter:
             return
         if not self._confirm("reset"):
-            self._status(Text("ctrl+o again: back to the starter code (your edits are lost)", style="yellow"))
+            self._status(Text("ctrl+o again: back to the starter code (a copy of yours is kept)", style="yellow"))
             return
+        self._save()  # the file holds the latest keystrokes before it is copied
+        kept = workspace.keep_copy(self.session.code_file(self.step))
         editor.load_text(self.step.starter)
         self._save()
-        self._status(Text("Back to the starter code.", style="dim"))
+        self._status(Text("Back to the starter code." + (f" Your code is kept in {workspace.shown_path(kept)}."
+                                                         if kept else ""), style="dim"))
 
     def action_show_solution(self) -> None:
         if not self.passed and not self._confirm("solution"):
@@ -158,7 +219,7 @@ class ExerciseStepView(StepView):
         self.action_run_code()
         return True
 
-    def action_run_code(self) -> None:
+    def action_run_code(self, because: str = "") -> None:
         if self._program_running:
             return
         self._save()
@@ -169,7 +230,8 @@ class ExerciseStepView(StepView):
         self._show("#results", "")
         self._show("#hint", "")
         # The status to the top: its output streams in right under it.
-        self._status(Text("Running your code in a separate Python process… (escape stops it)", style="italic"),
+        self._status(Text((because + " " if because else "") +
+                          "Running your code in a separate Python process… (escape stops it)", style="italic"),
                      top=True)
         self.refresh_hint()
         self._grade(self.query_one("#editor", TextArea).text)
@@ -255,7 +317,7 @@ class ExerciseStepView(StepView):
             return "escape stop the program · ? help"
         if isinstance(self.screen.focused, TextArea):
             return "ctrl+r run · ctrl+o reset · ctrl+g solution · esc leave editor"
-        return "enter edit code · r run · h hint · n next · p previous · ? help"
+        return "enter edit code · e your editor · r run · h hint · n next · p previous · ? help"
 
 
 def _results_text(result: Any) -> Text:
