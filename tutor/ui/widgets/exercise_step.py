@@ -317,7 +317,7 @@ class ExerciseStepView(StepView):
             return "escape stop the program · ? help"
         if isinstance(self.screen.focused, TextArea):
             return "ctrl+r run · ctrl+o reset · ctrl+g solution · esc leave editor"
-        return "enter edit code · e your editor · r run · h hint · n next · p previous · ? help"
+        return "enter edit code · e your editor · r run · h hint · n next · p prev · ? help"
 
 
 def _results_text(result: Any) -> Text:
