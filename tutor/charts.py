@@ -79,3 +79,70 @@ def roofline(peak_tflops: float, bandwidth_gbps: float, points: list[Point], *,
     legend += [f"{p.mark} {p.label}: {flops_text(p.tflops)} at {number(p.intensity)} FLOP/B" for p in points]
     lines += [" " * axis_w + text for text in legend]
     return "\n".join(line[:width] if len(line) > width else line for line in lines)
+
+
+@dataclass(frozen=True)
+class Miss:
+    """One prediction on the calibration chart: its concept's mark and how far off it was."""
+
+    mark: str
+    log_error: float | None  # log(predicted / measured); None: no ratio (a zero measured)
+    direction: int  # +1 over, -1 under, 0 on target: places a prediction without a ratio
+
+
+# Rows of the calibration chart, top first: (label, over or under, the factor band [low, high)).
+CALIBRATION_ROWS = (
+    ("over x5+", 1, 5.0, math.inf),
+    ("x2-x5", 1, 2.0, 5.0),
+    ("x1.15-x2", 1, 1.15, 2.0),
+    ("within 15%", 0, 1.0, 1.15),
+    ("x1.15-x2", -1, 1.15, 2.0),
+    ("x2-x5", -1, 2.0, 5.0),
+    ("under x5+", -1, 5.0, math.inf),
+)
+
+
+def calibration(misses: list[Miss], legend: list[tuple[str, str]], *, first: str, last: str,
+                width: int = 72) -> str:
+    """Predictions over time, oldest left, one column each: its mark in the row of the factor it
+    was off by, overestimates above the dotted 'within 15%' row, underestimates below. When there
+    are more predictions than columns, the latest are drawn and the first line says so."""
+    axis_w = max(len(label) for label, *_ in CALIBRATION_ROWS) + 1
+    room = max(width - axis_w - 1, 8)
+    shown = misses[-room:]
+    gap = 2 if len(shown) * 2 <= room else 1
+    # As wide as the points need (and the dates under them), so a few predictions read as a few.
+    plot_w = min(room, max(len(shown) * gap, len(first) + len(last) + 2, 24))
+
+    def row(m: Miss) -> int:
+        if m.log_error is not None:
+            factor, side = math.exp(abs(m.log_error)), (m.log_error > 0) - (m.log_error < 0)
+        else:
+            factor, side = (math.inf, m.direction) if m.direction else (1.0, 0)
+        if factor < 1.15:
+            side = 0
+        return next(i for i, (_, s, low, high) in enumerate(CALIBRATION_ROWS)
+                    if s == side and (side == 0 or low <= factor < high or factor == high == math.inf))
+
+    grid = [[" "] * plot_w for _ in CALIBRATION_ROWS]
+    middle = next(i for i, (_, s, *_) in enumerate(CALIBRATION_ROWS) if s == 0)
+    grid[middle] = ["·"] * plot_w
+    for i, m in enumerate(shown):
+        grid[row(m)][i * gap] = m.mark
+    lines = [f"the latest {len(shown)} of {len(misses)} predictions"] if len(shown) < len(misses) else []
+    for (label, *_), cells in zip(CALIBRATION_ROWS, grid):
+        lines.append(f"{label:>{axis_w - 1}} |" + "".join(cells).rstrip())
+    lines.append(" " * axis_w + "+" + "-" * plot_w)
+    span = len(shown) * gap - gap + 1  # the columns the points take: the last label ends under the last
+    ticks = first if first == last else first + " " * max(span - len(first) - len(last), 2) + last
+    lines.append(" " * (axis_w + 1) + ticks)
+    entries = [f"{mark} {label}" for mark, label in legend]
+    text = ""
+    for entry in entries:  # the legend, wrapped to the width
+        if text and len(text) + 3 + len(entry) > width - axis_w - 1:
+            lines.append(" " * (axis_w + 1) + text)
+            text = ""
+        text = f"{text}   {entry}" if text else entry
+    if text:
+        lines.append(" " * (axis_w + 1) + text)
+    return "\n".join(line[:width] if len(line) > width else line for line in lines)

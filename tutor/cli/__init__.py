@@ -1,7 +1,7 @@
 """`gpututor`: the TUI with no sub-command, and its headless twins for scripts and instructors.
 
-Sub-commands: list, doctor, run, lint, check, exercise, instrument, export (see DESIGN.md,
-"CLI contract").
+Sub-commands: list, doctor, run, lint, check, exercise, instrument, export, profile (see
+DESIGN.md, "CLI contract").
 Exit codes: 0 ok, 1 a run failed, 2 bad input, 130 cancelled (Ctrl-C).
 
 Only argparse and the standard library load at start-up, so `gpututor --help` is
@@ -26,6 +26,7 @@ from tutor.cli.learner import (
     cmd_export,
     cmd_instrument,
     cmd_list,
+    cmd_profile,
     cmd_tui,
 )
 from tutor.cli.run import cmd_run
@@ -136,6 +137,14 @@ def build_parser() -> argparse.ArgumentParser:
                        "instrument moves. Default: every lesson, to standard output.")
     p.add_argument("lessons", nargs="*", metavar="LESSON", help="lesson ids (default: all)")
     p.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of standard output")
+
+    p = sub.add_parser("profile", parents=[common], help="how well your predictions matched what was measured",
+                       description="Your prediction profile: for each concept the lessons tag (GPU speed-ups, "
+                       "memory, time...), how far your locked predictions were from what the run after them "
+                       "measured (x2.1: you predict 2.1 times what is measured, on the geometric average), how "
+                       "many were on target, a chart of them over time, and the steps to revisit for the worst.")
+    p.add_argument("--json", action="store_true",
+                   help='print {"concepts", "unscored", "worst", "advice", "message"}')
 
     p = sub.add_parser("schema", parents=[common], help="print the JSON Schema of lesson files",
                        description="Print a JSON Schema (draft 2020-12) of the lesson format, generated from "
@@ -270,6 +279,7 @@ def _main(argv: list[str] | None) -> int:
         "exercise": cmd_exercise,
         "instrument": cmd_instrument,
         "export": cmd_export,
+        "profile": cmd_profile,
         "schema": cmd_schema,
         "new": cmd_new,
         "lesson": cmd_lesson,

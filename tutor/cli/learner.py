@@ -1,4 +1,4 @@
-"""The learner's verbs: the TUI, list, doctor, check, exercise, instrument, export."""
+"""The learner's verbs: the TUI, list, doctor, check, exercise, instrument, export, profile."""
 
 from __future__ import annotations
 
@@ -567,5 +567,41 @@ def cmd_export(args: argparse.Namespace, ctx: Context) -> int:
         return OK
     out = write_file(args.output, text, "ledger.json")
     eprint(f"wrote {out} ({len(document['lessons'])} lessons)")
+    return OK
+
+
+def cmd_profile(args: argparse.Namespace, ctx: Context) -> int:
+    check_lesson_dirs(ctx)
+    from tutor.course import profile as prediction_profile
+    from tutor.course.catalog import discover
+    from tutor.course.progress import Progress
+
+    catalog = discover(ctx.lessons_dirs)
+    with Progress() as progress:
+        if progress.warning:
+            eprint(f"warning: {progress.warning}")
+        found = prediction_profile.profile([item.lesson for item in catalog.lessons], progress)
+    if args.json:
+        print_json(found.as_dict())
+        return OK
+    c = rich_console()
+    if found.empty:
+        c.print(prediction_profile.NOTHING_YET, markup=False)
+    else:
+        scored = len(found.scored)
+        c.print(f"Your prediction profile: {scored} prediction{'s' if scored != 1 else ''} measured, "
+                f"{len(found.concepts)} concept{'s' if len(found.concepts) != 1 else ''}", style="bold", markup=False)
+        for concept in found.concepts:
+            c.print(f"  {concept.sentence()}", markup=False)
+        c.print()
+        c.print(prediction_profile.chart(found), markup=False)
+        if found.advice():
+            c.print()
+            c.print(found.advice(), markup=False)
+    if found.unscored:
+        c.print()
+        c.print(found.unscored_summary(), markup=False)
+        for u in found.unscored:
+            c.print(f"  {u.place.name()}: {u.why}", style="dim", markup=False)
     return OK
 

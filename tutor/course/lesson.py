@@ -72,6 +72,9 @@ class PredictStep(StepBase):
     answer: AnswerSpec
     compare: str | None = None  # metric of the next run step, revealed beside the guess
     unit: str = ""  # unit the compared metric is shown in ("x", "s", "%")
+    # What the prediction is about ("gpu-speedup", "memory"): the prediction profile
+    # (tutor/course/profile.py) sums up the learner's errors per concept.
+    concept: str | None = Field(default=None, pattern=ID_PATTERN)
 
 
 class RunStep(StepBase):

@@ -617,7 +617,25 @@ def lint_text(text: str, path: str = "<lesson>", *,
               grade_examples: bool = False) -> tuple[Lesson, list[LessonIssue]]:
     """The lesson and its warnings (see `load_text`, which raises on errors the same way)."""
     lesson, marks = _load(text, path, grade_examples=grade_examples)
-    return lesson, _number_warnings(lesson, marks, path)
+    return lesson, _number_warnings(lesson, marks, path) + _concept_warnings(lesson, marks, path)
+
+
+def _concept_warnings(lesson: Lesson, marks: dict[Path_, Pos], path: str) -> list[LessonIssue]:
+    """A concept the prediction profile never counts: it scores a number, or a choice whose
+    options carry min/max, against the metric `compare` names (tutor/course/profile.py)."""
+    issues = []
+    for i, step in enumerate(lesson.steps):
+        if not isinstance(step, PredictStep) or step.concept is None:
+            continue
+        spec = step.answer
+        quantity = isinstance(spec, NumberAnswer) or (
+            isinstance(spec, ChoiceAnswer) and any(o.min is not None or o.max is not None for o in spec.options))
+        if not (step.compare and quantity):
+            line, col = position(marks, ("steps", i, "concept"))
+            issues.append(LessonIssue(path, line, col, f"step {step.id!r}: concept {step.concept!r} is never counted "
+                                      "in the prediction profile, which scores only a number, or a choice whose "
+                                      "options carry min/max, against the metric compare names", "warning"))
+    return issues
 
 
 def _grader_issue(req: PythonRequirement, path: str) -> str | LessonIssue | None:

@@ -41,6 +41,7 @@ Your position, predictions and answers are saved as you go: quit any time and
 | `ctrl+o` | exercise: back to the starter code (press twice) |
 | `ctrl+g` | exercise: show the reference solution (press twice before you pass) |
 | `r` (home) | review: the checks of finished lessons asked again, the ones you missed more often |
+| `p` (home) | your prediction profile: how far your predictions were from what was measured, per concept |
 | `?` | this help |
 | `q` | quit (a running experiment is stopped first) |
 

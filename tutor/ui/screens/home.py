@@ -15,6 +15,7 @@ from textual.widgets.option_list import Option
 
 from tutor.course import review
 from tutor.course.lesson import LoadedLesson
+from tutor.ui.screens.profile import ProfileScreen
 from tutor.ui.screens.review import ReviewScreen
 
 
@@ -28,6 +29,7 @@ def _hanging(text: Text) -> Group:
 class HomeScreen(Screen):
     BINDINGS = [
         Binding("r", "review", "review"),
+        Binding("p", "profile", "profile"),
         Binding("question_mark", "app.help", "help"),
         Binding("q", "app.quit", "quit"),
     ]
@@ -42,7 +44,7 @@ class HomeScreen(Screen):
             yield OptionList(id="lessons")
             yield Static("", id="review-line")
             yield Static("", id="broken")
-        yield Static("↑↓ choose · enter open / continue · r review · ? help · q quit", id="keys-hint")
+        yield Static("↑↓ choose · enter open / continue · r review · p profile · ? help · q quit", id="keys-hint")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -109,6 +111,9 @@ class HomeScreen(Screen):
 
     def action_review(self) -> None:
         self.app.push_screen(ReviewScreen())
+
+    def action_profile(self) -> None:
+        self.app.push_screen(ProfileScreen())
 
     def update_device(self) -> None:
         self.query_one("#device", Static).update(_hanging(self.app.device_text))
