@@ -67,7 +67,7 @@ def test_each_exercise_follows_a_read_step_that_says_what_it_is_for(lesson: Less
 
 def test_every_exercise_has_a_hint_mistakes_and_valid_code_that_fits(lesson: Lesson) -> None:
     for step in _exercises(lesson):
-        assert step.hint and step.mistakes and "____" in step.starter, step.id
+        assert len(step.tiered_hints) >= 2 and step.mistakes and "____" in step.starter, step.id
         assert "____" not in step.solution and "TODO" not in step.solution
         blocks = [("starter", step.starter), ("solution", step.solution)] + [(m.name, m.code) for m in step.mistakes]
         for name, code in blocks:

@@ -206,6 +206,9 @@ def record_progress() -> list[dict]:
                      status="finished", lesson_id=LESSON, step_id="mfu-measure")
         p.record_answer(LESSON, "act1-reflect", "about half of everything", False, "Not every tensor.")
         p.record_answer(LESSON, "act1-reflect", "about half of the activations", True, "Right.")
+        p.record_aid(LESSON, "check-trade", "hint")
+        p.record_aid(LESSON, "check-trade", "hint")
+        p.record_aid(LESSON, "check-trade", "solution")
         p.complete_step(LESSON, "welcome")
         for given in challenge_moves():
             settings = inst.settings({**given, "model": "gpt2-xl", "budget": "laptop"})
@@ -256,6 +259,7 @@ def test_export_to_a_file_has_the_design_ledger(capsys, home, tmp_path):
     assert record["predictions"]["act2-predict"]["value"] == 35.0
     assert record["answers"]["act1-reflect"] == {"attempts": 2, "correct": True,
                                                  "last_answer": "about half of the activations"}
+    assert record["answers"]["check-trade"] == {"hints": 2, "solution_shown": True}  # help taken, no answer
     assert record["completed"] == ["welcome"]
     challenge = record["instruments"]["challenge"]
     assert challenge["instrument"] == "memory-ledger" and challenge["moves"] == 3

@@ -151,3 +151,13 @@ def test_a_schema_3_database_gains_the_reviews_table(tmp_path):
         assert len(p.answers("rev", "c1")) == 1  # kept
         p.record_review("rev", "c1", "the GPU", True, "Yes.")
         assert len(p.reviews("rev", "c1")) == 1
+
+
+def test_a_check_answered_with_hints_comes_back_sooner_than_one_answered_alone(tmp_path):
+    from tutor.course.review import Question
+
+    plain = Question(None, None, wrong=0, streak=0, reviewed=0, answered=1)
+    hinted = Question(None, None, wrong=0, streak=0, reviewed=0, answered=1, hints=2)
+    assert hinted.weight == 3 * plain.weight and hinted.why() == "you took 2 hints on it"
+    capped = Question(None, None, wrong=3, streak=0, reviewed=0, answered=1, hints=4)
+    assert capped.weight == Question(None, None, wrong=3, streak=0, reviewed=0, answered=1).weight

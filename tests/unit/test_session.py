@@ -144,20 +144,44 @@ def test_a_wrong_answer_gets_its_own_feedback_and_a_right_one_completes(session)
     wrong = session.answer(check, "2")
     assert not wrong.correct and "device the tensors are on" in wrong.verdict.feedback
     assert wrong.answer == "the loss" and session.wrong_attempts(check) == 1
-    assert check.id not in session.completed() and not session.can_give_up(check)
+    assert check.id not in session.completed() and session.can_give_up(check)  # one graded try opens the answer
     right = session.answer(check, "1")
     assert right.correct and check.id in session.completed()
     assert session.solved_by(check).answer == "the model"
 
 
-def test_giving_up_records_a_miss_and_completes(session):
+def test_giving_up_records_a_miss_and_a_solution_used_and_completes(session):
     check = _step(session, "which-device")
-    session.answer(check, "2")
-    assert not session.give_up(check) and check.id not in session.completed()  # one honest try is not enough
+    assert not session.give_up(check) and check.id not in session.completed()  # not before one graded try
     session.answer(check, "2")
     assert session.can_give_up(check)
     assert session.give_up(check)
-    assert check.id in session.completed() and session.wrong_attempts(check) == 3 and session.solved_by(check) is None
+    assert check.id in session.completed() and session.wrong_attempts(check) == 2 and session.solved_by(check) is None
+    assert session.progress.aids(session.id, check.id).solution
+
+
+def test_giving_up_without_trying_takes_the_learners_word_for_it(session):
+    """The widget asks twice before it passes without_trying."""
+    check = _step(session, "which-device")
+    assert session.give_up(check, without_trying=True) and check.id in session.completed()
+
+
+def test_hints_come_one_tier_at_a_time_and_are_remembered(session, tmp_path):
+    from tutor.course.lesson import CheckStep
+
+    check = CheckStep.model_validate({"id": "tiered", "kind": "check", "prompt": "?",
+                                      "hints": ["look at the run", "the dtype", "float16's smallest step"],
+                                      "answer": {"type": "choice", "options": [{"text": "a", "correct": True}, "b"]}})
+    assert session.hints_shown(check) == []
+    assert session.next_hint(check) == ["look at the run"]
+    assert session.next_hint(check) == ["look at the run", "the dtype"]
+    assert session.next_hint(check) == check.tiered_hints
+    assert session.next_hint(check) == check.tiered_hints  # all out: nothing more recorded
+    assert session.progress.aids(session.id, "tiered").hints == 3
+    assert session.hints_shown(check) == check.tiered_hints  # coming back shows what was seen
+    single = CheckStep.model_validate({"id": "single", "kind": "check", "prompt": "?", "hint": "one",
+                                       "answer": {"type": "choice", "options": [{"text": "a", "correct": True}, "b"]}})
+    assert single.tiered_hints == ["one"] and session.next_hint(single) == ["one"]
 
 
 def test_a_checks_evidence_is_its_own_verify_run_first_then_any_run_of_the_experiment(session):

@@ -138,6 +138,9 @@ def lesson_record(lesson: Lesson, progress: Progress) -> dict[str, Any]:
         if graded:
             answers[step.id] = {"attempts": len(graded), "correct": any(a.correct for a in graded),
                                 "last_answer": graded[-1].answer}
+        aids = progress.aids(lesson.id, step.id)
+        if aids.hints or aids.solution:  # help taken: hint tiers shown, the solution seen
+            answers.setdefault(step.id, {}).update({"hints": aids.hints, "solution_shown": aids.solution})
         reviewed = progress.reviews(lesson.id, step.id)
         if reviewed:
             answers.setdefault(step.id, {})["reviews"] = [

@@ -61,6 +61,23 @@ class StepBase(Strict):
     body: str = ""  # markdown shown above the step's interaction
 
 
+class Hinted(StepBase):
+    """A step that may give hints in tiers: `hints: [...]`, the next one on each h (`hint:` is one).
+    Its subclasses declare the two fields (`hint: str`, `hints: list[str]`) where they read best
+    in the format (a field declared here would come before `kind`)."""
+
+    @model_validator(mode="after")
+    def _one_way(self) -> Hinted:
+        if self.hint and self.hints:
+            raise ValueError("give `hints` (a list, shown one at a time) or `hint`, not both")
+        return self
+
+    @property
+    def tiered_hints(self) -> list[str]:
+        """The hints in the order h shows them."""
+        return list(self.hints) if self.hints else ([self.hint] if self.hint else [])
+
+
 class ReadStep(StepBase):
     kind: Literal["read"]
     compare: CodeCompare | None = None
@@ -101,11 +118,12 @@ class Verify(Strict):
     body: str = ""  # what the run shows, displayed with it
 
 
-class CheckStep(StepBase):
+class CheckStep(Hinted):
     kind: Literal["check"]
     prompt: str
     answer: AnswerSpec
     hint: str = ""
+    hints: list[str] = []  # in tiers: each h shows the next
     explanation: str = ""  # shown after success or after giving up
     verify: Verify | None = None
     examples: Examples = Examples()
@@ -268,11 +286,12 @@ class Launch(Strict):
     nproc: int = Field(2, ge=2, le=8)  # processes (ranks) on this machine
 
 
-class ExerciseStep(StepBase):
+class ExerciseStep(Hinted):
     kind: Literal["exercise"]
     starter: str  # code with ____ blanks or TODOs
     solution: str
     hint: str = ""
+    hints: list[str] = []  # in tiers: each h shows the next
     timeout: float = Field(120.0, gt=0, le=3600)  # wall-clock seconds
     memory_mb: int = Field(4096, ge=256, le=262144)  # per process
     launch: Launch | None = None  # several processes under torchrun (distributed data parallel)

@@ -32,7 +32,7 @@ from typing import Any, TypeVar
 
 T = TypeVar("T")
 
-SCHEMA_VERSION = 4  # 2: drafts (exercise code as the learner types); 3: instrument moves; 4: reviews
+SCHEMA_VERSION = 5  # 2: drafts (exercise code as the learner types); 3: instrument moves; 4: reviews; 5: aids
 
 # How long to wait for another program's lock: briefly at start-up (the first screen is
 # due within a second), a little longer for a write (another gpututor's writes take ms).
@@ -111,6 +111,14 @@ CREATE TABLE IF NOT EXISTS reviews (
     at        REAL NOT NULL
 );
 CREATE INDEX IF NOT EXISTS reviews_step ON reviews (lesson_id, step_id);
+CREATE TABLE IF NOT EXISTS aids (
+    id        INTEGER PRIMARY KEY AUTOINCREMENT,
+    lesson_id TEXT NOT NULL,
+    step_id   TEXT NOT NULL,
+    kind      TEXT NOT NULL,  -- hint | solution
+    at        REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS aids_step ON aids (lesson_id, step_id);
 """
 
 
@@ -121,6 +129,14 @@ class Prediction:
     answer: str
     value: float | None
     locked_at: float
+
+
+@dataclass(frozen=True)
+class Aids:
+    """What help a learner took on one step: hints shown (tiers) and whether the solution was."""
+
+    hints: int = 0
+    solution: bool = False
 
 
 @dataclass(frozen=True)
@@ -509,6 +525,24 @@ class Progress:
             (lesson_id, step_id),
         )
         return [AnswerRecord(lesson_id, step_id, a, bool(c), f, at) for a, c, f, at in rows]
+
+    # -- aids: the hints and solutions a learner asked for
+
+    def record_aid(self, lesson_id: str, step_id: str, kind: str) -> None:
+        """One hint shown (the next tier) or the solution shown."""
+        assert kind in ("hint", "solution")
+
+        def write(c: sqlite3.Connection) -> None:
+            c.execute("INSERT INTO aids (lesson_id, step_id, kind, at) VALUES (?, ?, ?, ?)",
+                      (lesson_id, step_id, kind, time.time()))
+
+        self._write(write)
+
+    def aids(self, lesson_id: str, step_id: str) -> Aids:
+        rows = self._query("SELECT kind, COUNT(*) FROM aids WHERE lesson_id = ? AND step_id = ? GROUP BY kind",
+                           (lesson_id, step_id))
+        counts = dict(rows)
+        return Aids(hints=counts.get("hint", 0), solution=bool(counts.get("solution", 0)))
 
     # -- runs
 

@@ -1,7 +1,8 @@
 """Review: the checks of finished lessons asked again, the ones the learner got wrong more often.
 
 Each check's weight comes from its history in the progress store: every wrong answer (in the
-lesson or in an earlier review, a give-up included) raises it, and each right review in a row
+lesson or in an earlier review, a give-up included) raises it, each hint taken by half as much,
+and each right review in a row
 halves it, so what the learner has shown they know fades and what they missed comes back.
 A session draws a few checks at random in proportion to their weights, without repeats.
 """
@@ -27,10 +28,13 @@ class Question:
     streak: int  # right review answers in a row, up to the latest one
     reviewed: int  # review answers so far
     answered: int = 0  # answers in the lesson itself
+    hints: int = 0  # hint tiers the learner took on it
 
     @property
     def weight(self) -> float:
-        return (1 + 2 * min(self.wrong, MAX_WRONG_COUNTED)) / 2 ** min(self.streak, 4)
+        # A hint taken counts as half a miss: the answer was not the learner's alone.
+        helped = min(self.wrong + self.hints / 2, MAX_WRONG_COUNTED)
+        return (1 + 2 * helped) / 2 ** min(self.streak, 4)
 
     def why(self) -> str:
         """Why this question came up, in the learner's terms."""
@@ -38,6 +42,8 @@ class Question:
             return f"right the last {self.streak} time{'s' if self.streak > 1 else ''} in review"
         if self.wrong:
             return f"you missed this {self.wrong} time{'s' if self.wrong > 1 else ''} before"
+        if self.hints:
+            return f"you took {self.hints} hint{'s' if self.hints > 1 else ''} on it"
         if self.reviewed:
             return "asked again"
         return "you got this right in the lesson" if self.answered else "new to you"
@@ -64,7 +70,8 @@ def pool(lessons: Iterable[Lesson], progress: Progress) -> list[Question]:
                     break
                 streak += 1
             wrong = sum(not a.correct for a in answers) + sum(not r.correct for r in reviews)
-            questions.append(Question(lesson, step, wrong, streak, len(reviews), len(answers)))
+            hints = progress.aids(lesson.id, step.id).hints
+            questions.append(Question(lesson, step, wrong, streak, len(reviews), len(answers), hints))
     return questions
 
 

@@ -23,6 +23,7 @@ from tutor.course import workspace
 from tutor.course.lesson import (
     CheckStep,
     ExerciseStep,
+    Hinted,
     InstrumentStep,
     Lesson,
     PredictStep,
@@ -31,7 +32,7 @@ from tutor.course.lesson import (
 )
 from tutor.course.progress import AnswerRecord, Move, Prediction, Progress, RunRecord
 
-GIVE_UP_AFTER = 2  # wrong attempts before the answer may be shown
+GIVE_UP_AFTER = 1  # graded attempts before the answer may be shown without asking twice
 EMPTY_ANSWER = "Write your answer first: a sentence or two in your own words."
 EMPTY_PREDICTION = "Type your prediction first: any honest guess is fine."
 
@@ -197,16 +198,43 @@ class LessonSession:
         return next((a for a in reversed(self.history(step)) if a.correct), None)
 
     def can_give_up(self, step: CheckStep) -> bool:
+        """The answer opens after one graded attempt; before it, only to a give-up asked twice."""
         return self.wrong_attempts(step) >= GIVE_UP_AFTER
 
-    def give_up(self, step: CheckStep) -> bool:
-        """Show the answer, once the learner has tried honestly (GIVE_UP_AFTER wrong answers):
-        recorded as a wrong answer (review brings it back sooner), step done. False: not yet."""
-        if not self.can_give_up(step):
+    def give_up(self, step: CheckStep, *, without_trying: bool = False) -> bool:
+        """Show the answer, after a graded attempt (or `without_trying`: the learner confirmed
+        twice): recorded as a wrong answer and a solution used (review brings it back sooner),
+        step done. False: not yet."""
+        if not (self.can_give_up(step) or without_trying):
             return False
         self.progress.record_answer(self.id, step.id, "(gave up)", False, "shown the answer")
+        self.progress.record_aid(self.id, step.id, "solution")
         self.complete(step)
         return True
+
+    # ------------------------------------------------------------------ hints and solutions
+
+    def hints_shown(self, step: Hinted) -> list[str]:
+        """The hint tiers shown so far (kept across visits), in order."""
+        return step.tiered_hints[: self.progress.aids(self.id, step.id).hints]
+
+    def next_hint(self, step: Hinted) -> list[str]:
+        """One more tier shown (recorded), and every tier shown so far; the same list again once
+        all are out."""
+        shown = self.hints_shown(step)
+        if len(shown) < len(step.tiered_hints):
+            self.progress.record_aid(self.id, step.id, "hint")
+            shown = step.tiered_hints[: len(shown) + 1]
+        return shown
+
+    def attempted(self, step: ExerciseStep) -> bool:
+        """At least one graded run of the learner's code: the reference solution may open."""
+        return bool(self.history(step))
+
+    def show_solution(self, step: ExerciseStep) -> None:
+        """The reference solution was shown: recorded (review and export say so)."""
+        if not self.progress.aids(self.id, step.id).solution:
+            self.progress.record_aid(self.id, step.id, "solution")
 
     def review(self, step: CheckStep, answer: str) -> Graded:
         """A finished lesson's check asked again: graded like the lesson's, recorded as a review."""

@@ -562,4 +562,4 @@ def _hint(step: ExerciseStep, results: list[RequirementResult], stopped: str | N
         return broken[0].feedback
     if all(r.passed for r in results):
         return None
-    return step.hint or None
+    return (step.tiered_hints or [None])[0]

@@ -33,13 +33,14 @@ Your position, predictions and answers are saved as you go: quit any time and
 | `p` or `←` | previous step |
 | `r` | run the step's experiment (or the check's verify run) |
 | `escape` | cancel a run · leave a text box · back to the lessons |
-| `h` | a hint for the current check |
-| `g` | show the answer (after two tries) |
+| `h` | a hint for the current check or exercise; press again for the next, more specific one |
+| `g` | show the answer (after one try; before it, asked twice) |
 | `↑` `↓`, `←` `→` | instrument (or a run's settings): pick a control, change it |
 | `m` | instrument: show or hide the formulas, with the numbers in them |
 | `ctrl+r` | exercise: run your code (in a separate Python process, with limits) |
 | `ctrl+o` | exercise: back to the starter code (press twice) |
-| `ctrl+g` | exercise: show the reference solution (press twice before you pass) |
+| `ctrl+g` | exercise: show the reference solution (twice; before your first run, three times) |
+| `e` | exercise: open your code in your own editor ($VISUAL or $EDITOR); saving it runs it |
 | `r` (home) | review: the checks of finished lessons asked again, the ones you missed more often |
 | `p` (home) | your prediction profile: how far your predictions were from what was measured, per concept |
 | `?` | this help |

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from rich.text import Text
 from textual.containers import Vertical
 from textual.message import Message
 from textual.widget import Widget
@@ -87,3 +88,12 @@ class StepView(Vertical):
             self.screen.query_one("#keys-hint", Static).update(self.keys_hint())
         except Exception:  # noqa: BLE001 - not mounted on a lesson screen (tests)
             pass
+
+
+def hints_text(shown: list[str], total: int) -> Text:
+    """The hint tiers shown so far, numbered ("Hint 2 of 3: ..."), and whether more are left."""
+    lines = [Text.assemble((f"Hint {i} of {total}: " if total > 1 else "Hint: ", "bold"), text)
+             for i, text in enumerate(shown, 1)]
+    if len(shown) < total:
+        lines.append(Text("h again for a more specific one.", style="dim"))
+    return Text("\n").join(lines)

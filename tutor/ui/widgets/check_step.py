@@ -9,9 +9,9 @@ from textual.containers import Vertical
 from textual.widget import Widget
 from textual.widgets import Input, Markdown, OptionList, Static
 
-from tutor.course.session import GIVE_UP_AFTER, Unreadable
+from tutor.course.session import Unreadable
 from tutor.ui.widgets.answer_box import AnswerBox, after_the_mark
-from tutor.ui.widgets.base import StepView
+from tutor.ui.widgets.base import StepView, hints_text
 from tutor.ui.widgets.run_panel import RunPanel
 
 
@@ -20,6 +20,7 @@ class CheckStepView(StepView):
         super().__init__(session, index)
         self.solved = False
         self.gave_up = False
+        self._give_up_asked = 0  # g presses before any attempt: the answer opens on the third
 
     @property
     def attempts(self) -> int:
@@ -46,6 +47,8 @@ class CheckStepView(StepView):
         if history:
             self.query_one("#feedback", Static).update(Text(
                 f"You tried this {len(history)} time(s) before. Last answer: “{history[-1].answer}”", style="dim"))
+        if self.session.hints_shown(self.step):
+            self._show_hints(self.session.hints_shown(self.step))
 
     # ------------------------------------------------------------------ answering
 
@@ -62,11 +65,8 @@ class CheckStepView(StepView):
                 self._show_verdict(True, graded.verdict.feedback, graded.answer)
                 self.post_message(self.Completed(self.step.id))
             else:
-                extra = ""
-                if self.session.can_give_up(self.step):
-                    extra = "\nStuck? escape, then h for a hint or g to see the answer."
-                elif self.step.hint:
-                    extra = "\nescape, then h, shows a hint."
+                extra = "\nStuck? escape, then " + ("h for a hint or " if self._hints_left() else "") + \
+                    "g to see the answer."
                 feedback.update(Text.assemble(("✗ Not yet. ", "bold red"), after_the_mark(graded.verdict.feedback),
                                               (extra, "dim")))
         if not self.solved:
@@ -105,19 +105,37 @@ class CheckStepView(StepView):
         """Back into the answer box while the check is open."""
         return self.query_one(AnswerBox).focus_answer()
 
-    def action_hint(self) -> bool:
-        text = self.step.hint or "No hint for this one: reread the step before it."
+    def _hints_left(self) -> int:
+        return len(self.step.tiered_hints) - len(self.session.hints_shown(self.step))
+
+    def _show_hints(self, shown: list[str]) -> None:
+        """Every tier shown so far, numbered, and whether more are left."""
         hint = self.query_one("#hint", Static)
-        hint.update(Text.assemble(("Hint: ", "bold"), text))
+        hint.update(hints_text(shown, len(self.step.tiered_hints)))
         self.call_after_refresh(hint.scroll_visible, animate=False)
+
+    def action_hint(self) -> bool:
+        if not self.step.tiered_hints:
+            self.query_one("#hint", Static).update(Text.assemble(("Hint: ", "bold"),
+                                                                 "No hint for this one: reread the step before it."))
+            return True
+        self._show_hints(self.session.next_hint(self.step))
         return True
 
     def give_up(self) -> bool:
         if self.solved or self.gave_up:
             return False
-        if not self.session.give_up(self.step):
-            self.query_one("#feedback", Static).update(Text(
-                f"Give it {GIVE_UP_AFTER - self.attempts} more honest try first (h for a hint).", style="yellow"))
+        if not self.session.can_give_up(self.step):
+            # Before any attempt the answer is a spoiler: asked twice, then shown.
+            self._give_up_asked += 1
+            if self._give_up_asked < 3:
+                first = self._give_up_asked == 1
+                self.query_one("#feedback", Static).update(Text(
+                    ("The answer opens after one try: answer first (h for a hint). " if first else "") +
+                    ("Give up without trying? g again." if first else "Sure? g once more shows the answer."),
+                    style="yellow"))
+                return True
+        if not self.session.give_up(self.step, without_trying=True):
             return True
         self.gave_up = True
         self._show_verdict(False, "", "(you asked to see it)")

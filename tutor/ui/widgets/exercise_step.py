@@ -24,7 +24,7 @@ from textual.widgets import Markdown, RichLog, Static, TextArea
 from textual.worker import get_current_worker
 
 from tutor.course import workspace
-from tutor.ui.widgets.base import StepView
+from tutor.ui.widgets.base import StepView, hints_text
 from tutor.ui.widgets.code_editor import CodeEditor
 
 SAVE_AFTER_S = 0.4  # debounce: save the draft this long after the last keystroke
@@ -53,6 +53,7 @@ class ExerciseStepView(StepView):
         super().__init__(lesson, index)
         self._save_timer = None
         self._confirm_solution: str | bool = False
+        self._solution_asks = 0
         self._program_running = False
         self._editor_had_focus = False
         self.passed = False
@@ -84,6 +85,8 @@ class ExerciseStepView(StepView):
         if self.passed:
             self._status(Text.assemble(("✓ You solved this one. ", "bold green"),
                                        ("ctrl+r runs it again; ctrl+g shows the reference solution.", "dim")))
+        if self.session.hints_shown(self.step):
+            self._show_hints(self.session.hints_shown(self.step))
         # The editor takes focus on enter, so arrows and page keys first scroll the instructions.
         # The file on disk holds what the editor shows, for the learner's own editor to open.
         path, code = self.session.code_file(self.step), self.query_one("#editor", TextArea).text
@@ -189,10 +192,24 @@ class ExerciseStepView(StepView):
                                                          if kept else ""), style="dim"))
 
     def action_show_solution(self) -> None:
-        if not self.passed and not self._confirm("solution"):
-            self._status(Text("ctrl+g again: show the reference solution (try the hint first: esc, h)",
-                              style="yellow"))
-            return
+        """Once passed: at once. After a graded run: ctrl+g twice. Before any: asked twice more."""
+        if not self.passed:
+            tried = self.session.attempted(self.step)
+            self._solution_asks = self._solution_asks + 1 if self._confirm_solution == "solution" else 1
+            self._confirm_solution = "solution"
+            needed = 2 if tried else 3
+            if self._solution_asks < needed:
+                if tried:
+                    text = "ctrl+g again: show the reference solution (or esc, h for a hint first)"
+                elif self._solution_asks == 1:
+                    text = ("The solution opens after one run of your code (ctrl+r). Give up without trying? "
+                            "ctrl+g again.")
+                else:
+                    text = "Sure? ctrl+g once more shows the reference solution."
+                self._status(Text(text, style="yellow"))
+                return
+            self._confirm_solution = False
+        self.session.show_solution(self.step)
         self._show("#solution", Syntax(self.step.solution.rstrip(), "python", theme="ansi_dark",
                                        line_numbers=True, background_color="default"))
         self.query_one("#solution", Static).scroll_visible()
@@ -223,6 +240,7 @@ class ExerciseStepView(StepView):
         if self._program_running:
             return
         self._save()
+        self._confirm_solution = False  # a ctrl+g asked before this run does not count after it
         self._set_running(True)
         log = self.query_one("#output", RichLog)
         log.clear()
@@ -308,9 +326,16 @@ class ExerciseStepView(StepView):
         return self._program_running
 
     def action_hint(self) -> bool:
-        self._show("#hint", Text.assemble(("Hint: ", "bold"),
-                                          self.step.hint or "Read the instructions above the editor again."))
+        """The next hint tier, under the ones already shown."""
+        if not self.step.tiered_hints:
+            self._show("#hint", Text.assemble(("Hint: ", "bold"), "Read the instructions above the editor again."))
+            return True
+        self._show_hints(self.session.next_hint(self.step))
         return True
+
+    def _show_hints(self, shown: list[str]) -> None:
+        self._show("#hint", hints_text(shown, len(self.step.tiered_hints)))
+        self.query_one("#hint", Static).scroll_visible(animate=False)
 
     def keys_hint(self) -> str:
         if self._program_running:

@@ -1,0 +1,110 @@
+"""Hints in tiers and an answer that opens only after a try (issue 26, part 2), on the screens."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+from fakes import ScriptedEngine, ScriptedGrader
+from rich.console import Console
+from textual.widgets import Static
+
+from tutor.ui.app import TutorApp
+
+LESSON = """
+id: hinted
+title: Hinted
+steps:
+  - id: pick
+    kind: check
+    prompt: Which dtype underflows first?
+    hints: ["Look at the smallest number each can hold.", "float16's smallest normal is about 6e-5."]
+    answer:
+      type: choice
+      options:
+        - {text: float16, correct: true}
+        - {text: float32}
+    explanation: float16 has 5 exponent bits.
+  - id: code
+    kind: exercise
+    title: Sum
+    starter: "total = ____\\n"
+    solution: "total = sum(range(11))\\nprint(total)\\n"
+    hints: ["Python has a built-in for adding up.", "sum(range(11))", "total = sum(range(11))"]
+    requirements:
+      - {type: output, id: prints, pattern: '55', feedback: Print 55.}
+"""
+
+
+def shown(widget: Static) -> str:
+    console = Console(width=200, record=True, file=io.StringIO())
+    console.print(widget.content)
+    return console.export_text()
+
+
+def _app(tmp_path: Path) -> TutorApp:
+    lessons = tmp_path / "lessons"
+    lessons.mkdir()
+    (lessons / "hinted.yaml").write_text(LESSON)
+    return TutorApp(lessons_dirs=[lessons], home=tmp_path / "home", device="cpu", engine=ScriptedEngine(),
+                    grader=ScriptedGrader())
+
+
+async def test_h_shows_one_more_tier_each_time_and_they_stay_on_return(tmp_path):
+    app = _app(tmp_path)
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.open_lesson("hinted")
+        await pilot.pause()
+        view = app.screen.view
+        await pilot.press("escape")  # out of the answer list, so h reaches the screen
+        await pilot.press("h")
+        hint = shown(view.query_one("#hint", Static))
+        assert "Hint 1 of 2: Look at the smallest" in hint and "6e-5" not in hint and "h again" in hint
+        await pilot.press("h")
+        hint = shown(view.query_one("#hint", Static))
+        assert "Hint 2 of 2: float16's smallest normal" in hint and "h again" not in hint
+        assert app.progress.aids("hinted", "pick").hints == 2
+        await pilot.press("n", "p")  # away and back
+        await pilot.pause()
+        assert "Hint 2 of 2" in shown(app.screen.view.query_one("#hint", Static))
+
+
+async def test_g_before_any_try_asks_twice_then_shows_the_answer(tmp_path):
+    app = _app(tmp_path)
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.open_lesson("hinted")
+        await pilot.pause()
+        view = app.screen.view
+        await pilot.press("escape", "g")
+        assert "opens after one try" in shown(view.query_one("#feedback", Static)) and not view.gave_up
+        await pilot.press("g")
+        assert "Sure?" in shown(view.query_one("#feedback", Static)) and not view.gave_up
+        await pilot.press("g")
+        assert view.gave_up and "Here is the answer" in shown(view.query_one("#feedback", Static))
+        assert app.progress.aids("hinted", "pick").solution
+
+
+async def test_the_exercise_solution_opens_after_one_graded_run(tmp_path):
+    app = _app(tmp_path)
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.open_lesson("hinted")
+        await pilot.pause()
+        app.screen.show_step(1)
+        await pilot.pause()
+        view = app.screen.view
+        solution = view.query_one("#solution", Static)
+        await pilot.press("enter")  # into the editor, where ctrl+g works
+        await pilot.press("ctrl+g")
+        assert "opens after one run of your code" in shown(view.query_one("#exercise-status", Static))
+        assert not solution.display
+        await pilot.press("ctrl+r")  # one graded run (the starter fails)
+        await pilot.pause(0.5)
+        assert not view.running and not view.passed
+        await pilot.press("ctrl+g")
+        assert "ctrl+g again" in shown(view.query_one("#exercise-status", Static)) and not solution.display
+        await pilot.press("ctrl+g")
+        assert solution.display and "sum(range(11))" in shown(solution)
+        assert app.progress.aids("hinted", "code").solution
+        await pilot.press("escape", "h", "h", "h", "h")
+        hint = shown(view.query_one("#hint", Static))
+        assert "Hint 3 of 3: total = sum(range(11))" in hint and app.progress.aids("hinted", "code").hints == 3
