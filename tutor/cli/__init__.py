@@ -1,6 +1,6 @@
 """`gpututor`: the TUI with no sub-command, and its headless twins for scripts and instructors.
 
-Sub-commands: list, doctor, run, lint, check, exercise, instrument, export, profile (see
+Sub-commands: list, doctor, calibrate, roofline, run, lint, check, exercise, instrument, export, profile (see
 DESIGN.md, "CLI contract").
 Exit codes: 0 ok, 1 a run failed, 2 bad input, 130 cancelled (Ctrl-C).
 
@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 from tutor import __version__
+from tutor.cli.calibrate import cmd_calibrate, cmd_roofline
 from tutor.cli.common import BAD_INPUT, CANCELLED, FAILED, Context, UsageError, eprint
 from tutor.cli.instructor import cmd_lesson, cmd_lint, cmd_new, cmd_schema
 from tutor.cli.learner import (
@@ -83,6 +84,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--peak", action="store_true",
                    help="measure the selected device's realistic matmul peak again (a sweep of sizes, a few "
                    "seconds) and cache it: pipeline-breakdown's MFU is measured against it")
+
+    p = sub.add_parser("calibrate", parents=[common], help="measure this machine's roofline once (peaks, bandwidth)",
+                       description="Measure the selected device once: the realistic matmul peak of each dtype it "
+                       "runs natively (a sweep of sizes; CPU: float32, and bfloat16 where native; CUDA: float32, "
+                       "TF32, bfloat16, float16) and its memory bandwidth (the bandwidth experiment's device copy "
+                       "and c = a * b). Kept in the cache dir with the device, torch, CUDA and driver versions and "
+                       "the date; prints each roof, the ridge points and this machine's roofline. `gpututor "
+                       "doctor` shows it and says when it is stale; `gpututor roofline` places your runs on it.")
+    p.add_argument("--json", action="store_true", help="print the calibration as one JSON object")
+
+    p = sub.add_parser("roofline", parents=[common], help="your runs as points on this machine's roofline",
+                       description="Draw this machine's calibrated roofline (from `gpututor calibrate`) with a "
+                       "point for the latest run of each experiment that reports an achieved FLOP/s and its "
+                       "FLOP per byte; runs with a FLOP/s but no FLOP per byte are listed beside it. A verb of "
+                       "its own rather than `calibrate --roofline`: it only reads (instant, any time, as often "
+                       "as you like), while calibrate measures (a sweep per dtype, then the memory) and replaces "
+                       "the record.")
+    p.add_argument("--json", action="store_true",
+                   help='print {"calibration", "stale", "roof", "points", "listed", "elsewhere"}')
 
     p = sub.add_parser("run", parents=[common], help="run one experiment headless",
                        description="Run one experiment without the TUI and stream what it measures. "
@@ -273,6 +293,8 @@ def _main(argv: list[str] | None) -> int:
         None: cmd_tui,
         "list": cmd_list,
         "doctor": cmd_doctor,
+        "calibrate": cmd_calibrate,
+        "roofline": cmd_roofline,
         "run": cmd_run,
         "lint": cmd_lint,
         "check": cmd_check,

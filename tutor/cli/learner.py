@@ -205,6 +205,9 @@ def _doctor_report(ctx: Context, remeasure_peak: bool = False) -> tuple[dict[str
             problems.append(str(e))
         if selected is not None:
             report["peak"] = _peak_report(selected, remeasure_peak)
+            from tutor.cli.calibrate import doctor_report
+
+            report["calibration"] = doctor_report(selected)
     report["data"] = _data_report()
     builtin = builtin_lessons_dir()
     report["paths"] = {
@@ -289,6 +292,10 @@ def _print_doctor(report: dict[str, Any]) -> None:
         c.print(f"selected device: {sel if sel else '[red]not available (see below)[/]'}")
         if "peak" in report:
             _print_peak(c, report["peak"])
+        if "calibration" in report:
+            from tutor.cli.calibrate import print_doctor
+
+            print_doctor(c, report["calibration"])
     data = report["data"]
     c.print("[bold]data[/]:")
     if "source" in data:

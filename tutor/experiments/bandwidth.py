@@ -18,6 +18,9 @@ before it stops, back-to-back calls filling about REPEAT_S seconds, the best of 
 The compute roof is the device's measured float32 matmul peak (tutor/experiments/peak.py, a
 cached sweep), or this run's matmul where it was faster; the memory roof is the best bandwidth
 measured here. TF32 is off throughout (full float32, the precision the peak is for).
+
+The memory measurements are `MemoryTraffic`, which `gpututor calibrate`
+(tutor/experiments/calibrate.py) measures a machine's memory roof with too.
 """
 
 from __future__ import annotations
@@ -122,23 +125,81 @@ def _gbps(nbytes: float, seconds: float) -> float:
     return nbytes / seconds / 1e9
 
 
+class MemoryTraffic:
+    """The memory half of a roofline, measured: the host-to-device copies (pageable on a GPU,
+    pinned on CUDA), the device copy and c = a * b on float32 arrays of `megabytes` MiB each.
+    The bandwidth experiment and `gpututor calibrate` both measure through this one class.
+
+    `steps()` measures one operation at a time and yields its name after each (for a run's
+    progress and a cancel between operations); `run()` measures all of them at once. The
+    results are attributes; None for what this device has no such copy for."""
+
+    def __init__(self, dev: Device, megabytes: int, repeats: int) -> None:
+        self.dev, self.megabytes, self.repeats = dev, megabytes, repeats
+        self.nbytes = megabytes * 2**20
+        self.copy_gbps: float | None = None
+        self.pinned_gbps: float | None = None
+        self.device_copy_gbps: float | None = None
+        self.elementwise_gbps: float | None = None
+        self.elementwise_tflops: float | None = None
+
+    @property
+    def operations(self) -> int:
+        """How many operations `steps()` times on this device."""
+        return (2 if self.dev.kind == "cuda" else 1 if self.dev.kind == "mps" else 0) + 2
+
+    def check_fits(self) -> None:
+        """Three device arrays (and on a GPU a pageable and a pinned host copy): refuse before allocating."""
+        need = 3 * self.nbytes
+        free = _free_bytes(self.dev)
+        if free is not None and need > free // 2:
+            raise ValueError(f"megabytes={self.megabytes} needs {size(need)} on {self.dev.torch_device}, more "
+                             f"than half of the {size(free)} free there: choose a smaller megabytes")
+
+    def steps(self) -> Iterator[str]:
+        device = self.dev.torch_device
+        n_elements = self.nbytes // FLOAT32
+        with torch.no_grad():
+            arrays = Arrays(n_elements, device)
+            if self.dev.kind != "cpu":
+                self.copy_gbps = _gbps(self.nbytes, best_seconds(arrays.from_host, device, self.repeats))
+                yield "host to device"
+                if self.dev.kind == "cuda":
+                    arrays.pin()
+                    self.pinned_gbps = _gbps(self.nbytes, best_seconds(arrays.from_host, device, self.repeats))
+                    yield "pinned host to device"
+            self.device_copy_gbps = _gbps(2 * self.nbytes, best_seconds(arrays.copy, device, self.repeats))
+            yield "device copy"
+            seconds = best_seconds(arrays.multiply, device, self.repeats)
+            self.elementwise_gbps = _gbps(ELEMENTWISE_BYTES * n_elements, seconds)
+            self.elementwise_tflops = n_elements / seconds / 1e12
+            del arrays  # released before the caller allocates anything else
+            yield "elementwise"
+
+    def run(self) -> MemoryTraffic:
+        self.check_fits()
+        for _ in self.steps():
+            pass
+        return self
+
+    @property
+    def bandwidth_gbps(self) -> float:
+        """The memory roof: the best of the device copy and the multiply."""
+        assert self.device_copy_gbps is not None and self.elementwise_gbps is not None, "not measured yet"
+        return max(self.device_copy_gbps, self.elementwise_gbps)
+
+
 def measure(p: BandwidthParams, dev: Device) -> Iterator[Event]:
     seed_everything(p.seed)
     device = dev.torch_device
     cuda, cpu = dev.kind == "cuda", dev.kind == "cpu"
-    nbytes = p.megabytes * 2**20
-    n_elements = nbytes // FLOAT32
     n = p.matmul_size
     threads = torch.get_num_threads() if cpu else None
     yield Started("bandwidth", device, dev.name, "random float32 tensors (the timing does not depend on the data)",
                   f"arrays of {p.megabytes:,} MiB, a {n} x {n} matmul, best of {p.repeats} timings each")
 
-    # Three device arrays (and on a GPU a pageable and a pinned host copy): refuse before allocating.
-    need = 3 * nbytes
-    free = _free_bytes(dev)
-    if free is not None and need > free // 2:
-        raise ValueError(f"megabytes={p.megabytes} needs {size(need)} on {device}, more than half of the "
-                         f"{size(free)} free there: choose a smaller megabytes")
+    traffic = MemoryTraffic(dev, p.megabytes, p.repeats)
+    traffic.check_fits()
     if cpu:
         yield Note(f"No GPU here: this measures the CPU ({dev.name}) with {threads} thread"
                    f"{'s' if threads != 1 else ''}: its memory bandwidth (RAM to the cores and back) and its "
@@ -163,37 +224,27 @@ def measure(p: BandwidthParams, dev: Device) -> Iterator[Event]:
 
     started = time.perf_counter()
     done = 0
-    total = (2 if cuda else 1 if dev.kind == "mps" else 0) + 3
+    total = traffic.operations + 1  # and the matmul
 
     def progress(what: str) -> Step:
         nonlocal done
         done += 1
         return Step(done, total, float("nan"), time.perf_counter() - started, 0.0, label=what)
 
-    copy_gbps = pinned_gbps = None
     with full_float32_matmuls(), torch.no_grad():
-        arrays = Arrays(n_elements, device)
-        if not cpu:
-            copy_gbps = _gbps(nbytes, best_seconds(arrays.from_host, device, p.repeats))
-            yield progress("host to device")
-            if cuda:
-                arrays.pin()
-                pinned_gbps = _gbps(nbytes, best_seconds(arrays.from_host, device, p.repeats))
-                yield progress("pinned host to device")
-        device_copy_gbps = _gbps(2 * nbytes, best_seconds(arrays.copy, device, p.repeats))
-        yield progress("device copy")
-        seconds = best_seconds(arrays.multiply, device, p.repeats)
-        elementwise_gbps = _gbps(ELEMENTWISE_BYTES * n_elements, seconds)
-        elementwise_tflops = n_elements / seconds / 1e12
-        yield progress("elementwise")
-        del arrays  # release the arrays before the matrices are made
+        for what in traffic.steps():  # the arrays are released before the matrices are made
+            yield progress(what)
+        copy_gbps, pinned_gbps = traffic.copy_gbps, traffic.pinned_gbps
+        device_copy_gbps, elementwise_gbps = traffic.device_copy_gbps, traffic.elementwise_gbps
+        elementwise_tflops = traffic.elementwise_tflops
+        assert device_copy_gbps is not None and elementwise_gbps is not None and elementwise_tflops is not None
         matrices = Matrices(n, device)
         matmul_tflops = 2 * n**3 / best_seconds(matrices.multiply, device, p.repeats) / 1e12
         yield progress("matmul")
         del matrices
 
     peak_tflops = max(peak.tflops, matmul_tflops)
-    bandwidth_gbps = max(device_copy_gbps, elementwise_gbps)
+    bandwidth_gbps = traffic.bandwidth_gbps
     ridge = peak_tflops * 1e12 / (bandwidth_gbps * 1e9)
     matmul_intensity = n / 6
     pinned_speedup = pinned_gbps / copy_gbps if pinned_gbps is not None and copy_gbps else None

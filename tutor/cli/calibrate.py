@@ -1,0 +1,206 @@
+"""`gpututor calibrate` (measure this machine's roofline once), `gpututor roofline` (the
+learner's own runs on it), and what `doctor` says about the calibration.
+
+The measuring and the placing are tutor/experiments/calibrate.py; this file prints them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from typing import Any
+
+from tutor.cli.common import FAILED, OK, Context, UsageError, eprint, print_json, rich_console
+from tutor.present import flops_text, metric, number
+
+
+def _device(ctx: Context) -> Any:
+    from tutor.experiments import devices
+
+    try:
+        return devices.resolve(ctx.device)
+    except devices.DeviceError as e:
+        raise UsageError(str(e)) from None
+
+
+def cmd_calibrate(args: argparse.Namespace, ctx: Context) -> int:
+    from rich.markup import escape
+
+    from tutor.experiments import calibrate
+    from tutor.experiments import peak as matmul_peak
+
+    dev = _device(ctx)
+    c = None if args.json else rich_console()
+    if c is not None:
+        c.print(f"[bold]calibrating[/] {escape(dev.describe())}: the matmul peak of "
+                f"{', '.join(calibrate.dtypes(dev))} (a sweep of sizes each), then memory bandwidth")
+
+    def progress(what: str, seconds: float, result: Any) -> None:
+        if c is None:
+            return
+        if isinstance(result, matmul_peak.Peak):
+            c.print(f"  {what}: {flops_text(result.tflops)} [dim]({escape(result.how_text())}; "
+                    f"{seconds:.1f} s)[/]")
+        else:
+            c.print(f"  {what}: {number(result.gbps, 'GB/s')} [dim](device copy "
+                    f"{number(result.device_copy_gbps, 'GB/s')}, c = a * b {number(result.elementwise_gbps, 'GB/s')}; "
+                    f"arrays of {result.megabytes:,} MiB, best of {result.repeats}; {seconds:.1f} s)[/]")
+
+    started = time.perf_counter()
+    try:
+        record = calibrate.measure(dev, on_progress=progress)
+    except OSError as e:
+        eprint(f"gpututor: calibrate: could not save the calibration in {calibrate.cache_file().parent} "
+               f"({e.strerror or e})")
+        return FAILED
+    except (RuntimeError, ValueError) as e:  # out of memory on a shared GPU, an array that does not fit
+        text = str(e).strip().splitlines()
+        eprint(f"gpututor: calibrate: the measurement failed: {text[0] if text else type(e).__name__}")
+        return FAILED
+    took = time.perf_counter() - started
+    if args.json:
+        print_json({**calibrate.summary(record), "cache_file": str(calibrate.cache_file()),
+                    "roofline_command": calibrate.ROOFLINE_COMMAND})
+        return OK
+    assert c is not None
+    _print_roofs(c, record)
+    from tutor.charts import roofline
+
+    roof = record.peak(calibrate.ROOF_DTYPE)
+    assert roof is not None
+    c.print(f"[bold]roofline of this machine[/] ({calibrate.ROOF_DTYPE} compute roof):")
+    c.print(roofline(roof.tflops, record.bandwidth.gbps, []), markup=False, highlight=False)
+    c.print(f"calibrated in {took:.1f} s; kept in {escape(str(calibrate.cache_file()))} (and each peak in "
+            f"{escape(matmul_peak.CACHE_NAME)}, which MFU uses). `gpututor doctor` shows it; "
+            f"`{calibrate.ROOFLINE_COMMAND}` places your runs on it.")
+    return OK
+
+
+def _print_roofs(c: Any, record: Any) -> None:
+    """Each dtype's peak and ridge point, the bandwidth, and what it was measured with."""
+    from rich.markup import escape
+
+    for p in record.peaks:
+        c.print(f"  {p.dtype:9} peak {flops_text(p.tflops):>14}   ridge at {number(record.ridge(p.dtype))} FLOP/B",
+                highlight=False)
+    bw = record.bandwidth
+    copies = ""
+    if bw.copy_gbps is not None:
+        copies = f"; host to device {number(bw.copy_gbps, 'GB/s')}"
+        if bw.pinned_copy_gbps is not None:
+            copies += f", pinned {number(bw.pinned_copy_gbps, 'GB/s')}"
+    c.print(f"  memory    {number(bw.gbps, 'GB/s')} (best of device copy and c = a * b{copies})", highlight=False)
+    c.print(f"  [dim]measured {record.measured_on} on {escape(record.device)} with {escape(record.with_text())}[/]")
+    for note in record.notes:
+        c.print(f"  [yellow]{escape(note)}[/]")
+
+
+# ---------------------------------------------------------------- doctor
+
+
+def doctor_report(dev: Any) -> dict[str, Any]:
+    """doctor's "calibration" entry: read from the cache, never measured (a failure is reported)."""
+    from tutor.experiments import calibrate
+
+    try:
+        return calibrate.report(dev)
+    except Exception as e:  # noqa: BLE001 - doctor reports, it does not fail on one section
+        return {"error": f"{type(e).__name__}: {e}", "command": calibrate.COMMAND}
+
+
+def print_doctor(c: Any, report: dict[str, Any]) -> None:
+    from rich.markup import escape
+
+    if "error" in report:
+        c.print(f"[bold]calibration[/]: [red]unreadable[/] ({escape(report['error'])}); run `{report['command']}`")
+        return
+    found = report["calibration"]
+    if found is None:
+        other = report.get("other_device")
+        where = (f" (the one calibration here is of {escape(other['device'])}, {other['measured_on']})"
+                 if other else "")
+        c.print(f"[bold]calibration[/]: this device is not calibrated{where}: run `{report['command']}` "
+                "to measure its roofline")
+        return
+    from tutor.experiments.calibrate import Calibration
+
+    record = Calibration.from_dict(found)
+    c.print(f"[bold]calibration[/] (this machine's roofline; `{report['roofline_command']}` places your runs on it):")
+    _print_roofs(c, record)
+    if report["stale"]:
+        c.print(f"  [yellow]stale[/]: {escape(report['stale'])}; run `{report['command']}` to measure it again")
+
+
+# ---------------------------------------------------------------- roofline
+
+
+def cmd_roofline(args: argparse.Namespace, ctx: Context) -> int:
+    from tutor.course.progress import Progress
+    from tutor.experiments import calibrate
+
+    dev = _device(ctx)
+    state = calibrate.report(dev)
+    if state["calibration"] is None:
+        why = (f"this device ({state['device']}) is not calibrated"
+               + (f"; the calibration here is of {state['other_device']['device']}" if state["other_device"] else ""))
+        if args.json:
+            print_json({"calibration": None, "device": state["device"], "message": why,
+                        "command": calibrate.COMMAND, "points": [], "listed": [], "elsewhere": []})
+        else:
+            print(f"{why}: run `{calibrate.COMMAND}` first, then `{calibrate.ROOFLINE_COMMAND}`.")
+        return OK
+    record = calibrate.Calibration.from_dict(state["calibration"])
+    with Progress() as progress:
+        if progress.warning:
+            eprint(f"warning: {progress.warning}")
+        runs = [r for r in (progress.latest_run(experiment=name) for name in calibrate.EXPERIMENTS) if r is not None]
+    placed = calibrate.place_runs(record, runs)
+    roof = record.peak(calibrate.ROOF_DTYPE)
+    assert roof is not None
+    if args.json:
+        print_json({"calibration": state["calibration"], "stale": state["stale"], "command": calibrate.COMMAND,
+                    "roof": {"dtype": calibrate.ROOF_DTYPE, "peak_tflops": roof.tflops,
+                             "bandwidth_gbps": record.bandwidth.gbps, "ridge_point": record.ridge()},
+                    **placed})
+        return OK
+
+    from rich.markup import escape
+
+    from tutor.charts import roofline
+
+    c = rich_console()
+    c.print(f"[bold]your runs on this machine's roofline[/]: {escape(record.device)}, calibrated "
+            f"{record.measured_on} with {escape(record.with_text())} ({calibrate.ROOF_DTYPE} compute roof)")
+    if state["stale"]:
+        c.print(f"[yellow]stale[/]: {escape(state['stale'])}; `{calibrate.COMMAND}` measures it again")
+    c.print(roofline(roof.tflops, record.bandwidth.gbps, calibrate.chart_points(placed["points"])),
+            markup=False, highlight=False)
+    for p in placed["points"]:
+        c.print(f"  {p['mark']} {escape(p['label'])} ({p['experiment']} run #{p['run_id']}, {p['on']}): "
+                f"{metric(p['of_roof'], '%')} of the roof at {number(p['intensity'])} FLOP/B "
+                f"({flops_text(p['roof_tflops'])}), {p['bound']}-bound", highlight=False)
+        if p["above"]:
+            c.print(f"    [yellow]{escape(p['above'])}[/]")
+    if not placed["points"]:
+        c.print("  no point yet: `gpututor run bandwidth` (or gpu-lab's roofline step) measures operations with a "
+                "known FLOP per byte and puts them here")
+    if placed["listed"]:
+        c.print("[bold]beside the chart[/] (a FLOP/s, but no FLOP per byte to place it by):")
+        for p in placed["listed"]:
+            dtype = p["dtype"] or "dtype not recorded"
+            share = (f", {metric(p['of_peak'], '%')} of the calibrated {p['dtype']} peak "
+                     f"({flops_text(p['peak_tflops'])})" if p["of_peak"] is not None else "")
+            c.print(f"  {p['experiment']} run #{p['run_id']} ({p['on']}): {escape(p['label'])}, "
+                    f"{flops_text(p['tflops'])} ({escape(dtype)}){share}; {escape(p['why'])}", highlight=False)
+            if p["above"]:
+                c.print(f"    [yellow]{escape(p['above'])}[/]")
+    if placed["elsewhere"]:
+        c.print("[bold]not on this roofline[/] (your latest run of it was on another device):")
+        for p in placed["elsewhere"]:
+            c.print(f"  {p['experiment']} run #{p['run_id']} ({p['on']}): {escape(p['label'])} on "
+                    f"{escape(p['device'] or 'an unrecorded device')}", highlight=False)
+    ran = {r.experiment for r in runs}
+    missing = [name for name in calibrate.EXPERIMENTS if name not in ran]
+    if missing:
+        c.print(f"[dim]not run yet (each reports an achieved FLOP/s): {', '.join(missing)}[/]")
+    return OK
