@@ -9,7 +9,7 @@
 
 from checks.grade import describe_spec, grade
 from checks.number import ambiguity, format_number, parse_number
-from checks.predict import score_prediction
+from checks.predict import score_prediction, spread_of
 from checks.spec import AnswerSpec, PredictionScore, Verdict
 from checks.text import explain_matches
 
@@ -24,4 +24,5 @@ __all__ = [
     "grade",
     "parse_number",
     "score_prediction",
+    "spread_of",
 ]

@@ -52,7 +52,24 @@ def _quote(answer: str) -> str:
     return text[:60] + ("..." if len(text) > 60 else "")
 
 
-def score_prediction(answer: str, spec, measured, unit: str = "") -> PredictionScore:
+# Repeats whose highest is more than this many times their lowest are noise, not a measurement:
+# the prediction is not graded, and the learner is offered a re-run.
+NOISY_SPREAD = 2.0
+SPREAD_SUFFIXES = ("_low", "_high")  # a metric NAME's repeats reported as NAME_low and NAME_high
+
+
+def spread_of(metrics: dict, name: str | None) -> tuple[float, float] | None:
+    """The range a metric's repeats covered, when the run reported it (NAME_low, NAME_high)."""
+    if not name or not isinstance(metrics, dict):
+        return None
+    lo, hi = (_number(metrics.get(name + suffix)) for suffix in SPREAD_SUFFIXES)
+    if lo is None or hi is None or lo > hi:
+        return None
+    return lo, hi
+
+
+def score_prediction(answer: str, spec, measured, unit: str = "", spread: tuple[float, float] | None = None
+                     ) -> PredictionScore:
     """Score a prediction against a measurement.
 
     `unit` is the unit the measurement is in (default: the spec's unit). Number specs give
@@ -63,10 +80,16 @@ def score_prediction(answer: str, spec, measured, unit: str = "") -> PredictionS
     the run's notes, which say why.
     With unit "%", the measurement is a share (0..1, as runs report accuracy) and is compared
     and shown in percent: 0.977 -> 97.7%; choice ranges are then written in percent too.
+    `spread`: the lowest and highest of the run's repeats, in the metric's own unit. A prediction
+    is then graded against that interval, not one draw: a hit anywhere in it counts. Where the
+    repeats lie more than NOISY_SPREAD times apart, nothing is graded (`noisy`).
     Never raises.
     """
     try:
-        return _score(answer if isinstance(answer, str) else str(answer or ""), spec, measured, unit or "")
+        text = answer if isinstance(answer, str) else str(answer or "")
+        if spread is not None and _number(measured) is not None:
+            return _score_spread(text, spec, measured, unit or "", spread)
+        return _score(text, spec, measured, unit or "")
     except Exception:  # a display helper must never take the lesson down
         return PredictionScore(summary=f"You said {_quote(answer)}; measured {_shown(measured, unit)}.")
 
@@ -193,3 +216,47 @@ def _score_choice(answer: str, spec: ChoiceAnswer, measured, unit: str) -> Predi
         if said in (_YES if measured else _NO):
             return PredictionScore(f"{chose}; measured {text}: a match", None, True)
     return PredictionScore(f"{chose}; measured {text}", None, False)
+
+
+def _score_spread(answer: str, spec, measured, unit: str, spread: tuple[float, float]) -> PredictionScore:
+    """Graded against the repeats' interval: a hit if the prediction fits any value in it."""
+    lo, hi = (_as_percent(v, spec, unit) for v in spread)
+    if lo > 0 and hi / lo > NOISY_SPREAD:
+        shown_unit = unit or getattr(spec, "unit", "")
+        return PredictionScore(
+            f"Too noisy to grade: the repeats ranged from {format_number(lo, shown_unit)} to "
+            f"{format_number(hi, shown_unit)} ({format_number(hi / lo, 'x')} apart), so one figure would be a draw, "
+            "not a measurement. Something else was using the machine: run it again (r) when it is quieter. "
+            f"Your prediction ({_said(answer, spec)}) stays locked.", None, False, noisy=True)
+    central = _score(answer, spec, measured, unit)
+    if central.hit:
+        return central
+    candidates = [_score(answer, spec, v / (100 if _is_percent(spec, unit) else 1), unit) for v in (lo, hi)]
+    inside = next((c for c in candidates if c.hit), None)
+    if inside is None and isinstance(spec, NumberAnswer):
+        predicted = parse_number(answer, spec.unit)
+        m_lo, m_hi = lo, hi
+        if unit and spec.unit and unit_info(unit) and unit_info(spec.unit):
+            m_lo, m_hi = (convert(v, unit, spec.unit) or v for v in (lo, hi))
+        if predicted is not None and m_lo <= predicted <= m_hi:
+            inside = central
+    if inside is None and isinstance(spec, ChoiceAnswer):
+        i = resolve(answer, spec)
+        option = spec.options[i] if i is not None else None
+        if option is not None and (option.min is not None or option.max is not None) and \
+                (option.max is None or lo < option.max) and (option.min is None or hi >= option.min):
+            inside = central
+    shown_unit = unit or getattr(spec, "unit", "")
+    repeats = f"the repeats ranged {format_number(lo, shown_unit)} to {format_number(hi, shown_unit)}"
+    if inside is not None:
+        m = format_number(_number(_as_percent(measured, spec, unit)), shown_unit)
+        if isinstance(spec, ChoiceAnswer):
+            said = f"you chose {_said(answer, spec)}"
+        else:
+            said = f"you said {_said(answer, spec)}"
+        return PredictionScore(f"within this run's noise ({said}; measured {m}, and {repeats})", central.ratio, True)
+    return PredictionScore(f"{central.summary}; {repeats}", central.ratio, False)
+
+
+def _is_percent(spec, unit: str) -> bool:
+    return (unit or getattr(spec, "unit", "") or "").strip() == "%"

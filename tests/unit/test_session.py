@@ -288,3 +288,21 @@ def test_a_bare_number_right_only_in_another_unit_is_asked_about_not_locked(perc
 @pytest.mark.parametrize("typed,value", [("20800 MB", 20.8), ("12", 12), ("12 GiB", 12.884901888)])
 def test_a_memory_prediction_with_its_unit_or_in_range_locks(percent, typed, value):
     assert percent.lock(_step(percent, "guess-memory"), typed).value == pytest.approx(value)
+
+
+def test_a_run_from_another_machine_or_torch_is_measured_again_not_graded(session, monkeypatch):
+    """Issue 26: a measured answer carries the machine it came from; on another box the learner
+    runs it again instead of being judged against the old one's numbers."""
+    from tutor.course import machine
+
+    step = _step(session, "guess-time")
+    session.lock(step, "2")
+    run = next(s for s in session.lesson.steps if s.id == "measure")
+    session.record_run(run, _finished({"seconds_per_epoch": 2.0}))
+    stored = session.latest_run(run)
+    assert stored.device["host"] == machine.stamp()["host"] and "torch_version" in stored.device
+    assert not isinstance(session.reveal(step), Pending)
+    monkeypatch.setattr(machine, "stamp", lambda: {"host": "a-new-gpu-box", "torch_version": "9.9"})
+    pending = session.reveal(step)
+    assert isinstance(pending, Pending) and "not this machine" in pending.text and "run it here" in pending.text
+    assert session.evidence(step).metrics == {}

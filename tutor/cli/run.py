@@ -208,10 +208,11 @@ def _close(gen: Any) -> None:
 def _record(name: str, params: dict, device: Any, metrics: dict, status: str, error: str | None) -> None:
     """Keep the run in the progress store; a store problem is a warning, not a failed run."""
     try:
+        from tutor.course import machine
         from tutor.course.progress import Progress
 
         with Progress() as progress:
-            progress.record_run(experiment=name, params=params, device=device.as_dict(),
+            progress.record_run(experiment=name, params=params, device={**device.as_dict(), **machine.stamp()},
                                 metrics=metrics, status=status, error=error)
             if progress.warning:
                 eprint(f"warning: {progress.warning}")

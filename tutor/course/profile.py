@@ -128,7 +128,8 @@ def _log_ratio(a: float, b: float) -> float | None:
     return error if abs(error) <= MAX_LOG_ERROR else None
 
 
-def signed_error(step: PredictStep, answer: str, measured: Any) -> SignedError:
+def signed_error(step: PredictStep, answer: str, measured: Any,
+                 spread: tuple[float, float] | None = None) -> SignedError:
     """The signed error of `answer` (as locked) against the measured value of `step.compare`.
     Raises NotComparable when there is none: nothing measured, a text or category, an option
     that names no range."""
@@ -138,7 +139,7 @@ def signed_error(step: PredictStep, answer: str, measured: Any) -> SignedError:
             raise NotComparable("nothing was measured for it on this machine (the run's notes say why)")
         raise NotComparable("its measurement is not a number")
     spec = step.answer
-    score = checks.score_prediction(answer, spec, measured, step.unit)  # the reveal's own verdict
+    score = checks.score_prediction(answer, spec, measured, step.unit, spread=spread)  # the reveal's own verdict
     m = _in_answer_units(value, step)
     if isinstance(spec, NumberAnswer):
         predicted = checks.parse_number(answer, spec.unit)
@@ -397,8 +398,13 @@ def _score(session: LessonSession, step: PredictStep, locked: Prediction) -> Sco
             return Unscored(place, f"your latest run of “{after.title or after.id}” was {changed}; run it at "
                             "the lesson's settings to score it", True)
     measured = evidence.metrics.get(step.compare)
+    spread = checks.spread_of(evidence.metrics, step.compare)
+    if spread is not None and checks.score_prediction(locked.answer, step.answer, measured, step.unit,
+                                                      spread=spread).noisy:
+        return Unscored(place, "its run was too noisy to grade (the repeats spread too far): run it again "
+                        "when the machine is quieter", True)
     try:
-        error = signed_error(step, locked.answer, measured)
+        error = signed_error(step, locked.answer, measured, spread)
     except NotComparable as e:
         return Unscored(place, str(e), False)
     return Scored(place, locked.answer, measured, error, locked.locked_at, evidence.source)

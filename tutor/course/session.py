@@ -19,7 +19,7 @@ import checks
 from checks.spec import ChoiceAnswer, NumberAnswer, Verdict
 from checks.number import range_unit_question
 from tutor import instruments
-from tutor.course import workspace
+from tutor.course import machine, workspace
 from tutor.course.lesson import (
     CheckStep,
     ExerciseStep,
@@ -158,9 +158,13 @@ class LessonSession:
         return Evidence()
 
     def _run_evidence(self, step_id: str, experiment: str) -> Evidence:
-        record = (self.progress.latest_run(lesson_id=self.id, step_id=step_id)
-                  or self.progress.latest_run(experiment=experiment))
-        return Evidence(dict(record.metrics), "measured", record) if record else Evidence()
+        """The latest run of the step, else of its experiment, measured on this machine: a run
+        from another machine or torch version is not evidence here (it is run again)."""
+        for record in (self.progress.latest_run(lesson_id=self.id, step_id=step_id),
+                       self.progress.latest_run(experiment=experiment)):
+            if record is not None and machine.measured_here(record.device):
+                return Evidence(dict(record.metrics), "measured", record)
+        return Evidence()
 
     def _computed(self, step: InstrumentStep) -> Evidence:
         inst = instruments.REGISTRY[step.instrument]
@@ -293,6 +297,9 @@ class LessonSession:
         record = self.progress.latest_run(lesson_id=self.id, step_id=after.id)
         if record is None:
             return Pending(f"Now go on (n) to the run step “{name}” and measure it.")
+        if not machine.measured_here(record.device):
+            return Pending(f"Your last run of “{name}” was measured on {machine.elsewhere(record.device)}, not "
+                           "this machine: go on (n) and run it here to see your prediction against it.")
         return Reveal(step, locked.answer, Evidence(dict(record.metrics), "measured", record))
 
     def revealed_by(self, step: RunStep | InstrumentStep, evidence: Evidence) -> list[Reveal]:
@@ -318,8 +325,9 @@ class LessonSession:
         complete, and reveals its predictions: returned, at the settings the run used."""
         if outcome.status == "cancelled":
             return []
+        device = {**outcome.device, **machine.stamp()}  # where it was measured, for a later reveal
         run_id = self.progress.record_run(experiment=outcome.experiment, params=outcome.params,
-                                          device=outcome.device, metrics=outcome.metrics, status=outcome.status,
+                                          device=device, metrics=outcome.metrics, status=outcome.status,
                                           error=outcome.error, lesson_id=self.id, step_id=step.id)
         if outcome.status != "finished" or not isinstance(step, RunStep):
             return []
@@ -384,7 +392,8 @@ def grade(step: PredictStep | CheckStep, answer: str, evidence: Evidence) -> Gra
     metric it predicts, as its reveal is; a check by its grader (`checks/`)."""
     metrics = evidence.metrics
     if isinstance(step, PredictStep) and step.compare and metrics.get(step.compare) is not None:
-        score = checks.score_prediction(answer, step.answer, metrics[step.compare], step.unit)
+        score = checks.score_prediction(answer, step.answer, metrics[step.compare], step.unit,
+                                        spread=checks.spread_of(metrics, step.compare))
         summary = score.summary.replace("measured ", f"{evidence.source} ") if evidence.source else score.summary
         verdict = Verdict(score.hit, summary, score=1.0 if score.hit else 0.0)
     else:

@@ -87,6 +87,17 @@ class _Case:
         return self.wait / self.seconds if self.seconds > 0 else 0.0
 
 
+def _ratio_spread(top: list[float], bottom: list[float]) -> tuple[float | None, float | None]:
+    """How far the speedup moved: the paths take turns, so the k-th stretch of each ran at about
+    the same time and a slow moment hits both; the interquartile range of their paired ratios.
+    None with too few stretches."""
+    ratios = [t / b for t, b in zip(top, bottom) if b > 0]
+    if len(ratios) < 4:
+        return None, None
+    q1, _, q3 = statistics.quantiles(ratios, n=4)
+    return q1, q3
+
+
 class _Path:
     """One data path: its own model and optimiser (same seed as the others), fed from `source`."""
 
@@ -213,6 +224,7 @@ def measure(p: DataBottleneckParams, dev: Device) -> Iterator[Event]:
     )
     best = max(cases, key=lambda c: c.samples_per_s)
     speedup = resident.samples_per_s / loader.samples_per_s if loader.samples_per_s else None
+    speedup_low, speedup_high = _ratio_spread(resident.rates, loader.rates)
     yield Note(
         f"The same model and optimiser step took {loader.compute:.2f} s of compute with the loader and "
         f"{resident.compute:.2f} s with resident tensors; the difference in total time is the data path. "
@@ -242,6 +254,8 @@ def measure(p: DataBottleneckParams, dev: Device) -> Iterator[Event]:
         "loader_epoch_seconds": projected(loader),
         "resident_epoch_seconds": projected(resident),
         "resident_speedup": speedup,
+        "resident_speedup_low": speedup_low,
+        "resident_speedup_high": speedup_high,
         "fastest": best.name,
         "workers": p.workers,
         "cpu_cores": cores,

@@ -120,6 +120,8 @@ def measure(p: SyncTimingParams, dev: Device) -> Iterator[Event]:
     u, s = median(unsynced), median(synced)
     e = median(events) if cuda else None
     ratio = s / u
+    # The noise, measured: the ratio within each repeat (the two ways took turns), lowest to highest.
+    per_repeat = sorted(si / ui for si, ui in zip(synced, unsynced))
     tflops = 2 * n**3 * calls / s / 1e12
 
     what_u = f"queueing {calls} launches" if asynchronous else "the work (CPU ops are synchronous)"
@@ -171,6 +173,8 @@ def measure(p: SyncTimingParams, dev: Device) -> Iterator[Event]:
         "synced_seconds": s,
         "events_seconds": e,
         "ratio": ratio,
+        "ratio_low": per_repeat[0],
+        "ratio_high": per_repeat[-1],
         "asynchronous": asynchronous,
         "tflops": tflops,
         "device": str(device),

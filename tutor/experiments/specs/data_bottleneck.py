@@ -41,6 +41,12 @@ SPEC = Experiment(
                                          "one epoch at the resident rate (projected, s)"),
         "resident_speedup": Metric("resident speedup over the DataLoader", "x",
                                    "resident samples/s / loader samples/s"),
+        "resident_speedup_low": Metric("resident speedup, low end of the noise", "x",
+                                       "the lower quartile of the speedups of stretches that ran side by side "
+                                       "(None: too few stretches)", none="too few stretches"),
+        "resident_speedup_high": Metric("resident speedup, high end of the noise", "x",
+                                        "the upper quartile of the same paired speedups (None: too few stretches)",
+                                        none="too few stretches"),
         "fastest": Metric("fastest data path", "text", "the fastest data path: loader, workers, pinned or resident"),
         "workers": Metric("worker processes", "", "worker processes used in the workers case"),
         "cpu_cores": Metric("CPU cores", "", "CPU cores on this machine (os.cpu_count())"),

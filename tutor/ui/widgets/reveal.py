@@ -25,7 +25,8 @@ def reveal_text(reveal: Reveal | Pending) -> Text:
     source = evidence.source or "measured"
     metric = step.compare or ""
     measured = evidence.metrics.get(metric)
-    score = checks.score_prediction(answer, step.answer, measured, step.unit)
+    score = checks.score_prediction(answer, step.answer, measured, step.unit,
+                                    spread=checks.spread_of(evidence.metrics, metric))
     where = ""
     if reveal.device:
         where = f" on {reveal.device.get('name') or reveal.device.get('device') or '?'}"
@@ -33,7 +34,7 @@ def reveal_text(reveal: Reveal | Pending) -> Text:
         where += f" ({evidence.setting})"
     if reveal.at and time.time() - reveal.at > 600:
         where += time.strftime(" (measured %Y-%m-%d %H:%M)", time.localtime(reveal.at))
-    mark = ("✓ ", "bold green") if score.hit else ("• ", "bold yellow")
+    mark = ("✓ ", "bold green") if score.hit else ("~ ", "bold yellow") if score.noisy else ("• ", "bold yellow")
     summary = score.summary
     if source != "measured":
         summary = summary.replace("measured ", f"{source} ")

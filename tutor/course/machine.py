@@ -1,0 +1,38 @@
+"""Which machine a measurement came from, so one made on another box is never graded here.
+
+Every stored run carries the host name and the torch version it ran with (torch's version is
+read from its installed metadata: torch itself is not imported). A learner who moves from a
+laptop to a GPU server, or upgrades torch, measures again rather than being judged against the
+old machine's numbers. Runs stored before the stamp existed carry none and are taken as they are.
+"""
+
+from __future__ import annotations
+
+import functools
+import platform
+from importlib import metadata
+from typing import Any
+
+
+@functools.cache
+def stamp() -> dict[str, str]:
+    """This machine and the versions a run here measures with."""
+    try:
+        torch_version = metadata.version("torch")
+    except metadata.PackageNotFoundError:
+        torch_version = ""
+    return {"host": platform.node(), "torch_version": torch_version}
+
+
+def measured_here(device: dict[str, Any] | None) -> bool:
+    """True if a stored run's device record comes from this machine and torch, or says nothing."""
+    if not device or "host" not in device:
+        return True
+    here = stamp()
+    return device.get("host") == here["host"] and device.get("torch_version", here["torch_version"]) == \
+        here["torch_version"]
+
+
+def elsewhere(device: dict[str, Any]) -> str:
+    """Where a run from another machine came from, in words."""
+    return f"{device.get('host') or 'another machine'} (torch {device.get('torch_version') or '?'})"
