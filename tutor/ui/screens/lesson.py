@@ -268,7 +268,7 @@ class LessonScreen(Screen):
     def action_hint(self) -> None:
         view = self.view
         if view is None or not view.action_hint():
-            self.say("No hint here: hints belong to check steps.")
+            self.say("No hint here: hints belong to checks and exercises.")
 
     def action_edit(self) -> None:
         view = self.view
