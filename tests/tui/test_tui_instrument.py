@@ -37,6 +37,14 @@ async def open_at(pilot, step_id: str) -> LessonScreen:
     app.open_lesson(LESSON)
     await pilot.pause()
     assert isinstance(app.screen, LessonScreen)
+    # On a busy machine the step can still be mounting: an instrument has drawn once it has a reading.
+    for _ in range(200):
+        view = app.screen.view
+        if view is not None and view.is_mounted and (getattr(view, "locked", False)
+                                                     or getattr(view, "reading", True) is not None):
+            break
+        await pilot.pause(0.05)
+    await pilot.pause()
     return app.screen
 
 

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import checks
 from tutor.course.lesson import (
     CheckStep,
     ExerciseStep,
@@ -164,11 +165,22 @@ class Player:
                            "" if ok else f"measured {measured!r}: not a number, so a number prediction cannot "
                            "be judged (use a choice answer)")
         if isinstance(step.answer, ChoiceAnswer):
+            spread = checks.spread_of(metrics, step.compare)
+            if spread is not None and checks.score_prediction(
+                    "1", step.answer, measured, step.unit, spread=spread).noisy:
+                # What the learner is told too: a run whose repeats spread this far grades nothing.
+                # The options are still checked against the median, so a lesson error cannot hide here.
+                metrics = {k: v for k, v in metrics.items() if k not in (
+                    step.compare + "_low", step.compare + "_high")}
+                noisy = (f"the run was too noisy to grade here (repeats {_short(spread[0])} to "
+                         f"{_short(spread[1])}: other work on the machine); options checked against the median: ")
+            else:
+                noisy = ""
             evidence = Evidence(metrics, "measured")  # judged as the learner's locked choice will be
             right = [o.text for i, o in enumerate(step.answer.options)
                      if grade(step, str(i + 1), evidence).correct]
             if right:
-                return Outcome(lesson.id, step.id, "predict", what, True, f"'{right[0]}' is right here")
+                return Outcome(lesson.id, step.id, "predict", what, True, f"{noisy}'{right[0]}' is right here")
             return Outcome(lesson.id, step.id, "predict", what, False,
                            f"measured {_short(measured)}, which no option matches: every learner would be "
                            "told they were wrong (ranges with gaps? options whose text is not the measured "
