@@ -39,7 +39,7 @@ Your position, predictions and answers are saved as you go: quit any time and
 | `m` | instrument: show or hide the formulas, with the numbers in them |
 | `ctrl+r` | exercise: run your code (in a separate Python process, with limits) |
 | `ctrl+o` | exercise: back to the starter code (press twice) |
-| `ctrl+g` | exercise: show the reference solution (twice; before your first run, three times) |
+| `ctrl+g` | exercise: show the reference solution (twice; before your first run, three times); `g` outside the editor too |
 | `e` | exercise: open your code in your own editor ($VISUAL or $EDITOR); saving it runs it |
 | `r` (home) | review: the checks of finished lessons asked again, the ones you missed more often |
 | `p` (home) | your prediction profile: how far your predictions were from what was measured, per concept |

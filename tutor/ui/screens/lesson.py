@@ -284,6 +284,8 @@ class LessonScreen(Screen):
         view = self.view
         if isinstance(view, CheckStepView):
             view.give_up()
+        elif isinstance(view, ExerciseStepView):  # g outside the editor: as ctrl+g inside it
+            view.action_show_solution()
 
     def action_escape(self) -> None:
         view = self.view

@@ -200,12 +200,12 @@ class ExerciseStepView(StepView):
             needed = 2 if tried else 3
             if self._solution_asks < needed:
                 if tried:
-                    text = "ctrl+g again: show the reference solution (or esc, h for a hint first)"
+                    text = "Again (ctrl+g, or g outside the editor): show the reference solution; h gives a hint first"
                 elif self._solution_asks == 1:
-                    text = ("The solution opens after one run of your code (ctrl+r). Give up without trying? "
-                            "ctrl+g again.")
+                    text = ("The solution opens after one run of your code (ctrl+r, or r). Give up without trying? "
+                            "Ask again.")
                 else:
-                    text = "Sure? ctrl+g once more shows the reference solution."
+                    text = "Sure? Once more shows the reference solution."
                 self._status(Text(text, style="yellow"))
                 return
             self._confirm_solution = False
@@ -342,7 +342,7 @@ class ExerciseStepView(StepView):
             return "escape stop the program · ? help"
         if isinstance(self.screen.focused, TextArea):
             return "ctrl+r run · ctrl+o reset · ctrl+g solution · esc leave editor"
-        return "enter edit code · e your editor · r run · h hint · n next · p prev · ? help"
+        return "enter edit · e your editor · r run · h hint · g solution · n next · ? help"
 
 
 def _results_text(result: Any) -> Text:
