@@ -68,8 +68,8 @@ def spread_of(metrics: dict, name: str | None) -> tuple[float, float] | None:
     return lo, hi
 
 
-def score_prediction(answer: str, spec, measured, unit: str = "", spread: tuple[float, float] | None = None
-                     ) -> PredictionScore:
+def score_prediction(answer: str, spec, measured, unit: str = "", spread: tuple[float, float] | None = None,
+                     why: str | None = None) -> PredictionScore:
     """Score a prediction against a measurement.
 
     `unit` is the unit the measurement is in (default: the spec's unit). Number specs give
@@ -82,13 +82,14 @@ def score_prediction(answer: str, spec, measured, unit: str = "", spread: tuple[
     and shown in percent: 0.977 -> 97.7%; choice ranges are then written in percent too.
     `spread`: the lowest and highest of the run's repeats, in the metric's own unit. A prediction
     is then graded against that interval, not one draw: a hit anywhere in it counts. Where the
-    repeats lie more than NOISY_SPREAD times apart, nothing is graded (`noisy`).
+    repeats lie more than NOISY_SPREAD times apart, nothing is graded (`noisy`); `why`, what else
+    the machine was doing meanwhile as the run saw it (its `noise_why` metric), is then said.
     Never raises.
     """
     try:
         text = answer if isinstance(answer, str) else str(answer or "")
         if spread is not None and _number(measured) is not None:
-            return _score_spread(text, spec, measured, unit or "", spread)
+            return _score_spread(text, spec, measured, unit or "", spread, why)
         return _score(text, spec, measured, unit or "")
     except Exception:  # a display helper must never take the lesson down
         return PredictionScore(summary=f"You said {_quote(answer)}; measured {_shown(measured, unit)}.")
@@ -218,7 +219,8 @@ def _score_choice(answer: str, spec: ChoiceAnswer, measured, unit: str) -> Predi
     return PredictionScore(f"{chose}; measured {text}", None, False)
 
 
-def _score_spread(answer: str, spec, measured, unit: str, spread: tuple[float, float]) -> PredictionScore:
+def _score_spread(answer: str, spec, measured, unit: str, spread: tuple[float, float],
+                  why: str | None = None) -> PredictionScore:
     """Graded against the repeats' interval: a hit if the prediction fits any value in it."""
     lo, hi = (_as_percent(v, spec, unit) for v in spread)
     if lo > 0 and hi / lo > NOISY_SPREAD:
@@ -226,7 +228,7 @@ def _score_spread(answer: str, spec, measured, unit: str, spread: tuple[float, f
         return PredictionScore(
             f"Too noisy to grade: the repeats ranged from {format_number(lo, shown_unit)} to "
             f"{format_number(hi, shown_unit)} ({format_number(hi / lo, 'x')} apart), so one figure would be a draw, "
-            "not a measurement. Something else was using the machine: run it again (r) when it is quieter. "
+            f"not a measurement. {_why_noisy(why)} "
             f"Your prediction ({_said(answer, spec)}) stays locked.", None, False, noisy=True)
     central = _score(answer, spec, measured, unit)
     if central.hit:
@@ -256,6 +258,18 @@ def _score_spread(answer: str, spec, measured, unit: str, spread: tuple[float, f
             said = f"you said {_said(answer, spec)}"
         return PredictionScore(f"within this run's noise ({said}; measured {m}, and {repeats})", central.ratio, True)
     return PredictionScore(f"{central.summary}; {repeats}", central.ratio, False)
+
+
+def _why_noisy(why: str | None) -> str:
+    """The run's own account of what else the machine was doing, and the re-run it points to."""
+    text = " ".join(str(why).split()) if isinstance(why, str) else ""
+    if not text:
+        return "Something else was probably using the machine: run it again (r) when it is quieter."
+    if not text.endswith("."):
+        text += "."
+    if text.startswith("Nothing else was seen"):
+        return f"{text} Run it again (r): a second run often settles."
+    return f"{text} Run it again (r) when it is quieter."
 
 
 def _is_percent(spec, unit: str) -> bool:

@@ -95,7 +95,12 @@ METRIC_UNITS: dict[str, str] = {
 def unit_from_name(name: str) -> str:
     """A metric's unit read from its name by the registry's naming rules, for a metric declared
     only by its description (a lesson pack's): *_bytes sizes, *seconds* durations, accuracy,
-    *_share and mfu fractions, speedup* and *_ratio times, *_per_s rates."""
+    *_share and mfu fractions, speedup* and *_ratio times, *_per_s rates; NAME_low and NAME_high
+    (the ends of NAME's repeats) in NAME's unit."""
+    for end in ("_low", "_high"):
+        if name.endswith(end) and len(name) > len(end):
+            name = name[: -len(end)]
+            break
     if name.endswith("_bytes") or name == "bytes":
         return "B"
     if name.endswith("_mb"):

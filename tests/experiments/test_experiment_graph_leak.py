@@ -8,6 +8,7 @@ import torch.nn.functional as F
 from experiment_runs import run_experiment
 
 from tutor import experiments
+from tutor.experiments.spec import COMMON_METRICS
 from tutor.experiments.common import saved_for_backward
 from tutor.experiments.events import Note, Step, Table
 from tutor.experiments.model import MNISTClassifier
@@ -36,7 +37,7 @@ def cpu_run():
 
 def test_every_declared_metric_is_reported(cpu_run):
     _, m = cpu_run
-    assert set(m) == set(experiments.get("graph-leak").metrics)
+    assert set(m) - set(COMMON_METRICS) == set(experiments.get("graph-leak").metrics)
     assert m["steps"] == 6 and m["device"] == "cpu"
     assert m["allocator_growth_bytes"] is None
 

@@ -7,6 +7,7 @@ import torch
 from experiment_runs import run_experiment
 
 from tutor import experiments
+from tutor.experiments.spec import COMMON_METRICS
 from tutor.experiments.events import Note, Started, Step, Table
 
 
@@ -22,8 +23,16 @@ def cpu_run():
 
 def test_every_declared_metric_is_reported(cpu_run):
     _, m = cpu_run
-    assert set(m) == set(experiments.get("sync-timing").metrics)
+    assert set(m) - set(COMMON_METRICS) == set(experiments.get("sync-timing").metrics)
     assert m["device"] == "cpu"
+
+
+def test_the_run_says_what_else_the_machine_was_doing_beside_its_spread(cpu_run):
+    """experiments.start adds it to any run that reports a spread: the reason a noisy reveal gives."""
+    _, m = cpu_run
+    assert m["ratio_low"] <= m["ratio_high"]
+    why = m["noise_why"]
+    assert why.endswith(".") and ("Other programs took" in why or why.startswith("Nothing else was seen"))
 
 
 def test_the_cpu_is_synchronous(cpu_run):

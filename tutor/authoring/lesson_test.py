@@ -37,6 +37,7 @@ from tutor.course.lesson import (
     SourceRequirement,
 )
 from tutor.course.loader import load_file
+from tutor.experiments.spec import NOISE_WHY
 
 # Enough for the report bars the built-in exercises set (ex3: 80% after 150 batches of 64);
 # a checkpoint's accuracy bar (97% after 10 epochs on all of MNIST) needs --full.
@@ -172,8 +173,9 @@ class Player:
                 # The options are still checked against the median, so a lesson error cannot hide here.
                 metrics = {k: v for k, v in metrics.items() if k not in (
                     step.compare + "_low", step.compare + "_high")}
+                why = " ".join(str(metrics.get(NOISE_WHY) or "other work on the machine").split()).rstrip(".")
                 noisy = (f"the run was too noisy to grade here (repeats {_short(spread[0])} to "
-                         f"{_short(spread[1])}: other work on the machine); options checked against the median: ")
+                         f"{_short(spread[1])}: {why[0].lower() + why[1:]}); options checked against the median: ")
             else:
                 noisy = ""
             evidence = Evidence(metrics, "measured")  # judged as the learner's locked choice will be

@@ -291,8 +291,18 @@ def _semantic_issues(data: dict[str, Any], marks: dict[Path_, Pos], path: str) -
                 metrics = experiments.REGISTRY[run["experiment"]].metrics
                 if metric not in metrics:
                     add((*loc, "compare"), f"experiment {run['experiment']!r} (step {run.get('id')!r}) has no "
-                        f"metric {metric!r}{_did_you_mean(metric, metrics)}; it reports: {', '.join(metrics)}")
+                        f"metric {metric!r}{_did_you_mean(metric, metrics)}; it reports: {_reported(metrics)}")
     return issues
+
+
+def _reported(metrics: Any) -> str:
+    """The metrics a run reports, each spread (NAME_low, NAME_high) said once beside its NAME."""
+    ends = {n for n in metrics for end in ("_low", "_high") if n.endswith(end) and n[: -len(end)] in metrics}
+    spread = [n for n in metrics if f"{n}_low" in ends]
+    text = ", ".join(n for n in metrics if n not in ends)
+    if spread:
+        text += (f"; {', '.join(spread)} also as NAME_low and NAME_high, the ends of the run's repeats")
+    return text
 
 
 def _range_issues(step: dict[str, Any], loc: tuple[Any, ...], marks: dict[Path_, Pos],

@@ -31,6 +31,7 @@ from tutor.course.lesson import (
     Step,
 )
 from tutor.course.progress import AnswerRecord, Move, Prediction, Progress, RunRecord
+from tutor.experiments.spec import NOISE_WHY
 
 GIVE_UP_AFTER = 1  # graded attempts before the answer may be shown without asking twice
 EMPTY_ANSWER = "Write your answer first: a sentence or two in your own words."
@@ -393,7 +394,7 @@ def grade(step: PredictStep | CheckStep, answer: str, evidence: Evidence) -> Gra
     metrics = evidence.metrics
     if isinstance(step, PredictStep) and step.compare and metrics.get(step.compare) is not None:
         score = checks.score_prediction(answer, step.answer, metrics[step.compare], step.unit,
-                                        spread=checks.spread_of(metrics, step.compare))
+                                        spread=checks.spread_of(metrics, step.compare), why=metrics.get(NOISE_WHY))
         summary = score.summary.replace("measured ", f"{evidence.source} ") if evidence.source else score.summary
         verdict = Verdict(score.hit, summary, score=1.0 if score.hit else 0.0)
     else:

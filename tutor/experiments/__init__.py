@@ -70,8 +70,20 @@ def start(name: str, values: dict[str, Any] | None = None, device: str | None = 
 
 
 def _within_the_gpu_cap(measure: Any, params: Params, dev: Any) -> Iterator[Event]:
-    """The run, under the shared-GPU cap (gpu_share.py) while it runs, whoever iterates it."""
-    from tutor.experiments import gpu_share
+    """The run, under the shared-GPU cap (gpu_share.py) while it runs, whoever iterates it. A run
+    that reports how far its repeats spread (NAME_low, NAME_high) also reports what else the
+    machine was doing meanwhile (noise.py), so a spread too wide to grade comes with its reason."""
+    from tutor.experiments import gpu_share, noise
+    from tutor.experiments.events import Finished
 
     with gpu_share.capped(dev):
-        yield from measure(params, dev)
+        before = noise.read(dev)
+        for event in measure(params, dev):
+            if isinstance(event, Finished) and _has_spread(event.metrics):
+                event = Finished({**event.metrics, noise.NOISE_WHY: noise.why(before, noise.read(dev))})
+            yield event
+
+
+def _has_spread(metrics: dict[str, Any]) -> bool:
+    return any(name.endswith("_low") and name[:-4] in metrics and metrics.get(name) is not None
+               for name in metrics)

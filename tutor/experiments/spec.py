@@ -71,6 +71,16 @@ class Metric:
         return cls(label or name.replace("_", " "), present.unit_from_name(name), description)
 
 
+NOISE_WHY = "noise_why"
+# Metrics the tutor adds to a run, whatever the experiment: experiments.start reports what else
+# the machine was doing beside any run whose repeats spread (NAME_low, NAME_high; noise.py).
+COMMON_METRICS: dict[str, Metric] = {
+    NOISE_WHY: Metric("what else the machine did", "text",
+                      "what else used the CPU or the GPU while the run measured (other programs' share of the "
+                      "cores, a VM host's steal, other GPU processes, clocks held down): why repeats spread"),
+}
+
+
 @dataclass(frozen=True)
 class Experiment:
     name: str
@@ -97,7 +107,7 @@ class Experiment:
 
     def metric(self, name: str) -> Metric:
         """The declared Metric; a metric a run reports without declaring it, by its name's rules."""
-        declared = self.metrics.get(name)
+        declared = self.metrics.get(name) or COMMON_METRICS.get(name)
         return declared if isinstance(declared, Metric) else Metric.from_text(name)
 
     def load(self) -> Callable[[Params, Any], Iterator[Event]]:

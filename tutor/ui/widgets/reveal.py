@@ -11,7 +11,7 @@ import checks
 from checks.spec import TextAnswer
 from tutor import experiments
 from tutor.course.session import Pending, Reveal
-from tutor.experiments.spec import Metric
+from tutor.experiments.spec import NOISE_WHY, Metric
 from tutor.present import metric as fmt
 from tutor.present import metric_value
 
@@ -26,7 +26,8 @@ def reveal_text(reveal: Reveal | Pending) -> Text:
     metric = step.compare or ""
     measured = evidence.metrics.get(metric)
     score = checks.score_prediction(answer, step.answer, measured, step.unit,
-                                    spread=checks.spread_of(evidence.metrics, metric))
+                                    spread=checks.spread_of(evidence.metrics, metric),
+                                    why=evidence.metrics.get(NOISE_WHY))
     where = ""
     if reveal.device:
         where = f" on {reveal.device.get('name') or reveal.device.get('device') or '?'}"

@@ -1,0 +1,93 @@
+"""Measurements that know their noise, on screen (issue 26, part 5): a run whose repeats spread
+too far grades nothing, says what else the machine was doing, and r measures again; a quiet
+re-run then grades the locked prediction against its repeats' interval."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fakes import ScriptedEngine
+from textual.widgets import Input, OptionList, Static
+
+from tutor.ui.app import TutorApp
+from tutor.ui.screens.home import HomeScreen
+from tutor.ui.screens.lesson import LessonScreen
+from tutor.ui.widgets.run_panel import RunPanel
+from tutor.ui.widgets.run_step import RunStepView
+
+from test_tui import text_of, wait_for
+
+LESSON = """\
+id: noise-demo
+title: Timing with noise
+steps:
+  - id: guess
+    kind: predict
+    prompt: How many times longer is the synchronised time?
+    compare: ratio
+    unit: x
+    answer: {type: number, unit: x, min: 0, max: 1000}
+  - id: measure
+    kind: run
+    experiment: sync-timing
+"""
+
+WHY = "Other programs took 61% of this machine's 2 cores while it ran."
+NOISY = {"ratio": 1.0, "ratio_low": 0.4, "ratio_high": 1.3, "noise_why": WHY}
+QUIET = {"ratio": 1.02, "ratio_low": 0.97, "ratio_high": 1.2,
+         "noise_why": "Nothing else was seen using the machine (other programs took 3% of the CPU): ..."}
+
+
+async def _open(pilot) -> LessonScreen:
+    app = pilot.app
+    assert isinstance(app.screen, HomeScreen)
+    options = app.screen.query_one("#lessons", OptionList)
+    ids = [options.get_option_at_index(i).id for i in range(options.option_count)]
+    options.highlighted = ids.index("noise-demo")
+    await pilot.press("enter")
+    await pilot.pause()
+    assert isinstance(app.screen, LessonScreen)
+    return app.screen
+
+
+async def test_a_noisy_run_is_not_graded_says_why_and_r_measures_again(tmp_path: Path):
+    lessons = tmp_path / "lessons"
+    lessons.mkdir()
+    (lessons / "noise-demo.yaml").write_text(LESSON, encoding="utf-8")
+    engine = ScriptedEngine({"sync-timing": NOISY})
+    app = TutorApp(lessons_dirs=[lessons], home=tmp_path / "home", device="cpu", engine=engine)
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = await _open(pilot)
+        box = screen.view.query_one("#answer", Input)
+        box.focus()
+        box.value = "1.3"  # 27% above the quiet run's median, inside its repeats
+        await pilot.press("enter")
+        await pilot.pause()
+        assert app.progress.prediction("noise-demo", "guess").answer == "1.3"
+
+        await pilot.press("n")
+        await pilot.pause()
+        view = screen.view
+        assert isinstance(view, RunStepView)
+        panel = view.query_one(RunPanel)
+        await pilot.press("r")
+        await wait_for(pilot, lambda: panel.state == "finished")
+        await pilot.pause()
+        reveal = " ".join(text_of(panel.query_one("#reveal", Static)).split())
+        assert "Too noisy to grade" in reveal and "0.4x to 1.3x" in reveal
+        assert WHY in reveal  # the run's own account of what else ran, not a guess
+        assert "Run it again (r)" in reveal and "stays locked" in reveal
+        assert "✓" not in reveal
+        await pilot.pause(0.2)  # the reveal is scrolled into view, even at 80x24
+        shown = panel.query_one("#reveal", Static).region
+        assert shown.height > 0 and screen.region.contains_region(shown)
+
+        # r, as offered: measured again, and this time quiet enough to grade.
+        engine.metrics["sync-timing"] = QUIET
+        await pilot.press("r")
+        await wait_for(pilot, lambda: len(engine.runs) == 2 and panel.state == "finished")
+        await pilot.pause()
+        reveal = " ".join(text_of(panel.query_one("#reveal", Static)).split())
+        assert "Too noisy" not in reveal
+        assert "✓" in reveal and "within this run's noise" in reveal and "0.97x to 1.2x" in reveal
+        assert app.progress.prediction("noise-demo", "guess").answer == "1.3"  # never unlocked

@@ -1,0 +1,187 @@
+"""What else the machine was doing while a run measured: the words a noisy measurement needs.
+
+A run whose repeats spread too far is not graded (checks.predict.NOISY_SPREAD), and the learner
+is owed the reason, not a shrug. Read before and after the run:
+
+- the CPU: how much of every core's time went to other programs (/proc/stat's busy time less
+  this process's own and its children's), the time a virtual machine's host gave to others
+  (steal), and where /proc is missing (macOS) the load average;
+- a CUDA GPU, through NVML (the nvidia-ml-py package) where it is installed: other processes
+  holding memory on it, whether it was already busy before the run, and whether it slowed its
+  clocks (thermal or power limits) by the end.
+
+Nothing here needs torch but the CUDA device's PCI address. Every reading is best effort: what
+cannot be read is left out of the sentence, never guessed.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from tutor.experiments.spec import NOISE_WHY
+from tutor.threads import usable_cores
+
+__all__ = ["NOISE_WHY", "Reading", "read", "why"]
+
+OTHERS_CPU_SHARE = 0.25  # other programs took this share of every core's time: say so
+STEAL_SHARE = 0.10  # the VM's host gave this share of the time to other machines
+GPU_BUSY_BEFORE = 10  # % utilisation of the GPU before this run started: someone else's work
+
+# NVML's clock event reasons worth a learner's attention, and their words.
+_THROTTLE_WORDS = (
+    ("SwThermalSlowdown", "too hot (software thermal limit)"),
+    ("HwThermalSlowdown", "too hot (hardware thermal limit)"),
+    ("HwSlowdown", "hardware slowdown"),
+    ("HwPowerBrakeSlowdown", "power brake"),
+    ("SwPowerCap", "held to its power limit"),
+)
+
+
+@dataclass(frozen=True)
+class GpuReading:
+    others: int  # other processes with memory on this GPU
+    others_mib: float
+    utilization: int | None  # % of the last sample period a kernel ran
+    throttle: tuple[str, ...]  # why the clocks are held down now, in words
+
+
+@dataclass(frozen=True)
+class Reading:
+    wall: float  # time.monotonic()
+    busy_s: float | None  # every core's busy seconds since boot (/proc/stat), None where unreadable
+    steal_s: float | None
+    own_s: float  # this process's and its waited-for children's CPU seconds
+    load: float | None  # 1-minute load average
+    gpu: GpuReading | None
+
+
+def _proc_stat() -> tuple[float, float] | None:
+    """(busy, steal) seconds summed over the cores, from /proc/stat's first line."""
+    try:
+        with open("/proc/stat", encoding="ascii") as f:
+            fields = f.readline().split()
+        ticks = [int(v) for v in fields[1:]]
+    except (OSError, ValueError):
+        return None
+    if len(ticks) < 8:
+        return None
+    hz = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    user, nice, system, _idle, _iowait, irq, softirq, steal = ticks[:8]
+    # guest time is already counted in user and nice
+    return (user + nice + system + irq + softirq) / hz, steal / hz
+
+
+def _own_cpu() -> float:
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
+
+
+def _load() -> float | None:
+    try:
+        return os.getloadavg()[0]
+    except (OSError, AttributeError):
+        return None
+
+
+def _nvml_handle(pynvml: Any, index: int) -> Any:
+    """The NVML handle of torch's CUDA device `index` (the same card even under
+    CUDA_VISIBLE_DEVICES, matched by its PCI address)."""
+    import torch
+
+    props = torch.cuda.get_device_properties(index)
+    try:
+        bus = f"{props.pci_domain_id:08X}:{props.pci_bus_id:02X}:{props.pci_device_id:02X}.0"
+        return pynvml.nvmlDeviceGetHandleByPciBusId(bus)
+    except Exception:  # an older torch without PCI fields, or NVML spelling it otherwise
+        return pynvml.nvmlDeviceGetHandleByIndex(index)
+
+
+def _gpu(dev: Any) -> GpuReading | None:
+    if getattr(dev, "kind", "") != "cuda":
+        return None
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+    except Exception:  # not installed, or no NVIDIA driver library
+        return None
+    try:
+        handle = _nvml_handle(pynvml, dev.index or 0)
+        me = os.getpid()
+        others = [p for p in pynvml.nvmlDeviceGetComputeRunningProcesses(handle) if p.pid != me]
+        mib = sum((p.usedGpuMemory or 0) for p in others) / 2**20
+        try:
+            utilization = int(pynvml.nvmlDeviceGetUtilizationRates(handle).gpu)
+        except Exception:
+            utilization = None
+        try:
+            get = getattr(pynvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or \
+                pynvml.nvmlDeviceGetCurrentClocksThrottleReasons
+            mask = int(get(handle))
+            reasons = tuple(words for name, words in _THROTTLE_WORDS
+                            if mask & int(getattr(pynvml, f"nvmlClocksEventReason{name}",
+                                                  getattr(pynvml, f"nvmlClocksThrottleReason{name}", 0))))
+        except Exception:
+            reasons = ()
+        return GpuReading(len(others), mib, utilization, reasons)
+    except Exception:
+        return None
+    finally:
+        try:
+            pynvml.nvmlShutdown()
+        except Exception:
+            pass
+
+
+def read(dev: Any = None) -> Reading:
+    """What the machine is doing now (and `dev`'s GPU, when it is a CUDA device)."""
+    stat = _proc_stat()
+    return Reading(time.monotonic(), stat[0] if stat else None, stat[1] if stat else None,
+                   _own_cpu(), _load(), _gpu(dev))
+
+
+def others_cpu_share(before: Reading, after: Reading, cores: int) -> float | None:
+    """The share of every core's time other programs took between the two readings."""
+    wall = after.wall - before.wall
+    if before.busy_s is None or after.busy_s is None or wall <= 0 or cores <= 0:
+        return None
+    others = (after.busy_s - before.busy_s) - (after.own_s - before.own_s)
+    return min(1.0, max(0.0, others / (wall * cores)))
+
+
+def why(before: Reading, after: Reading, cores: int | None = None) -> str:
+    """One or two sentences: what else used the machine while it measured, in figures; or that
+    nothing else was seen, and what that leaves."""
+    cores = cores or usable_cores()
+    seen: list[str] = []
+    share = others_cpu_share(before, after, cores)
+    wall = after.wall - before.wall
+    if share is not None and share >= OTHERS_CPU_SHARE:
+        seen.append(f"other programs took {share:.0%} of this machine's {cores} core{'s' if cores != 1 else ''} "
+                    "while it ran")
+    elif share is None and after.load is not None and after.load > cores:
+        seen.append(f"the load average was {after.load:.1f} on {cores} core{'s' if cores != 1 else ''}: "
+                    "more work waiting than cores to run it")
+    if before.steal_s is not None and after.steal_s is not None and wall > 0:
+        steal = (after.steal_s - before.steal_s) / (wall * cores)
+        if steal >= STEAL_SHARE:
+            seen.append(f"this virtual machine's host gave {steal:.0%} of its CPU time to other machines")
+    gpu_before, gpu_after = before.gpu, after.gpu
+    if gpu_after is not None and gpu_after.others:
+        n = gpu_after.others
+        seen.append(f"{n} other process{'es' if n != 1 else ''} held {gpu_after.others_mib:,.0f} MiB on the GPU")
+    if gpu_before is not None and (gpu_before.utilization or 0) >= GPU_BUSY_BEFORE:
+        seen.append(f"the GPU was already {gpu_before.utilization}% busy before this run started")
+    if gpu_after is not None and gpu_after.throttle:
+        seen.append(f"the GPU slowed its clocks ({', '.join(gpu_after.throttle)})")
+    if seen:
+        text = "; ".join(seen)
+        return text[0].upper() + text[1:] + "."
+    checked = "other programs took " + (f"{share:.0%} of the CPU" if share is not None else "no CPU this could see")
+    if gpu_after is not None:
+        checked += ", no other process was on the GPU and its clocks were not held down"
+    return (f"Nothing else was seen using the machine ({checked}): the spread came from the device itself "
+            "(clock speed changes, caches) or from timings too short to measure steadily.")
