@@ -9,7 +9,7 @@ from tutor import experiments
 from tutor.experiments import common, devices
 from tutor.experiments.common import OFF, autocast_settings
 from tutor.experiments.devices import Device
-from tutor.experiments.events import Finished, Note, Started, Table
+from tutor.experiments.events import Epoch, Finished, Note, Started, Table
 
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 SMALL = {"train_samples": 2048, "test_samples": 512, "batch_size": 128}
@@ -132,6 +132,28 @@ def test_fp16_on_cpu_uses_grad_scaler():
     m = run({**SMALL, "amp": "fp16", "train_samples": 1024})[-1].metrics
     assert m["amp_dtype"] == "float16" and m["grad_scaler"] is True
     assert m["amp_accuracy"] > 0.3
+
+
+def test_one_epoch_has_no_speedup_spread():
+    m = run({**SMALL, "train_samples": 512})[-1].metrics  # epochs=1: each mode timed once
+    assert m["speedup"] is not None and m["speedup_low"] is None and m["speedup_high"] is None
+
+
+def test_two_epochs_give_the_range_of_every_pairing():
+    events = run({**SMALL, "train_samples": 1024, "epochs": 2})
+    m = events[-1].metrics
+    assert m["speedup_low"] <= m["speedup"] <= m["speedup_high"]
+    fp32, amp = ([e.seconds for e in events if isinstance(e, Epoch) and e.label == k] for k in ("fp32", "amp"))
+    assert m["speedup_low"] == pytest.approx(min(fp32) / max(amp))
+    assert m["speedup_high"] == pytest.approx(max(fp32) / min(amp))
+    assert any("pairing every epoch with every other" in e.text for e in events if isinstance(e, Note))
+
+
+def test_the_spread_is_declared_with_what_none_means():
+    spec = experiments.get("amp-compare")
+    for name in ("speedup_low", "speedup_high"):
+        assert spec.metrics[name].unit == "x" and "None" in spec.metrics[name].description
+        assert spec.metrics[name].none != "n/a"
 
 
 @cuda

@@ -9,6 +9,7 @@ import torch
 from experiment_runs import run_experiment
 
 from tutor import experiments
+from tutor.experiments.spec import COMMON_METRICS
 from tutor.experiments import amp_benchmark, devices
 from tutor.experiments.common import Amp
 from tutor.experiments.devices import Device
@@ -36,7 +37,7 @@ def cpu_run(tmp_path_factory):
 
 def test_every_declared_metric_is_reported(cpu_run):
     _, m = cpu_run
-    assert set(m) == set(experiments.get("amp-benchmark").metrics)
+    assert set(m) - set(COMMON_METRICS) == set(experiments.get("amp-benchmark").metrics)
     assert m["device"] == "cpu" and m["accelerator"] == "none" and m["amp_dtype"] == "bfloat16"
     assert m["parameters"] == 784 * 64 + 64 + 64 * 10 + 10
 
@@ -60,6 +61,32 @@ def test_cpu_figures_are_consistent(cpu_run):
     best = min(m["cpu_seconds"], m["amp_seconds"])
     assert m["best_speedup"] == pytest.approx(m["cpu_seconds"] / best)
     assert 0 <= m["cpu_accuracy"] <= 1 and 0 <= m["amp_accuracy"] <= 1
+
+
+def test_one_epoch_has_no_speedup_spread(cpu_run):
+    _, m = cpu_run  # epochs=1: each case timed once, so nothing says how far its time moves
+    assert m["amp_speedup"] is not None and m["amp_speedup_low"] is None and m["amp_speedup_high"] is None
+
+
+def test_two_epochs_give_the_range_of_every_pairing():
+    events, m = run_experiment("amp-benchmark", {**QUICK, "train_samples": 512, "cpu_samples": 256, "epochs": 2},
+                               "cpu")
+    low, high = m["amp_speedup_low"], m["amp_speedup_high"]
+    assert low is not None and high is not None and low <= m["amp_speedup"] <= high
+    # every pairing of the CPU float32 case's projected epochs with the autocast case's
+    cpu, amp = ([e.seconds for e in events if isinstance(e, Epoch) and e.label == k] for k in ("cpu", "amp"))
+    assert len(cpu) == len(amp) == 2
+    cpu_factor, amp_factor = 512 / m["cpu_images_timed"], 512 / m["amp_images_timed"]
+    assert low == pytest.approx(min(cpu) * cpu_factor / (max(amp) * amp_factor))
+    assert high == pytest.approx(max(cpu) * cpu_factor / (min(amp) * amp_factor))
+    assert "pairing every epoch with every other" in notes(events)
+
+
+def test_the_spread_is_declared_with_what_none_means():
+    spec = experiments.get("amp-benchmark")
+    for name in ("amp_speedup_low", "amp_speedup_high"):
+        assert spec.metrics[name].unit == "x" and "None" in spec.metrics[name].description
+        assert spec.metrics[name].none != "n/a"
 
 
 def test_table_has_a_row_per_case_and_marks_projections(cpu_run):
@@ -121,6 +148,21 @@ def test_accelerator_path_with_a_stand_in_device(monkeypatch):
     assert table.rows[0][1].endswith("*") and not table.rows[1][1].endswith("*")
     text = notes(events)
     assert "No tf32 case" in text and "not comparable" in text and "Accuracy after 1024 images" in text
+
+
+def test_accelerator_path_pairs_float32_on_the_device_with_autocast(monkeypatch):
+    dev = _StandIn("mps", None, "Stand-in GPU")
+    cpu = devices.resolve("cpu")
+    monkeypatch.setattr(amp_benchmark, "autocast_settings",
+                        lambda amp, d: Amp(True, torch.bfloat16, False, "autocast to bfloat16 (stand-in).", cpu))
+    params = experiments.get("amp-benchmark").make_params({**QUICK, "train_samples": 512, "cpu_samples": 256,
+                                                           "epochs": 2})
+    events = list(amp_benchmark.measure(params, dev))
+    m = events[-1].metrics
+    fp32, amp = ([e.seconds for e in events if isinstance(e, Epoch) and e.label == k] for k in ("fp32", "amp"))
+    assert m["amp_speedup_low"] == pytest.approx(min(fp32) / max(amp))
+    assert m["amp_speedup_high"] == pytest.approx(max(fp32) / min(amp))
+    assert m["amp_speedup_low"] <= m["amp_speedup"] <= m["amp_speedup_high"]
 
 
 @pytest.mark.gpu

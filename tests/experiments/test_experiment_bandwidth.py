@@ -4,12 +4,14 @@ Behaviour only: no test compares timings with fixed numbers."""
 from __future__ import annotations
 
 import datetime
+import statistics
 
 import pytest
 import torch
 from experiment_runs import run_experiment
 
 from tutor import experiments
+from tutor.experiments.spec import COMMON_METRICS
 from tutor.experiments import devices
 from tutor.experiments import peak as matmul_peak
 from tutor.experiments.events import Note, Step, Table
@@ -48,7 +50,7 @@ def cpu_run(peak_cache):
 
 def test_every_declared_metric_is_reported(cpu_run):
     _, m = cpu_run
-    assert set(m) == set(experiments.get("bandwidth").metrics)
+    assert set(m) - set(COMMON_METRICS) == set(experiments.get("bandwidth").metrics)
     assert m["device"] == "cpu" and m["threads"] == torch.get_num_threads()
 
 
@@ -75,6 +77,50 @@ def test_the_roofline_is_built_from_the_measured_numbers(cpu_run):
     assert m["matmul_peak_share"] == pytest.approx(m["matmul_tflops"] / m["peak_tflops"])
     assert m["elementwise_bound"] == "memory"  # 1/12 FLOP/B is left of any device's ridge
     assert m["matmul_bound"] == ("compute" if m["matmul_intensity"] >= m["ridge_point"] else "memory")
+
+
+def test_the_elementwise_share_is_the_best_repeat_and_its_spread_reaches_down_to_the_others(cpu_run):
+    """2 timings (quick): the spread runs from the slower timing's share up to the best, the one reported."""
+    events, m = cpu_run
+    low, share, high = (m[f"elementwise_peak_share{end}"] for end in ("_low", "", "_high"))
+    assert low is not None and 0 < low <= share == high
+    assert "in its best repeat (the slowest of its repeats:" in _notes(events)
+
+
+def test_one_timing_gives_no_spread(tmp_path, monkeypatch):
+    monkeypatch.setattr(matmul_peak, "cache_file", lambda: tmp_path / "peaks.json")
+    _plant(1000.0, tmp_path / "peaks.json")
+    events, m = run_experiment("bandwidth", {**QUICK, "repeats": 1}, "cpu")
+    assert m["elementwise_peak_share"] > 0
+    assert m["elementwise_peak_share_low"] is None and m["elementwise_peak_share_high"] is None
+    assert "in its best repeat" not in _notes(events)
+
+
+def test_from_8_timings_the_low_end_is_the_lower_quartile_of_the_repeats_shares(tmp_path, monkeypatch):
+    """Timed as 10 ms, 1 ms, 2 ms, ..., 10 ms (the single call first): the share reported is the best
+    timing's (1 ms), the low end the lower quartile of the ten repeats' shares, each against the one roof."""
+    from tutor.experiments import bandwidth
+
+    monkeypatch.setattr(matmul_peak, "cache_file", lambda: tmp_path / "peaks.json")
+    _plant(1000.0, tmp_path / "peaks.json")
+    timings = [k / 1000 for k in range(1, 11)]
+    monkeypatch.setattr(bandwidth, "repeat_seconds", lambda fn, device, repeats: (0.010, list(timings)))
+    _, m = run_experiment("bandwidth", {**QUICK, "repeats": 10}, "cpu")
+    quartile = statistics.quantiles([1 / t for t in timings], n=4)[0]
+    assert m["elementwise_peak_share_high"] == m["elementwise_peak_share"]
+    assert m["elementwise_peak_share"] / m["elementwise_peak_share_low"] == pytest.approx((1 / 0.001) / quartile)
+
+
+def test_repeat_seconds_returns_each_timing_and_best_seconds_the_least(monkeypatch):
+    """MemoryTraffic and `gpututor calibrate` keep the best; the experiment also reads each timing."""
+    from tutor.experiments import bandwidth
+
+    one, timings = bandwidth.repeat_seconds(lambda: sum(range(1000)), "cpu", 4)
+    assert one > 0 and len(timings) == 4 and all(t > 0 for t in timings)
+    monkeypatch.setattr(bandwidth, "repeat_seconds", lambda fn, device, repeats: (0.5, [0.3, 0.2, 0.4]))
+    assert bandwidth.best_seconds(print, "cpu", 3) == 0.2
+    monkeypatch.setattr(bandwidth, "repeat_seconds", lambda fn, device, repeats: (0.1, [0.3]))
+    assert bandwidth.best_seconds(print, "cpu", 1) == 0.1  # the single timed call counts, as it always did
 
 
 def test_the_roofline_table_has_the_roof_at_each_intensity(cpu_run):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 
@@ -31,7 +33,8 @@ def run(values: dict, dev) -> list:
 def test_cpu_only_reports_none_and_says_so(cpu_only):
     events = run(QUICK, cpu_only)
     m = events[-1].metrics
-    for key in ("accel_seconds_tiny", "speedup_tiny", "accel_seconds_mlp", "speedup_mlp", "speedup"):
+    for key in ("accel_seconds_tiny", "speedup_tiny", "accel_seconds_mlp", "speedup_mlp", "speedup",
+                "speedup_low", "speedup_high", "speedup_tiny_low", "speedup_mlp_high"):
         assert m[key] is None, key
     assert m["accelerator"] == "none"
     assert m["cpu_seconds_tiny"] > 0 and m["cpu_seconds_mlp"] > 0
@@ -61,6 +64,23 @@ def test_tiny_model_is_tiny(cpu_only):
     assert int(table.rows[0][1].replace(",", "")) < 1000  # params column
 
 
+def test_the_speedup_comes_with_the_spread_of_its_repeats(monkeypatch):
+    """The CPU stands in for the accelerator (a second device of kind cpu), so the comparison's
+    own path runs here: every pairing of the two devices' repeats gives the interval, and the
+    headline lies in it."""
+    cpu = devices.resolve("cpu")
+    stand_in = dataclasses.replace(cpu, name="a second CPU")
+    monkeypatch.setattr(devices, "accelerator", lambda: stand_in)
+    events = run({**QUICK, "repeats": 3}, cpu)
+    m = events[-1].metrics
+    for case in ("tiny", "mlp"):
+        low, mid, high = m[f"speedup_{case}_low"], m[f"speedup_{case}"], m[f"speedup_{case}_high"]
+        assert 0 < low <= mid <= high, (case, low, mid, high)
+    assert (m["speedup_low"], m["speedup_high"]) == (m["speedup_mlp_low"], m["speedup_mlp_high"])
+    notes = " ".join(e.text for e in events if isinstance(e, Note))
+    assert "the 3 repeats on each device put the speedup between" in notes
+
+
 @cuda
 @pytest.mark.gpu
 def test_compares_with_cuda():
@@ -69,6 +89,7 @@ def test_compares_with_cuda():
     assert m["accel_seconds_tiny"] > 0 and m["accel_seconds_mlp"] > 0
     assert m["speedup_mlp"] == pytest.approx(m["cpu_seconds_mlp"] / m["accel_seconds_mlp"])
     assert m["speedup"] == m["speedup_mlp"]
+    assert m["speedup_low"] <= m["speedup"] <= m["speedup_high"]
     assert m["accelerator"] != "none"
     assert {e.label for e in events if isinstance(e, Step)} == {"cpu", "cuda"}
 

@@ -7,6 +7,8 @@ import pytest
 from experiment_runs import run_experiment
 
 from tutor import experiments
+from tutor.experiments import grad_accum
+from tutor.experiments.spec import COMMON_METRICS
 from tutor.experiments.events import Note, Table
 
 
@@ -22,7 +24,7 @@ def cpu_run():
 
 def test_every_declared_metric_is_reported(cpu_run):
     _, m = cpu_run
-    assert set(m) == set(experiments.get("grad-accum").metrics)
+    assert set(m) - set(COMMON_METRICS) == set(experiments.get("grad-accum").metrics)
     assert m["micro_batch_size"] == 16 and m["device"] == "cpu"
 
 
@@ -45,7 +47,37 @@ def test_a_micro_batch_keeps_a_kth_of_the_activations(cpu_run):
     # a quarter, give or take a few scalar bytes the loss keeps whatever the batch
     assert m["micro_activation_bytes"] * 4 == pytest.approx(m["big_activation_bytes"], rel=1e-3)
     assert m["big_seconds_per_update"] > 0 and m["accum_seconds_per_update"] > 0
-    assert m["time_ratio"] == pytest.approx(m["accum_seconds_per_update"] / m["big_seconds_per_update"])
+
+
+def test_the_time_ratio_is_the_median_of_rounds_taking_turns_with_its_range(cpu_run):
+    events, m = cpu_run
+    # updates=2: two rounds of one update each, the two ways taking turns; the range is theirs.
+    assert m["time_ratio"] > 0 and m["time_ratio_low"] is not None and m["time_ratio_high"] is not None
+    assert m["time_ratio_low"] <= m["time_ratio"] <= m["time_ratio_high"]
+    timing = [e for e in events if isinstance(e, Table)][1]
+    assert "median of 2 rounds of 1 update, the two ways taking turns" in timing.title
+    assert any("median of the 2 rounds' ratios, which ranged from" in e.text for e in events if isinstance(e, Note))
+
+
+@pytest.mark.parametrize("updates, rounds", [(1, (1, 1)), (2, (2, 1)), (7, (7, 1)), (20, (10, 2)), (25, (10, 2))])
+def test_rounds_share_the_timed_updates(updates, rounds):
+    # never more timed updates than asked; from 8 rounds the spread is their interquartile range
+    assert grad_accum._rounds(updates) == rounds
+    assert rounds[0] * rounds[1] <= updates
+
+
+def test_one_update_has_no_spread_and_still_runs():
+    events, m = run("cpu", updates=1)
+    assert m["time_ratio"] > 0 and m["time_ratio_low"] is None and m["time_ratio_high"] is None
+    assert "1 timed update each" in [e for e in events if isinstance(e, Table)][1].title
+    assert not any("rounds' ratios" in e.text for e in events if isinstance(e, Note))
+
+
+def test_the_spread_is_declared_with_what_none_means():
+    spec = experiments.get("grad-accum")
+    for name in ("time_ratio_low", "time_ratio_high"):
+        assert spec.metrics[name].unit == "x" and "None" in spec.metrics[name].description
+        assert spec.metrics[name].none != "n/a"
 
 
 @pytest.mark.parametrize("k", [2, 8])

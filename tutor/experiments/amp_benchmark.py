@@ -18,6 +18,11 @@ generator seeded with `seed`). Each first runs untimed warm-up steps on a throwa
 medians, evaluation excluded. Peak memory (CUDA only) is max_memory_allocated above what
 was allocated when the case's timed epochs started. The TF32 settings found at the start are
 put back at the end, whatever happens.
+
+amp_speedup's noise: the cases train one after the other, not in turns, so their epochs are
+not paired by index; amp_speedup_low/high is the range of every pairing of a float32 epoch
+with an autocast epoch (timing.unpaired_spread; the CPU cases' epochs projected like their
+medians), None with epochs=1 (nothing repeated) or where amp_speedup is None.
 """
 
 from __future__ import annotations
@@ -44,9 +49,10 @@ from tutor.experiments.common import (
     train_timed,
 )
 from tutor.experiments.devices import Device
-from tutor.experiments.events import Event, Finished, Note, Started, Table
+from tutor.experiments.events import Epoch, Event, Finished, Note, Started, Table
 from tutor.experiments.model import count_parameters, linear_stack
 from tutor.experiments.specs.amp_benchmark import AmpBenchmarkParams
+from tutor.experiments.timing import unpaired_spread
 from tutor.present import seconds
 
 
@@ -217,14 +223,17 @@ def measure(p: AmpBenchmarkParams, dev: Device) -> Iterator[Event]:
                 d.train_x, d.train_y, d.test_x, d.test_y)
             target = "cpu" if on_cpu else device
             state = {k: v.to(target) for k, v in init_state.items()}
+            factor = epoch_images / used if on_cpu else 1.0  # the CPU cases' time, projected to the full epoch
+            epochs_s: list[float] = []
             for item in _train_case(name, case_amp, state, x, y, tx, ty, target, p):
                 if isinstance(item, dict):
-                    # The CPU cases' epoch time, projected to the full epoch.
-                    factor = epoch_images / used if on_cpu else 1.0
                     item["epoch_seconds"] = item["seconds"] * factor
+                    item["every_epoch_seconds"] = [e * factor for e in epochs_s]
                     item["projected"] = factor != 1.0
                     results[name] = item
                 else:
+                    if isinstance(item, Epoch):
+                        epochs_s.append(item.seconds)
                     yield item
         act_mb = _activation_mb(p, device) if dev.kind == "cuda" else None
     finally:
@@ -239,6 +248,10 @@ def measure(p: AmpBenchmarkParams, dev: Device) -> Iterator[Event]:
     gpu_speedup = _ratio(cpu_s, fp32_s)
     tf32_speedup = _ratio(fp32_s, tf32_s)
     amp_speedup = _ratio(amp_base_s, amp_s)
+    amp_base = "fp32" if accel else "cpu"
+    amp_speedup_low, amp_speedup_high = (
+        unpaired_spread(results[amp_base]["every_epoch_seconds"], results["amp"]["every_epoch_seconds"], amp_speedup)
+        if amp_speedup is not None else (None, None))
     best_case = min(results, key=lambda k: results[k]["epoch_seconds"])
     best_speedup = _ratio(cpu_s, results[best_case]["epoch_seconds"])
 
@@ -322,6 +335,12 @@ def measure(p: AmpBenchmarkParams, dev: Device) -> Iterator[Event]:
                 "step stayed float32.",
                 "result",
             )
+        if amp_speedup_low is not None:
+            yield Note(
+                f"The noise: over {p.epochs} epochs of each, one float32 epoch's time over one autocast epoch's "
+                f"ranged from {amp_speedup_low:.2f}x to {amp_speedup_high:.2f}x, pairing every epoch with every "
+                "other (the cases ran one after the other, so no epoch of one ran beside an epoch of the other)."
+            )
         if tf32_s is not None and amp_s is not None:
             yield Note(
                 f"Against TF32, mixed precision was {tf32_s / amp_s:.2f}x "
@@ -386,6 +405,8 @@ def measure(p: AmpBenchmarkParams, dev: Device) -> Iterator[Event]:
             "gpu_speedup": gpu_speedup,
             "tf32_speedup": tf32_speedup,
             "amp_speedup": amp_speedup,
+            "amp_speedup_low": amp_speedup_low,
+            "amp_speedup_high": amp_speedup_high,
             "best_speedup": best_speedup,
             "best_case": best_case,
             "cpu_accuracy": get("cpu", "accuracy"),

@@ -9,6 +9,11 @@ reported as the peak *above* what was allocated when the mode's timed epochs sta
 resident train and test tensors, the model's weights and the device copy of the initial
 weights. What is left is what training adds: gradients, optimizer state, activations and
 autocast's cached low-precision weights.
+
+The speedup's noise: the two modes train one after the other, not in turns, so their epochs
+cannot be paired; speedup_low/high is the range of every pairing of a float32 epoch with an
+autocast epoch (timing.unpaired_spread: quartiles from 3 epochs each, the lowest and highest
+below), None with a single epoch each (epochs=1: nothing repeated).
 """
 
 from __future__ import annotations
@@ -27,9 +32,10 @@ from tutor.experiments.common import (
     train_timed,
 )
 from tutor.experiments.devices import Device
-from tutor.experiments.events import Event, Finished, Note, Started, Table
+from tutor.experiments.events import Epoch, Event, Finished, Note, Started, Table
 from tutor.experiments.model import MNISTClassifier, count_parameters
 from tutor.experiments.specs.amp_compare import AmpCompareParams
+from tutor.experiments.timing import unpaired_spread
 
 
 def _peak_supported(dev: Device) -> bool:
@@ -83,6 +89,7 @@ def measure(p: AmpCompareParams, dev: Device) -> Iterator[Event]:
     init_state = copy.deepcopy(MNISTClassifier().state_dict())
 
     results = {}
+    epoch_seconds: dict[str, list[float]] = {}  # each mode's epochs, for the speedup's range
     for label, mode in (("fp32", OFF), ("amp", amp)):
         if label == "amp" and not amp.enabled:
             break
@@ -91,11 +98,15 @@ def measure(p: AmpCompareParams, dev: Device) -> Iterator[Event]:
             if isinstance(item, dict):
                 results[label] = item
             else:
+                if isinstance(item, Epoch):
+                    epoch_seconds.setdefault(label, []).append(item.seconds)
                 yield item
 
     fp32 = results["fp32"]
     mixed = results.get("amp")
     speedup = fp32["seconds"] / mixed["seconds"] if mixed and mixed["seconds"] > 0 else None
+    speedup_low, speedup_high = (unpaired_spread(epoch_seconds.get("fp32", []), epoch_seconds.get("amp", []), speedup)
+                                 if speedup is not None else (None, None))
 
     def mb(v):
         return "n/a" if v is None else f"{v:.1f}"
@@ -152,6 +163,12 @@ def measure(p: AmpCompareParams, dev: Device) -> Iterator[Event]:
                 + ", moving half the bytes of float32, while the weights and the optimizer step stayed in float32.",
                 "result",
             )
+        if speedup_low is not None:
+            yield Note(
+                f"The noise: over {p.epochs} epochs of each, one float32 epoch's time over one autocast epoch's "
+                f"ranged from {speedup_low:.2f}x to {speedup_high:.2f}x, pairing every epoch with every other (the "
+                "two modes ran one after the other, so no epoch of one ran beside an epoch of the other)."
+            )
         if min(fp32["seconds"], mixed["seconds"]) < 0.5:
             yield Note(
                 "These epochs took under half a second, so a few milliseconds of noise shift the ratio; "
@@ -179,6 +196,8 @@ def measure(p: AmpCompareParams, dev: Device) -> Iterator[Event]:
             "fp32_seconds": fp32["seconds"],
             "amp_seconds": mixed["seconds"] if mixed else None,
             "speedup": speedup,
+            "speedup_low": speedup_low,
+            "speedup_high": speedup_high,
             "fp32_accuracy": fp32["accuracy"],
             "amp_accuracy": mixed["accuracy"] if mixed else None,
             "fp32_peak_mb": fp32["peak_mb"],

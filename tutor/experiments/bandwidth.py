@@ -19,6 +19,10 @@ The compute roof is the device's measured float32 matmul peak (tutor/experiments
 cached sweep), or this run's matmul where it was faster; the memory roof is the best bandwidth
 measured here. TF32 is off throughout (full float32, the precision the peak is for).
 
+The multiply's share of the peak is its best repeat's, as every figure here; the run also
+reports how far its repeats spread (elementwise_peak_share_low .. _high: the lower quartile,
+or the slowest under 8 repeats, up to the best), so a prediction is graded against that.
+
 The memory measurements are `MemoryTraffic`, which `gpututor calibrate`
 (tutor/experiments/calibrate.py) measures a machine's memory roof with too.
 """
@@ -37,7 +41,7 @@ from tutor.experiments.common import full_float32_matmuls, seed_everything
 from tutor.experiments.devices import Device
 from tutor.experiments.events import Event, Finished, Note, Started, Step, Table
 from tutor.experiments.specs.bandwidth import BandwidthParams
-from tutor.experiments.timing import synchronize
+from tutor.experiments.timing import spread, synchronize
 from tutor.present import flops_text, metric, number, size
 
 REPEAT_S = 0.02  # one timing runs enough back-to-back calls to last about this long: launch costs vanish
@@ -49,10 +53,11 @@ ELEMENTWISE_BYTES = 3 * FLOAT32  # c = a * b reads a and b and writes c
 ELEMENTWISE_INTENSITY = 1 / ELEMENTWISE_BYTES  # one multiply per element
 
 
-def best_seconds(fn: Callable[[], object], device: str, repeats: int) -> float:
-    """Seconds per fn() call: one warm-up call, then `repeats` timings of back-to-back calls
-    (as many as fill about REPEAT_S), the device synchronised at each clock read; the best.
-    No new timing starts after OPERATION_BUDGET_S (a slow CPU's big matmul)."""
+def repeat_seconds(fn: Callable[[], object], device: str, repeats: int) -> tuple[float, list[float]]:
+    """(seconds of one call, seconds per call of each timing): one warm-up call, one timed call
+    (which sets how many calls fill about REPEAT_S), then `repeats` timings of that many
+    back-to-back calls, the device synchronised at each clock read. No new timing starts after
+    OPERATION_BUDGET_S (a slow CPU's big matmul), so there may be fewer than `repeats`."""
     deadline = time.perf_counter() + OPERATION_BUDGET_S
     fn()
     synchronize(device)
@@ -61,7 +66,7 @@ def best_seconds(fn: Callable[[], object], device: str, repeats: int) -> float:
     synchronize(device)
     one = time.perf_counter() - start
     calls = max(1, min(MAX_CALLS, int(REPEAT_S / max(one, 1e-7))))
-    best = one
+    timings = []
     for _ in range(repeats):
         if time.perf_counter() > deadline:
             break
@@ -70,8 +75,14 @@ def best_seconds(fn: Callable[[], object], device: str, repeats: int) -> float:
         for _ in range(calls):
             fn()
         synchronize(device)
-        best = min(best, (time.perf_counter() - start) / calls)
-    return best
+        timings.append((time.perf_counter() - start) / calls)
+    return one, timings
+
+
+def best_seconds(fn: Callable[[], object], device: str, repeats: int) -> float:
+    """Seconds per fn() call: the best of `repeat_seconds` (the single timed call included)."""
+    one, timings = repeat_seconds(fn, device, repeats)
+    return min([one, *timings])
 
 
 class Arrays:
@@ -141,7 +152,8 @@ class MemoryTraffic:
         self.pinned_gbps: float | None = None
         self.device_copy_gbps: float | None = None
         self.elementwise_gbps: float | None = None
-        self.elementwise_tflops: float | None = None
+        self.elementwise_tflops: float | None = None  # the best timing's
+        self.elementwise_repeat_tflops: list[float] = []  # each timing's, for the spread of its repeats
 
     @property
     def operations(self) -> int:
@@ -170,9 +182,11 @@ class MemoryTraffic:
                     yield "pinned host to device"
             self.device_copy_gbps = _gbps(2 * self.nbytes, best_seconds(arrays.copy, device, self.repeats))
             yield "device copy"
-            seconds = best_seconds(arrays.multiply, device, self.repeats)
+            one, timings = repeat_seconds(arrays.multiply, device, self.repeats)
+            seconds = min([one, *timings])  # the best, as best_seconds
             self.elementwise_gbps = _gbps(ELEMENTWISE_BYTES * n_elements, seconds)
             self.elementwise_tflops = n_elements / seconds / 1e12
+            self.elementwise_repeat_tflops = [n_elements / t / 1e12 for t in timings if t > 0]
             del arrays  # released before the caller allocates anything else
             yield "elementwise"
 
@@ -244,6 +258,17 @@ def measure(p: BandwidthParams, dev: Device) -> Iterator[Event]:
         del matrices
 
     peak_tflops = max(peak.tflops, matmul_tflops)
+    elementwise_share = elementwise_tflops / peak_tflops
+    # The multiply's share of the peak, per repeat. The denominator is the one compute roof, not a
+    # matmul repeat paired with each multiply repeat: a roof is the best the device was seen to do,
+    # and the two operations were timed one after the other, so pairing their k-th repeats would
+    # not cancel a slow moment, only add the matmul's noise. The share reported is the best
+    # repeat's (the roofline's method: other work on the machine only ever slows a timing), so
+    # that is the spread's high end; its low end is the lower quartile of the repeats' shares (the
+    # lowest under 8 repeats): how far a typical repeat fell short of the best.
+    share_low, share_high = spread([t / peak_tflops for t in traffic.elementwise_repeat_tflops])
+    if share_low is not None:
+        share_low, share_high = min(share_low, elementwise_share), elementwise_share
     bandwidth_gbps = traffic.bandwidth_gbps
     ridge = peak_tflops * 1e12 / (bandwidth_gbps * 1e9)
     matmul_intensity = n / 6
@@ -283,9 +308,13 @@ def measure(p: BandwidthParams, dev: Device) -> Iterator[Event]:
                   f"{peak.how_text()}, {peak.measured_on}") + f"). Their ratio, {number(ridge)} FLOP per byte, "
                "is the ridge point: an operation that does fewer FLOPs per byte it moves waits on memory; "
                "one that does more waits on arithmetic.", "result")
+    share_noise = ""
+    if share_low is not None:
+        which = "the lower quartile of" if len(traffic.elementwise_repeat_tflops) >= 8 else "the slowest of"
+        share_noise = f" in its best repeat ({which} its repeats: {metric(share_low, '%')})"
     yield Note(f"c = a * b does 1 multiply per 12 bytes ({number(ELEMENTWISE_INTENSITY)} FLOP/B), far left of the "
                f"ridge: it ran at {flops_text(elementwise_tflops)}, "
-               f"{metric(elementwise_tflops / peak_tflops, '%')} of the compute peak, while moving "
+               f"{metric(elementwise_share, '%')} of the compute peak{share_noise}, while moving "
                f"{number(elementwise_gbps, 'GB/s')}. The {n} x {n} matmul uses each number it loads {n:,} times: "
                f"{number(matmul_intensity)} FLOP/B, and reached "
                f"{flops_text(matmul_tflops)}, {metric(matmul_tflops / peak_tflops, '%')} of the peak: "
@@ -323,7 +352,9 @@ def measure(p: BandwidthParams, dev: Device) -> Iterator[Event]:
         "ridge_point": ridge,
         "elementwise_intensity": ELEMENTWISE_INTENSITY,
         "matmul_intensity": matmul_intensity,
-        "elementwise_peak_share": elementwise_tflops / peak_tflops,
+        "elementwise_peak_share": elementwise_share,
+        "elementwise_peak_share_low": share_low,
+        "elementwise_peak_share_high": share_high,
         "matmul_peak_share": matmul_tflops / peak_tflops,
         "elementwise_bound": bound(ELEMENTWISE_INTENSITY),
         "matmul_bound": bound(matmul_intensity),

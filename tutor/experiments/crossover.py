@@ -33,7 +33,7 @@ from tutor.experiments.devices import Device
 from tutor.experiments.events import Event, Finished, Note, Started, Step, Table
 from tutor.experiments.model import MNISTClassifier, TinyClassifier, count_parameters
 from tutor.experiments.specs.crossover import CrossoverParams
-from tutor.experiments.timing import Stopwatch, median
+from tutor.experiments.timing import Stopwatch, median, unpaired_spread
 from tutor.present import seconds
 
 
@@ -62,7 +62,7 @@ def _cpu_batches(x: torch.Tensor, y: torch.Tensor, batch_size: int, gen: torch.G
 
 
 def _time_case(case: Case, x: torch.Tensor, y: torch.Tensor, p: CrossoverParams, dev: Device) -> Iterator[Event | float]:
-    """Warm up, then yield Step events for each timed run and finally the median seconds (a float)."""
+    """Warm up, then yield Step events for each timed run and finally every run's seconds (a list)."""
     device = dev.torch_device
     label = dev.kind
     steps_per_epoch = math.ceil(x.shape[0] / case.batch_size)
@@ -95,7 +95,7 @@ def _time_case(case: Case, x: torch.Tensor, y: torch.Tensor, p: CrossoverParams,
                         yield event
             done += prog.steps
         times.append(clock.elapsed())
-    yield median(times)
+    yield times
 
 
 def measure(p: CrossoverParams, dev: Device) -> Iterator[Event]:
@@ -135,6 +135,7 @@ def measure(p: CrossoverParams, dev: Device) -> Iterator[Event]:
         steps = math.ceil(n / case.batch_size) * p.epochs
         yield Note(f"{case.title}: {params:,} parameters, {n} samples, batch {case.batch_size} ({steps} steps per run).")
         timing: dict[str, float | None] = {"cpu": None, "accel": None}
+        repeats: dict[str, list[float]] = {"cpu": [], "accel": []}
         for which, target in (("cpu", cpu), ("accel", accel)):
             if target is None:
                 continue
@@ -147,15 +148,19 @@ def measure(p: CrossoverParams, dev: Device) -> Iterator[Event]:
                     yield Note(fit.note(f"{case.title} on the CPU", " to keep this step within a minute"), "warning")
                     cx, cy = x[: fit.used], y[: fit.used]
             for item in _time_case(case, cx, cy, p, target):
-                if isinstance(item, float):
-                    timing[which] = fit.project(item) if fit is not None else item
+                if isinstance(item, list):
+                    repeats[which] = [fit.project(t) if fit is not None else t for t in item]
+                    timing[which] = median(repeats[which])
                 else:
                     yield item
             if fit is not None and fit.cut:
                 cut[case.key] = fit.used
         cpu_s, acc_s = timing["cpu"], timing["accel"]
         speedup = cpu_s / acc_s if (cpu_s and acc_s) else None
-        results[case.key] = {"cpu": cpu_s, "accel": acc_s, "speedup": speedup, "steps": steps}
+        # The devices run one after the other, so no CPU repeat has an accelerator repeat of its own.
+        low, high = unpaired_spread(repeats["cpu"], repeats["accel"], speedup) if speedup else (None, None)
+        results[case.key] = {"cpu": cpu_s, "accel": acc_s, "speedup": speedup, "steps": steps,
+                             "low": low, "high": high}
         star = "*" if case.key in cut else ""
         row = [case.title, f"{params:,}", str(n), str(case.batch_size), seconds(cpu_s) + star,
                f"{cpu_s / steps * 1000:.2f}" if cpu_s else "-"]
@@ -179,6 +184,9 @@ def measure(p: CrossoverParams, dev: Device) -> Iterator[Event]:
             )
             continue
         s = r["speedup"]
+        if r["low"] is not None:
+            yield Note(f"{title}: the {p.repeats} repeats on each device put the speedup between "
+                       f"{r['low']:.2f}x and {r['high']:.2f}x.")
         if s < 1:
             why = (
                 f"the {accel.kind} was {1 / s:.1f}x slower. Each step launches dozens of small kernels and copies "
@@ -215,6 +223,12 @@ def measure(p: CrossoverParams, dev: Device) -> Iterator[Event]:
             "speedup_mlp": mlp.get("speedup"),
             # the headline: MNISTClassifier's, or the tiny model's when only that one ran
             "speedup": mlp.get("speedup") if mlp else tiny.get("speedup"),
+            "speedup_tiny_low": tiny.get("low"),
+            "speedup_tiny_high": tiny.get("high"),
+            "speedup_mlp_low": mlp.get("low"),
+            "speedup_mlp_high": mlp.get("high"),
+            "speedup_low": mlp.get("low") if mlp else tiny.get("low"),
+            "speedup_high": mlp.get("high") if mlp else tiny.get("high"),
             "accelerator": accel.name if accel else "none",
             "cpu_images_timed_mlp": cut.get("mlp"),  # None: every image was timed
         }

@@ -7,7 +7,11 @@
 3. The usual mistake, the same without dividing by k: a gradient k times too large.
 4. One SGD step from each: the weights after the update.
 5. What it costs: seconds per update both ways (warmed up, synchronised), and the activations
-   each forward keeps for backward, which is what accumulation saves.
+   each forward keeps for backward, which is what accumulation saves. The `updates` timed
+   updates of each way are split into up to TURNS rounds, the two ways taking turns (one
+   round of the large batch, one of the micro-batches, ...), so a slow moment of the machine
+   falls on both; time_ratio is the median of the rounds' ratios, time_ratio_low/high their
+   range (timing.spread; None from a single round).
 
 BatchNorm would break the equivalence (statistics per micro-batch); MNISTClassifier has none.
 """
@@ -21,17 +25,26 @@ import torch
 import torch.nn.functional as F
 
 from tutor.experiments import data as mnist
-from tutor.experiments.common import (
-    saved_for_backward,
-    seconds_per_call,
-    seed_everything,
-)
+from tutor.experiments.common import saved_for_backward, seed_everything
 from tutor.experiments.devices import Device
 from tutor.experiments.events import Event, Finished, Note, Started, Table
 from tutor.experiments.model import MNISTClassifier
 from tutor.experiments.specs.grad_accum import GradAccumParams
+from tutor.experiments.timing import QUARTILES_FROM, median, paired_ratios, seconds_in_turns, spread
 
 WARMUP_UPDATES = 3
+# Rounds the timed updates are split into, the two ways taking turns. 10 (2 updates each at the
+# default 20) rather than 5 (4 each): from 8 rounds timing.spread reports the interquartile range,
+# so one round a busy core slowed does not widen it. Measured on a shared 2-core CPU, 12 runs each:
+# high/low 1.02-1.69 (one in six past 1.5) with 5 rounds, 1.03-1.14 with 10; the same median.
+TURNS = 10
+
+
+def _rounds(updates: int) -> tuple[int, int]:
+    """(rounds, updates per round): at most TURNS rounds of at least one update each, never more
+    timed updates in all than `updates` (what is left over when they do not divide is not timed)."""
+    rounds = max(1, min(TURNS, updates))
+    return rounds, updates // rounds
 
 
 def _flat_grad(model: torch.nn.Module) -> torch.Tensor:
@@ -111,15 +124,29 @@ def measure(p: GradAccumParams, dev: Device) -> Iterator[Event]:
     timed_big, timed_acc = copy.deepcopy(model), copy.deepcopy(model)
     opt_big = torch.optim.SGD(timed_big.parameters(), lr=0.01)
     opt_acc = torch.optim.SGD(timed_acc.parameters(), lr=0.01)
-    big_s = seconds_per_call(lambda: _big_update(timed_big, opt_big, x, y), dev.torch_device, p.updates,
-                             WARMUP_UPDATES)
-    acc_s = seconds_per_call(lambda: _accumulated_update(timed_acc, opt_acc, x, y, k), dev.torch_device,
-                             p.updates, WARMUP_UPDATES)
-    yield Table(f"One update of {p.batch_size} samples on {device} ({p.updates} timed updates each)",
+    rounds, per_round = _rounds(p.updates)
+    times = seconds_in_turns({"big": lambda: _big_update(timed_big, opt_big, x, y),
+                              "accum": lambda: _accumulated_update(timed_acc, opt_acc, x, y, k)},
+                             dev.torch_device, repeats=rounds, calls=per_round, warmup=WARMUP_UPDATES)
+    big_s, acc_s = median(times["big"]), median(times["accum"])
+    ratios = paired_ratios(times["accum"], times["big"])  # round by round: the two ran side by side
+    time_ratio = median(ratios)
+    ratio_low, ratio_high = spread(ratios)
+    noun = "update" if per_round == 1 else "updates"
+    how = (f"median of {rounds} rounds of {per_round} {noun}, the two ways taking turns" if rounds > 1 else
+           f"{per_round} timed {noun} each")
+    yield Table(f"One update of {p.batch_size} samples on {device} ({how})",
                 ["how", "seconds per update", "activations kept"],
                 [[f"1 x {p.batch_size}", f"{big_s * 1000:.2f} ms", f"{big_bytes / 1024:,.0f} KiB"],
                  [f"{k} x {micro}", f"{acc_s * 1000:.2f} ms", f"{micro_bytes / 1024:,.0f} KiB"]])
-    yield Note(f"Accumulation took {acc_s / big_s:.2f}x the time of one big batch here: {k} smaller forward and "
+    if ratio_low is None:
+        noise = ""
+    elif len(ratios) >= QUARTILES_FROM:
+        noise = (f" (the median of the {rounds} rounds' ratios; the middle half of them lay between "
+                 f"{ratio_low:.2f}x and {ratio_high:.2f}x)")
+    else:
+        noise = f" (the median of the {rounds} rounds' ratios, which ranged from {ratio_low:.2f}x to {ratio_high:.2f}x)"
+    yield Note(f"Accumulation took {time_ratio:.2f}x the time of one big batch here{noise}: {k} smaller forward and "
                f"backward passes use the hardware less well than one large one. In exchange each forward keeps "
                f"{micro_bytes / big_bytes:.0%} of the activations, which is how a batch that does not fit in "
                "memory can still be trained.")
@@ -135,7 +162,9 @@ def measure(p: GradAccumParams, dev: Device) -> Iterator[Event]:
         "weights_max_diff": weights_diff,
         "big_seconds_per_update": big_s,
         "accum_seconds_per_update": acc_s,
-        "time_ratio": acc_s / big_s,
+        "time_ratio": time_ratio,
+        "time_ratio_low": ratio_low,
+        "time_ratio_high": ratio_high,
         "big_activation_bytes": big_bytes,
         "micro_activation_bytes": micro_bytes,
         "device": str(device),

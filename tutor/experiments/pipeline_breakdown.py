@@ -11,20 +11,28 @@ device synchronised after each phase so the phases are told apart:
 
 A few untimed steps warm up first. Synchronising between phases removes the overlap a real
 loop gets (the CPU queueing the next kernels while the GPU works), so a second pass of the
-same number of steps runs with no syncs inside; its throughput is the honest one.
+same number of steps runs with no syncs inside a step; its throughput is the honest one. It is
+timed in STRETCHES stretches of steps (one step each when there are fewer steps), the device
+synchronised only where one stretch ends and the next begins.
 
 Model FLOPs per step = 6 x (sum of in x out over the Linear layers) x batch (2 in the
-forward, 4 in the backward). Achieved FLOP/s = those FLOPs / the unsynced pass's time.
+forward, 4 in the backward). Achieved FLOP/s = the median of the stretches' FLOPs / seconds:
+a moment when something else had the machine slows a stretch or two and counts for none
+(data-bottleneck's reasoning). MFU's spread, mfu_low and mfu_high, is the stretches' MFUs:
+their interquartile range from 8 stretches on, else their lowest and highest
+(tutor/experiments/timing.py `spread`), so the median lies within it.
 MFU = achieved / peak, for the dtype in use, against two peaks: the vendor's dense spec (a
 known GPU) and this device's measured one (peak.py: the best of a matmul sweep, cached per
 machine, on a CPU with the threads training uses). `mfu` uses the spec where there is one (what
-published MFUs mean), else the measured peak. A run that beats the measured peak proves it too
-low: it is measured again, and if the run still wins, raised to the run's figure and said so.
+published MFUs mean), else the measured peak. A run whose fastest stretch beats the measured peak
+proves it too low: it is measured again, and if the stretch still wins, raised to its figure and
+said so (so no stretch's MFU against the measured peak passes 100%).
 """
 
 from __future__ import annotations
 
 import re
+import statistics
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -40,11 +48,12 @@ from tutor.experiments.devices import Device
 from tutor.experiments.events import Event, Finished, Note, Started, Step, Table
 from tutor.experiments.model import MNISTClassifier, count_parameters
 from tutor.experiments.specs.pipeline_breakdown import PipelineBreakdownParams
-from tutor.experiments.timing import Stopwatch, synchronize
+from tutor.experiments.timing import Stopwatch, spread, synchronize
 from tutor.present import metric, number
 
 WARMUP_STEPS = 5  # untimed: allocator, kernel selection, worker start-up
 REPORT_S = 0.2  # seconds between Step events, so cancelling is heard
+STRETCHES = 10  # the unsynced pass is timed in this many stretches: 8 or more give an interquartile range
 PHASES = ["data_wait", "copy", "forward", "backward", "optimizer"]
 PHASE_NAMES = {"data_wait": "data wait", "copy": "copy to device", "forward": "forward + loss",
                "backward": "backward", "optimizer": "optimizer step"}
@@ -88,6 +97,13 @@ def vendor_peak_tflops(gpu_name: str, dtype: str, sms: int | None = None) -> tup
 def linear_macs(model: nn.Module) -> int:
     """Sum of in_features x out_features over the model's Linear layers (multiply-adds per sample)."""
     return sum(m.in_features * m.out_features for m in model.modules() if isinstance(m, nn.Linear))
+
+
+def stretch_ends(steps: int, stretches: int = STRETCHES) -> set[int]:
+    """The step numbers (1-based) after which a stretch of a timed pass ends: `stretches` stretches
+    of (nearly) equal length, one step each when there are fewer steps than that."""
+    n = max(1, min(stretches, steps))
+    return {(k * steps) // n for k in range(1, n + 1)}
 
 
 def _batches(p: PipelineBreakdownParams, dev: Device, pin: bool) -> tuple[Iterator[Any], str]:
@@ -208,13 +224,23 @@ def measure(p: PipelineBreakdownParams, dev: Device) -> Iterator[Event]:
     step_seconds = sum(totals.values())
     samples_per_s = samples / step_seconds
 
-    # Pass 2: the same loop with no syncs inside (only at the clock's start and stop).
+    # Pass 2: the same loop with no syncs inside a step: only where a stretch of steps ends.
+    macs = linear_macs(model)
+    ends = stretch_ends(p.steps)
+    stretch_tflops: list[float] = []  # model TFLOP/s of each stretch
+    stretch_start, stretch_samples = 0.0, 0
     sw = Stopwatch(device)
     free_samples = 0
     last_report = time.perf_counter()
     for i in range(1, p.steps + 1):
         _, n, loss = train_step(timed=False)
         free_samples += n
+        stretch_samples += n
+        if i in ends:
+            now = sw.elapsed()  # synchronises: the stretch's work has finished
+            if now > stretch_start:
+                stretch_tflops.append(6 * macs * stretch_samples / (now - stretch_start) / 1e12)
+            stretch_start, stretch_samples = now, 0
         if i == p.steps or time.perf_counter() - last_report >= REPORT_S:
             with sw.paused():
                 last_report = time.perf_counter()
@@ -224,30 +250,33 @@ def measure(p: PipelineBreakdownParams, dev: Device) -> Iterator[Event]:
     samples_per_s_unsynced = free_samples / free_seconds
 
     # FLOPs and the peak for the dtype the matmuls run in.
-    macs = linear_macs(model)
     flops_per_step = 6 * macs * p.batch_size
-    achieved = 6 * macs * free_samples / free_seconds / 1e12
+    if not stretch_tflops:  # no stretch measurable (a clock too coarse): the pass as a whole
+        stretch_tflops = [6 * macs * free_samples / max(free_seconds, 1e-9) / 1e12]
+    achieved = statistics.median(stretch_tflops)
+    fastest = max(stretch_tflops)
     raised = False
-    if achieved > measured.tflops:
+    if fastest > measured.tflops:
         # The matmuls ran at least this fast, so the measured peak is too low: a cached one
         # may date from a busy moment, so sweep again; if the run still wins, it is the evidence.
         batches.close()  # DataLoader workers stop before the sweep, so they do not compete with it
         if not swept_now:
-            yield Note(f"This run's {metric(achieved, 'TFLOP/s')} beat the cached peak of "
+            yield Note(f"This run's {metric(fastest, 'TFLOP/s')} beat the cached peak of "
                        f"{metric(measured.tflops, 'TFLOP/s')} (measured {measured.measured_on}): measuring it again.",
                        "warning")
             again = matmul_peak.sweep(dev, dtype_name)
             measured = again if again.tflops >= measured.tflops else measured
             matmul_peak.store(measured)
-        if achieved > measured.tflops:
+        if fastest > measured.tflops:
             swept = measured.tflops
-            measured = matmul_peak.raise_to(measured, achieved)
+            measured = matmul_peak.raise_to(measured, fastest)
             raised = True
-            yield Note(f"This run's model FLOPs ran at {metric(achieved, 'TFLOP/s')}, faster than the best matmul "
-                       f"the sweep timed ({metric(swept, 'TFLOP/s')}): the sweep was slowed by other work on the "
-                       "machine, or these shapes run faster than square ones. No run can beat a realistic peak, "
-                       "so the measured peak is raised to this run's figure (and kept): MFU against it is 100%, "
-                       "meaning as fast as anything measured here, not a perfect run.", "warning")
+            yield Note(f"This run's model FLOPs ran at {metric(fastest, 'TFLOP/s')} in its fastest stretch of steps, "
+                       f"faster than the best matmul the sweep timed ({metric(swept, 'TFLOP/s')}): the sweep was "
+                       "slowed by other work on the machine, or these shapes run faster than square ones. No run can "
+                       "beat a realistic peak, so the measured peak is raised to this run's fastest figure (and "
+                       "kept): MFU against it is 100% at most, meaning as fast as anything measured here, not a "
+                       "perfect run.", "warning")
     mfu_measured = achieved / measured.tflops
     mfu_spec = achieved / spec[0] if spec else None
     if spec:
@@ -255,6 +284,12 @@ def measure(p: PipelineBreakdownParams, dev: Device) -> Iterator[Event]:
     else:
         peak, peak_source = measured.tflops, "measured matmul"
     mfu = achieved / peak
+    # The median stretch is reported; its spread is the stretches' own (the median lies within it).
+    mfu_low, mfu_high = spread([t / peak for t in stretch_tflops])
+    noise = (f" (the median of {len(stretch_tflops)} stretches of steps; "
+             + ("the middle half of them" if len(stretch_tflops) >= 8 else "they")
+             + f" ranged {number(mfu_low * 100, '%')} to {number(mfu_high * 100, '%')})"
+             if mfu_low is not None and mfu_high is not None else "")
 
     shares = {k: v / step_seconds for k, v in totals.items()}
     bottleneck = max(PHASES, key=lambda k: totals[k])
@@ -269,19 +304,20 @@ def measure(p: PipelineBreakdownParams, dev: Device) -> Iterator[Event]:
                f"(batch) = {flops_per_step / 1e9:,.3f} GFLOP: 2 per multiply-add in the forward, 4 in the "
                "backward. The optimizer, activations and loss are left out: few FLOPs next to the matmuls, though not always little time.")
     yield Note(f"Throughput: {samples_per_s:,.0f} samples/s with a sync after every phase, "
-               f"{samples_per_s_unsynced:,.0f} samples/s with none inside the loop. Syncing between phases "
+               f"{samples_per_s_unsynced:,.0f} samples/s with none inside a step. Syncing between phases "
                "removes the overlap a real loop gets, so the phase shares are an upper bound on waiting; "
-               "FLOP/s use the unsynced pass.")
+               f"FLOP/s use the unsynced pass, timed in {len(stretch_tflops)} stretch"
+               + ("es" if len(stretch_tflops) != 1 else "") + " of steps.")
     measured_text = (f"{metric(measured.tflops, 'TFLOP/s')} {dtype_name}{measured.threads_text()}, measured here "
                      f"({measured.how_text()}; {measured.measured_on}, torch {measured.torch})")
     if spec:
-        yield Note(f"Achieved {metric(achieved, 'TFLOP/s')}. MFU = achieved / peak = {number(mfu * 100, '%')} "
+        yield Note(f"Achieved {metric(achieved, 'TFLOP/s')}. MFU = achieved / peak = {number(mfu * 100, '%')}{noise} "
                    f"against the vendor's spec, {metric(spec[0], 'TFLOP/s')} {dtype_name} dense for the {spec[1]}: "
                    f"the MFU papers report. Against this GPU's measured peak, {measured_text}: "
                    f"{number(mfu_measured * 100, '%')}, the share of what its matmuls really reach.", "result")
     else:
         yield Note(f"Achieved {metric(achieved, 'TFLOP/s')} against a peak of {measured_text}: MFU = achieved / "
-                   f"peak = {number(mfu * 100, '%')}."
+                   f"peak = {number(mfu * 100, '%')}{noise}."
                    + (" No vendor spec is known for this GPU, so only the measured peak is used."
                       if dev.kind == "cuda" else ""), "result")
 
@@ -312,6 +348,8 @@ def measure(p: PipelineBreakdownParams, dev: Device) -> Iterator[Event]:
 
     yield Finished({
         "mfu": mfu,
+        "mfu_low": mfu_low,
+        "mfu_high": mfu_high,
         "achieved_tflops": achieved,
         "peak_tflops": peak,
         "peak_source": peak_source,

@@ -5,9 +5,13 @@ memory and copied with .to(device), as a DataLoader's batch would be) runs with 
 inside a torch.profiler.record_function label: data, forward (with the loss), backward,
 optimizer (step and zero_grad). After WARMUP_STEPS untimed steps:
 
-1. `steps` steps are timed without the profiler (device synchronised at the clock's reads):
-   the step time MFU is computed from, FLOPs per step = 6 x (in x out over the Linear layers)
-   x batch against the device's measured matmul peak (tutor/experiments/peak.py);
+1. `steps` steps are timed without the profiler, in up to STRETCHES stretches of steps, the
+   device synchronised only where a stretch ends: the step time MFU is computed from is the
+   median stretch's seconds per step (a moment when something else had the machine slows a
+   stretch or two and counts for none), FLOPs per step = 6 x (in x out over the Linear layers)
+   x batch against the device's measured matmul peak (tutor/experiments/peak.py). mfu_low and
+   mfu_high are the stretches' MFUs: their interquartile range from 8 stretches on, else their
+   lowest and highest (timing.py `spread`), so the median lies within them;
 2. `steps` more are recorded by torch.profiler (CPU, and CUDA's kernels on a GPU), after two
    profiler warm-up steps: operators by self time, each label's host time, and on CUDA every
    kernel's start and end, from which the share of time a kernel was running (what nvidia-smi's
@@ -36,9 +40,9 @@ from tutor.experiments.common import checkpoint_target, seed_everything
 from tutor.experiments.devices import Device
 from tutor.experiments.events import Event, Finished, Note, Started, Step, Table
 from tutor.experiments.model import MNISTClassifier
-from tutor.experiments.pipeline_breakdown import linear_macs
+from tutor.experiments.pipeline_breakdown import STRETCHES, linear_macs, stretch_ends
 from tutor.experiments.specs.profile_step import ProfileStepParams
-from tutor.experiments.timing import Stopwatch, synchronize
+from tutor.experiments.timing import Stopwatch, spread, synchronize
 from tutor.paths import scratch_dir
 from tutor.present import metric, number, seconds, size
 
@@ -159,12 +163,23 @@ def measure(p: ProfileStepParams, dev: Device) -> Iterator[Event]:
         train_step()
     synchronize(device)
 
-    # 1. Timed, no profiler.
+    # 1. Timed, no profiler: in stretches of steps, synchronised only where one ends.
+    ends = stretch_ends(p.steps, STRETCHES)
+    stretch_seconds: list[float] = []  # seconds per step of each stretch
     clock = Stopwatch(device)
-    for _ in range(p.steps):
+    stretch_start, stretch_first = 0.0, 1
+    for i in range(1, p.steps + 1):
         loss = train_step()
-    step_seconds = clock.elapsed() / p.steps
-    yield Step(p.steps, 2 * p.steps, loss.item(), step_seconds * p.steps, p.batch_size / step_seconds,
+        if i in ends:
+            now = clock.elapsed()
+            if now > stretch_start:
+                stretch_seconds.append((now - stretch_start) / (i - stretch_first + 1))
+            stretch_start, stretch_first = now, i + 1
+    timed_seconds = stretch_start
+    if not stretch_seconds:  # no stretch measurable (a clock too coarse): the pass as a whole
+        stretch_seconds = [max(timed_seconds, 1e-9) / p.steps]
+    step_seconds = statistics.median(stretch_seconds)
+    yield Step(p.steps, 2 * p.steps, loss.item(), timed_seconds, p.batch_size / step_seconds,
                label="timed")
 
     # 2. Profiled.
@@ -182,7 +197,7 @@ def measure(p: ProfileStepParams, dev: Device) -> Iterator[Event]:
             prof.step()
         synchronize(device)
         profiled_seconds = (time.perf_counter() - start) / p.steps
-    yield Step(2 * p.steps, 2 * p.steps, loss.item(), (step_seconds + profiled_seconds) * p.steps,
+    yield Step(2 * p.steps, 2 * p.steps, loss.item(), timed_seconds + profiled_seconds * p.steps,
                p.batch_size / profiled_seconds, label="profiled")
 
     events = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CPU]
@@ -249,14 +264,17 @@ def measure(p: ProfileStepParams, dev: Device) -> Iterator[Event]:
     macs = linear_macs(model)
     flops_per_step = 6 * macs * p.batch_size
     achieved = flops_per_step / step_seconds / 1e12
-    if achieved > peak.tflops:
+    fastest = flops_per_step / min(stretch_seconds) / 1e12
+    if fastest > peak.tflops:
         swept = peak.tflops
-        peak = matmul_peak.raise_to(peak, achieved)
-        yield Note(f"This run's model FLOPs ran at {metric(achieved, 'TFLOP/s')}, faster than the best matmul the "
-                   f"sweep timed ({metric(swept, 'TFLOP/s')}): the sweep was slowed by other work on the machine. "
-                   "The measured peak is raised to this run's figure (and kept), so MFU reads 100%: as fast as "
-                   "anything measured here.", "warning")
+        peak = matmul_peak.raise_to(peak, fastest)
+        yield Note(f"This run's model FLOPs ran at {metric(fastest, 'TFLOP/s')} in its fastest stretch of steps, "
+                   f"faster than the best matmul the sweep timed ({metric(swept, 'TFLOP/s')}): the sweep was slowed "
+                   "by other work on the machine. The measured peak is raised to this run's fastest figure (and "
+                   "kept), so MFU reads 100% at most: as fast as anything measured here.", "warning")
     mfu = achieved / peak.tflops
+    # The median stretch is reported; its spread is the stretches' own (the median lies within it).
+    mfu_low, mfu_high = spread([flops_per_step / s / 1e12 / peak.tflops for s in stretch_seconds])
 
     biggest = max(PHASES, key=lambda k: shares[k])
     yield Note(f"Operators: {top_op} took the most self time ({metric(top_op_share, '%')} of all operator time). "
@@ -269,7 +287,11 @@ def measure(p: ProfileStepParams, dev: Device) -> Iterator[Event]:
     peak_text = (f"{metric(peak.tflops, 'TFLOP/s')} {dtype}{peak.threads_text()}, measured here "
                  f"({peak.how_text()}; {peak.measured_on})")
     mfu_text = (f"MFU = {number(flops_per_step / 1e6)} MFLOP per step / {seconds(step_seconds)} = "
-                f"{metric(achieved, 'TFLOP/s')} of a peak of {peak_text}: {metric(mfu, '%')}.")
+                f"{metric(achieved, 'TFLOP/s')} of a peak of {peak_text}: {metric(mfu, '%')}"
+                + (f" (the median of {len(stretch_seconds)} stretches of steps; "
+                   + ("the middle half of them" if len(stretch_seconds) >= 8 else "they")
+                   + f" ranged {metric(mfu_low, '%')} to {metric(mfu_high, '%')})"
+                   if mfu_low is not None and mfu_high is not None else "") + ".")
     if cuda:
         yield Note(f"A kernel was running {metric(busy_share, '%')} of the profiled time, with a median gap of "
                    f"{seconds(gap)} between one kernel's end and the next one's start: that share is what "
@@ -306,6 +328,8 @@ def measure(p: ProfileStepParams, dev: Device) -> Iterator[Event]:
         "achieved_tflops": achieved,
         "peak_tflops": peak.tflops,
         "mfu": mfu,
+        "mfu_low": mfu_low,
+        "mfu_high": mfu_high,
         "trace_path": str(target),
         "trace_bytes": trace_bytes,
         "device": device,

@@ -41,11 +41,20 @@ SPEC = Experiment(
         "weights_max_diff": Metric("largest weight difference after a step", "",
                                    "largest weight difference after one SGD step from each"),
         "big_seconds_per_update": Metric("update with one large batch", "s",
-                                         "seconds per update with one large batch (synchronised)"),
+                                         "seconds per update with one large batch (synchronised; the median "
+                                         "of the rounds, the two ways taking turns)"),
         "accum_seconds_per_update": Metric("update with k micro-batches", "s",
-                                           "seconds per update with k micro-batches (synchronised)"),
+                                           "seconds per update with k micro-batches (synchronised; the median "
+                                           "of the rounds)"),
         "time_ratio": Metric("accumulation time vs one batch", "x",
-                             "accum_seconds_per_update / big_seconds_per_update"),
+                             "the median over the rounds of accumulated / one-batch seconds per update, the two "
+                             "ways taking turns (up to 10 rounds sharing the `updates` timed updates)"),
+        "time_ratio_low": Metric("time ratio, low end of the noise", "x",
+                                 "the lower quartile of the rounds' accumulated / one-batch ratios (the lowest "
+                                 "under 8 rounds; None: a single round, updates=1)", none="one round: no spread"),
+        "time_ratio_high": Metric("time ratio, high end of the noise", "x",
+                                  "the upper quartile of the same ratios (the highest under 8 rounds; None: a "
+                                  "single round, updates=1)", none="one round: no spread"),
         "big_activation_bytes": Metric("activations kept, large batch", "B",
                                        "activations a large-batch forward keeps for backward"),
         "micro_activation_bytes": Metric("activations kept, micro-batch", "B",

@@ -35,8 +35,16 @@ SPEC = Experiment(
     params=PipelineBreakdownParams,
     metrics={
         "mfu": Metric("MFU", "%", "model FLOPs utilisation: achieved_tflops / peak_tflops (0..1)"),
+        "mfu_low": Metric("MFU, low end of the noise", "%",
+                          "the pass without inner syncs is timed in up to 10 stretches of steps, each one's model "
+                          "FLOP/s / peak_tflops; their lower quartile from 8 stretches on, else the lowest (0..1; "
+                          "None with a single stretch: steps=1)", none="one stretch: no spread"),
+        "mfu_high": Metric("MFU, high end of the noise", "%",
+                           "the same stretches' upper quartile from 8 on, else the highest (0..1; None with a "
+                           "single stretch: steps=1)", none="one stretch: no spread"),
         "achieved_tflops": Metric("achieved throughput", "TFLOP/s",
-                                  "model FLOPs per second of the pass without inner syncs (TFLOP/s)"),
+                                  "model FLOPs per second of the pass without inner syncs: the median of its "
+                                  "stretches of steps, the device synchronised only between them (TFLOP/s)"),
         "peak_tflops": Metric("peak for MFU", "TFLOP/s",
                               "the peak MFU is against: the vendor's spec where known, else the measured peak "
                               "(TFLOP/s)"),
@@ -44,8 +52,8 @@ SPEC = Experiment(
                               "vendor spec (dense, known GPU) or measured matmul"),
         "peak_measured_tflops": Metric("measured peak", "TFLOP/s",
                                        "this device's realistic peak for the dtype, measured here: the best of a "
-                                       "matmul sweep (cached per machine), raised to a run's achieved FLOP/s that "
-                                       "beat it (TFLOP/s)"),
+                                       "matmul sweep (cached per machine), raised to the FLOP/s of a run's fastest "
+                                       "stretch of steps that beat it (TFLOP/s)"),
         "peak_spec_tflops": Metric("vendor's spec peak", "TFLOP/s",
                                    "the vendor's dense spec for this GPU and dtype (TFLOP/s; None where none is "
                                    "known)", none="n/a: no spec known"),
@@ -59,8 +67,8 @@ SPEC = Experiment(
                                none="n/a on a GPU"),
         "peak_measured_on": Metric("peak measured on", "text", "the date the measured peak was taken (YYYY-MM-DD)"),
         "peak_raised": Metric("this run raised the measured peak", "bool",
-                              "True if this run beat the measured peak, which was then raised to its achieved "
-                              "FLOP/s"),
+                              "True if this run's fastest stretch of steps beat the measured peak, which was "
+                              "then raised to its FLOP/s"),
         "dtype": Metric("matmul dtype", "text", "the matmuls' dtype: float32, tfloat32, bfloat16 or float16"),
         "flops_per_step": Metric("FLOPs per step", "", "6 x (sum of in x out over the Linear layers) x batch_size"),
         "data_wait_seconds": Metric("data wait, all steps", "s", "time getting the next batch, all timed steps (s)"),
@@ -76,7 +84,8 @@ SPEC = Experiment(
         "samples_per_s": Metric("throughput, synced every phase", "/s",
                                 "training samples/s with a sync after every phase"),
         "samples_per_s_unsynced": Metric("throughput without syncs", "/s",
-                                         "training samples/s with no syncs inside the loop"),
+                                         "training samples/s with no syncs inside a step (only between "
+                                         "stretches of steps), over the whole pass"),
         "bottleneck": Metric("largest phase", "text",
                              "the largest phase: data_wait, copy, forward, backward or optimizer"),
         "model": Metric("model", "text", "mlp or wide"),

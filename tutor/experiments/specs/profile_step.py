@@ -41,7 +41,9 @@ SPEC = Experiment(
         "launch_gap_seconds": Metric("median gap between kernels", "s",
                                      "median idle time from one kernel's end to the next one's start (None off "
                                      "CUDA)", none="n/a off CUDA"),
-        "step_seconds": Metric("time per step", "s", "seconds per training step without the profiler (synchronised)"),
+        "step_seconds": Metric("time per step", "s",
+                               "seconds per training step without the profiler: the steps are timed in up to 10 "
+                               "stretches, the device synchronised where each ends; the median stretch's"),
         "profiled_step_seconds": Metric("time per step, profiled", "s",
                                         "seconds per step with the profiler recording (its overhead included)"),
         "flops_per_step": Metric("model FLOPs per step", "",
@@ -49,8 +51,16 @@ SPEC = Experiment(
         "achieved_tflops": Metric("achieved throughput", "TFLOP/s", "flops_per_step / step_seconds (TFLOP/s)"),
         "peak_tflops": Metric("measured peak", "TFLOP/s",
                               "this device's measured matmul peak (the cached sweep of pipeline-breakdown and "
-                              "`gpututor doctor`), TFLOP/s"),
+                              "`gpututor doctor`; raised to this run's fastest stretch of steps where that beat "
+                              "it), TFLOP/s"),
         "mfu": Metric("MFU", "%", "achieved_tflops / peak_tflops (0..1)"),
+        "mfu_low": Metric("MFU, low end of the noise", "%",
+                          "each timed stretch's flops_per_step / its seconds per step / peak_tflops; their lower "
+                          "quartile from 8 stretches on, else the lowest (0..1; None with a single stretch: "
+                          "steps=1)", none="one stretch: no spread"),
+        "mfu_high": Metric("MFU, high end of the noise", "%",
+                           "the same stretches' upper quartile from 8 on, else the highest (0..1; None with a "
+                           "single stretch: steps=1)", none="one stretch: no spread"),
         "trace_path": Metric("trace file", "text", "the Chrome/Perfetto trace written (open it in ui.perfetto.dev)"),
         "trace_bytes": Metric("trace file size", "B", "its size in bytes"),
         "device": Metric("device", "text", "torch device used"),
