@@ -28,7 +28,7 @@ import os
 import re
 import tempfile
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Generator, Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -268,6 +268,25 @@ def measure(dev: Device, on_progress: Callable[[str, float, Any], None] | None =
     """Measure both roofs of `dev` now, store the record (and each peak in peaks.json).
     `on_progress(what, seconds, result)` is called after each measurement: a Peak, then the
     bandwidth. The bandwidth defaults are the bandwidth experiment's own."""
+    steps = measuring(dev, megabytes, repeats)
+    while True:
+        try:
+            what, seconds, result = next(steps)
+        except StopIteration as done:
+            return done.value
+        if on_progress:
+            on_progress(what, seconds, result)
+
+
+def planned(dev: Device) -> list[str]:
+    """What `measuring` measures, in order: each native dtype's peak, then the bandwidth."""
+    return [f"{dtype} matmul peak" for dtype in dtypes(dev)] + ["memory bandwidth"]
+
+
+def measuring(dev: Device, megabytes: int | None = None, repeats: int | None = None
+              ) -> Generator[tuple[str, float, Any], None, Calibration]:
+    """`measure` as a generator: yields (what, seconds, result) after each measurement, so a run
+    step can show each as it lands; returns the stored Calibration."""
     import torch
 
     from tutor.experiments.bandwidth import MemoryTraffic
@@ -288,16 +307,14 @@ def measure(dev: Device, on_progress: Callable[[str, float, Any], None] | None =
                 raise
             continue
         peaks.append(p)
-        if on_progress:
-            on_progress(f"{dtype} matmul peak", time.perf_counter() - t0, p)
+        yield f"{dtype} matmul peak", time.perf_counter() - t0, p
     t0 = time.perf_counter()
     traffic = MemoryTraffic(dev, megabytes, repeats).run()
     assert traffic.device_copy_gbps is not None and traffic.elementwise_gbps is not None
     bandwidth = Bandwidth(gbps=traffic.bandwidth_gbps, device_copy_gbps=traffic.device_copy_gbps,
                           elementwise_gbps=traffic.elementwise_gbps, megabytes=megabytes, repeats=repeats,
                           copy_gbps=traffic.copy_gbps, pinned_copy_gbps=traffic.pinned_gbps)
-    if on_progress:
-        on_progress("memory bandwidth", time.perf_counter() - t0, bandwidth)
+    yield "memory bandwidth", time.perf_counter() - t0, bandwidth
     now = time.time()
     calibration = Calibration(
         device=now_is["device"], kind=dev.kind, name=dev.name, threads=now_is["threads"], torch=torch.__version__,

@@ -1,0 +1,97 @@
+"""calibrate: this machine's roofline measured once, as a lesson's run step.
+
+The measurement is calibrate.py's (`gpututor calibrate` runs the same): each native dtype's
+matmul peak by peak.py's sweep, then the memory bandwidth by the bandwidth experiment's own
+MemoryTraffic. The record is stored as the command stores it, so doctor shows it, MFU uses its
+peaks and `gpututor roofline` places the learner's runs on it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+from tutor.charts import roofline
+from tutor.experiments import calibrate
+from tutor.experiments import peak as matmul_peak
+from tutor.experiments.devices import Device
+from tutor.experiments.events import Event, Finished, Note, Started, Step, Table
+from tutor.experiments.pipeline_breakdown import vendor_peak_tflops
+from tutor.experiments.specs.calibrate_machine import CalibrateParams
+from tutor.present import flops_text, number
+
+
+def _spec_sheet(dev: Device, dtype: str) -> tuple[float, str] | None:
+    if dev.kind != "cuda":
+        return None
+    import torch
+
+    sms = torch.cuda.get_device_properties(dev.index or 0).multi_processor_count
+    return vendor_peak_tflops(dev.name, dtype, sms)
+
+
+def measure(p: CalibrateParams, dev: Device) -> Iterator[Event]:
+    plan = calibrate.planned(dev)
+    yield Started("calibrate", dev.torch_device, dev.name, "no data: matmuls and array copies",
+                  f"{', '.join(plan)}")
+    yield Note("Two numbers bound every operation on this device: how fast it multiplies (the compute roof) and "
+               "how fast it moves bytes to and from memory (the memory roof). Each is measured, not read off a "
+               "spec sheet: the matmul peak is the fastest of a sweep of sizes, each warmed up (the 'maximum "
+               "achievable matmul' method), and the bandwidth is a copy and c = a * b on arrays larger than any cache.")
+    started = time.perf_counter()
+    steps = calibrate.measuring(dev)
+    done = 0
+    while True:
+        try:
+            what, seconds, result = next(steps)
+        except StopIteration as finished:
+            record: calibrate.Calibration = finished.value
+            break
+        done += 1
+        yield Step(done, len(plan), float("nan"), time.perf_counter() - started, 0.0, label=what)
+        if isinstance(result, matmul_peak.Peak):
+            yield Note(f"{what}: {flops_text(result.tflops)} ({result.how_text()}; {seconds:.1f} s).")
+        else:
+            yield Note(f"{what}: {number(result.gbps, 'GB/s')} (device copy {number(result.device_copy_gbps, 'GB/s')}, "
+                       f"c = a * b {number(result.elementwise_gbps, 'GB/s')}; {seconds:.1f} s).")
+
+    rows = []
+    shares: dict[str, float | None] = {}
+    for peak in record.peaks:
+        sheet = _spec_sheet(dev, peak.dtype)
+        shares[peak.dtype] = peak.tflops / sheet[0] if sheet else None
+        rows.append([peak.dtype, flops_text(peak.tflops), number(record.ridge(peak.dtype)),
+                     f"{flops_text(sheet[0])} ({number(peak.tflops / sheet[0] * 100, '%')} of it)" if sheet
+                     else "none known"])
+    yield Table(f"The roofs of {dev.name}, measured {record.measured_on}",
+                ["dtype", "matmul peak", "ridge (FLOP/B)", "spec sheet"], rows)
+    roof = record.peak(calibrate.ROOF_DTYPE)
+    assert roof is not None  # measuring raises when the float32 roof cannot be measured
+    yield Note(roofline(roof.tflops, record.bandwidth.gbps, []), "figure")
+    ridge = record.ridge()
+    yield Note(f"The roofs meet at {number(ridge)} FLOP per byte (float32): an operation doing fewer FLOPs per byte "
+               "it moves waits on memory, however fast the arithmetic; one doing more waits on arithmetic. "
+               + ("A spec sheet's peak is the chip's best case; the measured peak is what a real matmul reaches "
+                  "here, and the fair thing to judge MFU against. " if any(v is not None for v in shares.values())
+                  else "No spec sheet is known for this device, so the measured peak is the only fair yardstick. ")
+               + f"Kept for later: `gpututor doctor` shows it, MFU uses these peaks, and `{calibrate.ROOFLINE_COMMAND}` "
+               "places every run you have made on this roofline.", "result")
+    for note in record.notes:
+        yield Note(note, "warning")
+
+    def tflops(dtype: str) -> float | None:
+        found = record.peak(dtype)
+        return found.tflops if found else None
+
+    yield Finished({
+        "float32_peak_tflops": roof.tflops,
+        "tfloat32_peak_tflops": tflops("tfloat32"),
+        "bfloat16_peak_tflops": tflops("bfloat16"),
+        "float16_peak_tflops": tflops("float16"),
+        "bfloat16_speedup": tflops("bfloat16") / roof.tflops if tflops("bfloat16") else None,
+        "bandwidth_gbps": record.bandwidth.gbps,
+        "ridge_point": ridge,
+        "float32_spec_share": shares.get("float32"),
+        "seconds": record.seconds,
+        "device": record.device,
+    })
