@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 
 import pytest
 import torch
@@ -16,9 +17,13 @@ def test_a_busy_process_beside_a_measurement_is_seen_for_real():
     before = noise.read()
     if before.busy_s is None:  # no /proc/stat (macOS): the load average stands in
         return
-    burner = subprocess.Popen([sys.executable, "-c", "import time\nend = time.time() + 1.5\nwhile time.time() < end: pass"])
-    burner.wait()
-    after = noise.read()
+    burner = subprocess.Popen([sys.executable, "-c", "import time\nend = time.time() + 3\nwhile time.time() < end: pass"])
+    try:
+        time.sleep(1.5)
+        after = noise.read()  # read while it burns: a process not yet waited for is not this one's own
+    finally:
+        burner.kill()
+        burner.wait()
     # One core's worth of another program's work over the interval: counted against one core.
     assert noise.others_cpu_share(before, after, cores=1) >= 0.5
 
