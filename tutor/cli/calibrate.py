@@ -11,7 +11,7 @@ import time
 from typing import Any
 
 from tutor.cli.common import FAILED, OK, Context, UsageError, eprint, print_json, rich_console
-from tutor.present import flops_text, metric, number
+from tutor.present import flops_text, number
 
 
 def _device(ctx: Context) -> Any:
@@ -164,43 +164,13 @@ def cmd_roofline(args: argparse.Namespace, ctx: Context) -> int:
                     **placed})
         return OK
 
-    from rich.markup import escape
-
-    from tutor.charts import roofline
+    from rich.text import Text
 
     c = rich_console()
-    c.print(f"[bold]your runs on this machine's roofline[/]: {escape(record.device)}, calibrated "
-            f"{record.measured_on} with {escape(record.with_text())} ({calibrate.ROOF_DTYPE} compute roof)")
-    if state["stale"]:
-        c.print(f"[yellow]stale[/]: {escape(state['stale'])}; `{calibrate.COMMAND}` measures it again")
-    c.print(roofline(roof.tflops, record.bandwidth.gbps, calibrate.chart_points(placed["points"])),
-            markup=False, highlight=False)
-    for p in placed["points"]:
-        c.print(f"  {p['mark']} {escape(p['label'])} ({p['experiment']} run #{p['run_id']}, {p['on']}): "
-                f"{metric(p['of_roof'], '%')} of the roof at {number(p['intensity'])} FLOP/B "
-                f"({flops_text(p['roof_tflops'])}), {p['bound']}-bound", highlight=False)
-        if p["above"]:
-            c.print(f"    [yellow]{escape(p['above'])}[/]")
-    if not placed["points"]:
-        c.print("  no point yet: `gpututor run bandwidth` (or gpu-lab's roofline step) measures operations with a "
-                "known FLOP per byte and puts them here")
-    if placed["listed"]:
-        c.print("[bold]beside the chart[/] (a FLOP/s, but no FLOP per byte to place it by):")
-        for p in placed["listed"]:
-            dtype = p["dtype"] or "dtype not recorded"
-            share = (f", {metric(p['of_peak'], '%')} of the calibrated {p['dtype']} peak "
-                     f"({flops_text(p['peak_tflops'])})" if p["of_peak"] is not None else "")
-            c.print(f"  {p['experiment']} run #{p['run_id']} ({p['on']}): {escape(p['label'])}, "
-                    f"{flops_text(p['tflops'])} ({escape(dtype)}){share}; {escape(p['why'])}", highlight=False)
-            if p["above"]:
-                c.print(f"    [yellow]{escape(p['above'])}[/]")
-    if placed["elsewhere"]:
-        c.print("[bold]not on this roofline[/] (your latest run of it was on another device):")
-        for p in placed["elsewhere"]:
-            c.print(f"  {p['experiment']} run #{p['run_id']} ({p['on']}): {escape(p['label'])} on "
-                    f"{escape(p['device'] or 'an unrecorded device')}", highlight=False)
     ran = {r.experiment for r in runs}
-    missing = [name for name in calibrate.EXPERIMENTS if name not in ran]
-    if missing:
-        c.print(f"[dim]not run yet (each reports an achieved FLOP/s): {', '.join(missing)}[/]")
+    for line, style in calibrate.roofline_lines(record, placed, state["stale"], ran):
+        if style == "figure":
+            c.print(line, markup=False, highlight=False)
+        else:
+            c.print(Text(line, style=style), highlight=False)
     return OK

@@ -468,3 +468,59 @@ def chart_points(points: list[dict[str, Any]]) -> list[Any]:
     from tutor.charts import Point
 
     return [Point(p["mark"], f"{p['label']}, run #{p['run_id']}", p["intensity"], p["tflops"]) for p in points]
+
+
+def find_for(kind: str, name: str) -> Calibration | None:
+    """The record of the device `kind` `name` without torch (the tutor's screens never import it): its
+    identity is "kind name", on CUDA followed by " (N SMs)"; the newest if a MIG slice and its
+    chip both match."""
+    exact = f"{kind} {name}"
+    found = [c for c in load() if c.device == exact or c.device.startswith(exact + " (")]
+    return max(found, key=lambda c: c.measured_at, default=None)
+
+
+def roofline_lines(record: Calibration, placed: dict[str, Any], stale: str | None,
+                   ran: set[str]) -> list[tuple[str, str]]:
+    """What `gpututor roofline` says, for the terminal and the tutor's roofline screen alike:
+    (line, style) pairs, style "" plain, "bold", "yellow" or "dim", and "figure" for the chart
+    (shown as it is, unwrapped)."""
+    from tutor.charts import roofline
+    from tutor.present import flops_text, metric, number
+
+    roof = record.peak(ROOF_DTYPE)
+    assert roof is not None
+
+    lines: list[tuple[str, str]] = [
+        (f"your runs on this machine's roofline: {record.device}, calibrated {record.measured_on} with "
+         f"{record.with_text()} ({ROOF_DTYPE} compute roof)", "bold")]
+    if stale:
+        lines.append((f"stale: {stale}; `{COMMAND}` (or gpu-lab's calibrate step) measures it again", "yellow"))
+    lines.append((roofline(roof.tflops, record.bandwidth.gbps, chart_points(placed["points"])), "figure"))
+    for p in placed["points"]:
+        lines.append((f"  {p['mark']} {p['label']} ({p['experiment']} run #{p['run_id']}, {p['on']}): "
+                      f"{metric(p['of_roof'], '%')} of the roof at {number(p['intensity'])} FLOP/B "
+                      f"({flops_text(p['roof_tflops'])}), {p['bound']}-bound", ""))
+        if p["above"]:
+            lines.append((f"    {p['above']}", "yellow"))
+    if not placed["points"]:
+        lines.append(("  no point yet: `gpututor run bandwidth` (or gpu-lab's roofline step) measures operations "
+                      "with a known FLOP per byte and puts them here", ""))
+    if placed["listed"]:
+        lines.append(("beside the chart (a FLOP/s, but no FLOP per byte to place it by):", "bold"))
+        for p in placed["listed"]:
+            dtype = p["dtype"] or "dtype not recorded"
+            share = (f", {metric(p['of_peak'], '%')} of the calibrated {p['dtype']} peak "
+                     f"({flops_text(p['peak_tflops'])})" if p["of_peak"] is not None else "")
+            lines.append((f"  {p['experiment']} run #{p['run_id']} ({p['on']}): {p['label']}, "
+                          f"{flops_text(p['tflops'])} ({dtype}){share}; {p['why']}", ""))
+            if p["above"]:
+                lines.append((f"    {p['above']}", "yellow"))
+    if placed["elsewhere"]:
+        lines.append(("not on this roofline (your latest run of it was on another device):", "bold"))
+        for p in placed["elsewhere"]:
+            lines.append((f"  {p['experiment']} run #{p['run_id']} ({p['on']}): {p['label']} on "
+                          f"{p['device'] or 'an unrecorded device'}", ""))
+    missing = [name for name in EXPERIMENTS if name not in ran]
+    if missing:
+        lines.append((f"not run yet (each reports an achieved FLOP/s): {', '.join(missing)}", "dim"))
+    return lines

@@ -16,6 +16,7 @@ from textual.widgets.option_list import Option
 from tutor.course import review
 from tutor.course.lesson import LoadedLesson
 from tutor.ui.screens.profile import ProfileScreen
+from tutor.ui.screens.roofline import RooflineScreen
 from tutor.ui.screens.review import ReviewScreen
 
 
@@ -30,6 +31,7 @@ class HomeScreen(Screen):
     BINDINGS = [
         Binding("r", "review", "review"),
         Binding("p", "profile", "profile"),
+        Binding("f", "roofline", "roofline"),
         Binding("question_mark", "app.help", "help"),
         Binding("q", "app.quit", "quit"),
     ]
@@ -44,7 +46,7 @@ class HomeScreen(Screen):
             yield OptionList(id="lessons")
             yield Static("", id="review-line")
             yield Static("", id="broken")
-        yield Static("↑↓ choose · enter open / continue · r review · p profile · ? help · q quit", id="keys-hint")
+        yield Static("↑↓ choose · enter open · r review · p profile · f roofline · ? help · q quit", id="keys-hint")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -114,6 +116,9 @@ class HomeScreen(Screen):
 
     def action_profile(self) -> None:
         self.app.push_screen(ProfileScreen())
+
+    def action_roofline(self) -> None:
+        self.app.push_screen(RooflineScreen())
 
     def update_device(self) -> None:
         self.query_one("#device", Static).update(_hanging(self.app.device_text))
