@@ -12,22 +12,12 @@ import time
 from collections.abc import Iterator
 
 from tutor.charts import roofline
-from tutor.experiments import calibrate
+from tutor.experiments import calibrate, spec_sheet
 from tutor.experiments import peak as matmul_peak
 from tutor.experiments.devices import Device
 from tutor.experiments.events import Event, Finished, Note, Started, Step, Table
-from tutor.experiments.pipeline_breakdown import vendor_peak_tflops
 from tutor.experiments.specs.calibrate_machine import CalibrateParams
 from tutor.present import flops_text, number
-
-
-def _spec_sheet(dev: Device, dtype: str) -> tuple[float, str] | None:
-    if dev.kind != "cuda":
-        return None
-    import torch
-
-    sms = torch.cuda.get_device_properties(dev.index or 0).multi_processor_count
-    return vendor_peak_tflops(dev.name, dtype, sms)
 
 
 def measure(p: CalibrateParams, dev: Device) -> Iterator[Event]:
@@ -58,7 +48,7 @@ def measure(p: CalibrateParams, dev: Device) -> Iterator[Event]:
     rows = []
     shares: dict[str, float | None] = {}
     for peak in record.peaks:
-        sheet = _spec_sheet(dev, peak.dtype)
+        sheet = spec_sheet.for_device(dev, peak.dtype)
         shares[peak.dtype] = peak.tflops / sheet[0] if sheet else None
         rows.append([peak.dtype, flops_text(peak.tflops), number(record.ridge(peak.dtype)),
                      f"{flops_text(sheet[0])} ({number(peak.tflops / sheet[0] * 100, '%')} of it)" if sheet

@@ -31,7 +31,6 @@ said so (so no stretch's MFU against the measured peak passes 100%).
 
 from __future__ import annotations
 
-import re
 import statistics
 import time
 from collections.abc import Iterator
@@ -48,6 +47,8 @@ from tutor.experiments.devices import Device
 from tutor.experiments.events import Event, Finished, Note, Started, Step, Table
 from tutor.experiments.model import MNISTClassifier, count_parameters
 from tutor.experiments.specs.pipeline_breakdown import PipelineBreakdownParams
+from tutor.experiments import spec_sheet
+from tutor.experiments.spec_sheet import vendor_peak_tflops  # noqa: F401  (tests and older imports)
 from tutor.experiments.timing import Stopwatch, spread, synchronize
 from tutor.present import metric, number
 
@@ -57,42 +58,6 @@ STRETCHES = 10  # the unsynced pass is timed in this many stretches: 8 or more g
 PHASES = ["data_wait", "copy", "forward", "backward", "optimizer"]
 PHASE_NAMES = {"data_wait": "data wait", "copy": "copy to device", "forward": "forward + loss",
                "backward": "backward", "optimizer": "optimizer step"}
-
-# Vendor peak TFLOP/s, dense (no sparsity), from the vendors' data sheets.
-# Keys: float32 (plain FP32 cores), tfloat32, bfloat16, float16 (tensor cores).
-VENDOR_PEAKS: list[tuple[str, str, int, dict[str, float]]] = [
-    # (regex on torch.cuda.get_device_name(), label, the full chip's SMs, peaks)
-    (r"H200", "NVIDIA H200", 132,
-     {"float32": 67.0, "tfloat32": 494.7, "bfloat16": 989.4, "float16": 989.4}),
-    (r"H100.*PCIe", "NVIDIA H100 PCIe", 114,
-     {"float32": 51.0, "tfloat32": 378.0, "bfloat16": 756.0, "float16": 756.0}),
-    (r"H100 (80GB HBM3|SXM)", "NVIDIA H100 SXM", 132,
-     {"float32": 67.0, "tfloat32": 494.7, "bfloat16": 989.4, "float16": 989.4}),
-    (r"A100", "NVIDIA A100", 108,
-     {"float32": 19.5, "tfloat32": 156.0, "bfloat16": 312.0, "float16": 312.0}),
-    (r"\bL4\b", "NVIDIA L4", 58,
-     {"float32": 30.3, "tfloat32": 60.0, "bfloat16": 121.0, "float16": 121.0}),
-    (r"\bT4\b", "NVIDIA T4", 40, {"float32": 8.1, "float16": 65.0}),
-    (r"RTX 4090", "NVIDIA GeForce RTX 4090", 128,
-     {"float32": 82.6, "tfloat32": 82.6, "bfloat16": 165.2, "float16": 165.2}),
-]
-
-
-def vendor_peak_tflops(gpu_name: str, dtype: str, sms: int | None = None) -> tuple[float, str] | None:
-    """(TFLOP/s, GPU label) from the vendor's dense spec, or None for an unknown GPU or dtype.
-
-    `sms`: the streaming multiprocessors this device really has. A MIG slice of an H100 keeps
-    the full chip's name but only some of its SMs; its peak is the chip's in proportion (the
-    full chip's peak would understate MFU up to 7x)."""
-    for pattern, label, full_sms, peaks in VENDOR_PEAKS:
-        if re.search(pattern, gpu_name, re.IGNORECASE):
-            if dtype not in peaks:
-                return None
-            if sms and sms < full_sms:
-                return peaks[dtype] * sms / full_sms, f"{label}, {sms} of its {full_sms} SMs (a MIG slice)"
-            return peaks[dtype], label
-    return None
-
 
 def linear_macs(model: nn.Module) -> int:
     """Sum of in_features x out_features over the model's Linear layers (multiply-adds per sample)."""
@@ -158,8 +123,7 @@ def measure(p: PipelineBreakdownParams, dev: Device) -> Iterator[Event]:
         dtype_name = "float32"
     spec = None
     if dev.kind == "cuda":
-        sms = torch.cuda.get_device_properties(dev.index or 0).multi_processor_count
-        spec = vendor_peak_tflops(dev.name, dtype_name, sms)
+        spec = spec_sheet.for_device(dev, dtype_name)
     measured = matmul_peak.cached(dev, dtype_name)
     swept_now = measured is None
     if measured is None:
