@@ -31,6 +31,9 @@ def test_the_run_measures_both_roofs_and_keeps_them_as_the_command_does():
     assert m["ridge_point"] == pytest.approx(m["float32_peak_tflops"] * 1e12 / (m["bandwidth_gbps"] * 1e9))
     assert m["float32_spec_share"] is None  # no spec sheet for a CPU: none is made up
     assert (m["bfloat16_peak_tflops"] is not None) == ("bfloat16" in calibrate.dtypes(dev))
+    if m["bfloat16_speedup"] is not None:  # 3 sweeps each: the best kept, the pairings' spread around it
+        assert m["bfloat16_speedup_low"] <= m["bfloat16_speedup"] <= m["bfloat16_speedup_high"]
+        assert isinstance(m["noise_why"], str)
     record = calibrate.find(m["device"])
     assert record is not None and record.peak("float32").tflops == m["float32_peak_tflops"]
     assert record.bandwidth.gbps == m["bandwidth_gbps"]
@@ -42,6 +45,7 @@ def test_the_run_measures_both_roofs_and_keeps_them_as_the_command_does():
     assert any(e.level == "figure" and "compute roof" in e.text for e in events if isinstance(e, Note))
     said = " ".join(e.text for e in events if isinstance(e, Note))
     assert "gpututor roofline" in said and "gpututor doctor" in said
+    assert "the best of 3 sweeps" in said
 
 
 def test_a_gpu_with_a_spec_sheet_gets_its_measured_share(monkeypatch):
@@ -62,7 +66,7 @@ def test_the_roof_that_cannot_be_measured_is_a_failed_run_not_a_made_up_one(monk
     def refuse(dev, dtype):
         raise RuntimeError("no float32 matmul here")
 
-    monkeypatch.setattr(matmul_peak, "measure", refuse)
+    monkeypatch.setattr(matmul_peak, "sweep", refuse)
     monkeypatch.setattr(bandwidth.MemoryTraffic, "run", lambda self: pytest.fail("measured without a compute roof"))
     with pytest.raises(RuntimeError, match="no float32 matmul"):
         run_experiment("calibrate", {}, "cpu")

@@ -271,7 +271,7 @@ def measure(dev: Device, on_progress: Callable[[str, float, Any], None] | None =
     steps = measuring(dev, megabytes, repeats)
     while True:
         try:
-            what, seconds, result = next(steps)
+            what, seconds, result, _ = next(steps)
         except StopIteration as done:
             return done.value
         if on_progress:
@@ -283,10 +283,12 @@ def planned(dev: Device) -> list[str]:
     return [f"{dtype} matmul peak" for dtype in dtypes(dev)] + ["memory bandwidth"]
 
 
-def measuring(dev: Device, megabytes: int | None = None, repeats: int | None = None
-              ) -> Generator[tuple[str, float, Any], None, Calibration]:
-    """`measure` as a generator: yields (what, seconds, result) after each measurement, so a run
-    step can show each as it lands; returns the stored Calibration."""
+def measuring(dev: Device, megabytes: int | None = None, repeats: int | None = None, sweeps: int = 1
+              ) -> Generator[tuple[str, float, Any, list[float]], None, Calibration]:
+    """`measure` as a generator: yields (what, seconds, result, every sweep's TFLOP/s) after each
+    measurement, so a run step can show each as it lands; returns the stored Calibration.
+    `sweeps`: each dtype's sweep is run that many times and the best kept (the others say how far
+    the peak moves on this machine; the bandwidth's list is empty)."""
     import torch
 
     from tutor.experiments.bandwidth import MemoryTraffic
@@ -300,21 +302,23 @@ def measuring(dev: Device, megabytes: int | None = None, repeats: int | None = N
     for dtype in dtypes(dev):
         t0 = time.perf_counter()
         try:
-            p = matmul_peak.measure(dev, dtype)
+            found = [matmul_peak.sweep(dev, dtype) for _ in range(max(1, sweeps))]
         except RuntimeError as e:  # a dtype this build cannot multiply here: said, the rest measured
             notes.append(f"{dtype}: not measured ({str(e).splitlines()[0] if str(e) else type(e).__name__})")
             if dtype == ROOF_DTYPE:
                 raise
             continue
+        p = max(found, key=lambda peak: peak.tflops)
+        matmul_peak.store(p)
         peaks.append(p)
-        yield f"{dtype} matmul peak", time.perf_counter() - t0, p
+        yield f"{dtype} matmul peak", time.perf_counter() - t0, p, [peak.tflops for peak in found]
     t0 = time.perf_counter()
     traffic = MemoryTraffic(dev, megabytes, repeats).run()
     assert traffic.device_copy_gbps is not None and traffic.elementwise_gbps is not None
     bandwidth = Bandwidth(gbps=traffic.bandwidth_gbps, device_copy_gbps=traffic.device_copy_gbps,
                           elementwise_gbps=traffic.elementwise_gbps, megabytes=megabytes, repeats=repeats,
                           copy_gbps=traffic.copy_gbps, pinned_copy_gbps=traffic.pinned_gbps)
-    yield "memory bandwidth", time.perf_counter() - t0, bandwidth
+    yield "memory bandwidth", time.perf_counter() - t0, bandwidth, []
     now = time.time()
     calibration = Calibration(
         device=now_is["device"], kind=dev.kind, name=dev.name, threads=now_is["threads"], torch=torch.__version__,

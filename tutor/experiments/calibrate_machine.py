@@ -17,7 +17,10 @@ from tutor.experiments import peak as matmul_peak
 from tutor.experiments.devices import Device
 from tutor.experiments.events import Event, Finished, Note, Started, Step, Table
 from tutor.experiments.specs.calibrate_machine import CalibrateParams
+from tutor.experiments.timing import unpaired_spread
 from tutor.present import flops_text, number
+
+SWEEPS = 3  # each dtype's sweep, run again: the best is kept, the spread says how far the peak moves here
 
 
 def measure(p: CalibrateParams, dev: Device) -> Iterator[Event]:
@@ -29,18 +32,23 @@ def measure(p: CalibrateParams, dev: Device) -> Iterator[Event]:
                "spec sheet: the matmul peak is the fastest of a sweep of sizes, each warmed up (the 'maximum "
                "achievable matmul' method), and the bandwidth is a copy and c = a * b on arrays larger than any cache.")
     started = time.perf_counter()
-    steps = calibrate.measuring(dev)
+    steps = calibrate.measuring(dev, sweeps=SWEEPS)
     done = 0
+    swept: dict[str, list[float]] = {}  # dtype -> every sweep's peak
     while True:
         try:
-            what, seconds, result = next(steps)
+            what, seconds, result, every = next(steps)
         except StopIteration as finished:
             record: calibrate.Calibration = finished.value
             break
         done += 1
         yield Step(done, len(plan), float("nan"), time.perf_counter() - started, 0.0, label=what)
         if isinstance(result, matmul_peak.Peak):
-            yield Note(f"{what}: {flops_text(result.tflops)} ({result.how_text()}; {seconds:.1f} s).")
+            swept[result.dtype] = every
+            moved = (f"; its {len(every)} sweeps reached {flops_text(min(every))} to {flops_text(max(every))}"
+                     if len(every) > 1 else "")
+            yield Note(f"{what}: {flops_text(result.tflops)} ({result.how_text()}, the best of {len(every)} "
+                       f"sweep{'s' if len(every) != 1 else ''}{moved}; {seconds:.1f} s).")
         else:
             yield Note(f"{what}: {number(result.gbps, 'GB/s')} (device copy {number(result.device_copy_gbps, 'GB/s')}, "
                        f"c = a * b {number(result.elementwise_gbps, 'GB/s')}; {seconds:.1f} s).")
@@ -73,12 +81,20 @@ def measure(p: CalibrateParams, dev: Device) -> Iterator[Event]:
         found = record.peak(dtype)
         return found.tflops if found else None
 
+    # What 16 bits buy, with its noise: every pairing of a bfloat16 sweep with a float32 sweep.
+    bf16 = tflops("bfloat16")
+    bf16_speedup = bf16 / roof.tflops if bf16 else None
+    low, high = (unpaired_spread(swept.get("bfloat16", []), swept.get("float32", []), bf16_speedup)
+                 if bf16_speedup else (None, None))
+
     yield Finished({
         "float32_peak_tflops": roof.tflops,
         "tfloat32_peak_tflops": tflops("tfloat32"),
         "bfloat16_peak_tflops": tflops("bfloat16"),
         "float16_peak_tflops": tflops("float16"),
-        "bfloat16_speedup": tflops("bfloat16") / roof.tflops if tflops("bfloat16") else None,
+        "bfloat16_speedup": bf16_speedup,
+        "bfloat16_speedup_low": low,
+        "bfloat16_speedup_high": high,
         "bandwidth_gbps": record.bandwidth.gbps,
         "ridge_point": ridge,
         "float32_spec_share": shares.get("float32"),

@@ -31,6 +31,13 @@ SPEC = Experiment(
         "bfloat16_speedup": Metric("bfloat16 peak vs float32 peak", "x",
                                    "bfloat16_peak_tflops / float32_peak_tflops: what a 16-bit matmul gains here "
                                    "(None where bfloat16 is not native)", none=NOT_NATIVE),
+        "bfloat16_speedup_low": Metric("bfloat16 vs float32 peak, low end", "x",
+                                       "the low end of the ratios of every pairing of a bfloat16 sweep with a float32 "
+                                       "sweep (3 each: the lower quartile of 9), never above the speedup (None where "
+                                       "bfloat16 is not native)", none=NOT_NATIVE),
+        "bfloat16_speedup_high": Metric("bfloat16 vs float32 peak, high end", "x",
+                                        "the upper quartile of the same pairings' ratios, never below the speedup "
+                                        "(None where bfloat16 is not native)", none=NOT_NATIVE),
         "bandwidth_gbps": Metric("memory bandwidth (GB/s)", "",
                                  "the best of the device copy and c = a * b on arrays larger than any cache, GB/s: "
                                  "the memory roof"),
