@@ -51,9 +51,9 @@ def test_the_run_measures_both_roofs_and_keeps_them_as_the_command_does():
 def test_a_gpu_with_a_spec_sheet_gets_its_measured_share(monkeypatch):
     """The spec sheet's figure beside the measured peak: a known GPU's name is matched (here a
     CPU run under an H100's name, so the arithmetic is checked without one)."""
-    from tutor.experiments import spec_sheet
+    from tutor.experiments import vendor_peaks
 
-    monkeypatch.setattr(spec_sheet, "for_device",
+    monkeypatch.setattr(vendor_peaks, "for_device",
                         lambda dev, dtype: (67.0, "NVIDIA H100 SXM") if dtype == "float32" else None)
     events, m = run_experiment("calibrate", {}, "cpu")
     assert m["float32_spec_share"] == pytest.approx(m["float32_peak_tflops"] / 67.0)

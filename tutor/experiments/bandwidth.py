@@ -37,7 +37,7 @@ import torch
 
 from tutor.charts import Point, roofline
 from tutor.experiments import peak as matmul_peak
-from tutor.experiments import spec_sheet
+from tutor.experiments import vendor_peaks
 from tutor.experiments.common import full_float32_matmuls, seed_everything
 from tutor.experiments.devices import Device
 from tutor.experiments.events import Event, Finished, Note, Started, Step, Table
@@ -309,11 +309,11 @@ def measure(p: BandwidthParams, dev: Device) -> Iterator[Event]:
                   f"{peak.how_text()}, {peak.measured_on}") + f"). Their ratio, {number(ridge)} FLOP per byte, "
                "is the ridge point: an operation that does fewer FLOPs per byte it moves waits on memory; "
                "one that does more waits on arithmetic.", "result")
-    sheet = spec_sheet.for_device(dev, "float32")
+    sheet = vendor_peaks.for_device(dev, "float32")
     if sheet is not None:
         yield Note(f"Beside the spec sheet: the compute roof measured here is "
-                   f"{spec_sheet.beside(peak_tflops, sheet, 'float32')}, and this run's matmul reached "
-                   f"{spec_sheet.beside(matmul_tflops, sheet, 'float32')}. The roofline uses the measured roof: "
+                   f"{vendor_peaks.beside(peak_tflops, sheet, 'float32')}, and this run's matmul reached "
+                   f"{vendor_peaks.beside(matmul_tflops, sheet, 'float32')}. The roofline uses the measured roof: "
                    "what a real matmul reaches on this device, not the chip's best case.")
     share_noise = ""
     if share_low is not None:

@@ -12,7 +12,7 @@ import time
 from collections.abc import Iterator
 
 from tutor.charts import roofline
-from tutor.experiments import calibrate, spec_sheet
+from tutor.experiments import calibrate, vendor_peaks
 from tutor.experiments import peak as matmul_peak
 from tutor.experiments.devices import Device
 from tutor.experiments.events import Event, Finished, Note, Started, Step, Table
@@ -56,7 +56,7 @@ def measure(p: CalibrateParams, dev: Device) -> Iterator[Event]:
     rows = []
     shares: dict[str, float | None] = {}
     for peak in record.peaks:
-        sheet = spec_sheet.for_device(dev, peak.dtype)
+        sheet = vendor_peaks.for_device(dev, peak.dtype)
         shares[peak.dtype] = peak.tflops / sheet[0] if sheet else None
         rows.append([peak.dtype, flops_text(peak.tflops), number(record.ridge(peak.dtype)),
                      f"{flops_text(sheet[0])} ({number(peak.tflops / sheet[0] * 100, '%')} of it)" if sheet

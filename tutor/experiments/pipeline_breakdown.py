@@ -47,8 +47,8 @@ from tutor.experiments.devices import Device
 from tutor.experiments.events import Event, Finished, Note, Started, Step, Table
 from tutor.experiments.model import MNISTClassifier, count_parameters
 from tutor.experiments.specs.pipeline_breakdown import PipelineBreakdownParams
-from tutor.experiments import spec_sheet
-from tutor.experiments.spec_sheet import vendor_peak_tflops  # noqa: F401  (tests and older imports)
+from tutor.experiments import vendor_peaks
+from tutor.experiments.vendor_peaks import vendor_peak_tflops  # noqa: F401  (tests and older imports)
 from tutor.experiments.timing import Stopwatch, spread, synchronize
 from tutor.present import metric, number
 
@@ -123,7 +123,7 @@ def measure(p: PipelineBreakdownParams, dev: Device) -> Iterator[Event]:
         dtype_name = "float32"
     spec = None
     if dev.kind == "cuda":
-        spec = spec_sheet.for_device(dev, dtype_name)
+        spec = vendor_peaks.for_device(dev, dtype_name)
     measured = matmul_peak.cached(dev, dtype_name)
     swept_now = measured is None
     if measured is None:

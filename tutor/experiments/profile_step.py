@@ -36,7 +36,7 @@ from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
 from tutor.experiments import data as mnist
 from tutor.experiments import peak as matmul_peak
-from tutor.experiments import spec_sheet
+from tutor.experiments import vendor_peaks
 from tutor.experiments.common import checkpoint_target, seed_everything
 from tutor.experiments.devices import Device
 from tutor.experiments.events import Event, Finished, Note, Started, Step, Table
@@ -293,9 +293,9 @@ def measure(p: ProfileStepParams, dev: Device) -> Iterator[Event]:
                    + ("the middle half of them" if len(stretch_seconds) >= 8 else "they")
                    + f" ranged {metric(mfu_low, '%')} to {metric(mfu_high, '%')})"
                    if mfu_low is not None and mfu_high is not None else "") + ".")
-    sheet = spec_sheet.for_device(dev, dtype)
+    sheet = vendor_peaks.for_device(dev, dtype)
     if sheet is not None:
-        mfu_text += f" Against the spec sheet instead: {spec_sheet.beside(achieved, sheet, dtype)}."
+        mfu_text += f" Against the spec sheet instead: {vendor_peaks.beside(achieved, sheet, dtype)}."
     if cuda:
         yield Note(f"A kernel was running {metric(busy_share, '%')} of the profiled time, with a median gap of "
                    f"{seconds(gap)} between one kernel's end and the next one's start: that share is what "

@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator
 
 import torch
 
-from tutor.experiments import spec_sheet
+from tutor.experiments import vendor_peaks
 from tutor.experiments.common import seed_everything, shell_try
 from tutor.experiments.devices import Device
 from tutor.experiments.events import Event, Finished, Note, Started, Step, Table
@@ -162,10 +162,10 @@ def measure(p: SyncTimingParams, dev: Device) -> Iterator[Event]:
                    "would stop long before the work ends and report far less time. Run this on a CUDA or Apple "
                    "GPU to measure the gap.", "result")
     precision_text = "full float32, TF32 off during the measurement" if cuda else "float32"
-    sheet = spec_sheet.for_device(dev, "float32")
+    sheet = vendor_peaks.for_device(dev, "float32")
     yield Note(f"Throughput from the synchronised time: 2 x {n}^3 x {calls} FLOPs / {s:.4g} s = {tflops:.3f} "
                f"TFLOP/s ({precision_text})"
-               + (f": {spec_sheet.beside(tflops, sheet, 'float32')}." if sheet is not None else "."))
+               + (f": {vendor_peaks.beside(tflops, sheet, 'float32')}." if sheet is not None else "."))
     yield Note("The fix: synchronise before starting and before reading the clock (torch.cuda.synchronize(), "
                "torch.mps.synchronize() on a Mac), or time with torch.cuda.Event(enable_timing=True) pairs. "
                "loss.item() also synchronises, because it copies a value the GPU computes to the CPU: that is "

@@ -9,30 +9,30 @@ import pytest
 import torch
 from experiment_runs import run_experiment
 
-from tutor.experiments import devices, spec_sheet
+from tutor.experiments import devices, vendor_peaks
 from tutor.experiments.events import Note
 
 H100 = (67.0, "NVIDIA H100 SXM")
 
 
 def test_no_cpu_has_a_spec_sheet():
-    assert spec_sheet.for_device(devices.resolve("cpu"), "float32") is None
+    assert vendor_peaks.for_device(devices.resolve("cpu"), "float32") is None
 
 
 def test_the_words_give_the_share_the_figure_and_whose_it_is():
-    assert spec_sheet.beside(33.5, H100, "float32") == \
+    assert vendor_peaks.beside(33.5, H100, "float32") == \
         "50.0% of the spec sheet's 67 TFLOP/s (NVIDIA H100 SXM, float32 dense)"
 
 
 def test_a_mig_slice_gets_its_share_of_the_chips_figure():
-    tflops, label = spec_sheet.vendor_peak_tflops("NVIDIA H100 80GB HBM3", "bfloat16", sms=66)
+    tflops, label = vendor_peaks.vendor_peak_tflops("NVIDIA H100 80GB HBM3", "bfloat16", sms=66)
     assert tflops == pytest.approx(989.4 / 2) and "66 of its 132 SMs" in label
 
 
 @pytest.fixture
 def known_gpu(monkeypatch):
     """A CPU run under a known GPU's spec sheet: the words and arithmetic, without a GPU."""
-    monkeypatch.setattr(spec_sheet, "for_device", lambda dev, dtype: H100)
+    monkeypatch.setattr(vendor_peaks, "for_device", lambda dev, dtype: H100)
 
 
 def _notes(events) -> str:
@@ -41,13 +41,13 @@ def _notes(events) -> str:
 
 def test_sync_timing_says_its_throughput_against_the_spec_sheet(known_gpu):
     events, m = run_experiment("sync-timing", {"size": 64, "calls": 3, "repeats": 2}, "cpu")
-    assert spec_sheet.beside(m["tflops"], H100, "float32") in _notes(events)
+    assert vendor_peaks.beside(m["tflops"], H100, "float32") in _notes(events)
 
 
 def test_bandwidth_puts_its_roof_and_its_matmul_beside_the_spec_sheet(known_gpu):
     events, m = run_experiment("bandwidth", {"megabytes": 4, "matmul_size": 128, "repeats": 2}, "cpu")
     said = _notes(events)
-    assert "Beside the spec sheet" in said and spec_sheet.beside(m["matmul_tflops"], H100, "float32") in said
+    assert "Beside the spec sheet" in said and vendor_peaks.beside(m["matmul_tflops"], H100, "float32") in said
 
 
 def test_without_a_spec_sheet_nothing_is_said_of_one():
@@ -59,6 +59,6 @@ def test_without_a_spec_sheet_nothing_is_said_of_one():
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 def test_a_known_cuda_gpu_is_found():
     dev = devices.resolve("cuda")
-    sheet = spec_sheet.for_device(dev, "float32")
-    if any(re.search(pattern, dev.name, re.IGNORECASE) for pattern, *_ in spec_sheet.VENDOR_PEAKS):
+    sheet = vendor_peaks.for_device(dev, "float32")
+    if any(re.search(pattern, dev.name, re.IGNORECASE) for pattern, *_ in vendor_peaks.VENDOR_PEAKS):
         assert sheet is not None and sheet[0] > 1
