@@ -357,3 +357,16 @@ def test_every_quantity_the_built_in_lessons_predict_has_a_concept_from_a_small_
                 concepts.add(step.concept)
     assert not missing
     assert 6 <= len(concepts) <= 10, sorted(concepts)
+
+
+def test_the_built_in_checks_tagged_with_a_concept_use_one_the_predictions_rate():
+    """Review weighs a check by its concept's calibration: a concept no prediction carries would
+    never be rated, so its checks could never come back sooner."""
+    from tutor.course.lesson import CheckStep
+
+    lessons = [load_file(path) for path in sorted(builtin_lessons_dir().glob("*.yaml"))]
+    predicted = {s.concept for lesson in lessons for s in lesson.steps if isinstance(s, PredictStep) and s.concept}
+    tagged = {f"{lesson.id}:{s.id}": s.concept for lesson in lessons for s in lesson.steps
+              if isinstance(s, CheckStep) and s.concept}
+    assert len(tagged) >= 15
+    assert {c for c in tagged.values()} <= predicted, set(tagged.values()) - predicted

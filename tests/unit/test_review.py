@@ -161,3 +161,43 @@ def test_a_check_answered_with_hints_comes_back_sooner_than_one_answered_alone(t
     assert hinted.weight == 3 * plain.weight and hinted.why() == "you took 2 hints on it"
     capped = Question(None, None, wrong=3, streak=0, reviewed=0, answered=1, hints=4)
     assert capped.weight == Question(None, None, wrong=3, streak=0, reviewed=0, answered=1).weight
+
+
+CONCEPTS = LESSON.replace("  - id: c1\n    kind: check\n", "  - id: c1\n    kind: check\n    concept: gpu-speedup\n").replace(
+    "  - id: c2\n    kind: check\n", "  - id: c2\n    kind: check\n    concept: memory\n")
+
+
+def test_checks_of_a_badly_predicted_concept_weigh_more_and_come_first(progress):
+    """Issue 26, part 3: review picks the worst-calibrated concepts first."""
+    lesson = load_text(CONCEPTS, "rev.yaml")
+    finish(progress, lesson)
+    q = {x.step.id: x for x in review.pool([lesson], progress, off_by={"gpu-speedup": 4.0, "memory": 2.0})}
+    assert q["c1"].weight == 3 * q["c3"].weight and q["c2"].weight == 2 * q["c3"].weight
+    assert q["c1"].why() == "your predictions of GPU speed-ups are off x4; new to you"
+    assert q["c3"].off_by is None and q["c3"].why() == "new to you"
+    rng = random.Random(3)
+    for _ in range(50):
+        assert [x.step.id for x in review.pick(list(q.values()), n=3, rng=rng)] == ["c1", "c2", "c3"]
+    far = review.pool([lesson], progress, off_by={"gpu-speedup": 100.0})
+    assert {x.step.id: x for x in far}["c1"].weight == 3 * q["c3"].weight  # x4 and beyond weigh alike
+
+
+def test_the_profile_decides_which_concepts_are_misjudged(progress):
+    """A prediction locked 10x too high, measured by a run: its concept comes back in review."""
+    from tutor import experiments
+    from tutor.course.session import LessonSession, RunOutcome
+
+    text = CONCEPTS.replace("steps:\n", "steps:\n"
+                            "  - {id: guess, kind: predict, prompt: Speedup?, compare: speedup, unit: x,\n"
+                            "     concept: gpu-speedup, answer: {type: number, unit: x, min: 0, max: 1000}}\n"
+                            "  - {id: measure, kind: run, experiment: crossover}\n", 1)
+    lesson = load_text(text, "rev.yaml")
+    session = LessonSession(lesson, progress)
+    session.lock(lesson.step("guess"), "30")
+    metrics = {m: None for m in experiments.get("crossover").metrics} | {"speedup": 3.0}
+    session.record_run(lesson.step("measure"), RunOutcome("crossover", {}, "finished", metrics, {}))
+    assert review.misjudged([lesson], progress) == pytest.approx({"gpu-speedup": 10.0})
+    finish(progress, lesson)
+    q = {x.step.id: x for x in review.pool([lesson], progress)}
+    assert q["c1"].off_by == pytest.approx(10.0) and q["c2"].off_by is None
+    assert q["c1"].why().startswith("your predictions of GPU speed-ups are off x10")

@@ -128,6 +128,9 @@ class CheckStep(Hinted):
     verify: Verify | None = None
     examples: Examples = Examples()
     review: bool = True  # asked again in review mode (false: it only makes sense right after its step)
+    # The idea it tests, as a predict step's concept: review asks the checks of the concepts the
+    # learner predicts worst (tutor/course/profile.py) first.
+    concept: str | None = Field(default=None, pattern=ID_PATTERN)
 
 
 # ---------------------------------------------------------------- exercises

@@ -4,11 +4,14 @@ Each check's weight comes from its history in the progress store: every wrong an
 lesson or in an earlier review, a give-up included) raises it, each hint taken by half as much,
 and each right review in a row
 halves it, so what the learner has shown they know fades and what they missed comes back.
+A check tagged with a `concept` whose predictions the learner gets wrong (the prediction profile,
+tutor/course/profile.py) weighs more the further off they are, and a session asks those first.
 A session draws a few checks at random in proportion to their weights, without repeats.
 """
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -18,6 +21,7 @@ from tutor.course.progress import Progress
 
 SESSION_SIZE = 5
 MAX_WRONG_COUNTED = 3  # past three misses a check is already as likely as it gets
+MAX_OFF_COUNTED = 2.0  # log2 of how far off predictions of a concept are, at most: x4 and beyond weigh alike
 
 
 @dataclass(frozen=True)
@@ -29,15 +33,26 @@ class Question:
     reviewed: int  # review answers so far
     answered: int = 0  # answers in the lesson itself
     hints: int = 0  # hint tiers the learner took on it
+    off_by: float | None = None  # how far off the learner's predictions of its concept typically are (x)
 
     @property
     def weight(self) -> float:
         # A hint taken counts as half a miss: the answer was not the learner's alone.
         helped = min(self.wrong + self.hints / 2, MAX_WRONG_COUNTED)
-        return (1 + 2 * helped) / 2 ** min(self.streak, 4)
+        # An idea the learner predicts badly weighs more: x2 off doubles it, x4 and beyond triples it.
+        misjudged = min(math.log2(self.off_by), MAX_OFF_COUNTED) if self.off_by else 0.0
+        return (1 + 2 * helped) * (1 + misjudged) / 2 ** min(self.streak, 4)
 
     def why(self) -> str:
         """Why this question came up, in the learner's terms."""
+        own = self._own_why()
+        if self.off_by and self.step.concept:
+            from tutor.course.profile import concept_label, factor_text
+
+            return f"your predictions of {concept_label(self.step.concept)} are off {factor_text(self.off_by)}; {own}"
+        return own
+
+    def _own_why(self) -> str:
         if self.streak:
             return f"right the last {self.streak} time{'s' if self.streak > 1 else ''} in review"
         if self.wrong:
@@ -55,10 +70,25 @@ def finished(lessons: Iterable[Lesson], progress: Progress) -> list[Lesson]:
             if {s.id for s in lesson.steps} <= progress.completed_steps(lesson.id)]
 
 
-def pool(lessons: Iterable[Lesson], progress: Progress) -> list[Question]:
-    """Every check of every finished lesson, with its history."""
+def misjudged(lessons: Iterable[Lesson], progress: Progress) -> dict[str, float]:
+    """Concept -> how far off the learner's predictions of it typically are (x), for the concepts
+    the prediction profile rates worse than "within" (tutor/course/profile.py)."""
+    from tutor.course.profile import profile
+
+    return {c.concept: c.typical for c in profile(lessons, progress).concepts
+            if c.verdict in ("over", "under", "both") and c.typical}
+
+
+def pool(lessons: Iterable[Lesson], progress: Progress, off_by: dict[str, float] | None = None) -> list[Question]:
+    """Every check of every finished lesson, with its history; `off_by` (concept -> factor, as
+    `misjudged` gives) weighs the checks of badly predicted concepts up."""
+    lessons = list(lessons)
+    done = finished(lessons, progress)
+    if done and off_by is None:  # the profile is read only when there is something to review
+        off_by = misjudged(lessons, progress)
+    off_by = off_by or {}
     questions = []
-    for lesson in finished(lessons, progress):
+    for lesson in done:
         for step in lesson.steps:
             if not isinstance(step, CheckStep) or not step.review:
                 continue
@@ -71,7 +101,8 @@ def pool(lessons: Iterable[Lesson], progress: Progress) -> list[Question]:
                 streak += 1
             wrong = sum(not a.correct for a in answers) + sum(not r.correct for r in reviews)
             hints = progress.aids(lesson.id, step.id).hints
-            questions.append(Question(lesson, step, wrong, streak, len(reviews), len(answers), hints))
+            questions.append(Question(lesson, step, wrong, streak, len(reviews), len(answers), hints,
+                                      off_by.get(step.concept or "")))
     return questions
 
 
@@ -80,4 +111,5 @@ def pick(questions: list[Question], n: int = SESSION_SIZE, rng: random.Random | 
     the n largest of u ** (1 / weight)), most wanted first."""
     rng = rng or random.Random()
     keyed = sorted(questions, key=lambda q: rng.random() ** (1 / q.weight), reverse=True)
-    return keyed[:n]
+    # Those drawn for a concept the learner predicts worst come first, as the profile orders them.
+    return sorted(keyed[:n], key=lambda q: -(q.off_by or 1.0))
