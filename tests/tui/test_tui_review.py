@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import sys
 from pathlib import Path
 
 from fakes import ScriptedEngine
@@ -184,3 +185,33 @@ async def test_skipping_and_an_empty_answer_record_nothing(tmp_path):
         assert screen.state == "summary"
         assert "You skipped all 2: nothing was recorded." in text_of(screen.query_one(".review-message", Static))
         assert app.progress.reviews("rev", "pick") == []
+
+
+async def test_a_check_of_a_badly_predicted_concept_comes_first_and_says_why(tmp_path, monkeypatch):
+    """Issue 26, part 3: a prediction 10x off on the concept of 'pick' puts it first in the round,
+    with the reason on its line."""
+    from tutor import experiments
+    from tutor.course.loader import load_text
+    from tutor.course.session import LessonSession, RunOutcome
+
+    text = LESSON.replace("  - id: pick\n    kind: check\n", "  - id: pick\n    kind: check\n    concept: gpu-speedup\n")
+    text = text.replace("steps:\n", "steps:\n"
+                        "  - {id: guess, kind: predict, prompt: Speedup?, compare: speedup, unit: x,\n"
+                        "     concept: gpu-speedup, answer: {type: number, unit: x, min: 0, max: 1000}}\n"
+                        "  - {id: measure, kind: run, experiment: crossover}\n", 1)
+    monkeypatch.setattr(sys.modules[__name__], "LESSON", text)  # make_app writes and loads it
+    app = make_app(tmp_path)
+    lesson = load_text(text, "rev.yaml")
+    session = LessonSession(lesson, app.progress)
+    session.lock(lesson.step("guess"), "30")
+    metrics = {m: None for m in experiments.get("crossover").metrics} | {"speedup": 3.0}
+    session.record_run(lesson.step("measure"), RunOutcome("crossover", {}, "finished", metrics, {}))
+    for step in ("guess", "measure"):
+        app.progress.complete_step("rev", step)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("r")
+        await pilot.pause()
+        question = app.screen.query_one(ReviewQuestion)
+        assert question.step.id == "pick"
+        origin = " ".join(text_of(question.query_one(".origin", Static)).split())
+        assert "your predictions of GPU speed-ups are off x10" in origin
