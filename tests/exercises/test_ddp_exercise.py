@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -265,6 +266,21 @@ def test_a_failed_launch_is_said_and_tried_once_more(tmp_path: Path, monkeypatch
             "the 2 processes once more]")
     assert note in "".join(said) and result.output.startswith(note)
     assert "hello from 0" in result.output and "hello from 1" in result.output
+
+
+def test_two_ranks_printing_at_once_keep_each_line_whole(tmp_path: Path) -> None:
+    """print writes its pieces one by one; unbuffered, two ranks' lines mixed on the shared pipe
+    ('hello fromhello from 1'). Each rank's output is buffered to the line: one write per line."""
+    code = ("import os\nimport torch.distributed as dist\nrank = os.environ['RANK']\n"
+            "dist.init_process_group('gloo')\ndist.barrier()  # both print at once\n"
+            "for i in range(100):\n    print('line', i, 'of rank', rank, 'says', *'x' * 40)  # 45 pieces a line\n"
+            "dist.destroy_process_group()\n")
+    result = sandbox.run_code(code, tmp_path / "w", timeout=90, memory_mb=1024, nproc=2)
+    assert result.ok, result.output
+    lines = [line for line in result.output.splitlines() if line.startswith("line ") or "of rank" in line]
+    assert len(lines) == 200
+    assert all(re.fullmatch(r"line \d+ of rank [01] says( x){40}", line) for line in lines), \
+        next(line for line in lines if not re.fullmatch(r"line \d+ of rank [01] says( x){40}", line))
 
 
 # ---------------------------------------------------------------- launches: what is left behind

@@ -147,6 +147,14 @@ def _enter_rank(rank: int) -> None:
         os.dup2(1, 2)  # the sandbox reads stdout; torchrun's own stderr is its log
     except OSError:
         pass
+    # The ranks share one pipe. Unbuffered, print("hello from", rank) writes its pieces one by
+    # one and two ranks' lines mix ("hello fromhello from 1"); buffered to the line, each line is
+    # one write, which a pipe keeps whole up to 4 KiB.
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.reconfigure(line_buffering=True, write_through=False)
+        except (AttributeError, ValueError, OSError):
+            pass
     for name in ("GPUTUTOR_REPORT", "GPUTUTOR_OBSERVE"):
         if os.environ.get(name):
             os.environ[name] = per_rank(os.environ[name], rank)
