@@ -3,20 +3,35 @@ alone, and a plain model meets DDP's `module.` prefix: the real error, then two 
 
 from __future__ import annotations
 
+import tempfile
+from pathlib import Path
+
 import pytest
 from experiment_runs import run_experiment
 
 from tutor import experiments, paths
-from tutor.experiments.spec import COMMON_METRICS
+from tutor.experiments import ddp_checkpoint
 from tutor.experiments.ddp_checkpoint import _error_lines, error_text
 from tutor.experiments.events import Note, Step, Table
+from tutor.experiments.spec import COMMON_METRICS
 
 
 @pytest.fixture(scope="module")
 def cpu_run():
-    before = set(paths.scratch_dir().iterdir())
-    events, metrics = run_experiment("ddp-checkpoint", {"steps": 4, "test_samples": 200}, "cpu")
-    return events, metrics, set(paths.scratch_dir().iterdir()) - before
+    """The run, and the scratch folders it made that are still there. Its own folders only: in CI
+    another worker's lesson test runs ddp-checkpoint into the same scratch dir at the same time."""
+    made: list[Path] = []
+    real = tempfile.mkdtemp
+
+    def recorded(*args, **kwargs):
+        made.append(Path(real(*args, **kwargs)))
+        return str(made[-1])
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(ddp_checkpoint.tempfile, "mkdtemp", recorded)
+        events, metrics = run_experiment("ddp-checkpoint", {"steps": 4, "test_samples": 200}, "cpu")
+    assert made and all(p.parent == paths.scratch_dir() for p in made)
+    return events, metrics, {p for p in made if p.exists()}
 
 
 def test_every_declared_metric_is_reported(cpu_run):
