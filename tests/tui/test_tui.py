@@ -47,12 +47,12 @@ async def wait_for(pilot, condition, timeout: float = 60.0) -> None:
         await pilot.pause(0.05)
 
 
-async def open_demo(pilot) -> LessonScreen:
+async def open_demo(pilot, lesson_id: str = "tui-demo") -> LessonScreen:
     app = pilot.app
     assert isinstance(app.screen, HomeScreen)
     options = app.screen.query_one("#lessons", OptionList)
     ids = [options.get_option_at_index(i).id for i in range(options.option_count)]
-    options.highlighted = ids.index("tui-demo")
+    options.highlighted = ids.index(lesson_id)
     await pilot.press("enter")
     await pilot.pause()
     assert isinstance(app.screen, LessonScreen)

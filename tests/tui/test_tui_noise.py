@@ -7,15 +7,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from fakes import ScriptedEngine
-from textual.widgets import Input, OptionList, Static
+from textual.widgets import Input, Static
 
 from tutor.ui.app import TutorApp
-from tutor.ui.screens.home import HomeScreen
-from tutor.ui.screens.lesson import LessonScreen
 from tutor.ui.widgets.run_panel import RunPanel
 from tutor.ui.widgets.run_step import RunStepView
 
-from test_tui import text_of, wait_for
+from test_tui import open_demo, text_of, wait_for
 
 LESSON = """\
 id: noise-demo
@@ -38,18 +36,6 @@ QUIET = {"ratio": 1.02, "ratio_low": 0.97, "ratio_high": 1.2,
          "noise_why": "Nothing else was seen using the machine (other programs took 3% of the CPU): ..."}
 
 
-async def _open(pilot) -> LessonScreen:
-    app = pilot.app
-    assert isinstance(app.screen, HomeScreen)
-    options = app.screen.query_one("#lessons", OptionList)
-    ids = [options.get_option_at_index(i).id for i in range(options.option_count)]
-    options.highlighted = ids.index("noise-demo")
-    await pilot.press("enter")
-    await pilot.pause()
-    assert isinstance(app.screen, LessonScreen)
-    return app.screen
-
-
 async def test_a_noisy_run_is_not_graded_says_why_and_r_measures_again(tmp_path: Path):
     lessons = tmp_path / "lessons"
     lessons.mkdir()
@@ -57,7 +43,7 @@ async def test_a_noisy_run_is_not_graded_says_why_and_r_measures_again(tmp_path:
     engine = ScriptedEngine({"sync-timing": NOISY})
     app = TutorApp(lessons_dirs=[lessons], home=tmp_path / "home", device="cpu", engine=engine)
     async with app.run_test(size=(80, 24)) as pilot:
-        screen = await _open(pilot)
+        screen = await open_demo(pilot, "noise-demo")
         box = screen.view.query_one("#answer", Input)
         box.focus()
         box.value = "1.3"  # 27% above the quiet run's median, inside its repeats
