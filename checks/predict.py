@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 from checks.choice import resolve
 from checks.number import convert, format_number, parse_number, unit_info
@@ -177,19 +178,37 @@ def _in(option, value: float) -> bool:
 
 
 def _option_ratio(spec: ChoiceAnswer, index: int | None, m: float, unit: str) -> tuple[float | None, str]:
-    """measured / the number the chosen option names ('about 3 GB' -> 3), and words for it."""
-    if index is None or not unit:
-        return None, ""
-    said = parse_number(spec.options[index].text, unit)
-    if not said or not m:
-        return None, ""
-    ratio = m / said
-    if 0.95 <= ratio <= 1.05:
-        return ratio, ""
-    if ratio > 1:
-        return ratio, f": {format_number(ratio, 'x')} what you guessed"
-    return ratio, f": your guess was {format_number(1 / ratio, 'x')} too high"
+    """How far the measurement lies from the chosen option, as a ratio, and words for it.
 
+    An option that names one number inside its range ('about 3 GB', for 1.5 to 6) is a guess of
+    that number: measured / 3. An option that is a range ('1.5x to 5x', '10x or more') guesses no
+    one number in it, so the measurement is compared with the edge it lies beyond: 12x against
+    '1.5x to 5x' is 2.4x the top of that range, not 8x its first number."""
+    if index is None or not unit or not m:
+        return None, ""
+    option = spec.options[index]
+    named = parse_number(option.text, unit)
+    one_number = len(re.findall(_NUMBER_IN_TEXT, option.text)) == 1
+    inside = named is not None and (option.min is None or named > option.min) and \
+        (option.max is None or named < option.max)
+    if named and one_number and inside:
+        ratio = m / named
+        if 0.95 <= ratio <= 1.05:
+            return ratio, ""
+        if ratio > 1:
+            return ratio, f": {format_number(ratio, 'x')} what you guessed"
+        return ratio, f": your guess was {format_number(1 / ratio, 'x')} too high"
+    if option.max is not None and m >= option.max and option.max > 0:
+        ratio = m / option.max
+        return ratio, f": {format_number(ratio, 'x')} the top of your range ({format_number(option.max, unit)})"
+    if option.min is not None and m < option.min and option.min > 0:
+        ratio = m / option.min
+        return ratio, (f": the bottom of your range ({format_number(option.min, unit)}) was "
+                       f"{format_number(1 / ratio, 'x')} too high")
+    return None, ""
+
+
+_NUMBER_IN_TEXT = r"(?<![A-Za-z])[0-9]+(?:[.,][0-9]+)*(?:[eE][-+]?[0-9]+)?"
 
 _YES = {"yes", "true", "y"}
 _NO = {"no", "false", "n"}

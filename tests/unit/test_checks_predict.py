@@ -199,9 +199,22 @@ def test_choice_miss_says_the_ratio_to_the_number_the_option_names():
     assert not low.hit and low.ratio == 4.0 and low.summary.endswith("which is in 'about 12 GB': 4x what you guessed")
     high = score_prediction("about 24 GB", spec, 12.0, "GB")
     assert high.ratio == 0.5 and high.summary.endswith("your guess was 2x too high")
-    same = score_prediction("about the same", spec, 12.0, "GB")
-    assert same.ratio is None and "what you guessed" not in same.summary  # no number to divide by
+    same = score_prediction("about the same", spec, 12.0, "GB")  # names no number: its range's edge
+    assert same.ratio == 8.0 and same.summary.endswith("8x the top of your range (1.5 GB)")
     assert score_prediction("about 12 GB", spec, 12.0, "GB").hit
+
+
+def test_a_range_option_is_compared_with_the_edge_the_measurement_lies_beyond():
+    # '1.5x to 5x' guesses no one number: 12x is 2.4x its top, not 8x its first number
+    spec = ChoiceAnswer(type="choice", options=[
+        {"text": "About the same (below 1.5x)", "min": 0, "max": 1.5}, {"text": "1.5x to 5x", "min": 1.5, "max": 5},
+        {"text": "5x to 10x", "min": 5, "max": 10}, {"text": "10x or more", "min": 10}])
+    above = score_prediction("1.5x to 5x", spec, 12.0, "x")
+    assert above.ratio == 12 / 5 and above.summary.endswith("which is in '10x or more': 2.4x the top of your range (5x)")
+    below = score_prediction("10x or more", spec, 2.5, "x")
+    assert below.ratio == 0.25
+    assert below.summary.endswith("which is in '1.5x to 5x': the bottom of your range (10x) was 4x too high")
+    assert score_prediction("1.5x to 5x", spec, 3.0, "x").hit
 
 
 def test_a_yes_no_prediction_of_a_true_false_metric():
