@@ -13,19 +13,27 @@ import pytest
 # CI clones the repository with ../shared beside it; real MNIST lies in shared/data.
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 STRICT = os.environ.get("GPUTUTOR_STRICT_TESTS") == "1" or os.environ.get("CI", "").lower() == "true"
-_ENV = ("GPUTUTOR_HOME", "GPUTUTOR_DATA_DIR", "GPUTUTOR_DEVICE", "GPUTUTOR_DEBUG", "NO_COLOR",
+_ENV = ("GPUTUTOR_HOME", "GPUTUTOR_DATA_DIR", "GPUTUTOR_CACHE_DIR", "GPUTUTOR_DEVICE", "GPUTUTOR_DEBUG", "NO_COLOR",
         "GPUTUTOR_MEMORY_MB", "GPUTUTOR_GPU_MEMORY_MB")
 
 
+@pytest.fixture(scope="session")
+def test_cache_dir(tmp_path_factory) -> Path:
+    """One cache dir for a test process: a measured peak or calibration is measured once per
+    worker, and never lands in (or overwrites) the user's own cache."""
+    return tmp_path_factory.mktemp("cache")
+
+
 @pytest.fixture(autouse=True)
-def gpututor_env(tmp_path: Path):
-    """No test touches the real user dir; env changes made by the code under test are undone.
+def gpututor_env(tmp_path: Path, test_cache_dir: Path):
+    """No test touches the real user dirs; env changes made by the code under test are undone.
 
     (`gpututor --device/--data-dir` set os.environ for their process, so a `main([...])`
     call inside a test would otherwise leak into the next test.)
     """
     saved = {k: os.environ.get(k) for k in _ENV}
     os.environ["GPUTUTOR_HOME"] = str(tmp_path)
+    os.environ["GPUTUTOR_CACHE_DIR"] = str(test_cache_dir)
     if SHARED_DATA.is_dir():
         os.environ["GPUTUTOR_DATA_DIR"] = str(SHARED_DATA)
     else:  # no MNIST here: an empty dir makes data.load() use the offline fallback at once

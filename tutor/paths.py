@@ -24,8 +24,10 @@ def home_dir() -> Path:
 
 
 def cache_dir() -> Path:
-    """Downloaded MNIST and other caches."""
-    return Path(platformdirs.user_cache_dir(APP))
+    """Downloaded MNIST, the machine's measured peaks and calibration, scratch files:
+    $GPUTUTOR_CACHE_DIR, else the user cache dir."""
+    env = os.environ.get("GPUTUTOR_CACHE_DIR")
+    return Path(env).expanduser() if env else Path(platformdirs.user_cache_dir(APP))
 
 
 def data_dir(override: str | os.PathLike[str] | None = None) -> tuple[Path, bool]:

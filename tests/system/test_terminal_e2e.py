@@ -343,7 +343,7 @@ def test_it_writes_only_to_its_home_its_cache_and_exercise_scratch_dirs(tmp_path
         "HOME": str(home), "TMPDIR": str(tmp), "GPUTUTOR_HOME": str(gt), "GPUTUTOR_DATA_DIR": str(data),
         "GPUTUTOR_DEVICE": "cpu", "TERM": "xterm-256color", "XDG_DATA_HOME": None, "XDG_CACHE_HOME": None,
         "XDG_CONFIG_HOME": None, "XDG_STATE_HOME": None, "TORCHINDUCTOR_CACHE_DIR": None,
-        "TRITON_CACHE_DIR": None,
+        "TRITON_CACHE_DIR": None, "GPUTUTOR_CACHE_DIR": None,  # the default cache dir, under HOME
     }
 
     term = Terminal(exe, env, cwd=cwd)

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import os
 import time
+from pathlib import Path
+
+import platformdirs
 
 from tutor import paths
 
@@ -25,3 +28,10 @@ def test_torch_caches_go_to_the_cache_dir_unless_the_user_chose(monkeypatch, tmp
     env = {"TRITON_CACHE_DIR": "/mine"}
     paths.route_torch_caches(env)
     assert env == {"TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "torch" / "inductor"), "TRITON_CACHE_DIR": "/mine"}
+
+
+def test_the_cache_dir_is_the_users_unless_gpututor_cache_dir_names_one(monkeypatch, tmp_path):
+    monkeypatch.setenv("GPUTUTOR_CACHE_DIR", str(tmp_path / "elsewhere"))
+    assert paths.cache_dir() == tmp_path / "elsewhere"
+    monkeypatch.delenv("GPUTUTOR_CACHE_DIR")
+    assert paths.cache_dir() == Path(platformdirs.user_cache_dir("gpututor"))
