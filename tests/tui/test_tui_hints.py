@@ -6,7 +6,7 @@ import io
 from pathlib import Path
 
 from fakes import ScriptedEngine, ScriptedGrader
-from rich.console import Console
+from test_tui import text_of
 from textual.widgets import Static
 
 from tutor.ui.app import TutorApp
@@ -36,12 +36,6 @@ steps:
 """
 
 
-def shown(widget: Static) -> str:
-    console = Console(width=200, record=True, file=io.StringIO())
-    console.print(widget.content)
-    return console.export_text()
-
-
 def _app(tmp_path: Path) -> TutorApp:
     lessons = tmp_path / "lessons"
     lessons.mkdir()
@@ -58,15 +52,15 @@ async def test_h_shows_one_more_tier_each_time_and_they_stay_on_return(tmp_path)
         view = app.screen.view
         await pilot.press("escape")  # out of the answer list, so h reaches the screen
         await pilot.press("h")
-        hint = shown(view.query_one("#hint", Static))
+        hint = text_of(view.query_one("#hint", Static))
         assert "Hint 1 of 2: Look at the smallest" in hint and "6e-5" not in hint and "h again" in hint
         await pilot.press("h")
-        hint = shown(view.query_one("#hint", Static))
+        hint = text_of(view.query_one("#hint", Static))
         assert "Hint 2 of 2: float16's smallest normal" in hint and "h again" not in hint
         assert app.progress.aids("hinted", "pick").hints == 2
         await pilot.press("n", "p")  # away and back
         await pilot.pause()
-        assert "Hint 2 of 2" in shown(app.screen.view.query_one("#hint", Static))
+        assert "Hint 2 of 2" in text_of(app.screen.view.query_one("#hint", Static))
 
 
 async def test_g_before_any_try_asks_twice_then_shows_the_answer(tmp_path):
@@ -76,11 +70,11 @@ async def test_g_before_any_try_asks_twice_then_shows_the_answer(tmp_path):
         await pilot.pause()
         view = app.screen.view
         await pilot.press("escape", "g")
-        assert "opens after one try" in shown(view.query_one("#feedback", Static)) and not view.gave_up
+        assert "opens after one try" in text_of(view.query_one("#feedback", Static)) and not view.gave_up
         await pilot.press("g")
-        assert "Sure?" in shown(view.query_one("#feedback", Static)) and not view.gave_up
+        assert "Sure?" in text_of(view.query_one("#feedback", Static)) and not view.gave_up
         await pilot.press("g")
-        assert view.gave_up and "Here is the answer" in shown(view.query_one("#feedback", Static))
+        assert view.gave_up and "Here is the answer" in text_of(view.query_one("#feedback", Static))
         assert app.progress.aids("hinted", "pick").solution
 
 
@@ -95,17 +89,17 @@ async def test_the_exercise_solution_opens_after_one_graded_run(tmp_path):
         solution = view.query_one("#solution", Static)
         await pilot.press("enter")  # into the editor, where ctrl+g works
         await pilot.press("ctrl+g")
-        assert "opens after one run of your code" in shown(view.query_one("#exercise-status", Static))
+        assert "opens after one run of your code" in text_of(view.query_one("#exercise-status", Static))
         assert not solution.display
         await pilot.press("ctrl+r")  # one graded run (the starter fails)
         await pilot.pause(0.5)
         assert not view.running and not view.passed
         await pilot.press("ctrl+g")
-        assert "Again (ctrl+g, or g outside the editor)" in shown(view.query_one("#exercise-status", Static))
+        assert "Again (ctrl+g, or g outside the editor)" in text_of(view.query_one("#exercise-status", Static))
         assert not solution.display
         await pilot.press("escape", "g")  # g from the step, outside the editor, is the same
-        assert solution.display and "sum(range(11))" in shown(solution)
+        assert solution.display and "sum(range(11))" in text_of(solution)
         assert app.progress.aids("hinted", "code").solution
         await pilot.press("h", "h", "h", "h")
-        hint = shown(view.query_one("#hint", Static))
+        hint = text_of(view.query_one("#hint", Static))
         assert "Hint 3 of 3: total = sum(range(11))" in hint and app.progress.aids("hinted", "code").hints == 3
