@@ -356,7 +356,7 @@ def test_every_quantity_the_built_in_lessons_predict_has_a_concept_from_a_small_
             if step.concept:
                 concepts.add(step.concept)
     assert not missing
-    assert 6 <= len(concepts) <= 10, sorted(concepts)
+    assert 6 <= len(concepts) <= 12, sorted(concepts)  # a handful a learner can read, not one per step
 
 
 def test_the_built_in_checks_tagged_with_a_concept_use_one_the_predictions_rate():

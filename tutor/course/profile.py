@@ -59,7 +59,8 @@ CONCEPT_LABELS = {
     "utilisation": "how busy the hardware is",
     "accuracy": "accuracy",
     "gradients": "gradient sizes",
-    "distributed": "figures of distributed training",
+    "distributed": "what each process of a distributed run sees",
+    "communication": "what DDP sends between processes",
 }
 
 
