@@ -82,3 +82,34 @@ def test_byte_counting_helpers_read_adams_state():
 def test_the_batch_must_split_evenly_over_the_ranks():
     with pytest.raises(pydantic.ValidationError, match="multiple of world_size"):
         experiments.get("zero-sharding").make_params({"batch_size": 33})
+
+
+def test_fsdp_shards_on_the_plans_device_not_the_accelerator_torch_finds():
+    """On a one-GPU box the plan for 2 ranks is gloo on the CPU; fully_shard left to itself
+    shards onto the accelerator it finds (cuda), which one rank cannot use while the other
+    waits in a collective. One gloo rank in this process, with torch told a CUDA device is the
+    accelerator: FSDP is measured on the CPU as planned."""
+    from unittest import mock
+
+    import torch
+    import torch.distributed as dist
+
+    from tutor.experiments import zero_sharding
+    from tutor.experiments.rank import RankContext
+
+    results: dict = {}
+
+    class Captured(RankContext):
+        def _emit(self, kind, **fields):
+            if kind == "result":
+                results.update(fields["values"])
+
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        with mock.patch.object(torch._C, "_get_accelerator", return_value=torch.device("cuda")):
+            zero_sharding.rank_main(Captured(0, 0, 1, "gloo", torch.device("cpu"),
+                                             {"world_size": 2, "batch_size": 8, "steps": 1}))
+    finally:
+        dist.destroy_process_group()
+    assert "fsdp_error" not in results, results.get("fsdp_error")
+    assert results["fsdp"]["param_bytes"] == 4 * PSI  # one rank holds every shard

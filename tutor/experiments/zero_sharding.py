@@ -97,11 +97,16 @@ def rank_main(ctx: RankContext) -> None:
         by_copy = {id(q): name for name, q in model.named_parameters()}
         if method == "fsdp":
             try:
+                from torch.distributed.device_mesh import init_device_mesh
                 from torch.distributed.fsdp import fully_shard
 
+                # The plan's device, not the machine's: left to itself, fully_shard shards onto the
+                # accelerator it finds (cuda under a gloo plan on a one-GPU box), and a rank that
+                # cannot follow it leaves the others waiting in a collective.
+                mesh = init_device_mesh(dev.type, (n,))
                 for layer in (model.fc1, model.fc2, model.fc3):
-                    fully_shard(layer)
-                fully_shard(model)
+                    fully_shard(layer, mesh=mesh)
+                fully_shard(model, mesh=mesh)
             except Exception as exc:  # noqa: BLE001 - said on screen; the ZeRO-3 row stays a formula
                 found["fsdp_error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
                 continue
