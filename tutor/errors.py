@@ -5,6 +5,11 @@ from __future__ import annotations
 import re
 
 
+# What a rank of a multi-process job says when another rank died while it waited on it in a
+# collective (gloo: the socket closed; NCCL: "remote process exited"): an echo, never the cause.
+PEER_GONE = re.compile(r"Connection (?:closed|reset) by peer|remote process exited|Broken pipe", re.I)
+
+
 def is_out_of_memory(exc: BaseException) -> bool:
     name = type(exc).__name__
     text = str(exc).lower()

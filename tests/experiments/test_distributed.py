@@ -91,6 +91,22 @@ def test_an_error_in_a_rank_is_said_with_the_rank_and_not_retried(importable):
     assert len(list(importable.glob("try-1-*"))) == 1  # one launch: the same code would fail again
 
 
+def test_the_rank_that_failed_is_named_not_the_one_left_waiting_on_it(importable):
+    """Rank 1 raises while rank 0 waits for it in an all-reduce: gloo then fails rank 0 too
+    ("Connection closed by peer"). The launch names rank 1's error, the cause."""
+    module = _module(importable, """
+        import torch
+        import torch.distributed as dist
+        if ctx.rank == 1:
+            time.sleep(0.5)
+            raise ValueError("shapes do not match")
+        dist.all_reduce(torch.ones(1))
+        ctx.result(ok=True)
+    """)
+    with pytest.raises(distributed.LaunchFailed, match=r"rank 1 of 2 failed.*ValueError: shapes do not match"):
+        _drain(distributed.launch(module, distributed.choose(CPU, 2)))
+
+
 @pytest.mark.long
 def test_a_start_that_aborts_is_said_and_tried_once_more(importable):
     module = _module(importable, """

@@ -30,9 +30,10 @@ import time
 import traceback
 from pathlib import Path
 
+from tutor.errors import PEER_GONE
+
 ERROR_FILE = ".error.json"
 # A rank's error that only says another rank went away (gloo, NCCL): one line, not a traceback.
-_PEER_GONE = re.compile(r"Connection (?:closed|reset) by peer|remote process exited|Broken pipe", re.I)
 RANKS_DIR = ".ranks"  # per rank: RANK.pid ("pid start-time"), RANK.started, RANK.exit (its exit code)
 WATCH_S = 0.2  # how often a child looks for its parent and the run's owner
 _HIDDEN = (str(Path(__file__).resolve()), runpy.__file__, str(Path(__file__).with_name("observe.py").resolve()))
@@ -318,7 +319,7 @@ def main(argv: list[str]) -> None:
             pass
         world = os.environ.get("WORLD_SIZE", "?")
         shown = text if rank is None else f"[rank {rank} of {world}] {text}"
-        if rank is not None and _PEER_GONE.search(raw):
+        if rank is not None and PEER_GONE.search(raw):
             where = f" at line {line}" if line else ""
             shown = f"[rank {rank} of {world}] stopped{where}: another process ended while this one waited for it\n"
         sys.stderr.write(shown)

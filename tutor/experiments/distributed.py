@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tutor.errors import PEER_GONE
 from tutor.experiments.devices import Device
 from tutor.experiments.events import Event, Note, Step, Table
 from tutor.experiments.rank import ARGS_ENV, BACKEND_ENV, LOCK_ENV, MARK
@@ -241,7 +242,10 @@ def launch(module: str, plan: Plan, args: dict[str, Any] | None = None, *, timeo
         failure = out.get("failure")
         errors = out.get("errors") or {}
         if errors:  # a rank raised: trying again would raise again
-            rank, error = min(errors.items())
+            # The cause, not its echo: a rank waiting on the one that failed raises too (gloo:
+            # "Connection closed by peer"), often under a lower number. Else the first to arrive.
+            causes = [(r, e) for r, e in errors.items() if not PEER_GONE.search(str(e.get("text", "")))]
+            rank, error = (causes or list(errors.items()))[0]
             where = f" at {error['where']}" if error.get("where") else ""
             raise LaunchFailed(f"rank {rank} of {plan.world_size} failed{where}: {error.get('type')}: "
                                f"{error.get('text')}")
