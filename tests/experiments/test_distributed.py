@@ -51,6 +51,39 @@ def test_the_plan_is_gloo_on_cpu_processes_without_gpus():
     assert mac.backend == "gloo" and "MPS" in mac.why
 
 
+def test_nccl_only_with_a_gpu_for_every_rank(monkeypatch):
+    import torch
+
+    gpu = Device("cuda", 0, "NVIDIA H100 80GB HBM3")
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    one = distributed.choose(gpu, 2)
+    assert (one.backend, one.device) == ("gloo", "cpu")  # two ranks on one GPU: NCCL says "Duplicate GPU"
+    assert "need 2 GPUs for NCCL" in one.why and "has 1" in one.why
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    assert (distributed.choose(gpu, 2).backend, distributed.choose(gpu, 2).device) == ("nccl", "cuda")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert "asked for the CPU" in distributed.choose(CPU, 2).why  # a GPU box, the CPU chosen
+
+
+def test_an_nccl_rank_binds_its_gpu_to_the_group(monkeypatch):
+    """barrier() under NCCL uses the bound device (else it guesses, with a warning each call)."""
+    import torch
+    import torch.distributed as dist
+
+    from tutor.experiments import rank
+
+    calls = []
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv(rank.BACKEND_ENV, "nccl")
+    monkeypatch.setattr(torch.cuda, "set_device", lambda device: calls.append(("set_device", device)))
+    monkeypatch.setattr(dist, "init_process_group", lambda backend, **kw: calls.append((backend, kw)))
+    ctx = rank._context()
+    assert ctx.device == torch.device("cuda", 1)
+    assert calls == [("set_device", torch.device("cuda", 1)), ("nccl", {"device_id": torch.device("cuda", 1)})]
+
+
 def test_the_command_is_torchrun_standalone():
     cmd = distributed.command("ddp_equivalence", 4)
     assert cmd[1:4] == ["-m", "torch.distributed.run", "--standalone"]

@@ -76,7 +76,10 @@ def choose(dev: Device, world_size: int) -> Plan:
     elif dev.kind == "mps":
         why = "gloo on the CPU: PyTorch has no collective backend for Apple's MPS."
     else:
-        why = "gloo on the CPU: no CUDA GPU here."
+        import torch
+
+        why = ("gloo on the CPU: this run was asked for the CPU." if torch.cuda.is_available()
+               else "gloo on the CPU: no CUDA GPU here.")
     return Plan("gloo", world_size, "cpu",
                 f"{why} {world_size} CPU processes of 1 thread each, all on this machine's cores: "
                 "the same torchrun, DDP and all-reduce as on a GPU box, slower.")

@@ -119,7 +119,8 @@ def _context() -> RankContext:
     else:
         device = torch.device("cpu")
         torch.set_num_threads(1)  # N processes share the cores: one thread each
-    dist.init_process_group(backend)
+    # NCCL: bind the rank's GPU to its group, so barrier() knows the device rather than guess it
+    dist.init_process_group(backend, **({"device_id": device} if backend == "nccl" else {}))
     args = json.loads(os.environ.get(ARGS_ENV) or "{}")
     return RankContext(rank, local_rank, world_size, backend, device, args)
 
