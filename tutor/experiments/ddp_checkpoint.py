@@ -104,8 +104,9 @@ def rank_main(ctx: RankContext) -> None:
         loss = F.cross_entropy(ddp(x[first:first + b]), y[first:first + b])
         loss.backward()
         optimizer.step()
+        value = loss.item()  # waits for the GPU: the clock after it counts the step's kernels
         elapsed = time.perf_counter() - start
-        ctx.step(step + 1, p.steps, loss.item(), elapsed, (step + 1) * b / elapsed)
+        ctx.step(step + 1, p.steps, value, elapsed, (step + 1) * b / elapsed)
     mine = {k: v.detach().clone() for k, v in ddp.module.state_dict().items()}
 
     # 1. Every rank saves, to one path, at once.

@@ -96,8 +96,9 @@ def rank_main(ctx: RankContext) -> None:
                 )
             ref_optimizer.step()
         optimizer.step()
+        value = loss.item()  # waits for the GPU: the clock after it counts the step's kernels
         elapsed = time.perf_counter() - start
-        ctx.step(step + 1, p.steps, loss.item(), elapsed, (step + 1) * b / elapsed)
+        ctx.step(step + 1, p.steps, value, elapsed, (step + 1) * b / elapsed)
 
     weights = _flat(ddp.module.parameters())
     rank0 = weights.clone()
