@@ -203,10 +203,12 @@ def measure(p: DdpCheckpointParams, dev: Device) -> Iterator[Event]:
     alone_calls, alone_bytes = sum(c["calls"] for c in alone), sum(c["bytes"] for c in alone)
     outcome = ("came out whole (it loads, with the model's weights)" if r0["every_intact"]
                else "did NOT load whole afterwards")
+    # torch.save records each tensor's device: under NCCL rank 0 writes cuda:0, rank 1 cuda:1
+    same = "identical bytes" if plan.device == "cpu" else "the same weights, each tagged with its rank's GPU"
     yield Note(f"Every rank saving: {every_calls} torch.save calls wrote the same "
                f"{present.size(r0['checkpoint_bytes'])} to one path ({present.size(every_bytes)} in all, the "
                f"slowest call {present.seconds(max(c['seconds'] for c in every))}). Each call truncates the file "
-               f"and writes it again while the others write: here, on one local disk with identical bytes, the "
+               f"and writes it again while the others write: here, on one local disk with {same}, the "
                f"file {outcome}; on a shared filesystem (NFS, Lustre) N writers of one path can leave a torn "
                f"file, and a reader may meet it half-written. `if rank == 0:` writes it once: {alone_calls} "
                f"call, {present.size(alone_bytes)}, {present.seconds(alone[0]['seconds'])}.", "result")
