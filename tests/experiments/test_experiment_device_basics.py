@@ -7,6 +7,7 @@ import torch
 from experiment_runs import run_experiment
 
 from tutor import experiments
+from tutor.experiments import devices
 from tutor.experiments.events import Note, Table
 from tutor.experiments.model import MNISTClassifier
 
@@ -86,3 +87,31 @@ def test_arm_bfloat16_is_detected_from_its_features(monkeypatch, machine, cpuinf
     monkeypatch.setattr(devices, "open", lambda *a, **k: io.StringIO(cpuinfo), raising=False)
     assert devices._arm_bf16() is native
     assert devices._cpu_flag("avx512_bf16") is ("avx512_bf16" in cpuinfo)
+
+
+def test_free_memory_is_read_for_the_chosen_gpu_only(monkeypatch):
+    """torch.cuda.mem_get_info(i) creates a context on card i: on a shared 8-GPU box, detection
+    asking every card would leave each tutor and exercise holding hundreds of MiB on all 8."""
+    import types
+
+    import torch
+
+    asked = []
+
+    def mem_get_info(index):
+        asked.append(index)
+        return (30 << 30, 80 << 30)
+
+    props = types.SimpleNamespace(name="NVIDIA H100 80GB HBM3", major=9, minor=0, total_memory=80 << 30)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 4)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda index: props)
+    monkeypatch.setattr(torch.cuda, "mem_get_info", mem_get_info)
+    devices.available.cache_clear()
+    try:
+        assert [d.torch_device for d in devices.available()][:4] == ["cuda:0", "cuda:1", "cuda:2", "cuda:3"]
+        chosen = devices.resolve("cuda:2")
+    finally:
+        devices.available.cache_clear()
+    assert asked == [2] and chosen.free_memory == 30 << 30
+    assert "30.0 of 80.0 GiB free (50.0 GiB held by other processes" in chosen.sharing()

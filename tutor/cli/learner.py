@@ -196,7 +196,8 @@ def _doctor_report(ctx: Context, remeasure_peak: bool = False) -> tuple[dict[str
         cap = gpu_share.cap_mib()
         report["gpu_memory_cap_mb"] = cap
         report["devices"] = [{**d.as_dict(), "describe": d.describe(),
-                              "sharing": d.sharing(cap, gpu_share.cap_source())} for d in devices.available()]
+                              "sharing": d.sharing(cap, gpu_share.cap_source())}
+                             for d in map(devices.with_free_memory, devices.available())]
         try:
             selected = devices.resolve(ctx.device)
             report["selected_device"] = selected.torch_device

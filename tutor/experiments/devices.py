@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import platform
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from functools import lru_cache
 
 from tutor.threads import usable_cores
@@ -150,18 +150,13 @@ def _arm_bf16() -> bool:
 def _cuda(index: int) -> Device:
     import torch
 
-    props = torch.cuda.get_device_properties(index)
+    props = torch.cuda.get_device_properties(index)  # no context: the driver's record of the card
     major, minor = props.major, props.minor
-    try:
-        free = int(torch.cuda.mem_get_info(index)[0])  # what the card has left: others use it too
-    except RuntimeError:
-        free = None
     return Device(
         kind="cuda",
         index=index,
         name=props.name,
         total_memory=props.total_memory,
-        free_memory=free,
         capability=(major, minor),
         bf16=major >= 8,  # Ampere and newer
         fp16=True,
@@ -201,6 +196,20 @@ def _mps_bf16() -> bool:
         return False
 
 
+def with_free_memory(dev: Device) -> Device:
+    """`dev` with what its card has free now (others use it too). Read for the device a process
+    uses only: torch.cuda.mem_get_info creates a CUDA context on the card it asks about, hundreds
+    of MiB of it, which every tutor and exercise on a shared 8-GPU box would hold on all 8."""
+    if dev.kind != "cuda" or dev.index is None:
+        return dev
+    import torch
+
+    try:
+        return replace(dev, free_memory=int(torch.cuda.mem_get_info(dev.index)[0]))
+    except RuntimeError:
+        return dev
+
+
 @lru_cache(maxsize=1)
 def available() -> tuple[Device, ...]:
     """Every device torch can train on here, best first (cuda..., mps, cpu)."""
@@ -224,14 +233,14 @@ def resolve(requested: str | None = None) -> Device:
     requested = (requested or os.environ.get("GPUTUTOR_DEVICE") or "auto").strip().lower()
     devs = available()
     if requested in ("", "auto"):
-        return devs[0]
+        return with_free_memory(devs[0])
     kind, _, idx = requested.partition(":")
     choices = ", ".join(d.torch_device for d in devs)
     if kind not in ("cuda", "mps", "cpu"):
         raise DeviceError(f"unknown device {requested!r}: use one of auto, {choices}")
     for d in devs:
         if d.kind == kind and (not idx or str(d.index) == idx):
-            return d
+            return with_free_memory(d)
     same_kind = [d for d in devs if d.kind == kind]
     if same_kind:  # e.g. cuda:1 on a machine with one GPU
         why = f"there is no {kind} device with index {idx} (found {', '.join(d.torch_device for d in same_kind)})"
