@@ -173,6 +173,12 @@ def measure(p: CheckpointParams, dev: Device) -> Iterator[Event]:
             "Without map_location, torch.load puts every tensor back on the GPU it was saved from "
             "(loading this file in a process without CUDA could not be checked here)."
         )
+    elif dev.kind == "mps":
+        yield Note(
+            "Without map_location, torch.load puts every tensor back on the device it was saved from: "
+            "this file, saved on mps, loads on a machine without MPS (a Linux box, a CI runner) only "
+            "with map_location='cpu'. A process cannot hide MPS from itself, so that error is not shown here."
+        )
     else:
         yield Note(
             "map_location='cpu' matters for checkpoints saved on a GPU: without it torch.load puts every "
