@@ -89,7 +89,13 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 _skips: list[tuple[str, str, bool]] = []  # (test, reason, a gpu test)
 
 
+_tier_seconds: dict[str, float] = {}  # tests/<tier>: set-up, call and tear-down summed over its tests
+
+
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    parts = report.nodeid.split("/")
+    if len(parts) > 2 and parts[0] == "tests":
+        _tier_seconds[parts[1]] = _tier_seconds.get(parts[1], 0.0) + (report.duration or 0.0)
     if report.skipped:
         reason = str(report.longrepr[-1]) if isinstance(report.longrepr, tuple) else str(report.longrepr)
         _skips.append((report.nodeid, reason, "gpu" in report.keywords))
@@ -104,6 +110,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
     gpu = sum(1 for _, _, g in _skips if g)
     others = [(test, reason) for test, reason, g in _skips if not g]
+    if _tier_seconds:  # one worker's worth of time: with -n N the wall time is about 1/N of the sum
+        terminalreporter.write_line("test time by tier (summed over tests): " + ", ".join(
+            f"{tier} {seconds:.0f} s" for tier, seconds in sorted(_tier_seconds.items(), key=lambda kv: -kv[1])))
     terminalreporter.write_line(f"skipped: {len(_skips)} ({gpu} need a GPU, {len(others)} other)")
     for test, reason in others:
         terminalreporter.write_line(f"  not a GPU test, skipped: {test}: {reason}"
