@@ -32,16 +32,37 @@ _UNITS = {"b": 1, "bytes": 1, "kb": 2**10, "mb": 2**20, "gb": 2**30, "tb": 2**40
 # CPU: "you tried to allocate 123 bytes"; CUDA: "Tried to allocate 2.00 GiB"; MPS: "Tried to allocate 256.00 MB".
 _ASKED = re.compile(r"tried to allocate ([\d.]+) ?(bytes|[kmgt]i?b|b)\b", re.I)
 _FREE = re.compile(r"of which ([\d.]+ ?[KMGT]i?B) is free", re.I)
+# CUDA, once a per-process fraction was set: "...; 256.00 MiB allowed; Of the allocated memory 0 bytes is
+# allocated by PyTorch, and 20.00 MiB is reserved by PyTorch but unallocated."
+_SIZE = r"([\d.]+) ?(bytes|[KMGT]i?B)"
+_ALLOWED = re.compile(_SIZE + r" allowed;", re.I)
+_HELD = re.compile(_SIZE + r" is (?:allocated|reserved) by PyTorch", re.I)
 
 
-def _asked_bytes(text: str) -> float | None:
-    found = _ASKED.search(text)
+def _bytes(found: re.Match[str] | None) -> float | None:
     if not found:
         return None
     try:
         return float(found.group(1)) * _UNITS[found.group(2).lower()]
     except (ValueError, KeyError):
         return None
+
+
+def _asked_bytes(text: str) -> float | None:
+    return _bytes(_ASKED.search(text))
+
+
+def _process_limit(text: str, asked: float | None) -> str | None:
+    """CUDA's per-process limit ("256.00 MiB") when it, not a full card, refused the allocation.
+    The "allowed" clause stays in every message once a fraction was ever set (1.0 included), so
+    compare as the allocator does: what this process reserves, plus the allocation, against it."""
+    allowed = _ALLOWED.search(text)
+    if not allowed:
+        return None
+    held = [_bytes(m) for m in _HELD.finditer(text)]  # allocated, and reserved but unallocated
+    if asked is not None and len(held) == 2 and None not in held and sum(held) + asked <= _bytes(allowed):
+        return None  # within the limit: cudaMalloc itself failed, the card is full
+    return f"{allowed.group(1)} {allowed.group(2)}"
 
 
 def describe(exc: BaseException) -> str:
@@ -61,8 +82,10 @@ def describe(exc: BaseException) -> str:
         asked = _asked_bytes(text)
         details = f"an allocation of {asked / 2**20:,.0f} MiB failed" if asked is not None else _first_line(exc)
         where = "GPU " if is_device_out_of_memory(exc) else ""
-        free = _FREE.search(text)
-        if free:  # CUDA says what the card had left: on a shared GPU, others hold the rest
+        free, limit = _FREE.search(text), _process_limit(text, asked)
+        if limit:  # the card may have room: this process's limit (the class's cap, say) said no
+            details += f": it would take this process over its limit of {limit}"
+        elif free:  # CUDA says what the card had left: on a shared GPU, others hold the rest
             details += f" with {free.group(1)} free on the GPU (other processes may hold the rest)"
         return f"Out of {where}memory: {details}. Try a smaller batch_size or fewer samples."
     if isinstance(exc, FileNotFoundError):

@@ -31,6 +31,17 @@ def fake_cuda(monkeypatch):
     return fractions
 
 
+@pytest.fixture
+def fake_mps(monkeypatch):
+    """Apple silicon with a 16 GiB working set; the fractions set, in order."""
+    fractions: list[float] = []
+    monkeypatch.setattr(torch.mps, "recommended_max_memory", lambda: 16 * GIB)
+    monkeypatch.setattr(torch.mps, "set_per_process_memory_fraction", fractions.append)
+    monkeypatch.setattr(gpu_share, "_mps_fraction", None)
+    monkeypatch.delenv("PYTORCH_MPS_HIGH_WATERMARK_RATIO", raising=False)
+    return fractions
+
+
 @pytest.mark.parametrize("gpu,host,cap,source", [
     (None, None, None, "GPUTUTOR_MEMORY_MB"),
     ("4096", None, 4096, "GPUTUTOR_GPU_MEMORY_MB"),
@@ -63,6 +74,19 @@ def test_a_capped_run_sets_the_fraction_of_the_card_and_restores_it(fake_cuda, m
         assert cap == 8 * GIB
         assert fake_cuda == [pytest.approx(0.1)]  # 8 of 80 GiB
     assert fake_cuda == [pytest.approx(0.1), 1.0]
+
+
+def test_a_limit_set_inside_a_capped_mps_run_goes_back_to_the_cap_not_the_default(fake_mps, monkeypatch):
+    from tutor.experiments.oom_recovery import MemoryLimit
+
+    monkeypatch.setenv(gpu_share.GPU_MEMORY_ENV, "4096")
+    with gpu_share.capped(Device("mps", None, "Apple M2 (MPS)")):
+        assert fake_mps == [0.25] and gpu_share.current_mps_fraction() == 0.25  # 4 of 16 GiB
+        limit = MemoryLimit(torch.device("mps"), "mps.set_per_process_memory_fraction")
+        limit.set(1 * GIB)
+        limit.restore()
+        assert fake_mps == [0.25, 1 / 16, 0.25]  # torch.mps has no getter: the cap is remembered
+    assert fake_mps[-1] == 1.7 and gpu_share.current_mps_fraction() == 1.7  # PyTorch's default again
 
 
 def test_without_a_cap_or_a_gpu_nothing_is_set(fake_cuda, monkeypatch):
@@ -105,6 +129,7 @@ def test_a_run_past_the_cap_fails_in_one_sentence_and_the_next_run_works(tmp_pat
         *_, ended = engine.run("memory-ledger", big, "cuda", cancelled=lambda: False)
         assert ended[:2] == ("ended", "failed")
         assert ended[2].startswith("Out of GPU memory") and "GPUTUTOR_GPU_MEMORY_MB caps each run at 256 MiB" in ended[2]
+        assert "over its limit of" in ended[2] and "other processes" not in ended[2]  # the cap, not the card
         small = {"width": 256, "layers": 2, "batch_size": 64}
         assert list(engine.run("memory-ledger", small, "cuda", cancelled=lambda: False))[-1][:2] == ("ended", "finished")
     finally:

@@ -20,6 +20,7 @@ from typing import Any
 GPU_MEMORY_ENV = "GPUTUTOR_GPU_MEMORY_MB"
 HOST_MEMORY_ENV = "GPUTUTOR_MEMORY_MB"
 MIB = 1 << 20
+_mps_fraction: float | None = None  # the MPS fraction set_mps_fraction() last applied
 
 
 def mib_from(name: str) -> int | None:
@@ -71,6 +72,24 @@ def available(kind: str, index: int | None = None) -> int | None:
     return max(0, min(free, cap * MIB - held))
 
 
+def current_mps_fraction() -> float:
+    """The MPS memory fraction in force. torch.mps has no getter, so it is the one this module
+    last applied, else the process's start-up one (PYTORCH_MPS_HIGH_WATERMARK_RATIO, or PyTorch's
+    default): what a limit set inside a capped run must go back to, not the start-up one."""
+    if _mps_fraction is not None:
+        return _mps_fraction
+    return float(os.environ.get("PYTORCH_MPS_HIGH_WATERMARK_RATIO", "1.7"))
+
+
+def set_mps_fraction(fraction: float) -> None:
+    """torch.mps.set_per_process_memory_fraction, remembered for current_mps_fraction()."""
+    global _mps_fraction
+    import torch
+
+    torch.mps.set_per_process_memory_fraction(fraction)
+    _mps_fraction = fraction
+
+
 @contextmanager
 def capped(dev: Any) -> Iterator[int | None]:
     """Apply the cap to this process for the block (a run); yields it in bytes, or None."""
@@ -91,9 +110,9 @@ def capped(dev: Any) -> Iterator[int | None]:
         finally:
             torch.cuda.set_per_process_memory_fraction(before, index)
     else:
-        before = float(os.environ.get("PYTORCH_MPS_HIGH_WATERMARK_RATIO", "1.7"))  # PyTorch's default
-        torch.mps.set_per_process_memory_fraction(min(2.0, cap * MIB / torch.mps.recommended_max_memory()))
+        before = current_mps_fraction()
+        set_mps_fraction(min(2.0, cap * MIB / torch.mps.recommended_max_memory()))
         try:
             yield cap * MIB
         finally:
-            torch.mps.set_per_process_memory_fraction(before)
+            set_mps_fraction(before)

@@ -187,13 +187,11 @@ class MemoryLimit:
                     f"and raises OutOfMemoryError rather than reserve past it. Afterwards the fraction went back "
                     f"to {self._restore:g}")
         if self.method.startswith("mps"):
-            import os
-
-            self._restore = float(os.environ.get("PYTORCH_MPS_HIGH_WATERMARK_RATIO", "1.7"))
+            self._restore = gpu_share.current_mps_fraction()  # the class's cap, in a capped run
             fraction = min(2.0, allowed / torch.mps.recommended_max_memory())
-            torch.mps.set_per_process_memory_fraction(fraction)
+            gpu_share.set_mps_fraction(fraction)
             return (f"torch.mps.set_per_process_memory_fraction({fraction:.5f}); afterwards it went back to "
-                    f"{self._restore:g} (PYTORCH_MPS_HIGH_WATERMARK_RATIO, or PyTorch's default)")
+                    f"{self._restore:g}, the fraction in force before")
         import resource
 
         soft, hard = resource.getrlimit(resource.RLIMIT_DATA)
@@ -232,7 +230,7 @@ class MemoryLimit:
         if self.method == "set_per_process_memory_fraction":
             torch.cuda.set_per_process_memory_fraction(self._restore, self.device)
         elif self.method.startswith("mps"):
-            torch.mps.set_per_process_memory_fraction(self._restore)
+            gpu_share.set_mps_fraction(self._restore)
         else:
             import resource
 
