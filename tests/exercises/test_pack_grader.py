@@ -198,6 +198,39 @@ def test_what_the_grader_receives(tmp_path):
     assert (verdict.passed, verdict.feedback, verdict.failure) == (False, "read it all", None), verdict.detail
 
 
+def test_the_grader_sees_no_gpu(tmp_path, monkeypatch):
+    """A checkpoint saved on CUDA must not load onto the class's card (a context, memory, an OOM)."""
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    req = requirement(lesson_with(tmp_path / "pack", "grading.py:check", """\
+        import os
+
+        def check(run):
+            return False, repr(os.environ.get("CUDA_VISIBLE_DEVICES"))
+        """))
+    verdict = grade(req, tmp_path / "work")
+    assert (verdict.passed, verdict.feedback, verdict.failure) == (False, "''", None), verdict.detail
+
+
+@pytest.mark.gpu
+def test_a_checkpoint_saved_on_cuda_loads_in_the_grader_as_the_docs_show(tmp_path):
+    import torch
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs CUDA")
+    req = requirement(lesson_with(tmp_path / "pack", "grading.py:check", """\
+        import torch
+
+        def check(run):
+            state = torch.load(run.files.open("model.pt"), map_location="cpu", weights_only=True)
+            return False, f"{state['w'].device} {torch.cuda.is_available()}"
+        """, timeout=120))
+    work = tmp_path / "work"
+    work.mkdir()
+    torch.save({"w": torch.ones(2, device="cuda")}, work / "model.pt")
+    verdict = grade(req, work, written=["model.pt"])
+    assert (verdict.passed, verdict.feedback, verdict.failure) == (False, "cpu False", None), verdict.detail
+
+
 def test_a_report_the_program_did_not_make_is_the_learners_miss(tmp_path):
     req = requirement(lesson_with(tmp_path / "pack", "grading.py:check", "def check(run):\n"
                                   "    return run.reports['loss'] < 0.5\n"))

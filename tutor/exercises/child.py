@@ -1,8 +1,9 @@
 """The process a learner's program runs in: `python -m tutor.exercises.child solution.py`.
 
-Limits its own memory, runs the file as `__main__`, and when it raises prints the traceback a
-learner can read (their frames marked '>>', the tutor's own frames hidden, library frames
-folded) and writes it to .error.json for the grader. SystemExit passes through with its code.
+Limits its own memory (and its GPU memory, to the shared-GPU cap), runs the file as `__main__`,
+and when it raises prints the traceback a learner can read (their frames marked '>>', the
+tutor's own frames hidden, library frames folded) and writes it to .error.json for the grader.
+SystemExit passes through with its code.
 
 When the grader asks ($GPUTUTOR_OBSERVE names a file), the program runs watched
 (tutor/exercises/observe.py) and what it did is written there when it ends; the function probes named in
@@ -39,25 +40,53 @@ WATCH_S = 0.2  # how often a child looks for its parent and the run's owner
 _HIDDEN = (str(Path(__file__).resolve()), runpy.__file__, str(Path(__file__).with_name("observe.py").resolve()))
 
 
-def start_torch(rank: int | None = None) -> None:
+def start_torch(rank: int | None = None):
     """Import torch and start the device the program will use (tutor.lab picks it the same way),
     so that their memory, not the program's, is in place when the budget takes its baseline:
     `import torch` alone is ~770 MiB of data, a CUDA context hundreds more. A rank of a launch
     starts cuda:LOCAL_RANK where there is a GPU for every local rank (NCCL's case), else nothing:
-    its processes train on the CPU with gloo."""
+    its processes train on the CPU with gloo. Returns the device started (a devices.Device), or None."""
     try:
         import torch
 
         from tutor.experiments import devices
 
         if rank is None:
-            devices.start_up(devices.resolve(None))
-            return
-        local = int(os.environ.get("LOCAL_RANK", "0") or 0)
-        world = int(os.environ.get("LOCAL_WORLD_SIZE") or os.environ.get("WORLD_SIZE") or 1)
-        if torch.cuda.is_available() and torch.cuda.device_count() >= world:
-            devices.start_up(devices.resolve(f"cuda:{local}"))
+            dev = devices.resolve(None)
+        else:
+            local = int(os.environ.get("LOCAL_RANK", "0") or 0)
+            world = int(os.environ.get("LOCAL_WORLD_SIZE") or os.environ.get("WORLD_SIZE") or 1)
+            if not (torch.cuda.is_available() and torch.cuda.device_count() >= world):
+                return None
+            dev = devices.resolve(f"cuda:{local}")
+        devices.start_up(dev)
+        return dev
     except Exception:  # noqa: BLE001 - no torch, no device: the program meets that itself, with its traceback
+        return None
+
+
+def limit_gpu_memory(dev) -> None:
+    """Hold the program to the shared-GPU cap on the device it trains on, as the tutor holds each
+    experiment run (tutor/experiments/gpu_share.py: $GPUTUTOR_GPU_MEMORY_MB, settings.toml's
+    gpu_memory_mb, else $GPUTUTOR_MEMORY_MB): one learner's exercise must not take a card the
+    class shares. Past it PyTorch's allocator raises its out-of-memory error."""
+    from tutor.experiments import gpu_share
+
+    cap = gpu_share.cap_mib()
+    if cap is None or dev is None or dev.kind not in ("cuda", "mps"):
+        return
+    try:
+        import torch
+
+        if dev.kind == "cuda":
+            index = dev.index or 0
+            total = torch.cuda.get_device_properties(index).total_memory
+            with torch.cuda.device(index):  # older PyTorch sizes the fraction by the current device
+                torch.cuda.set_per_process_memory_fraction(min(1.0, cap * gpu_share.MIB / total), index)
+        else:
+            fraction = cap * gpu_share.MIB / torch.mps.recommended_max_memory()
+            gpu_share.set_mps_fraction(min(2.0, fraction))  # remembered: a capped() block restores to it
+    except Exception:  # noqa: BLE001 - a device that fails here: the program meets that itself
         pass
 
 
@@ -284,7 +313,7 @@ def main(argv: list[str]) -> None:
         _enter_rank(rank)
     mb = os.environ.get("GPUTUTOR_SANDBOX_MEMORY_MB")
     if mb and mb.isdigit():
-        start_torch(rank)
+        limit_gpu_memory(start_torch(rank))
         limit_memory(int(mb))
     solution = os.path.abspath(argv[1])
     error_file = os.path.abspath(ERROR_FILE if rank is None else per_rank(ERROR_FILE, rank))  # before a chdir

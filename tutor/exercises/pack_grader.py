@@ -105,7 +105,8 @@ class Files:
         return self._path(name).read_text(encoding="utf-8", errors="replace")
 
     def open(self, name: str) -> IO[bytes]:
-        """The file opened for reading, in binary: for torch.load(..., weights_only=True), csv, json."""
+        """The file opened for reading, in binary: for torch.load(..., map_location="cpu", weights_only=True),
+        csv, json."""
         return self._path(name).open("rb")
 
     def _find(self, name: str) -> Path | None:
@@ -281,6 +282,9 @@ def _env() -> dict[str, str]:
     env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
     env["PYTHONIOENCODING"] = "utf-8:backslashreplace"
     route_torch_caches(env)  # a grader may import torch to read a checkpoint
+    # ...on the CPU: a checkpoint saved on CUDA would otherwise load onto cuda:0, a context and
+    # memory on a card the class shares (or a CUDA out-of-memory) for a check that needs no GPU.
+    env["CUDA_VISIBLE_DEVICES"] = ""
     set_thread_env(env)
     return env
 

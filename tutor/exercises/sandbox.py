@@ -7,7 +7,9 @@ ends, times out or is cancelled. The output kept is bounded (head + tail), so a 
 freeze the caller nor fill its memory.
 
 Memory: the child limits itself at start-up (tutor/exercises/child.py), not through preexec_fn,
-which is unsafe in a caller that runs threads (the TUI does). No torch here: the TUI imports this.
+which is unsafe in a caller that runs threads (the TUI does): host memory to `memory_mb`, GPU
+memory to the shared-GPU cap it inherits in the environment (tutor/experiments/gpu_share.py).
+No torch here: the TUI imports this.
 
 `run_code(..., nproc=N)` runs the file under torchrun instead (`python -m torch.distributed.run
 --standalone --nproc_per_node=N -m tutor.exercises.child solution.py`), each rank a sandbox child
@@ -39,7 +41,9 @@ from pathlib import Path
 from typing import Any
 
 from tutor.exercises.child import RANKS_DIR, per_rank, start_time
+from tutor.experiments import gpu_share  # torch-free until a device is asked about
 from tutor.paths import route_torch_caches
+from tutor.present import number
 from tutor.threads import set_env as set_thread_env
 from tutor.threads import training_threads
 
@@ -54,6 +58,7 @@ PARTIAL_S = 0.5  # how long on_output waits for the end of a line it has the sta
 DRAIN_S = 1.0  # after the program ends, how long to read what is still in the pipe
 MAX_REPORTS = 10_000
 _MEMORY_TEXT = re.compile(r"MemoryError|can't allocate memory|std::bad_alloc|out of memory", re.I)
+_GPU_MEMORY_TEXT = re.compile(r"CUDA out of memory|MPS backend out of memory")  # tutor.errors.is_device_out_of_memory
 LAUNCH_DIR = ".launch"  # torchrun's log (LAUNCHER_LOG) and its --log-dir
 LAUNCHER_LOG = "torchrun.log"
 GONE_WAIT_S = 3.0  # after killing a launch's processes, how long to wait for them to be gone
@@ -69,6 +74,8 @@ class SandboxResult:
     timed_out: bool = False
     cancelled: bool = False
     memory_error: bool = False
+    gpu_memory_error: bool = False  # the GPU's memory ran out, not the host's (memory_error is set too)
+    gpu_memory_cap_mb: int | None = None  # the shared-GPU cap the program ran under (gpu_share.py)
     output: str = ""  # merged stdout+stderr, head and tail kept
     dropped_bytes: int = 0
     reports: dict[str, Any] = field(default_factory=dict)
@@ -102,6 +109,10 @@ class SandboxResult:
         where = f" in rank {self.error_rank}" if self.error_rank is not None and self.processes > 1 else ""
         if self.error_everywhere:
             where = " in every rank"
+        if self.gpu_memory_error:  # the exercise's memory limit is host memory: not this
+            cap = self.gpu_memory_cap_mb
+            within = f" (this tutor caps each run at {number(cap)} MiB on the GPU)" if cap else ""
+            return f"the program ran out of GPU memory{where}{within}"
         if self.memory_error:
             return f"the program ran out of memory{where} (it hit the exercise's memory limit)"
         if self.error_type:
@@ -388,8 +399,12 @@ def _error_fields(err: dict[str, Any]) -> tuple[str | None, str | None, int | No
 
 
 def _is_memory(error_type: str | None, message: str | None, sig: str | None, output: str, stopped: bool) -> bool:
-    return error_type == "MemoryError" or bool(error_type and _MEMORY_TEXT.search(message or "")) \
+    return error_type in ("MemoryError", "OutOfMemoryError") or bool(error_type and _MEMORY_TEXT.search(message or "")) \
         or bool(sig and not stopped and _MEMORY_TEXT.search(output[-4000:]))
+
+
+def _is_gpu_memory(error_type: str | None, message: str | None) -> bool:
+    return error_type == "OutOfMemoryError" or bool(error_type and _GPU_MEMORY_TEXT.search(message or ""))
 
 
 def run_code(
@@ -427,6 +442,8 @@ def run_code(
         timed_out=ran.timed_out,
         cancelled=ran.cancelled,
         memory_error=_is_memory(error_type, message, sig, ran.output, ran.timed_out or ran.cancelled),
+        gpu_memory_error=_is_gpu_memory(error_type, message),
+        gpu_memory_cap_mb=gpu_share.cap_mib(),
         output=ran.output,
         dropped_bytes=ran.dropped,
         reports=_read_reports(workdir / REPORTS),
@@ -638,6 +655,8 @@ def _launch_result(workdir: Path, ran: _Ran, nproc: int) -> SandboxResult:
         timed_out=ran.timed_out,
         cancelled=ran.cancelled,
         memory_error=_is_memory(error_type, message, sig, ran.output, stopped),
+        gpu_memory_error=_is_gpu_memory(error_type, message),
+        gpu_memory_cap_mb=gpu_share.cap_mib(),
         output=ran.output,
         dropped_bytes=ran.dropped,
         reports=reports,
