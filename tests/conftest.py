@@ -17,15 +17,26 @@ _ENV = ("GPUTUTOR_HOME", "GPUTUTOR_DATA_DIR", "GPUTUTOR_CACHE_DIR", "GPUTUTOR_DE
         "GPUTUTOR_MEMORY_MB", "GPUTUTOR_GPU_MEMORY_MB")
 
 
-@pytest.fixture(scope="session")
-def test_cache_dir(tmp_path_factory) -> Path:
-    """One cache dir for a test process: a measured peak or calibration is measured once per
-    worker, and never lands in (or overwrites) the user's own cache."""
-    return tmp_path_factory.mktemp("cache")
+@pytest.fixture(scope="session", autouse=True)
+def session_dirs(tmp_path_factory):
+    """A throwaway home and cache dir for the whole test process, set before any fixture runs:
+    a module-scoped fixture that runs an experiment (before any test's own home is set) writes
+    there too, never in the user's dirs. One cache per worker: a peak is measured once in it."""
+    saved = {k: os.environ.get(k) for k in ("GPUTUTOR_HOME", "GPUTUTOR_CACHE_DIR", "GPUTUTOR_DATA_DIR")}
+    os.environ["GPUTUTOR_HOME"] = str(tmp_path_factory.mktemp("home"))
+    os.environ["GPUTUTOR_CACHE_DIR"] = str(tmp_path_factory.mktemp("cache"))
+    if SHARED_DATA.is_dir():  # else each test's fixture points at an empty dir (the offline digits)
+        os.environ["GPUTUTOR_DATA_DIR"] = str(SHARED_DATA)
+    yield
+    for k, v in saved.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
 
 
 @pytest.fixture(autouse=True)
-def gpututor_env(tmp_path: Path, test_cache_dir: Path):
+def gpututor_env(tmp_path: Path):
     """No test touches the real user dirs; env changes made by the code under test are undone.
 
     (`gpututor --device/--data-dir` set os.environ for their process, so a `main([...])`
@@ -33,7 +44,6 @@ def gpututor_env(tmp_path: Path, test_cache_dir: Path):
     """
     saved = {k: os.environ.get(k) for k in _ENV}
     os.environ["GPUTUTOR_HOME"] = str(tmp_path)
-    os.environ["GPUTUTOR_CACHE_DIR"] = str(test_cache_dir)
     if SHARED_DATA.is_dir():
         os.environ["GPUTUTOR_DATA_DIR"] = str(SHARED_DATA)
     else:  # no MNIST here: an empty dir makes data.load() use the offline fallback at once
