@@ -168,3 +168,64 @@ def test_amp_compare_on_cuda_measures_memory():
     assert "train and test tensors" in notes and "copy of the initial weights" in notes
     assert "above the baseline" in notes
     assert m["fp32_accuracy"] > 0.5 and m["amp_accuracy"] > 0.5
+
+
+def test_the_float32_baseline_runs_at_full_precision_and_restores_the_learners(monkeypatch):
+    """With TF32 allowed (precision 'high', as NVIDIA's containers set), the fp32 mode would be TF32 on
+    Ampere+: it runs at 'highest', and the learner's setting is back for the autocast mode and after."""
+    from tutor.experiments import amp_compare
+
+    seen = {}
+    real = amp_compare._train_mode
+
+    def spy(label, *args, **kwargs):
+        seen[label] = torch.get_float32_matmul_precision()
+        yield from real(label, *args, **kwargs)
+
+    monkeypatch.setattr(amp_compare, "_train_mode", spy)
+    before = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("high")
+    try:
+        events = run({**SMALL, "train_samples": 512})
+        after = torch.get_float32_matmul_precision()
+    finally:
+        torch.set_float32_matmul_precision(before)
+    assert seen == {"fp32": "highest", "amp": "high"} and after == "high"
+    notes = " ".join(e.text for e in events if isinstance(e, Note))
+    assert "precision 'high'" in notes and "true float32" in notes
+
+
+def test_no_precision_note_when_float32_was_already_full():
+    before = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("highest")
+    try:
+        events = run({**SMALL, "train_samples": 512})
+    finally:
+        torch.set_float32_matmul_precision(before)
+    assert not any("true float32" in e.text for e in events if isinstance(e, Note))
+
+
+@cuda
+@pytest.mark.gpu
+def test_amp_compare_on_cuda_with_tf32_allowed_times_true_float32(monkeypatch):
+    from tutor.experiments import amp_compare
+
+    seen = {}
+    real = amp_compare._train_mode
+
+    def spy(label, *args, **kwargs):
+        for item in real(label, *args, **kwargs):
+            seen.setdefault(label, set()).add((torch.get_float32_matmul_precision(),
+                                               torch.backends.cuda.matmul.allow_tf32))
+            yield item
+
+    monkeypatch.setattr(amp_compare, "_train_mode", spy)
+    before = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("high")
+    try:
+        m = run(SMALL, device="cuda")[-1].metrics
+        assert torch.get_float32_matmul_precision() == "high"
+    finally:
+        torch.set_float32_matmul_precision(before)
+    assert seen["fp32"] == {("highest", False)} and seen["amp"] == {("high", True)}
+    assert m["fp32_accuracy"] > 0.5

@@ -253,3 +253,34 @@ def test_accelerator_mfu_against_both_peaks(accelerator):
         assert "against the vendor's spec" in _notes(events) and "measured peak" in _notes(events)
     else:
         assert m["peak_source"] == "measured matmul" and m["mfu"] == m["mfu_vs_measured"]
+
+
+@pytest.mark.parametrize("capability, precision, dtype", [
+    ((7, 5), "high", "float32"),  # a T4 (or a V100, 7.0) has no TF32, whatever the setting
+    ((7, 0), "medium", "float32"),
+    ((8, 0), "high", "tfloat32"),
+    ((9, 0), "highest", "float32"),
+])
+def test_the_float32_peak_is_tf32_only_where_the_gpu_has_tf32(capability, precision, dtype):
+    from tutor.experiments.common import float32_matmul_dtype
+
+    gpu = devices.Device(kind="cuda", index=0, name="Test GPU", capability=capability, fp16=True)
+    before = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision(precision)
+    try:
+        assert float32_matmul_dtype(gpu) == dtype
+        assert float32_matmul_dtype(devices.Device(kind="cpu", index=None, name="Test CPU")) == "float32"
+    finally:
+        torch.set_float32_matmul_precision(before)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_cuda_float32_dtype_follows_the_gpus_capability():
+    before = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("high")
+    try:
+        _, m = run_experiment("pipeline-breakdown", {"steps": STEPS, "amp": "off"}, "cuda")
+    finally:
+        torch.set_float32_matmul_precision(before)
+    assert m["dtype"] == ("tfloat32" if torch.cuda.get_device_capability() >= (8, 0) else "float32")

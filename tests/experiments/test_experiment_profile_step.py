@@ -15,7 +15,7 @@ from tutor import experiments, paths
 from tutor.experiments import devices
 from tutor.experiments import peak as matmul_peak
 from tutor.experiments.events import Note, Step, Table
-from tutor.experiments.profile_step import PHASES, _busy_and_gaps
+from tutor.experiments.profile_step import PHASES, _busy_and_gaps, device_time_by_phase
 from tutor.experiments.spec import COMMON_METRICS
 
 MNIST_MLP_MACS = 784 * 256 + 256 * 128 + 128 * 10  # 234,752
@@ -159,6 +159,39 @@ def test_busy_share_and_gaps_from_kernel_spans():
     assert gaps == pytest.approx([10e-9, 5e-9])
 
 
+def _event(name, thread, start_us, end_us, kernel_us=0.0, annotation=False, device=torch.autograd.DeviceType.CPU):
+    """A FunctionEvent as a CUDA profile makes one, with `kernel_us` of kernels it launched itself."""
+    from torch.autograd.profiler_util import FunctionEvent
+
+    e = FunctionEvent(id=0, name=name, thread=thread, start_us=start_us, end_us=end_us, use_device="cuda",
+                      is_user_annotation=annotation, device_type=device)
+    if kernel_us:
+        e.append_kernel("kernel", 0, kernel_us)
+    return e
+
+
+def test_kernels_go_to_the_phase_whose_window_holds_them_whatever_their_thread():
+    """On CUDA, backward's operators run on autograd's device thread (2), outside the main thread's
+    (1) "backward" label as the profiler nests them: attributed by time, they count for backward."""
+    from torch.autograd.profiler_util import EventList
+
+    events = EventList([
+        _event("forward", 1, 0, 50, annotation=True),
+        _event("aten::addmm", 1, 5, 15, kernel_us=3),
+        _event("backward", 1, 60, 160, annotation=True),
+        _event("aten::mm", 2, 70, 80, kernel_us=5),
+        _event("autograd::engine::evaluate_function", 2, 85, 120),  # a parent: its child's kernels once
+        _event("aten::mm", 2, 90, 100, kernel_us=4),
+        # the GPU-side copy of a label (30 us of device time): neither a window nor an operator
+        _event("backward", 0, 0, 30, annotation=True, device=torch.autograd.DeviceType.CUDA),
+        _event("aten::add_", 1, 200, 210, kernel_us=7),  # outside every phase
+    ])
+    events._populate_cpu_children()  # as prof.events() does: nesting within each thread
+    assert sum(e.device_time_total for e in events if e.name == "backward" and e.thread == 1) == 0  # the bug
+    us = device_time_by_phase(list(events))
+    assert us == {"data": 0.0, "forward": 3.0, "backward": 9.0, "optimizer": 0.0}
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 def test_cuda_measures_kernels_their_gaps_and_a_busy_share_far_above_mfu(tmp_path):
@@ -170,6 +203,16 @@ def test_cuda_measures_kernels_their_gaps_and_a_busy_share_far_above_mfu(tmp_pat
     assert "self GPU ms/step" in table.columns
     notes = _notes(events)
     assert "nvidia-smi's GPU-Util" in notes and "No GPU here" not in notes
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_cuda_backward_is_credited_with_its_kernels(tmp_path):
+    """Backward's kernels are launched from autograd's own thread; they still count for "backward"."""
+    events, _ = run_experiment("profile-step", {"steps": 10, "trace": str(tmp_path / "t.json")}, "cuda")
+    table = next(e for e in events if isinstance(e, Table) and e.title.startswith("The step by"))
+    gpu_ms = {row[0]: float(row[-1].replace(",", "")) for row in table.rows}
+    assert gpu_ms["backward"] > 0 and gpu_ms["forward"] > 0
 
 
 @pytest.mark.gpu

@@ -262,3 +262,49 @@ def test_train_on_cuda_with_amp(tmp_path):
 def test_loader_path_on_cuda():
     m = finished(run({**SMALL, "data_path": "loader"}, device="cuda"))
     assert m["device"].startswith("cuda") and m["accuracy"] > 0.5
+
+
+class _CopySpy(torch.Tensor):
+    """A CPU batch that records each .to(...) call's non_blocking and stays on the CPU (so the
+    choice for an MPS or CUDA target can be read here, without one)."""
+
+    calls: list[bool] = []
+
+    def to(self, *args, **kwargs):
+        _CopySpy.calls.append(kwargs.get("non_blocking", False))
+        return self.as_subclass(torch.Tensor)
+
+
+def test_to_device_copies_asynchronously_only_into_cuda():
+    # On MPS a non_blocking copy from pageable memory can read the batch after it is freed.
+    _CopySpy.calls = []
+    batch = torch.zeros(2, 3).as_subclass(_CopySpy)
+    for target in ("mps", "cpu", "cuda", "cuda:1"):
+        common.to_device(batch, target)
+    assert _CopySpy.calls == [False, False, True, True]
+
+
+def test_training_and_evaluation_copy_batches_through_to_device():
+    """Both loops move each batch with to_device: nothing asks a non-CUDA target for non_blocking."""
+    _CopySpy.calls = []
+    torch.manual_seed(0)
+    model = MNISTClassifier()
+    x, y = torch.randn(8, 1, 28, 28), torch.randint(0, 10, (8,))
+    batches = [(x.as_subclass(_CopySpy), y.as_subclass(_CopySpy))] * 2
+    list(common.train_epoch(model, torch.optim.SGD(model.parameters(), lr=0.1), batches, "cpu"))
+    common.evaluate_batches(model, batches, "cpu")
+    assert _CopySpy.calls == [False] * 8
+
+
+@pytest.mark.gpu
+def test_batches_copied_from_pageable_memory_arrive_intact(accelerator):
+    """Many freshly made (and at once freed) host batches evaluated on the accelerator give the
+    CPU's counts: no batch was read after its host memory was reused."""
+    torch.manual_seed(0)
+    model = MNISTClassifier()
+    batches = [(torch.randn(256, 1, 28, 28), torch.randint(0, 10, (256,))) for _ in range(64)]
+    on_cpu = common.evaluate_batches(model, batches, "cpu")
+    gpu_model = model.to(accelerator)
+    fresh = ((x.clone(), y.clone()) for x, y in batches)  # each host copy dropped after its .to()
+    # one corrupt batch would move the accuracy by ~0.01; rounding may flip a near-tie or two
+    assert common.evaluate_batches(gpu_model, fresh, accelerator) == pytest.approx(on_cpu, abs=1e-3)

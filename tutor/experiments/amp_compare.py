@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Iterator
+from contextlib import nullcontext
 
 import torch
 
@@ -27,6 +28,7 @@ from tutor.experiments.common import (
     OFF,
     Amp,
     autocast_settings,
+    full_float32_matmuls,
     seed_everything,
     shell_try,
     train_timed,
@@ -89,18 +91,26 @@ def measure(p: AmpCompareParams, dev: Device) -> Iterator[Event]:
     init_state = copy.deepcopy(MNISTClassifier().state_dict())
 
     results = {}
+    precision = torch.get_float32_matmul_precision()  # the learner's, for the note below
     epoch_seconds: dict[str, list[float]] = {}  # each mode's epochs, for the speedup's range
     for label, mode in (("fp32", OFF), ("amp", amp)):
         if label == "amp" and not amp.enabled:
             break
         yield Note(f"Training in {'float32' if label == 'fp32' else 'autocast ' + amp.dtype_name} ...")
-        for item in _train_mode(label, mode, {k: v.to(device) for k, v in init_state.items()}, d, p, device):
-            if isinstance(item, dict):
-                results[label] = item
-            else:
-                if isinstance(item, Epoch):
-                    epoch_seconds.setdefault(label, []).append(item.seconds)
-                yield item
+        # The baseline in true float32: where TF32 is allowed (NVIDIA's containers allow it), "float32"
+        # would run TF32 matmuls on Ampere and newer, and the speedup would be measured against TF32.
+        with full_float32_matmuls() if label == "fp32" else nullcontext(False) as tf32_was_on:
+            if tf32_was_on:
+                yield Note(f"Float32 matmuls were allowed a lower precision here (precision '{precision}'; TF32 "
+                           "on NVIDIA GPUs from Ampere on, as NVIDIA's containers set): the float32 run sets it "
+                           "to 'highest' (restored after), so the speedup is measured against true float32.")
+            for item in _train_mode(label, mode, {k: v.to(device) for k, v in init_state.items()}, d, p, device):
+                if isinstance(item, dict):
+                    results[label] = item
+                else:
+                    if isinstance(item, Epoch):
+                        epoch_seconds.setdefault(label, []).append(item.seconds)
+                    yield item
 
     fp32 = results["fp32"]
     mixed = results.get("amp")

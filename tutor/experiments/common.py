@@ -3,6 +3,7 @@
     seed_everything(seed)                       python, numpy (if present) and torch RNGs
     autocast_settings(amp, dev) -> Amp          what torch.autocast / GradScaler to use, and why
     make_scaler(amp, dev)                       torch.amp.GradScaler, enabled only where Amp says so
+    to_device(t, device)                        t.to(device), non_blocking only into CUDA
     train_epoch(model, opt, batches, device, amp=..., scaler=..., report_every=..., max_steps=...)
                                                 one pass over `batches`; a generator of Progress
                                                 reports (one loss.item() per report, not per step)
@@ -23,6 +24,7 @@
                                                 amp-benchmark)
     seconds_per_call(fn, device, calls, warmup) mean seconds of fn() after `warmup` untimed calls,
                                                 the device synchronised before and after the clock
+    float32_matmul_dtype(dev)                   'tfloat32' where TF32 is allowed and the GPU has it
     saved_for_backward(model)                   a context that adds up the bytes autograd saves for
                                                 backward (the activations), parameters excluded
     seconds_per_sample(model, x, y, device, ...) training seconds per sample, measured on a few warm
@@ -236,6 +238,13 @@ def make_scaler(amp: Amp, dev: Device | str) -> Any:
     return torch.amp.GradScaler(kind, enabled=amp.enabled and amp.use_scaler)
 
 
+def to_device(t: torch.Tensor, device: str) -> torch.Tensor:
+    """`t.to(device)`, asynchronous only into CUDA, the one target where a copy from ordinary
+    (pageable) host memory is documented safe; on MPS a non_blocking copy can read its source
+    after it was freed and silently corrupt the batch (pytorch issues 139550, 189690)."""
+    return t.to(device, non_blocking=torch.device(device).type == "cuda")
+
+
 @dataclass(frozen=True)
 class Progress:
     """A report from `train_epoch` (every `report_every` steps and once at the end)."""
@@ -282,8 +291,7 @@ def train_epoch(
         return
     while nxt is not None:
         xb, yb = nxt
-        xb = xb.to(device, non_blocking=True)
-        yb = yb.to(device, non_blocking=True)
+        xb, yb = to_device(xb, device), to_device(yb, device)
         optimizer.zero_grad(set_to_none=True)
         with amp.autocast(device_type):
             loss = loss_fn(model(xb), yb)
@@ -319,8 +327,7 @@ def evaluate_batches(
     correct = torch.zeros((), dtype=torch.long, device=device)
     total = 0
     for xb, yb in batches:
-        xb = xb.to(device, non_blocking=True)
-        yb = yb.to(device, non_blocking=True)
+        xb, yb = to_device(xb, device), to_device(yb, device)
         with amp.autocast(device_type):
             logits = model(xb)
         correct += (logits.argmax(dim=1) == yb).sum()
@@ -464,6 +471,15 @@ def full_float32_matmuls() -> Iterator[bool]:
         torch.set_float32_matmul_precision(precision)
         torch.backends.cuda.matmul.allow_tf32 = cublas
         torch.backends.cudnn.allow_tf32 = cudnn
+
+
+def float32_matmul_dtype(dev: Device) -> str:
+    """The dtype float32 matmuls run in on `dev` ('tfloat32' or 'float32'), for the matmul peak
+    they are measured against: TF32 when the precision allows it ('high'/'medium', as NVIDIA's
+    containers set) and the GPU has it, compute capability 8.0 (Ampere) or newer; a T4 or V100
+    runs plain float32 whatever the setting."""
+    tf32 = dev.kind == "cuda" and dev.capability is not None and dev.capability >= (8, 0)
+    return "tfloat32" if tf32 and torch.get_float32_matmul_precision() != "highest" else "float32"
 
 
 @contextmanager

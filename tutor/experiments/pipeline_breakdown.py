@@ -42,7 +42,7 @@ from torch import nn
 from tutor.experiments import data as mnist
 from tutor.experiments import peak as matmul_peak
 from tutor.experiments.amp_benchmark import benchmark_mlp
-from tutor.experiments.common import autocast_settings, make_scaler, seed_everything
+from tutor.experiments.common import autocast_settings, float32_matmul_dtype, make_scaler, seed_everything
 from tutor.experiments.devices import Device
 from tutor.experiments.events import Event, Finished, Note, Started, Step, Table
 from tutor.experiments.model import MNISTClassifier, count_parameters
@@ -117,10 +117,8 @@ def measure(p: PipelineBreakdownParams, dev: Device) -> Iterator[Event]:
     # workers exist, so they do not compete with it.
     if amp.enabled:
         dtype_name = amp.dtype_name
-    elif dev.kind == "cuda" and torch.get_float32_matmul_precision() != "highest":  # TF32 allowed
-        dtype_name = "tfloat32"
     else:
-        dtype_name = "float32"
+        dtype_name = float32_matmul_dtype(dev)
     spec = None
     if dev.kind == "cuda":
         spec = vendor_peaks.for_device(dev, dtype_name)

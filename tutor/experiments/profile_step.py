@@ -21,6 +21,7 @@ optimizer (step and zero_grad). After WARMUP_STEPS untimed steps:
 
 from __future__ import annotations
 
+import bisect
 import os
 import statistics
 import sys
@@ -37,7 +38,7 @@ from torch.profiler import ProfilerActivity, profile, record_function, schedule
 from tutor.experiments import data as mnist
 from tutor.experiments import peak as matmul_peak
 from tutor.experiments import vendor_peaks
-from tutor.experiments.common import checkpoint_target, seed_everything
+from tutor.experiments.common import checkpoint_target, float32_matmul_dtype, seed_everything
 from tutor.experiments.devices import Device
 from tutor.experiments.events import Event, Finished, Note, Started, Step, Table
 from tutor.experiments.model import MNISTClassifier
@@ -110,6 +111,28 @@ def _busy_and_gaps(spans: list[tuple[int, int]], window: tuple[int, int]) -> tup
     return min(busy / length, 1.0), gaps
 
 
+def device_time_by_phase(events: list[Any]) -> dict[str, float]:
+    """Microseconds of GPU kernels per phase: each operator's self device time (its own kernels),
+    on any thread, goes to the phase whose record_function window contains the operator's start.
+
+    By time rather than by nesting: on CUDA, autograd runs backward on its own device thread, and
+    the profiler nests events only within one thread, so the "backward" label itself holds none of
+    backward's kernels. `events` are FunctionEvents (prof.events())."""
+    cpu = torch.autograd.DeviceType.CPU
+    # Host-side events only: the kernels' own entries (and GPU-side annotations) would count twice.
+    windows = sorted((e.time_range.start, e.time_range.end, e.name) for e in events
+                     if e.device_type == cpu and e.is_user_annotation and e.name in PHASES)
+    starts = [w[0] for w in windows]
+    out = dict.fromkeys(PHASES, 0.0)
+    for e in events:
+        if e.device_type != cpu or e.self_device_time_total <= 0:
+            continue
+        i = bisect.bisect_right(starts, e.time_range.start) - 1
+        if i >= 0 and e.time_range.start <= windows[i][1]:
+            out[windows[i][2]] += e.self_device_time_total
+    return out
+
+
 def _trace_target(p: ProfileStepParams) -> Path:
     if p.trace:
         return checkpoint_target(p.trace, "trace")
@@ -126,7 +149,7 @@ def measure(p: ProfileStepParams, dev: Device) -> Iterator[Event]:
     yield Started("profile-step", device, dev.name, d.description,
                   f"MNISTClassifier, Adam, batch {p.batch_size}: {p.steps} steps timed, {p.steps} profiled")
 
-    dtype = "tfloat32" if cuda and torch.get_float32_matmul_precision() != "highest" else "float32"
+    dtype = float32_matmul_dtype(dev)
     peak = matmul_peak.cached(dev, dtype)
     if peak is None:
         sizes = matmul_peak.SIZES.get(dev.kind, matmul_peak.SIZES["cpu"])
@@ -203,12 +226,11 @@ def measure(p: ProfileStepParams, dev: Device) -> Iterator[Event]:
 
     events = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CPU]
     phase_us = dict.fromkeys(PHASES, 0.0)
-    phase_device_us = dict.fromkeys(PHASES, 0.0)
     window = [None, None]
     for e in events:
         if e.name in phase_us and e.is_user_annotation:
             phase_us[e.name] += e.cpu_time_total
-            phase_device_us[e.name] += e.device_time_total if cuda else 0.0
+    phase_device_us = device_time_by_phase(events) if cuda else dict.fromkeys(PHASES, 0.0)
     for e in _kineto_events(prof):
         if e.name() in phase_us and str(e.activity_type()).lower() == "user_annotation":
             window[0] = e.start_ns() if window[0] is None else min(window[0], e.start_ns())
