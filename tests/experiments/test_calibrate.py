@@ -121,9 +121,13 @@ def test_the_memory_roof_is_measured_by_the_bandwidth_experiments_own_code(cpu, 
 
 
 def test_dtypes_per_device_kind():
-    cuda = devices.Device(kind="cuda", index=0, name="GPU", bf16=True)
+    cuda = devices.Device(kind="cuda", index=0, name="GPU", capability=(9, 0), bf16=True)
     assert calibrate.dtypes(cuda) == ["float32", "tfloat32", "bfloat16", "float16"]
-    assert calibrate.dtypes(dataclasses.replace(cuda, bf16=False)) == ["float32", "tfloat32", "float16"]
+    assert calibrate.dtypes(dataclasses.replace(cuda, capability=(8, 6), bf16=False)) == ["float32", "tfloat32",
+                                                                                          "float16"]
+    # A T4 or V100 has no TF32: a "high" precision matmul there is float32, not a TF32 peak.
+    t4 = devices.Device(kind="cuda", index=0, name="Tesla T4", capability=(7, 5), bf16=False)
+    assert calibrate.dtypes(t4) == ["float32", "float16"]
     assert calibrate.dtypes(devices.Device(kind="cpu", index=None, name="CPU", bf16=False)) == ["float32"]
     assert calibrate.dtypes(devices.Device(kind="cpu", index=None, name="CPU", bf16=True)) == ["float32", "bfloat16"]
 
@@ -258,7 +262,8 @@ def test_calibrate_on_cuda_measures_tf32_and_half_precision_and_the_bus(monkeypa
     dev = devices.resolve("cuda")
     monkeypatch.setitem(matmul_peak.SIZES, "cuda", (256, 512))
     c = calibrate.measure(dev)
-    assert [p.dtype for p in c.peaks] == calibrate.dtypes(dev) and "tfloat32" in calibrate.dtypes(dev)
+    assert [p.dtype for p in c.peaks] == calibrate.dtypes(dev)
+    assert ("tfloat32" in calibrate.dtypes(dev)) == (torch.cuda.get_device_capability(dev.index or 0) >= (8, 0))
     assert c.cuda == torch.version.cuda and c.threads is None
     assert c.bandwidth.copy_gbps > 0 and c.bandwidth.pinned_copy_gbps > 0
     assert calibrate.report(dev)["stale"] is None

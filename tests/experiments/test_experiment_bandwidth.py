@@ -178,6 +178,21 @@ def test_arrays_too_big_for_the_memory_are_refused_before_any_work(monkeypatch):
         run_experiment("bandwidth", {"megabytes": 128, "repeats": 1}, "cpu")
 
 
+def test_on_a_shared_gpu_the_arrays_must_fit_the_runs_cap_not_the_cards_free_memory(monkeypatch):
+    from tutor.experiments import bandwidth, gpu_share
+
+    gib = 2**30
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda index=0: (60 * gib, 80 * gib))
+    monkeypatch.setattr(torch.cuda, "memory_reserved", lambda index=0: 0)
+    gpu = devices.Device(kind="cuda", index=0, name="NVIDIA H100 80GB HBM3", capability=(9, 0))
+    monkeypatch.delenv(gpu_share.HOST_MEMORY_ENV, raising=False)
+    monkeypatch.delenv(gpu_share.GPU_MEMORY_ENV, raising=False)
+    bandwidth.MemoryTraffic(gpu, 1024, 1).check_fits()  # 3 GiB of the 60 free: fits
+    monkeypatch.setenv(gpu_share.GPU_MEMORY_ENV, "4096")  # each learner's run: 4 GiB
+    with pytest.raises(ValueError, match=r"megabytes=1024 needs 3.00 GiB .* half of the 4.00 GiB .* free for this run"):
+        bandwidth.MemoryTraffic(gpu, 1024, 1).check_fits()
+
+
 @pytest.mark.gpu
 def test_an_accelerator_times_the_copy_from_the_host(accelerator):
     events, m = run_experiment("bandwidth", {"megabytes": 256, "matmul_size": 4096, "repeats": 5}, accelerator)

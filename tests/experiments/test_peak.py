@@ -62,6 +62,40 @@ def test_the_time_budget_cuts_sizes_but_always_measures_the_first(cpu):
     assert "128, 256 left out by the time limit" in p.how_text()
 
 
+def test_on_a_gpu_a_size_that_would_not_fit_the_runs_memory_is_cut_and_said(monkeypatch):
+    """A shared or capped GPU: once a size is measured, one whose three matrices need more than
+    half the memory the run may still take is not started (the matrices sit on the CPU here)."""
+    import types
+
+    from tutor.experiments import gpu_share
+
+    gpu = types.SimpleNamespace(kind="cuda", index=0, name="Fake GPU", torch_device="cpu")
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda index=0: types.SimpleNamespace(
+        multi_processor_count=132))
+    room = 2 * 3 * 128 * 128 * 4 - 1  # three float32 128 x 128 matrices are just over half of it
+    monkeypatch.setattr(gpu_share, "available", lambda kind, index=None: room)
+    p = matmul_peak.sweep(gpu, "float32", sizes=(64, 128, 256), budget_s=600, repeats=1)
+    assert p.sizes == (64,) and p.sizes_cut == (128, 256) and p.best_size == 64
+    assert "128, 256 left out by the GPU memory free to this run" in p.how_text()
+    assert matmul_peak.Peak.from_dict(p.as_dict()) == p  # kept in the cache with its reason
+
+
+def test_running_out_of_memory_after_the_first_size_ends_the_sweep_not_the_calibration(cpu, monkeypatch):
+    real = torch.randn
+
+    def randn(*shape, **kwargs):
+        if shape[0] >= 128:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 64.00 MiB")
+        return real(*shape, **kwargs)
+
+    monkeypatch.setattr(torch, "randn", randn)
+    p = matmul_peak.sweep(cpu, "float32", sizes=(64, 128, 256), budget_s=600, repeats=1)
+    assert p.sizes == (64,) and p.sizes_cut == (128, 256)
+    assert "left out by the GPU memory free to this run" in p.how_text()
+    with pytest.raises(torch.OutOfMemoryError):  # not even the first size: no peak to keep
+        matmul_peak.sweep(cpu, "float32", sizes=(128, 256), budget_s=600, repeats=1)
+
+
 def test_a_peak_is_cached_with_its_date_and_torch_version_and_reused(cpu, cache, fake_sweep):
     assert matmul_peak.cached(cpu, "float32") is None  # nothing yet
     first = matmul_peak.measure(cpu, "float32")
@@ -121,6 +155,43 @@ def test_doctor_report_reads_the_cache_and_measures_only_when_asked(cpu, fake_sw
     r = matmul_peak.report(cpu, remeasure=True)
     assert fake_sweep == wanted and r["measured_now"] == wanted and r["not_measured"] == []
     assert [e["dtype"] for e in r["entries"]] == wanted and all(e["stale"] is None for e in r["entries"])
+
+
+def test_doctor_shows_tf32_only_on_a_gpu_that_has_it():
+    h100 = devices.Device(kind="cuda", index=0, name="NVIDIA H100", capability=(9, 0), bf16=True)
+    t4 = devices.Device(kind="cuda", index=0, name="Tesla T4", capability=(7, 5))
+    before = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("high")  # as NVIDIA's containers set it
+    try:
+        assert matmul_peak.doctor_dtypes(h100) == ["tfloat32", "float16"]
+        assert matmul_peak.doctor_dtypes(t4) == ["float32", "float16"]  # "high" runs float32 there
+    finally:
+        torch.set_float32_matmul_precision(before)
+
+
+def test_the_float32_sweep_runs_without_tf32_where_a_container_turned_it_on_and_restores_it():
+    """NVIDIA's containers set TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1: float32 matmuls default to TF32
+    ('high'). The float32 peak is pinned to 'highest' (cuBLAS TF32 off) and the setting comes back.
+    The variable is read when torch starts: a fresh interpreter."""
+    import os
+    import subprocess
+    import sys
+
+    code = """
+import torch
+from tutor.experiments import peak
+assert torch.get_float32_matmul_precision() == "high", "the override no longer sets TF32"
+with peak._matmul_precision("float32", "cuda"):
+    assert torch.get_float32_matmul_precision() == "highest" and not torch.backends.cuda.matmul.allow_tf32
+with peak._matmul_precision("tfloat32", "cuda"):
+    assert torch.backends.cuda.matmul.allow_tf32
+assert torch.get_float32_matmul_precision() == "high" and torch.backends.cuda.matmul.allow_tf32
+"""
+    from pathlib import Path
+
+    done = subprocess.run([sys.executable, "-c", code], env={**os.environ, "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE": "1"},
+                          cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
 
 
 @pytest.mark.gpu

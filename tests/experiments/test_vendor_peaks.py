@@ -25,8 +25,18 @@ def test_the_words_give_the_share_the_figure_and_whose_it_is():
 
 
 def test_a_mig_slice_gets_its_share_of_the_chips_figure():
-    tflops, label = vendor_peaks.vendor_peak_tflops("NVIDIA H100 80GB HBM3", "bfloat16", sms=66)
+    tflops, label = vendor_peaks.vendor_peak_tflops("NVIDIA H100 80GB HBM3 MIG 3g.40gb", "bfloat16", sms=66)
     assert tflops == pytest.approx(989.4 / 2) and "66 of its 132 SMs" in label
+    assert vendor_peaks.vendor_peak_tflops("NVIDIA H100 80GB HBM3", "bfloat16", sms=132) == (989.4, "NVIDIA H100 SXM")
+
+
+@pytest.mark.parametrize("name,sms", [
+    ("NVIDIA GeForce RTX 4090 Laptop GPU", 76),  # another chip under the name: fewer SMs, not a slice
+    ("NVIDIA GeForce RTX 4090 D", 114),
+    ("NVIDIA GH200 480GB", 132),  # not an H200
+])
+def test_a_chip_whose_name_only_looks_known_gets_no_spec_sheet(name, sms):
+    assert vendor_peaks.vendor_peak_tflops(name, "float32", sms) is None
 
 
 @pytest.fixture
@@ -60,5 +70,8 @@ def test_without_a_spec_sheet_nothing_is_said_of_one():
 def test_a_known_cuda_gpu_is_found():
     dev = devices.resolve("cuda")
     sheet = vendor_peaks.for_device(dev, "float32")
-    if any(re.search(pattern, dev.name, re.IGNORECASE) for pattern, *_ in vendor_peaks.VENDOR_PEAKS):
+    sms = torch.cuda.get_device_properties(dev.index or 0).multi_processor_count
+    row = next((r for r in vendor_peaks.VENDOR_PEAKS if re.search(r[0], dev.name, re.IGNORECASE)), None)
+    if row is not None and (sms == row[2] or "MIG" in dev.name):  # the chip itself, or a slice of it
         assert sheet is not None and sheet[0] > 1
+        assert ("MIG slice" in sheet[1]) == (sms < row[2])

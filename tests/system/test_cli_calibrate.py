@@ -181,3 +181,44 @@ def test_a_failed_measurement_is_one_sentence(capsys, caches, monkeypatch):
     code, _, err = run_cli(capsys, "calibrate", "--device", "cpu")
     assert code == 1 and "the measurement failed: CUDA out of memory" in err and "Traceback" not in err
     assert not caches.exists()
+
+
+def test_calibrate_measures_within_the_per_run_gpu_cap_as_runs_do(capsys, caches, monkeypatch):
+    """A class sharing a GPU: `gpututor calibrate` is held to the same cap as a run (gpu_share.capped)."""
+    import contextlib
+
+    from tutor.experiments import calibrate, gpu_share
+
+    held = []
+
+    @contextlib.contextmanager
+    def capped(dev):
+        held.append(dev.kind)
+        yield None
+        held.append("released")
+
+    real = calibrate.measure
+
+    def measure(dev, **kwargs):
+        assert held == [dev.kind], "measured outside the cap"
+        return real(dev, **kwargs)
+
+    monkeypatch.setattr(gpu_share, "capped", capped)
+    monkeypatch.setattr(calibrate, "measure", measure)
+    code, _, err = run_cli(capsys, "calibrate", "--device", "cpu", "--json")
+    assert code == 0, err
+    assert held == ["cpu", "released"]
+
+
+def test_out_of_gpu_memory_under_a_cap_names_the_cap(capsys, caches, monkeypatch):
+    import torch
+
+    from tutor.experiments import peak as matmul_peak
+
+    def oom(*a, **k):
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 768 MiB")
+
+    monkeypatch.setattr(matmul_peak, "sweep", oom)
+    monkeypatch.setenv("GPUTUTOR_GPU_MEMORY_MB", "2048")
+    code, _, err = run_cli(capsys, "calibrate", "--device", "cpu")
+    assert code == 1 and "GPUTUTOR_GPU_MEMORY_MB caps each run at 2,048 MiB" in err and "Traceback" not in err

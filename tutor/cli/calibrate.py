@@ -26,7 +26,7 @@ def _device(ctx: Context) -> Any:
 def cmd_calibrate(args: argparse.Namespace, ctx: Context) -> int:
     from rich.markup import escape
 
-    from tutor.experiments import calibrate
+    from tutor.experiments import calibrate, gpu_share
     from tutor.experiments import peak as matmul_peak
 
     dev = _device(ctx)
@@ -48,14 +48,19 @@ def cmd_calibrate(args: argparse.Namespace, ctx: Context) -> int:
 
     started = time.perf_counter()
     try:
-        record = calibrate.measure(dev, on_progress=progress)
+        with gpu_share.capped(dev):  # as every run: a class sharing the GPU keeps to its per-run cap
+            record = calibrate.measure(dev, on_progress=progress)
     except OSError as e:
         eprint(f"gpututor: calibrate: could not save the calibration in {calibrate.cache_file().parent} "
                f"({e.strerror or e})")
         return FAILED
     except (RuntimeError, ValueError) as e:  # out of memory on a shared GPU, an array that does not fit
+        from tutor import errors
+
         text = str(e).strip().splitlines()
-        eprint(f"gpututor: calibrate: the measurement failed: {text[0] if text else type(e).__name__}")
+        cap = (f" ({gpu_share.cap_source()} caps each run at {gpu_share.cap_mib():,} MiB of GPU memory here)"
+               if gpu_share.cap_mib() and errors.is_device_out_of_memory(e) else "")
+        eprint(f"gpututor: calibrate: the measurement failed: {text[0] if text else type(e).__name__}{cap}")
         return FAILED
     took = time.perf_counter() - started
     if args.json:

@@ -36,8 +36,8 @@ from collections.abc import Callable, Iterator
 import torch
 
 from tutor.charts import Point, roofline
+from tutor.experiments import gpu_share, vendor_peaks
 from tutor.experiments import peak as matmul_peak
-from tutor.experiments import vendor_peaks
 from tutor.experiments.common import full_float32_matmuls, seed_everything
 from tutor.experiments.devices import Device
 from tutor.experiments.events import Event, Finished, Note, Started, Step, Table
@@ -124,9 +124,10 @@ class Matrices:
 
 
 def _free_bytes(dev: Device) -> int | None:
-    """Memory free for this run's arrays: the GPU's free memory, or the host's available memory."""
-    if dev.kind == "cuda":
-        return torch.cuda.mem_get_info(dev.index or 0)[0]
+    """Memory free for this run's arrays: on a GPU what this run may take (free on the card, within
+    the class's per-run cap: gpu_share.py), else the host's available memory."""
+    if dev.kind in ("cuda", "mps"):
+        return gpu_share.available(dev.kind, dev.index)
     try:
         return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     except (AttributeError, OSError, ValueError):
@@ -167,7 +168,7 @@ class MemoryTraffic:
         free = _free_bytes(self.dev)
         if free is not None and need > free // 2:
             raise ValueError(f"megabytes={self.megabytes} needs {size(need)} on {self.dev.torch_device}, more "
-                             f"than half of the {size(free)} free there: choose a smaller megabytes")
+                             f"than half of the {size(free)} free for this run there: choose a smaller megabytes")
 
     def steps(self) -> Iterator[str]:
         device = self.dev.torch_device

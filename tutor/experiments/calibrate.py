@@ -213,11 +213,14 @@ def latest() -> Calibration | None:
 
 
 def dtypes(dev: Device) -> list[str]:
-    """What is calibrated: float32 everywhere; on CUDA also TF32, bfloat16 (Ampere on) and float16;
-    on MPS float16 (and bfloat16 where native); on a CPU bfloat16 only where it is native (an
-    emulated one is slow to sweep and says nothing about training speed)."""
+    """What is calibrated: float32 everywhere; on CUDA also TF32 (compute capability 8.0 on: below
+    it TF32 does not exist and a "high" precision matmul is plain float32, whose speed would be
+    stored as TF32's), bfloat16 (Ampere on) and float16; on MPS float16 (and bfloat16 where
+    native); on a CPU bfloat16 only where it is native (an emulated one is slow to sweep and says
+    nothing about training speed)."""
     if dev.kind == "cuda":
-        return ["float32", "tfloat32"] + (["bfloat16"] if dev.bf16 else []) + ["float16"]
+        tf32 = dev.capability is not None and dev.capability >= (8, 0)
+        return ["float32"] + (["tfloat32"] if tf32 else []) + (["bfloat16"] if dev.bf16 else []) + ["float16"]
     if dev.kind == "mps":
         return ["float32", "float16"] + (["bfloat16"] if dev.bf16 else [])
     return ["float32"] + (["bfloat16"] if dev.bf16 else [])

@@ -10,8 +10,9 @@ is owed the reason, not a shrug. Read before and after the run:
   holding memory on it, whether it was already busy before the run, and whether it slowed its
   clocks (thermal or power limits) by the end.
 
-Nothing here needs torch but the CUDA device's PCI address. Every reading is best effort: what
-cannot be read is left out of the sentence, never guessed.
+Nothing here needs torch but what names the CUDA device (its PCI address, its UUID on a MIG
+slice) and what this process holds on it. Every reading is best effort: what cannot be read is
+left out of the sentence, never guessed.
 """
 
 from __future__ import annotations
@@ -42,10 +43,10 @@ _THROTTLE_WORDS = (
 
 @dataclass(frozen=True)
 class GpuReading:
-    others: int  # other processes with memory on this GPU
+    others: int | None  # other processes with memory on this GPU (None: NVML would not list them)
     others_mib: float
     utilization: int | None  # % of the last sample period a kernel ran
-    throttle: tuple[str, ...]  # why the clocks are held down now, in words
+    throttle: tuple[str, ...] | None  # why the clocks are held down now, in words (None: unreadable)
 
 
 @dataclass(frozen=True)
@@ -88,7 +89,7 @@ def _load() -> float | None:
 
 def _nvml_handle(pynvml: Any, index: int) -> Any:
     """The NVML handle of torch's CUDA device `index` (the same card even under
-    CUDA_VISIBLE_DEVICES, matched by its PCI address)."""
+    CUDA_VISIBLE_DEVICES, matched by its PCI address). On a MIG slice this is the whole card."""
     import torch
 
     props = torch.cuda.get_device_properties(index)
@@ -97,6 +98,92 @@ def _nvml_handle(pynvml: Any, index: int) -> Any:
         return pynvml.nvmlDeviceGetHandleByPciBusId(bus)
     except Exception:  # an older torch without PCI fields, or NVML spelling it otherwise
         return pynvml.nvmlDeviceGetHandleByIndex(index)
+
+
+def _uuid_hex(uuid: Any) -> str:
+    """A UUID's hex digits: torch prints its bare (8-4-4-4-12), NVML prefixes "GPU-" or "MIG-"
+    (an old driver's "MIG-GPU-<card>/gi/ci" keeps a "/" and so matches nothing)."""
+    text = uuid.decode() if isinstance(uuid, bytes) else str(uuid)
+    return text.lower().removeprefix("mig-").removeprefix("gpu-").replace("-", "")
+
+
+def _slice_handle(pynvml: Any, card: Any, index: int) -> Any:
+    """The handle whose processes and utilisation are torch's device `index`'s: the card's own,
+    or with MIG on, the slice whose UUID is torch's (the card's list would count the other
+    slices' processes, or be refused without privileges); None when that slice is not found."""
+    try:
+        if pynvml.nvmlDeviceGetMigMode(card)[0] != pynvml.NVML_DEVICE_MIG_ENABLE:
+            return card
+    except Exception:  # a card without MIG
+        return card
+    import torch
+
+    want = _uuid_hex(getattr(torch.cuda.get_device_properties(index), "uuid", ""))
+    try:
+        count = pynvml.nvmlDeviceGetMaxMigDeviceCount(card)
+    except Exception:
+        return None
+    for i in range(count):
+        try:
+            handle = pynvml.nvmlDeviceGetMigDeviceHandleByIndex(card, i)
+            if want and _uuid_hex(pynvml.nvmlDeviceGetUUID(handle)) == want:
+                return handle
+        except Exception:  # an unused slot
+            continue
+    return None
+
+
+def _mine(procs: list[Any], index: int) -> Any:
+    """The entry that is this process under another PID (in a container an older driver lists the
+    host's), when this process has a CUDA context on the device: the smallest holding at least
+    what torch reserved (the context adds to it), else the largest. None without a context."""
+    import torch
+
+    # torch.cuda.is_initialized() is no sign: reading the device's properties initialised it, and
+    # that makes no context. torch's own check is private; where gone, memory held there stands in.
+    has_context = getattr(torch._C, "_cuda_hasPrimaryContext", None)
+    try:
+        ours = has_context(index) if has_context else torch.cuda.memory_reserved(index) > 0
+        reserved = torch.cuda.memory_reserved(index)
+    except Exception:
+        return None
+    if not ours or not procs:
+        return None
+
+    def used(p: Any) -> int:
+        return p.usedGpuMemory or 0  # None where the driver will not say
+
+    fits = [p for p in procs if used(p) >= reserved]
+    return min(fits, key=used) if fits else max(procs, key=used)
+
+
+def _others(pynvml: Any, handle: Any, index: int) -> tuple[int | None, float]:
+    """(how many other processes hold memory on the device, their MiB); None where unlisted."""
+    try:
+        procs = list(pynvml.nvmlDeviceGetComputeRunningProcesses(handle))
+    except Exception:  # no permission, or an old driver
+        return None, 0.0
+    me = os.getpid()
+    if any(p.pid == me for p in procs):
+        others = [p for p in procs if p.pid != me]
+    else:
+        mine = _mine(procs, index)
+        others = [p for p in procs if p is not mine]
+    return len(others), sum((p.usedGpuMemory or 0) for p in others) / 2**20
+
+
+def _throttle(pynvml: Any, handle: Any) -> tuple[str, ...] | None:
+    """Why the clocks are held down, in words; None where unreadable. The EventReasons call is in
+    recent bindings but only in drivers from R535: older ones raise FunctionNotFound."""
+    for name in ("nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons"):
+        try:
+            mask = int(getattr(pynvml, name)(handle))
+        except Exception:
+            continue
+        return tuple(words for reason, words in _THROTTLE_WORDS
+                     if mask & int(getattr(pynvml, f"nvmlClocksEventReason{reason}", None)
+                                   or getattr(pynvml, f"nvmlClocksThrottleReason{reason}", 0)))
+    return None
 
 
 def _gpu(dev: Any) -> GpuReading | None:
@@ -109,24 +196,16 @@ def _gpu(dev: Any) -> GpuReading | None:
     except Exception:  # not installed, or no NVIDIA driver library
         return None
     try:
-        handle = _nvml_handle(pynvml, dev.index or 0)
-        me = os.getpid()
-        others = [p for p in pynvml.nvmlDeviceGetComputeRunningProcesses(handle) if p.pid != me]
-        mib = sum((p.usedGpuMemory or 0) for p in others) / 2**20
-        try:
-            utilization = int(pynvml.nvmlDeviceGetUtilizationRates(handle).gpu)
+        # Each reading on its own: one refused (MIG, a container) loses only itself.
+        index = dev.index or 0
+        card = _nvml_handle(pynvml, index)
+        own = _slice_handle(pynvml, card, index)
+        others, mib = _others(pynvml, own, index) if own is not None else (None, 0.0)
+        try:  # not supported on MIG
+            utilization = int(pynvml.nvmlDeviceGetUtilizationRates(own).gpu) if own is not None else None
         except Exception:
             utilization = None
-        try:
-            get = getattr(pynvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or \
-                pynvml.nvmlDeviceGetCurrentClocksThrottleReasons
-            mask = int(get(handle))
-            reasons = tuple(words for name, words in _THROTTLE_WORDS
-                            if mask & int(getattr(pynvml, f"nvmlClocksEventReason{name}",
-                                                  getattr(pynvml, f"nvmlClocksThrottleReason{name}", 0))))
-        except Exception:
-            reasons = ()
-        return GpuReading(len(others), mib, utilization, reasons)
+        return GpuReading(others, mib, utilization, _throttle(pynvml, card))  # clocks are the card's
     except Exception:
         return None
     finally:
@@ -181,7 +260,10 @@ def why(before: Reading, after: Reading, cores: int | None = None) -> str:
         text = "; ".join(seen)
         return text[0].upper() + text[1:] + "."
     checked = "other programs took " + (f"{share:.0%} of the CPU" if share is not None else "no CPU this could see")
-    if gpu_after is not None:
-        checked += ", no other process was on the GPU and its clocks were not held down"
+    if gpu_after is not None:  # only what was read is said
+        quiet = gpu_after.others == 0, gpu_after.throttle is not None
+        checked += {(True, True): ", no other process was on the GPU and its clocks were not held down",
+                    (True, False): ", no other process was on the GPU",
+                    (False, True): ", the GPU's clocks were not held down", (False, False): ""}[quiet]
     return (f"Nothing else was seen using the machine ({checked}): the spread came from the device itself "
             "(clock speed changes, caches) or from timings too short to measure steadily.")

@@ -46,6 +46,8 @@ REPEAT_S = 0.02  # a repeat runs enough back-to-back matmuls to last this long: 
 SWEEP = "matmul sweep"
 RAISED = "a run's achieved FLOP/s"  # how, when a training run beat the sweep
 MEASURE_COMMAND = "gpututor doctor --peak"
+CUT_TIME = "the time limit"
+CUT_MEMORY = "the GPU memory free to this run"
 
 
 @dataclass(frozen=True)
@@ -62,7 +64,8 @@ class Peak:
     how: str = SWEEP
     best_size: int | None = None  # the sweep's fastest n (None when raised by a run)
     sizes: tuple[int, ...] = field(default_factory=tuple)  # the sizes the sweep reached
-    sizes_cut: tuple[int, ...] = field(default_factory=tuple)  # sizes the time budget left out
+    sizes_cut: tuple[int, ...] = field(default_factory=tuple)  # sizes left out, by `cut_by`
+    cut_by: str = CUT_TIME  # what left them out: the time limit, or the GPU memory free to the run
 
     def identity(self) -> tuple[str, str, int | None]:
         return (self.device, self.dtype, self.threads)
@@ -84,7 +87,8 @@ class Peak:
                    how=str(d.get("how", SWEEP)),
                    best_size=int(d["best_size"]) if d.get("best_size") is not None else None,
                    sizes=tuple(int(n) for n in d.get("sizes", ())),
-                   sizes_cut=tuple(int(n) for n in d.get("sizes_cut", ())))
+                   sizes_cut=tuple(int(n) for n in d.get("sizes_cut", ())),
+                   cut_by=str(d.get("cut_by", CUT_TIME)))
 
     def age_days(self, now: float | None = None) -> float:
         return ((time.time() if now is None else now) - self.measured_at) / 86400
@@ -107,7 +111,7 @@ class Peak:
         if self.how != SWEEP:
             return f"raised to {self.how}, above what its sweep reached"
         sizes = f"{self.sizes[0]}..{self.sizes[-1]}" if len(self.sizes) > 1 else str(self.sizes[0]) if self.sizes else "?"
-        cut = f"; {', '.join(map(str, self.sizes_cut))} left out by the time limit" if self.sizes_cut else ""
+        cut = f"; {', '.join(map(str, self.sizes_cut))} left out by {self.cut_by}" if self.sizes_cut else ""
         return f"best of a sweep of {sizes} square matmuls, at {self.best_size}{cut}"
 
 
@@ -195,52 +199,95 @@ def _matmul_precision(dtype: str, kind: str) -> Any:
             torch.set_float32_matmul_precision(before)
 
 
+def _room(dev: Device) -> int | None:
+    """Bytes a sweep may still take on a GPU (free on the card, within the run's cap:
+    gpu_share.py), the sweep's own freed tensors given back first; None off a GPU."""
+    if dev.kind not in ("cuda", "mps"):
+        return None
+    from tutor.experiments import gpu_share
+
+    _empty_cache(dev.kind)
+    return gpu_share.available(dev.kind, dev.index)
+
+
+def _empty_cache(kind: str) -> None:
+    import torch
+
+    if kind == "cuda":
+        torch.cuda.empty_cache()
+    elif kind == "mps":
+        torch.mps.empty_cache()
+
+
+def _tflops_at(n: int, device: str, tdtype: Any, repeats: int, deadline: float) -> float:
+    """One size: warmed up, then `repeats` timed batches of back-to-back matmuls, the fastest counts."""
+    import torch
+
+    from tutor.experiments.timing import synchronize
+
+    a = torch.randn(n, n, device=device, dtype=tdtype)
+    b = torch.randn(n, n, device=device, dtype=tdtype)
+    out = torch.empty(n, n, device=device, dtype=tdtype)
+    torch.mm(a, b, out=out)  # warm-up: library handles, kernel choice, page faults
+    synchronize(device)
+    t0 = time.perf_counter()
+    torch.mm(a, b, out=out)
+    synchronize(device)
+    one = time.perf_counter() - t0
+    best = one
+    batch = max(1, min(1000, int(REPEAT_S / max(one, 1e-7))))
+    for r in range(repeats):
+        if r and time.perf_counter() > deadline:
+            break
+        synchronize(device)
+        t0 = time.perf_counter()
+        for _ in range(batch):
+            torch.mm(a, b, out=out)
+        synchronize(device)
+        best = min(best, (time.perf_counter() - t0) / batch)
+    return 2 * n**3 / best / 1e12
+
+
 def sweep(dev: Device, dtype: str, sizes: tuple[int, ...] | None = None, budget_s: float | None = None,
           repeats: int = REPEATS) -> Peak:
     """Measure the peak: each size warmed up, then `repeats` timed batches of back-to-back
     matmuls between syncs, the fastest batch counts; the best size is the peak. Past `budget_s`
-    no new repeat or size starts (the first size is always measured)."""
+    no new repeat or size starts (the first size is always measured). On a GPU, once a size is
+    measured, a size whose three matrices need more than half the memory this run may still take
+    is not started, and one that runs out of memory ends the sweep: the sizes left out are said,
+    the peak is the best of those measured (a shared GPU, a capped run, a small card)."""
     import torch
-
-    from tutor.experiments.timing import synchronize
 
     device = dev.torch_device
     sizes = sizes or SIZES.get(dev.kind, SIZES["cpu"])
     deadline = time.perf_counter() + (BUDGET_S.get(dev.kind, 2.0) if budget_s is None else budget_s)
     tdtype = _torch_dtype(dtype)
     found: dict[int, float] = {}
+    cut_by = CUT_TIME
     with _matmul_precision(dtype, dev.kind), torch.no_grad():
         for n in sizes:
             if found and time.perf_counter() > deadline:
                 break
-            a = torch.randn(n, n, device=device, dtype=tdtype)
-            b = torch.randn(n, n, device=device, dtype=tdtype)
-            out = torch.empty(n, n, device=device, dtype=tdtype)
-            torch.mm(a, b, out=out)  # warm-up: library handles, kernel choice, page faults
-            synchronize(device)
-            t0 = time.perf_counter()
-            torch.mm(a, b, out=out)
-            synchronize(device)
-            one = time.perf_counter() - t0
-            best = one
-            batch = max(1, min(1000, int(REPEAT_S / max(one, 1e-7))))
-            for r in range(repeats):
-                if r and time.perf_counter() > deadline:
-                    break
-                synchronize(device)
-                t0 = time.perf_counter()
-                for _ in range(batch):
-                    torch.mm(a, b, out=out)
-                synchronize(device)
-                best = min(best, (time.perf_counter() - t0) / batch)
-            found[n] = 2 * n**3 / best / 1e12
-            del a, b, out
+            room = _room(dev) if found else None
+            if room is not None and 3 * n * n * tdtype.itemsize > room // 2:
+                cut_by = CUT_MEMORY
+                break
+            try:
+                found[n] = _tflops_at(n, device, tdtype, repeats, deadline)
+            except torch.OutOfMemoryError:
+                if not found:  # no size fits: there is no peak to keep
+                    raise
+                cut_by = CUT_MEMORY
+            if cut_by == CUT_MEMORY:  # out of the handler: its traceback no longer holds the tensors
+                _empty_cache(dev.kind)
+                break
     name, threads = identity(dev)
     best_n = max(found, key=found.__getitem__)
     now = time.time()
     return Peak(tflops=found[best_n], dtype=dtype, device=name, threads=threads, torch=torch.__version__,
                 measured_on=datetime.date.fromtimestamp(now).isoformat(), measured_at=now, how=SWEEP,
-                best_size=best_n, sizes=tuple(found), sizes_cut=tuple(n for n in sizes if n not in found))
+                best_size=best_n, sizes=tuple(found), sizes_cut=tuple(n for n in sizes if n not in found),
+                cut_by=cut_by)
 
 
 def cached(dev: Device, dtype: str) -> Peak | None:
@@ -275,7 +322,8 @@ def doctor_dtypes(dev: Device) -> list[str]:
     CPU is measured on first use instead: its sweep is slow and says little)."""
     import torch
 
-    plain = "tfloat32" if dev.kind == "cuda" and torch.get_float32_matmul_precision() != "highest" else "float32"
+    tf32 = dev.kind == "cuda" and dev.capability is not None and dev.capability >= (8, 0)  # none before Ampere
+    plain = "tfloat32" if tf32 and torch.get_float32_matmul_precision() != "highest" else "float32"
     amp = "bfloat16" if dev.kind == "cpu" and dev.bf16 else "float16" if dev.kind in ("cuda", "mps") else None
     return [plain] + ([amp] if amp else [])
 

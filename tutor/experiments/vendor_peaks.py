@@ -14,7 +14,9 @@ from typing import Any
 # Keys: float32 (plain FP32 cores), tfloat32, bfloat16, float16 (tensor cores).
 VENDOR_PEAKS: list[tuple[str, str, int, dict[str, float]]] = [
     # (regex on torch.cuda.get_device_name(), label, the full chip's SMs, peaks)
-    (r"H200", "NVIDIA H200", 132,
+    # Not GH200 (its GPU is an H100-class die, but its power and clocks are set per system) nor
+    # H200 NVL (a lower power limit, lower peaks): neither gets the H200 SXM's figures.
+    (r"\bH200\b(?! NVL)", "NVIDIA H200", 132,
      {"float32": 67.0, "tfloat32": 494.7, "bfloat16": 989.4, "float16": 989.4}),
     (r"H100.*PCIe", "NVIDIA H100 PCIe", 114,
      {"float32": 51.0, "tfloat32": 378.0, "bfloat16": 756.0, "float16": 756.0}),
@@ -33,15 +35,18 @@ VENDOR_PEAKS: list[tuple[str, str, int, dict[str, float]]] = [
 def vendor_peak_tflops(gpu_name: str, dtype: str, sms: int | None = None) -> tuple[float, str] | None:
     """(TFLOP/s, GPU label) from the vendor's dense spec, or None for an unknown GPU or dtype.
 
-    `sms`: the streaming multiprocessors this device really has. A MIG slice of an H100 keeps
-    the full chip's name but only some of its SMs; its peak is the chip's in proportion (the
-    full chip's peak would understate MFU up to 7x)."""
+    `sms`: the streaming multiprocessors this device really has. A MIG slice ("... MIG 3g.40gb")
+    keeps its chip's name but only some of its SMs; its peak is the chip's in proportion (the
+    full chip's peak would understate MFU up to 7x). Any other SM count is another chip under a
+    matching name (an RTX 4090 Laptop GPU, an RTX 4090 D), whose sheet is not this one: None."""
     for pattern, label, full_sms, peaks in VENDOR_PEAKS:
         if re.search(pattern, gpu_name, re.IGNORECASE):
             if dtype not in peaks:
                 return None
-            if sms and sms < full_sms:
+            if sms and re.search(r"\bMIG\b", gpu_name) and sms < full_sms:
                 return peaks[dtype] * sms / full_sms, f"{label}, {sms} of its {full_sms} SMs (a MIG slice)"
+            if sms and sms != full_sms:
+                return None
             return peaks[dtype], label
     return None
 
