@@ -273,6 +273,63 @@ def _cache_released(dev: Any) -> str:
     return f"after a run the engine hands back the cache: {held / 2**20:.0f} -> {after / 2**20:.0f} MiB reserved"
 
 
+def _kernels_by_phase(dev: Any) -> str:
+    """profile-step's split of GPU kernel time over a step's phases. Backward's kernels are
+    launched from autograd's own device thread, outside the "backward" label's nesting: they
+    must still be credited to it (by time), or the phase table says backward costs nothing."""
+    if dev.kind != "cuda":
+        raise NotHere("kernel times per phase come from CUDA's profiler (CUPTI)")
+    import torch
+    from torch import nn
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    from tutor.experiments.profile_step import device_time_by_phase
+
+    model = nn.Sequential(nn.Linear(1024, 1024), nn.ReLU(), nn.Linear(1024, 10)).to(dev.torch_device)
+    x = torch.randn(256, 1024, device=dev.torch_device)
+    y = torch.randint(0, 10, (256,), device=dev.torch_device)
+
+    def step() -> None:
+        with record_function("forward"):
+            loss = nn.functional.cross_entropy(model(x), y)
+        with record_function("backward"):
+            loss.backward()
+        torch.cuda.synchronize(dev.torch_device)
+
+    step()  # warm-up: kernels chosen, autograd's device thread started
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        step()
+    events = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CPU]
+    us = device_time_by_phase(events)
+    if not (us["forward"] > 0 and us["backward"] > 0):
+        raise AssertionError(f"kernels credited: forward {us['forward']:.0f} µs, backward {us['backward']:.0f} µs "
+                             "(each phase launched some)")
+    return f"one step's kernels: forward {us['forward']:.0f} µs, backward {us['backward']:.0f} µs, each in its phase"
+
+
+def _gpu_reading(dev: Any) -> str:
+    """What a noisy run says of the GPU (noise.py, through NVML): other processes, utilisation, clocks."""
+    if dev.kind != "cuda":
+        raise NotHere("NVML reads NVIDIA GPUs")
+    try:
+        import pynvml  # noqa: F401
+    except ImportError:
+        raise NotHere("nvidia-ml-py is not installed: a noisy run cannot say what else used the GPU") from None
+    from tutor.experiments import noise
+
+    reading = noise.read(dev).gpu
+    if reading is None:
+        raise NotHere("NVML did not answer here (no driver library in this container, or the card not "
+                      "found): a noisy run says what it saw of the CPU only")
+    seen = [f"{reading.others} other process(es) hold {reading.others_mib:,.0f} MiB" if reading.others is not None
+            else "other processes not listed (a MIG slice not found, or no permission)"]
+    seen.append(f"utilisation {reading.utilization}%" if reading.utilization is not None
+                else "no utilisation (a MIG slice has none)")
+    if reading.throttle is not None:
+        seen.append("clocks " + (", ".join(reading.throttle) if reading.throttle else "not held down"))
+    return "; ".join(seen)
+
+
 def rank_main(ctx: Any) -> None:
     """Each rank of the torchrun check: one all-reduce of a tensor on its device."""
     import torch
@@ -308,6 +365,8 @@ CHECKS: list[tuple[str, Callable[[Any], str]]] = [
     ("checkpoint: save on the device, load on the CPU", _checkpoint),
     ("pinned non-blocking copy", _pinned_copy),
     ("GPU cache released after a run", _cache_released),
+    ("profiler: kernel time per phase", _kernels_by_phase),
+    ("GPU activity read through NVML", _gpu_reading),
     ("torchrun: processes that all-reduce", _torchrun),
 ]
 
