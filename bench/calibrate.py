@@ -1,8 +1,8 @@
 """calibrate: how long `gpututor calibrate` takes, and its roofs against plain PyTorch loops.
 
 1. The whole command, as a learner runs it: `python -m tutor calibrate --json` in a fresh
-   process with an empty cache dir (XDG_CACHE_HOME in a temporary folder, so nothing is reused;
-   Linux), `--repeats` times: seconds each against the goal of 60 s, and the calibration's own
+   process with an empty cache dir (GPUTUTOR_CACHE_DIR in a temporary folder, so nothing is
+   reused), `--repeats` times: seconds each against the goal of 60 s, and the calibration's own
    seconds (measuring only, without Python and torch starting).
 2. Its figures against plain loops in this process, with the same thread policy as the command
    (tutor/threads.py, set before torch is imported), in `--repeats` rounds that take turns:
@@ -34,7 +34,7 @@ GOAL_S = 60.0
 
 def run_command(device: str | None) -> tuple[float, dict]:
     with tempfile.TemporaryDirectory(prefix="bench-calibrate-") as tmp:
-        env = {**os.environ, "XDG_CACHE_HOME": str(Path(tmp) / "cache"), "GPUTUTOR_HOME": str(Path(tmp) / "home")}
+        env = {**os.environ, "GPUTUTOR_CACHE_DIR": str(Path(tmp) / "cache"), "GPUTUTOR_HOME": str(Path(tmp) / "home")}
         argv = [sys.executable, "-m", "tutor", "calibrate", "--json"] + (["--device", device] if device else [])
         t0 = time.perf_counter()
         done = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
