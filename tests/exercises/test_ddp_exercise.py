@@ -246,6 +246,23 @@ def test_the_same_error_in_every_rank_is_said_once(tmp_path: Path) -> None:
     assert result.problem() == "the program raised NameError at line 17 in every rank: name '____' is not defined"
 
 
+def test_the_rank_that_failed_is_reported_though_the_one_waiting_on_it_was_stamped_first(tmp_path: Path) -> None:
+    """On a loaded machine the waiting rank's echo ("Connection closed by peer") can carry the
+    earlier time: the cause, rank 1's MemoryError, is still the one reported."""
+    import json
+
+    workdir = _launch_dir(tmp_path, exits=[(0, "1"), (1, "1")])
+    records = {0: ("RuntimeError", "[../third_party/gloo/gloo/transport/tcp/pair.cc:538] Connection closed by peer "
+                   "[127.0.0.1]:29500", 6, 1.0),
+               1: ("MemoryError", "", 5, 2.0)}
+    for rank, (kind, message, line, at) in records.items():
+        record = {"type": kind, "message": message, "line": line, "rank": rank, "time": at,
+                  "traceback": f"rank {rank}'s traceback"}
+        (workdir / f".error.json.{rank}").write_text(json.dumps(record))
+    result = sandbox._launch_result(workdir, sandbox._Ran(1, False, False, "", 0), 2)
+    assert result.error_rank == 1 and result.error_type == "MemoryError" and result.traceback == "rank 1's traceback"
+
+
 def test_a_failed_launch_is_said_and_tried_once_more(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     attempts = []
     real = sandbox._launch_result

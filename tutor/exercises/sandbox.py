@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tutor.errors import PEER_GONE
 from tutor.exercises.child import RANKS_DIR, per_rank, start_time
 from tutor.experiments import gpu_share  # torch-free until a device is asked about
 from tutor.paths import route_torch_caches
@@ -605,7 +606,10 @@ def _launch_result(workdir: Path, ran: _Ran, nproc: int) -> SandboxResult:
     for rank in reversed(range(nproc)):  # rank 0's values win
         reports.update(_read_reports(workdir / per_rank(REPORTS, rank)))
     log = _launcher_log(workdir)
-    first = errors[0] if errors else None
+    # The cause, not its echo: a rank left waiting on the one that failed raises too ("Connection
+    # closed by peer"), and on a loaded machine its error can be stamped first.
+    causes = [item for item in errors if not PEER_GONE.search(str(item[1].get("message") or ""))]
+    first = (causes or errors)[0] if errors else None
     clean = all(code == "0" for code in exits)
 
     exit_code: int | None = 0
