@@ -111,6 +111,7 @@ def test_free_memory_is_read_for_the_chosen_gpu_only(monkeypatch):
     try:
         assert [d.torch_device for d in devices.available()][:4] == ["cuda:0", "cuda:1", "cuda:2", "cuda:3"]
         chosen = devices.resolve("cuda:2")
+        assert devices.resolve("cuda:3", free_memory=False).free_memory is None  # a gloo rank's lab: no context
     finally:
         devices.available.cache_clear()
     assert asked == [2] and chosen.free_memory == 30 << 30

@@ -225,22 +225,28 @@ def available() -> tuple[Device, ...]:
     return tuple(found)
 
 
-def resolve(requested: str | None = None) -> Device:
-    """The device to train on: `requested` ("cuda", "cuda:1", "mps", "cpu", "auto"/None) or the best.
+def resolve(requested: str | None = None, free_memory: bool = True) -> Device:
+    """The device to train on: `requested` ("cuda", "cuda:1", "mps", "cpu", "auto"/None) or the best,
+    with what its card has free (`free_memory=False`: not read, and no CUDA context made for it).
 
     Raises DeviceError with what *is* available when the request cannot be met.
     """
     requested = (requested or os.environ.get("GPUTUTOR_DEVICE") or "auto").strip().lower()
     devs = available()
+    found = _find(requested, devs)
+    return with_free_memory(found) if free_memory else found
+
+
+def _find(requested: str, devs: tuple[Device, ...]) -> Device:
     if requested in ("", "auto"):
-        return with_free_memory(devs[0])
+        return devs[0]
     kind, _, idx = requested.partition(":")
     choices = ", ".join(d.torch_device for d in devs)
     if kind not in ("cuda", "mps", "cpu"):
         raise DeviceError(f"unknown device {requested!r}: use one of auto, {choices}")
     for d in devs:
         if d.kind == kind and (not idx or str(d.index) == idx):
-            return with_free_memory(d)
+            return d
     same_kind = [d for d in devs if d.kind == kind]
     if same_kind:  # e.g. cuda:1 on a machine with one GPU
         why = f"there is no {kind} device with index {idx} (found {', '.join(d.torch_device for d in same_kind)})"
