@@ -20,8 +20,10 @@ from typing import Any
 _NO_CUDA = re.compile(
     r"Torch not compiled with CUDA|no NVIDIA driver|No CUDA GPUs are available|CUDA driver initialization failed"
     r"|no CUDA-capable device|CUDA is not available|Cannot access accelerator device when none is available", re.I)
-_MISMATCH = re.compile(r"Expected all tensors to be on the same device|same device", re.I)
-_DTYPE_CLASH = re.compile(r"same dtype|expected scalar type|dtype", re.I)
+_MISMATCH = re.compile(r"Expected all tensors to be on the same device|same device|not on the expected device"
+                       r"|Placeholder storage has not been allocated on MPS device", re.I)
+# GradScaler refuses float16 gradients (a model cast by hand) with "Attempting to unscale FP16 gradients".
+_DTYPE_CLASH = re.compile(r"same dtype|expected scalar type|dtype|unscale FP16 gradients", re.I)
 _HALF = ("float16", "bfloat16")
 
 
@@ -122,6 +124,8 @@ def model_on_device(ctx: Context) -> Judgement:
         name = _model_name(ctx, model)
         for key in model.get("devices", {}):
             weights, batch = key.split("/")
+            if weights != batch and model.get("moved_to") == weights and model.get("inputs_unmoved"):
+                continue  # moved as asked; the batch stayed behind: the batch check tells that cause
             if weights != batch:
                 return Judgement(False, f"{name.capitalize()} had its weights on {weights} while its batches "
                                         f"were on {batch}.", explains_stop=bool(ctx.error_type and _MISMATCH.search(
@@ -136,16 +140,24 @@ def batches_on_device(ctx: Context) -> Judgement:
     """Every training batch (images and labels) reached the model through .to(device)."""
     if not ctx.trained:
         return _untrained(ctx)
-    for model in ctx.trained:
-        unmoved, seen = model.get("inputs_unmoved", 0), model.get("inputs_seen", 0)
-        if unmoved:
-            return Judgement(False, f"{unmoved:,} of {seen:,} batches reached {_model_name(ctx, model)} "
-                                    "without being moved: the tensor the model got never came out of .to(device).",
-                             explains_stop=bool(ctx.error_type and _MISMATCH.search(ctx.error_message or "")))
+    mismatch = bool(ctx.error_type and _MISMATCH.search(ctx.error_message or ""))
+    unmoved = [m for m in ctx.trained if m.get("inputs_unmoved")]
+    if unmoved:
+        # After a device-mismatch stop, name the model whose weights were on a GPU: its unmoved batch raised it.
+        on_gpu = [(m, w) for m in unmoved for w in sorted({k.split("/")[0] for k in m.get("devices", {})} - {"cpu"})]
+        model, stop = unmoved[0], ""
+        if mismatch and on_gpu:
+            model, gpu = on_gpu[0]
+            stop = (f", so the forward pass on {gpu} raised the device-mismatch error that stopped the program "
+                    f"({_first_line(ctx.error_message, 100)})")
+        return Judgement(False, f"{model['inputs_unmoved']:,} of {model.get('inputs_seen', 0):,} batches reached "
+                                f"{_model_name(ctx, model)} without being moved: the tensor the model got never came "
+                                f"out of .to(device){stop}.", explains_stop=mismatch)
     criteria = ctx.observed.get("criteria", {})
     if criteria.get("targets_unmoved"):
+        # On a GPU the loss then raises the device-mismatch error: that is why the program stopped.
         return Judgement(False, f"{criteria['targets_unmoved']:,} of {criteria.get('targets_seen', 0):,} batches of "
-                                "labels reached the loss without being moved with .to(device).")
+                                "labels reached the loss without being moved with .to(device).", explains_stop=mismatch)
     return PASS
 
 
@@ -165,8 +177,12 @@ def timing_synchronized(ctx: Context) -> Judgement:
     for key, line_key, role in (("unsynced_stops", "stop_line", "stops"), ("unsynced_starts", "start_line", "starts")):
         for timing in sorted(timings, key=lambda t: t[line_key]):
             line = timing[line_key]
-            # On a CPU a sync guarded by `if device.type == "cuda":` never runs: read the code.
-            if not timing.get(key) or (on_cpu_only and sync_precedes(ctx.source, line)):
+            # GPU work queued at the read fails it. CPU work never queues, but on a CPU-only run it
+            # is all the run shows, and a sync guarded by `if device.type == "cuda":` never runs
+            # there: read the code. On a GPU run a CPU timing (the same helper, called for the CPU) is fine.
+            if not timing.get(key) and not (on_cpu_only and timing.get("cpu_" + key)):
+                continue
+            if on_cpu_only and sync_precedes(ctx.source, line):
                 continue
             return Judgement(False, f"The clock read on line {line} {role} a timing while device work may still "
                                     "be queued: no synchronize ran between the last training step and it.")

@@ -72,7 +72,9 @@ class Observer:
                                               "rank": None}
         self.active = True
         self.work = 0  # device work so far: module calls, backward passes, optimizer steps
-        self.synced_at = 0  # self.work at the last synchronize
+        # Work since the last synchronize, per device type: only a GPU's (cuda, mps...) can still be
+        # queued when a clock is read; the CPU's is counted apart (on a CPU-only run the judge reads the code).
+        self.queued: dict[str, int] = {}
         self.syncs = 0
         self.timings: dict[tuple[int, int], dict[str, int]] = {}  # (start line, stop line) -> counts
         # Keyed by the objects themselves, weakly: a program that makes and drops many models (a
@@ -175,7 +177,7 @@ class Observer:
                     line = self._learner_line()
                     if line is not None:
                         value = _kind(value)
-                        value._gt = (line, self.work, self.work > self.synced_at)
+                        value._gt = (line, self.work, self._queued(gpu=True), self._queued(gpu=False))
                 return value
 
             clock.__name__ = name
@@ -186,21 +188,33 @@ class Observer:
         begin, end = getattr(start, "_gt", None), getattr(stop, "_gt", None)
         if not self.active or begin is None or end is None:
             return
-        (start_line, start_work, start_queued), (stop_line, stop_work, stop_queued) = begin, end
+        (start_line, start_work, *start_queued), (stop_line, stop_work, *stop_queued) = begin, end
         if len(self.timings) >= MAX_EVENTS and (start_line, stop_line) not in self.timings:
             return
-        entry = self.timings.setdefault((start_line, stop_line), {"count": 0, "with_work": 0,
-                                                                  "unsynced_starts": 0, "unsynced_stops": 0})
+        entry = self.timings.setdefault((start_line, stop_line), {
+            "count": 0, "with_work": 0, "unsynced_starts": 0, "unsynced_stops": 0,  # GPU work queued
+            "cpu_unsynced_starts": 0, "cpu_unsynced_stops": 0})  # only CPU work since the last synchronize
         entry["count"] += 1
         if stop_work > start_work:  # device work inside the timing
             entry["with_work"] += 1
-            entry["unsynced_starts"] += start_queued
-            entry["unsynced_stops"] += stop_queued
+            for prefix, (gpu, cpu) in (("unsynced_starts", start_queued), ("unsynced_stops", stop_queued)):
+                entry[prefix] += gpu
+                entry["cpu_" + prefix] += cpu and not gpu
+
+    def _did(self, device: Any) -> None:
+        """One piece of work (a module call, a backward, an optimizer step) on `device`."""
+        self.work += 1
+        kind = getattr(device, "type", None) or "cpu"
+        self.queued[kind] = self.queued.get(kind, 0) + 1
+
+    def _queued(self, gpu: bool) -> bool:
+        return any(n for kind, n in self.queued.items() if (kind != "cpu") == gpu)
 
     def _sync(self) -> None:
+        # Any synchronize ends the wait for every device: which one a call waits for is not told apart.
         if self.active:
             self.syncs += 1
-            self.synced_at = self.work
+            self.queued.clear()
 
     def _install_syncs(self, torch: Any) -> None:
         def wrap(owner: Any, name: str) -> None:
@@ -276,9 +290,9 @@ class Observer:
             self._depth += 1
             if self._depth != 1 or not self.active:
                 return
-            self.work += 1
             tensors = [a for a in args if isinstance(a, torch.Tensor)]
             param = next(module.parameters(), None)
+            self._did(param.device if param is not None else tensors[0].device if tensors else None)
             if param is None:  # a loss module: the labels are its second tensor
                 self.criteria["calls"] += 1
                 if len(tensors) >= 2 and not tensors[1].is_floating_point():
@@ -401,7 +415,8 @@ class Observer:
         def step(optimizer: Any, args: tuple, kwargs: dict) -> None:
             if not self.active:
                 return
-            self.work += 1
+            first = next((p for g in optimizer.param_groups for p in g["params"]), None)
+            self._did(getattr(first, "device", None))
             info = self.optimizers.get(optimizer)
             if info is None:
                 info = {"index": len(self.optimizer_list), "class": type(optimizer).__name__,
@@ -419,7 +434,7 @@ class Observer:
 
         def backward(tensor: Any, *args: Any, **kwargs: Any) -> Any:
             if self.active:
-                self.work += 1
+                self._did(tensor.device)
                 self.backward["calls"] += 1
                 # Inside any autocast block, even one switched off here: on a GPU it would be on.
                 self.backward["in_autocast"] += bool(self._autocast_stack)
