@@ -211,6 +211,19 @@ def test_the_grader_sees_no_gpu(tmp_path, monkeypatch):
     assert (verdict.passed, verdict.feedback, verdict.failure) == (False, "''", None), verdict.detail
 
 
+def test_the_grader_runs_float32_at_the_default_precision_in_nvidia_containers(tmp_path, monkeypatch):
+    """TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1 (NVIDIA's containers) would make the grader's matmuls TF32."""
+    monkeypatch.setenv("TORCH_ALLOW_TF32_CUBLAS_OVERRIDE", "1")
+    req = requirement(lesson_with(tmp_path / "pack", "grading.py:check", """\
+        import torch
+
+        def check(run):
+            return False, torch.get_float32_matmul_precision()
+        """, timeout=60))
+    verdict = grade(req, tmp_path / "work")
+    assert (verdict.passed, verdict.feedback, verdict.failure) == (False, "highest", None), verdict.detail
+
+
 @pytest.mark.gpu
 def test_a_checkpoint_saved_on_cuda_loads_in_the_grader_as_the_docs_show(tmp_path):
     import torch

@@ -30,6 +30,14 @@ def test_clean_run_writes_solution_and_streams_output(tmp_path):
     assert r.traceback is None and r.error_line is None
 
 
+def test_the_child_runs_float32_matmuls_at_the_default_precision_in_nvidia_containers(tmp_path, monkeypatch):
+    """NVIDIA's containers set TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1 ('high', TF32): a GPU model's
+    predictions would then miss its checkpoint's on the CPU by ~2e-4. The child runs at 'highest'."""
+    monkeypatch.setenv("TORCH_ALLOW_TF32_CUBLAS_OVERRIDE", "1")
+    r = run("import torch\nprint(torch.get_float32_matmul_precision())\n", tmp_path, timeout=60)
+    assert r.ok and r.output.strip() == "highest", r.output
+
+
 def test_exception_gives_marked_traceback_and_line(tmp_path):
     code = "import json\n\ndef f(x):\n    return x / 0\n\nf(json.loads('1'))\n"
     r = run(code, tmp_path)

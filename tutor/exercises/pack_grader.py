@@ -278,6 +278,7 @@ def _env() -> dict[str, str]:
     from tutor.threads import set_env as set_thread_env
 
     env = dict(os.environ)
+    env.pop("TORCH_ALLOW_TF32_CUBLAS_OVERRIDE", None)  # as in the learner's sandbox: float32 at 'highest', not TF32
     root = str(Path(__file__).resolve().parents[2])  # tutor importable from a checkout too
     env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
     env["PYTHONIOENCODING"] = "utf-8:backslashreplace"

@@ -252,6 +252,7 @@ def _read_error(path: Path) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
+TF32_OVERRIDE = "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE"
 TRACEBACK_CHARS = 20_000  # the frames that matter are the last ones
 
 
@@ -264,6 +265,10 @@ def _tail(text: str) -> str:
 
 def _child_env(workdir: Path, memory_mb: int, env: dict | None, nproc: int | None = None) -> dict[str, str]:
     out = dict(os.environ)
+    # NVIDIA's containers set this, making float32 matmuls TF32 ('high'); exercises run at
+    # PyTorch's documented default 'highest' (a GPU model's predictions then match its
+    # checkpoint's on the CPU), and a learner may still lower the precision in their code.
+    out.pop(TF32_OVERRIDE, None)
     if env:
         out.update({str(k): str(v) for k, v in env.items()})
     # The child imports tutor.exercises.child even where gpututor is not installed (a checkout).
