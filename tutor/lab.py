@@ -125,9 +125,10 @@ def evaluate(model: torch.nn.Module, loader: Any, device: Any) -> float:
 
 def epochs_here(gpu: int, cpu: int) -> int:
     """How many epochs a long script trains on this machine: `gpu` on a GPU (or Apple MPS), `cpu`
-    on a CPU, where each epoch through the DataLoader takes seconds and `gpu` of them would keep the
-    learner waiting for minutes. Prints the choice, so the run says what it cut (in rank 0 only,
-    under torchrun)."""
+    on a CPU, where each epoch takes seconds and `gpu` of them would keep the learner waiting for
+    minutes. Only for epochs a GPU makes fast (resident tensors such as train_x): through
+    `train_loader` an epoch takes seconds on a GPU too, its per-image work being on the CPU. Prints
+    the choice, so the run says what it cut (in rank 0 only, under torchrun)."""
     said = os.environ.get("RANK", "0") in ("", "0")
     if device.type == "cpu" and cpu < gpu:
         if said:

@@ -353,3 +353,22 @@ def test_cli_watch_grades_again_on_every_save_until_ctrl_c(tmp_path):
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+def test_best_epoch_check_takes_a_near_tie_for_a_tie():
+    """The program picks its best epoch by its own (GPU) evaluation, the checker rescores each epoch
+    on the CPU: one flipped image on near-tied epochs is not "a later, worse epoch"."""
+    from tutor.course.lesson import FileRequirement
+    from tutor.exercises.grader import _best_verdict
+
+    req = FileRequirement(type="file", id="best", path="best.pth", checkpoint=True, best=True,
+                          feedback="Keep the best.")
+    near = {"saved_epoch": 3, "epoch_accuracies": "0.970000,0.980100,0.980000", "test_images": 10_000}
+    notes: list[str] = []
+    assert _best_verdict(req, near, notes) is None
+    assert "a tie" in notes[-1]
+    worse = {**near, "epoch_accuracies": "0.970000,0.981000,0.980000"}  # ten images apart: worse
+    verdict = _best_verdict(req, worse, [])
+    assert verdict is not None and "kept a later, worse epoch" in verdict
+    small = {**near, "test_images": 1_000}  # a data slice: three images are 0.3%
+    assert _best_verdict(req, {**small, "epoch_accuracies": "0.970000,0.982000,0.980000"}, []) is None

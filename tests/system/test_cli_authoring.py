@@ -68,6 +68,15 @@ def test_the_schema_rejects_what_lint_rejects(validator, text, lint_says):
     assert list(validator.iter_errors(data))  # ...and so does the schema an editor uses
 
 
+def test_the_schema_knows_where_a_mistake_is_one(validator):
+    """`only_on` (the device kinds where a mistake is one) is in the schema an editor uses."""
+    text = ("id: x\ntitle: X\nsteps:\n  - id: a\n    kind: exercise\n    starter: s\n    solution: s\n"
+            "    requirements:\n      - {type: output, id: o, pattern: a, feedback: f}\n"
+            "    mistakes:\n      - {name: m, code: x, fails: o, only_on: %s}\n")
+    assert not list(validator.iter_errors(parse_yaml(text % "[cpu, mps]", "x.yaml")[0]))
+    assert list(validator.iter_errors(parse_yaml(text % "[gpu]", "x.yaml")[0]))
+
+
 def test_schema_to_a_file(capsys, tmp_path):
     code, _, err = run_cli(capsys, "schema", "-o", str(tmp_path / "lesson.schema.json"))
     assert code == 0 and "wrote" in err

@@ -268,6 +268,36 @@ def test_a_mistake_whose_pack_grader_crashed_is_not_counted_as_failing_it(monkey
     assert mistake.detail == "its checker failed instead of judging it: KeyError: 'loss'"
 
 
+def test_a_mistake_is_run_only_on_the_devices_where_it_is_one(monkeypatch):
+    """Float16 autocast is a mistake on a CPU and what a CUDA GPU should do: a mistake with
+    `only_on: [cpu, mps]` is not run on a CUDA box (it would pass there), and says why."""
+    from tutor.authoring import lesson_test
+    from tutor.course.lesson import ExerciseStep, Lesson
+    from tutor.course.loader import load_text
+    from tutor.exercises import grader
+
+    lesson: Lesson = load_text((Path(__file__).resolve().parents[2] / "tutor" / "authoring" / "templates" /
+                                "new-lesson.yaml").read_text(encoding="utf-8").replace("LESSON_ID", "demo")
+                               .replace("LESSON_TITLE", "Demo"), "demo.yaml")
+    step = next(s for s in lesson.steps if isinstance(s, ExerciseStep))
+    step.mistakes[0] = step.mistakes[0].model_copy(update={"only_on": ["cpu", "mps"]})
+    graded = []
+
+    def fake_grade(step_, code, workdir, **_):  # as on a CUDA box: the mistake's code passes there
+        graded.append(code)
+        reqs = [grader.RequirementResult(r.id, r.type, True, "") for r in step.requirements]
+        return grader.ExerciseResult(True, reqs, None, "ok")
+
+    monkeypatch.setattr(grader, "grade_exercise", fake_grade)
+    monkeypatch.setattr(lesson_test, "program_device", lambda: "cuda")
+    outcomes = list(lesson_test.Player("cpu", full=True)._exercise_outcomes(lesson, step))
+    mistake = outcomes[1]
+    assert mistake.ok and mistake.detail == "not a mistake on cuda (only_on: cpu, mps): not run"
+    assert graded == [step.solution]
+    monkeypatch.setattr(lesson_test, "program_device", lambda: "cpu")  # a mistake here: run, and it passed
+    assert not list(lesson_test.Player("cpu", full=True)._exercise_outcomes(lesson, step))[1].ok
+
+
 def test_a_run_too_noisy_to_grade_checks_the_options_against_its_median():
     """A busy machine (CI's parallel workers) spreads sync-timing's repeats more than 2x: the
     learner would be told the run was too noisy; lesson test says so and still checks that some

@@ -171,6 +171,34 @@ steps:
     assert info.value.issues[1].message == "step 'b': unknown key 'bdy' (did you mean 'body'?)"
 
 
+ONLY_ON = """id: t
+title: T
+steps:
+  - id: ex
+    kind: exercise
+    starter: s
+    solution: s
+    requirements:
+      - {type: output, id: o, pattern: a, feedback: f}
+    mistakes:
+      - name: m
+        fails: o
+        code: x
+        only_on: %s
+"""
+
+
+def test_a_mistake_names_the_device_kinds_where_it_is_one():
+    mistake = load_text(ONLY_ON % "[cpu, mps]", "t.yaml").steps[0].mistakes[0]
+    assert mistake.only_on == ["cpu", "mps"]
+    assert mistake.skipped_on("cpu") is None
+    assert mistake.skipped_on("cuda") == "not a mistake on cuda (only_on: cpu, mps): not run"
+    with pytest.raises(LessonError) as info:
+        load_text(ONLY_ON % "[cpu, gpu]", "t.yaml")
+    assert [str(i) for i in info.value.issues] == [
+        "t.yaml:14:24: step 'ex' mistakes[0].only_on[1]: Input should be 'cuda', 'mps' or 'cpu' (got 'gpu')"]
+
+
 def test_alias_bomb_is_refused():
     bomb = "a: &a [x, x, x, x, x, x, x, x, x, x]\n"
     for n in "bcdefgh":

@@ -4,8 +4,9 @@ Every run step runs its experiment (with the experiment's small `quick` paramete
 asked for the full ones) and must finish with every metric it declares; every check's
 reference answer must pass its own grader, its listed right answers too and its wrong
 answers not, with the metrics of its verify run when it has one; every exercise's solution
-must pass in the sandbox and each listed mistake must fail the requirement it names;
-every instrument must compute at its starting and scenario settings. Each of these is one
+must pass in the sandbox and each listed mistake must fail the requirement it names (where
+its `only_on` lists this machine's device kind, when it has one); every instrument must
+compute at its starting and scenario settings. Each of these is one
 `Outcome`; a lesson that does not load is one failed outcome per lint issue.
 
 Runs happen in this process (torch is imported); identical runs are made once. Quick mode
@@ -51,6 +52,15 @@ def exercise_workers() -> int:
     except AttributeError:  # macOS
         cores = os.cpu_count() or 1
     return max(1, cores)
+
+
+def program_device() -> str:
+    """The kind of device ("cuda", "mps", "cpu") exercise programs train on here: the machine's
+    best, since a learner's program picks its own (torch.cuda.is_available()), whatever --device
+    says. A mistake's `only_on` is read against it."""
+    from tutor.experiments import devices
+
+    return devices.available()[0].kind
 
 
 @dataclass(frozen=True)
@@ -280,7 +290,10 @@ class Player:
                 ThreadPoolExecutor(max_workers=exercise_workers(), thread_name_prefix="lesson-test") as pool:
             solution = pool.submit(graded, step.solution, Path(tmp) / "solution")
             runs: dict[int, Future[tuple[Any, float]]] = {}
+            kind = program_device()
             for j, mistake in enumerate(step.mistakes):
+                if mistake.skipped_on(kind):
+                    continue
                 named = next((r for r in step.requirements if r.id == mistake.fails), None)
                 # What the grader would decide about a source requirement needs no run: quick mode
                 # reads the code (the full run is --full, or the learner's own).
@@ -296,6 +309,10 @@ class Player:
                           else "; ".join([result.summary, *unapplied]), seconds)
             for j, mistake in enumerate(step.mistakes):
                 what = f"mistake {mistake.name!r} fails {mistake.fails}"
+                skipped = mistake.skipped_on(kind)
+                if skipped:  # e.g. float16 autocast, a mistake on a CPU, is what a CUDA GPU should do
+                    yield Outcome(lesson.id, step.id, "exercise", what, True, skipped)
+                    continue
                 if j not in runs:
                     t0 = time.perf_counter()
                     named = next(r for r in step.requirements if r.id == mistake.fails)

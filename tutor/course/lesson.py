@@ -274,12 +274,24 @@ Requirement = Annotated[
 ]
 
 
+DeviceKind = Literal["cuda", "mps", "cpu"]  # what tutor.experiments.devices calls a device's kind
+
+
 class Mistake(Strict):
-    """A typical wrong solution and the requirement it must fail (for tests and `lesson test`)."""
+    """A typical wrong solution and the requirement it must fail (for tests and `lesson test`).
+    `only_on`: the device kinds where it is a mistake (float16 autocast is one on a CPU, what a
+    CUDA GPU should do); on the others it is not run. Unset: a mistake everywhere."""
 
     name: str
     code: str
     fails: str  # id of the requirement whose feedback the learner should get
+    only_on: list[DeviceKind] | None = Field(None, min_length=1)
+
+    def skipped_on(self, kind: str) -> str | None:
+        """Why this mistake is not run on a device of `kind`; None when it is one there."""
+        if self.only_on is None or kind in self.only_on:
+            return None
+        return f"not a mistake on {kind} (only_on: {', '.join(self.only_on)}): not run"
 
 
 class Launch(Strict):

@@ -120,6 +120,8 @@ def _search(pattern: str, text: str) -> bool | None:
 
 # ---------------------------------------------------------------- probes (run in the sandbox)
 
+NEAR_TIE_IMAGES = 3  # a best-epoch check's tolerance: see _best_verdict
+
 _CHECKPOINT_PROBE = r"""
 import os, re, sys
 import torch
@@ -185,7 +187,7 @@ if snapshots and os.path.exists(snapshots) and isinstance(state, dict):
             m = MNISTClassifier()
             m.load_state_dict(s["state"])
             scores.append(accuracy(m))
-        report(saved_epoch=same[-1]["phase"], epochs_seen=len(mine),
+        report(saved_epoch=same[-1]["phase"], epochs_seen=len(mine), test_images=len(labels),
                epoch_accuracies=",".join(f"{{a:.6f}}" for a in scores))
     else:
         report(saved_epoch=0, epochs_seen=len(taken))
@@ -328,10 +330,19 @@ def _best_verdict(req: FileRequirement, reports: dict[str, Any], notes: list[str
         return None
     best = max(range(len(scores)), key=lambda i: (scores[i], -i))
     held = scores[int(epoch) - 1]
-    if held + 1e-9 < scores[best]:
+    # The program picked its epoch by its own evaluation (on a GPU, maybe under autocast), these
+    # scores are the CPU's: on near-tied epochs a few images' argmax can flip between the two, so
+    # a gap of up to NEAR_TIE_IMAGES test images is a tie, not a worse epoch kept.
+    images = reports.get("test_images")
+    slack = NEAR_TIE_IMAGES / images if isinstance(images, int) and images > 0 else 0.0
+    if held + slack + 1e-9 < scores[best]:  # 1e-9: the scores travel as 6-decimal text
         return (f"{req.path} holds the weights of epoch {epoch} ({held:.2%} test accuracy), but epoch {best + 1} "
                 f"reached {scores[best]:.2%}: the file kept a later, worse epoch. {req.feedback}")
-    notes.append(f"{req.path}: the weights of epoch {epoch} of {len(scores)}, the best ({held:.2%})")
+    if held + 1e-9 < scores[best]:
+        notes.append(f"{req.path}: the weights of epoch {epoch} of {len(scores)} ({held:.2%}), within "
+                     f"{NEAR_TIE_IMAGES} test images of epoch {best + 1}'s {scores[best]:.2%}: a tie")
+    else:
+        notes.append(f"{req.path}: the weights of epoch {epoch} of {len(scores)}, the best ({held:.2%})")
     return None
 
 
