@@ -36,7 +36,8 @@ __all__ = [
     "epochs_here", "train_set", "test_set",
 ]
 
-device = torch.device(_devices.resolve(None).torch_device)
+# Free memory is not read: that makes a CUDA context, and a rank of a gloo launch never uses the GPU.
+device = torch.device(_devices.resolve(None, free_memory=False).torch_device)
 
 
 def _samples(name: str) -> int | None:

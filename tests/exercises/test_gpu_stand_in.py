@@ -122,3 +122,21 @@ def test_grad_scaler_refusing_fp16_gradients_is_named_as_the_half_model(tmp_path
                                                error_message=str(raised.value), stopped=True))
     assert not verdict.passed and verdict.explains_stop
     assert verdict.cause.startswith("The model had float16 weights: it was cast by hand")
+
+
+@pytest.mark.parametrize("mistake", ["data not moved", "batch moved but the result dropped"])
+def test_an_unmoved_batch_that_stops_a_gpu_run_is_named_though_the_probe_never_ran(small_lab, tmp_path, mistake) -> None:
+    """On a GPU the unmoved batch raises a device mismatch mid-training: the train_batches probe,
+    which runs after the program, never runs, and what the observer saw names the cause instead."""
+    step = load_file(ROOT / "lessons" / "gpu-training-practice.yaml").step("ex1-move-and-time")
+    code = _on_meta(next(m for m in step.mistakes if m.name == mistake).code, "device.type", "torch.cpu.synchronize()")
+    code = code.replace('"cuda" if torch.cuda.is_available() else "cpu")', '"meta" if not torch.cuda.is_available() else "cpu")')
+    assert "meta" in code
+    result = grade_exercise(step, code, tmp_path, accuracy_bars=False)
+    assert result.sandbox.error_type == "RuntimeError", result.sandbox.output[-2000:]
+    by_id = {r.id: r for r in result.requirements}
+    assert by_id["model-moved"].passed  # the model was moved: not the one to blame
+    batches = by_id["batches-moved"]
+    assert not batches.passed and batches.judged, batches.feedback
+    assert "without being moved" in batches.feedback and "device-mismatch error that stopped the program" in \
+        batches.feedback and next(r for r in step.requirements if r.id == "batches-moved").feedback.split()[0] in batches.feedback

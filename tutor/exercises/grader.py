@@ -487,6 +487,13 @@ def grade_exercise(
                 ok, fb = False, f"Your code does not compile yet. {req.feedback}"
             else:
                 ok, fb = _check_function(req, observed, run)
+                fallback = PROBE_SEEN_AS.get(req.probe)
+                if not ok and stopped and observed is not None and fallback and not _probed(req, observed):
+                    # The probe runs after the program: a stop (a GPU's device mismatch) left it unrun,
+                    # but what the program did while training may already name the cause.
+                    seen = judge(fallback, context)
+                    if not seen.passed and seen.explains_stop:
+                        ok, fb, explains_stop = False, f"{seen.cause} {req.feedback}", True
         elif isinstance(req, PythonRequirement):
             verdict = run_grader(req, step_id=step.id, code=code, run=run, workdir=workdir, written=written,
                                  quick=not accuracy_bars, cancelled=cancelled)
@@ -509,6 +516,16 @@ def grade_exercise(
     finished = run.ok or (raised_as_expected and not (run.timed_out or run.cancelled or run.memory_error))
     return ExerciseResult(finished and all(r.passed for r in results), results, run,
                           _summary(results, stopped), run.traceback, _hint(step, results, stopped), notes)
+
+
+# A probe, and the behaviour judge that tells the same from what the observer saw while the
+# program ran: used when the program stopped before the probe could be called.
+PROBE_SEEN_AS = {"moves_batch_to_device": "batches_on_device"}
+
+
+def _probed(req: FunctionRequirement, observed: dict[str, Any]) -> bool:
+    probes = observed.get("probes")
+    return isinstance(probes, dict) and isinstance(probes.get(req.id), dict)
 
 
 def _behaviour(req: BehaviourRequirement, context: Context, observed: dict[str, Any] | None,
