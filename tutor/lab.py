@@ -36,7 +36,8 @@ __all__ = [
     "epochs_here", "train_set", "test_set",
 ]
 
-# Free memory is not read: that makes a CUDA context, and a rank of a gloo launch never uses the GPU.
+# Free memory is not read: reading it makes a CUDA context on the card, which a program training
+# elsewhere (a rank of a gloo launch, on the CPU) would hold for nothing.
 device = torch.device(_devices.resolve(None, free_memory=False).torch_device)
 
 

@@ -176,3 +176,23 @@ def test_a_checkpoint_saved_on_any_accelerator_loads_on_the_cpu(accelerator):
     assert m["weights_equal"] is True and m["allclose"] is True
     # model.cpu().state_dict() took the live model off the accelerator
     assert m["cpu_call_moves_model"] is True and m["params_after_cpu_call"] == "cpu"
+
+
+def test_full_float32_works_where_the_program_set_the_newer_precision_api():
+    """A learner's program that sets torch.backends.cuda.matmul.fp32_precision = "tf32" makes the
+    legacy getters raise; a probe comparing float32 results in that process must still run. (A
+    process of its own: the newer API, once used, changes what the legacy getters do.)"""
+    import subprocess
+    import sys
+
+    program = (
+        "import torch\n"
+        "from tutor.experiments.common import full_float32_matmuls\n"
+        "torch.backends.cuda.matmul.fp32_precision = 'tf32'\n"
+        "with full_float32_matmuls() as was_on:\n"
+        "    print(was_on, torch.backends.cuda.matmul.fp32_precision)\n"
+        "print(torch.backends.cuda.matmul.fp32_precision)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["True", "ieee", "tf32"]

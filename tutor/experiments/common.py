@@ -458,8 +458,13 @@ def full_float32_matmuls() -> Iterator[bool]:
     """Float32 matmuls at full precision inside the block (TF32 off), restored after. Yields
     whether TF32 was on: NVIDIA's containers turn it on by default, and a comparison of float32
     results across devices would then measure TF32's 10-bit mantissa, not what it meant to."""
-    precision = torch.get_float32_matmul_precision()
-    cublas = torch.backends.cuda.matmul.allow_tf32
+    try:
+        precision = torch.get_float32_matmul_precision()
+        cublas = torch.backends.cuda.matmul.allow_tf32
+    except RuntimeError:  # the program set the newer per-backend API, and the legacy getters refuse
+        with _ieee_float32() as was_on:
+            yield was_on
+        return
     cudnn = torch.backends.cudnn.allow_tf32
     was_on = precision != "highest" or cublas
     torch.set_float32_matmul_precision("highest")
@@ -471,6 +476,21 @@ def full_float32_matmuls() -> Iterator[bool]:
         torch.set_float32_matmul_precision(precision)
         torch.backends.cuda.matmul.allow_tf32 = cublas
         torch.backends.cudnn.allow_tf32 = cudnn
+
+
+@contextmanager
+def _ieee_float32() -> Iterator[bool]:
+    """full_float32_matmuls through the per-backend API (`fp32_precision`: "ieee" or "tf32")."""
+    backends = [b for b in (torch.backends.cuda.matmul, getattr(torch.backends.cudnn, "conv", None))
+                if b is not None and hasattr(b, "fp32_precision")]
+    before = [b.fp32_precision for b in backends]
+    for b in backends:
+        b.fp32_precision = "ieee"
+    try:
+        yield any(p == "tf32" for p in before)
+    finally:
+        for b, p in zip(backends, before):
+            b.fp32_precision = p
 
 
 def float32_matmul_dtype(dev: Device) -> str:
