@@ -337,7 +337,8 @@ def _best_verdict(req: FileRequirement, reports: dict[str, Any], notes: list[str
     slack = NEAR_TIE_IMAGES / images if isinstance(images, int) and images > 0 else 0.0
     if held + slack + 1e-9 < scores[best]:  # 1e-9: the scores travel as 6-decimal text
         return (f"{req.path} holds the weights of epoch {epoch} ({held:.2%} test accuracy), but epoch {best + 1} "
-                f"reached {scores[best]:.2%}: the file kept a later, worse epoch. {req.feedback}")
+                f"reached {scores[best]:.2%}: the file kept {'an earlier' if int(epoch) - 1 < best else 'a later'}, worse "
+                f"epoch. {req.feedback}")
     if held + 1e-9 < scores[best]:
         notes.append(f"{req.path}: the weights of epoch {epoch} of {len(scores)} ({held:.2%}), within "
                      f"{NEAR_TIE_IMAGES} test images of epoch {best + 1}'s {scores[best]:.2%}: a tie")
