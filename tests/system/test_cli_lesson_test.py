@@ -40,6 +40,18 @@ def test_the_scaffold_passes_with_a_table(capsys, scaffold, monkeypatch):
     assert "lesson test" in out and "7 passed, 0 failed" in out
 
 
+def test_a_mistake_not_for_this_machine_is_counted_as_skipped(capsys, scaffold, monkeypatch):
+    monkeypatch.setenv("GPUTUTOR_DEVICE", "cpu")
+    text = scaffold.read_text(encoding="utf-8")
+    scaffold.write_text(text.replace("        fails: checks-cuda\n", "        fails: checks-cuda\n        only_on: [mps]\n"),
+                        encoding="utf-8")
+    code, out, err = run_cli(capsys, "lesson", "test", str(scaffold.parent))
+    assert code == 0, out + err
+    assert "- demo · practice · exercise: mistake 'hard-coded' fails checks-cuda" in out
+    assert "not a mistake on cpu (only_on: mps): not run" in out
+    assert "6 passed, 1 skipped (not for this machine), 0 failed" in out
+
+
 def test_a_mistake_that_passes_fails_the_test(capsys, scaffold):
     text = scaffold.read_text(encoding="utf-8")
     # The "hard-coded" mistake now asks torch.cuda.is_available(): run, it meets the requirement it should fail.
@@ -292,7 +304,7 @@ def test_a_mistake_is_run_only_on_the_devices_where_it_is_one(monkeypatch):
     monkeypatch.setattr(lesson_test, "program_device", lambda: "cuda")
     outcomes = list(lesson_test.Player("cpu", full=True)._exercise_outcomes(lesson, step))
     mistake = outcomes[1]
-    assert mistake.ok and mistake.detail == "not a mistake on cuda (only_on: cpu, mps): not run"
+    assert mistake.ok and mistake.skipped and mistake.detail == "not a mistake on cuda (only_on: cpu, mps): not run"
     assert graded == [step.solution]
     monkeypatch.setattr(lesson_test, "program_device", lambda: "cpu")  # a mistake here: run, and it passed
     assert not list(lesson_test.Player("cpu", full=True)._exercise_outcomes(lesson, step))[1].ok

@@ -72,6 +72,7 @@ class Outcome:
     ok: bool
     detail: str = ""  # why it failed (or a figure when it passed)
     seconds: float = 0.0
+    skipped: bool = False  # not tried on this machine (ok stays True): `detail` says why
 
 
 class Player:
@@ -311,7 +312,7 @@ class Player:
                 what = f"mistake {mistake.name!r} fails {mistake.fails}"
                 skipped = mistake.skipped_on(kind)
                 if skipped:  # e.g. float16 autocast, a mistake on a CPU, is what a CUDA GPU should do
-                    yield Outcome(lesson.id, step.id, "exercise", what, True, skipped)
+                    yield Outcome(lesson.id, step.id, "exercise", what, True, skipped, skipped=True)
                     continue
                 if j not in runs:
                     t0 = time.perf_counter()

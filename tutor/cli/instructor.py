@@ -150,7 +150,7 @@ def cmd_lesson(args: argparse.Namespace, ctx: Context) -> int:
         if args.json:
             print(json.dumps(json_safe(asdict(o))), flush=True)
             return
-        mark = "[green]✓[/]" if o.ok else "[bold red]✗[/]"
+        mark = "[yellow]-[/]" if o.skipped else "[green]✓[/]" if o.ok else "[bold red]✗[/]"
         text = escape(o.detail)  # a lesson's words, an error's text: "[/]" in them is not markup
         detail = f"  [dim]{text}[/]" if o.ok and o.detail else (f"\n    [red]{text}[/]" if o.detail else "")
         console.print(f"{mark} {escape(o.lesson)} · {escape(o.step)} · {o.kind}: {escape(o.what)} "
@@ -164,20 +164,24 @@ def cmd_lesson(args: argparse.Namespace, ctx: Context) -> int:
         show(outcomes[-1])
     outcomes += play_paths(files, ctx.device, args.full, show)
     failed = [o for o in outcomes if not o.ok]
+    skipped = [o for o in outcomes if o.skipped]
+    passed = len(outcomes) - len(failed) - len(skipped)
     seconds = time.perf_counter() - started
     if args.json:
-        print(json.dumps({"passed": len(outcomes) - len(failed), "failed": len(failed), "seconds": round(seconds, 1)}))
+        print(json.dumps({"passed": passed, "skipped": len(skipped), "failed": len(failed),
+                          "seconds": round(seconds, 1)}))
     else:
         table = RichTable(title="lesson test", title_justify="left")
-        for column in ("lesson", "passed", "failed", "seconds"):
+        for column in ("lesson", "passed", "skipped", "failed", "seconds"):
             table.add_column(column, justify="left" if column == "lesson" else "right")
         for lesson in dict.fromkeys(o.lesson for o in outcomes):
             mine = [o for o in outcomes if o.lesson == lesson]
-            bad = sum(not o.ok for o in mine)
-            table.add_row(lesson, str(len(mine) - bad), f"[bold red]{bad}[/]" if bad else "0",
-                          f"{wall.get(lesson, 0.0):.1f}")
+            bad, left_out = sum(not o.ok for o in mine), sum(o.skipped for o in mine)
+            table.add_row(lesson, str(len(mine) - bad - left_out), str(left_out),
+                          f"[bold red]{bad}[/]" if bad else "0", f"{wall.get(lesson, 0.0):.1f}")
         console.print(table)
-        console.print(f"{len(outcomes) - len(failed)} passed, {len(failed)} failed in {seconds:.1f} s")
+        console.print(f"{passed} passed, " + (f"{len(skipped)} skipped (not for this machine), " if skipped else "")
+                      + f"{len(failed)} failed in {seconds:.1f} s")
     return FAILED if failed else OK
 
 
