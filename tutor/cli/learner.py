@@ -309,6 +309,8 @@ def _print_doctor(report: dict[str, Any]) -> None:
     c.print(f"  dir: {escape(data['dir'])} (from {data['from']})")
     if data["mnist_present"]:
         c.print(f"  MNIST raw files: {len(data['mnist_raw_files'])} found")
+    elif "source" in data:
+        pass  # the source line already said it is missing and what happens then
     elif data["may_download"]:
         c.print("  MNIST not downloaded yet: it will be downloaded on first use (offline: synthetic digits)")
     else:
