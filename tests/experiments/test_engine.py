@@ -277,10 +277,12 @@ def test_the_engine_empties_the_gpu_cache_when_a_run_ends(monkeypatch):
     emptied = []
     monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
     monkeypatch.setattr(torch.cuda, "empty_cache", lambda: emptied.append("cuda"))
+    monkeypatch.setattr(torch._C, "_cuda_clearCublasWorkspaces", lambda: emptied.append("cublas workspaces"),
+                        raising=False)
     monkeypatch.setattr(torch.backends.mps, "is_available", lambda: True)
     monkeypatch.setattr(torch.mps, "empty_cache", lambda: emptied.append("mps"))
     engine_module.release_device_memory()
-    assert emptied == ["cuda", "mps"]
+    assert emptied == ["cublas workspaces", "cuda", "mps"]  # the workspaces first: held, the cache keeps them
 
 
 @pytest.mark.gpu
@@ -290,10 +292,13 @@ def test_a_finished_run_leaves_nothing_in_the_gpu_cache(accelerator):
     from tutor import experiments
     from tutor.experiments import engine as engine_module
 
+    if accelerator == "cuda":
+        engine_module.release_device_memory()
+        before = torch.cuda.memory_reserved()  # other tests' live tensors in this process, if any
     for _ in experiments.start("memory-ledger", {"width": 512, "layers": 2, "batch_size": 64}, accelerator):
         pass
     engine_module.release_device_memory()
-    if accelerator == "cuda":
-        assert torch.cuda.memory_reserved() == 0
+    if accelerator == "cuda":  # cuBLAS's workspaces included: they live in the caching allocator
+        assert torch.cuda.memory_reserved() <= before, f"{torch.cuda.memory_reserved() / 2**20:.1f} MiB still reserved"
     else:
         assert torch.mps.driver_allocated_memory() < 64 << 20  # the MPS driver keeps a small pool

@@ -142,6 +142,11 @@ def release_device_memory() -> None:
         return
     gc.collect()  # the run's generator frames may still hold tensors in reference cycles
     if torch.cuda.is_initialized():
+        # cuBLAS keeps a workspace per stream in the caching allocator that empty_cache cannot
+        # free while it is held (torch's own leak checks clear it first); the next matmul makes another.
+        clear = getattr(torch._C, "_cuda_clearCublasWorkspaces", None)
+        if clear is not None:
+            clear()
         torch.cuda.empty_cache()
     mps = getattr(torch, "mps", None)
     if mps is not None and getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
