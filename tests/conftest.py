@@ -12,6 +12,10 @@ import pytest
 
 # CI clones the repository with ../shared beside it; real MNIST lies in shared/data.
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+# Elsewhere (a GPU box the checkout was copied to without ../shared), MNIST named by
+# GPUTUTOR_DATA_DIR when the run starts: bench/first_gpu.sh unpacks it there.
+_NAMED = Path(os.environ.get("GPUTUTOR_DATA_DIR") or "/nonexistent")
+MNIST_DIR = SHARED_DATA if SHARED_DATA.is_dir() else _NAMED if (_NAMED / "MNIST" / "raw").is_dir() else None
 STRICT = os.environ.get("GPUTUTOR_STRICT_TESTS") == "1" or os.environ.get("CI", "").lower() == "true"
 _ENV = ("GPUTUTOR_HOME", "GPUTUTOR_DATA_DIR", "GPUTUTOR_CACHE_DIR", "GPUTUTOR_DEVICE", "GPUTUTOR_DEBUG", "NO_COLOR",
         "GPUTUTOR_MEMORY_MB", "GPUTUTOR_GPU_MEMORY_MB")
@@ -25,8 +29,8 @@ def session_dirs(tmp_path_factory):
     saved = {k: os.environ.get(k) for k in ("GPUTUTOR_HOME", "GPUTUTOR_CACHE_DIR", "GPUTUTOR_DATA_DIR")}
     os.environ["GPUTUTOR_HOME"] = str(tmp_path_factory.mktemp("home"))
     os.environ["GPUTUTOR_CACHE_DIR"] = str(tmp_path_factory.mktemp("cache"))
-    if SHARED_DATA.is_dir():  # else each test's fixture points at an empty dir (the offline digits)
-        os.environ["GPUTUTOR_DATA_DIR"] = str(SHARED_DATA)
+    if MNIST_DIR is not None:  # else each test's fixture points at an empty dir (the offline digits)
+        os.environ["GPUTUTOR_DATA_DIR"] = str(MNIST_DIR)
     yield
     for k, v in saved.items():
         if v is None:
@@ -44,8 +48,8 @@ def gpututor_env(tmp_path: Path):
     """
     saved = {k: os.environ.get(k) for k in _ENV}
     os.environ["GPUTUTOR_HOME"] = str(tmp_path)
-    if SHARED_DATA.is_dir():
-        os.environ["GPUTUTOR_DATA_DIR"] = str(SHARED_DATA)
+    if MNIST_DIR is not None:
+        os.environ["GPUTUTOR_DATA_DIR"] = str(MNIST_DIR)
     else:  # no MNIST here: an empty dir makes data.load() use the offline fallback at once
         (tmp_path / "no-mnist").mkdir(exist_ok=True)
         os.environ["GPUTUTOR_DATA_DIR"] = str(tmp_path / "no-mnist")
