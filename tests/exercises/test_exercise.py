@@ -372,5 +372,7 @@ def test_best_epoch_check_takes_a_near_tie_for_a_tie():
     assert verdict is not None and "kept a later, worse epoch" in verdict
     small = {**near, "test_images": 1_000}  # a data slice: three images are 0.3%
     assert _best_verdict(req, {**small, "epoch_accuracies": "0.970000,0.982000,0.980000"}, []) is None
+    # On a CPU the program's evaluation and the checker's are the same computation: no tie
+    assert _best_verdict(req, near, [], on_accelerator=False) is not None
     early = _best_verdict(req, {**near, "saved_epoch": 1}, [])  # the file stopped at epoch 1 of 3
     assert early is not None and "kept an earlier, worse epoch" in early

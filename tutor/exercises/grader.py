@@ -311,7 +311,7 @@ def _check_file(req: FileRequirement, workdir: Path, memory_mb: int, cancelled: 
         notes.append(f"{req.path}: test accuracy {accuracy:.2%}" + (" (synthetic digits: MNIST absent)" if synthetic else "")
                      + ("" if accuracy_bars or bar is None else f" (the {bar:.0%} bar is not applied on a data slice)"))
     if req.best:
-        verdict = _best_verdict(req, reports, notes)
+        verdict = _best_verdict(req, reports, notes, on_accelerator=_trained_off_cpu(observed))
         if verdict is not None:
             return False, verdict
     if want and bar is not None and accuracy < bar and accuracy_bars:
@@ -319,7 +319,15 @@ def _check_file(req: FileRequirement, workdir: Path, memory_mb: int, cancelled: 
     return True, ""
 
 
-def _best_verdict(req: FileRequirement, reports: dict[str, Any], notes: list[str]) -> str | None:
+def _trained_off_cpu(observed: dict[str, Any] | None) -> bool:
+    """Did a model the program trained have its weights on a GPU (cuda, mps)?"""
+    models = (observed or {}).get("models")
+    return isinstance(models, list) and any(
+        str(key).split("/")[0] != "cpu" for m in models if isinstance(m, dict) for key in (m.get("devices") or {}))
+
+
+def _best_verdict(req: FileRequirement, reports: dict[str, Any], notes: list[str],
+                  on_accelerator: bool = True) -> str | None:
     """Whether the saved weights are the best the run evaluated; None when they are (or the
     run cannot tell: then a note says so)."""
     epoch = reports.get("saved_epoch")
@@ -333,8 +341,9 @@ def _best_verdict(req: FileRequirement, reports: dict[str, Any], notes: list[str
     # The program picked its epoch by its own evaluation (on a GPU, maybe under autocast), these
     # scores are the CPU's: on near-tied epochs a few images' argmax can flip between the two, so
     # a gap of up to NEAR_TIE_IMAGES test images is a tie, not a worse epoch kept.
+    # On a CPU both evaluations are the same computation: no slack there.
     images = reports.get("test_images")
-    slack = NEAR_TIE_IMAGES / images if isinstance(images, int) and images > 0 else 0.0
+    slack = NEAR_TIE_IMAGES / images if on_accelerator and isinstance(images, int) and images > 0 else 0.0
     if held + slack + 1e-9 < scores[best]:  # 1e-9: the scores travel as 6-decimal text
         return (f"{req.path} holds the weights of epoch {epoch} ({held:.2%} test accuracy), but epoch {best + 1} "
                 f"reached {scores[best]:.2%}: the file kept {'an earlier' if int(epoch) - 1 < best else 'a later'}, worse "
