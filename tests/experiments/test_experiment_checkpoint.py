@@ -196,3 +196,22 @@ def test_full_float32_works_where_the_program_set_the_newer_precision_api():
     done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split() == ["True", "ieee", "tf32"]
+
+
+def test_the_float32_dtype_is_read_where_the_newer_precision_api_was_used():
+    """pipeline-breakdown and profile-step name float32's dtype: under the newer API the legacy
+    getter raises, and that must not take the run down. (A process of its own, as above.)"""
+    import subprocess
+    import sys
+
+    program = (
+        "import torch\n"
+        "from tutor.experiments.common import float32_matmul_dtype\n"
+        "from tutor.experiments.devices import Device\n"
+        "torch.backends.cuda.matmul.fp32_precision = 'tf32'\n"
+        "print(float32_matmul_dtype(Device('cuda', 0, 'NVIDIA H100 80GB HBM3', capability=(9, 0))),\n"
+        "      float32_matmul_dtype(Device('cuda', 0, 'Tesla T4', capability=(7, 5))))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["tfloat32", "float32"]

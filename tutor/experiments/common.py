@@ -499,7 +499,15 @@ def float32_matmul_dtype(dev: Device) -> str:
     containers set) and the GPU has it, compute capability 8.0 (Ampere) or newer; a T4 or V100
     runs plain float32 whatever the setting."""
     tf32 = dev.kind == "cuda" and dev.capability is not None and dev.capability >= (8, 0)
-    return "tfloat32" if tf32 and torch.get_float32_matmul_precision() != "highest" else "float32"
+    return "tfloat32" if tf32 and tf32_allowed() else "float32"
+
+
+def tf32_allowed() -> bool:
+    """Are float32 matmuls allowed TF32 in this process, whichever of torch's two APIs set it?"""
+    try:
+        return torch.get_float32_matmul_precision() != "highest"
+    except RuntimeError:  # the newer per-backend API was used, and the legacy getter refuses
+        return getattr(torch.backends.cuda.matmul, "fp32_precision", "ieee") == "tf32"
 
 
 @contextmanager

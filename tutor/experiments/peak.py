@@ -206,8 +206,11 @@ def _room(dev: Device) -> int | None:
         return None
     from tutor.experiments import gpu_share
 
-    _empty_cache(dev.kind)
-    return gpu_share.available(dev.kind, dev.index)
+    try:
+        _empty_cache(dev.kind)
+        return gpu_share.available(dev.kind, dev.index)
+    except Exception:  # noqa: BLE001 - unreadable: the sweep goes on unchecked, its sizes kept
+        return None
 
 
 def _empty_cache(kind: str) -> None:
@@ -320,10 +323,9 @@ def doctor_dtypes(dev: Device) -> list[str]:
     """The dtypes `gpututor doctor` shows and `--peak` measures: what a pipeline-breakdown run
     uses here, plain and with amp=auto where the device runs it natively (an emulated bfloat16
     CPU is measured on first use instead: its sweep is slow and says little)."""
-    import torch
+    from tutor.experiments.common import float32_matmul_dtype
 
-    tf32 = dev.kind == "cuda" and dev.capability is not None and dev.capability >= (8, 0)  # none before Ampere
-    plain = "tfloat32" if tf32 and torch.get_float32_matmul_precision() != "highest" else "float32"
+    plain = float32_matmul_dtype(dev)  # TF32 where allowed, from Ampere on
     amp = "bfloat16" if dev.kind == "cpu" and dev.bf16 else "float16" if dev.kind in ("cuda", "mps") else None
     return [plain] + ([amp] if amp else [])
 
