@@ -21,6 +21,15 @@ _ENV = ("GPUTUTOR_HOME", "GPUTUTOR_DATA_DIR", "GPUTUTOR_CACHE_DIR", "GPUTUTOR_DE
         "GPUTUTOR_MEMORY_MB", "GPUTUTOR_GPU_MEMORY_MB")
 
 
+def _restore(saved: dict[str, str | None]) -> None:
+    """Put the environment variables back as they were (unset where they were unset)."""
+    for k, v in saved.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+
+
 @pytest.fixture(scope="session", autouse=True)
 def session_dirs(tmp_path_factory):
     """A throwaway home and cache dir for the whole test process, set before any fixture runs:
@@ -32,11 +41,7 @@ def session_dirs(tmp_path_factory):
     if MNIST_DIR is not None:  # else each test's fixture points at an empty dir (the offline digits)
         os.environ["GPUTUTOR_DATA_DIR"] = str(MNIST_DIR)
     yield
-    for k, v in saved.items():
-        if v is None:
-            os.environ.pop(k, None)
-        else:
-            os.environ[k] = v
+    _restore(saved)
 
 
 @pytest.fixture(autouse=True)
@@ -56,11 +61,7 @@ def gpututor_env(tmp_path: Path):
     for k in ("GPUTUTOR_DEVICE", "GPUTUTOR_DEBUG"):
         os.environ.pop(k, None)
     yield
-    for k, v in saved.items():
-        if v is None:
-            os.environ.pop(k, None)
-        else:
-            os.environ[k] = v
+    _restore(saved)
 
 
 @pytest.fixture

@@ -178,40 +178,35 @@ def test_a_checkpoint_saved_on_any_accelerator_loads_on_the_cpu(accelerator):
     assert m["cpu_call_moves_model"] is True and m["params_after_cpu_call"] == "cpu"
 
 
-def test_full_float32_works_where_the_program_set_the_newer_precision_api():
-    """A learner's program that sets torch.backends.cuda.matmul.fp32_precision = "tf32" makes the
-    legacy getters raise; a probe comparing float32 results in that process must still run. (A
-    process of its own: the newer API, once used, changes what the legacy getters do.)"""
+def _printed_under_the_newer_precision_api(program: str) -> list[str]:
+    """What `program` prints after torch.backends.cuda.matmul.fp32_precision = "tf32", in a process
+    of its own: the newer API, once used, changes what the legacy getters do for the process."""
     import subprocess
     import sys
 
-    program = (
-        "import torch\n"
+    program = "import torch\ntorch.backends.cuda.matmul.fp32_precision = 'tf32'\n" + program
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout.split()
+
+
+def test_full_float32_works_where_the_program_set_the_newer_precision_api():
+    """A learner's program that sets the newer per-backend precision API makes the legacy getters
+    raise; a probe comparing float32 results in that process must still run."""
+    assert _printed_under_the_newer_precision_api(
         "from tutor.experiments.common import full_float32_matmuls\n"
-        "torch.backends.cuda.matmul.fp32_precision = 'tf32'\n"
         "with full_float32_matmuls() as was_on:\n"
         "    print(was_on, torch.backends.cuda.matmul.fp32_precision)\n"
         "print(torch.backends.cuda.matmul.fp32_precision)\n"
-    )
-    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.split() == ["True", "ieee", "tf32"]
+    ) == ["True", "ieee", "tf32"]
 
 
 def test_the_float32_dtype_is_read_where_the_newer_precision_api_was_used():
     """pipeline-breakdown and profile-step name float32's dtype: under the newer API the legacy
-    getter raises, and that must not take the run down. (A process of its own, as above.)"""
-    import subprocess
-    import sys
-
-    program = (
-        "import torch\n"
+    getter raises, and that must not take the run down."""
+    assert _printed_under_the_newer_precision_api(
         "from tutor.experiments.common import float32_matmul_dtype\n"
         "from tutor.experiments.devices import Device\n"
-        "torch.backends.cuda.matmul.fp32_precision = 'tf32'\n"
         "print(float32_matmul_dtype(Device('cuda', 0, 'NVIDIA H100 80GB HBM3', capability=(9, 0))),\n"
         "      float32_matmul_dtype(Device('cuda', 0, 'Tesla T4', capability=(7, 5))))\n"
-    )
-    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.split() == ["tfloat32", "float32"]
+    ) == ["tfloat32", "float32"]
