@@ -19,11 +19,19 @@ def is_out_of_memory(exc: BaseException) -> bool:
             or "can't allocate memory" in text or "cannot allocate memory" in text)
 
 
+# What CUDA's and MPS's allocators say when the GPU is full (torch.OutOfMemoryError, or a RuntimeError
+# from an older torch or another path), as opposed to the host's allocator.
+_DEVICE_OUT_OF_MEMORY = re.compile(r"CUDA out of memory|MPS backend out of memory")
+
+
 def is_device_out_of_memory(exc: BaseException) -> bool:
     """Out of GPU memory (CUDA's or MPS's allocator), as opposed to the host's."""
-    text = str(exc)
-    return (type(exc).__name__ == "OutOfMemoryError" or "CUDA out of memory" in text
-            or "MPS backend out of memory" in text)
+    return reports_device_out_of_memory(type(exc).__name__, str(exc))
+
+
+def reports_device_out_of_memory(type_name: str | None, message: str | None) -> bool:
+    """The same test for an error known only by its type's name and message (another process's)."""
+    return type_name == "OutOfMemoryError" or bool(type_name and _DEVICE_OUT_OF_MEMORY.search(message or ""))
 
 
 # torch's allocators count in powers of two whatever they print (MPS writes "MB" for MiB).

@@ -62,6 +62,18 @@ def test_host_out_of_memory_is_not_blamed_on_the_gpu():
     assert errors.is_out_of_memory(exc) and not errors.is_device_out_of_memory(exc)
 
 
+@pytest.mark.parametrize("type_name, message, gpu", [
+    ("OutOfMemoryError", CUDA_OOM, True),
+    ("RuntimeError", MPS_OOM, True),  # MPS raises a plain RuntimeError
+    ("RuntimeError", CUDA_OOM, True),  # an older torch, before OutOfMemoryError
+    ("RuntimeError", CPU_OOM, False),
+    ("MemoryError", "", False),
+    (None, CUDA_OOM, False),  # the words printed by a program that raised nothing
+])
+def test_another_process_s_error_is_read_as_gpu_memory_by_its_type_and_message(type_name, message, gpu):
+    assert errors.reports_device_out_of_memory(type_name, message) is gpu
+
+
 @pytest.mark.parametrize("exc", [MemoryError(), RuntimeError("out of memory")])
 def test_an_out_of_memory_without_a_size_still_says_what_to_try(exc):
     assert "Try a smaller batch_size" in errors.describe(exc)

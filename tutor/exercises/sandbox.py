@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tutor.errors import PEER_GONE
+from tutor.errors import PEER_GONE, reports_device_out_of_memory
 from tutor.exercises.child import RANKS_DIR, per_rank, start_time
 from tutor.experiments import gpu_share  # torch-free until a device is asked about
 from tutor.paths import route_torch_caches
@@ -59,7 +59,6 @@ PARTIAL_S = 0.5  # how long on_output waits for the end of a line it has the sta
 DRAIN_S = 1.0  # after the program ends, how long to read what is still in the pipe
 MAX_REPORTS = 10_000
 _MEMORY_TEXT = re.compile(r"MemoryError|can't allocate memory|std::bad_alloc|out of memory", re.I)
-_GPU_MEMORY_TEXT = re.compile(r"CUDA out of memory|MPS backend out of memory")  # tutor.errors.is_device_out_of_memory
 LAUNCH_DIR = ".launch"  # torchrun's log (LAUNCHER_LOG) and its --log-dir
 LAUNCHER_LOG = "torchrun.log"
 GONE_WAIT_S = 3.0  # after killing a launch's processes, how long to wait for them to be gone
@@ -409,10 +408,6 @@ def _is_memory(error_type: str | None, message: str | None, sig: str | None, out
         or bool(sig and not stopped and _MEMORY_TEXT.search(output[-4000:]))
 
 
-def _is_gpu_memory(error_type: str | None, message: str | None) -> bool:
-    return error_type == "OutOfMemoryError" or bool(error_type and _GPU_MEMORY_TEXT.search(message or ""))
-
-
 def run_code(
     code: str,
     workdir: Path,
@@ -448,7 +443,7 @@ def run_code(
         timed_out=ran.timed_out,
         cancelled=ran.cancelled,
         memory_error=_is_memory(error_type, message, sig, ran.output, ran.timed_out or ran.cancelled),
-        gpu_memory_error=_is_gpu_memory(error_type, message),
+        gpu_memory_error=reports_device_out_of_memory(error_type, message),
         gpu_memory_cap_mb=gpu_share.cap_mib(),
         output=ran.output,
         dropped_bytes=ran.dropped,
@@ -664,7 +659,7 @@ def _launch_result(workdir: Path, ran: _Ran, nproc: int) -> SandboxResult:
         timed_out=ran.timed_out,
         cancelled=ran.cancelled,
         memory_error=_is_memory(error_type, message, sig, ran.output, stopped),
-        gpu_memory_error=_is_gpu_memory(error_type, message),
+        gpu_memory_error=reports_device_out_of_memory(error_type, message),
         gpu_memory_cap_mb=gpu_share.cap_mib(),
         output=ran.output,
         dropped_bytes=ran.dropped,
