@@ -1,6 +1,6 @@
 """What a CUDA run shows, checked on a CPU: the `meta` device stands in for the GPU (its work is
-not the CPU's), torch.cpu.synchronize for torch.cuda.synchronize, and hand-built Contexts for
-the errors only a GPU raises."""
+not the CPU's), a synchronize of meta (tutor.lab's, which waits for the device it is given) for
+torch.cuda.synchronize, and hand-built Contexts for the errors only a GPU raises."""
 
 from __future__ import annotations
 
@@ -32,6 +32,10 @@ def _on_meta(code: str, guard: str, sync: str) -> str:
                      "torch.device('meta' if not torch.cuda.is_available() else 'cpu')"))
 
 
+# What torch.cuda.synchronize() is to a CUDA run: a wait for the stand-in GPU's queued work.
+SYNC_META = '__import__("tutor.lab").lab.synchronize("meta")'
+
+
 def _failed(result) -> dict[str, str]:
     return {r.id: r.feedback for r in result.requirements if not r.passed}
 
@@ -40,8 +44,9 @@ def _failed(result) -> dict[str, str]:
 
 
 @pytest.mark.parametrize("sync, synchronized", [
-    ("torch.cpu.synchronize()", True),  # the solution: the CPU call's clock reads need no wait
+    (SYNC_META, True),  # the solution: the CPU call's clock reads need no wait
     ("pass", False),  # no synchronize at all: the GPU call's timing measures the queueing
+    ("torch.cpu.synchronize()", False),  # waits for the CPU, not for the GPU's queue
 ])
 def test_cpu_vs_gpu_timing_helper_on_a_gpu(tmp_path, sync, synchronized) -> None:
     step = load_file(ROOT / "lessons" / "cpu-vs-gpu.yaml").step("practice-intermediate")
@@ -59,8 +64,7 @@ def test_cpu_vs_gpu_timing_helper_on_a_gpu(tmp_path, sync, synchronized) -> None
 
 def test_ex1_notebook_style_on_a_gpu(small_lab, tmp_path) -> None:
     step = load_file(ROOT / "lessons" / "gpu-training-practice.yaml").step("ex1-move-and-time")
-    code = _on_meta((PROGRAMS / "ex1_notebook_style.py").read_text(encoding="utf-8"), "dev.type",
-                    "torch.cpu.synchronize()")
+    code = _on_meta((PROGRAMS / "ex1_notebook_style.py").read_text(encoding="utf-8"), "dev.type", SYNC_META)
     assert "meta" in code
     result = grade_exercise(step, code, tmp_path, accuracy_bars=False)
     assert result.sandbox.ok, result.sandbox.output[-2000:]
@@ -129,7 +133,7 @@ def test_an_unmoved_batch_that_stops_a_gpu_run_is_named_though_the_probe_never_r
     """On a GPU the unmoved batch raises a device mismatch mid-training: the train_batches probe,
     which runs after the program, never runs, and what the observer saw names the cause instead."""
     step = load_file(ROOT / "lessons" / "gpu-training-practice.yaml").step("ex1-move-and-time")
-    code = _on_meta(next(m for m in step.mistakes if m.name == mistake).code, "device.type", "torch.cpu.synchronize()")
+    code = _on_meta(next(m for m in step.mistakes if m.name == mistake).code, "device.type", SYNC_META)
     code = code.replace('"cuda" if torch.cuda.is_available() else "cpu")', '"meta" if not torch.cuda.is_available() else "cpu")')
     assert "meta" in code
     result = grade_exercise(step, code, tmp_path, accuracy_bars=False)

@@ -32,6 +32,7 @@ import os
 import sys
 import time
 import weakref
+from collections.abc import Callable
 from typing import Any
 
 MAX_EVENTS = 200  # saves, loads, autocast blocks... kept per kind
@@ -210,35 +211,44 @@ class Observer:
     def _queued(self, gpu: bool) -> bool:
         return any(n for kind, n in self.queued.items() if (kind != "cpu") == gpu)
 
-    def _sync(self) -> None:
-        # Any synchronize ends the wait for every device: which one a call waits for is not told apart.
+    def _sync(self, kinds: set[str] | None) -> None:
+        """A synchronize returned: the work queued on `kinds` (device types; None: any accelerator's)
+        is done, and the CPU's own with it. torch.cpu.synchronize() does not wait for a GPU."""
         if self.active:
             self.syncs += 1
-            self.queued.clear()
+            if kinds is None:
+                self.queued.clear()
+            else:
+                for kind in kinds | {"cpu"}:
+                    self.queued.pop(kind, None)
 
     def _install_syncs(self, torch: Any) -> None:
-        def wrap(owner: Any, name: str) -> None:
+        def wrap(owner: Any, name: str, kinds: Callable[..., set[str] | None]) -> None:
             real = getattr(owner, name, None)
             if real is None:
                 return
 
             def synchronize(*args: Any, **kwargs: Any) -> Any:
-                self._sync()
-                return real(*args, **kwargs)
+                result = real(*args, **kwargs)  # one that raised waited for nothing
+                self._sync(kinds(*args, **kwargs))
+                return result
 
             synchronize.__name__ = name
             self._patch(owner, name, synchronize)
 
-        for module_name in ("cuda", "mps", "cpu", "xpu", "accelerator"):
-            module = getattr(torch, module_name, None)
+        for kind in ("cuda", "mps", "cpu", "xpu"):
+            module = getattr(torch, kind, None)
             if module is not None:
-                wrap(module, "synchronize")
+                wrap(module, "synchronize", lambda *_, kind=kind, **__: {kind})
+        if getattr(torch, "accelerator", None) is not None:
+            wrap(torch.accelerator, "synchronize", lambda *_, **__: None)  # the current accelerator
         for cls in (getattr(torch.cuda, "Event", None), getattr(torch.cuda, "Stream", None)):
             if cls is not None:
-                wrap(cls, "synchronize")
+                wrap(cls, "synchronize", lambda *_, **__: {"cuda"})
         from tutor.experiments import timing
 
-        wrap(timing, "synchronize")  # tutor.lab.synchronize calls it
+        # tutor.lab.synchronize(device) calls it; it waits for that device's type.
+        wrap(timing, "synchronize", lambda device=None, *_, **__: {str(device).split(":", 1)[0]})
 
         real_available = torch.cuda.is_available
         self.cuda_available = bool(real_available())
