@@ -151,10 +151,14 @@ def _caught_oom(dev: Any) -> str:
     # retries: with over 256 MiB cached (other GPU tests earlier in this process) 512 MiB would fit.
     gc.collect()
     torch.cuda.empty_cache()
-    torch.cuda.set_per_process_memory_fraction((torch.cuda.memory_reserved(index) + cap) / total, index)
+    # What stays reserved holds live tensors, and free splits beside them that an allocation may
+    # reuse: ask for more than all of it, plus twice the cap, so only a new block could hold it.
+    held = torch.cuda.memory_reserved(index)
+    asked = held + 2 * cap
+    torch.cuda.set_per_process_memory_fraction((held + cap) / total, index)
     caught = None
     try:
-        torch.empty(2 * cap, dtype=torch.uint8, device=dev.torch_device)
+        torch.empty(asked, dtype=torch.uint8, device=dev.torch_device)
     except torch.cuda.OutOfMemoryError as exc:
         caught = exc
     finally:
@@ -162,11 +166,12 @@ def _caught_oom(dev: Any) -> str:
         gc.collect()
         torch.cuda.empty_cache()
     if caught is None:
-        raise AssertionError("512 MiB fitted under a 256 MiB cap: the cap did not hold")
+        raise AssertionError(f"{asked >> 20:,} MiB fitted under a 256 MiB cap: the cap did not hold")
     after = torch.empty(cap, dtype=torch.uint8, device=dev.torch_device)  # the same memory, once the cap is gone
     del after
     torch.cuda.empty_cache()
-    return f"512 MiB under a 256 MiB cap: caught: “{_first_sentence(errors.describe(caught))}”; memory usable again after"
+    return (f"{asked >> 20:,} MiB under a 256 MiB cap: caught: “{_first_sentence(errors.describe(caught))}”; "
+            "memory usable again after")
 
 
 def _caught_host_oom() -> str:
