@@ -56,7 +56,12 @@ def build_parser() -> argparse.ArgumentParser:
         "With no sub-command it opens the tutor (an interactive terminal UI): enter opens a "
         "lesson, r reviews the questions of lessons you finished, ? lists every key.",
         epilog="environment: GPUTUTOR_HOME (progress database and settings), GPUTUTOR_DATA_DIR "
-        "(MNIST location), GPUTUTOR_DEVICE (as --device), GPUTUTOR_MEMORY_MB (memory each run may allocate, host and GPU), GPUTUTOR_GPU_MEMORY_MB (GPU memory each run may use, on a shared GPU; settings.toml: gpu_memory_mb), GPUTUTOR_THREADS (CPU threads training uses), NO_COLOR (plain output), GPUTUTOR_DEBUG=1 (show tracebacks). "
+        "(MNIST location), GPUTUTOR_CACHE_DIR (downloaded MNIST, measured peaks, scratch files), "
+        "GPUTUTOR_DEVICE (as --device), GPUTUTOR_MEMORY_MB (memory each run may allocate, host and GPU), "
+        "GPUTUTOR_GPU_MEMORY_MB (GPU memory each run may use, on a shared GPU; settings.toml: "
+        "gpu_memory_mb), GPUTUTOR_THREADS (CPU threads training uses), GPUTUTOR_CPU_BUDGET_S (seconds "
+        "of timed CPU work a run step plans for; heavier work is projected, and says so), NO_COLOR "
+        "(plain output), GPUTUTOR_DEBUG=1 (show tracebacks). "
         "Exit codes: 0 ok, 1 a run failed, 2 bad input, 130 cancelled.",
     )
     parser.add_argument("--version", action="version", version=f"gpututor {__version__}")
