@@ -400,3 +400,24 @@ def test_readme_names_every_experiment() -> None:
 
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert [name for name in REGISTRY if name not in readme] == []
+
+
+def test_readme_lists_every_built_in_lesson() -> None:
+    """Each lesson's title starts with a name in bold in the README's list (the longest that fits)."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    listed = re.findall(r"\*\*([^*]+)\*\*", readme.split("The lessons, in order:", 1)[1].split("\n| key", 1)[0])
+    titles = [load_file(path).title for path in sorted((ROOT / "lessons").glob("*.yaml"))]
+    named = {title: max((name for name in listed if title == name or title.startswith(name + ":")), key=len,
+                        default=None) for title in titles}
+    assert [title for title, name in named.items() if name is None] == []
+    assert len(set(named.values())) == len(titles)
+
+
+def test_help_names_every_environment_variable_the_readme_does() -> None:
+    from tutor.cli import build_parser
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    in_readme = set(re.findall(r"`(GPUTUTOR_[A-Z_]+)`", readme.split("Global options:", 1)[1].split("\n## ", 1)[0]))
+    assert len(in_readme) >= 8
+    epilog = build_parser().epilog
+    assert sorted(name for name in in_readme if name not in epilog) == []
