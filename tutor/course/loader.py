@@ -269,9 +269,11 @@ def _semantic_issues(data: dict[str, Any], marks: dict[Path_, Pos], path: str) -
         if kind == "run":
             check_experiment(loc, step.get("experiment"), step.get("params", {}))
             issues += _tweak_issues(step, loc, marks, path)
-        elif kind == "check" and isinstance(step.get("verify"), dict):
-            verify = step["verify"]
-            check_experiment((*loc, "verify"), verify.get("experiment"), verify.get("params", {}))
+        elif kind == "check":
+            verify = step.get("verify")
+            if isinstance(verify, dict):
+                check_experiment((*loc, "verify"), verify.get("experiment"), verify.get("params", {}))
+            issues += _check_answer_issues(step, loc, marks, path)
         elif kind == "instrument":
             issues += _instrument_issues(step, loc, marks, path, steps)
         elif kind == "predict" and isinstance(step.get("compare"), str):
@@ -292,6 +294,42 @@ def _semantic_issues(data: dict[str, Any], marks: dict[Path_, Pos], path: str) -
                 if metric not in metrics:
                     add((*loc, "compare"), f"experiment {run['experiment']!r} (step {run.get('id')!r}) has no "
                         f"metric {metric!r}{_did_you_mean(metric, metrics)}; it reports: {_reported(metrics)}")
+    return issues
+
+
+def _check_answer_issues(step: dict[str, Any], loc: tuple[Any, ...], marks: dict[Path_, Pos],
+                         path: str) -> list[LessonIssue]:
+    """A check's answer must be one a learner can get right: a choice with a correct option, a
+    number with a value or a metric its verify run reports."""
+    answer = step.get("answer")
+    if not isinstance(answer, dict):
+        return []  # the schema reports it
+    where = (*loc, "answer")
+    issues: list[LessonIssue] = []
+
+    def add(at: tuple[Any, ...], message: str, at_key: bool = False) -> None:
+        line, col = position(marks, at, at_key)
+        issues.append(LessonIssue(path, line, col, f"step {step.get('id')!r} {message}"))
+
+    options = answer.get("options")
+    if answer.get("type") == "choice" and isinstance(options, list) and len(options) >= 2 and not any(
+            isinstance(o, dict) and o.get("correct") is True for o in options):
+        add((*where, "options"), "answer: no option has `correct: true`, so no answer can pass: mark the right one(s)",
+            at_key=True)
+    if answer.get("type") != "number":
+        return issues
+    metric, verify = answer.get("from_metric"), step.get("verify")
+    if metric is None and answer.get("value") is None:
+        add(where, "answer: a number check needs the right answer: `value: N`, or `from_metric: NAME` (a metric of "
+            "its verify run)", at_key=True)
+    elif isinstance(metric, str) and not isinstance(verify, dict):
+        add((*where, "from_metric"), f"answer: from_metric {metric!r} is read from this check's verify run, and it has "
+            "none: add `verify: {experiment: NAME}`, or give the answer as `value`", at_key=True)
+    elif isinstance(metric, str) and verify.get("experiment") in experiments.REGISTRY:
+        metrics = experiments.REGISTRY[verify["experiment"]].metrics
+        if metric not in metrics:
+            add((*where, "from_metric"), f"from_metric: experiment {verify['experiment']!r} (its verify run) has no metric "
+                f"{metric!r}{_did_you_mean(metric, metrics)}; it reports: {_reported(metrics)}")
     return issues
 
 
