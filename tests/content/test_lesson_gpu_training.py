@@ -372,6 +372,16 @@ def test_doc_step_examples_load(doc):
             assert not any(grade(a, step.answer).correct for a in step.examples.wrong)
 
 
+def test_doc_predict_answer_examples_lint_clean(doc):
+    """A prediction's `answer:` shown on its own is valid in a predict step before a run of train."""
+    fragments = [lines for lang, lines in fenced(doc) if lang == "yaml" and lines[:1] == ["    answer:"]]
+    assert fragments
+    for lines in fragments:
+        text = ("id: t\ntitle: T\nsteps:\n  - id: guess\n    kind: predict\n    prompt: P\n" + "\n".join(lines)
+                + "\n  - id: zz-run\n    kind: run\n    experiment: train\n")
+        assert isinstance(load_text(text, "fragment.yaml").steps[0], PredictStep)
+
+
 def test_doc_lint_example_matches_the_loader(doc):
     """The doc shows a broken lesson and the error it gets: keep that output real."""
     from tutor.course.lesson import LessonError
