@@ -204,7 +204,8 @@ def test_predict_compare_against_the_next_instrument_not_a_later_run():
 
 def test_predict_compare_with_nothing_after_it():
     text = HEAD + "  - id: p\n    kind: predict\n    prompt: q\n    answer: {type: number}\n    compare: mfu\n"
-    assert issues(text) == ["t.yaml:8:14: compares 'mfu' but no run or instrument step follows it"]
+    assert issues(text) == ["t.yaml:8:14: step 'p' compares 'mfu' but no run or instrument step follows it: a "
+                            "prediction is revealed by the next one after it (put this step before it)"]
 
 
 # ---------------------------------------------------------------- lint: tweak on run steps

@@ -375,6 +375,17 @@ def test_a_date_or_yes_where_text_belongs_asks_for_quotes():
     ]
 
 
+def test_an_unquoted_off_where_a_parameter_wants_the_word_says_to_quote_it():
+    text = ("id: t\ntitle: T\nsteps:\n  - id: r\n    kind: run\n    experiment: train\n    params: {amp: off}\n"
+            "    tweak:\n      amp: [off, auto]\n")
+    with pytest.raises(LessonError) as info:
+        load_text(text, "t.yaml")
+    said = [str(i) for i in info.value.issues]
+    assert said[0].startswith("t.yaml:7:19: experiment 'train' parameter 'amp': Input should be 'off'")
+    assert said[1].startswith("t.yaml:9:13: step 'r' tweak 'amp': False: Input should be 'off'")
+    assert all(line.endswith('YAML reads an unquoted off as false: write "off"') for line in said[:2])
+
+
 def test_utf16_is_named(tmp_path: Path):
     path = tmp_path / "u.yaml"
     path.write_bytes("id: x\n".encode("utf-16"))

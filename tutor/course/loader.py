@@ -115,6 +115,17 @@ def _did_you_mean(word: Any, choices: Iterable[str], cutoff: float = 0.6) -> str
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 
+def _unquoted_word(value: Any, msg: str) -> str:
+    """YAML 1.1 reads an unquoted off/no as false and on/yes as true: where the parameter wanted
+    that word as text, say so (pydantic says only that False is not 'off')."""
+    if not isinstance(value, bool):
+        return ""
+    for word in (("off", "no") if value is False else ("on", "yes")):
+        if f"'{word}'" in msg:
+            return f"; YAML reads an unquoted {word} as {str(value).lower()}: write \"{word}\""
+    return ""
+
+
 def _got(value: Any) -> str:
     if isinstance(value, (dict, list)):
         return ""
@@ -256,8 +267,8 @@ def _semantic_issues(data: dict[str, Any], marks: dict[Path_, Pos], path: str) -
                 elif key is None:  # a check across parameters (batch_size a multiple of micro_batches)
                     add(ploc, f"experiment {name!r} params: {err['msg'].removeprefix('Value error, ')}")
                 else:
-                    add(ploc, f"experiment {name!r} parameter {key!r}: "
-                        f"{err['msg'].removeprefix('Value error, ')}{_got(err.get('input'))}")
+                    add(ploc, f"experiment {name!r} parameter {key!r}: {err['msg'].removeprefix('Value error, ')}"
+                        f"{_got(err.get('input'))}{_unquoted_word(err.get('input'), err['msg'])}")
 
     steps = data.get("steps")
     steps = steps if isinstance(steps, list) else []
@@ -282,7 +293,8 @@ def _semantic_issues(data: dict[str, Any], marks: dict[Path_, Pos], path: str) -
             run = next((s for s in steps[i + 1 :] if isinstance(s, dict) and s.get("kind") in ("run", "instrument")),
                        None)
             if run is None:
-                add((*loc, "compare"), f"compares {metric!r} but no run or instrument step follows it")
+                add((*loc, "compare"), f"step {step.get('id')!r} compares {metric!r} but no run or instrument "
+                    "step follows it: a prediction is revealed by the next one after it (put this step before it)")
             elif run.get("kind") == "instrument":
                 name = run.get("instrument")
                 inst = instruments.REGISTRY.get(name) if isinstance(name, str) else None
@@ -428,7 +440,8 @@ def _tweak_issues(step: dict[str, Any], loc: tuple[Any, ...], marks: dict[Path_,
             except ValidationError as e:
                 msg = e.errors()[0]["msg"].removeprefix("Value error, ")
                 line, col = position(marks, (*where, j))
-                issues.append(LessonIssue(path, line, col, f"step {step.get('id')!r} tweak {key!r}: {value!r}: {msg}"))
+                issues.append(LessonIssue(path, line, col, f"step {step.get('id')!r} tweak {key!r}: {value!r}: {msg}"
+                                          f"{_unquoted_word(value, msg)}"))
     return issues
 
 
