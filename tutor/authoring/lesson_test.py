@@ -90,7 +90,7 @@ class Player:
             for issue in e.issues:
                 yield Outcome(str(path), f"line {issue.line}", "lint", "loads and lints clean", False, issue.message)
             return
-        yield Outcome(lesson.id, "-", "lint", "loads and lints clean", True, f"{len(lesson.steps)} steps")
+        yield Outcome(lesson.id, "-", "lint", "loads and lints clean", True, f"{len(lesson.steps)} step{'s' if len(lesson.steps) != 1 else ''}")
         yield from self.play(lesson)
 
     def play(self, lesson: Lesson) -> Iterator[Outcome]:
@@ -234,7 +234,7 @@ class Player:
                 failures.append(f"{label} {answer[:60]!r} graded {'wrong' if want else 'right'}"
                                 + (f": {verdict.feedback}" if want and verdict.feedback else "")
                                 + _negations(answer, spec, verdict, want))
-        yield Outcome(lesson.id, step.id, "check", f"grades {len(answers)} answers as listed", not failures,
+        yield Outcome(lesson.id, step.id, "check", f"grades {len(answers)} answer{'s' if len(answers) != 1 else ''} as listed", not failures,
                       "; ".join(failures), time.perf_counter() - t0)
         if isinstance(spec, NumberAnswer) and spec.ranges:
             yield self._bands_outcome(lesson, step, metrics)
