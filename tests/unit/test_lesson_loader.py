@@ -386,6 +386,25 @@ def test_an_unquoted_off_where_a_parameter_wants_the_word_says_to_quote_it():
     assert all(line.endswith('YAML reads an unquoted off as false: write "off"') for line in said[:2])
 
 
+def test_an_unknown_key_is_matched_against_the_keys_of_its_own_mapping():
+    text = ("id: t\ntitle: T\nsteps:\n  - id: q\n    kind: check\n    prompt: Which?\n    answer:\n"
+            "      type: choice\n      options:\n        - {text: a, corect: true}\n        - {text: b, colour: red}\n"
+            "  - id: w\n    kind: check\n    prompt: Why?\n    answer:\n      type: text\n"
+            "      reference: the gradients underflow\n      rubric:\n"
+            "        require:\n          - {name: u, any: [underflow], mising: say underflow}\n"
+            "        misconception:\n          - {name: m, any: [faster]}\n")
+    with pytest.raises(LessonError) as info:
+        load_text(text, "t.yaml")
+    assert [str(i) for i in info.value.issues] == [
+        # the typo is the error; that no option is correct follows from it and is not said again
+        "t.yaml:10:21: step 'q' answer.options[0]: unknown key 'corect' (did you mean 'correct'?)",
+        "t.yaml:11:21: step 'q' answer.options[1]: unknown key 'colour'; it takes: text, correct, feedback, min, max",
+        "t.yaml:20:41: step 'w' answer.rubric.require[0]: unknown key 'mising' (did you mean 'missing'?)",
+        # a key of the rubric, not 'concept', a key of steps
+        "t.yaml:21:9: step 'w' answer.rubric: unknown key 'misconception' (did you mean 'misconceptions'?)",
+    ]
+
+
 def test_utf16_is_named(tmp_path: Path):
     path = tmp_path / "u.yaml"
     path.write_bytes("id: x\n".encode("utf-16"))

@@ -9,13 +9,14 @@ import datetime
 import difflib
 import math
 import re
+import typing
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
-from checks.spec import ChoiceAnswer, NumberAnswer, TextAnswer
+from checks.spec import ChoiceAnswer, ChoiceOption, NumberAnswer, TextAnswer
 from tutor import experiments, instruments
 from tutor.course.lesson import (
     LEDGER_AGGREGATES,
@@ -100,6 +101,33 @@ _STEP_MODELS = {m.model_fields["kind"].annotation.__args__[0]: m
                 for m in (ReadStep, PredictStep, RunStep, CheckStep, ExerciseStep, InstrumentStep)}
 
 
+def _models_in(annotation: Any) -> list[type[BaseModel]]:
+    """The models a field can hold, through Optional, list and Annotated unions."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    return [m for arg in typing.get_args(annotation) for m in _models_in(arg)]
+
+
+def _keys_at(loc: tuple[Any, ...], data: Any) -> list[str] | None:
+    """The keys the mapping at `loc` takes, its model found by walking the lesson's models along
+    `loc` (a union picked by the mapping's own `kind` or `type`); None where that is unclear."""
+    models: list[type[BaseModel]] = [Lesson]
+    node = data
+    for part in loc:
+        if isinstance(part, int):
+            node = node[part] if isinstance(node, list) and part < len(node) else None
+        else:
+            node = node.get(part) if isinstance(node, dict) else None
+            models = [m for model in models if part in model.model_fields
+                      for m in _models_in(model.model_fields[part].annotation)]
+        if len(models) > 1 and isinstance(node, dict):
+            for tag in ("kind", "type"):
+                if tag in node:
+                    models = [m for m in models if tag in m.model_fields
+                              and node[tag] in typing.get_args(m.model_fields[tag].annotation)]
+    return list(models[0].model_fields) if len(models) == 1 else None
+
+
 def _step_fields(loc: tuple[Any, ...], data: Any) -> list[str] | None:
     """[kind, *its keys] when loc is a step of a known kind, else None."""
     if len(loc) != 2 or loc[0] != "steps" or not isinstance(data, dict):
@@ -171,6 +199,8 @@ def _schema_issues(e: ValidationError, data: Any, marks: dict[Path_, Pos], path:
                 article = "an" if fields[0][0] in "aeiou" else "a"
                 hint = (_did_you_mean(key, fields, 0.7)
                         or f"; {article} {fields[0]} step takes: {', '.join(fields[1:])}")
+            elif (keys := _keys_at(loc[:-1], data)) is not None:
+                hint = _did_you_mean(key, keys, 0.6) or f"; it takes: {', '.join(keys)}"
             else:
                 hint = _did_you_mean(key, [k for k in _known_keys() if k != key], 0.7)
             add(position(marks, loc, at_key=True), _where(loc[:-1], data), f"unknown key {key!r}{hint}")
@@ -324,8 +354,10 @@ def _check_answer_issues(step: dict[str, Any], loc: tuple[Any, ...], marks: dict
         issues.append(LessonIssue(path, line, col, f"step {step.get('id')!r} {message}"))
 
     options = answer.get("options")
+    known = set(ChoiceOption.model_fields)
     if answer.get("type") == "choice" and isinstance(options, list) and len(options) >= 2 and not any(
-            isinstance(o, dict) and o.get("correct") is True for o in options):
+            isinstance(o, dict) and (o.get("correct") is True or set(o) - known) for o in options):
+        # (an option with a misspelt key, `corect: true`, is reported as that)
         add((*where, "options"), "answer: no option has `correct: true`, so no answer can pass: mark the right one(s)",
             at_key=True)
     if answer.get("type") != "number":
