@@ -285,10 +285,24 @@ def test_lint_reports_exercise_requirements_the_checker_cannot_run(tmp_path):
     )
     with pytest.raises(LessonError) as info:
         load_file(path)
-    found = [(i.line, i.message) for i in info.value.issues]
-    assert found[0][0] == 9 and "unknown probe 'nope'" in found[0][1]
-    assert found[1][0] == 10 and "does not compile" in found[1][1]
-    assert found[2][0] == 12 and "'missing'" in found[2][1]
+    found = [(i.line, i.col, i.message) for i in info.value.issues]
+    # at the value that is wrong, not the start of its requirement
+    assert found[0][:2] == (9, 49) and "unknown probe 'nope'; available: " in found[0][2]
+    assert found[1][:2] == (10, 40) and "does not compile" in found[1][2]
+    assert found[2][0] == 12 and "'missing'" in found[2][2]
+
+
+def test_a_misspelt_behaviour_check_or_probe_gets_a_suggestion_at_its_value():
+    text = ("id: t\ntitle: T\nsteps:\n  - id: ex\n    kind: exercise\n    starter: x = 1\n    solution: x = 1\n"
+            "    requirements:\n      - type: behaviour\n        id: b\n        check: device_fallbak\n"
+            "        feedback: f\n      - {type: function, id: p, name: g, probe: picks_devic, feedback: f}\n")
+    with pytest.raises(LessonError) as info:
+        load_text(text, "t.yaml")
+    assert [str(i) for i in info.value.issues] == [
+        "t.yaml:11:16: step 'ex' requirement 'b': unknown behaviour check 'device_fallbak' (did you mean "
+        "'device_fallback'?)",
+        "t.yaml:13:49: step 'ex' requirement 'p': unknown probe 'picks_devic' (did you mean 'picks_device'?)",
+    ]
 
 
 @pytest.mark.parametrize("name, expected", [

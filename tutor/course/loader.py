@@ -626,14 +626,18 @@ def _requirement_issues(step: ExerciseStep, i: int, marks: dict[Path_, Pos], pat
 
     issues = []
     for j, req in enumerate(step.requirements):
-        problem = None
+        problem, at = None, None  # at: the key whose value is wrong, else the requirement itself
         if isinstance(req, FunctionRequirement) and req.probe not in PROBES:
-            problem = f"unknown probe {req.probe!r}; available: {', '.join(sorted(PROBES))}"
+            close = _did_you_mean(req.probe, PROBES)
+            problem, at = (f"unknown probe {req.probe!r}"
+                           + (close or f"; available: {', '.join(sorted(PROBES))}")), "probe"
         elif isinstance(req, FunctionRequirement) and step.launch is not None:
             problem = ("a function probe calls the learner's function in one process; a step with launch runs "
                        "several (judge them with behaviour checks)")
         elif isinstance(req, BehaviourRequirement) and req.check not in BEHAVIOURS:
-            problem = f"unknown behaviour check {req.check!r}; available: {', '.join(sorted(BEHAVIOURS))}"
+            close = _did_you_mean(req.check, BEHAVIOURS)
+            problem, at = (f"unknown behaviour check {req.check!r}"
+                           + (close or f"; available: {', '.join(sorted(BEHAVIOURS))}")), "check"
         elif isinstance(req, BehaviourRequirement) and req.check in DISTRIBUTED and step.launch is None:
             problem = (f"behaviour check {req.check!r} compares the processes of a torchrun launch: give the step "
                        "launch: {nproc: 2}")
@@ -650,9 +654,9 @@ def _requirement_issues(step: ExerciseStep, i: int, marks: dict[Path_, Pos], pat
             try:
                 re.compile(req.pattern)
             except re.error as e:
-                problem = f"pattern does not compile: {e}"
+                problem, at = f"pattern does not compile: {e}", "pattern"
         if problem:
-            line, col = position(marks, ("steps", i, "requirements", j))
+            line, col = position(marks, ("steps", i, "requirements", j, *([at] if at else [])))
             issues.append(LessonIssue(path, line, col, f"step {step.id!r} requirement {req.id!r}: {problem}"))
     ids = [m.fails for m in step.mistakes]
     known = {r.id for r in step.requirements}
