@@ -234,7 +234,7 @@ def _schema_issues(e: ValidationError, data: Any, marks: dict[Path_, Pos], path:
             add(position(marks, loc), _where(loc, data),
                 f"a Python function name: letters, digits and _, like 'train_one_epoch'{_got(err.get('input'))}")
         else:
-            msg = str(err.get("msg", "invalid value")).replace(" after validation", "")
+            msg = str(err.get("msg", "invalid value")).replace(" after validation", "").removeprefix("Value error, ")
             add(position(marks, loc), _where(loc, data) or "lesson", f"{msg}{_got(err.get('input'))}")
     return issues
 
