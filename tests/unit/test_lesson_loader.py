@@ -419,6 +419,18 @@ def test_an_unknown_key_is_matched_against_the_keys_of_its_own_mapping():
     ]
 
 
+def test_a_valid_step_s_requirements_are_checked_while_another_step_is_broken():
+    text = ("id: t\ntitle: T\nsteps:\n  - id: r\n    kind: run\n    experiment: train\n    parms: {epochs: 1}\n"
+            "  - id: ex\n    kind: exercise\n    starter: x = 1\n    solution: x = 1\n    requirements:\n"
+            "      - {type: source, id: s, pattern: \"(unclosed\", feedback: f}\n")
+    with pytest.raises(LessonError) as info:
+        load_text(text, "t.yaml")
+    said = [str(i) for i in info.value.issues]
+    assert said[0].startswith("t.yaml:7:5: step 'r': unknown key 'parms' (did you mean 'params'?)")
+    assert said[1].startswith("t.yaml:13:40: step 'ex' requirement 's': pattern does not compile")
+    assert len(said) == 2
+
+
 def test_utf16_is_named(tmp_path: Path):
     path = tmp_path / "u.yaml"
     path.write_bytes("id: x\n".encode("utf-16"))

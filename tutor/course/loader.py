@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from checks.spec import ChoiceAnswer, ChoiceOption, NumberAnswer, TextAnswer
 from tutor import experiments, instruments
@@ -38,6 +38,7 @@ from tutor.course.lesson import (
     ReadStep,
     RunStep,
     SourceRequirement,
+    Step,
     Verify,
 )
 from tutor.course.lesson_yaml import Path_, Pos, parse, position
@@ -565,13 +566,30 @@ def _ledger_problem(expr: Any, controls: list[str], outputs: list[str], steps: l
     return f"{expr!r} should start with 'settings.', 'outputs.', 'prediction.' or 'run.'"
 
 
-def _rubric_issues(lesson: Lesson, marks: dict[Path_, Pos], path: str, grade_examples: bool) -> list[LessonIssue]:
+_STEP = TypeAdapter(Step)
+
+
+def _valid_steps(data: dict[str, Any], lesson_dir: Path | None) -> list[tuple[int, Any]]:
+    """(index, step) for each step that is valid on its own, in a lesson that as a whole is not:
+    its rubric and requirements are checked in the same pass as the other steps' errors."""
+    steps = data.get("steps")
+    valid = []
+    for i, raw in enumerate(steps if isinstance(steps, list) else []):
+        try:
+            valid.append((i, _STEP.validate_python(raw, context={"lesson_dir": lesson_dir})))
+        except ValidationError:
+            pass  # reported by the lesson's own validation
+    return valid
+
+
+def _rubric_issues(steps: list[tuple[int, Any]], marks: dict[Path_, Pos], path: str,
+                   grade_examples: bool) -> list[LessonIssue]:
     """Rubric phrases that cannot grade well (bad regex, a phrase that shrinks to one common word),
     and exercise requirements the checker cannot run (a regex that does not compile, an unknown probe)."""
     from checks.text import lint_rubric
 
     issues = []
-    for i, step in enumerate(lesson.steps):
+    for i, step in steps:
         if isinstance(step, ExerciseStep):
             issues += _requirement_issues(step, i, marks, path)
             continue
@@ -816,14 +834,14 @@ def _load(text: str, path: str, *, grade_examples: bool) -> tuple[Lesson, dict[P
     issues += _duplicate_step_ids(data, marks, path)
     issues += _semantic_issues(data, marks, path)
     lesson = None
+    # A python requirement's grader file is found beside the lesson file ("<lesson>": no file).
+    lesson_dir = None if path.startswith("<") else Path(path).resolve().parent
     try:
-        # A python requirement's grader file is found beside the lesson file ("<lesson>": no file).
-        lesson_dir = None if path.startswith("<") else Path(path).resolve().parent
         lesson = Lesson.model_validate(data, context={"lesson_dir": lesson_dir})
     except ValidationError as e:
         issues += _schema_issues(e, data, marks, path)
-    if lesson is not None:
-        issues += _rubric_issues(lesson, marks, path, grade_examples)
+    steps = list(enumerate(lesson.steps)) if lesson is not None else _valid_steps(data, lesson_dir)
+    issues += _rubric_issues(steps, marks, path, grade_examples)
     if issues or lesson is None:
         raise LessonError(sorted(_dedupe(issues), key=lambda i: (i.line, i.col)))
     return lesson, marks
