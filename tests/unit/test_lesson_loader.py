@@ -431,6 +431,19 @@ def test_a_valid_step_s_requirements_are_checked_while_another_step_is_broken():
     assert len(said) == 2
 
 
+def test_a_number_predicted_with_options_that_have_no_range_is_an_error():
+    text = ("id: t\ntitle: T\nsteps:\n  - id: guess\n    kind: predict\n    prompt: How many steps?\n"
+            "    answer:\n      type: choice\n      options: [about 100, about 1000]\n    compare: steps\n"
+            "  - id: r\n    kind: run\n    experiment: train\n")
+    with pytest.raises(LessonError) as info:
+        load_text(text, "t.yaml")
+    assert [str(i) for i in info.value.issues] == [
+        "t.yaml:9:7: step 'guess' compares the number 'steps' with options that have no `min`/`max`, so no "
+        "measurement can land in one: give each option the range it stands for"]
+    # a text metric is matched by an option's text: no range needed
+    load_text(text.replace("compare: steps", "compare: device").replace("[about 100, about 1000]", "[cpu, cuda]"))
+
+
 def test_utf16_is_named(tmp_path: Path):
     path = tmp_path / "u.yaml"
     path.write_bytes("id: x\n".encode("utf-16"))

@@ -337,6 +337,10 @@ def _semantic_issues(data: dict[str, Any], marks: dict[Path_, Pos], path: str) -
                 if metric not in metrics:
                     add((*loc, "compare"), f"experiment {run['experiment']!r} (step {run.get('id')!r}) has no "
                         f"metric {metric!r}{_did_you_mean(metric, metrics)}; it reports: {_reported(metrics)}")
+                elif metrics[metric].unit not in ("text", "bool") and _unranged_choice(step.get("answer")):
+                    add((*loc, "answer", "options"), f"step {step.get('id')!r} compares the number {metric!r} with "
+                        "options that have no `min`/`max`, so no measurement can land in one: give each option "
+                        "the range it stands for", at_key=True)
     return issues
 
 
@@ -376,6 +380,13 @@ def _check_answer_issues(step: dict[str, Any], loc: tuple[Any, ...], marks: dict
             add((*where, "from_metric"), f"from_metric: experiment {verify['experiment']!r} (its verify run) has no metric "
                 f"{metric!r}{_did_you_mean(metric, metrics)}; it reports: {_reported(metrics)}")
     return issues
+
+
+def _unranged_choice(answer: Any) -> bool:
+    """A choice whose options all lack a range (and could be matched by their text alone)."""
+    options = answer.get("options") if isinstance(answer, dict) and answer.get("type") == "choice" else None
+    return isinstance(options, list) and len(options) >= 2 and not any(
+        isinstance(o, dict) and ("min" in o or "max" in o) for o in options)
 
 
 def _reported(metrics: Any) -> str:
