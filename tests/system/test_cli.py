@@ -498,13 +498,43 @@ def test_run_ctrl_c_is_clean():
     assert "cancelled" in err and "Traceback" not in err
 
 
+@pytest.mark.skipif(os.name != "posix", reason="SIGINT")
+@pytest.mark.parametrize("during", ["device", "experiment"])
+def test_ctrl_c_while_torch_imports_lets_the_import_finish_then_cancels(capsys, monkeypatch, during):
+    """A ctrl-c inside `import torch` could leave numpy half made (the run then fell back to
+    synthetic digits, or trained on as if nothing was pressed): it is held until the imports
+    are done, then the run is cancelled before any training."""
+    import signal
+
+    from tutor.experiments import devices
+
+    finished: list[str] = []
+    real_resolve, real_load = devices.resolve, experiments.Experiment.load
+
+    def pressed_while(real, name):
+        def importing(*args, **kwargs):
+            os.kill(os.getpid(), signal.SIGINT)
+            finished.append(name)  # not reached if the interrupt lands here
+            return real(*args, **kwargs)
+        return importing
+
+    if during == "device":
+        monkeypatch.setattr(devices, "resolve", pressed_while(real_resolve, during))
+    else:
+        monkeypatch.setattr(experiments.Experiment, "load", pressed_while(real_load, during))
+    code, out, err = run_cli(capsys, "run", "fp16-underflow", "--json")
+    assert finished == [during]
+    assert code == 130 and json_lines(out)[-1]["event"] == "cancelled" and "Traceback" not in err
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # handed back
+
+
 def test_unexpected_errors_are_one_line_unless_debugging(capsys, monkeypatch):
-    import tutor.cli as cli
+    import tutor.cli.learner as learner
 
     def broken(args, ctx):
         raise ValueError("something internal\nsecond line")
 
-    monkeypatch.setattr(cli, "cmd_list", broken)
+    monkeypatch.setattr(learner, "cmd_list", broken)
     code, out, err = run_cli(capsys, "list")
     assert code == 1 and out == ""
     assert err.splitlines() == ["gpututor: unexpected error: ValueError: something internal",

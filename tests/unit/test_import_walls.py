@@ -41,3 +41,20 @@ def test_experiments_never_import_textual():
     loaded = _loaded_after("import tutor.experiments.engine, tutor.exercises.observe, tutor.exercises.probes\n"
                            + "\n".join(f"import tutor.experiments.{n}" for n in names))
     assert "textual" not in _tops(loaded) and "torch" in _tops(loaded)
+
+
+def test_the_command_line_starts_on_the_standard_library_alone():
+    """`gpututor --help` is instant, and a ctrl-c in the command's own imports lands inside main()
+    (a clean "cancelled"): the entry point loads no third-party package, nor the handlers' modules."""
+    loaded = _loaded_after("import tutor.cli")
+    assert not _tops(loaded) & {"pydantic", "rich", "textual", "yaml", "torch", "numpy", "checks"}
+    assert not {"tutor.cli.learner", "tutor.cli.run", "tutor.cli.instructor", "tutor.cli.calibrate"} & loaded
+
+
+def test_every_command_s_handler_exists():
+    import importlib
+
+    from tutor.cli import HANDLERS
+
+    for module, name in HANDLERS.values():
+        assert callable(getattr(importlib.import_module(f"tutor.cli.{module}"), name)), (module, name)

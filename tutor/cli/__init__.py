@@ -16,21 +16,31 @@ import os
 import sys
 from pathlib import Path
 
+import importlib
+
 from tutor import __version__
-from tutor.cli.calibrate import cmd_calibrate, cmd_roofline
 from tutor.cli.common import BAD_INPUT, CANCELLED, FAILED, Context, UsageError, eprint
-from tutor.cli.instructor import cmd_lesson, cmd_lint, cmd_new, cmd_schema
-from tutor.cli.learner import (
-    cmd_check,
-    cmd_doctor,
-    cmd_exercise,
-    cmd_export,
-    cmd_instrument,
-    cmd_list,
-    cmd_profile,
-    cmd_tui,
-)
-from tutor.cli.run import cmd_run
+
+# Each command's handler, imported when it runs: the learner's and the instructor's verbs pull in
+# pydantic, Rich and the lesson loader (a quarter of a second here), which `--help` does without, and
+# a ctrl-c during those imports then lands inside main(), where it is a clean "cancelled".
+HANDLERS = {
+    None: ("learner", "cmd_tui"),
+    "list": ("learner", "cmd_list"),
+    "doctor": ("learner", "cmd_doctor"),
+    "calibrate": ("calibrate", "cmd_calibrate"),
+    "roofline": ("calibrate", "cmd_roofline"),
+    "run": ("run", "cmd_run"),
+    "lint": ("instructor", "cmd_lint"),
+    "check": ("learner", "cmd_check"),
+    "exercise": ("learner", "cmd_exercise"),
+    "instrument": ("learner", "cmd_instrument"),
+    "export": ("learner", "cmd_export"),
+    "profile": ("learner", "cmd_profile"),
+    "schema": ("instructor", "cmd_schema"),
+    "new": ("instructor", "cmd_new"),
+    "lesson": ("instructor", "cmd_lesson"),
+}
 
 
 def _add_globals(parser: argparse.ArgumentParser, prefix: str) -> None:
@@ -294,22 +304,7 @@ def _main(argv: list[str] | None) -> int:
     if args.command is not None:  # the TUI shows them on screen instead
         for warning in ctx.warnings:
             eprint(f"warning: {warning}")
-    handler = {
-        None: cmd_tui,
-        "list": cmd_list,
-        "doctor": cmd_doctor,
-        "calibrate": cmd_calibrate,
-        "roofline": cmd_roofline,
-        "run": cmd_run,
-        "lint": cmd_lint,
-        "check": cmd_check,
-        "exercise": cmd_exercise,
-        "instrument": cmd_instrument,
-        "export": cmd_export,
-        "profile": cmd_profile,
-        "schema": cmd_schema,
-        "new": cmd_new,
-        "lesson": cmd_lesson,
-    }[args.command]
+    module, name = HANDLERS[args.command]
+    handler = getattr(importlib.import_module(f"tutor.cli.{module}"), name)
     return handler(args, ctx)
 

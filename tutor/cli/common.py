@@ -6,8 +6,11 @@ import argparse
 import difflib
 import json
 import math
+import signal
 import sys
-from collections.abc import Iterable
+import threading
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,6 +41,24 @@ def rich_console(stderr: bool = False):
     from rich.console import Console
 
     return Console(file=sys.stderr if stderr else sys.stdout, highlight=False, soft_wrap=True)
+
+
+@contextmanager
+def interrupts_deferred() -> Iterator[None]:
+    """Hold a ctrl-c until the block ends, then raise it. A KeyboardInterrupt inside `import torch`
+    can leave numpy or torch half made: a later import then fails oddly, or some library's
+    except-clause swallows it and the run goes on as if nothing was pressed."""
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        yield  # signals reach the main thread only; one started with ctrl-c ignored (nohup, `&`) keeps ignoring it
+        return
+    pressed: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: pressed.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if pressed:
+        raise KeyboardInterrupt
 
 
 def json_safe(value: Any) -> Any:

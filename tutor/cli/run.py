@@ -19,6 +19,7 @@ from tutor.cli.common import (
     activate_packs,
     closest,
     eprint,
+    interrupts_deferred,
     print_json,
     rich_console,
 )
@@ -131,11 +132,15 @@ def cmd_run(args: argparse.Namespace, ctx: Context) -> int:
     from tutor import errors
     from tutor.experiments import devices
 
+    emit = _JsonEvents() if args.json else _HumanEvents(exp)
     try:
-        device = devices.resolve(params.device or ctx.device)
+        with interrupts_deferred():  # torch and numpy: made whole, or not at all
+            device = devices.resolve(params.device or ctx.device)
     except devices.DeviceError as e:
         return bad(str(e))
-    emit = _JsonEvents() if args.json else _HumanEvents(exp)
+    except KeyboardInterrupt:
+        emit.cancelled()
+        return CANCELLED
     return _run_stream(exp.name, values, params.model_dump(), device, ctx, emit, errors)
 
 
@@ -163,7 +168,8 @@ def _run_stream(name: str, values: dict, params: dict, device: Any, ctx: Context
     gen = None
     start = time.monotonic()
     try:
-        gen = experiments.start(name, values, ctx.device)
+        with interrupts_deferred():  # the experiment's module and what it imports
+            gen = experiments.start(name, values, ctx.device)
         for event in gen:
             emit(event)
             if isinstance(event, Finished):
