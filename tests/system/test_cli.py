@@ -575,6 +575,28 @@ def test_check_uses_the_latest_run_of_the_verify_experiment(capsys):
     assert json.loads(out)["correct"] is False
 
 
+def test_a_prediction_checked_before_its_run_is_not_graded_and_says_which_run(capsys):
+    base = ("--lessons-dir", str(DATA), "check", FIXTURE_LESSON, "guess", "--answer")
+    code, out, _ = run_cli(capsys, *base, "yes", "--json")
+    before = json.loads(out)
+    assert code == 0 and before["judged"] is False and before["correct"] is False
+    assert "no run of it on this machine yet: run step 'underflow' first (`gpututor run fp16-underflow`)" in \
+        before["feedback"]
+    code, out, _ = run_cli(capsys, *base, "no")
+    assert code == 0 and out.startswith("not graded")  # neither option is wrong before anything is measured
+    assert run_cli(capsys, "run", "fp16-underflow", "--set", "gradient=1e-8", "--json")[0] == 0
+    code, out, _ = run_cli(capsys, *base, "yes", "--json")
+    after = json.loads(out)
+    assert after["judged"] is True and after["correct"] is True  # flushed_to_zero: float16 flushes 1e-8
+
+
+@pytest.mark.parametrize("answer", ["", "   "])
+def test_an_empty_answer_is_bad_input(capsys, answer):
+    code, out, err = run_cli(capsys, "--lessons-dir", str(DATA), "check", FIXTURE_LESSON, "why-scale",
+                             "--answer", answer)
+    assert code == 2 and out == "" and "the answer is empty" in err
+
+
 def test_check_human(capsys):
     code, out, _ = run_cli(capsys, "--lessons-dir", str(DATA), "check", FIXTURE_LESSON, "why-scale",
                            "--answer", "it is faster")

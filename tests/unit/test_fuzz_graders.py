@@ -773,6 +773,9 @@ def _cli(*argv: str) -> tuple[int, str, str]:
        step=st.sampled_from(["why-scale", "smallest", "guess"]))
 def test_cli_check_answer(answer, step):
     code, out, err = _cli("--lessons-dir", str(DATA), "check", FIXTURE_LESSON, step, "--json", f"--answer={answer}")
+    if not answer.strip():
+        assert code == 2 and "empty" in json.loads(out)["error"], err  # bad input, said so
+        return
     assert code == 0, err
     verdict = json.loads(out)
     assert isinstance(verdict["correct"], bool) and isinstance(verdict["feedback"], str)
@@ -789,8 +792,10 @@ def test_cli_check_against_a_recorded_run_with_any_metrics(answer, step, metrics
     with Progress() as progress:  # GPUTUTOR_HOME is this test's tmp dir (conftest)
         progress.record_run(experiment="fp16-underflow", params={}, device={}, metrics=metrics, status="finished")
     code, out, err = _cli("--lessons-dir", str(DATA), "check", FIXTURE_LESSON, step, "--json", f"--answer={answer}")
-    assert code == 0, err
+    assert code == (0 if answer.strip() else 2), err
     verdict = json.loads(out)
+    if code == 2:
+        return
     assert isinstance(verdict["feedback"], str) and len(verdict["feedback"]) <= FEEDBACK_LIMIT
     assert UNCAUGHT not in verdict["feedback"]
 

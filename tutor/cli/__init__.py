@@ -135,12 +135,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("check", parents=[common], help="grade one answer to a check, as the TUI does",
                        description="Grade an answer to a lesson's check (or predict) step exactly as the "
-                       "TUI does, with the metrics of your latest recorded run of its verify experiment.")
+                       "TUI does, with the metrics of your latest recorded run of its verify experiment. "
+                       "Exit 0 once graded, right or wrong (read `correct`), 2 for an empty answer or an "
+                       "unknown lesson or step.")
     p.add_argument("lesson", metavar="LESSON", help="lesson id, e.g. gpu-training")
     p.add_argument("check", metavar="CHECK", help="step id, e.g. check-3")
-    p.add_argument("--answer", required=True, metavar="TEXT", help="the answer to grade ('-' reads stdin)")
+    p.add_argument("--answer", required=True, metavar="TEXT",
+                   help="the answer to grade ('-' reads stdin; one starting with '-', such as -1: --answer=-1)")
     p.add_argument("--json", action="store_true",
-                   help='print {"correct", "feedback", "missing", "matched_misconception", "score"}')
+                   help='print {"correct", "feedback", "missing", "matched_misconception", "score", "judged"}; '
+                   "judged is false when it could not be graded (no option it names, nothing measured yet)")
 
     p = sub.add_parser("exercise", parents=[common], help="run and grade a code exercise, as the TUI does",
                        description="Run a file as the answer to a lesson's exercise step, in a sandboxed "

@@ -365,6 +365,8 @@ def cmd_check(args: argparse.Namespace, ctx: Context) -> int:
         return bad(args, "check", str(e))
 
     answer = sys.stdin.read() if args.answer == "-" else args.answer
+    if not answer.strip():
+        return bad(args, "check", "the answer is empty: give it with --answer TEXT (or --answer - to read stdin)")
     with Progress() as progress:
         if progress.warning:
             eprint(f"warning: {progress.warning}")
@@ -376,8 +378,10 @@ def cmd_check(args: argparse.Namespace, ctx: Context) -> int:
     c = rich_console()
     if verdict.correct:
         c.print("[bold green]correct[/]")
-    else:
+    elif verdict.judged:
         c.print("[bold yellow]not yet[/]")
+    else:  # nothing to judge it against, or no option it names: it counts neither way
+        c.print("[bold]not graded[/]")
     if verdict.feedback:
         c.print(verdict.feedback, markup=False)
     if verdict.missing:

@@ -176,8 +176,22 @@ class LessonSession:
     # ------------------------------------------------------------------ grading
 
     def grade(self, step: PredictStep | CheckStep, answer: str) -> Graded:
-        """The verdict on `answer` against this learner's evidence, recording nothing."""
-        return grade(step, answer, self.evidence(step))
+        """The verdict on `answer` against this learner's evidence, recording nothing. A prediction
+        with nothing measured to score it against is not judged (its options are not right or wrong
+        by themselves): the verdict says which run would measure it."""
+        evidence = self.evidence(step)
+        if isinstance(step, PredictStep) and step.compare and evidence.metrics.get(step.compare) is None:
+            after = self.lesson.run_after(self.lesson.index(step.id))
+            if step.compare in evidence.metrics:
+                why = (f"The run here did not measure `{step.compare}` (it is not measured on this device), so "
+                       "this prediction cannot be scored on this machine.")
+            else:
+                run = f" (`gpututor run {after.experiment}`)" if isinstance(after, RunStep) else ""
+                why = (f"This prediction is scored against the `{step.compare}` its run measures, and there is no "
+                       f"run of it on this machine yet: run step {after.id!r} first{run}." if after is not None else
+                       f"This prediction is scored against a measured `{step.compare}`, and nothing measures it yet.")
+            return Graded(shown_answer(step, answer), Verdict(False, why, judged=False), evidence)
+        return grade(step, answer, evidence)
 
     def answer(self, step: CheckStep, answer: str) -> Graded:
         """Grade a check's answer and record it; a right one completes the step. An answer that
