@@ -652,3 +652,23 @@ def test_run_output_shows_values_verbatim_not_as_markup(capsys, monkeypatch):
     assert code == 0
     assert "[enforce fail at x.cpp:1]" in out and "[bold]t[/bold]" in out
     assert "[enforce fail at alloc_cpu.cpp:127]" in out.replace("\n", "")
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes")
+@pytest.mark.parametrize("command", [("schema",), ("export",)])
+def test_output_to_a_pipe_is_written_through_not_replaced(capsys, tmp_path, command):
+    """`-o /dev/stdout`, `-o >(cmd)`: the pipe gets the text and stays a pipe (a rename over it had
+    replaced it, and a device such as /dev/full, with a regular file)."""
+    import stat
+    import threading
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    got: list[str] = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_text(encoding="utf-8")), daemon=True)
+    reader.start()
+    code, _, err = run_cli(capsys, *command, "-o", str(fifo))
+    reader.join(timeout=30)
+    assert code == 0, err
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)
+    assert json.loads(got[0])  # the whole document came through the pipe

@@ -144,12 +144,21 @@ def bad(args: argparse.Namespace, command: str, message: str) -> int:
 
 
 def write_file(name: str, text: str, example: str, *, overwrite: bool = True) -> Path:
-    """Write text to a file named on the command line, whole or not at all."""
-    out = Path(name).expanduser().resolve()
+    """Write text to a file named on the command line, whole or not at all; a device or a pipe
+    (/dev/stdout, a FIFO, `>(cmd)`) is written to, never replaced by a file."""
+    given = Path(name).expanduser()
+    out = given.resolve()
     if out.is_dir():
         raise UsageError(f"{name}: is a directory; name a file, e.g. {out / example}")
     if out.exists() and not overwrite:
         raise UsageError(f"{name} already exists; choose another name, or --force to overwrite it")
+    if given.exists() and not given.is_file():
+        try:
+            with open(given, "w", encoding="utf-8") as stream:
+                stream.write(text)
+        except OSError as e:
+            raise UsageError(f"{name}: cannot write it ({e.strerror or e})") from None
+        return given
     tmp = out.with_name(out.name + ".tmp")
     try:
         tmp.write_text(text, encoding="utf-8")
