@@ -36,11 +36,23 @@ def data_dir(override: str | os.PathLike[str] | None = None) -> tuple[Path, bool
     Only the cache dir is downloaded into; a directory the user named is read as it is.
     """
     if override:
-        return Path(override).expanduser(), False
+        return _mnist_root(Path(override).expanduser()), False
     env = os.environ.get("GPUTUTOR_DATA_DIR")
     if env:
-        return Path(env).expanduser(), False
+        return _mnist_root(Path(env).expanduser()), False
     return cache_dir() / "data", True
+
+
+def _mnist_root(named: Path) -> Path:
+    """torchvision's root (the folder holding MNIST/raw) for a folder someone named: the root
+    itself, or the slip of naming MNIST or MNIST/raw inside it."""
+    if (named / "MNIST" / "raw").is_dir():
+        return named
+    if named.name == "MNIST" and (named / "raw").is_dir():
+        return named.parent
+    if named.name == "raw" and named.parent.name == "MNIST":
+        return named.parent.parent
+    return named
 
 
 SCRATCH_KEEP_S = 24 * 3600  # older scratch files were left by a run that was killed

@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 import platformdirs
+import pytest
 
 from tutor import paths
 
@@ -35,3 +36,15 @@ def test_the_cache_dir_is_the_users_unless_gpututor_cache_dir_names_one(monkeypa
     assert paths.cache_dir() == tmp_path / "elsewhere"
     monkeypatch.delenv("GPUTUTOR_CACHE_DIR")
     assert paths.cache_dir() == Path(platformdirs.user_cache_dir("gpututor"))
+
+
+@pytest.mark.parametrize("named", ["", "MNIST", "MNIST/raw"])
+def test_a_data_dir_named_at_mnist_or_its_raw_folder_finds_the_root(monkeypatch, tmp_path, named):
+    (tmp_path / "MNIST" / "raw").mkdir(parents=True)
+    assert paths.data_dir(tmp_path / named) == (tmp_path, False)
+    monkeypatch.setenv("GPUTUTOR_DATA_DIR", str(tmp_path / named))
+    assert paths.data_dir() == (tmp_path, False)
+
+
+def test_a_data_dir_without_mnist_is_kept_as_named(tmp_path):
+    assert paths.data_dir(tmp_path / "elsewhere") == (tmp_path / "elsewhere", False)  # says what it lacks later
