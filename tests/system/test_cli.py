@@ -672,3 +672,13 @@ def test_output_to_a_pipe_is_written_through_not_replaced(capsys, tmp_path, comm
     assert code == 0, err
     assert stat.S_ISFIFO(os.stat(fifo).st_mode)
     assert json.loads(got[0])  # the whole document came through the pipe
+
+
+def test_a_checkpoint_path_that_cannot_be_written_is_bad_input_and_records_no_run(capsys, tmp_path):
+    code, out, err = run_cli(capsys, "run", "train", "--set", f"checkpoint={tmp_path}", "--json")
+    assert code == 2 and "is a folder, not a file" in json_lines(out)[-1]["message"] and "ValueError" not in err
+    (tmp_path / "a-file").write_text("x")
+    code, _, err = run_cli(capsys, "run", "train", "--set", f"checkpoint={tmp_path / 'a-file' / 'ck.pt'}")
+    assert code == 2 and "is a file, not a folder" in err
+    with Progress() as progress:
+        assert progress.latest_run(experiment="train") is None

@@ -141,6 +141,14 @@ def cmd_run(args: argparse.Namespace, ctx: Context) -> int:
     except KeyboardInterrupt:
         emit.cancelled()
         return CANCELLED
+    from tutor.experiments.common import checkpoint_target
+
+    for key in exp.file_params():  # a path that cannot be written is bad input, not a failed run
+        if getattr(params, key, None):
+            try:
+                checkpoint_target(str(getattr(params, key)), key)
+            except ValueError as e:
+                return bad(str(e))
     return _run_stream(exp.name, values, params.model_dump(), device, ctx, emit, errors)
 
 
