@@ -682,3 +682,21 @@ def test_a_checkpoint_path_that_cannot_be_written_is_bad_input_and_records_no_ru
     assert code == 2 and "is a file, not a folder" in err
     with Progress() as progress:
         assert progress.latest_run(experiment="train") is None
+
+
+@pytest.mark.skipif(os.name != "posix", reason="a closed pipe")
+@pytest.mark.parametrize("json_mode", [False, True])
+def test_a_reader_that_goes_away_stops_the_run_quietly_with_141(json_mode):
+    """`gpututor run ... | head -1`: the same quiet exit, for people's lines (Rich's) and for --json."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)}
+    proc = subprocess.Popen([sys.executable, "-m", "tutor", "run", "train", "--device", "cpu", "--set", "epochs=50",
+                             "--set", "train_samples=640", *(["--json"] if json_mode else [])],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    try:
+        assert proc.stdout.readline()  # the first line, then the reader leaves
+        proc.stdout.close()
+        _, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 141, err.decode()[-2000:]
+    assert b"Traceback" not in err

@@ -40,7 +40,14 @@ def rich_console(stderr: bool = False):
     # rich turns colour off by itself for NO_COLOR and for output that is not a terminal.
     from rich.console import Console
 
-    return Console(file=sys.stderr if stderr else sys.stdout, highlight=False, soft_wrap=True)
+    class _Console(Console):
+        def on_broken_pipe(self) -> None:
+            # Rich exits 1 when the reader goes away (`gpututor run | head -1`); raised as what it is,
+            # main() stops quietly with 141, as the --json output does.
+            self.quiet = True
+            raise BrokenPipeError
+
+    return _Console(file=sys.stderr if stderr else sys.stdout, highlight=False, soft_wrap=True)
 
 
 @contextmanager
