@@ -70,7 +70,15 @@ def discover(extra_dirs: Iterable[str | Path] = ()) -> Catalog:
             except LessonError as e:
                 broken.append((path, e))
                 continue
-            if lesson.id in by_id and directory != builtin:
+            first = by_id.get(lesson.id)
+            if first is not None and first.path.parent != builtin:
+                # Two of the instructor's own files claim one id: which one a learner gets would
+                # depend on the order of the folders. Keep the first, and say so where list/lint look.
+                broken.append((path, LessonError([LessonIssue(
+                    str(path), 1, 1, f"duplicate lesson id {lesson.id!r} (also in {first.path}): this file is "
+                    "not loaded; give one of them another id")])))
+                continue
+            if first is not None and directory != builtin:
                 overridden[lesson.id] = path
             by_id[lesson.id] = LoadedLesson(lesson, path)
     ordered = sorted(by_id.values(), key=lambda x: (x.lesson.order, x.lesson.id))
