@@ -700,3 +700,15 @@ def test_a_reader_that_goes_away_stops_the_run_quietly_with_141(json_mode):
         proc.kill()
     assert proc.returncode == 141, err.decode()[-2000:]
     assert b"Traceback" not in err
+
+
+def test_new_with_a_built_in_id_says_it_would_replace_that_lesson(capsys, tmp_path):
+    code, _, err = run_cli(capsys, "new", "gpu-training", "-o", str(tmp_path / "gt.yaml"))
+    assert code == 0 and "'gpu-training' is a built-in lesson's id" in err
+    code, _, err = run_cli(capsys, "new", "my-own", "-o", str(tmp_path / "mine.yaml"))
+    assert code == 0 and "built-in" not in err
+
+
+def test_exercise_file_that_is_a_folder_says_so(capsys, tmp_path):
+    code, _, err = run_cli(capsys, "exercise", "gpu-training-practice", "ex2-checkpoint", "--file", str(tmp_path))
+    assert code == 2 and "is a folder; give the Python file to grade" in err

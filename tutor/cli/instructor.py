@@ -199,5 +199,9 @@ def cmd_new(args: argparse.Namespace, ctx: Context) -> int:
     out = write_file(args.output or f"{lesson_id}.yaml", text, f"{lesson_id}.yaml", overwrite=args.force)
     eprint(f"wrote {out}: a lesson with one step of each kind.\n"
             f"next: edit it, `gpututor lint {out}`, then `gpututor --lessons-dir {out.parent}`")
+    from tutor.course.catalog import builtin_lessons_dir
+
+    if any(p.stem == lesson_id for p in builtin_lessons_dir().glob("*.y*ml")):
+        eprint(f"note: {lesson_id!r} is a built-in lesson's id: loaded with --lessons-dir, this file replaces it")
     return OK
 

@@ -421,6 +421,8 @@ def _grade_exercise_file(args: argparse.Namespace, lesson: Any, step: Any, path:
     from tutor.course import workspace
     from tutor.paths import home_dir
 
+    if path.is_dir():
+        return bad(args, "exercise", f"{args.file or path}: is a folder; give the Python file to grade")
     code = workspace.read_code(path)
     if code is None:
         return bad(args, "exercise", f"{args.file or path}: cannot read it (missing, unreadable or not UTF-8 text)")
