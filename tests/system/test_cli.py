@@ -372,7 +372,7 @@ def test_run_device_not_present(capsys):
     for argv in (["run", "fp16-underflow", "--device", "cuda:99"], ["--device", "cuda:99", "run", "fp16-underflow"]):
         code, out, err = run_cli(capsys, *argv)
         assert code == 2 and out == ""
-        assert "--device cuda:99" in err and "Available:" in err and "cpu" in err
+        assert "device 'cuda:99'" in err and "Available:" in err and "cpu" in err
     code, _, err = run_cli(capsys, "run", "fp16-underflow", "--device", "tpu")
     assert code == 2 and "unknown device 'tpu'" in err
 

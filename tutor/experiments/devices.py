@@ -255,7 +255,7 @@ def _find(requested: str, devs: tuple[Device, ...]) -> Device:
             "cuda": "no CUDA GPU is visible to PyTorch here (torch.cuda.is_available() is False)",
             "mps": "Apple's MPS backend is not available here (torch.backends.mps.is_available() is False)",
         }.get(kind, f"device {requested!r} is not present")
-    raise DeviceError(f"--device {requested}: {why}. Available: {choices}.")
+    raise DeviceError(f"device {requested!r}: {why}. Available: {choices}.")  # --device, --set device=, GPUTUTOR_DEVICE
 
 
 def accelerator() -> Device | None:
