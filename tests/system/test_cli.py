@@ -712,3 +712,13 @@ def test_new_with_a_built_in_id_says_it_would_replace_that_lesson(capsys, tmp_pa
 def test_exercise_file_that_is_a_folder_says_so(capsys, tmp_path):
     code, _, err = run_cli(capsys, "exercise", "gpu-training-practice", "ex2-checkpoint", "--file", str(tmp_path))
     assert code == 2 and "is a folder; give the Python file to grade" in err
+
+
+def test_doctor_takes_one_measurement_at_a_time(capsys):
+    code, _, err = run_cli(capsys, "doctor", "--peak", "--selftest")
+    assert code == 2 and "not allowed with" in err
+
+
+def test_a_device_typo_is_bad_input_for_every_command(capsys):
+    code, out, err = run_cli(capsys, "--device", "nonsense", "list")
+    assert code == 2 and out == "" and "unknown device 'nonsense'" in err

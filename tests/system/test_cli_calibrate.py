@@ -118,6 +118,7 @@ def test_doctor_and_roofline_say_when_nothing_is_calibrated(capsys, caches, no_m
     code, out, _ = run_cli(capsys, "roofline", "--device", "cpu", "--json")
     report = json.loads(out)
     assert code == 0 and report["calibration"] is None and report["command"] == "gpututor calibrate"
+    assert report["stale"] is None and report["roof"] is None  # every key --help promises, empty
     assert not caches.exists()
 
 

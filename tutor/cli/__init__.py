@@ -12,11 +12,11 @@ No traceback reaches the user unless GPUTUTOR_DEBUG=1.
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
+import re
 import sys
 from pathlib import Path
-
-import importlib
 
 from tutor import __version__
 from tutor.cli.common import BAD_INPUT, CANCELLED, FAILED, Context, UsageError, eprint
@@ -94,11 +94,12 @@ def build_parser() -> argparse.ArgumentParser:
                        "with the reason, or n/a here. Exit 0 when none failed, 1 if any did. "
                        "The measured matmul peak MFU is judged against is shown from its cache; --peak measures it.")
     p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.add_argument("--selftest", action="store_true",
-                   help="run a short real check of each device path (what to run on a new GPU box)")
-    p.add_argument("--peak", action="store_true",
-                   help="measure the selected device's realistic matmul peak again (a sweep of sizes, a few "
-                   "seconds) and cache it: pipeline-breakdown's MFU is measured against it")
+    checks = p.add_mutually_exclusive_group()  # one measurement at a time
+    checks.add_argument("--selftest", action="store_true",
+                        help="run a short real check of each device path (what to run on a new GPU box)")
+    checks.add_argument("--peak", action="store_true",
+                        help="measure the selected device's realistic matmul peak again (a sweep of sizes, a "
+                        "few seconds) and cache it: pipeline-breakdown's MFU is measured against it")
 
     p = sub.add_parser("calibrate", parents=[common], help="measure this machine's roofline once (peaks, bandwidth)",
                        description="Measure the selected device once: the realistic matmul peak of each dtype it "
@@ -117,7 +118,8 @@ def build_parser() -> argparse.ArgumentParser:
                        "as you like), while calibrate measures (a sweep per dtype, then the memory) and replaces "
                        "the record.")
     p.add_argument("--json", action="store_true",
-                   help='print {"calibration", "stale", "roof", "points", "listed", "elsewhere"}')
+                   help='print {"calibration", "stale", "roof", "points", "listed", "elsewhere"} (before any '
+                   'calibrate: calibration, stale and roof null, and a "message")')
 
     p = sub.add_parser("run", parents=[common], help="run one experiment headless",
                        description="Run one experiment without the TUI and stream what it measures. "
@@ -222,6 +224,9 @@ def _context(args: argparse.Namespace) -> Context:
     dirs = [Path(d).expanduser() for d in [*args.g_lessons_dirs, *getattr(args, "s_lessons_dirs", [])]]
     data_dir = getattr(args, "s_data_dir", None) or args.g_data_dir
     device = getattr(args, "s_device", None) or args.g_device
+    if device and not re.fullmatch(r"(auto|cpu|mps|cuda)(:\d+)?", device.strip().lower()):
+        # every command, also those that resolve no device (list): a typo is said, not kept for later
+        raise UsageError(f"unknown device {device!r}: use auto, cpu, cuda, cuda:N or mps")
     saved = user_settings.load()
     warnings = [saved.problem] if saved.problem else []
     from_settings = []

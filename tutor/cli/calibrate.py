@@ -149,7 +149,7 @@ def cmd_roofline(args: argparse.Namespace, ctx: Context) -> int:
         why = (f"this device ({state['device']}) is not calibrated"
                + (f"; the calibration here is of {state['other_device']['device']}" if state["other_device"] else ""))
         if args.json:
-            print_json({"calibration": None, "device": state["device"], "message": why,
+            print_json({"calibration": None, "stale": None, "roof": None, "device": state["device"], "message": why,
                         "command": calibrate.COMMAND, "points": [], "listed": [], "elsewhere": []})
         else:
             print(f"{why}: run `{calibrate.COMMAND}` first, then `{calibrate.ROOFLINE_COMMAND}`.")
