@@ -458,6 +458,15 @@ def test_a_number_predicted_with_options_that_have_no_range_is_an_error():
     load_text(text.replace("compare: steps", "compare: device").replace("[about 100, about 1000]", "[cpu, cuda]"))
 
 
+def test_a_rule_across_keys_points_at_the_later_key_it_names():
+    text = ("id: t\ntitle: T\nsteps:\n  - id: q\n    kind: check\n    prompt: P\n    hint: a\n    hints: [b, c]\n"
+            "    answer: {type: number, value: 1}\n")
+    with pytest.raises(LessonError) as info:
+        load_text(text, "t.yaml")
+    assert [str(i) for i in info.value.issues] == [
+        "t.yaml:8:5: step 'q': give `hints` (a list, shown one at a time) or `hint`, not both"]
+
+
 def test_utf16_is_named(tmp_path: Path):
     path = tmp_path / "u.yaml"
     path.write_bytes("id: x\n".encode("utf-16"))

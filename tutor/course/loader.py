@@ -236,7 +236,13 @@ def _schema_issues(e: ValidationError, data: Any, marks: dict[Path_, Pos], path:
                 f"a Python function name: letters, digits and _, like 'train_one_epoch'{_got(err.get('input'))}")
         else:
             msg = str(err.get("msg", "invalid value")).replace(" after validation", "").removeprefix("Value error, ")
-            add(position(marks, loc), _where(loc, data) or "lesson", f"{msg}{_got(err.get('input'))}")
+            # A rule across a mapping's keys ("give `hints` or `hint`, not both") points at the key it
+            # names that comes last in the file, not at the mapping's start.
+            node = err.get("input")
+            named = [position(marks, (*loc, k), at_key=True) for k in re.findall(r"`(\w+)`", msg)
+                     if isinstance(node, dict) and k in node]
+            pos = max(named) if named else position(marks, loc)
+            add(pos, _where(loc, data) or "lesson", f"{msg}{_got(err.get('input'))}")
     return issues
 
 
