@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 import datetime
 import difflib
+import functools
 import math
 import re
 import typing
@@ -583,7 +584,9 @@ def _ledger_problem(expr: Any, controls: list[str], outputs: list[str], steps: l
     return f"{expr!r} should start with 'settings.', 'outputs.', 'prediction.' or 'run.'"
 
 
-_STEP = TypeAdapter(Step)
+@functools.cache
+def _step_adapter() -> TypeAdapter:
+    return TypeAdapter(Step)  # built on first use: only a lesson with errors needs it
 
 
 def _valid_steps(data: dict[str, Any], lesson_dir: Path | None) -> list[tuple[int, Any]]:
@@ -593,7 +596,7 @@ def _valid_steps(data: dict[str, Any], lesson_dir: Path | None) -> list[tuple[in
     valid = []
     for i, raw in enumerate(steps if isinstance(steps, list) else []):
         try:
-            valid.append((i, _STEP.validate_python(raw, context={"lesson_dir": lesson_dir})))
+            valid.append((i, _step_adapter().validate_python(raw, context={"lesson_dir": lesson_dir})))
         except ValidationError:
             pass  # reported by the lesson's own validation
     return valid
