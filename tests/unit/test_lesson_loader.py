@@ -231,16 +231,20 @@ def test_discover_lists_broken_files_and_overrides(tmp_path: Path):
         catalog.get("no-such-lesson")
 
 
-def test_two_of_the_instructor_s_files_with_one_id_keep_the_first_and_say_so(tmp_path: Path):
+def test_two_files_of_one_folder_with_one_id_keep_the_first_and_say_so(tmp_path: Path):
     one, two = tmp_path / "a", tmp_path / "b"
     one.mkdir(), two.mkdir()
     (one / "x.yaml").write_text((DATA / "valid.yaml").read_text())
-    (two / "y.yaml").write_text((DATA / "valid.yaml").read_text().replace("A valid fixture lesson", "Second"))
-    catalog = discover([one, two])
+    (one / "y.yaml").write_text((DATA / "valid.yaml").read_text().replace("A valid fixture lesson", "Second"))
+    catalog = discover([one])
     assert catalog.get("fixture-valid").lesson.title == "A valid fixture lesson"
-    assert [p for p, _ in catalog.broken] == [two / "y.yaml"]
+    assert [p for p, _ in catalog.broken] == [one / "y.yaml"]
     assert f"duplicate lesson id 'fixture-valid' (also in {one / 'x.yaml'})" in str(catalog.broken[0][1])
-    # overriding a built-in lesson stays allowed
+    # a later folder overrides an earlier one (settings' dirs, then --lessons-dir), and a built-in lesson
+    (one / "y.yaml").unlink()
+    (two / "z.yaml").write_text((DATA / "valid.yaml").read_text().replace("A valid fixture lesson", "Later"))
+    catalog = discover([one, two])
+    assert catalog.get("fixture-valid").lesson.title == "Later" and not catalog.broken
     (one / "x.yaml").write_text((builtin_lessons_dir() / "devices.yaml").read_text().replace("title:", "title: Mine", 1))
     assert discover([one]).get("devices").path == one / "x.yaml"
 

@@ -71,9 +71,10 @@ def discover(extra_dirs: Iterable[str | Path] = ()) -> Catalog:
                 broken.append((path, e))
                 continue
             first = by_id.get(lesson.id)
-            if first is not None and first.path.parent != builtin:
-                # Two of the instructor's own files claim one id: which one a learner gets would
-                # depend on the order of the folders. Keep the first, and say so where list/lint look.
+            if first is not None and first.path.parent == path.parent:
+                # Two files of one folder claim one id: which one a learner gets would depend on
+                # their names. Keep the first, and say so where list and the home screen look. (A
+                # later folder overriding an earlier one is meant: settings' dirs, then --lessons-dir.)
                 broken.append((path, LessonError([LessonIssue(
                     str(path), 1, 1, f"duplicate lesson id {lesson.id!r} (also in {first.path}): this file is "
                     "not loaded; give one of them another id")])))
