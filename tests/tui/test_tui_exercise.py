@@ -182,7 +182,9 @@ async def test_the_code_is_read_only_while_it_runs(tmp_path):
         assert content.region.contains_region(view.query_one("#exercise-status").region)
         await pilot.press("escape")
         await wait_for(pilot, lambda: not view.running, timeout=20)
-        assert not editor.read_only and app.focused is editor  # back where the learner was
+        assert not editor.read_only
+        # back where the learner was: focus() moves it on the app's next turn, not at once
+        await wait_for(pilot, lambda: app.focused is editor, timeout=5)
 
 
 # ---------------------------------------------------------------- the learner's own editor
