@@ -463,19 +463,105 @@ async def test_home_device_note_keeps_its_indent_when_it_wraps(tmp_path):
         assert len(lines) >= 3 and all(line.startswith("  ") for line in lines[1:]), lines
 
 
-async def test_a_choice_is_picked_by_its_number_and_enter_locks_that_one(tmp_path):
-    """Typing 4 then enter locks option 4, never the highlighted first one."""
+async def open_step(pilot, lesson_id: str, step_id: str) -> LessonScreen:
+    app = pilot.app
+    app.open_lesson(lesson_id)
+    await pilot.pause()
+    screen = app.screen
+    screen.show_step(screen.lesson.index(step_id))
+    await pilot.pause(0.2)
+    return screen
+
+
+def typed_line(screen) -> str:
+    return text_of(screen.query_one("#typed", Static))
+
+
+async def test_a_bare_number_that_could_be_a_value_is_asked_about_before_it_locks(tmp_path):
+    """Issue 35: '3' on 'about the same / 3 / 12 / 24 GB' is option 3 or 3 GB; asked, never guessed.
+    Escape goes back with nothing locked; the option picked from the question is what locks."""
     app = TutorApp(home=tmp_path, device="cpu", engine=ScriptedEngine())
     async with app.run_test(size=(80, 24)) as pilot:
-        app.open_lesson("training-iron-law")
-        await pilot.pause()
-        screen = app.screen
-        screen.show_step(screen.lesson.index("act1-predict"))
-        await pilot.pause(0.2)
+        screen = await open_step(pilot, "training-iron-law", "act1-predict")
         await pilot.press("4")
+        assert "option 4 or 4 GB?" in typed_line(screen)
         await pilot.press("enter")
+        await pilot.pause()
+        which = screen.query_one("#which", OptionList)
+        assert which.display and app.focused is which
+        assert "Which did you mean?" in typed_line(screen)
+        await pilot.press("escape")  # back to the list, the line kept
+        await pilot.pause()
+        assert not which.display and "› 4" in typed_line(screen)
+        assert isinstance(screen, LessonScreen) and app.screen is screen  # escape did not leave the lesson
+        await pilot.press("enter")
+        await pilot.pause()
+        await pilot.press("enter")  # the first reading: option 4
         await pilot.pause(0.2)
         assert app.progress.prediction("training-iron-law", "act1-predict").answer == "about 24 GB"
+
+
+async def test_a_value_typed_on_a_list_locks_the_option_it_is_in_once_seen(tmp_path):
+    """Issue 35: '4x' meant the '1.5x to 5x' option, and its digit used to lock option 4 at once.
+    Now the value is read against the options' ranges, and what will lock is shown first."""
+    app = TutorApp(home=tmp_path, device="cpu", engine=ScriptedEngine())
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = await open_step(pilot, "gpu-training", "hook-predict")
+        await pilot.press("4", "x")
+        assert "4x, which is in 'A few times faster (1.5x to 5x)'" in typed_line(screen)
+        await pilot.press("enter")
+        await pilot.pause()
+        assert app.progress.prediction("gpu-training", "hook-predict") is None  # seen, not yet locked
+        assert "Lock 'A few times faster (1.5x to 5x)'?" in typed_line(screen)
+        await pilot.press("escape")  # takes back the question, keeps the line
+        await pilot.pause()
+        assert "› 4x" in typed_line(screen)
+        await pilot.press("backspace", "backspace", "1", "2", "enter")
+        await pilot.pause()
+        assert "Lock '5x or more'?" in typed_line(screen)
+        await pilot.press("enter")
+        await pilot.pause(0.2)
+        assert app.progress.prediction("gpu-training", "hook-predict").answer == "5x or more"
+
+
+async def test_words_typed_on_a_list_and_what_cannot_be_read(tmp_path):
+    app = TutorApp(home=tmp_path, device="cpu", engine=ScriptedEngine())
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = await open_step(pilot, "training-iron-law", "act1-predict")
+        for key in "about 3":
+            await pilot.press("space" if key == " " else key)
+        await pilot.press("enter")
+        await pilot.pause()
+        assert "Lock 'about 3 GB'? ('about 3' reads as 3 GB)" in typed_line(screen)
+        await pilot.press("escape", "escape")  # the question, then the line
+        await pilot.pause()
+        assert not screen.query_one("#typed", Static).display
+        for key in "3ms":
+            await pilot.press(key)
+        await pilot.press("enter")
+        await pilot.pause()
+        assert "not a value these options can hold" in typed_line(screen)
+        assert app.progress.prediction("training-iron-law", "act1-predict") is None
+
+
+async def test_the_screens_keys_still_work_on_a_list_with_nothing_typed(tmp_path):
+    """n, p, q are the screen's while nothing is typed; once a line is started they are letters."""
+    app = TutorApp(home=tmp_path, device="cpu", engine=ScriptedEngine())
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = await open_step(pilot, "training-iron-law", "act1-predict")
+        here = screen.index
+        await pilot.press("p")
+        await pilot.pause()
+        assert screen.index == here - 1
+
+
+async def test_a_pick_with_the_arrows_locks_at_once(tmp_path):
+    app = TutorApp(home=tmp_path, device="cpu", engine=ScriptedEngine())
+    async with app.run_test(size=(80, 24)) as pilot:
+        await open_step(pilot, "training-iron-law", "act1-predict")
+        await pilot.press("down", "down", "enter")
+        await pilot.pause(0.2)
+        assert app.progress.prediction("training-iron-law", "act1-predict").answer == "about 12 GB"
 
 
 async def test_enter_never_moves_past_a_step_that_is_not_a_read_step(tmp_path):

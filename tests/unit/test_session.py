@@ -88,9 +88,34 @@ def test_locking_keeps_the_number_and_completes_the_step(session):
 
 def test_a_choice_is_locked_as_the_option_the_list_submitted(session):
     step = _step(session, "guess-acc")
-    assert session.lock(step, "2").answer == "above 80%"
-    with pytest.raises(Unreadable, match="Choose one of the 2 options"):
-        session.lock(_step(session, "guess-acc"), "7")
+    assert session.lock(step, "above 80%").answer == "above 80%"
+
+
+@pytest.mark.parametrize("typed, locked", [
+    ("option 2", "above 80%"),  # said as an option's number
+    ("b", "above 80%"),  # its letter
+    ("95%", "above 80%"),  # a value: never its digits as an option's number
+    ("about 30%", "about chance"),
+    ("2.", "above 80%"),
+    ("7", "about chance"),  # no option 7, so the one reading is 7%
+])
+def test_a_typed_choice_is_locked_as_the_option_it_means(session, typed, locked):
+    assert session.lock(_step(session, "guess-acc"), typed).answer == locked
+
+
+@pytest.mark.parametrize("typed, said", [
+    # "2" is option 2 or 2%, which lies in the other option: asked, never guessed (issue 35)
+    ("2", "Did you mean option 2, 'above 80%', or 2%, which is in 'about chance'? Say which: “option 2” or “2%”."),
+    ("zzz", "I could not tell which option you mean"),
+    ("3 ms", "'3 ms' is not a value these options can hold"),
+    ("option 7", "There is no option 7"),
+])
+def test_a_typed_choice_that_could_mean_two_options_or_none_is_said_not_locked(session, typed, said):
+    step = _step(session, "guess-acc")
+    with pytest.raises(Unreadable) as problem:
+        session.lock(step, typed)
+    assert said in str(problem.value)
+    assert session.prediction(step) is None
 
 
 def test_a_prediction_is_revealed_by_this_lessons_run_only(session):
@@ -296,7 +321,7 @@ def test_a_run_from_another_machine_or_torch_is_measured_again_not_graded(sessio
     from tutor.course import machine
 
     step = _step(session, "guess-time")
-    session.lock(step, "2")
+    session.lock(step, "2 s")
     run = next(s for s in session.lesson.steps if s.id == "measure")
     session.record_run(run, _finished({"seconds_per_epoch": 2.0}))
     stored = session.latest_run(run)
@@ -306,3 +331,15 @@ def test_a_run_from_another_machine_or_torch_is_measured_again_not_graded(sessio
     pending = session.reveal(step)
     assert isinstance(pending, Pending) and "not this machine" in pending.text and "run it here" in pending.text
     assert session.evidence(step).metrics == {}
+
+
+def test_a_typed_choice_prediction_is_graded_as_it_would_lock(session):
+    """`gpututor check` on a choice prediction reads what was typed the way the lock does: a value
+    lands in its option, and a number that could be an option's or a value is asked, not judged."""
+    run = next(s for s in session.lesson.steps if s.id == "measure")
+    session.record_run(run, _finished({"seconds_per_epoch": 2.0, "accuracy": 0.91}))
+    step = _step(session, "guess-acc")
+    graded = session.grade(step, "95%")
+    assert graded.judged and graded.correct and graded.answer == "above 80%"
+    asked = session.grade(step, "2")
+    assert not asked.judged and "option 2" in asked.verdict.feedback and "“2%”" in asked.verdict.feedback

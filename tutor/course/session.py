@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import checks
+from checks.choice import TypedChoice, read_typed
 from checks.spec import ChoiceAnswer, NumberAnswer, Verdict
 from checks.number import range_unit_question
 from tutor import instruments
@@ -279,9 +280,12 @@ class LessonSession:
         spec = step.answer
         value = None
         if isinstance(spec, ChoiceAnswer):
-            text = shown_answer(step, text)  # the list submits an option's number
-            if text not in [o.text for o in spec.options]:
-                raise Unreadable(f"Choose one of the {len(spec.options)} options (1-{len(spec.options)}).")
+            # The list submits an option's text; `gpututor check` passes what was typed. Either is
+            # read the one way the screen reads it, and two readings are asked about, never guessed.
+            reading = read_typed(text, spec, step.unit)
+            if reading.index is None:
+                raise Unreadable(not_one_option(reading))
+            text = spec.options[reading.index].text
         elif isinstance(spec, NumberAnswer):
             question = checks.ambiguity(text, spec.unit) or range_unit_question(text, spec)
             if question is not None:  # never lock a guess at what the learner meant
@@ -406,6 +410,11 @@ def grade(step: PredictStep | CheckStep, answer: str, evidence: Evidence) -> Gra
     """The verdict on `answer`, given what it is judged against. A prediction is scored against the
     metric it predicts, as its reveal is; a check by its grader (`checks/`)."""
     metrics = evidence.metrics
+    if isinstance(step, PredictStep) and isinstance(step.answer, ChoiceAnswer):
+        reading = read_typed(answer, step.answer, step.unit)  # as the lock reads it
+        if reading.index is None:
+            return Graded(answer, Verdict(False, not_one_option(reading), judged=False), evidence)
+        answer = step.answer.options[reading.index].text
     if isinstance(step, PredictStep) and step.compare and metrics.get(step.compare) is not None:
         score = checks.score_prediction(answer, step.answer, metrics[step.compare], step.unit,
                                         spread=checks.spread_of(metrics, step.compare), why=metrics.get(NOISE_WHY))
@@ -414,6 +423,14 @@ def grade(step: PredictStep | CheckStep, answer: str, evidence: Evidence) -> Gra
     else:
         verdict = checks.grade(answer, step.answer, metrics)
     return Graded(shown_answer(step, answer), verdict, evidence)
+
+
+def not_one_option(reading: TypedChoice) -> str:
+    """Why a line typed for a choice prediction names no one option: what could not be read, or
+    the two options it could mean and what to type for each."""
+    if reading.problem:
+        return reading.problem
+    return f"{reading.question()} Say which: " + " or ".join(f"“{r.exact}”" for r in reading.readings) + "."
 
 
 def shown_answer(step: PredictStep | CheckStep, answer: str) -> str:

@@ -29,6 +29,8 @@ Your position, predictions and answers are saved as you go: quit any time and
 | key | what it does |
 |---|---|
 | `enter` | open a lesson · lock a prediction · submit an answer · continue |
+| `↑` `↓`, `1`–`9`, `a`–`z` | a choice: move to an option (`enter` takes the one shown) |
+| type a value | a choice: `4x`, `3 GB`, `about 3` finds the option it lies in; a prediction shows what it will lock and asks `enter` again; a bare number that could be an option's or a value asks which |
 | `n` or `→` | next step |
 | `p` or `←` | previous step |
 | `r` | run the step's experiment (or the check's verify run) |

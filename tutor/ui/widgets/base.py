@@ -8,7 +8,7 @@ from rich.text import Text
 from textual.containers import Vertical
 from textual.message import Message
 from textual.widget import Widget
-from textual.widgets import Static
+from textual.widgets import Markdown, Static
 
 from tutor.course.lesson import Lesson, Step
 from tutor.course.session import LessonSession
@@ -77,6 +77,14 @@ class StepView(Vertical):
         target = self.arrival_focus()
         if target is not None:
             target.focus()
+
+    def on_markdown_table_of_contents_updated(self, event: Markdown.TableOfContentsUpdated) -> None:
+        """A body drawn in full (Textual lays Markdown out in the background, after the focus was
+        given) pushes what is below it down: bring whatever has focus back into view, so the list
+        or line the learner types into is on screen at 80x24."""
+        focused = self.screen.focused
+        if focused is not None and focused is not self.parent and self in focused.ancestors:
+            self.call_after_refresh(focused.scroll_visible, animate=False)
 
     def focus_content(self) -> None:
         """Give focus back to the scrolling lesson content (after an input goes away)."""

@@ -23,7 +23,7 @@ class PredictStepView(StepView):
             yield Markdown(self.step.body)
         yield Static(Text(self.step.prompt, style="bold"), classes="prompt")
         if self.session.prediction(self.step) is None:
-            yield AnswerBox(self.step.answer)
+            yield AnswerBox(self.step.answer, unit=self.step.unit, confirm=True)
             yield Static(Text("Once locked, a prediction can't be changed: the run that follows will be judged "
                               "against it.", style="dim"), classes="fine-print")
             yield Static("", id="feedback", classes="feedback")
@@ -76,6 +76,7 @@ class PredictStepView(StepView):
     def keys_hint(self) -> str:
         if self.session.prediction(self.step) is None:
             if isinstance(self.step.answer, ChoiceAnswer):
-                return f"↑↓ or 1–{len(self.step.answer.options)} choose · enter lock in · p previous · ? help"
+                return (f"↑↓ or 1–{len(self.step.answer.options)} choose, or type a value · enter lock in · "
+                        "p previous · ? help")
             return "type your guess · enter lock in · escape leave the box"
         return "n next · p previous · ? help · q quit"
