@@ -422,3 +422,20 @@ def test_help_names_every_environment_variable_the_readme_does() -> None:
     assert len(in_readme) >= 8
     epilog = build_parser().epilog
     assert sorted(name for name in in_readme if name not in epilog) == []
+
+
+def test_readme_installs_pytorchs_cpu_build_before_the_tutor() -> None:
+    """A CPU-only box takes torch and torchvision from PyTorch's CPU index, then `pip install .`, which
+    keeps them: torchvision from PyPI alone would pin, and so pull, PyPI's CUDA torch."""
+    import tomllib
+
+    from packaging.requirements import Requirement
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    install = readme.split("\n## Install\n", 1)[1].split("\n## ", 1)[0]
+    cpu = "pip install torch torchvision --index-url https://download.pytorch.org/whl/cpu"
+    assert cpu in install
+    assert "pip install ." in install[install.index(cpu):]
+    deps = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["dependencies"]
+    torch = next(Requirement(d) for d in deps if Requirement(d).name == "torch")
+    assert torch.specifier.contains("2.14.1") and torch.specifier.contains("2.14.1+cpu")
