@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 
 import pytest
-from lesson_text import DOC, MAX_CODE, all_text, code_blocks, fenced
+from lesson_text import AUTHOR_DOCS, DOC, MAX_CODE, all_text, code_blocks, fenced
 
 from checks import grade
 from checks.spec import ChoiceAnswer, TextAnswer
@@ -346,23 +346,12 @@ def _doc_yaml_block(doc: str, marker: str) -> str:
     return "\n".join(found[0]) + "\n"
 
 
-def test_doc_tutorial_lesson_loads(doc):
-    text = _doc_yaml_block(doc, "my-lessons/first-steps.yaml")
-    tut = load_text(text, "first-steps.yaml")
-    assert [s.kind for s in tut.steps] == ["read", "predict", "run", "check"]
-    check = tut.steps[3]
-    assert isinstance(check, CheckStep)
-    for answer in check.examples.right:
-        assert grade(answer, check.answer).correct, answer
-    for answer in check.examples.wrong:
-        assert not grade(answer, check.answer).correct, answer
-
-
-def test_doc_step_examples_load(doc):
-    """Each step example in the reference is valid when put in a lesson."""
-    fragments = [lines for lang, lines in fenced(doc) if lang == "yaml" and lines[:1]
+@pytest.mark.parametrize("path", AUTHOR_DOCS, ids=lambda p: p.name)
+def test_doc_step_examples_load(path):
+    """Each step example in the reference and the tutorial is valid when put in a lesson."""
+    fragments = [lines for lang, lines in fenced(path.read_text(encoding="utf-8")) if lang == "yaml" and lines[:1]
                  and lines[0].startswith("  - id:")]
-    assert len(fragments) >= 4
+    assert len(fragments) >= 3
     for lines in fragments:
         text = ("id: t\ntitle: T\nsteps:\n" + "\n".join(lines)
                 + "\n  - id: zz-run\n    kind: run\n    experiment: crossover\n")
@@ -372,9 +361,10 @@ def test_doc_step_examples_load(doc):
             assert not any(grade(a, step.answer).correct for a in step.examples.wrong)
 
 
-def test_doc_predict_answer_examples_lint_clean(doc):
-    """A prediction's `answer:` shown on its own is valid in a predict step before a run of train."""
-    fragments = [lines for lang, lines in fenced(doc) if lang == "yaml" and lines[:1] == ["    answer:"]]
+def test_doc_predict_answer_examples_lint_clean():
+    """A prediction's `answer:` shown on its own (in either doc) is valid in a predict step before a run of train."""
+    fragments = [lines for path in AUTHOR_DOCS for lang, lines in fenced(path.read_text(encoding="utf-8"))
+                 if lang == "yaml" and lines[:1] == ["    answer:"]]
     assert fragments
     for lines in fragments:
         text = ("id: t\ntitle: T\nsteps:\n  - id: guess\n    kind: predict\n    prompt: P\n" + "\n".join(lines)
@@ -397,10 +387,11 @@ def test_doc_lint_example_matches_the_loader(doc):
     assert shown == [str(i) for i in err.value.issues]
 
 
-def test_doc_code_lines_fit_the_terminal(doc):
-    """Instructors read the reference in a terminal too: keep its YAML and Python narrow.
-    (Tool output is shown as printed, however long.)"""
-    too_long = [line for lang, lines in fenced(doc) if lang in ("yaml", "python")
+@pytest.mark.parametrize("path", AUTHOR_DOCS, ids=lambda p: p.name)
+def test_doc_code_lines_fit_the_terminal(path):
+    """Instructors read the reference and the tutorial in a terminal too: keep their YAML and Python
+    narrow. (Tool output is shown as printed, however long.)"""
+    too_long = [line for lang, lines in fenced(path.read_text(encoding="utf-8")) if lang in ("yaml", "python")
                 for line in lines if len(line) > 100]
     assert not too_long
 
@@ -431,3 +422,20 @@ def test_help_names_every_environment_variable_the_readme_does() -> None:
     assert len(in_readme) >= 8
     epilog = build_parser().epilog
     assert sorted(name for name in in_readme if name not in epilog) == []
+
+
+def test_readme_installs_pytorchs_cpu_build_before_the_tutor() -> None:
+    """A CPU-only box takes torch and torchvision from PyTorch's CPU index, then `pip install .`, which
+    keeps them: torchvision from PyPI alone would pin, and so pull, PyPI's CUDA torch."""
+    import tomllib
+
+    from packaging.requirements import Requirement
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    install = readme.split("\n## Install\n", 1)[1].split("\n## ", 1)[0]
+    cpu = "pip install torch torchvision --index-url https://download.pytorch.org/whl/cpu"
+    assert cpu in install
+    assert "pip install ." in install[install.index(cpu):]
+    deps = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["dependencies"]
+    torch = next(Requirement(d) for d in deps if Requirement(d).name == "torch")
+    assert torch.specifier.contains("2.14.1") and torch.specifier.contains("2.14.1+cpu")

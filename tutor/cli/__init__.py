@@ -196,7 +196,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("new", parents=[common], help="write a new lesson file with one step of each kind",
                        description="Scaffold a lesson: one step of each kind (read, predict, run, check, "
                        "exercise, instrument), with comments, that lints clean. Edit it, then "
-                       "`gpututor lint FILE` and `gpututor --lessons-dir DIR`.")
+                       "`gpututor lint FILE` and `gpututor --lessons-dir DIR`. A ten-minute walk-through: "
+                       "docs/LESSON_TUTORIAL.md; every key: docs/LESSON_FORMAT.md.")
     p.add_argument("lesson_id", metavar="LESSON_ID", help="lowercase letters, digits and dashes, e.g. my-first-lesson")
     p.add_argument("-o", "--output", metavar="FILE", help="where to write it (default: ./LESSON_ID.yaml)")
     p.add_argument("--title", help="the lesson's title (default: from the id)")
