@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from re import escape as re_escape
 
 from tutor.course.loader import load_text
 from tutor.course.progress import Progress
@@ -343,3 +344,18 @@ def test_a_typed_choice_prediction_is_graded_as_it_would_lock(session):
     assert graded.judged and graded.correct and graded.answer == "above 80%"
     asked = session.grade(step, "2")
     assert not asked.judged and "option 2" in asked.verdict.feedback and "“2%”" in asked.verdict.feedback
+
+
+@pytest.mark.parametrize("spec, says", [
+    ("{type: number, unit: MB, value: 1}", "Type a number first (a number in MB"),
+    ("{type: choice, options: [{text: a, correct: true}, b]}", "Pick one of the 2 options first"),
+    ("{type: text, rubric: {require: [{name: x, any: [x]}]}}", "a sentence or two"),
+])
+def test_an_empty_answer_is_asked_for_in_the_words_of_its_kind(tmp_path, spec, says):
+    """Issue 35: an empty number answer was told to 'write a sentence'."""
+    lesson = load_text(f"id: e\ntitle: E\nsteps:\n  - id: c\n    kind: check\n    prompt: P?\n    answer: {spec}\n")
+    with Progress(tmp_path / "progress.db") as progress:
+        session = LessonSession(lesson, progress)
+        for ask in (session.answer, session.review):
+            with pytest.raises(Unreadable, match=re_escape(says)):
+                ask(lesson.step("c"), "  ")

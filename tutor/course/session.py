@@ -35,8 +35,17 @@ from tutor.course.progress import AnswerRecord, Move, Prediction, Progress, RunR
 from tutor.experiments.spec import NOISE_WHY
 
 GIVE_UP_AFTER = 1  # graded attempts before the answer may be shown without asking twice
-EMPTY_ANSWER = "Write your answer first: a sentence or two in your own words."
 EMPTY_PREDICTION = "Type your prediction first: any honest guess is fine."
+
+
+def empty_answer(step: PredictStep | CheckStep) -> str:
+    """What to say to an answer left empty, in the words of the answer this step takes."""
+    spec = step.answer
+    if isinstance(spec, NumberAnswer):
+        return f"Type a number first ({checks.describe_spec(spec)})."
+    if isinstance(spec, ChoiceAnswer):
+        return f"Pick one of the {len(spec.options)} options first."
+    return "Write your answer first: a sentence or two in your own words."
 
 
 class Unreadable(ValueError):
@@ -198,7 +207,7 @@ class LessonSession:
         """Grade a check's answer and record it; a right one completes the step. An answer that
         cannot be judged (blank, no number, no such option) raises `Unreadable` and counts nothing."""
         if not answer.strip():
-            raise Unreadable(EMPTY_ANSWER)
+            raise Unreadable(empty_answer(step))
         graded = self.grade(step, answer)
         if not graded.judged:
             raise Unreadable(graded.verdict.feedback)
@@ -259,7 +268,7 @@ class LessonSession:
     def review(self, step: CheckStep, answer: str) -> Graded:
         """A finished lesson's check asked again: graded like the lesson's, recorded as a review."""
         if not answer.strip():
-            raise Unreadable(EMPTY_ANSWER)
+            raise Unreadable(empty_answer(step))
         graded = self.grade(step, answer)
         if not graded.judged:
             raise Unreadable(graded.verdict.feedback)
