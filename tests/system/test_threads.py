@@ -13,9 +13,66 @@ from tutor import threads
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_few_cores_leave_one_for_everything_else(monkeypatch):
+def test_few_cores_leave_one_for_everything_else_while_the_load_is_not_known(monkeypatch):
     monkeypatch.delenv("GPUTUTOR_THREADS", raising=False)
     assert [threads.training_threads(n) for n in (1, 2, 3, 4, 8, 64)] == [1, 1, 2, 3, 8, 64]
+
+
+def test_a_run_takes_every_core_others_leave_it(monkeypatch):
+    """Issue 36: all cores while nothing else uses them, one fewer for each core others keep busy
+    (from half a core up), at least one."""
+    monkeypatch.delenv("GPUTUTOR_THREADS", raising=False)
+    two = [threads.training_threads(2, busy) for busy in (0.0, 0.2, 0.49, 0.5, 1.0, 1.4, 2.0)]
+    assert two == [2, 2, 2, 1, 1, 1, 1]
+    eight = [threads.training_threads(8, busy) for busy in (0.0, 1.0, 2.6, 7.9)]
+    assert eight == [8, 7, 5, 1]
+
+
+def _stat_reader(monkeypatch, others_per_second: float | None):
+    """cpu_load.read as if other programs kept `others_per_second` cores busy (None: no /proc/stat)."""
+    from tutor import cpu_load
+
+    clock = {"t": 0.0}
+
+    def read():
+        clock["t"] += threads.LOOK_S
+        busy = None if others_per_second is None else clock["t"] * others_per_second
+        return cpu_load.CpuReading(clock["t"], busy, 0.0, 0.0)
+
+    monkeypatch.setattr(cpu_load, "read", read)
+    monkeypatch.setattr(threads.time, "sleep", lambda s: None)
+
+
+def test_the_decision_reads_the_load_and_leaves_a_users_setting_alone(monkeypatch):
+    monkeypatch.delenv("GPUTUTOR_THREADS", raising=False)
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.delenv(threads.OURS, raising=False)
+    monkeypatch.setattr(threads, "usable_cores", lambda: 2)
+    _stat_reader(monkeypatch, 0.0)
+    assert threads.decide() == 2  # idle: every core, as a plain PyTorch loop uses
+    _stat_reader(monkeypatch, 1.0)
+    assert threads.decide() == 1  # one core kept busy by another program: one left to it
+    _stat_reader(monkeypatch, None)
+    assert threads.decide() == 1  # the load cannot be read: the cautious count
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")  # the user's own: kept
+    assert threads.decide() == 2
+    monkeypatch.setenv("GPUTUTOR_THREADS", "3")
+    assert threads.decide() == 3
+
+
+def test_another_programs_busy_core_is_seen():
+    """The real reading, with a process spinning beside it: at least half a core is others'."""
+    import time
+
+    if threads.others_busy() is None:
+        return  # no /proc/stat (macOS): nothing to read, and the cautious count is used
+    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(0.3)  # let it start spinning
+        assert threads.others_busy(look_s=0.3) >= threads.BUSY_CORE
+    finally:
+        spinner.kill()
+        spinner.wait()
 
 
 def test_an_override_wins_and_nonsense_is_ignored(monkeypatch):
@@ -36,10 +93,12 @@ def test_the_environment_is_set_unless_the_user_said(monkeypatch):
     monkeypatch.setenv("GPUTUTOR_THREADS", "1")
     env = {}
     threads.set_env(env)
-    assert env == {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    assert env == {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", threads.OURS: "MKL_NUM_THREADS,OMP_NUM_THREADS"}
+    threads.set_env(env, 2)  # the tutor's own value follows a later decision
+    assert env["OMP_NUM_THREADS"] == env["MKL_NUM_THREADS"] == "2"
     env = {"OMP_NUM_THREADS": "7"}
-    threads.set_env(env)
-    assert env["OMP_NUM_THREADS"] == "7"  # the user's choice stays
+    threads.set_env(env, 2)
+    assert env["OMP_NUM_THREADS"] == "7" and env["MKL_NUM_THREADS"] == "2"  # the user's choice stays
 
 
 def test_a_learners_program_runs_with_the_policy_and_can_change_it(tmp_path, monkeypatch):

@@ -45,8 +45,8 @@ from tutor.exercises.child import RANKS_DIR, per_rank, start_time
 from tutor.experiments import gpu_share  # torch-free until a device is asked about
 from tutor.paths import route_torch_caches
 from tutor.present import number
+from tutor.threads import decide as decide_threads
 from tutor.threads import set_env as set_thread_env
-from tutor.threads import training_threads
 
 SOLUTION = "solution.py"
 REPORTS = ".reports.jsonl"
@@ -277,12 +277,12 @@ def _child_env(workdir: Path, memory_mb: int, env: dict | None, nproc: int | Non
     out["GPUTUTOR_SANDBOX_MEMORY_MB"] = str(memory_mb)
     out["GPUTUTOR_SANDBOX_OWNER"] = str(os.getpid())  # the child ends itself when this process is gone
     route_torch_caches(out)
+    threads = decide_threads()  # for this run, as the machine is now
     if nproc:
         # The cores shared among the ranks: N processes of the policy's threads each would
         # oversubscribe the machine (2 ranks on 2 cores: 1 thread each).
-        for key in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-            out.setdefault(key, str(max(1, training_threads() // nproc)))
-    set_thread_env(out)  # the learner's own torch.set_num_threads still wins in their code
+        threads = max(1, threads // nproc)
+    set_thread_env(out, threads)  # the learner's own torch.set_num_threads still wins in their code
     out["PYTHONUNBUFFERED"] = "1"
     out["PYTHONIOENCODING"] = "utf-8:backslashreplace"
     return out

@@ -73,10 +73,12 @@ def _within_the_gpu_cap(measure: Any, params: Params, dev: Any) -> Iterator[Even
     """The run, under the shared-GPU cap (gpu_share.py) while it runs, whoever iterates it. A run
     that reports how far its repeats spread (NAME_low, NAME_high) also reports what else the
     machine was doing meanwhile (noise.py), so a spread too wide to grade comes with its reason."""
+    from tutor import threads
     from tutor.experiments import gpu_share, noise
     from tutor.experiments.events import Finished
 
     with gpu_share.capped(dev):
+        threads.apply()  # decided once for the whole run: its timings compare like with like
         before = noise.read(dev)
         for event in measure(params, dev):
             if isinstance(event, Finished) and _has_spread(event.metrics):

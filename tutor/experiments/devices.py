@@ -11,6 +11,7 @@ import platform
 from dataclasses import asdict, dataclass, replace
 from functools import lru_cache
 
+from tutor.threads import decide as decide_threads
 from tutor.threads import usable_cores
 
 
@@ -28,7 +29,7 @@ class Device:
     bf16: bool = False  # native bfloat16 support
     fp16: bool = False  # fast float16 (tensor cores on cuda)
     tensor_cores: bool = False
-    threads: int | None = None  # cpu: torch.get_num_threads(), the threads training uses
+    threads: int | None = None  # cpu: the threads a run starting now trains with (the load decides)
     cores: int | None = None  # cpu: the cores this process may use
     free_memory: int | None = None  # bytes free when detected, other processes' use taken off (cuda, mps)
 
@@ -114,7 +115,7 @@ def _cpu() -> Device:
         index=None,
         name=cpu_model_name(),
         bf16=native_bf16,
-        threads=torch.get_num_threads(),
+        threads=decide_threads(),  # what a run starting now trains with (tutor/threads.py)
         cores=usable_cores(),
     )
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tutor.experiments.spec import NOISE_WHY
+from tutor.cpu_load import own_cpu, proc_stat
 from tutor.threads import usable_cores
 
 __all__ = ["NOISE_WHY", "Reading", "read", "why"]
@@ -57,27 +58,6 @@ class Reading:
     own_s: float  # this process's and its waited-for children's CPU seconds
     load: float | None  # 1-minute load average
     gpu: GpuReading | None
-
-
-def _proc_stat() -> tuple[float, float] | None:
-    """(busy, steal) seconds summed over the cores, from /proc/stat's first line."""
-    try:
-        with open("/proc/stat", encoding="ascii") as f:
-            fields = f.readline().split()
-        ticks = [int(v) for v in fields[1:]]
-    except (OSError, ValueError):
-        return None
-    if len(ticks) < 8:
-        return None
-    hz = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-    user, nice, system, _idle, _iowait, irq, softirq, steal = ticks[:8]
-    # guest time is already counted in user and nice
-    return (user + nice + system + irq + softirq) / hz, steal / hz
-
-
-def _own_cpu() -> float:
-    t = os.times()
-    return t.user + t.system + t.children_user + t.children_system
 
 
 def _load() -> float | None:
@@ -217,9 +197,9 @@ def _gpu(dev: Any) -> GpuReading | None:
 
 def read(dev: Any = None) -> Reading:
     """What the machine is doing now (and `dev`'s GPU, when it is a CUDA device)."""
-    stat = _proc_stat()
+    stat = proc_stat()
     return Reading(time.monotonic(), stat[0] if stat else None, stat[1] if stat else None,
-                   _own_cpu(), _load(), _gpu(dev))
+                   own_cpu(), _load(), _gpu(dev))
 
 
 def others_cpu_share(before: Reading, after: Reading, cores: int) -> float | None:
