@@ -378,11 +378,30 @@ def test_run_device_not_present(capsys):
 
 
 def test_run_without_name_lists_experiments(capsys):
-    code, _, err = run_cli(capsys, "run")
-    assert code == 2
-    assert all(name in err for name in experiments.REGISTRY)
+    # The list the help promises is a success, on stdout, as `instrument` with no name is.
+    code, out, err = run_cli(capsys, "run")
+    assert code == 0, err
+    assert all(name in out for name in experiments.REGISTRY)
     # and their parameters, as the help promises, with their defaults
-    assert "epochs=3 batch_size=64" in err and "micro_batches=4" in err and "train_samples=(unset)" in err
+    assert "epochs=3 batch_size=64" in out and "micro_batches=4" in out and "train_samples=(unset)" in out
+
+
+def test_run_without_name_lists_experiments_as_json(capsys):
+    code, out, _ = run_cli(capsys, "run", "--json")
+    assert code == 0
+    listed = json.loads(out)
+    assert set(listed) == set(experiments.REGISTRY)
+    train = listed["train"]
+    assert train["title"] == experiments.get("train").title
+    assert train["params"]["epochs"]["default"] == 3 and train["params"]["train_samples"]["default"] is None
+    # the metrics a lesson's compare may name, in the unit the screen shows them
+    assert train["metrics"]["accuracy"]["unit"] == "%"
+
+
+def test_run_and_instrument_list_alike(capsys):
+    for command in ("run", "instrument"):
+        code, out, _ = run_cli(capsys, command, "--json")
+        assert code == 0 and isinstance(json.loads(out), dict)
 
 
 # ---------------------------------------------------------------- run: real experiments

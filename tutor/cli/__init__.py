@@ -123,12 +123,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("run", parents=[common], help="run one experiment headless",
                        description="Run one experiment without the TUI and stream what it measures. "
-                       "Run it without NAME to list the experiments and their parameters.")
+                       "Run it without NAME to list the experiments and their parameters (exit 0); with "
+                       "--json, one object keyed by name with each one's title, parameters and metrics (the "
+                       "names a lesson's compare takes, each with its unit).")
     p.add_argument("name", nargs="?", metavar="NAME", help="experiment name, e.g. train, crossover")
     p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
                    help="set a parameter (repeatable), e.g. --set epochs=1 --set amp=bf16")
     p.add_argument("--json", action="store_true",
-                   help="one JSON object per event; the last is {\"event\": \"finished\", \"metrics\": {...}}")
+                   help="one JSON object per event; the last is {\"event\": \"finished\", \"metrics\": {...}} "
+                   "(without NAME: the list of experiments as one object)")
 
     p = sub.add_parser("lint", parents=[common], help="validate lesson files (path:line:col: message)",
                        description="Validate lesson files; directories are searched for *.yaml and *.yml. "
