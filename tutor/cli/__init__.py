@@ -134,9 +134,14 @@ def build_parser() -> argparse.ArgumentParser:
                    "(without NAME: the list of experiments as one object)")
 
     p = sub.add_parser("lint", parents=[common], help="validate lesson files (path:line:col: message)",
-                       description="Validate lesson files; directories are searched for *.yaml and *.yml. "
-                       "Exit 2 if any file has an error.")
+                       description="Validate lesson files; directories are searched for *.yaml and *.yml, and "
+                       "a folder's experiments.py (a lesson pack) is loaded first. Exit 2 if any file has an "
+                       "error; warnings alone exit 0.")
     p.add_argument("paths", nargs="+", metavar="PATH")
+    p.add_argument("--json", action="store_true",
+                   help='one JSON object per issue: {"path", "line", "column", "severity", "message", "fix"} '
+                   '(fix: the word suggested in place of the one at line:column, or null), then a summary '
+                   '{"errors", "warnings", "files", "files_with_errors", "lessons_ok"}')
 
     p = sub.add_parser("check", parents=[common], help="grade one answer to a check, as the TUI does",
                        description="Grade an answer to a lesson's check (or predict) step exactly as the "

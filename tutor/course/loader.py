@@ -53,6 +53,20 @@ _TAGS = {"read", "predict", "run", "check", "exercise", "instrument", "choice", 
          "output", "source", "report", "file", "function", "behaviour", "error", "python"}
 
 
+UNKNOWN_EXPERIMENT = "unknown experiment"  # how that issue starts: see without_pack_knock_ons
+
+
+def without_pack_knock_ons(issues: list[LessonIssue], pack_problems: list[LessonIssue]) -> list[LessonIssue]:
+    """The issues less each "unknown experiment" of a lesson beside a folder pack whose
+    experiments.py did not load: its experiments were never registered, and the import's own
+    error, at its line, is the one to fix."""
+    from tutor.experiments.packs import EXPERIMENTS_FILE
+
+    broken = {Path(p.path).resolve().parent for p in pack_problems if Path(p.path).name == EXPERIMENTS_FILE}
+    return [i for i in issues
+            if not (i.message.startswith(UNKNOWN_EXPERIMENT) and Path(i.path).resolve().parent in broken)]
+
+
 def _clean_loc(loc: tuple[Any, ...], data: Any) -> tuple[Any, ...]:
     """Drop pydantic's union tags (e.g. 'read', 'choice') so a location matches the YAML path."""
     out: list[Any] = []
@@ -282,7 +296,7 @@ def _semantic_issues(data: dict[str, Any], marks: dict[Path_, Pos], path: str) -
         if name not in experiments.REGISTRY:
             # A close match is the likely fix; only without one is the whole list worth its length.
             hint = _did_you_mean(name, experiments.REGISTRY) or f"; available: {', '.join(sorted(experiments.REGISTRY))}"
-            add((*loc, "experiment"), f"unknown experiment {name!r}{hint}")
+            add((*loc, "experiment"), f"{UNKNOWN_EXPERIMENT} {name!r}{hint}")
             return
         if not isinstance(params, dict):
             return
