@@ -462,6 +462,45 @@ def test_a_number_predicted_with_options_that_have_no_range_is_an_error():
     load_text(text.replace("compare: steps", "compare: device").replace("[about 100, about 1000]", "[cpu, cuda]"))
 
 
+UNIT_STEP = ("id: t\ntitle: T\nsteps:\n  - id: guess\n    kind: predict\n    prompt: P\n    compare: METRIC\n"
+             "    unit: UNIT\n    answer: ANSWER\n  - {id: r, kind: run, experiment: data-bottleneck}\n")
+
+
+def _unit_lesson(metric: str, unit: str, answer: str) -> str:
+    return UNIT_STEP.replace("METRIC", metric).replace("UNIT", f'"{unit}"').replace("ANSWER", answer)
+
+
+PERCENT_RANGES = "{type: choice, options: [{text: under 20%, min: 0, max: 20}, {text: 20% or more, min: 20}]}"
+
+
+def test_a_predict_unit_that_reads_the_metric_as_the_registry_declares_it_loads():
+    load_text(_unit_lesson("loader_wait_share", "%", PERCENT_RANGES))  # a share, read in percent
+    load_text(_unit_lesson("loader_epoch_seconds", "s", "{type: number, unit: ms}"))  # converted s -> ms
+    load_text(_unit_lesson("loader_epoch_seconds", "seconds", "{type: number, unit: s}"))  # the same unit's word
+    load_text(_unit_lesson("resident_speedup", "", "{type: choice, options: [{text: a, min: 0, max: 1}, "
+                                                   "{text: b, min: 1}]}"))  # read as measured: no scale changes
+    load_text(_unit_lesson("loader_wait_share", "", "{type: text}"))  # words: no number is read in a unit
+
+
+def test_a_predict_unit_that_misreads_the_metric_is_an_error():
+    def issue(metric: str, unit: str, answer: str) -> str:
+        with pytest.raises(LessonError) as info:
+            load_text(_unit_lesson(metric, unit, answer), "t.yaml")
+        [found] = info.value.issues
+        return str(found)
+
+    assert issue("loader_wait_share", "", PERCENT_RANGES).startswith(
+        "t.yaml:8:11: step 'guess': 'loader_wait_share' of experiment 'data-bottleneck' is a share from 0 to 1, "
+        "shown in percent; with no unit")
+    assert issue("loader_epoch_seconds", "ms", "{type: number, unit: ms}") == (
+        "t.yaml:8:11: step 'guess': 'loader_epoch_seconds' of experiment 'data-bottleneck' is measured in \"s\" "
+        "(a duration in seconds, shown in ms below one second), and this step has unit \"ms\": write unit: \"s\", "
+        "the unit the measurement is read in (the answer may use another of the same kind)")
+    assert issue("loader_epoch_seconds", "s", "{type: number, unit: GB}").endswith(
+        "is read in \"s\", and the answer's unit \"GB\" is not one it converts to: give the answer a unit of the "
+        "same kind (time)")
+
+
 def test_a_rule_across_keys_points_at_the_later_key_it_names():
     text = ("id: t\ntitle: T\nsteps:\n  - id: q\n    kind: check\n    prompt: P\n    hint: a\n    hints: [b, c]\n"
             "    answer: {type: number, value: 1}\n")
