@@ -96,6 +96,46 @@ def test_tabs_unterminated_quote_and_top_level_list():
     assert only("- a\n- b\n") == "t.yaml:1:1: a lesson file must be a mapping with id, title and steps"
 
 
+def _only_issue(text: str) -> str:
+    with pytest.raises(LessonError) as info:
+        load_text(text, "t.yaml")
+    assert len(info.value.issues) == 1, info.value.issues
+    return str(info.value.issues[0])
+
+
+CHECK_STEP = "id: t\ntitle: T\nsteps:\n  - id: q\n    kind: check\n    prompt: Why?\n"
+
+
+def test_a_misaligned_line_is_said_in_plain_words_with_the_columns_it_could_start_at():
+    # PyYAML: "while parsing a block collection expected <block end>, but found '?'"
+    said = _only_issue(CHECK_STEP + "  hint: this\n    answer: {type: text}\n")
+    assert said == ("t.yaml:7:3: YAML syntax: bad indentation: this line starts at column 3, where the '- ' items of "
+                    "a list start: begin a new item with '- ', or line it up with the keys above it (columns 1 or 5)")
+    # "... but found '<block mapping start>'"
+    said = _only_issue(CHECK_STEP + "   hint: this\n    answer: {type: text}\n")
+    assert said == ("t.yaml:7:4: YAML syntax: bad indentation: this line starts at column 4, which lines up with no "
+                    "line above it (they start at columns 1, 3 or 5): line it up with the keys of the mapping it "
+                    "belongs to, or with the '- ' of its list")
+    # "mapping values are not allowed here": a key indented under the text of the key above
+    said = _only_issue(CHECK_STEP + "      hint: this\n    answer: {type: text}\n")
+    assert said.startswith("t.yaml:7:7: YAML syntax: bad indentation: this line starts at column 7, deeper than the "
+                           "key above it (column 5)")
+    for text in (CHECK_STEP + "  hint: this\n", CHECK_STEP + "   hint: this\n", CHECK_STEP + "      hint: this\n"):
+        assert "found" not in _only_issue(text) and "block" not in _only_issue(text)
+    # a ': ' in a value on its own line is not an indentation problem
+    assert "put a value that contains ': ' in quotes" in _only_issue(CHECK_STEP + "    hint: Note: this\n")
+
+
+def test_a_list_under_hint_asks_whether_hints_was_meant():
+    said = _only_issue(CHECK_STEP + "    hint:\n      - Look at the dtype.\n      - Then the scale.\n"
+                       "    answer: {type: number, value: 1, abs_tolerance: 0}\n")
+    assert said == ("t.yaml:7:5: step 'q': hint is one text, and this is a list (did you mean hints: "
+                    "['Look at the dtype.', 'Then the scale.']? a learner sees them one at a time)")
+    said = _only_issue(CHECK_STEP + "    hints: Look at the dtype.\n    answer: {type: number, value: 1, abs_tolerance: 0}\n")
+    assert said == ("t.yaml:7:5: step 'q': hints is a list, shown one at a time: write hints: [...] with each hint "
+                    "an item (or hint: for one)")
+
+
 def test_duplicate_yaml_keys_are_reported():
     text = "id: d\ntitle: D\nsteps:\n  - id: a\n    kind: read\n    body: one\n    body: two\n"
     with pytest.raises(LessonError) as info:

@@ -236,6 +236,17 @@ def _schema_issues(e: ValidationError, data: Any, marks: dict[Path_, Pos], path:
                     f"unknown {what} {tag!r}{_did_you_mean(tag, expected.split(', '))}; expected one of {expected}")
             else:
                 add(position(marks, loc), _where(loc, data), f"missing key {key!r} (one of {expected})")
+        elif kind == "string_type" and loc and loc[-1] == "hint" and isinstance(err.get("input"), list):
+            # hint: is one text; the tiers are `hints:`
+            shown = ", ".join(repr(h) if isinstance(h, str) else str(h) for h in err["input"][:2])
+            more = ", ..." if len(err["input"]) > 2 else ""
+            add(position(marks, loc, at_key=True), _where(loc[:-1], data),
+                f"hint is one text, and this is a list (did you mean hints: [{shown}{more}]? a learner sees them "
+                "one at a time)")
+        elif kind == "list_type" and loc and loc[-1] == "hints" and isinstance(err.get("input"), str):
+            add(position(marks, loc, at_key=True), _where(loc[:-1], data),
+                "hints is a list, shown one at a time: write hints: [...] with each hint an item (or hint: for "
+                "one)")
         elif kind == "string_type" and isinstance(err.get("input"), (int, float)) and not isinstance(
                 err.get("input"), bool):
             add(position(marks, loc), _where(loc, data),
