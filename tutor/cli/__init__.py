@@ -216,13 +216,16 @@ def build_parser() -> argparse.ArgumentParser:
     p = lesson_sub.add_parser("test", parents=[common], help="play lessons headlessly: every run, check and exercise",
                               description="Play each lesson without the TUI: lint it, run every run step's "
                               "experiment (small parameters unless --full), grade every check's reference and "
-                              "listed answers (with its verify run's metrics), run every exercise's solution "
+                              "listed answers (with its verify run's metrics), judge every prediction against "
+                              "what its run measured, run every exercise's solution "
                               "(must pass) and listed mistakes (must fail), compute every instrument. Prints "
-                              "each result as it comes and a table at the end. Exit 0 when all pass, 1 if any "
-                              "fails, 2 for bad input.")
+                              "each result as it comes (a failure with its step's path:line) and a table at the "
+                              "end. Exit 0 when all pass, 1 if any fails, 2 for bad input.")
     p.add_argument("paths", nargs="+", metavar="PATH", help="lesson files or directories")
     p.add_argument("--full", action="store_true", help="run experiments with the lesson's own parameters")
-    p.add_argument("--json", action="store_true", help="one JSON object per result, then a summary object")
+    p.add_argument("--json", action="store_true",
+                   help='one JSON object per result ({"lesson", "step", "kind", "what", "ok", "detail", "seconds", '
+                   '"skipped", "where"}), then a summary object')
     return parser
 
 
