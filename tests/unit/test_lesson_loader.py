@@ -131,7 +131,8 @@ def test_a_list_under_hint_asks_whether_hints_was_meant():
                        "    answer: {type: number, value: 1, abs_tolerance: 0}\n")
     assert said == ("t.yaml:7:5: step 'q': hint is one text, and this is a list (did you mean hints: "
                     "['Look at the dtype.', 'Then the scale.']? a learner sees them one at a time)")
-    said = _only_issue(CHECK_STEP + "    hints: Look at the dtype.\n    answer: {type: number, value: 1, abs_tolerance: 0}\n")
+    said = _only_issue(CHECK_STEP + "    hints: Look at the dtype.\n"
+                       "    answer: {type: number, value: 1, abs_tolerance: 0}\n")
     assert said == ("t.yaml:7:5: step 'q': hints is a list, shown one at a time: write hints: [...] with each hint "
                     "an item (or hint: for one)")
 

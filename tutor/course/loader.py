@@ -375,7 +375,7 @@ def _semantic_issues(data: dict[str, Any], marks: dict[Path_, Pos], path: str) -
                         "options that have no `min`/`max`, so no measurement can land in one: give each option "
                         "the range it stands for", at_key=True)
                 unit = step.get("unit", "")
-                problem = _unit_problem(unit, metrics[metric].unit, step.get("answer")) if isinstance(unit, str) else None
+                problem = isinstance(unit, str) and _unit_problem(unit, metrics[metric].unit, step.get("answer"))
                 if problem:
                     add((*loc, "unit") if "unit" in step else (*loc, "compare"),
                         f"step {step.get('id')!r}: {metric!r} of experiment {run['experiment']!r} {problem}")
