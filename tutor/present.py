@@ -44,9 +44,12 @@ def metric(value: Any, unit: str = "") -> str:
 
 
 def seconds(s: float | None) -> str:
-    """A duration with its unit: "850.0 ms" below a second, "1.23 s" above; "-" when not measured."""
+    """A duration with its unit: "42.0 µs" below a millisecond (where "0.0 ms" would hide it),
+    "850.0 ms" below a second, "1.23 s" above; "-" when not measured."""
     if s is None:
         return "-"
+    if 0 < abs(s) < 1e-3:
+        return f"{s * 1e6:.1f} µs"
     return f"{s * 1000:.1f} ms" if s < 1 else f"{s:.2f} s" if s < 100 else f"{s:,.0f} s"
 
 

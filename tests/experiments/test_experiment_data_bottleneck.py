@@ -14,11 +14,12 @@ from tutor.experiments.spec import COMMON_METRICS
 from tutor.experiments.events import Note, Step, Table
 
 BATCHES = 12
+BATCH = 48  # not the default 64: a note that says 64 was not read from the run
 
 
 @pytest.fixture(scope="module")
 def cpu_run():
-    return run_experiment("data-bottleneck", {"batches": BATCHES, "workers": 1})
+    return run_experiment("data-bottleneck", {"batches": BATCHES, "workers": 1, "batch_size": BATCH})
 
 
 def test_every_declared_metric_is_reported(cpu_run):
@@ -38,6 +39,12 @@ def test_each_path_is_measured_and_its_shares_add_up(cpu_run):
     assert m["loader_epoch_seconds"] == pytest.approx(epoch / m["loader_samples_per_s"], rel=1e-3)
     assert m["resident_speedup"] == pytest.approx(m["resident_samples_per_s"] / m["loader_samples_per_s"])
     assert m["fastest"] in ("loader", "workers", "resident")
+
+
+def test_the_notes_say_the_batch_the_run_used(cpu_run):
+    events, _ = cpu_run
+    loader_note = next(e.text for e in events if isinstance(e, Note) and e.text.startswith("1/4"))
+    assert f"each of the {BATCH} images in a batch" in loader_note
 
 
 def test_pinned_memory_is_skipped_off_cuda_and_says_why(cpu_run):

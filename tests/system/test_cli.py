@@ -155,6 +155,36 @@ def test_lint_missing_path_and_empty_directory(capsys, tmp_path: Path):
     assert code == 2 and "no lesson files" in err
 
 
+def test_lint_json_gives_each_issue_with_its_fix_then_a_summary(capsys, tmp_path: Path):
+    count = tmp_path / "count.yaml"
+    count.write_text("id: count\ntitle: Count\nsteps:\n  - id: q\n    kind: check\n    prompt: How many?\n"
+                     "    answer:\n      type: number\n      value: 235\n")
+    misspelt = LINT / "unknown_key.yaml"
+    code, out, err = run_cli(capsys, "lint", "--json", str(misspelt), str(count))
+    assert code == 2
+    *issues, summary = json_lines(out)
+    issues = sorted(issues, key=lambda i: i["path"] != str(misspelt))  # the error, then the warning
+    assert issues[0] == {"path": str(misspelt), "line": 6, "column": 5, "severity": "error",
+                         "message": "step 'q': unknown key 'promt' (did you mean 'prompt'?)", "fix": "prompt"}
+    assert issues[1]["severity"] == "warning" and issues[1]["fix"] is None and issues[1]["line"] == 9
+    assert summary == {"errors": 1, "warnings": 1, "files": 2, "files_with_errors": 1, "lessons_ok": 1}
+    assert "lint: 1 error in 1 of 2 files, 1 warning" in err
+
+
+def test_lint_a_pack_whose_experiments_do_not_import_is_one_error_at_its_line(capsys, tmp_path: Path):
+    pack = tmp_path / "pack"
+    pack.mkdir()
+    (pack / "experiments.py").write_text("from tutor.experiments import Experiment\n\nimport no_such_module_here\n"
+                                         "EXPERIMENTS = []\n", encoding="utf-8")
+    (pack / "lesson.yaml").write_text("id: pack-lesson\ntitle: Pack lesson\nsteps:\n"
+                                      "  - {id: r, kind: run, experiment: my-exp}\n", encoding="utf-8")
+    code, out, err = run_cli(capsys, "lint", str(pack))
+    assert code == 2
+    # not also the lesson's "unknown experiment 'my-exp'": the pack that would define it did not load
+    assert out == f"{pack / 'experiments.py'}:3:1: ModuleNotFoundError: No module named 'no_such_module_here'\n"
+    assert "lint: 1 error in 1 of 2 files" in err
+
+
 def test_lint_in_a_real_process():
     path = LINT / "empty.yaml"
     done = subprocess.run([sys.executable, "-m", "tutor", "lint", str(path)], capture_output=True, text=True,
@@ -378,11 +408,30 @@ def test_run_device_not_present(capsys):
 
 
 def test_run_without_name_lists_experiments(capsys):
-    code, _, err = run_cli(capsys, "run")
-    assert code == 2
-    assert all(name in err for name in experiments.REGISTRY)
+    # The list the help promises is a success, on stdout, as `instrument` with no name is.
+    code, out, err = run_cli(capsys, "run")
+    assert code == 0, err
+    assert all(name in out for name in experiments.REGISTRY)
     # and their parameters, as the help promises, with their defaults
-    assert "epochs=3 batch_size=64" in err and "micro_batches=4" in err and "train_samples=(unset)" in err
+    assert "epochs=3 batch_size=64" in out and "micro_batches=4" in out and "train_samples=(unset)" in out
+
+
+def test_run_without_name_lists_experiments_as_json(capsys):
+    code, out, _ = run_cli(capsys, "run", "--json")
+    assert code == 0
+    listed = json.loads(out)
+    assert set(listed) == set(experiments.REGISTRY)
+    train = listed["train"]
+    assert train["title"] == experiments.get("train").title
+    assert train["params"]["epochs"]["default"] == 3 and train["params"]["train_samples"]["default"] is None
+    # the metrics a lesson's compare may name, in the unit the screen shows them
+    assert train["metrics"]["accuracy"]["unit"] == "%"
+
+
+def test_run_and_instrument_list_alike(capsys):
+    for command in ("run", "instrument"):
+        code, out, _ = run_cli(capsys, command, "--json")
+        assert code == 0 and isinstance(json.loads(out), dict)
 
 
 # ---------------------------------------------------------------- run: real experiments

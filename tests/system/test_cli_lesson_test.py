@@ -324,3 +324,83 @@ def test_a_run_too_noisy_to_grade_checks_the_options_against_its_median():
     assert noisy.ok and noisy.detail.startswith("the run was too noisy to grade here")
     broken = player._predict_outcome(lesson, step, {"ratio": -5.0, "ratio_low": -9.0, "ratio_high": -1.0})
     assert not broken.ok
+
+
+def _played_with(text: str, measured: dict) -> list:
+    """The outcomes of a lesson played on a fake run that reports `measured` (every other metric 1.0)."""
+    from tutor import experiments
+    from tutor.authoring import lesson_test
+    from tutor.course.loader import load_text
+
+    def fake_run(experiment, params, keep=None):
+        return {**dict.fromkeys(experiments.get(experiment).metrics, 1.0), **measured}, ""
+
+    player = lesson_test.Player("cpu")
+    player.run = fake_run
+    return list(player.play(load_text(text, "number.yaml")))
+
+
+NUMBER_PREDICTION = ("id: number\ntitle: Number\nsteps:\n"
+                     "  - {id: guess, kind: predict, prompt: How much?, compare: METRIC, unit: UNIT,\n"
+                     "     answer: {type: number, unit: UNIT, min: LOW, max: HIGH}}\n"
+                     "  - {id: run, kind: run, experiment: data-bottleneck}\n")
+
+
+def _number_prediction(metric: str, unit: str, low: float, high: float) -> str:
+    return (NUMBER_PREDICTION.replace("METRIC", metric).replace("UNIT", f'"{unit}"')
+            .replace("LOW", str(low)).replace("HIGH", str(high)))
+
+
+def test_a_number_prediction_whose_range_excludes_the_measurement_fails():
+    # 50x to 500x for a 3-9x speed-up: the learner who types what was measured would be refused.
+    outcomes = _played_with(_number_prediction("resident_speedup", "x", 50, 500), {"resident_speedup": 5.3})
+    predict = next(o for o in outcomes if o.kind == "predict")
+    assert not predict.ok
+    assert predict.detail.startswith("measured 5.3x, outside the answers this prediction allows (50x to 500x)")
+
+
+def test_a_number_prediction_that_allows_the_measurement_passes_in_its_own_unit():
+    outcomes = _played_with(_number_prediction("resident_speedup", "x", 1, 500), {"resident_speedup": 5.3})
+    assert next(o for o in outcomes if o.kind == "predict").ok
+    # a share measured 0..1 is typed in percent: 70.4 lies in 0..100, 0.704 would not be the question
+    outcomes = _played_with(_number_prediction("loader_wait_share", "%", 50, 100), {"loader_wait_share": 0.704})
+    predict = next(o for o in outcomes if o.kind == "predict")
+    assert predict.ok and predict.detail == "measured 70.4%, within its min..max"
+
+
+def test_a_failure_says_the_path_and_line_of_its_step(capsys, tmp_path):
+    path = tmp_path / "bands.yaml"
+    path.write_text(
+        "id: bands\ntitle: Bands\nsteps:\n"
+        "  - id: intro\n    kind: read\n    body: Count the steps.\n"
+        "  - id: count\n    kind: check\n    prompt: How many steps?\n"
+        "    answer:\n      type: number\n      value: 235\n      ranges:\n"
+        "        - {min: 234, max: 234, feedback: Off by one.}\n",  # inside 211.5..258.5: never shown
+        encoding="utf-8")
+    code, out, _ = run_cli(capsys, "lesson", "test", str(path))
+    assert code == 1
+    assert f"\n    {path}:7: range 1 (234..234) can never be reached" in out
+    code, out, _ = run_cli(capsys, "lesson", "test", str(path), "--json")
+    failed = [r for r in map(json.loads, out.splitlines()[:-1]) if not r["ok"]]
+    assert [r["where"] for r in failed] == [f"{path}:7"]
+
+
+def test_a_pack_whose_experiments_do_not_import_is_one_failure_at_its_line(capsys, tmp_path):
+    pack = _broken_pack(tmp_path)
+    code, out, _ = run_cli(capsys, "lesson", "test", str(pack), "--json")
+    assert code == 1
+    results = [json.loads(line) for line in out.splitlines()]
+    assert [(r["where"], r["detail"]) for r in results[:-1]] == [
+        (f"{pack / 'experiments.py'}:3", "ModuleNotFoundError: No module named 'no_such_module_here'")]
+    assert results[-1]["failed"] == 1
+
+
+def _broken_pack(tmp_path: Path) -> Path:
+    """A folder pack whose experiments.py fails on its third line, and a lesson that runs its experiment."""
+    pack = tmp_path / "pack"
+    pack.mkdir()
+    (pack / "experiments.py").write_text("from tutor.experiments import Experiment\n\nimport no_such_module_here\n"
+                                         "EXPERIMENTS = []\n", encoding="utf-8")
+    (pack / "lesson.yaml").write_text("id: pack-lesson\ntitle: Pack lesson\nsteps:\n"
+                                      "  - {id: r, kind: run, experiment: my-exp}\n", encoding="utf-8")
+    return pack

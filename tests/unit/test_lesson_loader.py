@@ -96,6 +96,47 @@ def test_tabs_unterminated_quote_and_top_level_list():
     assert only("- a\n- b\n") == "t.yaml:1:1: a lesson file must be a mapping with id, title and steps"
 
 
+def _only_issue(text: str) -> str:
+    with pytest.raises(LessonError) as info:
+        load_text(text, "t.yaml")
+    assert len(info.value.issues) == 1, info.value.issues
+    return str(info.value.issues[0])
+
+
+CHECK_STEP = "id: t\ntitle: T\nsteps:\n  - id: q\n    kind: check\n    prompt: Why?\n"
+
+
+def test_a_misaligned_line_is_said_in_plain_words_with_the_columns_it_could_start_at():
+    # PyYAML: "while parsing a block collection expected <block end>, but found '?'"
+    said = _only_issue(CHECK_STEP + "  hint: this\n    answer: {type: text}\n")
+    assert said == ("t.yaml:7:3: YAML syntax: bad indentation: this line starts at column 3, where the '- ' items of "
+                    "a list start: begin a new item with '- ', or line it up with the keys above it (columns 1 or 5)")
+    # "... but found '<block mapping start>'"
+    said = _only_issue(CHECK_STEP + "   hint: this\n    answer: {type: text}\n")
+    assert said == ("t.yaml:7:4: YAML syntax: bad indentation: this line starts at column 4, which lines up with no "
+                    "line above it (they start at columns 1, 3 or 5): line it up with the keys of the mapping it "
+                    "belongs to, or with the '- ' of its list")
+    # "mapping values are not allowed here": a key indented under the text of the key above
+    said = _only_issue(CHECK_STEP + "      hint: this\n    answer: {type: text}\n")
+    assert said.startswith("t.yaml:7:7: YAML syntax: bad indentation: this line starts at column 7, deeper than the "
+                           "key above it (column 5)")
+    for text in (CHECK_STEP + "  hint: this\n", CHECK_STEP + "   hint: this\n", CHECK_STEP + "      hint: this\n"):
+        assert "found" not in _only_issue(text) and "block" not in _only_issue(text)
+    # a ': ' in a value on its own line is not an indentation problem
+    assert "put a value that contains ': ' in quotes" in _only_issue(CHECK_STEP + "    hint: Note: this\n")
+
+
+def test_a_list_under_hint_asks_whether_hints_was_meant():
+    said = _only_issue(CHECK_STEP + "    hint:\n      - Look at the dtype.\n      - Then the scale.\n"
+                       "    answer: {type: number, value: 1, abs_tolerance: 0}\n")
+    assert said == ("t.yaml:7:5: step 'q': hint is one text, and this is a list (did you mean hints: "
+                    "['Look at the dtype.', 'Then the scale.']? a learner sees them one at a time)")
+    said = _only_issue(CHECK_STEP + "    hints: Look at the dtype.\n"
+                       "    answer: {type: number, value: 1, abs_tolerance: 0}\n")
+    assert said == ("t.yaml:7:5: step 'q': hints is a list, shown one at a time: write hints: [...] with each hint "
+                    "an item (or hint: for one)")
+
+
 def test_duplicate_yaml_keys_are_reported():
     text = "id: d\ntitle: D\nsteps:\n  - id: a\n    kind: read\n    body: one\n    body: two\n"
     with pytest.raises(LessonError) as info:
@@ -460,6 +501,45 @@ def test_a_number_predicted_with_options_that_have_no_range_is_an_error():
         "measurement can land in one: give each option the range it stands for"]
     # a text metric is matched by an option's text: no range needed
     load_text(text.replace("compare: steps", "compare: device").replace("[about 100, about 1000]", "[cpu, cuda]"))
+
+
+UNIT_STEP = ("id: t\ntitle: T\nsteps:\n  - id: guess\n    kind: predict\n    prompt: P\n    compare: METRIC\n"
+             "    unit: UNIT\n    answer: ANSWER\n  - {id: r, kind: run, experiment: data-bottleneck}\n")
+
+
+def _unit_lesson(metric: str, unit: str, answer: str) -> str:
+    return UNIT_STEP.replace("METRIC", metric).replace("UNIT", f'"{unit}"').replace("ANSWER", answer)
+
+
+PERCENT_RANGES = "{type: choice, options: [{text: under 20%, min: 0, max: 20}, {text: 20% or more, min: 20}]}"
+
+
+def test_a_predict_unit_that_reads_the_metric_as_the_registry_declares_it_loads():
+    load_text(_unit_lesson("loader_wait_share", "%", PERCENT_RANGES))  # a share, read in percent
+    load_text(_unit_lesson("loader_epoch_seconds", "s", "{type: number, unit: ms}"))  # converted s -> ms
+    load_text(_unit_lesson("loader_epoch_seconds", "seconds", "{type: number, unit: s}"))  # the same unit's word
+    load_text(_unit_lesson("resident_speedup", "", "{type: choice, options: [{text: a, min: 0, max: 1}, "
+                                                   "{text: b, min: 1}]}"))  # read as measured: no scale changes
+    load_text(_unit_lesson("loader_wait_share", "", "{type: text}"))  # words: no number is read in a unit
+
+
+def test_a_predict_unit_that_misreads_the_metric_is_an_error():
+    def issue(metric: str, unit: str, answer: str) -> str:
+        with pytest.raises(LessonError) as info:
+            load_text(_unit_lesson(metric, unit, answer), "t.yaml")
+        [found] = info.value.issues
+        return str(found)
+
+    assert issue("loader_wait_share", "", PERCENT_RANGES).startswith(
+        "t.yaml:8:11: step 'guess': 'loader_wait_share' of experiment 'data-bottleneck' is a share from 0 to 1, "
+        "shown in percent; with no unit")
+    assert issue("loader_epoch_seconds", "ms", "{type: number, unit: ms}") == (
+        "t.yaml:8:11: step 'guess': 'loader_epoch_seconds' of experiment 'data-bottleneck' is measured in \"s\" "
+        "(a duration in seconds, shown in ms below one second), and this step has unit \"ms\": write unit: \"s\", "
+        "the unit the measurement is read in (the answer may use another of the same kind)")
+    assert issue("loader_epoch_seconds", "s", "{type: number, unit: GB}").endswith(
+        "is read in \"s\", and the answer's unit \"GB\" is not one it converts to: give the answer a unit of the "
+        "same kind (time)")
 
 
 def test_a_rule_across_keys_points_at_the_later_key_it_names():

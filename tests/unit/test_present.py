@@ -30,7 +30,8 @@ def test_nan_and_inf_are_said_as_they_are():
     assert present.metric(math.nan) == "nan" and present.metric(math.inf) == "inf"
 
 
-@pytest.mark.parametrize("s,shown", [(None, "-"), (0.0123, "12.3 ms"), (1.234, "1.23 s"), (1234.0, "1,234 s")])
+@pytest.mark.parametrize("s,shown", [(None, "-"), (0.0123, "12.3 ms"), (1.234, "1.23 s"), (1234.0, "1,234 s"),
+                                     (0.000042, "42.0 µs"), (0.00000015, "0.1 µs"), (0.001, "1.0 ms")])
 def test_seconds_carry_their_unit(s, shown):
     assert present.seconds(s) == shown
 

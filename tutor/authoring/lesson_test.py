@@ -22,7 +22,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -33,11 +33,12 @@ from tutor.course.lesson import (
     InstrumentStep,
     Lesson,
     LessonError,
+    LessonIssue,
     PredictStep,
     RunStep,
     SourceRequirement,
 )
-from tutor.course.loader import load_file
+from tutor.course.loader import load_file, without_pack_knock_ons
 from tutor.experiments.spec import NOISE_WHY
 
 # Enough for the report bars the built-in exercises set (ex3: 80% after 150 batches of 64);
@@ -73,6 +74,7 @@ class Outcome:
     detail: str = ""  # why it failed (or a figure when it passed)
     seconds: float = 0.0
     skipped: bool = False  # not tried on this machine (ok stays True): `detail` says why
+    where: str = ""  # path:line of the step (path:line:col of a lint issue), for an editor to open
 
 
 class Player:
@@ -83,15 +85,21 @@ class Player:
 
     # ------------------------------------------------------------------ files
 
-    def play_file(self, path: Path) -> Iterator[Outcome]:
+    def play_file(self, path: Path, pack_problems: list[LessonIssue] = ()) -> Iterator[Outcome]:
+        """Its outcomes, each with the path:line of its step. `pack_problems`: the folder packs that
+        did not load, whose import error stands for its lessons' unknown experiments."""
         try:
             lesson = load_file(path, grade_examples=True)
         except LessonError as e:
-            for issue in e.issues:
-                yield Outcome(str(path), f"line {issue.line}", "lint", "loads and lints clean", False, issue.message)
+            for issue in without_pack_knock_ons(e.issues, list(pack_problems)):
+                yield Outcome(str(path), f"line {issue.line}", "lint", "loads and lints clean", False, issue.message,
+                              where=f"{issue.path}:{issue.line}:{issue.col}")
             return
-        yield Outcome(lesson.id, "-", "lint", "loads and lints clean", True, f"{len(lesson.steps)} step{'s' if len(lesson.steps) != 1 else ''}")
-        yield from self.play(lesson)
+        yield Outcome(lesson.id, "-", "lint", "loads and lints clean", True,
+                      f"{len(lesson.steps)} step{'s' if len(lesson.steps) != 1 else ''}", where=f"{path}:1")
+        lines = _step_lines(path)
+        for outcome in self.play(lesson):
+            yield replace(outcome, where=f"{path}:{lines.get(outcome.step, 1)}")
 
     def play(self, lesson: Lesson) -> Iterator[Outcome]:
         predict: PredictStep | None = None  # waiting for the run whose metric it compares
@@ -173,9 +181,10 @@ class Player:
                            f"{step.compare} is not measured on this machine (None); not judged here")
         if isinstance(step.answer, NumberAnswer):
             ok = isinstance(measured, (int, float)) and not isinstance(measured, bool) and math.isfinite(measured)
-            return Outcome(lesson.id, step.id, "predict", what, ok,
-                           "" if ok else f"measured {measured!r}: not a number, so a number prediction cannot "
-                           "be judged (use a choice answer)")
+            if not ok:
+                return Outcome(lesson.id, step.id, "predict", what, False, f"measured {measured!r}: not a number, "
+                               "so a number prediction cannot be judged (use a choice answer)")
+            return Outcome(lesson.id, step.id, "predict", what, *_number_prediction_allowed(step, measured))
         if isinstance(step.answer, ChoiceAnswer):
             spread = checks.spread_of(metrics, step.compare)
             if spread is not None and checks.score_prediction(
@@ -377,6 +386,19 @@ class Player:
                        f"{movable}); every learner would be stuck", time.perf_counter() - t0)
 
 
+def _step_lines(path: Path) -> dict[str, int]:
+    """Each step id's line in the lesson file (it loaded a moment ago; {} if it cannot be read now)."""
+    from tutor.course.lesson_yaml import parse_yaml
+
+    try:
+        data, marks = parse_yaml(path.read_text(encoding="utf-8-sig"), str(path))
+    except (OSError, LessonError, UnicodeDecodeError):
+        return {}
+    steps = data.get("steps") if isinstance(data, dict) else None
+    return {step["id"]: marks[("steps", i)][0] for i, step in enumerate(steps if isinstance(steps, list) else [])
+            if isinstance(step, dict) and isinstance(step.get("id"), str) and ("steps", i) in marks}
+
+
 def goal_settings(step: InstrumentStep) -> tuple[dict[str, Any] | None, int]:
     """The settings that meet an instrument step's goal with the fewest controls moved from its
     start (only those a learner may move), or None; and how many combinations were computed."""
@@ -417,11 +439,11 @@ def goal_settings(step: InstrumentStep) -> tuple[dict[str, Any] | None, int]:
 
 
 def play_paths(paths: list[Path], device: str | None, full: bool,
-               on_outcome: Callable[[Outcome], None]) -> list[Outcome]:
+               on_outcome: Callable[[Outcome], None], pack_problems: list[LessonIssue] = ()) -> list[Outcome]:
     player = Player(device, full)
     outcomes = []
     for path in paths:
-        for outcome in player.play_file(path):
+        for outcome in player.play_file(path, pack_problems):
             on_outcome(outcome)
             outcomes.append(outcome)
     return outcomes
@@ -460,6 +482,29 @@ def _typed(value: float, unit: str) -> str:
     """A number as a learner would type it in this unit (the % sign written, so never ambiguous)."""
     text = f"{value:.10g}"
     return f"{text}{unit}" if unit in ("%", "x") else f"{text} {unit}".strip()
+
+
+def _number_prediction_allowed(step: PredictStep, measured: float) -> tuple[bool, str]:
+    """(ok, detail): the measurement, typed as a learner would in the step's unit, is an answer
+    the prediction accepts; outside its min..max, the learner who types it is refused."""
+    from checks.number import convert, unit_info
+
+    spec = step.answer
+    value = measured * 100 if (step.unit or spec.unit).strip() == "%" else measured  # a share, in percent
+    if step.unit and spec.unit and unit_info(step.unit) and unit_info(spec.unit):
+        converted = convert(value, step.unit, spec.unit)
+        value = value if converted is None else converted
+    typed = _typed(value, spec.unit)
+    said = checks.parse_number(typed, spec.unit)
+    shown = checks.format_number(value, spec.unit)
+    if said is None:
+        return False, f"measured {shown}, which the prediction cannot read typed as {typed!r}"
+    if (spec.min is not None and said < spec.min) or (spec.max is not None and said > spec.max):
+        low, high = (None if b is None else checks.format_number(b, spec.unit) for b in (spec.min, spec.max))
+        allowed = f"{low} to {high}" if low and high else f"at least {low}" if low else f"at most {high}"
+        return False, (f"measured {shown}, outside the answers this prediction allows ({allowed}): a learner "
+                       "who types what was measured is refused; widen its min/max")
+    return True, f"measured {shown}, within its min..max"
 
 
 def _goal_said(goal: Any) -> str:

@@ -123,17 +123,25 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("run", parents=[common], help="run one experiment headless",
                        description="Run one experiment without the TUI and stream what it measures. "
-                       "Run it without NAME to list the experiments and their parameters.")
+                       "Run it without NAME to list the experiments and their parameters (exit 0); with "
+                       "--json, one object keyed by name with each one's title, parameters and metrics (the "
+                       "names a lesson's compare takes, each with its unit).")
     p.add_argument("name", nargs="?", metavar="NAME", help="experiment name, e.g. train, crossover")
     p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
                    help="set a parameter (repeatable), e.g. --set epochs=1 --set amp=bf16")
     p.add_argument("--json", action="store_true",
-                   help="one JSON object per event; the last is {\"event\": \"finished\", \"metrics\": {...}}")
+                   help="one JSON object per event; the last is {\"event\": \"finished\", \"metrics\": {...}} "
+                   "(without NAME: the list of experiments as one object)")
 
     p = sub.add_parser("lint", parents=[common], help="validate lesson files (path:line:col: message)",
-                       description="Validate lesson files; directories are searched for *.yaml and *.yml. "
-                       "Exit 2 if any file has an error.")
+                       description="Validate lesson files; directories are searched for *.yaml and *.yml, and "
+                       "a folder's experiments.py (a lesson pack) is loaded first. Exit 2 if any file has an "
+                       "error; warnings alone exit 0.")
     p.add_argument("paths", nargs="+", metavar="PATH")
+    p.add_argument("--json", action="store_true",
+                   help='one JSON object per issue: {"path", "line", "column", "severity", "message", "fix"} '
+                   '(fix: the word suggested in place of the one at line:column, or null), then a summary '
+                   '{"errors", "warnings", "files", "files_with_errors", "lessons_ok"}')
 
     p = sub.add_parser("check", parents=[common], help="grade one answer to a check, as the TUI does",
                        description="Grade an answer to a lesson's check (or predict) step exactly as the "
@@ -209,13 +217,16 @@ def build_parser() -> argparse.ArgumentParser:
     p = lesson_sub.add_parser("test", parents=[common], help="play lessons headlessly: every run, check and exercise",
                               description="Play each lesson without the TUI: lint it, run every run step's "
                               "experiment (small parameters unless --full), grade every check's reference and "
-                              "listed answers (with its verify run's metrics), run every exercise's solution "
+                              "listed answers (with its verify run's metrics), judge every prediction against "
+                              "what its run measured, run every exercise's solution "
                               "(must pass) and listed mistakes (must fail), compute every instrument. Prints "
-                              "each result as it comes and a table at the end. Exit 0 when all pass, 1 if any "
-                              "fails, 2 for bad input.")
+                              "each result as it comes (a failure with its step's path:line) and a table at the "
+                              "end. Exit 0 when all pass, 1 if any fails, 2 for bad input.")
     p.add_argument("paths", nargs="+", metavar="PATH", help="lesson files or directories")
     p.add_argument("--full", action="store_true", help="run experiments with the lesson's own parameters")
-    p.add_argument("--json", action="store_true", help="one JSON object per result, then a summary object")
+    p.add_argument("--json", action="store_true",
+                   help='one JSON object per result ({"lesson", "step", "kind", "what", "ok", "detail", "seconds", '
+                   '"skipped", "where"}), then a summary object')
     return parser
 
 

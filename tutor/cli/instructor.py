@@ -28,7 +28,7 @@ from tutor.cli.common import (
 def cmd_lint(args: argparse.Namespace, ctx: Context) -> int:
     from tutor.course.lesson import LessonError, LessonIssue
     from tutor.course.lesson_yaml import parse_yaml
-    from tutor.course.loader import lint_file
+    from tutor.course.loader import lint_file, without_pack_knock_ons
 
     files: list[Path] = []
     problems = 0
@@ -45,37 +45,52 @@ def cmd_lint(args: argparse.Namespace, ctx: Context) -> int:
             files.append(path)  # a missing file is reported by load_file as path:1:1
 
     # A folder pack's experiments.py sits beside its lessons: load it before they are checked.
-    issues: list[LessonIssue] = activate_packs(pack_dirs(args.paths, files))
-    bad_files: set[Path] = {Path(i.path) for i in issues}
+    pack_problems: list[LessonIssue] = activate_packs(pack_dirs(args.paths, files))
+    issues: list[LessonIssue] = list(pack_problems)
+    checked: set[Path] = {*files, *(Path(i.path) for i in pack_problems)}  # a broken pack is a file checked
     ids: dict[str, Path] = {}
     good = 0
     for path in files:
         try:
             lesson, found = lint_file(path)
         except LessonError as e:
-            issues.extend(e.issues)
-            bad_files.add(path)
+            issues.extend(without_pack_knock_ons(e.issues, pack_problems))
             continue
         warnings += found
         if lesson.id in ids:
             line, col = _id_position(path, parse_yaml)
             issues.append(LessonIssue(str(path), line, col,
                                       f"duplicate lesson id {lesson.id!r} (also in {ids[lesson.id]})"))
-            bad_files.add(path)
             continue
         ids[lesson.id] = path
         good += 1
+    bad_files = {i.path for i in issues}
     for issue in sorted([*issues, *warnings], key=lambda i: (i.path, i.line, i.col)):
-        print(issue, flush=True)
+        print(json.dumps(_issue_json(issue)) if args.json else issue, flush=True)
     problems += len(issues)
+    if args.json:
+        print(json.dumps({"errors": problems, "warnings": len(warnings), "files": len(checked),
+                          "files_with_errors": len(bad_files), "lessons_ok": good}), flush=True)
     # Warnings do not fail lint: the lesson works, perhaps not as its author meant.
     warned = f", {len(warnings)} warning{'s' * (len(warnings) != 1)}" if warnings else ""
     if problems:
         eprint(f"lint: {len(issues)} error{'s' * (len(issues) != 1)} in {len(bad_files)} of "
-                f"{len(files)} file{'s' * (len(files) != 1)}{warned}")
+                f"{len(checked)} file{'s' * (len(checked) != 1)}{warned}")
         return BAD_INPUT
     eprint(f"ok: {good} lesson{'s' * (good != 1)}{warned}")
     return OK
+
+
+# "... (did you mean 'prompt'?)": the word lint suggests in place of the one it points at.
+_DID_YOU_MEAN = re.compile(r"\(did you mean (['\"])(.+?)\1\?\)")
+
+
+def _issue_json(issue: Any) -> dict[str, Any]:
+    """One issue for an editor or CI: where, how bad, what, and the replacement lint suggests
+    for the word at line:column (a did-you-mean), or null."""
+    fix = _DID_YOU_MEAN.search(issue.message)
+    return {"path": issue.path, "line": issue.line, "column": issue.col, "severity": issue.severity,
+            "message": issue.message, "fix": fix.group(2) if fix else None}
 
 
 def _id_position(path: Path, parse_yaml: Any) -> tuple[int, int]:
@@ -152,7 +167,9 @@ def cmd_lesson(args: argparse.Namespace, ctx: Context) -> int:
             return
         mark = "[yellow]-[/]" if o.skipped else "[green]✓[/]" if o.ok else "[bold red]✗[/]"
         text = escape(o.detail)  # a lesson's words, an error's text: "[/]" in them is not markup
-        detail = f"  [dim]{text}[/]" if o.ok and o.detail else (f"\n    [red]{text}[/]" if o.detail else "")
+        # A failure says where to look, path:line as an editor opens it, before why.
+        failed = f"\n    [red]{escape(o.where) + ': ' if o.where else ''}{text}[/]"
+        detail = f"  [dim]{text}[/]" if o.ok and o.detail else (failed if o.detail or o.where else "")
         console.print(f"{mark} {escape(o.lesson)} · {escape(o.step)} · {o.kind}: {escape(o.what)} "
                       f"[dim]({o.seconds:.1f} s)[/]{detail}", markup=True, highlight=False)
 
@@ -160,9 +177,10 @@ def cmd_lesson(args: argparse.Namespace, ctx: Context) -> int:
 
     outcomes = []
     for issue in pack_problems:  # a pack that does not load fails the test like a broken lesson
-        outcomes.append(Outcome(issue.path, f"line {issue.line}", "lint", "lesson pack loads", False, issue.message))
+        outcomes.append(Outcome(issue.path, f"line {issue.line}", "lint", "lesson pack loads", False, issue.message,
+                                where=f"{issue.path}:{issue.line}"))
         show(outcomes[-1])
-    outcomes += play_paths(files, ctx.device, args.full, show)
+    outcomes += play_paths(files, ctx.device, args.full, show, pack_problems)
     failed = [o for o in outcomes if not o.ok]
     skipped = [o for o in outcomes if o.skipped]
     passed = len(outcomes) - len(failed) - len(skipped)

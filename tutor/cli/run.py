@@ -98,6 +98,21 @@ def _experiments_text() -> str:
     return "\n".join(lines)
 
 
+def _experiments_json() -> dict[str, Any]:
+    """{name: {title, params: {name: {default, description}}, metrics: {name: {label, unit, description}}}}:
+    what a lesson's `params` may set and its `compare` may name, with the unit the screen shows."""
+    from tutor import experiments
+    from tutor.cli.common import json_safe
+
+    return {name: {
+        "title": exp.title,
+        "params": {k: {"default": json_safe(f.default), "description": f.description or ""}
+                   for k, f in exp.params.model_fields.items()},
+        "metrics": {k: {"label": m.label, "unit": m.unit, "description": m.description}
+                    for k, m in exp.metrics.items()},
+    } for name, exp in sorted(experiments.REGISTRY.items())}
+
+
 def cmd_run(args: argparse.Namespace, ctx: Context) -> int:
     from pydantic import ValidationError
 
@@ -113,8 +128,12 @@ def cmd_run(args: argparse.Namespace, ctx: Context) -> int:
 
     for issue in activate_packs(ctx.lessons_dirs):
         eprint(f"warning: lesson pack not loaded: {issue}")
-    if not args.name:
-        return bad("which experiment? give its NAME", _experiments_text())
+    if not args.name:  # the list of experiments, as `instrument` lists the instruments: a success
+        if args.json:
+            print_json(_experiments_json())
+        else:
+            print(_experiments_text())
+        return OK
     try:
         exp = experiments.get(args.name)
     except experiments.UnknownExperiment:

@@ -98,9 +98,89 @@ _YAML_HINTS = [
 ]
 
 
-def _yaml_issue(e: yaml.MarkedYAMLError, path: str) -> LessonIssue:
+# PyYAML's words for a line that lines up with no block above it ("expected <block end>, but
+# found '?'"): said instead by the columns the line could start at (_misaligned).
+_MISALIGNED = ("expected <block end>", "did not find expected key", "did not find expected '-' indicator")
+
+
+def _open_columns(lines: list[str], row: int) -> dict[int, str]:
+    """The 1-based columns a line after lines[:row] may start at, each "key" or "item" (a list's
+    '- '): those of the line above, then of each less indented line above that, as YAML nests."""
+    columns: dict[int, str] = {}
+    limit = None
+    for line in reversed(lines[:row]):
+        body = line.lstrip(" ")
+        if not body.strip() or body.startswith("#"):
+            continue
+        indent = len(line) - len(body)
+        if limit is not None and indent >= limit:
+            continue
+        start = indent
+        for item in re.finditer(r"-(?: +|$)", body):  # "- - key": each item's content starts a block
+            if body[: item.start()].strip("- "):
+                break
+            columns.setdefault(start + 1, "item")
+            start = indent + item.end()
+        columns.setdefault(start + 1, "key")
+        limit = indent
+        if indent == 0:
+            break
+    return dict(sorted(columns.items()))
+
+
+def _said(columns: list[int]) -> str:
+    return f"column {columns[0]}" if len(columns) == 1 else \
+        f"columns {', '.join(map(str, columns[:-1]))} or {columns[-1]}"
+
+
+def _misaligned(text: str, row: int) -> tuple[Pos, str] | None:
+    """Where a line that lines up with no block above it starts, and what to do, in plain
+    words; None when that is not the trouble (a tab: PyYAML's words, with their hint)."""
+    lines = text.splitlines()
+    if not 0 <= row < len(lines) or "\t" in lines[row][: len(lines[row]) - len(lines[row].lstrip())]:
+        return None
+    col = len(lines[row]) - len(lines[row].lstrip(" ")) + 1
+    columns = _open_columns(lines, row)
+    keys = [c for c, kind in columns.items() if kind == "key" and c != col]
+    if columns.get(col) == "item" and not lines[row].lstrip(" ").startswith("-"):
+        return (row + 1, col), (f"bad indentation: this line starts at column {col}, where the '- ' items of a "
+                                "list start: begin a new item with '- '"
+                                + (f", or line it up with the keys above it ({_said(keys)})" if keys else ""))
+    if col in columns or not columns:
+        return None
+    return (row + 1, col), (f"bad indentation: this line starts at column {col}, which lines up with no line above "
+                            f"it (they start at {_said(list(columns))}): line it up with the keys of the mapping it "
+                            "belongs to, or with the '- ' of its list")
+
+
+def _deeper_than_above(text: str, row: int) -> tuple[Pos, str] | None:
+    """A key on a line indented deeper than the key above it ("mapping values are not allowed
+    here"): YAML read the line as more of the text above, where ': ' cannot be."""
+    lines = text.splitlines()
+    above = next((line for line in reversed(lines[:row]) if line.strip() and not line.lstrip().startswith("#")), None)
+    if not 0 <= row < len(lines) or above is None:
+        return None
+    col = len(lines[row]) - len(lines[row].lstrip(" ")) + 1
+    keys = [c for c, kind in _open_columns(lines, row).items() if kind == "key"]
+    if not keys or col <= keys[-1] or ":" not in above:
+        return None
+    return (row + 1, col), (f"bad indentation: this line starts at column {col}, deeper than the key above it "
+                            f"(column {keys[-1]}), so YAML reads it as more of that key's text, and ': ' inside a "
+                            f"text needs quotes: line it up with the keys above it ({_said(keys)}), or quote the text")
+
+
+def _yaml_issue(e: yaml.MarkedYAMLError, path: str, text: str = "") -> LessonIssue:
     problem, context = e.problem or "", e.context or ""
     mark = e.problem_mark or e.context_mark
+    said = f"{context} {problem}"
+    plain = None
+    if mark and any(m in said for m in _MISALIGNED):
+        plain = _misaligned(text, mark.line)
+    elif mark and "mapping values are not allowed here" in said:
+        plain = _deeper_than_above(text, mark.line)
+    if plain is not None:
+        (line, col), msg = plain
+        return LessonIssue(path, line, col, f"YAML syntax: {msg}")
     if "end of stream" in problem and "quoted scalar" in context and e.context_mark is not None:
         # The end of the file is not where the mistake is: the quote that never closes is.
         mark, msg = e.context_mark, "this quoted string is never closed"
@@ -150,7 +230,7 @@ def parse(text: str, path: str) -> _Parsed:
     try:
         node = _compose(text)
     except yaml.MarkedYAMLError as e:
-        raise LessonError([_yaml_issue(e, path)]) from None
+        raise LessonError([_yaml_issue(e, path, text)]) from None
     except yaml.YAMLError as e:
         raise LessonError([LessonIssue(path, 1, 1, f"YAML: {e}")]) from None
     except RecursionError:

@@ -18,7 +18,7 @@ from typing import Any
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from checks.spec import ChoiceAnswer, ChoiceOption, NumberAnswer, TextAnswer
-from tutor import experiments, instruments
+from tutor import experiments, instruments, present
 from tutor.course.lesson import (
     LEDGER_AGGREGATES,
     MAX_FILE_BYTES,
@@ -51,6 +51,20 @@ _UNION_TAGS = {  # for an error that does not list them (a missing tag)
 }
 _TAGS = {"read", "predict", "run", "check", "exercise", "instrument", "choice", "number", "text",
          "output", "source", "report", "file", "function", "behaviour", "error", "python"}
+
+
+UNKNOWN_EXPERIMENT = "unknown experiment"  # how that issue starts: see without_pack_knock_ons
+
+
+def without_pack_knock_ons(issues: list[LessonIssue], pack_problems: list[LessonIssue]) -> list[LessonIssue]:
+    """The issues less each "unknown experiment" of a lesson beside a folder pack whose
+    experiments.py did not load: its experiments were never registered, and the import's own
+    error, at its line, is the one to fix."""
+    from tutor.experiments.packs import EXPERIMENTS_FILE
+
+    broken = {Path(p.path).resolve().parent for p in pack_problems if Path(p.path).name == EXPERIMENTS_FILE}
+    return [i for i in issues
+            if not (i.message.startswith(UNKNOWN_EXPERIMENT) and Path(i.path).resolve().parent in broken)]
 
 
 def _clean_loc(loc: tuple[Any, ...], data: Any) -> tuple[Any, ...]:
@@ -222,6 +236,17 @@ def _schema_issues(e: ValidationError, data: Any, marks: dict[Path_, Pos], path:
                     f"unknown {what} {tag!r}{_did_you_mean(tag, expected.split(', '))}; expected one of {expected}")
             else:
                 add(position(marks, loc), _where(loc, data), f"missing key {key!r} (one of {expected})")
+        elif kind == "string_type" and loc and loc[-1] == "hint" and isinstance(err.get("input"), list):
+            # hint: is one text; the tiers are `hints:`
+            shown = ", ".join(repr(h) if isinstance(h, str) else str(h) for h in err["input"][:2])
+            more = ", ..." if len(err["input"]) > 2 else ""
+            add(position(marks, loc, at_key=True), _where(loc[:-1], data),
+                f"hint is one text, and this is a list (did you mean hints: [{shown}{more}]? a learner sees them "
+                "one at a time)")
+        elif kind == "list_type" and loc and loc[-1] == "hints" and isinstance(err.get("input"), str):
+            add(position(marks, loc, at_key=True), _where(loc[:-1], data),
+                "hints is a list, shown one at a time: write hints: [...] with each hint an item (or hint: for "
+                "one)")
         elif kind == "string_type" and isinstance(err.get("input"), (int, float)) and not isinstance(
                 err.get("input"), bool):
             add(position(marks, loc), _where(loc, data),
@@ -282,7 +307,7 @@ def _semantic_issues(data: dict[str, Any], marks: dict[Path_, Pos], path: str) -
         if name not in experiments.REGISTRY:
             # A close match is the likely fix; only without one is the whole list worth its length.
             hint = _did_you_mean(name, experiments.REGISTRY) or f"; available: {', '.join(sorted(experiments.REGISTRY))}"
-            add((*loc, "experiment"), f"unknown experiment {name!r}{hint}")
+            add((*loc, "experiment"), f"{UNKNOWN_EXPERIMENT} {name!r}{hint}")
             return
         if not isinstance(params, dict):
             return
@@ -344,11 +369,55 @@ def _semantic_issues(data: dict[str, Any], marks: dict[Path_, Pos], path: str) -
                 if metric not in metrics:
                     add((*loc, "compare"), f"experiment {run['experiment']!r} (step {run.get('id')!r}) has no "
                         f"metric {metric!r}{_did_you_mean(metric, metrics)}; it reports: {_reported(metrics)}")
-                elif metrics[metric].unit not in ("text", "bool") and _unranged_choice(step.get("answer")):
+                    continue
+                if metrics[metric].unit not in ("text", "bool") and _unranged_choice(step.get("answer")):
                     add((*loc, "answer", "options"), f"step {step.get('id')!r} compares the number {metric!r} with "
                         "options that have no `min`/`max`, so no measurement can land in one: give each option "
                         "the range it stands for", at_key=True)
+                unit = step.get("unit", "")
+                problem = isinstance(unit, str) and _unit_problem(unit, metrics[metric].unit, step.get("answer"))
+                if problem:
+                    add((*loc, "unit") if "unit" in step else (*loc, "compare"),
+                        f"step {step.get('id')!r}: {metric!r} of experiment {run['experiment']!r} {problem}")
     return issues
+
+
+def _unit_problem(given: str, declared: str, answer: Any) -> str | None:
+    """Why a predict step's `unit` misreads the metric it compares, whose unit the registry
+    declares (tutor/experiments/spec.py Metric.unit); None when it reads it right. The step's
+    unit is the one the measurement is read in: "%" turns a share 0.704 into 70.4 before the
+    options' ranges and the learner's number are compared with it, and a number answer in
+    another unit ("ms" for a metric in "s") is converted from it."""
+    from checks.number import unit_info
+
+    ranged = isinstance(answer, dict) and answer.get("type") == "choice" and not _unranged_choice(answer)
+    theirs = answer.get("unit") if isinstance(answer, dict) and answer.get("type") == "number" else None
+    if not (ranged or theirs is not None) or declared in ("text", "bool"):
+        return None  # words, or options matched by their text: no number is read in a unit
+    given, theirs = given.strip(), (theirs.strip() if isinstance(theirs, str) else "")
+    if declared == "%" and given != "%":
+        said = "no unit" if not given else f'unit "{given}"'
+        return (f"is a share from 0 to 1, shown in percent; with {said}, this step reads it as a fraction (0.704) "
+                'while the screen says 70.4%: write unit: "%" and give its ranges and answer in percent')
+    if given == "%" and declared != "%":
+        shown = f'"{declared}"' if declared else "none (a plain number)"
+        return (f'is not a share: unit "%" would read it as one and show it times 100; its unit is {shown}'
+                + (f': write unit: "{declared}"' if declared else ": leave unit out"))
+    if not declared:
+        return None  # a plain number: the step's unit names what it counts
+    if given and given != declared and unit_info(given) != unit_info(declared):
+        return (f'is measured in "{declared}" ({present.METRIC_UNITS[declared]}), and this step has unit "{given}": '
+                f'write unit: "{declared}", the unit the measurement is read in (the answer may use another of '
+                "the same kind)")
+    read_in = unit_info(given or declared)
+    if not given and theirs and unit_info(theirs) != unit_info(declared):
+        return (f'is measured in "{declared}", and this step has no unit, so it is compared with the answer as '
+                f'if it were in "{theirs}": write unit: "{declared}"')
+    other = unit_info(theirs)
+    if read_in and other and read_in[1] != other[1]:
+        return (f'is read in "{given or declared}", and the answer\'s unit "{theirs}" is not one it converts to: '
+                f"give the answer a unit of the same kind ({read_in[1]})")
+    return None
 
 
 def _check_answer_issues(step: dict[str, Any], loc: tuple[Any, ...], marks: dict[Path_, Pos],

@@ -177,8 +177,8 @@ def measure(p: DataBottleneckParams, dev: Device) -> Iterator[Event]:
     epoch_samples = len(first.dataset)  # 60,000 for MNIST; the offline digits' own count otherwise
     loader = _Case("loader", "loader")
     resident = _Case("resident", "resident")
-    yield Note("1/4 The notebook's DataLoader, num_workers=0: each of the 64 images in a batch is decoded "
-               "and converted (PIL -> ToTensor -> Normalize) in this process, between two steps.")
+    yield Note(f"1/4 The notebook's DataLoader, num_workers=0: each of the {p.batch_size} images in a batch is "
+               "decoded and converted (PIL -> ToTensor -> Normalize) in this process, between two steps.")
     yield Note(f"2/4 Resident tensors: all {epoch_samples:,} images normalised once and moved to "
                f"{dev.torch_device} once; a batch is an index into them, with no per-sample work at all.")
     yield Note(f"The two take turns, {min(TURN, p.batches)} steps at a time, and each one's samples/s is the median of its "
