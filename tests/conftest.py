@@ -30,6 +30,20 @@ def _restore(saved: dict[str, str | None]) -> None:
             os.environ[k] = v
 
 
+def _cores() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # macOS
+        return max(1, os.cpu_count() or 1)
+
+
+# One program per core in all: under pytest-xdist each worker may run lesson test's exercise
+# programs side by side, so each gets its share of the cores, never a core each of its own.
+if os.environ.get("PYTEST_XDIST_WORKER_COUNT", "").isdigit():
+    os.environ.setdefault("GPUTUTOR_PROGRAMS_AT_ONCE",
+                          str(max(1, _cores() // int(os.environ["PYTEST_XDIST_WORKER_COUNT"]))))
+
+
 @pytest.fixture(scope="session", autouse=True)
 def session_dirs(tmp_path_factory):
     """A throwaway home and cache dir for the whole test process, set before any fixture runs:

@@ -404,3 +404,16 @@ def _broken_pack(tmp_path: Path) -> Path:
     (pack / "lesson.yaml").write_text("id: pack-lesson\ntitle: Pack lesson\nsteps:\n"
                                       "  - {id: r, kind: run, experiment: my-exp}\n", encoding="utf-8")
     return pack
+
+
+def test_programs_at_once_follow_the_share_a_test_runner_gives(monkeypatch):
+    """Issue 36: under pytest-xdist each worker's lesson test ran a program per core, so CI put up
+    to twice the cores' programs on the machine; the runner's share is taken when given."""
+    from tutor.authoring import lesson_test
+
+    monkeypatch.setenv("GPUTUTOR_PROGRAMS_AT_ONCE", "1")
+    assert lesson_test.exercise_workers() == 1
+    monkeypatch.setenv("GPUTUTOR_PROGRAMS_AT_ONCE", "nonsense")
+    assert lesson_test.exercise_workers() >= 1
+    monkeypatch.delenv("GPUTUTOR_PROGRAMS_AT_ONCE")
+    assert lesson_test.exercise_workers() == len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else True

@@ -46,8 +46,16 @@ from tutor.experiments.spec import NOISE_WHY
 QUICK_LAB = {"GPUTUTOR_LAB_TRAIN_SAMPLES": "9600", "GPUTUTOR_LAB_TEST_SAMPLES": "1000"}
 
 
+PROGRAMS_AT_ONCE = "GPUTUTOR_PROGRAMS_AT_ONCE"  # a test runner's share of the cores (tests/conftest.py)
+
+
 def exercise_workers() -> int:
-    """How many exercise programs run at once: one per CPU core this process may use."""
+    """How many exercise programs run at once: one per CPU core this process may use, or the
+    share GPUTUTOR_PROGRAMS_AT_ONCE gives it (pytest-xdist's workers each play lessons: one
+    program per core in all, not one per core in each)."""
+    given = os.environ.get(PROGRAMS_AT_ONCE, "").strip()
+    if given.isdigit() and int(given) > 0:
+        return int(given)
     try:
         cores = len(os.sched_getaffinity(0))
     except AttributeError:  # macOS
