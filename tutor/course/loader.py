@@ -397,8 +397,8 @@ def _unit_problem(given: str, declared: str, answer: Any) -> str | None:
     given, theirs = given.strip(), (theirs.strip() if isinstance(theirs, str) else "")
     if declared == "%" and given != "%":
         said = "no unit" if not given else f'unit "{given}"'
-        return (f"is a share from 0 to 1, shown in percent; with {said}, this step reads it as a fraction (0.704) "
-                'while the screen says 70.4%: write unit: "%" and give its ranges and answer in percent')
+        return (f"is a share from 0 to 1, shown in percent; with {said}, this step reads it as a fraction "
+                '(a run showing 70% is read as 0.7, in none of your percent ranges): write unit: "%" and give its ranges and answer in percent')
     if given == "%" and declared != "%":
         shown = f'"{declared}"' if declared else "none (a plain number)"
         return (f'is not a share: unit "%" would read it as one and show it times 100; its unit is {shown}'
