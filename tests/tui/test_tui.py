@@ -661,3 +661,24 @@ async def test_the_last_run_line_on_return_speaks_in_labels_and_units(tmp_path):
     assert "on Test CPU): test accuracy: 97.1%; checkpoint file: none written; time per epoch: 12.34 s" in line
     for raw in ("None", "seconds_per_epoch", "0.9712"):
         assert raw not in line
+
+
+async def test_a_measured_value_in_brackets_shows_as_it_is(tmp_path):
+    """Was: a results table's "[64, 784]" and a measured "[bf16]" came out empty: Rich read them as markup."""
+    from tutor.experiments.events import Table
+
+    engine = ScriptedEngine(metrics={"train": {"accuracy": 0.97, "amp_dtype": "[bf16]"}})
+    app = TutorApp(home=tmp_path, lessons_dirs=[LESSONS], device="cpu", engine=engine)
+    async with app.run_test(size=(100, 30)) as pilot:
+        screen = await open_demo(pilot)
+        app.progress.lock_prediction("tui-demo", "guess-acc", "above 80%", None)
+        screen.show_step(2)
+        await pilot.pause()
+        panel = screen.view.query_one(RunPanel)
+        await pilot.press("r")
+        await wait_for(pilot, lambda: panel.state == "finished")
+        panel._add_table(Table("shapes [per batch]", ["tensor", "[shape]"], [["x", "[64, 784]"], ["y", "[64]"]]))
+        await pilot.pause()
+        shown = "\n".join(text_of(s) for s in panel.query(Static) if "result-table" in s.classes)
+        for value in ("[bf16]", "shapes [per batch]", "[shape]", "[64, 784]", "[64]"):
+            assert value in shown, shown
