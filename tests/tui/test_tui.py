@@ -682,3 +682,30 @@ async def test_a_measured_value_in_brackets_shows_as_it_is(tmp_path):
         shown = "\n".join(text_of(s) for s in panel.query(Static) if "result-table" in s.classes)
         for value in ("[bf16]", "shapes [per batch]", "[shape]", "[64, 784]", "[64]"):
             assert value in shown, shown
+
+
+async def test_a_run_steps_settings_read_in_words_not_python(tmp_path):
+    """Was: a header `(steps=30, …, pin_memory=False, amp=auto)` and a control `pin memory ‹ False ›`."""
+    from tutor.ui.widgets.controls import ControlRow
+
+    lessons = tmp_path / "lessons"
+    lessons.mkdir()
+    (lessons / "s.yaml").write_text(
+        "id: settings\ntitle: Settings\nsteps:\n"
+        "  - id: measure\n    kind: run\n    experiment: pipeline-breakdown\n    params: {steps: 30}\n"
+        "    tweak:\n      pin_memory: [false, true]\n      amp: [auto, 'off']\n")
+    app = TutorApp(lessons_dirs=[lessons], home=tmp_path, device="cpu", engine=ScriptedEngine())
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.open_lesson("settings")
+        await pilot.pause()
+        view = app.screen.view
+        header = text_of(view.query_one("#run-title", Static))
+        assert "steps 30" in header and "pin memory off" in header and "amp auto" in header, header
+        for raw in ("=", "False", "pin_memory"):
+            assert raw not in header, header
+        rows = {row.control.name: row.render().plain for row in view.query(ControlRow)}
+        assert "‹ off ›" in rows["pin_memory"] and "False" not in rows["pin_memory"], rows
+        await pilot.press("tab", "right")  # pin memory on: said so, in the header too
+        await pilot.pause()
+        assert "‹ on ›" in view.query(ControlRow).first().render().plain
+        assert "pin memory on" in text_of(view.query_one("#run-title", Static))

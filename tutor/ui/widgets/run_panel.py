@@ -21,7 +21,7 @@ from tutor import experiments
 from tutor.course.session import RunOutcome
 from tutor.experiments.events import Epoch, Finished, Note, Started, Step, Table
 from tutor.present import metric as fmt
-from tutor.present import metric_value
+from tutor.present import metric_value, setting
 from tutor.ui import runner
 
 MIN_CHART_POINTS = 4  # fewer losses than this are said, not drawn
@@ -37,6 +37,11 @@ class LiveLine(Widget):
 
     def render(self) -> Text:
         return self.text
+
+
+def setting_label(name: str) -> str:
+    """A run parameter's name as a label: "pin memory" for pin_memory."""
+    return name.replace("_", " ")
 
 
 def _concurrent(label: str, charted: str | None) -> bool:
@@ -79,7 +84,8 @@ class RunPanel(Vertical):
     def _title(self) -> Text:
         exp = experiments.REGISTRY.get(self.experiment)
         title = exp.title if exp else self.experiment
-        params = ", ".join(f"{k}={v}" for k, v in self.params.items())
+        # The settings in words ("pin memory off"), not as Python wrote them ("pin_memory=False").
+        params = " · ".join(f"{setting_label(k)} {setting(v)}" for k, v in self.params.items())
         return Text.assemble(("▶ ", "bold"), (title, "bold"), (f"  experiment {self.experiment}", "dim"),
                              (f"  ({params})" if params else "", "dim"))
 
