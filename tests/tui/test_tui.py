@@ -709,3 +709,23 @@ async def test_a_run_steps_settings_read_in_words_not_python(tmp_path):
         await pilot.pause()
         assert "‹ on ›" in view.query(ControlRow).first().render().plain
         assert "pin memory on" in text_of(view.query_one("#run-title", Static))
+
+
+@pytest.mark.parametrize("kind,title,shown", [
+    ("check", "Reflect: what mixed precision saves", "Reflect: what mixed precision saves"),  # was "Check: Reflect: …"
+    ("read", "Measure it: your loop by phase", "Measure it: your loop by phase"),  # was "Read: Measure it: …"
+    ("check", "Check: why only rank 0 saves", "Check: why only rank 0 saves"),
+    ("check", "why only rank 0 saves", "Check: why only rank 0 saves"),
+])
+async def test_a_step_title_with_its_own_lead_gets_no_second_one(tmp_path, kind, title, shown):
+    lessons = tmp_path / "lessons"
+    lessons.mkdir()
+    body = "    prompt: Why?\n    answer: {type: text, reference: because}\n" if kind == "check" else "    body: Hi.\n"
+    (lessons / "t.yaml").write_text(f"id: titles\ntitle: T\nsteps:\n  - id: s\n    kind: {kind}\n"
+                                    f"    title: \"{title}\"\n{body}")
+    app = TutorApp(lessons_dirs=[lessons], home=tmp_path, device="cpu", engine=ScriptedEngine())
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.open_lesson("titles")
+        await pilot.pause()
+        header = text_of(app.screen.query_one("#where", Static))
+        assert header.rstrip().endswith("·  " + shown), header

@@ -178,7 +178,9 @@ class LessonScreen(Screen):
         label = KIND_LABEL[step.kind]
         if title.lower().startswith(label.lower() + ":"):
             title = title[len(label) + 1 :].strip()
-        if title.lower().startswith(label.lower()):  # "Exercise 1: ..." needs no "Exercise:" before it
+        if title.lower().startswith(label.lower()) or ": " in title:
+            # "Exercise 1: ...", "Reflect: ...", "Measure it: ..." lead with their own word: a
+            # "Check:" or "Run:" before it would say two.
             label = ""
         where = self.query_one("#where", Static)
         place = Text.assemble("  ·  ", (f"step {self.index + 1} of {total}", "bold cyan"))
