@@ -472,7 +472,7 @@ def _print_exercise_result(c: Any, result: Any) -> None:
     c.print("[bold green]passed[/]" if result.passed else "[bold yellow]not yet[/]")
     for r in result.requirements:
         mark = "ok  " if r.passed else "FAIL" if r.judged else "skip"
-        c.print(f"  {mark} {r.id}" + (f": {r.feedback}" if r.feedback else ""), markup=False)
+        c.print(f"  {mark} {r.name}" + (f": {r.feedback}" if r.feedback else ""), markup=False)
     for note in result.checker_notes:
         c.print(f"  ({note})", style="dim", markup=False)
     c.print(result.summary, markup=False)

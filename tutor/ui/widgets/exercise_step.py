@@ -351,7 +351,7 @@ def _results_text(result: Any) -> Text:
     for item in result.requirements:
         if not item.passed:
             mark = ("✗ ", "bold red") if item.judged else ("· ", "yellow")
-            lines.append(Text.assemble(mark, (item.id, "bold"), ": ", item.feedback))
+            lines.append(Text.assemble(mark, (item.name, "bold"), ": ", item.feedback))
     if result.traceback:
         if result.passed:  # a "break it" exercise: the exception is the point; now read it
             lines.append(Text("Your code raised the error it should (your lines are marked >>). Read it:",
@@ -360,7 +360,7 @@ def _results_text(result: Any) -> Text:
         else:
             lines.append(Text("Your code raised an exception (your lines are marked >>):", style="bold red"))
             lines.append(Text(result.traceback, style="red"))
-    met = [item.id for item in result.requirements if item.passed]
+    met = [item.name for item in result.requirements if item.passed]
     if met:
         lines.append(Text.assemble(("✓ ", "bold green"), "met: ", ", ".join(met)))
     lines.extend(Text(f"  ({note})", style="dim") for note in result.checker_notes)
