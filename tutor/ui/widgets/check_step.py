@@ -82,6 +82,8 @@ class CheckStepView(StepView):
             ("\nYour answer: ", "dim"), (answer, "dim italic"),
         ))
         self.query_one(AnswerBox).close()
+        if not self.session.hints_shown(self.step):  # "No hint for this one" is moot beside the answer
+            self.query_one("#hint", Static).update("")
         self._show_explanation()
         self.call_after_refresh(self.focus_content)
 

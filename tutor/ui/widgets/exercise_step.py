@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rich.console import Group
 from rich.syntax import Syntax
 from rich.text import Text
 from textual import on, work
@@ -99,7 +100,7 @@ class ExerciseStepView(StepView):
     def workdir(self) -> Path:
         return self.session.progress.path.parent / "exercises" / self.lesson.id / self.step.id
 
-    def _show(self, selector: str, content: Text | Syntax | str) -> None:
+    def _show(self, selector: str, content: Text | Syntax | Group | str) -> None:
         """Fill a panel under the editor; an empty one takes no rows (they are scarce at 80x24)."""
         panel = self.query_one(selector, Static)
         panel.update(content)
@@ -210,8 +211,11 @@ class ExerciseStepView(StepView):
                 return
             self._confirm_solution = False
         self.session.show_solution(self.step)
-        self._show("#solution", Syntax(self.step.solution.rstrip(), "python", theme="ansi_dark",
-                                       line_numbers=True, background_color="default"))
+        # Headed, or below the editor it reads as the learner's own file.
+        heading = Text.assemble(("Reference solution", "bold"),
+                                (" (the lesson's, not your file: yours stays in the editor above)", "dim"))
+        self._show("#solution", Group(heading, Syntax(self.step.solution.rstrip(), "python", theme="ansi_dark",
+                                                      line_numbers=True, background_color="default")))
         self.query_one("#solution", Static).scroll_visible()
 
     def _confirm(self, what: str) -> bool:
