@@ -524,6 +524,8 @@ async def test_escape_leaves_a_lesson_only_when_pressed_twice(tmp_path):
         await pilot.press("escape")
         await pilot.pause(0.2)
         assert isinstance(app.screen, HomeScreen)
+        # Its "press escape again" toast went with the lesson: on the home screen it told nothing.
+        assert not [n for n in app._notifications if "escape again" in n.message]
 
 
 @pytest.mark.parametrize("feedback,shown", [

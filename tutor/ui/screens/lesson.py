@@ -305,6 +305,7 @@ class LessonScreen(Screen):
             self._escape_armed_at = now
             self.say("Press escape again to leave the lesson (your place is kept).")
             return
+        self.app.clear_notifications()  # the lesson's toasts ("press escape again") are not the home screen's
         self.app.pop_screen()
 
     async def action_quit(self) -> None:
