@@ -213,7 +213,7 @@ class ExerciseStepView(StepView):
         self.session.show_solution(self.step)
         # Headed, or below the editor it reads as the learner's own file.
         heading = Text.assemble(("Reference solution", "bold"),
-                                (" (the lesson's, not your file: yours stays in the editor above)", "dim"))
+                                (" (the lesson's; yours is in the editor above)", "dim"))
         self._show("#solution", Group(heading, Syntax(self.step.solution.rstrip(), "python", theme="ansi_dark",
                                                       line_numbers=True, background_color="default")))
         self.query_one("#solution", Static).scroll_visible()
