@@ -400,3 +400,23 @@ def test_the_summary_and_the_cli_name_requirements_by_title_not_id():
     assert "FAIL process group: Join the group." in printed and "ok   trains" in printed
     assert "FAIL Each rank trains on its own share: Split the data." in printed
     assert "process-group" not in printed and "each-rank-its-share" not in printed
+
+
+def test_cli_results_wrap_at_words_in_an_80_column_terminal(tmp_path, monkeypatch):
+    """Was: `exercise --watch` in a terminal left the wrapping to it: "…trained a mode|l" at 80 columns."""
+    import io
+
+    from rich.console import Console
+
+    from tutor.cli import learner
+
+    shown = io.StringIO()
+    terminal = Console(file=shown, force_terminal=True, color_system=None, width=80, highlight=False, soft_wrap=True)
+    monkeypatch.setattr(learner, "rich_console", lambda stderr=False: terminal)  # as in a real 80-column terminal
+    code = tmp_path / "renamed.py"
+    code.write_text("def greeting(n):\n    return n\n\nprint(greet(3))\n")
+    assert cli("hello", "--file", str(code)) == 1
+    lines = shown.getvalue().splitlines()
+    assert lines and all(len(line) <= 80 for line in lines), lines
+    words = " ".join(line.strip() for line in lines)
+    assert "the program raised NameError at line 4: name 'greet' is not defined" in words, lines
