@@ -73,7 +73,8 @@ class ExerciseStepView(StepView):
         # What failed comes right under the status; the program's output after it.
         yield Static("", id="results", classes="feedback")
         yield Static("", id="hint", classes="hint")
-        output = RichLog(id="output", max_lines=OUTPUT_LINES, wrap=True, markup=False, highlight=False)
+        # Wrapped at the width it has: its default 78 columns, wider than the box at 80, cut line ends off.
+        output = RichLog(id="output", max_lines=OUTPUT_LINES, min_width=20, wrap=True, markup=False, highlight=False)
         output.border_title = "your program's output"
         yield output
         yield Static("", id="solution", classes="reference")
