@@ -95,7 +95,7 @@ class ScriptedGrader:
         passed = code.strip() == (step.solution or "").strip()
         if on_output is not None:
             on_output("scripted: no program ran\n")
-        requirements = [RequirementResult(r.id, r.type, passed, "" if passed else f"{r.id}: not met (scripted)")
+        requirements = [RequirementResult(r.id, r.type, passed, "" if passed else "not met (scripted)", title=r.title)
                         for r in step.requirements]
         summary = f"all {len(requirements)} requirements met" if passed else "scripted: not the solution"
         return ExerciseResult(passed, requirements, SandboxResult(exit_code=0), summary)

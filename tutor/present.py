@@ -14,7 +14,7 @@ from checks import (
 )
 
 __all__ = ["METRIC_UNITS", "metric", "metric_description", "metric_label", "metric_value", "mib", "number", "seconds",
-           "significant", "size", "unit_from_name"]
+           "setting", "significant", "size", "unit_from_name"]
 
 MIB = 1 << 20
 
@@ -41,6 +41,16 @@ def metric(value: Any, unit: str = "") -> str:
             text = f"{value:.3g}" if abs(value) < 100 else f"{value:,.0f}"
         return f"{text}{unit}" if unit == "x" else f"{text} {unit}".rstrip()
     return str(value)
+
+
+def setting(value: Any) -> str:
+    """A run's setting as a learner reads it (the run header, a run step's controls): on/off,
+    never Python's True/False/None."""
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if value is None:
+        return "not set"
+    return metric(value) if isinstance(value, (int, float)) else str(value)
 
 
 def seconds(s: float | None) -> str:

@@ -101,7 +101,7 @@ def test_a_crash_blames_the_source_mistake_not_the_missing_outcomes(lesson, tmp_
     got = by_id(result)
     assert not got["defines-greet"].passed and got["defines-greet"].judged
     assert not got["prints-hello"].judged
-    assert result.summary.startswith("0 of 2 requirements met, defines-greet not yet, 1 not checked; ")
+    assert result.summary.startswith("0 of 2 requirements met, “defines greet” not yet, 1 not checked; ")
     assert result.hint == got["defines-greet"].feedback  # the real mistake, not the crash's consequence
 
 
@@ -376,3 +376,47 @@ def test_best_epoch_check_takes_a_near_tie_for_a_tie():
     assert _best_verdict(req, near, [], on_accelerator=False) is not None
     early = _best_verdict(req, {**near, "saved_epoch": 1}, [])  # the file stopped at epoch 1 of 3
     assert early is not None and "kept an earlier, worse epoch" in early
+
+
+def test_the_summary_and_the_cli_name_requirements_by_title_not_id():
+    """Was: "1 of 3 requirements met, process-group, each-rank-its-share not yet" and "FAIL process-group"."""
+    import io
+
+    from rich.console import Console
+
+    from tutor.cli.learner import _print_exercise_result
+    from tutor.exercises.grader import ExerciseResult, RequirementResult, _summary
+    from tutor.exercises.sandbox import SandboxResult
+
+    results = [RequirementResult("process-group", "behaviour", False, "Join the group."),
+               RequirementResult("each-rank-its-share", "behaviour", False, "Split the data.",
+                                 title="Each rank trains on its own share"),
+               RequirementResult("trains", "behaviour", True, "")]
+    summary = _summary(results, None)
+    assert summary == "1 of 3 requirements met, “process group” and “Each rank trains on its own share” not yet"
+    out = io.StringIO()
+    _print_exercise_result(Console(file=out, width=200), ExerciseResult(False, results, SandboxResult(exit_code=1), summary))
+    printed = out.getvalue()
+    assert "FAIL process group: Join the group." in printed and "ok   trains" in printed
+    assert "FAIL Each rank trains on its own share: Split the data." in printed
+    assert "process-group" not in printed and "each-rank-its-share" not in printed
+
+
+def test_cli_results_wrap_at_words_in_an_80_column_terminal(tmp_path, monkeypatch):
+    """Was: `exercise --watch` in a terminal left the wrapping to it: "…trained a mode|l" at 80 columns."""
+    import io
+
+    from rich.console import Console
+
+    from tutor.cli import learner
+
+    shown = io.StringIO()
+    terminal = Console(file=shown, force_terminal=True, color_system=None, width=80, highlight=False, soft_wrap=True)
+    monkeypatch.setattr(learner, "rich_console", lambda stderr=False: terminal)  # as in a real 80-column terminal
+    code = tmp_path / "renamed.py"
+    code.write_text("def greeting(n):\n    return n\n\nprint(greet(3))\n")
+    assert cli("hello", "--file", str(code)) == 1
+    lines = shown.getvalue().splitlines()
+    assert lines and all(len(line) <= 80 for line in lines), lines
+    words = " ".join(line.strip() for line in lines)
+    assert "the program raised NameError at line 4: name 'greet' is not defined" in words, lines

@@ -610,6 +610,8 @@ async def test_escape_leaves_a_lesson_only_when_pressed_twice(tmp_path):
         await pilot.press("escape")
         await pilot.pause(0.2)
         assert isinstance(app.screen, HomeScreen)
+        # Its "press escape again" toast went with the lesson: on the home screen it told nothing.
+        assert not [n for n in app._notifications if "escape again" in n.message]
 
 
 @pytest.mark.parametrize("feedback,shown", [
@@ -747,3 +749,71 @@ async def test_the_last_run_line_on_return_speaks_in_labels_and_units(tmp_path):
     assert "on Test CPU): test accuracy: 97.1%; checkpoint file: none written; time per epoch: 12.34 s" in line
     for raw in ("None", "seconds_per_epoch", "0.9712"):
         assert raw not in line
+
+
+async def test_a_measured_value_in_brackets_shows_as_it_is(tmp_path):
+    """Was: a results table's "[64, 784]" and a measured "[bf16]" came out empty: Rich read them as markup."""
+    from tutor.experiments.events import Table
+
+    engine = ScriptedEngine(metrics={"train": {"accuracy": 0.97, "amp_dtype": "[bf16]"}})
+    app = TutorApp(home=tmp_path, lessons_dirs=[LESSONS], device="cpu", engine=engine)
+    async with app.run_test(size=(100, 30)) as pilot:
+        screen = await open_demo(pilot)
+        app.progress.lock_prediction("tui-demo", "guess-acc", "above 80%", None)
+        screen.show_step(2)
+        await pilot.pause()
+        panel = screen.view.query_one(RunPanel)
+        await pilot.press("r")
+        await wait_for(pilot, lambda: panel.state == "finished")
+        panel._add_table(Table("shapes [per batch]", ["tensor", "[shape]"], [["x", "[64, 784]"], ["y", "[64]"]]))
+        await pilot.pause()
+        shown = "\n".join(text_of(s) for s in panel.query(Static) if "result-table" in s.classes)
+        for value in ("[bf16]", "shapes [per batch]", "[shape]", "[64, 784]", "[64]"):
+            assert value in shown, shown
+
+
+async def test_a_run_steps_settings_read_in_words_not_python(tmp_path):
+    """Was: a header `(steps=30, …, pin_memory=False, amp=auto)` and a control `pin memory ‹ False ›`."""
+    from tutor.ui.widgets.controls import ControlRow
+
+    lessons = tmp_path / "lessons"
+    lessons.mkdir()
+    (lessons / "s.yaml").write_text(
+        "id: settings\ntitle: Settings\nsteps:\n"
+        "  - id: measure\n    kind: run\n    experiment: pipeline-breakdown\n    params: {steps: 30}\n"
+        "    tweak:\n      pin_memory: [false, true]\n      amp: [auto, 'off']\n")
+    app = TutorApp(lessons_dirs=[lessons], home=tmp_path, device="cpu", engine=ScriptedEngine())
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.open_lesson("settings")
+        await pilot.pause()
+        view = app.screen.view
+        header = text_of(view.query_one("#run-title", Static))
+        assert "steps 30" in header and "pin memory off" in header and "amp auto" in header, header
+        for raw in ("=", "False", "pin_memory"):
+            assert raw not in header, header
+        rows = {row.control.name: row.render().plain for row in view.query(ControlRow)}
+        assert "‹ off ›" in rows["pin_memory"] and "False" not in rows["pin_memory"], rows
+        await pilot.press("tab", "right")  # pin memory on: said so, in the header too
+        await pilot.pause()
+        assert "‹ on ›" in view.query(ControlRow).first().render().plain
+        assert "pin memory on" in text_of(view.query_one("#run-title", Static))
+
+
+@pytest.mark.parametrize("kind,title,shown", [
+    ("check", "Reflect: what mixed precision saves", "Reflect: what mixed precision saves"),  # was "Check: Reflect: …"
+    ("read", "Measure it: your loop by phase", "Measure it: your loop by phase"),  # was "Read: Measure it: …"
+    ("check", "Check: why only rank 0 saves", "Check: why only rank 0 saves"),
+    ("check", "why only rank 0 saves", "Check: why only rank 0 saves"),
+])
+async def test_a_step_title_with_its_own_lead_gets_no_second_one(tmp_path, kind, title, shown):
+    lessons = tmp_path / "lessons"
+    lessons.mkdir()
+    body = "    prompt: Why?\n    answer: {type: text, reference: because}\n" if kind == "check" else "    body: Hi.\n"
+    (lessons / "t.yaml").write_text(f"id: titles\ntitle: T\nsteps:\n  - id: s\n    kind: {kind}\n"
+                                    f"    title: \"{title}\"\n{body}")
+    app = TutorApp(lessons_dirs=[lessons], home=tmp_path, device="cpu", engine=ScriptedEngine())
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.open_lesson("titles")
+        await pilot.pause()
+        header = text_of(app.screen.query_one("#where", Static))
+        assert header.rstrip().endswith("·  " + shown), header

@@ -36,7 +36,7 @@ async def test_fix_the_starter_and_pass(tmp_path):
         await pilot.press("ctrl+r")  # the starter still has its blank: NameError
         await wait_for(pilot, lambda: not view.running and text_of(view.query_one("#results", Static)))
         results = text_of(view.query_one("#results", Static))
-        assert "· total-reported: not checked" in results  # the crash stopped it before report()
+        assert "· total reported: not checked" in results  # the crash stopped it before report()
         assert ">>" in results and "NameError" in results
         assert not view.passed
 
@@ -285,3 +285,56 @@ async def test_reset_keeps_a_copy_of_the_code_it_replaces(tmp_path):
         copies = list(view.session.code_file(view.step).parent.glob("ex-sum.before-reset-*.py"))
         assert [c.read_text() for c in copies] == ["my long work\n"]
         assert "kept in" in text_of(view.query_one("#exercise-status", Static))
+
+
+async def test_requirements_are_named_by_their_titles_not_their_ids(tmp_path):
+    """Was: "✗ each-rank-its-share: …", "met: process-group": the lesson's ids on screen."""
+    from fakes import ScriptedGrader
+
+    lessons = tmp_path / "lessons"
+    lessons.mkdir()
+    (lessons / "r.yaml").write_text(
+        "id: reqs\ntitle: R\nsteps:\n  - id: ex\n    kind: exercise\n    starter: 'x = 1'\n"
+        "    solution: 'x = 2'\n    requirements:\n"
+        "      - {type: output, id: process-group, pattern: a, feedback: Join the group.}\n"
+        "      - {type: output, id: each-rank-its-share, title: Each rank trains on its own share, pattern: b,\n"
+        "         feedback: Give each rank its own share.}\n")
+    app = TutorApp(lessons_dirs=[lessons], home=tmp_path, device="cpu", engine=ScriptedEngine(),
+                   grader=ScriptedGrader())
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.open_lesson("reqs")
+        await pilot.pause()
+        view = app.screen.view
+        await pilot.press("r")
+        await wait_for(pilot, lambda: not view.running and text_of(view.query_one("#results", Static)))
+        shown = text_of(view.query_one("#results", Static)) + text_of(view.query_one("#exercise-status", Static))
+        assert "✗ process group: not met" in shown and "✗ Each rank trains on its own share: not met" in shown
+        assert "each-rank-its-share" not in shown and "process-group" not in shown, shown
+
+
+async def test_program_output_wraps_inside_its_box_at_80x24(tmp_path):
+    """Was: the torchrun line "… 2 processes, ranks 0 to 1]" read "ranks" then "1]": the output
+    was wrapped at 78 columns and its box, narrower at 80, cut the rest of each row off."""
+    from fakes import ScriptedGrader
+    from textual.widgets import RichLog
+
+    launch = "[torchrun --standalone --nproc_per_node=2 solution.py: 2 processes, ranks 0 to 1]"
+
+    class LaunchingGrader(ScriptedGrader):
+        def __call__(self, step, code, workdir, *, on_output=None, **kw):
+            on_output(launch + "\n")
+            return super().__call__(step, code, workdir, on_output=on_output, **kw)
+
+    app = TutorApp(lessons_dirs=[LESSONS], home=tmp_path, device="cpu", engine=ScriptedEngine(),
+                   grader=LaunchingGrader())
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.open_lesson("ex-demo")
+        await pilot.pause()
+        view = app.screen.view
+        await pilot.press("r")
+        await wait_for(pilot, lambda: not view.running and text_of(view.query_one("#results", Static)))
+        log = view.query_one("#output", RichLog)
+        rows = [line.text for line in log.lines]
+        room = log.scrollable_content_region.width
+        assert all(len(row.rstrip()) <= room for row in rows), (room, rows)
+        assert launch in " ".join(row.strip() for row in rows), rows

@@ -103,3 +103,63 @@ async def test_the_exercise_solution_opens_after_one_graded_run(tmp_path):
         await pilot.press("h", "h", "h", "h")
         hint = text_of(view.query_one("#hint", Static))
         assert "Hint 3 of 3: total = sum(range(11))" in hint and app.progress.aids("hinted", "code").hints == 3
+
+
+async def test_the_reference_solution_is_headed_as_the_lessons_not_the_learners_file(tmp_path):
+    """Was: the solution's code alone under the editor, read as the learner's own file."""
+    app = _app(tmp_path)
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.open_lesson("hinted")
+        await pilot.pause()
+        app.screen.show_step(1)
+        await pilot.pause()
+        view = app.screen.view
+        view.passed = True  # once passed, g shows it at once
+        await pilot.press("g")
+        await pilot.pause()
+        shown = text_of(view.query_one("#solution", Static))
+        assert shown.startswith("Reference solution (the lesson's; yours is in the editor above)"), shown
+        assert "sum(range(11))" in shown
+
+
+async def test_no_hint_line_goes_once_the_answer_is_shown(tmp_path):
+    """Was: "Hint: No hint for this one" stayed under the answer and its explanation."""
+    lessons = tmp_path / "lessons"
+    lessons.mkdir()
+    (lessons / "n.yaml").write_text("id: nohint\ntitle: N\nsteps:\n  - id: q\n    kind: check\n"
+                                    "    prompt: Two plus two?\n    answer: {type: number, value: 4}\n")
+    app = TutorApp(lessons_dirs=[lessons], home=tmp_path / "home", device="cpu", engine=ScriptedEngine())
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.open_lesson("nohint")
+        await pilot.pause()
+        view = app.screen.view
+        await pilot.press("escape", "h")
+        assert "No hint for this one" in text_of(view.query_one("#hint", Static))
+        await pilot.press("enter", *"4", "enter")
+        await pilot.pause()
+        assert view.solved
+        assert "No hint" not in text_of(view.query_one("#hint", Static))
+
+
+async def test_g_on_a_long_check_brings_its_message_into_view_at_80x24(tmp_path):
+    """Was: below a long body the "answer opens after one try" line was drawn off screen."""
+    lessons = tmp_path / "lessons"
+    lessons.mkdir()
+    body = "\\n\\n".join(f"Paragraph {i} of the reading before the question." for i in range(20))
+    (lessons / "l.yaml").write_text(f"id: long\ntitle: L\nsteps:\n  - id: q\n    kind: check\n    body: \"{body}\"\n"
+                                    "    prompt: Two plus two?\n    answer: {type: number, value: 4}\n")
+    app = TutorApp(lessons_dirs=[lessons], home=tmp_path / "home", device="cpu", engine=ScriptedEngine())
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.open_lesson("long")
+        await pilot.pause()
+        view = app.screen.view
+        content = app.screen.query_one("#content")
+        await pilot.press("escape")
+        content.scroll_home(animate=False)  # reading from the top when g comes
+        await pilot.pause()
+        for press in ("g", "g", "g"):
+            await pilot.press(press)
+            await pilot.pause(0.3)
+            feedback = view.query_one("#feedback", Static)
+            assert content.region.contains_region(feedback.region), (text_of(feedback), feedback.region)
+        assert view.gave_up

@@ -211,7 +211,7 @@ async def test_run_step_settings_switch_and_are_remembered(tmp_path: Path, monke
         assert started and started[-1]["model"] == "wide" and started[-1]["amp"] == "auto"
         assert started[-1]["steps"] == 30  # the step's own params stay
         title = text_of(view.query_one("#run-title", Static))
-        assert "model=wide" in title and "amp=auto" in title
+        assert "model wide" in title and "amp auto" in title
         # The learner's last run's settings come back with the step.
         app.progress.record_run(experiment="pipeline-breakdown", params=started[-1], device={}, metrics={},
                                 status="failed", lesson_id=LESSON, step_id="mfu-measure")

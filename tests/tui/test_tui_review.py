@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import random
 import sys
 from pathlib import Path
 
@@ -74,8 +75,8 @@ async def answer_current(pilot, right: bool) -> ReviewQuestion:
     question = screen.query_one(ReviewQuestion)
     if question.step.id == "pick":
         assert isinstance(screen.focused, OptionList)
-        if not right:
-            await pilot.press("down")
+        shown = [question.step.answer.options[i] for i in question.order]  # a review shuffles them
+        await pilot.press(*["down"] * next(i for i, o in enumerate(shown) if o.correct == right))
         await pilot.press("enter")
     else:
         assert isinstance(screen.focused, Input)
@@ -215,3 +216,25 @@ async def test_a_check_of_a_badly_predicted_concept_comes_first_and_says_why(tmp
         assert question.step.id == "pick"
         origin = " ".join(text_of(question.query_one(".origin", Static)).split())
         assert "your predictions of GPU speed-ups are off x10" in origin
+
+
+async def test_a_choice_is_asked_in_a_new_order_and_graded_by_the_option_shown(tmp_path):
+    """Was: review listed the options as the lesson did, so "the first one" answered it."""
+    app = make_app(tmp_path)
+    async with app.run_test(size=(80, 24)) as pilot:
+        for seed in range(20):  # rounds until "pick" comes with its options the other way round
+            app.push_screen(ReviewScreen(rng=random.Random(seed)))
+            await pilot.pause()
+            question = app.screen.query_one(ReviewQuestion)
+            lists = app.screen.query(OptionList)
+            shown = [str(o.prompt) for o in lists.first().options] if lists else []
+            if shown == ["1. the CPU", "2. the GPU"]:
+                break
+            app.pop_screen()
+            await pilot.pause()
+        else:
+            raise AssertionError("the options were always in the lesson's order")
+        await pilot.press("down", "enter")  # the second shown: the GPU
+        await pilot.pause()
+        assert "✓ Right" in text_of(question.query_one("#feedback", Static))
+        assert app.progress.reviews("rev", "pick")[-1].answer == "the GPU"

@@ -84,6 +84,8 @@ async def test_the_learners_runs_are_placed_on_the_calibrated_roofline(tmp_path:
         assert "e c = a * b, run #" in text and "m matmul 512, run #" in text
         assert "memory-bound" in text and "compute-bound" in text
         assert "not run yet" in text and "sync-timing" in text
+        # Was "not run yet (…): sync-timing, pipeline-breakdown": ids alone; now each by its title.
+        assert "Timing GPU work with and without synchronize (`gpututor run sync-timing`)" in " ".join(text.split())
         assert "stale" not in text
         from test_tui import text_of
         from textual.widgets import Static

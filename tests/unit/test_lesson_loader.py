@@ -58,6 +58,17 @@ def test_builtin_lessons_load():
         assert isinstance(lesson, Lesson) and lesson.steps
 
 
+def test_every_builtin_exercise_requirement_has_a_title():
+    """The learner reads each requirement by its title in the results ("Each rank trains on its
+    own share of the data"), not by its id ("each-rank-its-share")."""
+    from tutor.course.lesson import ExerciseStep
+
+    untitled = [(path.name, step.id, req.id) for path in sorted(builtin_lessons_dir().glob("*.yaml"))
+                for step in load_file(path).steps if isinstance(step, ExerciseStep)
+                for req in step.requirements if not req.title.strip()]
+    assert untitled == []
+
+
 def test_binary_file(tmp_path: Path):
     path = tmp_path / "binary.yaml"
     path.write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR")

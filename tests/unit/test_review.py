@@ -201,3 +201,32 @@ def test_the_profile_decides_which_concepts_are_misjudged(progress):
     q = {x.step.id: x for x in review.pool([lesson], progress)}
     assert q["c1"].off_by == pytest.approx(10.0) and q["c2"].off_by is None
     assert q["c1"].why().startswith("your predictions of GPU speed-ups are off x10")
+
+
+def _options(*texts: str):
+    from checks.spec import ChoiceOption
+
+    return [ChoiceOption(text=t) for t in texts]
+
+
+@pytest.mark.parametrize("texts", [
+    ("DDP needs less memory", "DataParallel runs every GPU from one process", "DataParallel sums wrongly"),
+    ("the GPU", "the CPU"),
+    ("about half of everything", "about 75%", "nothing, because autocast only changes the compute"),
+])
+def test_a_review_shows_statements_in_a_new_order(texts):
+    """Was: the options in the lesson's order, so the learner answered from where the right one stood."""
+    options = _options(*texts)
+    orders = {tuple(review.shown_order(options, random.Random(seed))) for seed in range(20)}
+    assert len(orders) > 1 and all(sorted(o) == list(range(len(texts))) for o in orders)
+
+
+@pytest.mark.parametrize("texts", [
+    ("about the same", "about three times as big", "about nine times as big"),
+    ("under 1 ms", "1 to 10 ms", "over 10 ms"),
+    ("2x", "4x", "8x", "16x"),
+    ("half", "the same", "twice as much"),
+])
+def test_a_review_keeps_a_scale_in_its_order(texts):
+    options = _options(*texts)
+    assert all(review.shown_order(options, random.Random(seed)) == list(range(len(texts))) for seed in range(20))

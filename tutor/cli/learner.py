@@ -439,12 +439,13 @@ def _grade_exercise_file(args: argparse.Namespace, lesson: Any, step: Any, path:
         return result
 
     if not args.file and not args.json:
-        print(f"{lesson.id} · {step.title or step.id}: {workspace.shown_path(path)}", file=sys.stderr)
+        _word_wrapped(rich_console(stderr=True)).print(
+            f"{lesson.id} · {step.title or step.id}: {workspace.shown_path(path)}", markup=False)
     result = grade(code)
     if args.json:
         print_json(result.as_dict())
         return OK if result.passed else FAILED
-    c = rich_console()
+    c = _word_wrapped(rich_console())
     _print_exercise_result(c, result)
     if not args.watch:
         return OK if result.passed else FAILED
@@ -468,11 +469,30 @@ def _grade_exercise_file(args: argparse.Namespace, lesson: Any, step: Any, path:
         return OK if result.passed else FAILED
 
 
+def _word_wrapped(console: Any) -> Any:
+    """In a terminal, long lines wrap at a word (the terminal's own wrap broke "mo|del" at 80
+    columns); piped, each stays one line for the reader's tools."""
+    console.soft_wrap = not console.is_terminal
+    return console
+
+
 def _print_exercise_result(c: Any, result: Any) -> None:
+    from rich.table import Table
+    from rich.text import Text
+
     c.print("[bold green]passed[/]" if result.passed else "[bold yellow]not yet[/]")
+    rows = Table.grid(padding=(0, 1))  # a wrapped requirement goes on under its words, not under its mark
+    rows.add_column(no_wrap=True)
+    rows.add_column()
     for r in result.requirements:
         mark = "ok  " if r.passed else "FAIL" if r.judged else "skip"
-        c.print(f"  {mark} {r.id}" + (f": {r.feedback}" if r.feedback else ""), markup=False)
+        line = f"{r.name}" + (f": {r.feedback}" if r.feedback else "")
+        if c.soft_wrap:
+            c.print(f"  {mark} {line}", markup=False)
+        else:
+            rows.add_row(f"  {mark}", Text(line))
+    if rows.rows:
+        c.print(rows)
     for note in result.checker_notes:
         c.print(f"  ({note})", style="dim", markup=False)
     c.print(result.summary, markup=False)

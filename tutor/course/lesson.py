@@ -142,6 +142,7 @@ class OutputRequirement(Strict):
 
     type: Literal["output"]
     id: str = Field(pattern=ID_PATTERN)
+    title: str = Field("", max_length=80)  # what the learner reads for it; unset, its id in words
     pattern: str
     absent: bool = False
     feedback: str  # shown when the requirement fails: which mistake, and a hint
@@ -152,6 +153,7 @@ class SourceRequirement(Strict):
 
     type: Literal["source"]
     id: str = Field(pattern=ID_PATTERN)
+    title: str = Field("", max_length=80)
     pattern: str
     absent: bool = False
     feedback: str
@@ -162,6 +164,7 @@ class ReportRequirement(Strict):
 
     type: Literal["report"]
     id: str = Field(pattern=ID_PATTERN)
+    title: str = Field("", max_length=80)
     name: str
     min: float | None = None
     max: float | None = None
@@ -177,6 +180,7 @@ class FileRequirement(Strict):
 
     type: Literal["file"]
     id: str = Field(pattern=ID_PATTERN)
+    title: str = Field("", max_length=80)
     path: str
     checkpoint: bool = False
     keys: list[str] = []
@@ -191,6 +195,7 @@ class FunctionRequirement(Strict):
 
     type: Literal["function"]
     id: str = Field(pattern=ID_PATTERN)
+    title: str = Field("", max_length=80)
     name: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")  # a Python function name
     probe: str  # a probe in tutor/exercises/grader.py, e.g. "moves_batch_to_device"
     feedback: str
@@ -203,6 +208,7 @@ class BehaviourRequirement(Strict):
 
     type: Literal["behaviour"]
     id: str = Field(pattern=ID_PATTERN)
+    title: str = Field("", max_length=80)
     check: str  # e.g. "model_on_device"
     feedback: str  # the detail after the cause the run showed: why it matters and the fix
 
@@ -213,6 +219,7 @@ class ErrorRequirement(Strict):
 
     type: Literal["error"]
     id: str = Field(pattern=ID_PATTERN)
+    title: str = Field("", max_length=80)
     error: str  # e.g. RuntimeError
     pattern: str = ""
     feedback: str
@@ -226,6 +233,7 @@ class PythonRequirement(Strict):
 
     type: Literal["python"]
     id: str = Field(pattern=ID_PATTERN)
+    title: str = Field("", max_length=80)
     grader: str = Field(json_schema_extra={"pattern": r"^[^:\\]+\.py:[A-Za-z_][A-Za-z0-9_]*$"},
                         description="FILE.py:FUNCTION, the file relative to the lesson's folder")
     timeout: float = Field(10.0, gt=0, le=600)  # seconds for the grader, Python's start-up included

@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import math
 import random
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from checks.spec import ChoiceOption
 from tutor.course.lesson import CheckStep, Lesson
 from tutor.course.progress import Progress
 
@@ -113,3 +115,27 @@ def pick(questions: list[Question], n: int = SESSION_SIZE, rng: random.Random | 
     keyed = sorted(questions, key=lambda q: rng.random() ** (1 / q.weight), reverse=True)
     # Those drawn for a concept the learner predicts worst come first, as the profile orders them.
     return sorted(keyed[:n], key=lambda q: -(q.off_by or 1.0))
+
+
+# An option that is a quantity ("about 2x", "under 10 ms", "the same", "half of it"): a list of
+# them is a scale, whose order is part of the question.
+_QUANTITY = re.compile(
+    r"^\W*(?:about|around|roughly|nearly|almost|under|over|below|above|up to|at least|at most|"
+    r"less than|more than|[~<>≈≤≥])?\s*"
+    r"(?:\d|\.\d|half\b|twice\b|(?:the )?same\b|zero\b|one\b|two\b|three\b|four\b|five\b|six\b|"
+    r"seven\b|eight\b|nine\b|ten\b|a (?:few|dozen|hundred|thousand|million)\b)", re.I)
+
+
+def is_scale(options: list[ChoiceOption]) -> bool:
+    """Whether the options are ordered values or ranges (kept in order) rather than statements."""
+    return all(_QUANTITY.match(o.text) for o in options)
+
+
+def shown_order(options: list[ChoiceOption], rng: random.Random | None = None) -> list[int]:
+    """The order a review shows a choice's options in (indices into `options`): shuffled, so the
+    learner answers from the words and not from where the right one stood in the lesson; a scale
+    ("about 2x", "about 4x", ...) keeps its order."""
+    order = list(range(len(options)))
+    if not is_scale(options):
+        (rng or random).shuffle(order)
+    return order

@@ -65,10 +65,16 @@ class RequirementResult:
     feedback: str  # empty when passed
     judged: bool = True  # False: the program stopped before this could be checked
     checker_error: str = ""  # the lesson's own grader failed: its traceback, for the author (never shown to the learner)
+    title: str = ""  # the requirement's title in the lesson, if it has one
+
+    @property
+    def name(self) -> str:
+        """What the learner reads for it: its title, or its id in words ("each rank its share")."""
+        return self.title or self.id.replace("-", " ")
 
     def as_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "type": self.type, "passed": self.passed, "feedback": self.feedback,
-                "judged": self.judged, "checker_error": self.checker_error}
+        return {"id": self.id, "title": self.name, "type": self.type, "passed": self.passed,
+                "feedback": self.feedback, "judged": self.judged, "checker_error": self.checker_error}
 
 
 @dataclass
@@ -522,7 +528,7 @@ def grade_exercise(
             judged, fb = False, "not checked: the program stopped before it got this far"
         elif checker_error:
             judged = False  # the checker's fault: not held against the learner
-        results.append(RequirementResult(req.id, req.type, ok, clean(fb), judged, checker_error))
+        results.append(RequirementResult(req.id, req.type, ok, clean(fb), judged, checker_error, req.title))
     finished = run.ok or (raised_as_expected and not (run.timed_out or run.cancelled or run.memory_error))
     return ExerciseResult(finished and all(r.passed for r in results), results, run,
                           _summary(results, stopped), run.traceback, _hint(step, results, stopped), notes)
@@ -576,9 +582,10 @@ def _summary(results: list[RequirementResult], stopped: str | None) -> str:
     if met == len(results) and not stopped:
         return "the requirement is met" if len(results) == 1 else f"all {len(results)} requirements met"
     parts = [f"{met} of {len(results)} requirement{'s' if len(results) != 1 else ''} met"]
-    failing = [r.id for r in results if not r.passed and r.judged]
+    failing = [f"“{r.name}”" for r in results if not r.passed and r.judged]
     if failing:
-        parts.append(f"{', '.join(failing)} not yet")
+        parts.append(f"{', '.join(failing[:-1])} and {failing[-1]}" if len(failing) > 1 else failing[0])
+        parts[-1] += " not yet"
     unchecked = sum(not r.judged for r in results)
     if unchecked:
         parts.append(f"{unchecked} not checked")

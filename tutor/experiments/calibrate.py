@@ -529,5 +529,8 @@ def roofline_lines(record: Calibration, placed: dict[str, Any], stale: str | Non
                           f"{p['device'] or 'an unrecorded device'}", ""))
     missing = [name for name in EXPERIMENTS if name not in ran]
     if missing:
-        lines.append((f"not run yet (each reports an achieved FLOP/s): {', '.join(missing)}", "dim"))
+        from tutor.experiments import REGISTRY  # each by its title, and the command that runs it
+
+        named = [f"{REGISTRY[name].title if name in REGISTRY else name} (`gpututor run {name}`)" for name in missing]
+        lines.append((f"not run yet, each reports an achieved FLOP/s: {'; '.join(named)}", "dim"))
     return lines

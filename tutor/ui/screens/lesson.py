@@ -178,7 +178,9 @@ class LessonScreen(Screen):
         label = KIND_LABEL[step.kind]
         if title.lower().startswith(label.lower() + ":"):
             title = title[len(label) + 1 :].strip()
-        if title.lower().startswith(label.lower()):  # "Exercise 1: ..." needs no "Exercise:" before it
+        if title.lower().startswith(label.lower()) or ": " in title:
+            # "Exercise 1: ...", "Reflect: ...", "Measure it: ..." lead with their own word: a
+            # "Check:" or "Run:" before it would say two.
             label = ""
         where = self.query_one("#where", Static)
         place = Text.assemble("  ·  ", (f"step {self.index + 1} of {total}", "bold cyan"))
@@ -303,6 +305,7 @@ class LessonScreen(Screen):
             self._escape_armed_at = now
             self.say("Press escape again to leave the lesson (your place is kept).")
             return
+        self.app.clear_notifications()  # the lesson's toasts ("press escape again") are not the home screen's
         self.app.pop_screen()
 
     async def action_quit(self) -> None:

@@ -69,7 +69,7 @@ class ReviewScreen(Screen):
         self.refresh_bindings()
         self.index = index
         question = self.questions[index]
-        self._content().mount(ReviewQuestion(question, LessonSession(question.lesson, self.app.progress)))
+        self._content().mount(ReviewQuestion(question, LessonSession(question.lesson, self.app.progress), self.rng))
         self._update_header()
         self.call_after_refresh(self._refresh_keys)
 

@@ -70,9 +70,12 @@ class CheckStepView(StepView):
                 feedback.update(Text.assemble(("✗ Not yet. ", "bold red"), after_the_mark(graded.verdict.feedback),
                                               (extra, "dim")))
         if not self.solved:
-            # At 80x24 the feedback can sit below the fold: bring it into view.
-            self.call_after_refresh(feedback.scroll_visible, animate=False)
+            self._feedback_into_view()
         self.refresh_hint()
+
+    def _feedback_into_view(self) -> None:
+        """At 80x24 the feedback can sit below the fold (a long body above): bring it into view."""
+        self.call_after_refresh(self.query_one("#feedback", Static).scroll_visible, animate=False)
 
     def _show_verdict(self, correct: bool, feedback_text: str, answer: str) -> None:
         self.solved = correct
@@ -82,6 +85,8 @@ class CheckStepView(StepView):
             ("\nYour answer: ", "dim"), (answer, "dim italic"),
         ))
         self.query_one(AnswerBox).close()
+        if not self.session.hints_shown(self.step):  # "No hint for this one" is moot beside the answer
+            self.query_one("#hint", Static).update("")
         self._show_explanation()
         self.call_after_refresh(self.focus_content)
 
@@ -134,11 +139,13 @@ class CheckStepView(StepView):
                     ("The answer opens after one try: answer first (h for a hint). " if first else "") +
                     ("Give up without trying? g again." if first else "Sure? g once more shows the answer."),
                     style="yellow"))
+                self._feedback_into_view()
                 return True
         if not self.session.give_up(self.step, without_trying=True):
             return True
         self.gave_up = True
         self._show_verdict(False, "", "(you asked to see it)")
+        self._feedback_into_view()
         self.solved = False
         self.post_message(self.Completed(self.step.id))
         self.refresh_hint()

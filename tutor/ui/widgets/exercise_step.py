@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rich.console import Group
 from rich.syntax import Syntax
 from rich.text import Text
 from textual import on, work
@@ -72,7 +73,8 @@ class ExerciseStepView(StepView):
         # What failed comes right under the status; the program's output after it.
         yield Static("", id="results", classes="feedback")
         yield Static("", id="hint", classes="hint")
-        output = RichLog(id="output", max_lines=OUTPUT_LINES, wrap=True, markup=False, highlight=False)
+        # Wrapped at the width it has: its default 78 columns, wider than the box at 80, cut line ends off.
+        output = RichLog(id="output", max_lines=OUTPUT_LINES, min_width=20, wrap=True, markup=False, highlight=False)
         output.border_title = "your program's output"
         yield output
         yield Static("", id="solution", classes="reference")
@@ -99,7 +101,7 @@ class ExerciseStepView(StepView):
     def workdir(self) -> Path:
         return self.session.progress.path.parent / "exercises" / self.lesson.id / self.step.id
 
-    def _show(self, selector: str, content: Text | Syntax | str) -> None:
+    def _show(self, selector: str, content: Text | Syntax | Group | str) -> None:
         """Fill a panel under the editor; an empty one takes no rows (they are scarce at 80x24)."""
         panel = self.query_one(selector, Static)
         panel.update(content)
@@ -210,8 +212,11 @@ class ExerciseStepView(StepView):
                 return
             self._confirm_solution = False
         self.session.show_solution(self.step)
-        self._show("#solution", Syntax(self.step.solution.rstrip(), "python", theme="ansi_dark",
-                                       line_numbers=True, background_color="default"))
+        # Headed, or below the editor it reads as the learner's own file.
+        heading = Text.assemble(("Reference solution", "bold"),
+                                (" (the lesson's; yours is in the editor above)", "dim"))
+        self._show("#solution", Group(heading, Syntax(self.step.solution.rstrip(), "python", theme="ansi_dark",
+                                                      line_numbers=True, background_color="default")))
         self.query_one("#solution", Static).scroll_visible()
 
     def _confirm(self, what: str) -> bool:
@@ -351,7 +356,7 @@ def _results_text(result: Any) -> Text:
     for item in result.requirements:
         if not item.passed:
             mark = ("✗ ", "bold red") if item.judged else ("· ", "yellow")
-            lines.append(Text.assemble(mark, (item.id, "bold"), ": ", item.feedback))
+            lines.append(Text.assemble(mark, (item.name, "bold"), ": ", item.feedback))
     if result.traceback:
         if result.passed:  # a "break it" exercise: the exception is the point; now read it
             lines.append(Text("Your code raised the error it should (your lines are marked >>). Read it:",
@@ -360,7 +365,7 @@ def _results_text(result: Any) -> Text:
         else:
             lines.append(Text("Your code raised an exception (your lines are marked >>):", style="bold red"))
             lines.append(Text(result.traceback, style="red"))
-    met = [item.id for item in result.requirements if item.passed]
+    met = [item.name for item in result.requirements if item.passed]
     if met:
         lines.append(Text.assemble(("✓ ", "bold green"), "met: ", ", ".join(met)))
     lines.extend(Text(f"  ({note})", style="dim") for note in result.checker_notes)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass
 
 from rich.text import Text
@@ -12,7 +13,7 @@ from textual.message import Message
 from textual.widgets import Markdown, Static
 
 from checks.spec import ChoiceAnswer
-from tutor.course.review import Question
+from tutor.course.review import Question, shown_order
 from tutor.course.session import LessonSession, Unreadable
 from tutor.ui.widgets.answer_box import AnswerBox, after_the_mark
 
@@ -23,11 +24,15 @@ class ReviewQuestion(Vertical):
         question: Question
         correct: bool
 
-    def __init__(self, question: Question, session: LessonSession) -> None:
+    def __init__(self, question: Question, session: LessonSession, rng: random.Random | None = None) -> None:
         super().__init__(classes="step")
         self.question = question
         self.session = session  # the question's own lesson
         self.answered: bool | None = None  # None until answered, then whether it was right
+        spec = question.step.answer
+        # A choice's options in a new order (a scale keeps its own): asked again, the right one is
+        # found by its words, not remembered by its place.
+        self.order = shown_order(spec.options, rng) if isinstance(spec, ChoiceAnswer) else []
 
     @property
     def step(self):
@@ -40,7 +45,10 @@ class ReviewQuestion(Vertical):
         if q.step.body:
             yield Markdown(q.step.body)
         yield Static(Text(q.step.prompt, style="bold"), classes="prompt")
-        yield AnswerBox(q.step.answer)
+        spec = q.step.answer
+        if self.order:
+            spec = spec.model_copy(update={"options": [spec.options[i] for i in self.order]})
+        yield AnswerBox(spec)
         yield Static("", id="feedback", classes="feedback")
         yield Vertical(id="after")
 
@@ -56,7 +64,7 @@ class ReviewQuestion(Vertical):
         feedback = self.query_one("#feedback", Static)
         q = self.question
         try:
-            graded = self.session.review(q.step, event.text)
+            graded = self.session.review(q.step, self._in_lesson_order(event.text))
         except Unreadable as problem:  # blank, no number, no such option: say so, count nothing
             feedback.update(Text(str(problem), style="yellow"))
             self.call_after_refresh(feedback.scroll_visible, animate=False)
@@ -74,6 +82,14 @@ class ReviewQuestion(Vertical):
         self.post_message(self.Answered(q, verdict.correct))
         # At 80x24 the verdict sits below the fold: bring it (and what follows) into view.
         self.call_after_refresh(feedback.scroll_visible, top=True, animate=False)
+
+    def _in_lesson_order(self, answer: str) -> str:
+        """The list answers with the number of the option where it is shown ("2"): the number
+        that option has in the lesson, which the session grades."""
+        shown = int(answer) if answer.isascii() and answer.isdigit() and len(answer) <= 6 else 0
+        if self.order and 1 <= shown <= len(self.order):
+            return str(self.order[shown - 1] + 1)
+        return answer
 
     def _show_model_answer(self) -> None:
         after = self.query_one("#after", Vertical)

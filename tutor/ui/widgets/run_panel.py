@@ -21,7 +21,7 @@ from tutor import experiments
 from tutor.course.session import RunOutcome
 from tutor.experiments.events import Epoch, Finished, Note, Started, Step, Table
 from tutor.present import metric as fmt
-from tutor.present import metric_value
+from tutor.present import metric_value, setting
 from tutor.ui import runner
 
 MIN_CHART_POINTS = 4  # fewer losses than this are said, not drawn
@@ -37,6 +37,11 @@ class LiveLine(Widget):
 
     def render(self) -> Text:
         return self.text
+
+
+def setting_label(name: str) -> str:
+    """A run parameter's name as a label: "pin memory" for pin_memory."""
+    return name.replace("_", " ")
 
 
 def _concurrent(label: str, charted: str | None) -> bool:
@@ -79,7 +84,8 @@ class RunPanel(Vertical):
     def _title(self) -> Text:
         exp = experiments.REGISTRY.get(self.experiment)
         title = exp.title if exp else self.experiment
-        params = ", ".join(f"{k}={v}" for k, v in self.params.items())
+        # The settings in words ("pin memory off"), not as Python wrote them ("pin_memory=False").
+        params = " · ".join(f"{setting_label(k)} {setting(v)}" for k, v in self.params.items())
         return Text.assemble(("▶ ", "bold"), (title, "bold"), (f"  experiment {self.experiment}", "dim"),
                              (f"  ({params})" if params else "", "dim"))
 
@@ -255,7 +261,7 @@ class RunPanel(Vertical):
         cells = [f"{ep.epoch}/{ep.epochs}", f"{ep.train_loss:.4f}", f"{ep.test_acc * 100:.2f}%",
                  f"{ep.seconds:.2f}", fmt(ep.samples_per_s)]
         if len(table.columns) == 6:
-            cells.insert(0, ep.label or "-")
+            cells.insert(0, Text(ep.label or "-"))  # a DataTable reads a str cell as markup
         table.add_row(*cells)
 
     def _add_note(self, text: str, level: str) -> None:
@@ -267,13 +273,14 @@ class RunPanel(Vertical):
         self.query_one("#notes").mount(Static(Text(prefix + text, style=style), classes=f"note note-{level}"))
 
     def _add_table(self, table: Table) -> None:
-        rt = RichTable(title=table.title, title_justify="left", expand=False, show_edge=False, pad_edge=False)
+        # Every cell is Text, not markup: a measured "[1, 784]" or "[rank 0]" shows as it is.
+        rt = RichTable(title=Text(table.title), title_justify="left", expand=False, show_edge=False, pad_edge=False)
         for i, col in enumerate(table.columns):
             # Keep values whole (a folded "0.0006556 / 5" misleads); let headers wrap instead.
             widest = max((len(str(row[i])) for row in table.rows if i < len(row)), default=0)
-            rt.add_column(col, overflow="fold", min_width=min(widest, 16))
+            rt.add_column(Text(str(col)), overflow="fold", min_width=min(widest, 16))
         for row in table.rows:
-            rt.add_row(*[str(c) for c in row])
+            rt.add_row(*[Text(str(c)) for c in row])
         self.query_one("#notes").mount(Static(rt, classes="result-table"))
 
     @on(runner.RunEnded)
@@ -325,5 +332,5 @@ class RunPanel(Vertical):
         rt.add_column("value", style="bold", overflow="fold")
         for name, declared in exp.metrics.items():
             if name in self.metrics and name not in ("device", "device_name", "data_source", "checkpoint"):
-                rt.add_row(declared.label, metric_value(declared, self.metrics[name]))
+                rt.add_row(Text(declared.label), Text(metric_value(declared, self.metrics[name])))
         self.query_one("#notes").mount(Static(rt, classes="result-table"))

@@ -14,11 +14,11 @@ from textual.widgets import Markdown, Static
 from tutor import experiments
 from tutor.experiments.spec import Metric
 from tutor.instruments import Control
-from tutor.present import metric_value
+from tutor.present import metric_value, setting
 from tutor.ui.widgets.base import StepView
 from tutor.ui.widgets.controls import ControlRow
 from tutor.ui.widgets.reveal import reveal_text
-from tutor.ui.widgets.run_panel import RunPanel
+from tutor.ui.widgets.run_panel import RunPanel, setting_label
 
 
 class RunStepView(StepView):
@@ -34,8 +34,8 @@ class RunStepView(StepView):
                     if record is not None and record.params.get(name) in values:
                         value = record.params[name]  # the settings of the learner's last run
                     self.params[name] = value
-                    control = Control(name, name.replace("_", " "), "choice", tuple(values), value,
-                                      labels=tuple(str(v) for v in values))
+                    control = Control(name, setting_label(name), "choice", tuple(values), value,
+                                      labels=tuple(setting(v) for v in values))
                     yield ControlRow(control, value)
         yield RunPanel(self.step.experiment, self.params, id="panel")
         yield Static("", id="previous", classes="previous")
