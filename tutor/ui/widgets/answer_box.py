@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from rich.text import Text
 from textual import events, on
 from textual.app import ComposeResult
+from textual.binding import Binding
 from textual.containers import ScrollableContainer, Vertical
 from textual.message import Message
 from textual.widget import Widget
@@ -84,8 +85,8 @@ class ChoiceList(OptionList):
         char = event.character or ""
         if not event.is_printable or len(char) != 1 or char.isspace():
             return
-        if not self._hotkey(char) and event.key in self.screen.active_bindings:
-            return  # n, p, q, ?: the screen's keys while nothing is typed
+        if not self._hotkey(char) and event.key in self._screen_keys():
+            return  # n, p, q, ?: the screen's keys while nothing is typed (enabled now or not)
         self.typed = char
         event.stop()
         event.prevent_default()
@@ -100,6 +101,15 @@ class ChoiceList(OptionList):
 
     def _scroller(self) -> Widget:
         return next((a for a in self.ancestors if isinstance(a, ScrollableContainer)), self)
+
+    def _screen_keys(self) -> set[str]:
+        """The keys the screen and the app bind, whether or not their action is open right now."""
+        keys: set[str] = set()
+        for node in (self.screen, self.app):
+            for binding in node.BINDINGS:
+                key = binding.key if isinstance(binding, Binding) else binding[0]
+                keys.update(k.strip() for k in key.split(","))
+        return keys
 
     def _hotkey(self, char: str) -> bool:
         """A digit or letter that names an option (1 = the first, a = the first)."""

@@ -64,7 +64,7 @@ class ReviewQuestion(Vertical):
         feedback = self.query_one("#feedback", Static)
         q = self.question
         try:
-            graded = self.session.review(q.step, self._in_lesson_order(event.text))
+            graded = self.session.review(q.step, event.text)  # the option's own words, wherever it is shown
         except Unreadable as problem:  # blank, no number, no such option: say so, count nothing
             feedback.update(Text(str(problem), style="yellow"))
             self.call_after_refresh(feedback.scroll_visible, animate=False)
@@ -82,14 +82,6 @@ class ReviewQuestion(Vertical):
         self.post_message(self.Answered(q, verdict.correct))
         # At 80x24 the verdict sits below the fold: bring it (and what follows) into view.
         self.call_after_refresh(feedback.scroll_visible, top=True, animate=False)
-
-    def _in_lesson_order(self, answer: str) -> str:
-        """The list answers with the number of the option where it is shown ("2"): the number
-        that option has in the lesson, which the session grades."""
-        shown = int(answer) if answer.isascii() and answer.isdigit() and len(answer) <= 6 else 0
-        if self.order and 1 <= shown <= len(self.order):
-            return str(self.order[shown - 1] + 1)
-        return answer
 
     def _show_model_answer(self) -> None:
         after = self.query_one("#after", Vertical)
