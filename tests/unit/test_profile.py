@@ -328,6 +328,11 @@ def test_the_chart_puts_each_prediction_in_its_band_in_time_order():
     assert "T" in rows[5]  # under x2-x5
     assert "2025-01-01" in text and "2025-02-01" in text and "G GPU speed-ups" in text
     assert all(len(line) <= 72 for line in rows)
+    # A zero sits on the x5+ row for want of a factor; the chart says so (issue 35), and only then.
+    assert rows[-1].strip() == "x5+ also holds a zero (an underflow): off by no factor"
+    no_zero = calibration([Miss("G", math.log(8), 1)], [("G", "GPU speed-ups")], first="2025-01-01",
+                          last="2025-01-01")
+    assert "zero" not in no_zero
 
 
 def test_more_predictions_than_columns_show_the_latest():
