@@ -38,7 +38,6 @@ import torch
 from tutor.charts import Point, roofline
 from tutor.experiments import gpu_share, vendor_peaks
 from tutor.experiments import peak as matmul_peak
-from tutor.experiments.calibrate import ROOFLINE_COMMAND
 from tutor.experiments.common import full_float32_matmuls, seed_everything
 from tutor.experiments.devices import Device
 from tutor.experiments.events import Event, Finished, Note, Started, Step, Table
@@ -309,7 +308,7 @@ def measure(p: BandwidthParams, dev: Device) -> Iterator[Event]:
     if setters:
         yield Note(f"{' and '.join(setters)} {'each ' if len(setters) > 1 else ''}set the roof it is placed "
                    "against: the roofs in this table are this run's own best, so such a point sits on its roof by "
-                   f"construction. `{ROOFLINE_COMMAND}` places this run on the machine's calibrated roofline "
+                   "construction. `gpututor roofline` places this run on the machine's calibrated roofline "
                    "instead, measured apart from it.")
     yield Note(roofline(peak_tflops, bandwidth_gbps, [Point("e", "c = a * b", ELEMENTWISE_INTENSITY, elementwise_tflops),
                                                        Point("m", f"matmul {n}", matmul_intensity, matmul_tflops)]),
