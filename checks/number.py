@@ -389,6 +389,27 @@ def accepted_interval(spec: NumberAnswer, target: float) -> tuple[float, float]:
     return target - slack, target + slack
 
 
+NEAR_MISS = 0.5  # relative error under which a wrong number is told how far off it is
+
+
+def byte_unit_said(unit: str) -> str:
+    """'1 MB is read as 10^6 B, 1 MiB would be 2^20' for a decimal byte unit the learner wrote, '1 MiB
+    is read as 2^20 B' for a binary one: which of the two meanings an answer was read with. '' for
+    any other unit."""
+    info = _UNIT_TABLE.get(unit.lower()) if unit else None
+    if info is None or info[1] != "bytes" or info[0] == "B":
+        return ""
+    if info[0].endswith("iB"):
+        return f"1 {info[0]} is read as 2^{round(math.log2(info[2]))} B"
+    power = round(math.log10(info[2]))
+    return f"1 {info[0]} is read as 10^{power} B, 1 {info[0][0]}iB would be 2^{power // 3 * 10}"
+
+
+def _percent_off(off: float) -> str:
+    """6.3% for 0.063: one decimal under 10%, whole percents above."""
+    return f"{off * 100:.1f}%" if off < 0.1 else f"{off * 100:.0f}%"
+
+
 def tolerance_said(spec: NumberAnswer) -> str:
     """How the accepted interval is set, in an author's words."""
     if spec.abs_tolerance is not None:
@@ -509,4 +530,13 @@ def grade_number(answer: str, spec: NumberAnswer, metrics: dict | None = None) -
     if target is None:
         return Verdict(False, "This question has no answer to compare with (the lesson sets no value).", judged=False)
     direction = "high" if value > target else "low"
-    return Verdict(False, f"Not quite: {shown} is too {direction}.")
+    # A near miss says how far, and how close this question asks for: a prediction of the same
+    # figure may have counted, scored within its own wider tolerance, and the learner sees why this
+    # does not. Which meaning a byte unit was read with is said too (MB is 10^6, MiB 2^20).
+    unit_read = byte_unit_said(q.unit)
+    unit_read = f" ({unit_read})" if unit_read else ""
+    off = abs(value - target) / abs(target) if target else math.inf
+    if spec.abs_tolerance is None and off < NEAR_MISS:
+        return Verdict(False, f"Not quite: {shown}{unit_read} is {_percent_off(off)} too {direction}; this question "
+                              f"wants it within {spec.tolerance * 100:g}%.")
+    return Verdict(False, f"Not quite: {shown}{unit_read} is too {direction}.")

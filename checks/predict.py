@@ -6,7 +6,7 @@ import math
 import re
 
 from checks.choice import resolve
-from checks.number import convert, format_number, parse_number, unit_info
+from checks.number import byte_unit_said, convert, format_number, parse_number, read_quantity, unit_info
 from checks.spec import ChoiceAnswer, NumberAnswer, PredictionScore, TextAnswer
 from checks.text import normalise
 
@@ -149,7 +149,10 @@ def _score_number(answer: str, spec: NumberAnswer, measured, unit: str) -> Predi
     measured_text = format_number(m, shown_unit)
     if predicted is None:
         return PredictionScore(f"I could not read a number in your prediction ('{_quote(answer)}'); measured {measured_text}.")
-    said = f"you said {format_number(predicted, shown_unit)}, measured {measured_text}"
+    typed = read_quantity(answer)  # "1 MB" is 10^6 B, "1 MiB" 2^20: the summary says which it read
+    unit_read = byte_unit_said(typed.unit) if typed else ""
+    said = f"you said {format_number(predicted, shown_unit)}, measured {measured_text}" + (
+        f"; {unit_read}" if unit_read else "")
     if predicted == 0 or m == 0 or (predicted < 0) != (m < 0):
         hit = abs(m - predicted) <= (spec.abs_tolerance or 0.0)
         return PredictionScore(("close enough" if hit else "not comparable as a ratio") + f" ({said})", None, hit)

@@ -145,4 +145,6 @@ def calibration(misses: list[Miss], legend: list[tuple[str, str]], *, first: str
         text = f"{text}   {entry}" if text else entry
     if text:
         lines.append(" " * (axis_w + 1) + text)
+    if any(m.log_error is None and m.direction for m in shown):
+        lines.append(" " * (axis_w + 1) + "x5+ also holds a zero (an underflow): off by no factor")
     return "\n".join(line[:width] if len(line) > width else line for line in lines)

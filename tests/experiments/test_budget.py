@@ -66,6 +66,32 @@ def test_crossover_times_what_fits_and_says_so(monkeypatch) -> None:
     assert m["cpu_seconds_mlp"] > 0
 
 
+def test_a_cut_note_shows_how_the_steps_budget_is_shared_and_squares_the_estimate_with_the_projection(
+        monkeypatch) -> None:
+    """Issue 35: "to keep this step within a minute ... all of them would take 6 s" beside a 2.85 s
+    projected epoch did not add up: the minute is shared by cases x runs x epochs, and the first
+    estimate (a few batches) can read slower than the timing it sized."""
+    from tutor.experiments import crossover
+
+    monkeypatch.setenv("GPUTUTOR_CPU_BUDGET_S", "3")
+    monkeypatch.setattr(crossover, "seconds_per_sample", lambda *a, **k: 0.01)  # an estimate far too slow
+    events, m = run_experiment("crossover", {"model": "mlp", "mlp_samples": 6400, "repeats": 1}, "cpu")
+    notes = " ".join(_notes(events).split())
+    assert m["cpu_images_timed_mlp"] == 512  # 3 s / 10 ms = 300 images: the minimum of 8 batches
+    assert ("its 3 s of CPU timing are shared by 1 case x 1 run x 1 epoch, so an epoch may take 3.0 s "
+            "(10.00 ms per image measured here, so all of them would take 64 s, over the 3.0 s it may take)") in notes
+    projected = m["cpu_seconds_mlp"]
+    if projected <= 3.0:  # 512 timed images of an MLP project far under 3 s on any CPU that runs the suite
+        assert (f"the 512 images timed project to {projected:.1f} s for all 6,400, within the 3.0 s it may take, "
+                "though the first estimate (from a few batches) said 64 s") in notes
+
+
+def test_a_projection_that_agrees_with_the_estimate_needs_no_second_note() -> None:
+    fit = Fit(60_000, 4_096, 0.00093, budget_s=4.0)
+    assert fit.afterwards("it", 5.0) is None and Fit(60_000, 60_000, 1e-6, 4.0).afterwards("it", 1.0) is None
+    assert "within the 4.0 s it may take" in fit.afterwards("it", 2.9)
+
+
 def test_crossover_with_room_to_spare_cuts_nothing(monkeypatch) -> None:
     monkeypatch.setenv("GPUTUTOR_CPU_BUDGET_S", "1000")
     events, m = run_experiment("crossover", {"model": "mlp", "mlp_samples": 1024, "repeats": 1}, "cpu")

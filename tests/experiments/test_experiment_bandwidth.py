@@ -168,6 +168,13 @@ def test_a_run_faster_than_the_cached_peak_is_the_roof(tmp_path, monkeypatch):
     events, m = run_experiment("bandwidth", QUICK, "cpu")
     assert m["peak_tflops"] == m["matmul_tflops"] and m["matmul_peak_share"] == 1.0
     assert "faster than the cached sweep" in _notes(events)
+    # Issue 35: "100.0% of roof" for an operation that set the roof it was placed against, unsaid.
+    roofline = [e for e in events if isinstance(e, Table)][1]
+    matmul_row = roofline.rows[1]
+    assert matmul_row[0].startswith("matmul") and matmul_row[4] == "100% (its own)"
+    assert "set the roof it is placed against" in _notes(events) and "gpututor roofline" in _notes(events)
+    elementwise_set_it = m["elementwise_gbps"] >= m["device_copy_gbps"]
+    assert (roofline.rows[0][4] == "100% (its own)") is elementwise_set_it
 
 
 def test_arrays_too_big_for_the_memory_are_refused_before_any_work(monkeypatch):

@@ -67,6 +67,28 @@ def test_crossover_is_the_smallest_batch_from_which_compute_always_won():
     assert efficiency(100.0, 150.0, 2) == 0.75
 
 
+def test_the_headline_reads_the_same_way_as_its_own_table():
+    """Issue 35: with compute ahead at batch 4, behind at 16 and ahead at 64, the note said "Below a
+    per-rank batch of 64 the all-reduce took longer than the compute", which the 4 row denies; with
+    the largest batch lost it said the all-reduce took longer "at every per-rank batch"."""
+    from tutor.experiments.ddp_scaling import who_won
+
+    def rows(*pairs):
+        return [{"batch": b, "compute_s": c, "allreduce_s": a} for b, c, a in pairs]
+
+    assert who_won(rows((4, 1, 2), (16, 3, 2), (64, 9, 2)), "1 MB") == (
+        "Up to a per-rank batch of 4 the all-reduce of 1 MB took longer than the compute; from 16 up the compute "
+        "outweighed it.")
+    flipping = who_won(rows((4, 3, 2), (16, 1, 2), (64, 9, 2)), "1 MB")
+    assert flipping.startswith("No clean switch in this sweep: the all-reduce of 1 MB took longer than the compute "
+                               "at per-rank batch 16, the compute outweighed it at 4 and 64.")
+    assert "every" not in who_won(rows((4, 1, 2), (16, 3, 2), (64, 1, 2)), "1 MB")
+    assert who_won(rows((4, 1, 2), (16, 1, 2)), "1 MB").startswith(
+        "The all-reduce of 1 MB took longer than the compute at every per-rank batch from 4 to 16")
+    assert who_won(rows((16, 5, 2), (4, 3, 2)), "1 MB").startswith(
+        "Compute outweighed the all-reduce at every per-rank batch from 4 to 16")
+
+
 def test_the_sweep_is_checked_and_tidied():
     assert sweep_sizes("64, 4,16,4") == [4, 16, 64]
     exp = experiments.get("ddp-scaling")

@@ -232,3 +232,11 @@ def test_the_profilers_native_log_lines_do_not_reach_the_learner(capfd):
     assert "USDT" not in out + err and "gpuGetDeviceCount" not in out + err
     print("still printing")  # the process's stdout works again afterwards
     assert capfd.readouterr().out == "still printing\n"
+
+
+def test_the_mfu_note_says_why_the_same_mlps_mfu_differs_in_pipeline_breakdown(cpu_run):
+    """Issue 35: the same MLP's MFU was 22.5% here and 13.8% in the Iron Law's run, nothing said."""
+    events, _ = cpu_run
+    notes = " ".join(e.text for e in events if isinstance(e, Note))
+    assert ("pipeline-breakdown (the Iron Law's run) measures this same MLP with its data already on the device, "
+            "without this run's copy of each batch") in notes

@@ -150,8 +150,11 @@ def test_roofline_places_the_stored_runs_and_lists_a_flops_without_intensity(cap
     assert report["listed"][0]["of_peak"] == pytest.approx(0.2)
     code, out, _ = run_cli(capsys, "roofline", "--device", "cpu")
     assert code == 0
-    assert "e c = a * b, run #" in out and "m matmul 512, run #" in out  # the chart's legend
-    assert "beside the chart" in out and "pipeline-breakdown run #" in out and "20.0% of the calibrated" in out
+    assert "e c = a * b: 0.5 GFLOP/s at 0.0833 FLOP/B" in out and "m matmul 512: 80 GFLOP/s" in out  # the legend
+    assert "run #" not in out  # which run, in words (issue 35)
+    assert "e c = a * b, your bandwidth run of " in out and "the roof there is 0.833 GFLOP/s" in out
+    assert "beside the chart" in out and "your pipeline-breakdown run of " in out
+    assert "20.0% of the calibrated" in out
     assert "not run yet" in out and "sync-timing" in out
 
 

@@ -712,6 +712,30 @@ def test_a_reveal_names_what_was_measured_in_words_not_its_metric_id(tmp_path):
     assert "time per epoch: 2.5 s" in shown and "seconds_per_epoch" not in shown
 
 
+def test_a_reveal_of_a_run_at_other_settings_says_not_scored_not_a_tick(tmp_path):
+    """Issue 35: "✓ within 4%" of a run with batch_size=512, which the profile left unscored."""
+    from tutor.course.loader import load_text
+    from tutor.course.progress import Progress
+    from tutor.course.session import LessonSession, RunOutcome
+    from tutor.ui.widgets.reveal import reveal_text
+
+    lesson = load_text("id: r\ntitle: R\nsteps:\n"
+                       "  - {id: guess, kind: predict, prompt: Seconds?, compare: seconds_per_epoch, unit: s,\n"
+                       "     answer: {type: number, unit: s}}\n"
+                       "  - {id: measure, kind: run, experiment: train, params: {batch_size: 64},\n"
+                       "     tweak: {batch_size: [64, 512]}}\n")
+    with Progress(tmp_path / "p.db") as progress:
+        session = LessonSession(lesson, progress)
+        session.lock(lesson.step("guess"), "3 s")
+        reveal = session.record_run(lesson.step("measure"), RunOutcome(
+            "train", {"batch_size": 512}, "finished", {"seconds_per_epoch": 2.9}, {}))[0]
+        shown = reveal_text(reveal).plain
+        on_the_step = reveal_text(session.reveal(lesson.step("guess"))).plain
+    for text in (shown, on_the_step):
+        assert "✓" not in text and "within" not in text
+        assert "(with batch_size=512)" in text and "Not scored: the run was with batch_size=512" in text
+
+
 @pytest.mark.parametrize("measured,shown", [
     (None, "peak allocated: n/a off CUDA"),  # was "n/a": the metric says why
     (3 << 20, "peak allocated: 3.0 MiB (3,145,728 B)"),  # no unit on the step: the metric's own

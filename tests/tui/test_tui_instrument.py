@@ -286,3 +286,25 @@ async def test_a_goal_met_earlier_is_done_when_the_learner_comes_back(tmp_path: 
         assert screen.view.settings["precision"] == "fp16"  # restored
         assert "challenge" in app.progress.completed_steps(LESSON)
         assert "Challenge met" in text_of(screen.view.query_one("#goal", Static))
+
+
+async def test_at_80x24_each_instrument_figure_says_what_it_is_against(tmp_path: Path):
+    """Issue 35: "Adam adds 12.0 GB over SGD" with SGD + momentum selected; "▲ chapter base 45%"
+    under a baseline gauge at 28%, with nothing said between."""
+    app = TutorApp(home=tmp_path, device="cpu", engine=ScriptedEngine())
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.progress.lock_prediction(LESSON, "act1-predict", "about 12 GB", None)
+        screen = await open_at(pilot, "ledger")
+        await pilot.press("enter", "down", "left")  # optimizer: Adam -> SGD + momentum
+        await pilot.pause()
+        assert screen.view.settings["optimizer"] == "momentum"
+        reading = " ".join(text_of(screen.view.query_one("#reading", Static)).split())
+        assert "Adam adds" not in reading
+        assert "Adam instead would add 6.00 GB to this SGD + momentum (12.0 GB over plain SGD)" in reading
+
+        app.progress.lock_prediction(LESSON, "act2-predict", "35", 35.0)
+        screen = await open_at(pilot, "pipeline")
+        reading = " ".join(text_of(screen.view.query_one("#reading", Static)).split())
+        assert "▲ chapter's claim, base 45%" in reading and "chapter base 45%" not in reading
+        assert "its baseline's 35% computing gives 28% (the gauge at the baseline settings), not 45%" in reading
+        assert screen.view.query_one("#reading", Static).region.right <= 80

@@ -93,6 +93,39 @@ async def test_the_profile_reads_at_80x24(tmp_path):
         assert content.scroll_y > 0  # more than a screenful, reached by scrolling
 
 
+async def test_each_prediction_has_one_verdict_on_the_profile_at_80x24(tmp_path):
+    """Issue 35: a concept 12% off with its one prediction a miss was "✓ within 15% (1 prediction, 0
+    on target)"; a chosen zero read "underestimate gradient sizes x1,010"; a prediction on a step
+    with no concept was silently left out."""
+    lessons = {item.lesson.id: item.lesson for item in discover([]).lessons}
+    progress = Progress(tmp_path / "progress.db")
+    for lesson_id, step_id, answer, metrics in [
+        ("cpu-vs-gpu", "crossover-predict", "1.12x", {"speedup_tiny": 1.0}),
+        ("gpu-lab", "formats-predict", "Zero: it underflows and is lost", {"gradient_fp16": 1.01e-6}),
+        ("cpu-vs-gpu", "devices-predict", "1", None),
+    ]:
+        lesson = lessons[lesson_id]
+        session = LessonSession(lesson, progress)
+        session.lock(lesson.step(step_id), answer)
+        if metrics is not None:
+            run = lesson.run_after(lesson.index(step_id))
+            session.record_run(run, RunOutcome(run.experiment, run.start_params(), "finished", metrics, {}))
+    app = TutorApp(home=tmp_path, device="cpu", progress=progress, engine=ScriptedEngine())
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("p")
+        await pilot.pause()
+        shown = "\n".join(text_of(s) for s in app.screen.query(".profile-text").results(Static))
+        assert "✓" not in shown and "within 15%" not in shown.split("Over time")[0]
+        assert ("≈ Your predictions of GPU speed-ups are close, typically off 12%, but not all within what "
+                "their steps ask (1 prediction, 0 on target)") in shown
+        assert "x1,010" not in shown
+        assert ("Gradient sizes: 1 prediction, 0 on target, 1 too low (a zero, such as an underflow, has no "
+                "ratio to be off by)") in shown
+        assert "1 prediction not in the profile: 1 on a step with no concept." in shown
+        content = app.screen.query_one("#content", VerticalScroll)
+        assert content.virtual_size.width <= content.size.width
+
+
 def test_profile_snapshot(snap_compare, tmp_path, monkeypatch):
     """The profile at 80x24 with a few predictions (locked at a fixed time: the chart's date)."""
     monkeypatch.setattr(time, "time", lambda: 1_767_268_800.0)  # 2026-01-01 noon UTC: that day in every zone

@@ -79,9 +79,17 @@ async def test_the_learners_runs_are_placed_on_the_calibrated_roofline(tmp_path:
     async with app.run_test(size=(80, 24)) as pilot:
         screen = await _open(pilot)
         text = shown(screen)
-        assert "your runs on this machine's roofline: cpu Test CPU" in " ".join(text.split())
+        # One heading, the screen's (issue 35: the lines repeated it), then which calibration
+        assert "your runs on this machine's roofline" not in text
+        assert "Measured " in text and " on cpu Test CPU, with torch" in " ".join(text.split())
         assert "compute roof" in text and "memory roof" in text  # the chart's legend
-        assert "e c = a * b, run #" in text and "m matmul 512, run #" in text
+        # Each point says what each number is, and which run it is in words, not a row id
+        flat = " ".join(text.split())
+        assert "run #" not in text and "e c = a * b, your bandwidth run of " in flat
+        assert "m matmul 512, your bandwidth run of " in flat
+        assert "0.5 GFLOP/s achieved at 0.0833 FLOP/B; the roof there is 0.833 GFLOP/s (10 GB/s of memory " \
+               "bandwidth x 0.0833 FLOP/B), so it reached 60.0% of it: memory-bound" in flat
+        assert "the roof there is 100 GFLOP/s (the calibrated float32 matmul peak), so it reached 80.0% of it" in flat
         assert "memory-bound" in text and "compute-bound" in text
         assert "not run yet" in text and "sync-timing" in text
         # Was "not run yet (…): sync-timing, pipeline-breakdown": ids alone; now each by its title.
@@ -114,7 +122,7 @@ async def test_opened_before_the_device_is_known_it_draws_once_it_is(tmp_path: P
         screen = app.screen
         assert "Detecting the device" in shown(screen)
         app.device = detected
-        await wait_for(pilot, lambda: "your runs on this machine's roofline" in shown(screen))
+        await wait_for(pilot, lambda: " on cpu Test CPU, with torch" in " ".join(shown(screen).split()))
 
 
 async def test_a_builds_local_label_is_not_another_torch(tmp_path: Path, cache: Path):
@@ -124,4 +132,4 @@ async def test_a_builds_local_label_is_not_another_torch(tmp_path: Path, cache: 
     async with app.run_test(size=(80, 24)) as pilot:
         screen = await _open(pilot)
         text = " ".join(shown(screen).split())
-        assert "your runs on this machine's roofline" in text and "stale" not in text
+        assert " on cpu Test CPU, with torch" in text and "stale" not in text

@@ -292,3 +292,21 @@ def test_mb_and_mib_are_converted_never_asked_about():
     spec = NumberAnswer(type="number", unit="MB", value=100)
     assert grade("95.4 MiB", spec).correct  # 100.0 MB
     assert grade("100", spec).correct and grade("100", spec).judged
+
+
+def test_about_1_mb_says_which_megabyte_and_why_a_check_and_a_prediction_differ():
+    """Issue 35: "about 1 MB" for 940,584 B was "within 7%" as a prediction (10%) and "too high" as
+    a check (1%), with neither saying which megabyte it read nor how close each asks for."""
+    from checks import score_prediction
+    from checks.number import grade_number
+    from checks.spec import NumberAnswer
+
+    check = NumberAnswer(type="number", unit="B", value=940584, tolerance=0.01)
+    said = grade_number("about 1 MB", check).feedback
+    assert said == ("Not quite: 1,000,000 B (1 MB is read as 10^6 B, 1 MiB would be 2^20) is 6.3% too high; "
+                    "this question wants it within 1%.")
+    assert "1 MiB is read as 2^20 B) is 11% too high" in grade_number("1 MiB", check).feedback
+    assert grade_number("5 MB", check).feedback.endswith("is too high.")  # far off: no percentage to weigh
+    prediction = NumberAnswer(type="number", unit="B", min=1, max=1e12)  # the default 10%
+    assert score_prediction("about 1 MB", prediction, 940584, "B").summary == (
+        "within 7% (you said 1,000,000 B, measured 940,584 B; 1 MB is read as 10^6 B, 1 MiB would be 2^20)")

@@ -600,7 +600,33 @@ def test_the_models_transfers_are_named_memory_traffic_not_host_copies():
     assert "memory traffic" in names and "transfers" not in names
     assert "not host copies" in pl.Pipeline.outputs["transfer_share"]
     assert any(line.startswith("memory traffic = ") for line in r.math)
-    assert dict(r.gauge.marks) == {"chapter base": 0.45, "chapter best": 0.85}
+    assert dict(r.gauge.marks) == {"chapter's claim, base": 0.45, "chapter's claim, best": 0.85}
+
+
+def test_the_gauges_marks_are_the_chapters_claims_beside_what_its_profiles_give():
+    """Issue 35: "▲ chapter base 45%" under a baseline gauge at 28%, with nothing said between."""
+    r = pipe()  # the chapter's baseline settings
+    assert r.outputs["mfu"] == pytest.approx(pl.BASELINE["compute"] * pl.EFFICIENCY)
+    note = r.notes[0]
+    assert "the MFUs the chapter states" in note
+    assert "its baseline's 35% computing gives 28% (the gauge at the baseline settings), not 45%" in note
+    assert "its best's 75% gives 60%, not 85%" in note
+    measured = PIPELINE.compute({"profile": "measured"}, Context(my_pipeline=MEASURED))
+    assert measured.notes[0] == note  # the marks are on that gauge too
+
+
+@pytest.mark.parametrize("optimizer, line", [
+    ("adam", ("Adam adds", "12.0 GB over plain SGD at this precision")),
+    ("sgd", ("Adam instead", "would add 12.0 GB to this plain SGD, at this precision")),
+    ("momentum", ("Adam instead", "would add 6.00 GB to this SGD + momentum (12.0 GB over plain SGD), at this "
+                                  "precision")),
+])
+def test_what_adam_adds_is_said_against_the_optimizer_chosen(optimizer, line):
+    """Issue 35: "Adam adds 12.0 GB over SGD" with SGD + momentum selected, which keeps one of Adam's
+    two buffers already."""
+    r = mem(model="gpt2-xl", optimizer=optimizer, precision="fp32")
+    assert line in r.figures
+    assert r.outputs["adam_extra_gb"] == pytest.approx(12.0)  # the output a lesson compares: over plain SGD
 
 
 def test_pipeline_chart_shares_sum_to_one():
@@ -785,6 +811,6 @@ def test_math_peek_shows_the_formulas_with_numbers():
 def test_pipeline_render_shows_the_gauge_and_reference():
     text = rendered(pipe(), math=True)
     assert "MFU" in text and "28%" in text
-    assert "chapter base 45%" in text and "chapter best 85%" in text
+    assert "chapter's claim, base 45%" in text and "chapter's claim, best 85%" in text
     assert "MFU = 6 N tokens / (iteration" in text
     assert "Chapter (reference)" in text

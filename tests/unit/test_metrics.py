@@ -122,3 +122,11 @@ def test_none_is_the_metrics_own_words_and_a_bare_name_uses_the_naming_rules():
     assert present.metric_value(Metric("checkpoint", "text"), None) == "n/a"
     assert present.metric_value("param_bytes", 1024) == "1.0 KiB (1,024 B)"
     assert present.metric_value("lost_update_share", 0.25) == "25.0%" and present.metric_value("x", None) == "n/a"
+
+
+def test_no_metric_calls_a_compute_capability_a_cuda_version():
+    """'CUDA 8.0+' reads as the 2016 toolkit; TF32 and native bfloat16 need compute capability 8.0
+    (Ampere), whatever the CUDA version."""
+    for experiment, name, metric in ALL_METRICS:
+        for text in (metric.description, metric.none):
+            assert "CUDA 8" not in text, (experiment, name, text)

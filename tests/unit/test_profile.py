@@ -195,10 +195,32 @@ def test_small_errors_read_within_15_percent():
 def test_a_zero_counts_as_a_miss_but_not_in_the_factor():
     c = ConceptProfile("gradients", (scored("gradients", math.log(2), 1), scored("gradients", None, 2, direction=1)))
     assert c.count == 2 and c.errors == [pytest.approx(math.log(2))] and c.bias == pytest.approx(2.0)
-    assert "1 with a zero, not in the factor" in c.sentence()
+    assert "1 with a zero (an underflow), not in the factor" in c.sentence()
     only_zero = ConceptProfile("gradients", (scored("gradients", None, 1, direction=1),))
     assert only_zero.bias is None and only_zero.verdict == "unrated"
-    assert only_zero.sentence() == "Gradient sizes: 1 prediction, 0 on target, 1 too high (a zero has no ratio)"
+    assert only_zero.sentence() == ("Gradient sizes: 1 prediction, 0 on target, 1 too high "
+                                    "(a zero, such as an underflow, has no ratio to be off by)")
+
+
+def test_close_on_average_but_off_target_is_not_called_within():
+    """Issue 35: "✓ within 15% (1 prediction, 0 on target)" said two verdicts of one prediction."""
+    missed = ConceptProfile("memory", (scored("memory", math.log(1.1), 1, direction=1),))
+    assert missed.verdict == "close"
+    assert missed.sentence() == ("Your predictions of memory are close, typically off 10%, but not all within "
+                                 "what their steps ask (1 prediction, 0 on target)")
+    assert from_scored(missed.predictions).worst() is None  # not off by 15%: nothing to revisit first
+
+
+def test_a_chosen_zero_is_a_miss_by_no_factor_not_by_the_options_edge():
+    """'Zero: it underflows' against 1.01e-6 is not 'underestimated x1,010' (1e-9, the option's top
+    edge, is where the author drew the line): a zero has no ratio."""
+    step = load_file(builtin_lessons_dir() / "gpu-lab.yaml").step("formats-predict")
+    zero = next(o.text for o in step.answer.options if o.text.startswith("Zero"))
+    error = signed_error(step, zero, 1.01e-6)
+    assert (error.log_error, error.direction, error.hit) == (None, -1, False)
+    assert signed_error(step, zero, 0.0).hit
+    found = from_scored([Scored(Place("l", "L", "s", "S", "gradients"), zero, 1.01e-6, error, 1, "measured")])
+    assert "x1,010" not in found.concepts[0].sentence() and "underflow" in found.concepts[0].sentence()
 
 
 def test_an_unknown_concept_reads_as_its_words():
@@ -253,13 +275,16 @@ def test_a_profile_from_locked_predictions_and_the_run_after_them(store):
     store.lock(lesson.step("untagged"), "5 s")
     _run(store, {"samples_per_s": 250, "accuracy": 0.93, "seconds_per_epoch": 50})
     found = profile([lesson], store.progress)
-    assert [c.concept for c in found.concepts] == ["throughput", "accuracy"]  # the untagged step is not in it
+    assert [c.concept for c in found.concepts] == ["throughput", "accuracy"]  # the untagged step is in no row
     speed, acc = found.concepts
     assert speed.bias == pytest.approx(4.0) and speed.predictions[0].measured == 250
     assert acc.bias == pytest.approx(96 / 93) and acc.hits == 0
     doc = found.as_dict()
     assert doc["concepts"][0]["predictions"][0]["log_error"] == pytest.approx(math.log(4))
-    assert doc["unscored"] == [] and doc["message"] == ""
+    assert doc["message"] == ""
+    # ... but counted, not silently left out (issue 35)
+    assert [(u["step"], u["waiting"]) for u in doc["unscored"]] == [("untagged", False)]
+    assert found.unscored_summary() == "1 prediction not in the profile: 1 on a step with no concept."
 
 
 def test_predictions_without_a_measurement_are_left_out_and_counted(store):
@@ -303,6 +328,11 @@ def test_the_chart_puts_each_prediction_in_its_band_in_time_order():
     assert "T" in rows[5]  # under x2-x5
     assert "2025-01-01" in text and "2025-02-01" in text and "G GPU speed-ups" in text
     assert all(len(line) <= 72 for line in rows)
+    # A zero sits on the x5+ row for want of a factor; the chart says so (issue 35), and only then.
+    assert rows[-1].strip() == "x5+ also holds a zero (an underflow): off by no factor"
+    no_zero = calibration([Miss("G", math.log(8), 1)], [("G", "GPU speed-ups")], first="2025-01-01",
+                          last="2025-01-01")
+    assert "zero" not in no_zero
 
 
 def test_more_predictions_than_columns_show_the_latest():

@@ -140,6 +140,21 @@ def test_a_reveal_says_when_the_learner_changed_the_runs_settings(session):
     assert session.run_reveals(_step(session, "measure"))[0].evidence.setting == "with batch_size=512"
 
 
+def test_a_run_at_other_settings_is_one_verdict_everywhere_not_scored(session):
+    """Issue 35: the run panel said "✓ within 17%" of a tweaked run the profile called unscored, and
+    the predict step showed it without the setting at all."""
+    guess, run = _step(session, "guess-time"), _step(session, "measure")
+    session.lock(guess, "3 s")
+    after_run = session.record_run(run, _finished({"seconds_per_epoch": 2.9}, {"batch_size": 512}))[0]
+    on_the_step = session.reveal(guess)
+    for reveal in (after_run, session.run_reveals(run)[0], on_the_step):
+        judged = reveal.judge()
+        assert judged.score.hit and not judged.hit  # close, but measured at other settings
+        assert "batch_size=512" in judged.not_scored and "lesson's own settings" in judged.not_scored
+    session.record_run(run, _finished({"seconds_per_epoch": 2.9}))
+    assert session.reveal(guess).judge().hit and not session.reveal(guess).judge().not_scored
+
+
 # ---------------------------------------------------------------- runs
 
 

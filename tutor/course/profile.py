@@ -11,11 +11,17 @@ overestimated, below 0 underestimated, and exp(|error|) is the factor they were 
   the choice was. (Not the range's geometric midpoint: it does not exist for [0, 1) nor for an
   open-ended "5x or more", which most lessons' options are.)
 
-A zero on either side (a gradient that underflowed to 0) has no ratio: that prediction counts as a
-hit or a miss, and in which direction, but not in the factors.
+A zero on either side (a gradient that underflowed to 0, or a chosen option that names zero, "Zero:
+it underflows") has no ratio: that prediction counts as a hit or a miss, and in which direction, but
+not in the factors.
+
+Each prediction's hit or miss is its reveal's (`Reveal.judge`): what the reveal does not score (a
+run at other settings, a noisy run) the profile lists as unscored, as it does a locked prediction on
+a step with no concept.
 
 Per concept: how many predictions, how many hits (the reveal's own verdict: within the number's
-tolerance, or in the chosen range), the bias (geometric mean of predicted / measured: 2.1 means the
+tolerance, or in the chosen range; a concept within 15% on average but with a miss is "close", not
+"within"), the bias (geometric mean of predicted / measured: 2.1 means the
 learner predicts 2.1 times what is measured, on the geometric average) and the typical factor
 (exp of the mean |error|: a learner off x3 both ways has no bias, and a typical factor of 3).
 
@@ -47,6 +53,7 @@ WITHIN = 1.15
 LEAN_SHARE = 0.5
 
 NOTHING_YET = "No predictions measured yet: lock a prediction and run the step after it."
+NO_CONCEPT = "its step names no concept, so no row of the profile counts it (the reveal on the step still says how it went)"
 
 # How the built-in concepts read in a sentence; any other tag reads as its words.
 CONCEPT_LABELS = {
@@ -66,6 +73,15 @@ CONCEPT_LABELS = {
 
 def concept_label(concept: str) -> str:
     return CONCEPT_LABELS.get(concept, concept.replace("-", " "))
+
+
+# A zero on either side: a gradient that underflowed, or the prediction that it would.
+ZERO_HAS_NO_FACTOR = "a zero, such as an underflow, has no ratio to be off by"
+
+
+def _percent(factor: float) -> str:
+    """1.1 -> '10%': how far a factor near 1 is off."""
+    return f"{max(1, round((factor - 1) * 100))}%"
 
 
 def factor_text(factor: float) -> str:
@@ -160,10 +176,19 @@ def signed_error(step: PredictStep, answer: str, measured: Any,
         high = math.inf if option.max is None else option.max
         if low <= m < high:
             return SignedError(0.0, 0, True, score.summary)
+        if _names_zero(option.text, low, high):
+            # "Zero: it underflows" predicts 0, not its range's top edge (1e-9 is where the author
+            # drew the line): a miss below the measurement, by no factor.
+            return SignedError(None, _sign(-m), False, score.summary)
         if m < low:  # the range lies above the measurement: an overestimate, by at least low / m
             return SignedError(_log_ratio(low, m), 1, False, score.summary)
         return SignedError(_log_ratio(high, m), -1, False, score.summary)  # under, by at least m / high
     raise NotComparable("a text or a category, not a quantity")
+
+
+def _names_zero(text: str, low: float, high: float) -> bool:
+    """Does an option's text name the number 0 ("Zero: it underflows"), inside its range?"""
+    return checks.parse_number(text, "") == 0 and low <= 0 < high
 
 
 # ---------------------------------------------------------------- the stored predictions
@@ -245,12 +270,13 @@ class ConceptProfile:
 
     @property
     def verdict(self) -> str:
-        """within | over | under | both | unrated (no prediction with a ratio)."""
+        """within | close (within 15% on average, but not every one on target) | over | under | both |
+        unrated (no prediction with a ratio)."""
         bias, typical = self.bias, self.typical
         if bias is None or typical is None:
             return "unrated"
-        if typical < WITHIN:
-            return "within"
+        if typical < WITHIN:  # close in size; "within" only when every one was also on target
+            return "within" if self.hits == self.count else "close"
         lean = abs(math.log(bias))
         if max(bias, 1 / bias) >= WITHIN and lean >= LEAN_SHARE * math.log(typical):
             return "over" if bias > 1 else "under"
@@ -267,7 +293,7 @@ class ConceptProfile:
         counted = f"{n} prediction{'s' if n != 1 else ''}, {self.hits} on target"
         without = n - len(self.errors)
         if without and self.errors:
-            counted += f"; {without} with a zero, not in the factor"
+            counted += f"; {without} with a zero (an underflow), not in the factor"
         verdict, bias, typical = self.verdict, self.bias, self.typical
         if verdict == "over":
             return f"You overestimate {self.label} {factor_text(bias)} ({counted})"
@@ -275,13 +301,16 @@ class ConceptProfile:
             return f"You underestimate {self.label} {factor_text(1 / bias)} ({counted})"
         if verdict == "within":
             return f"You predict {self.label} within {round((WITHIN - 1) * 100)}% ({counted})"
+        if verdict == "close":
+            return (f"Your predictions of {self.label} are close, typically off {_percent(typical)}, but not all "
+                    f"within what their steps ask ({counted})")
         if verdict == "both":
             return f"Your predictions of {self.label} are off {factor_text(typical)}, either way ({counted})"
         over = sum(p.error.direction > 0 for p in self.predictions)
         under = sum(p.error.direction < 0 for p in self.predictions)
         sides = ", ".join(x for x in (f"{over} too high" if over else "", f"{under} too low" if under else "") if x)
         return (f"{self.label[0].upper()}{self.label[1:]}: {counted}" + (f", {sides}" if sides else "")
-                + " (a zero has no ratio)")
+                + f" ({ZERO_HAS_NO_FACTOR})")
 
     def off_target(self) -> list[Scored]:
         """Its misses, the farthest first (a miss without a ratio counts as farthest)."""
@@ -319,12 +348,15 @@ class Profile:
         return f"Worst calibrated: {worst.label}{how}.{revisit}"
 
     def unscored_summary(self) -> str:
-        """'3 predictions not in the profile: 2 waiting for a run, 1 that cannot be scored.'"""
+        """'4 predictions not in the profile: 2 waiting for a run, 1 on a step with no concept, 1 that
+        cannot be scored.'"""
         if not self.unscored:
             return ""
         waiting = sum(u.waiting for u in self.unscored)
-        other = len(self.unscored) - waiting
+        untagged = sum(u.why == NO_CONCEPT for u in self.unscored)
+        other = len(self.unscored) - waiting - untagged
         parts = ([f"{waiting} waiting for a run"] if waiting else []) + (
+            [f"{untagged} on a step with no concept"] if untagged else []) + (
             [f"{other} that cannot be scored"] if other else [])
         n = len(self.unscored)
         return f"{n} prediction{'s' if n != 1 else ''} not in the profile: {', '.join(parts)}."
@@ -361,7 +393,11 @@ def profile(lessons: Iterable[Lesson], progress: Progress) -> Profile:
                 step = lesson.step(locked.step_id)
             except KeyError:
                 continue  # a step the lesson no longer has
-            if not isinstance(step, PredictStep) or not step.concept:
+            if not isinstance(step, PredictStep):
+                continue
+            if not step.concept:  # counted, not silently dropped: the learner locked it
+                place = Place(lesson.id, lesson.title, step.id, step.title, "")
+                unscored.append(Unscored(place, NO_CONCEPT, False))
                 continue
             found = _score(session, step, locked)
             if isinstance(found, Scored):
@@ -391,19 +427,12 @@ def _score(session: LessonSession, step: PredictStep, locked: Prediction) -> Sco
     if isinstance(revealed, Pending):
         what = "instrument" if isinstance(after, InstrumentStep) else "run"
         return Unscored(place, f"waits for its {what} step “{after.title or after.id}”", True)
+    judged = revealed.judge()  # the reveal's own verdict: not scored there, not scored here
+    if judged.not_scored:
+        return Unscored(place, judged.not_scored, True)
     evidence = revealed.evidence
-    if evidence.run is not None and isinstance(after, RunStep):
-        # The prediction was for the lesson's settings; a tweaked run measured something else.
-        changed = session.changed_settings(after, evidence.run.params)
-        if changed:
-            return Unscored(place, f"your latest run of “{after.title or after.id}” was {changed}; run it at "
-                            "the lesson's settings to score it", True)
     measured = evidence.metrics.get(step.compare)
     spread = checks.spread_of(evidence.metrics, step.compare)
-    if spread is not None and checks.score_prediction(locked.answer, step.answer, measured, step.unit,
-                                                      spread=spread).noisy:
-        return Unscored(place, "its run was too noisy to grade (the repeats spread too far): run it again "
-                        "when the machine is quieter", True)
     try:
         error = signed_error(step, locked.answer, measured, spread)
     except NotComparable as e:

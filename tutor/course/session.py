@@ -17,7 +17,7 @@ from typing import Any
 
 import checks
 from checks.choice import TypedChoice, read_typed
-from checks.spec import ChoiceAnswer, NumberAnswer, Verdict
+from checks.spec import ChoiceAnswer, NumberAnswer, PredictionScore, Verdict
 from checks.number import range_unit_question
 from tutor import instruments
 from tutor.course import machine, workspace
@@ -92,6 +92,36 @@ class Reveal:
     @property
     def at(self) -> float | None:
         return self.evidence.run.at if self.evidence.run else None
+
+    def judge(self) -> Judged:
+        """The one verdict on this prediction: the reveal, the predict step and the profile all say
+        this one, so a prediction is never a hit on one screen and unscored on another."""
+        step, evidence = self.step, self.evidence
+        metric = step.compare or ""
+        score = checks.score_prediction(self.answer, step.answer, evidence.metrics.get(metric), step.unit,
+                                        spread=checks.spread_of(evidence.metrics, metric),
+                                        why=evidence.metrics.get(NOISE_WHY))
+        if evidence.run is not None and evidence.setting:
+            # The prediction was for the lesson's settings; a tweaked run measured something else.
+            return Judged(score, f"the run was {evidence.setting}, and your prediction was for the lesson's own "
+                                 "settings: run it at those to score it")
+        if score.noisy:
+            return Judged(score, "its run was too noisy to grade (the repeats spread too far): run it again when "
+                                 "the machine is quieter")
+        return Judged(score)
+
+
+@dataclass(frozen=True)
+class Judged:
+    """A revealed prediction's verdict: its score, or why it is not scored (then neither a hit nor a
+    miss, wherever it is shown)."""
+
+    score: PredictionScore
+    not_scored: str = ""
+
+    @property
+    def hit(self) -> bool:
+        return self.score.hit and not self.not_scored
 
 
 @dataclass(frozen=True)
@@ -328,7 +358,8 @@ class LessonSession:
         if not machine.measured_here(record.device):
             return Pending(f"Your last run of “{name}” was measured on {machine.elsewhere(record.device)}, not "
                            "this machine: go on (n) and run it here to see your prediction against it.")
-        return Reveal(step, locked.answer, Evidence(dict(record.metrics), "measured", record))
+        return Reveal(step, locked.answer, Evidence(dict(record.metrics), "measured", record,
+                                                    self.changed_settings(after, record.params)))
 
     def revealed_by(self, step: RunStep | InstrumentStep, evidence: Evidence) -> list[Reveal]:
         """The locked predictions that `step` reveals, each beside `evidence`."""

@@ -216,7 +216,7 @@ def measure(p: AmpBenchmarkParams, dev: Device) -> Iterator[Event]:
                 if used < n_cpu:
                     why = (f": {amp.dtype_name} is emulated on this CPU" if case_amp.enabled and amp.emulated
                            else " to keep this step within a minute")
-                    yield Note(Fit(epoch_images, used, per).note(f"Case {name}", why), "warning")
+                    yield Note(Fit(epoch_images, used, per, share).note(f"Case {name}", why), "warning")
                 cut_to[name] = used
             yield Note(f"Case {name}: {what}, {used if on_cpu else epoch_images} images per epoch ...")
             x, y, tx, ty = (cpu_x[:used], cpu_y[:used], cpu_data.test_x, cpu_data.test_y) if on_cpu else (

@@ -293,13 +293,23 @@ def measure(p: BandwidthParams, dev: Device) -> Iterator[Event]:
     yield Table(f"Memory traffic on {device}, arrays of {p.megabytes:,} MiB (best of {p.repeats})",
                 ["operation", "bandwidth", "what moves"], rows)
 
+    # The roofs are this run's own best: an operation that set the roof over it sits on that roof by
+    # construction, which its row says rather than a bare 100%.
+    on_own_roof = {"c = a * b": elementwise_gbps >= device_copy_gbps and bound(ELEMENTWISE_INTENSITY) == "memory",
+                   f"matmul {n}": matmul_tflops > peak.tflops and bound(matmul_intensity) == "compute"}
     ops = [("c = a * b", ELEMENTWISE_INTENSITY, elementwise_tflops), (f"matmul {n}", matmul_intensity, matmul_tflops)]
     yield Table(f"Roofline on {device} (float32): roof = min({flops_text(peak_tflops)}, FLOP/B x "
                 f"{number(bandwidth_gbps, 'GB/s')}), ridge at {number(ridge)} FLOP/B",
                 ["operation", "FLOP/B", "achieved", "roof there", "of roof", "bound by"],
-                [[name, number(i), flops_text(achieved), flops_text(roof(i)), metric(achieved / roof(i), "%"), bound(i)]
+                [[name, number(i), flops_text(achieved), flops_text(roof(i)),
+                  "100% (its own)" if on_own_roof[name] else metric(achieved / roof(i), "%"), bound(i)]
                  for name, i, achieved in ops])
-
+    setters = [name for name, on in on_own_roof.items() if on]
+    if setters:
+        yield Note(f"{' and '.join(setters)} {'each ' if len(setters) > 1 else ''}set the roof it is placed "
+                   "against: the roofs in this table are this run's own best, so such a point sits on its roof by "
+                   "construction. `gpututor roofline` places this run on the machine's calibrated roofline "
+                   "instead, measured apart from it.")
     yield Note(roofline(peak_tflops, bandwidth_gbps, [Point("e", "c = a * b", ELEMENTWISE_INTENSITY, elementwise_tflops),
                                                        Point("m", f"matmul {n}", matmul_intensity, matmul_tflops)]),
                "figure")

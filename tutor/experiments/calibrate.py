@@ -422,6 +422,11 @@ def _above(run: Any, above: bool) -> str | None:
             f"the machine was busy reads low: `{COMMAND}` again when it is quiet)")
 
 
+def _run_words(experiment: str, at: float) -> str:
+    """'your bandwidth run of 2026-11-28 01:53': which run, as the learner knows it (not its row id)."""
+    return f"your {experiment} run of {time.strftime('%Y-%m-%d %H:%M', time.localtime(at))}"
+
+
 def place_runs(calibration: Calibration, runs: Iterable[Any]) -> dict[str, Any]:
     """The stored runs (RunRecord-like: id, experiment, params, device, metrics, at) on this
     calibration's roofline: `points` (an achieved FLOP/s and an intensity, both from the run's
@@ -445,7 +450,8 @@ def place_runs(calibration: Calibration, runs: Iterable[Any]) -> dict[str, Any]:
                 n = run.params.get("matmul_size")
                 label = f"matmul {n}" if n else label
             base = {"experiment": run.experiment, "run_id": run.id, "label": label, "tflops": tflops,
-                    "at": run.at, "on": datetime.date.fromtimestamp(run.at).isoformat()}
+                    "at": run.at, "on": datetime.date.fromtimestamp(run.at).isoformat(),
+                    "run": _run_words(run.experiment, run.at)}
             if (kind, name) != (calibration.kind, calibration.name):
                 elsewhere.append({**base, "device": f"{kind} {name}".strip()})
                 continue
@@ -474,7 +480,7 @@ def chart_points(points: list[dict[str, Any]]) -> list[Any]:
     """The placed runs as tutor/charts.py Points (one run per experiment: its marks differ)."""
     from tutor.charts import Point
 
-    return [Point(p["mark"], f"{p['label']}, run #{p['run_id']}", p["intensity"], p["tflops"]) for p in points]
+    return [Point(p["mark"], p["label"], p["intensity"], p["tflops"]) for p in points]
 
 
 def find_for(kind: str, name: str) -> Calibration | None:
@@ -486,27 +492,39 @@ def find_for(kind: str, name: str) -> Calibration | None:
     return max(found, key=lambda c: c.measured_at, default=None)
 
 
+ROOFLINE_HEADING = "your runs on this machine's roofline"
+
+
 def roofline_lines(record: Calibration, placed: dict[str, Any], stale: str | None,
-                   ran: set[str]) -> list[tuple[str, str]]:
+                   ran: set[str], heading: bool = True) -> list[tuple[str, str]]:
     """What `gpututor roofline` says, for the terminal and the tutor's roofline screen alike:
     (line, style) pairs, style "" plain, "bold", "yellow" or "dim", and "figure" for the chart
-    (shown as it is, unwrapped)."""
+    (shown as it is, unwrapped). `heading` False: the screen's own title says it already."""
     from tutor.charts import roofline
     from tutor.present import flops_text, metric, number
 
     roof = record.peak(ROOF_DTYPE)
     assert roof is not None
 
-    lines: list[tuple[str, str]] = [
-        (f"your runs on this machine's roofline: {record.device}, calibrated {record.measured_on} with "
-         f"{record.with_text()} ({ROOF_DTYPE} compute roof)", "bold")]
+    if heading:
+        first = (f"{ROOFLINE_HEADING}: {record.device}, calibrated {record.measured_on} with {record.with_text()} "
+                 f"({ROOF_DTYPE} compute roof)")
+    else:
+        first = (f"Measured {record.measured_on} on {record.device}, with {record.with_text()} "
+                 f"({ROOF_DTYPE} compute roof)")
+    lines: list[tuple[str, str]] = [(first, "bold")]
     if stale:
         lines.append((f"stale: {stale}; `{COMMAND}` (or gpu-lab's calibrate step) measures it again", "yellow"))
     lines.append((roofline(roof.tflops, record.bandwidth.gbps, chart_points(placed["points"])), "figure"))
     for p in placed["points"]:
-        lines.append((f"  {p['mark']} {p['label']} ({p['experiment']} run #{p['run_id']}, {p['on']}): "
-                      f"{metric(p['of_roof'], '%')} of the roof at {number(p['intensity'])} FLOP/B "
-                      f"({flops_text(p['roof_tflops'])}), {p['bound']}-bound", ""))
+        if p["bound"] == "memory":
+            roof_is = (f"{number(record.bandwidth.gbps, 'GB/s')} of memory bandwidth x {number(p['intensity'])} "
+                       "FLOP/B")
+        else:
+            roof_is = f"the calibrated {ROOF_DTYPE} matmul peak"
+        lines.append((f"  {p['mark']} {p['label']}, {p['run']}: {flops_text(p['tflops'])} achieved at "
+                      f"{number(p['intensity'])} FLOP/B; the roof there is {flops_text(p['roof_tflops'])} "
+                      f"({roof_is}), so it reached {metric(p['of_roof'], '%')} of it: {p['bound']}-bound", ""))
         if p["above"]:
             lines.append((f"    {p['above']}", "yellow"))
     if not placed["points"]:
@@ -518,14 +536,14 @@ def roofline_lines(record: Calibration, placed: dict[str, Any], stale: str | Non
             dtype = p["dtype"] or "dtype not recorded"
             share = (f", {metric(p['of_peak'], '%')} of the calibrated {p['dtype']} peak "
                      f"({flops_text(p['peak_tflops'])})" if p["of_peak"] is not None else "")
-            lines.append((f"  {p['experiment']} run #{p['run_id']} ({p['on']}): {p['label']}, "
-                          f"{flops_text(p['tflops'])} ({dtype}){share}; {p['why']}", ""))
+            lines.append((f"  {p['run']}: {p['label']}, "
+                          f"{flops_text(p['tflops'])} achieved ({dtype}){share}; {p['why']}", ""))
             if p["above"]:
                 lines.append((f"    {p['above']}", "yellow"))
     if placed["elsewhere"]:
         lines.append(("not on this roofline (your latest run of it was on another device):", "bold"))
         for p in placed["elsewhere"]:
-            lines.append((f"  {p['experiment']} run #{p['run_id']} ({p['on']}): {p['label']} on "
+            lines.append((f"  {p['run']}: {p['label']} on "
                           f"{p['device'] or 'an unrecorded device'}", ""))
     missing = [name for name in EXPERIMENTS if name not in ran]
     if missing:

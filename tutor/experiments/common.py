@@ -629,7 +629,8 @@ class Fit:
 
     asked: int
     used: int
-    per_sample_s: float  # measured before the timed work
+    per_sample_s: float  # a first estimate, from a few batches timed before the timed work
+    budget_s: float | None = None  # the seconds it was sized to fit (one epoch of one case's run)
 
     @property
     def cut(self) -> bool:
@@ -644,11 +645,30 @@ class Fit:
 
     def note(self, what: str, why: str = "") -> str:
         """'<what> timed on 4,096 of 60,000 images (0.93 ms per image measured here, so all of them
-        would take 56 s); its epoch time is projected: measured seconds x 60,000 / 4,096 (x 14.65).'"""
+        would take 56 s, over the 30 s it may take); its epoch time is projected: measured seconds x
+        60,000 / 4,096 (x 14.65).'"""
         whole = self.per_sample_s * self.asked
+        over = f", over the {_seconds(self.budget_s)} it may take" if self.budget_s else ""
         return (f"{what} timed on {self.used:,} of {self.asked:,} images{why} ({self.per_sample_s * 1e3:.2f} ms per "
-                f"image measured here, so all of them would take {whole:.0f} s); its epoch time is projected: "
-                f"measured seconds x {self.asked:,} / {self.used:,} (x {self.factor:.2f}). Runs on a GPU are never cut.")
+                f"image measured here, so all of them would take {_seconds(whole)}{over}); its epoch time is "
+                f"projected: measured seconds x {self.asked:,} / {self.used:,} (x {self.factor:.2f}). "
+                "Runs on a GPU are never cut.")
+
+    def afterwards(self, what: str, projected_s: float) -> str | None:
+        """Where the timed images' projection fits the budget the first estimate said it would not
+        (a few batches on a busy machine read slow), a sentence that says so: the two numbers
+        side by side would not add up otherwise. None when they agree."""
+        if not self.cut or not self.budget_s or projected_s > self.budget_s:
+            return None
+        return (f"{what}: the {self.used:,} images timed project to {_seconds(projected_s)} for all {self.asked:,}, "
+                f"within the {_seconds(self.budget_s)} it may take, though the first estimate (from a few batches) "
+                f"said {_seconds(self.per_sample_s * self.asked)}. That estimate decided the cut before the timing; "
+                "the projection, from every image timed, is the figure shown.")
+
+
+def _seconds(s: float) -> str:
+    """One decimal under 10 s, whole seconds above: '2.9 s', '56 s'."""
+    return f"{s:.1f} s" if s < 10 else f"{s:.0f} s"
 
 
 def fit_samples(asked: int, per_sample_s: float, budget_s: float, *, batch_size: int = 1,
@@ -656,12 +676,12 @@ def fit_samples(asked: int, per_sample_s: float, budget_s: float, *, batch_size:
     """The samples (whole batches, at least `minimum_batches` of them, never more than `asked`)
     whose training fits in `budget_s` at the measured `per_sample_s`."""
     if per_sample_s <= 0 or per_sample_s != per_sample_s or asked <= 0:
-        return Fit(asked, asked, max(per_sample_s, 0.0))
+        return Fit(asked, asked, max(per_sample_s, 0.0), budget_s)
     fits = int(budget_s / per_sample_s)
     if fits >= asked:
-        return Fit(asked, asked, per_sample_s)
+        return Fit(asked, asked, per_sample_s, budget_s)
     used = max(fits // batch_size * batch_size, minimum_batches * batch_size)
-    return Fit(asked, min(asked, used), per_sample_s)
+    return Fit(asked, min(asked, used), per_sample_s, budget_s)
 
 
 def seconds_per_sample(make_model: Callable[[], nn.Module], x: torch.Tensor, y: torch.Tensor, device: str, *,

@@ -142,10 +142,15 @@ def measure(p: CrossoverParams, dev: Device) -> Iterator[Event]:
             cx, cy, fit = x, y, None
             if which == "cpu":  # sized by what this CPU measures; the accelerator is never cut
                 per = seconds_per_sample(case.make, x, y, "cpu", batch_size=case.batch_size)
-                fit = fit_samples(n, per, cpu_budget_s() / len(cases) / (p.repeats * p.epochs),
-                                  batch_size=case.batch_size)
+                runs = len(cases) * p.repeats * p.epochs
+                fit = fit_samples(n, per, cpu_budget_s() / runs, batch_size=case.batch_size)
                 if fit.cut:
-                    yield Note(fit.note(f"{case.title} on the CPU", " to keep this step within a minute"), "warning")
+                    # The budget is the whole step's: say how it is shared, or "all of them would take
+                    # 6 s" reads as well within a minute.
+                    why = (f" to keep this step within a minute: its {cpu_budget_s():.0f} s of CPU timing are shared "
+                           f"by {len(cases)} case{'s' if len(cases) != 1 else ''} x {p.repeats} run{'s' if p.repeats != 1 else ''}"
+                           f" x {p.epochs} epoch{'s' if p.epochs != 1 else ''}, so an epoch may take {fit.budget_s:.1f} s")
+                    yield Note(fit.note(f"{case.title} on the CPU", why), "warning")
                     cx, cy = x[: fit.used], y[: fit.used]
             for item in _time_case(case, cx, cy, p, target):
                 if isinstance(item, list):
@@ -155,6 +160,10 @@ def measure(p: CrossoverParams, dev: Device) -> Iterator[Event]:
                     yield item
             if fit is not None and fit.cut:
                 cut[case.key] = fit.used
+                later = fit.afterwards(f"{case.title} on the CPU", timing["cpu"] / p.epochs) \
+                    if timing["cpu"] else None
+                if later:
+                    yield Note(later)
         cpu_s, acc_s = timing["cpu"], timing["accel"]
         speedup = cpu_s / acc_s if (cpu_s and acc_s) else None
         # The devices run one after the other, so no CPU repeat has an accelerator repeat of its own.

@@ -55,6 +55,32 @@ def crossover(rows: list[dict]) -> int | None:
     return found
 
 
+def who_won(rows: list[dict], allreduce: str) -> str:
+    """The sweep's headline, read off its own rows (the comm/compute column): where the all-reduce
+    took longer than the compute and where the compute outweighed it. A clean switch is said as
+    one; rows that flip back and forth are named as they are, not as a crossover."""
+    rows = sorted(rows, key=lambda r: r["batch"])
+    comm = [r["batch"] for r in rows if r["allreduce_s"] >= r["compute_s"]]
+    compute = [r["batch"] for r in rows if r["allreduce_s"] < r["compute_s"]]
+    smallest, largest = rows[0]["batch"], rows[-1]["batch"]
+    if not compute:
+        return (f"The all-reduce of {allreduce} took longer than the compute at every per-rank batch from {smallest} "
+                f"to {largest}: on this machine DDP spends more of each step exchanging gradients than computing.")
+    if not comm:
+        return (f"Compute outweighed the all-reduce at every per-rank batch from {smallest} to {largest}: try "
+                "smaller batches to find where communication wins.")
+    if max(comm) < min(compute):
+        return (f"Up to a per-rank batch of {max(comm)} the all-reduce of {allreduce} took longer than the compute; "
+                f"from {min(compute)} up the compute outweighed it.")
+
+    def listed(batches: list[int]) -> str:
+        return ", ".join(str(b) for b in batches[:-1]) + (" and " if len(batches) > 1 else "") + str(batches[-1])
+
+    return (f"No clean switch in this sweep: the all-reduce of {allreduce} took longer than the compute at per-rank "
+            f"batch{'es' if len(comm) > 1 else ''} {listed(comm)}, the compute outweighed it at {listed(compute)}. "
+            "Timings this close flip with what else the machine is doing; run it again to see which holds.")
+
+
 def efficiency(single_per_s: float, ddp_per_s: float, world_size: int) -> float:
     """Scaling efficiency: samples/s at N / (N x samples/s at 1); 1.0 is perfect."""
     return ddp_per_s / (world_size * single_per_s)
@@ -270,16 +296,7 @@ def measure(p: DdpScalingParams, dev: Device) -> Iterator[Event]:
                    present.metric(row["allreduce_s"] / row["compute_s"], "x")] for row in rows]
     yield Table(f"Per step on {n} ranks (slowest rank, median of {p.steps}): compute against all-reduce",
                 ["batch/rank", "compute", "all-reduce", "DDP step", "added", "comm/compute"], table_rows)
-    smallest, largest = rows[0]["batch"], rows[-1]["batch"]
-    if cross is None:
-        where = (f"The all-reduce of {present.size(total)} took longer than the compute at every per-rank batch "
-                 f"up to {largest}: on this machine DDP spends more of each step exchanging gradients than computing.")
-    elif cross == smallest:
-        where = (f"Compute outweighed the all-reduce at every per-rank batch from {smallest} up: try smaller "
-                 "batches to find where communication wins.")
-    else:
-        where = (f"Below a per-rank batch of {cross} the all-reduce of {present.size(total)} took longer than the "
-                 f"compute; from {cross} up the compute outweighed it.")
+    where = who_won(rows, present.size(total))
     yield Note(f"{where} The all-reduce moves the same bytes whatever the batch (4 B per parameter), while the "
                "compute grows with the samples each rank takes; a smaller model shrinks both. What decides whether "
                "DDP pays is the work per parameter per step, the per-rank batch: too small, and N processes spend "

@@ -13,7 +13,8 @@ A few untimed steps warm up first. Synchronising between phases removes the over
 loop gets (the CPU queueing the next kernels while the GPU works), so a second pass of the
 same number of steps runs with no syncs inside a step; its throughput is the honest one. It is
 timed in STRETCHES stretches of steps (one step each when there are fewer steps), the device
-synchronised only where one stretch ends and the next begins.
+synchronised only where one stretch ends and the next begins; the two passes run in turns, a
+stretch of each, so what else the machine does falls on both alike.
 
 Model FLOPs per step = 6 x (sum of in x out over the Linear layers) x batch (2 in the
 forward, 4 in the backward). Achieved FLOP/s = the median of the stretches' FLOPs / seconds:
@@ -69,6 +70,25 @@ def stretch_ends(steps: int, stretches: int = STRETCHES) -> set[int]:
     of (nearly) equal length, one step each when there are fewer steps than that."""
     n = max(1, min(stretches, steps))
     return {(k * steps) // n for k in range(1, n + 1)}
+
+
+# The profiler step measures this MLP too; its MFU is not this one's, and the learner sees both.
+SAME_MLP_ELSEWHERE = (
+    "The profile-step run (the profiler step) measures this same MLP, but its MFU is not this one: each of its "
+    "steps slices a batch from host memory and copies it (on a GPU, a host-to-device copy inside every step), "
+    "where this run's resident data is already there, and each run's stretches spread as far as their own "
+    "noise range says. Compare the two only within those ranges.")
+
+
+def synced_faster(synced_per_s: float, unsynced_per_s: float) -> str | None:
+    """A synced pass faster than the unsynced one cannot be the syncs' doing (they only add waiting):
+    say so, and what it means for the figures, rather than leave the two side by side."""
+    if not synced_per_s > unsynced_per_s > 0:
+        return None
+    return (f"The synced pass came out faster ({synced_per_s:,.0f}/s against {unsynced_per_s:,.0f}/s), which the "
+            "syncs cannot cause: they only add waiting. The difference is noise, from other work on the machine "
+            "while one pass's stretches ran or from the stretch boundaries' own syncs, so neither throughput is "
+            "good to better than that gap, and neither is the MFU: run it again when the machine is quieter.")
 
 
 def _batches(p: PipelineBreakdownParams, dev: Device, pin: bool) -> tuple[Iterator[Any], str]:
@@ -170,46 +190,47 @@ def measure(p: PipelineBreakdownParams, dev: Device) -> Iterator[Event]:
         train_step(timed=False)
     synchronize(device)
 
-    # Pass 1: phase by phase.
+    # The two passes run in turns, stretch by stretch: a stretch of steps synced phase by phase, then
+    # the same number with no syncs inside a step. Run one after the other, a change in what else the
+    # machine was doing fell on one pass only, and the synced pass could come out the faster.
+    ends = sorted(stretch_ends(p.steps))
+    macs = linear_macs(model)
     totals = dict.fromkeys(PHASES, 0.0)
     samples = 0
+    stretch_tflops: list[float] = []  # model TFLOP/s of each unsynced stretch
+    free_samples, free_seconds = 0, 0.0
     last_report = time.perf_counter()
-    for i in range(1, p.steps + 1):
-        seconds, n, loss = train_step(timed=True)
-        for phase, s in zip(PHASES, seconds):
-            totals[phase] += s
-        samples += n
-        if i == p.steps or time.perf_counter() - last_report >= REPORT_S:
+    first = 1
+    for end in ends:
+        # Pass 1, this stretch: phase by phase.
+        for i in range(first, end + 1):
+            seconds, n, loss = train_step(timed=True)
+            for phase, s in zip(PHASES, seconds):
+                totals[phase] += s
+            samples += n
+            if i == p.steps or time.perf_counter() - last_report >= REPORT_S:
+                last_report = time.perf_counter()
+                elapsed = sum(totals.values())
+                yield Step(i, p.steps, loss.item(), elapsed, samples / elapsed, label="phases synced")
+        # Pass 2, the same stretch: no syncs inside a step, only where the stretch ends.
+        sw = Stopwatch(device)
+        stretch_samples = 0
+        for i in range(first, end + 1):
+            _, n, loss = train_step(timed=False)
+            stretch_samples += n
+        stretch_seconds = sw.elapsed()  # synchronises: the stretch's work has finished
+        if stretch_seconds > 0:
+            stretch_tflops.append(6 * macs * stretch_samples / stretch_seconds / 1e12)
+        free_samples += stretch_samples
+        free_seconds += stretch_seconds
+        if end == p.steps or time.perf_counter() - last_report >= REPORT_S:
             last_report = time.perf_counter()
-            elapsed = sum(totals.values())
-            yield Step(i, p.steps, loss.item(), elapsed, samples / elapsed, label="phases synced")
+            yield Step(end, p.steps, loss.item(), free_seconds, free_samples / max(free_seconds, 1e-9),
+                       label="no inner syncs")
+        first = end + 1
     step_seconds = sum(totals.values())
     samples_per_s = samples / step_seconds
-
-    # Pass 2: the same loop with no syncs inside a step: only where a stretch of steps ends.
-    macs = linear_macs(model)
-    ends = stretch_ends(p.steps)
-    stretch_tflops: list[float] = []  # model TFLOP/s of each stretch
-    stretch_start, stretch_samples = 0.0, 0
-    sw = Stopwatch(device)
-    free_samples = 0
-    last_report = time.perf_counter()
-    for i in range(1, p.steps + 1):
-        _, n, loss = train_step(timed=False)
-        free_samples += n
-        stretch_samples += n
-        if i in ends:
-            now = sw.elapsed()  # synchronises: the stretch's work has finished
-            if now > stretch_start:
-                stretch_tflops.append(6 * macs * stretch_samples / (now - stretch_start) / 1e12)
-            stretch_start, stretch_samples = now, 0
-        if i == p.steps or time.perf_counter() - last_report >= REPORT_S:
-            with sw.paused():
-                last_report = time.perf_counter()
-                elapsed = sw.elapsed()
-                yield Step(i, p.steps, loss.item(), elapsed, free_samples / elapsed, label="no inner syncs")
-    free_seconds = sw.elapsed()
-    samples_per_s_unsynced = free_samples / free_seconds
+    samples_per_s_unsynced = free_samples / max(free_seconds, 1e-9)
 
     # FLOPs and the peak for the dtype the matmuls run in.
     flops_per_step = 6 * macs * p.batch_size
@@ -266,12 +287,18 @@ def measure(p: PipelineBreakdownParams, dev: Device) -> Iterator[Event]:
                f"(batch) = {flops_per_step / 1e9:,.3f} GFLOP: 2 per multiply-add in the forward, 4 in the "
                "backward. The optimizer, activations and loss are left out: few FLOPs next to the matmuls, though not always little time.")
     yield Note(f"Throughput: {samples_per_s:,.0f} samples/s with a sync after every phase, "
-               f"{samples_per_s_unsynced:,.0f} samples/s with none inside a step. Syncing between phases "
+               f"{samples_per_s_unsynced:,.0f} samples/s with none inside a step (the two passes ran in turns, "
+               "a stretch of steps each, so the machine's other work fell on both alike). Syncing between phases "
                "removes the overlap a real loop gets, so the phase shares are an upper bound on waiting; "
                f"FLOP/s use the unsynced pass, timed in {len(stretch_tflops)} stretch"
                + ("es" if len(stretch_tflops) != 1 else "") + " of steps.")
+    paradox = synced_faster(samples_per_s, samples_per_s_unsynced)
+    if paradox:
+        yield Note(paradox, "warning")
     measured_text = (f"{metric(measured.tflops, 'TFLOP/s')} {dtype_name}{measured.threads_text()}, measured here "
                      f"({measured.how_text()}; {measured.measured_on}, torch {measured.torch})")
+    if p.model == "mlp" and p.data_path == "resident":
+        yield Note(SAME_MLP_ELSEWHERE)
     if spec:
         yield Note(f"Achieved {metric(achieved, 'TFLOP/s')}. MFU = achieved / peak = {number(mfu * 100, '%')}{noise} "
                    f"against the vendor's spec, {metric(spec[0], 'TFLOP/s')} {dtype_name} dense for the {spec[1]}: "

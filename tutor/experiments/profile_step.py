@@ -318,6 +318,9 @@ def measure(p: ProfileStepParams, dev: Device) -> Iterator[Event]:
     sheet = vendor_peaks.for_device(dev, dtype)
     if sheet is not None:
         mfu_text += f" Against the spec sheet instead: {vendor_peaks.beside(achieved, sheet, dtype)}."
+    mfu_text += (" pipeline-breakdown (the Iron Law's run) measures this same MLP with its data already on the "
+                 "device, without this run's copy of each batch, so its MFU is not this one's: compare the two only "
+                 "within each run's range.")
     if cuda:
         yield Note(f"A kernel was running {metric(busy_share, '%')} of the profiled time, with a median gap of "
                    f"{seconds(gap)} between one kernel's end and the next one's start: that share is what "

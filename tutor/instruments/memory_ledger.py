@@ -469,14 +469,14 @@ class MemoryLedger(Instrument):
                 ("total", f"{gb_gib(led.total)} per GPU; {gb(d * led.total)} on all {d}"),
                 ("global batch", f"{d * batch:,} = {d} GPU{'s' if d > 1 else ''} x {batch} per GPU  (Batch "
                                  "size is each GPU's micro-batch)"),
-                ("Adam adds", f"{gb(adam_extra)} per GPU over SGD at this precision"),
+                _adam_line(optimizer, adam_extra, precision, " per GPU"),
             )
         else:
             figures = (
                 ("static floor", f"{gb(led.static)}  ({per_param} B per parameter)"),
                 ("activations", f"{gb(led.activations)}  (batch {batch}{', checkpointed' if ckpt else ''})"),
                 ("total", gb_gib(led.total)),
-                ("Adam adds", f"{gb(adam_extra)} over SGD at this precision"),
+                _adam_line(optimizer, adam_extra, precision),
             )
         reference: tuple[str, ...] = ()
         if s["model"] == "gpt2-xl":
@@ -544,3 +544,16 @@ class MemoryLedger(Instrument):
                      "step, or `gpututor run memory-ledger`) and 'my model' uses what it measured."),
             level="warning",
         )
+
+
+def _adam_line(optimizer: str, adam_extra: float, precision: str, per_gpu: str = "") -> tuple[str, str]:
+    """What Adam costs beside the optimizer chosen: over plain SGD when Adam or SGD is chosen, and
+    over the momentum buffers too when SGD + momentum is (it already keeps one of Adam's two)."""
+    if optimizer == "adam":
+        return ("Adam adds", f"{gb(adam_extra)}{per_gpu} over plain SGD at this precision")
+    if optimizer == "sgd":
+        return ("Adam instead", f"would add {gb(adam_extra)}{per_gpu} to this plain SGD, at this precision")
+    state = BYTES_PER_PARAM[precision][3]
+    over_momentum = adam_extra * (state["adam"] - state["momentum"]) / state["adam"]
+    return ("Adam instead", f"would add {gb(over_momentum)}{per_gpu} to this SGD + momentum "
+                            f"({gb(adam_extra)} over plain SGD), at this precision")

@@ -20,7 +20,8 @@ CHART_WIDTH = 72
 # locked once, before its run), so the profile points at the steps to go back to instead.
 REVIEW_NOTE = "Review asks checks, not predictions: open these steps again to see your guess beside the measurement."
 
-_MARKS = {"over": ("▲ ", "yellow"), "under": ("▼ ", "yellow"), "both": ("◆ ", "yellow"), "within": ("✓ ", "green")}
+_MARKS = {"over": ("▲ ", "yellow"), "under": ("▼ ", "yellow"), "both": ("◆ ", "yellow"), "within": ("✓ ", "green"),
+          "close": ("≈ ", "yellow")}
 
 
 def _line(concept: ConceptProfile) -> Text:

@@ -74,7 +74,8 @@ class RooflineScreen(Screen):
                 if r is not None]
         placed = calibrate.place_runs(record, runs)
         parts = []
-        for line, style in calibrate.roofline_lines(record, placed, stale, {r.experiment for r in runs}):
+        for line, style in calibrate.roofline_lines(record, placed, stale, {r.experiment for r in runs},
+                                                    heading=False):
             if style == "figure":
                 parts.append(Static(Text(line, no_wrap=True, overflow="crop"), classes="profile-text"))
             else:

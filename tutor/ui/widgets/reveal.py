@@ -7,11 +7,10 @@ import time
 
 from rich.text import Text
 
-import checks
 from checks.spec import TextAnswer
 from tutor import experiments
 from tutor.course.session import Pending, Reveal
-from tutor.experiments.spec import NOISE_WHY, Metric
+from tutor.experiments.spec import Metric
 from tutor.present import metric as fmt
 from tutor.present import metric_value
 
@@ -25,9 +24,8 @@ def reveal_text(reveal: Reveal | Pending) -> Text:
     source = evidence.source or "measured"
     metric = step.compare or ""
     measured = evidence.metrics.get(metric)
-    score = checks.score_prediction(answer, step.answer, measured, step.unit,
-                                    spread=checks.spread_of(evidence.metrics, metric),
-                                    why=evidence.metrics.get(NOISE_WHY))
+    judged = reveal.judge()
+    score = judged.score
     where = ""
     if reveal.device:
         where = f" on {reveal.device.get('name') or reveal.device.get('device') or '?'}"
@@ -39,6 +37,9 @@ def reveal_text(reveal: Reveal | Pending) -> Text:
     summary = score.summary
     if source != "measured":
         summary = summary.replace("measured ", f"{source} ")
+    if judged.not_scored and not score.noisy:  # a noisy run's summary says why itself
+        mark = ("· ", "bold yellow")
+        summary = f"Not scored: {judged.not_scored}."
     if isinstance(step.answer, TextAnswer) and measured is not None:
         # Words are not scored, and both are already on the two lines above: say so, not them again.
         summary = "Not scored: set your words beside what was measured."
