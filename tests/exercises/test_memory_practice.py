@@ -31,6 +31,8 @@ ISSUE_MISTAKES = {
     ("ex1-accumulate", "gradient-of-the-full-batch"),  # loss not divided by k
     ("ex1-accumulate", "zero-grad-once-per-k"),  # zero_grad every micro-batch
     ("ex1-accumulate", "steps-once-per-k"),  # a step every micro-batch
+    ("ex2-checkpoint", "checkpoints-every-block"),  # one checkpoint around the whole stack
+    ("ex2-checkpoint", "results-compared"),  # the outputs compared, not the gradients
     ("ex3-batch-search", "retries-outside-except"),  # retrying inside the except block
     ("ex3-batch-search", "frees-memory-after-oom"),  # the failed step's memory kept
     ("ex3-batch-search", "catches-only-oom"),  # every error taken for out of memory
@@ -178,6 +180,144 @@ def test_a_result_the_program_overwrote_is_not_held_against_it() -> None:
     assert not judge_probe("no_such_probe", {}, "s").passed
 
 
+# ---------------------------------------------------------------- checkpointing: what backward did, in this process
+
+
+def _per_block_loop(blocks, x):
+    from torch.utils.checkpoint import checkpoint
+
+    for b in blocks:
+        x = checkpoint(b, x, use_reentrant=False)
+    return x
+
+
+def _per_block_aliased_reduce(stack, hidden):
+    from functools import reduce
+
+    from torch.utils.checkpoint import checkpoint as recompute
+
+    return reduce(lambda h, layer: recompute(layer, h, use_reentrant=False), stack, hidden)
+
+
+def _per_block_indexed_while(seq, inp):
+    import torch.utils.checkpoint
+
+    i = 0
+    while i < len(seq):
+        inp = torch.utils.checkpoint.checkpoint(seq[i], inp, use_reentrant=False)
+        i += 1
+    return inp
+
+
+def _per_block_sequential(blocks, x):
+    from torch.utils.checkpoint import checkpoint_sequential
+
+    return checkpoint_sequential(blocks, len(blocks), x, use_reentrant=False)  # the last block runs plainly
+
+
+def _one_checkpoint(blocks, x):
+    from torch.utils.checkpoint import checkpoint
+
+    return checkpoint(blocks, x, use_reentrant=False)
+
+
+def _one_checkpoint_lambda(blocks, x):
+    from torch.utils.checkpoint import checkpoint
+
+    def everything(h):
+        for b in blocks:
+            h = b(h)
+        return h
+
+    return checkpoint(everything, x, use_reentrant=False)
+
+
+def _two_segments(blocks, x):
+    from torch.utils.checkpoint import checkpoint_sequential
+
+    return checkpoint_sequential(blocks, 2, x, use_reentrant=False)
+
+
+def _every_other_block(blocks, x):
+    from torch.utils.checkpoint import checkpoint
+
+    for i, b in enumerate(blocks):
+        x = checkpoint(b, x, use_reentrant=False) if i % 2 else b(x)
+    return x
+
+
+def _every_layer(blocks, x):
+    from torch.utils.checkpoint import checkpoint
+
+    for b in blocks:
+        for layer in b:
+            x = checkpoint(layer, x, use_reentrant=False)
+    return x
+
+
+def _checkpointed(fn):
+    from tutor.exercises import probes
+
+    return probes._checkpointing(fn, "forward_checkpointed")
+
+
+@pytest.mark.parametrize("fn", [_per_block_loop, _per_block_aliased_reduce, _per_block_indexed_while,
+                                _per_block_sequential], ids=lambda f: f.__name__)
+def test_each_block_under_its_own_checkpoint_passes_however_it_is_written(fn) -> None:
+    result = _checkpointed(fn)
+    for probe in ("checkpoints_each_block", "checkpoint_same_results"):
+        verdict = judge_probe(probe, result, "forward_checkpointed")
+        assert verdict.passed, (probe, verdict.cause)
+    assert result["checkpointed_peak_bytes"] < 0.7 * result["plain_peak_bytes"]  # the saving is at the peak
+
+
+@pytest.mark.parametrize("fn", [_one_checkpoint, _one_checkpoint_lambda], ids=lambda f: f.__name__)
+def test_one_checkpoint_around_the_stack_fails_though_it_keeps_little_until_backward(fn) -> None:
+    result = _checkpointed(fn)
+    assert result["checkpointed_bytes"] < 0.1 * result["plain_bytes"]  # what fooled the old check
+    assert result["checkpointed_peak_bytes"] >= 0.99 * result["plain_peak_bytes"]  # the peak is the plain run's
+    verdict = judge_probe("checkpoints_each_block", result, "forward_checkpointed")
+    assert not verdict.passed
+    assert verdict.cause.startswith("Backward ran blocks 1 to 6 again together, before any of them got its gradient: "
+                                    "the whole stack ran under one checkpoint")
+    assert "more than the plain forward's" in verdict.cause or "as much as the plain forward" in verdict.cause
+    assert judge_probe("checkpoint_same_results", result, "forward_checkpointed").passed  # its results are right
+
+
+def test_each_partial_checkpointing_names_what_it_did() -> None:
+    two = judge_probe("checkpoints_each_block", _checkpointed(_two_segments), "f")
+    assert two.cause.startswith("Backward ran blocks 4 to 6 again together") or \
+        two.cause.startswith("Backward ran blocks 1 to 3 again together"), two.cause
+    assert "they were under one checkpoint" in two.cause
+    other = judge_probe("checkpoints_each_block", _checkpointed(_every_other_block), "f")
+    assert other.cause.startswith("Backward never ran blocks 1, 3 and 5 again: they did not run under checkpoint")
+    layers = judge_probe("checkpoints_each_block", _checkpointed(_every_layer), "f")
+    assert layers.cause.startswith("Backward ran blocks 1 to 6 again one layer at a time")
+    assert "more than the plain forward's" in layers.cause  # each layer's checkpoint keeps its own input
+
+
+def _compared(**seen) -> dict:
+    return {"compared": {"calls": 2, "outputs": 1, "gradients": [], "differences": 0, "other": 0,
+                         "weights_with_gradients": 4, **seen}}
+
+
+def test_the_comparison_judge() -> None:
+    from tutor.exercises.behaviour import Context, judge
+
+    def verdict(observed, stopped=False):
+        return judge("compares_outputs_and_gradients", Context(observed, "", stopped=stopped))
+
+    assert verdict(_compared(gradients=[0, 1, 2, 3])).passed
+    assert verdict(_compared(gradients=[0], differences=1)).passed  # stopped at a real difference: honest
+    outputs_only = verdict(_compared())
+    assert outputs_only.cause.startswith("Your program compared the outputs of the two forward passes, but none of "
+                                         "the 4 weights' gradients")
+    assert "of 2 of the 4 weights" in verdict(_compared(gradients=[0, 1])).cause
+    assert "not the outputs" in verdict(_compared(outputs=0, gradients=[0, 1, 2, 3])).cause
+    assert verdict({"compared": {"calls": 0}}).cause.startswith("Your program never compares the two runs")
+    assert not verdict({}, stopped=True).judged
+
+
 # ---------------------------------------------------------------- the probes themselves, in this process
 
 
@@ -250,7 +390,8 @@ def _failed(result) -> dict[str, str]:
 # The notebook-style programs are the lessons' solutions (test above), which `lesson test` runs on
 # every built-in lesson (tests/system/test_cli_lesson_test.py): only the second style runs here.
 @pytest.mark.long
-@pytest.mark.parametrize("program", ["mem1_second_style.py", "mem2_second_style.py", "mem3_second_style.py"])
+@pytest.mark.parametrize("program", ["mem1_second_style.py", "mem2_second_style.py", "mem2_reduce_alias.py",
+                                     "mem2_recursive_calls.py", "mem3_second_style.py"])
 def test_correct_code_passes_however_it_is_written(lesson, small_lab, tmp_path, program) -> None:
     result = _grade(lesson, program, tmp_path)
     assert result.sandbox.ok, result.sandbox.output[-2000:]
@@ -270,15 +411,22 @@ MISTAKES = [
      "wants 2", {"steps-once-per-k", "gradient-of-the-full-batch"}),
     ("mem1_mistake_losses_summed.py", "gradient-of-the-full-batch",
      "backward() ran 2 times for 8 micro-batches: the losses were added up", {"gradient-of-the-full-batch"}),
-    ("mem2_mistake_no_checkpoint.py", "keeps-fewer-activations",
-     "forward_checkpointed kept 57.0 KiB of activations for backward, as much as the plain forward",
-     {"keeps-fewer-activations", "saving-measured"}),
+    ("mem2_mistake_no_checkpoint.py", "checkpoints-every-block",
+     "Backward ran none of the blocks again, so none ran under checkpoint: forward_checkpointed held 969.2 KiB at "
+     "once during backward, as much as the plain forward (969.2 KiB)", {"checkpoints-every-block", "saving-measured"}),
+    ("mem2_mistake_one_checkpoint.py", "checkpoints-every-block",
+     "Backward ran blocks 1 to 6 again together, before any of them got its gradient: the whole stack ran under one "
+     "checkpoint", {"checkpoints-every-block", "saving-measured"}),
+    # use_reentrant left out: the program's own comparison honestly says False; only the real cause fails
     ("mem2_mistake_reentrant.py", "same-outputs-and-gradients",
-     "checkpoint ran with use_reentrant=True, and its input did not require grad, so it built no graph through "
-     "the blocks: none of the blocks' weights got a gradient", {"same-outputs-and-gradients", "results-compared"}),
+     "checkpoint ran with use_reentrant=True (what checkpoint does when use_reentrant is not passed), and its input "
+     "did not require grad, so it built no graph through the blocks: none of the blocks' weights got a gradient",
+     {"same-outputs-and-gradients"}),
     ("mem2_mistake_no_grad.py", "same-outputs-and-gradients",
-     "forward_checkpointed's output carries no graph (requires_grad is False)",
-     {"same-outputs-and-gradients", "results-compared"}),
+     "forward_checkpointed's output carries no graph (requires_grad is False)", {"same-outputs-and-gradients"}),
+    ("mem2_mistake_outputs_only.py", "results-compared",
+     "Your program compared the outputs of the two forward passes, but none of the 26 weights' gradients",
+     {"results-compared"}),
     ("mem3_mistake_retry_in_except.py", "retries-outside-except",
      "train_step(768) was called inside the except block that caught train_step(1,024)'s out-of-memory error",
      {"retries-outside-except", "frees-memory-after-oom", "finds-largest-batch"}),
