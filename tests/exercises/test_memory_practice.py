@@ -150,6 +150,22 @@ def test_accumulation_judges_name_each_cause() -> None:
     assert summed.cause.startswith("backward() ran 2 times for 8 micro-batches")
 
 
+def test_a_gradient_wiped_inside_the_group_is_not_blamed_on_the_loss(lesson: Lesson) -> None:
+    # zero_grad every micro-batch, the loss divided by k: the step's gradient is micro-batch 4's alone.
+    from tutor.exercises.grader import _check_function
+    from tutor.exercises.sandbox import SandboxResult
+
+    wiped = _accumulation([4, 8], [(m, True) for m in range(1, 9)], close=False, ratio=0.3, cosine=0.5)
+    verdict = judge_probe("accumulates_full_batch_gradient", wiped, "f")
+    assert verdict.cause == ("At optimizer step 1, the gradient was not the full batch's (4 micro-batches as one "
+                             "batch): the gradients were cleared before micro-batch 2's backward, inside the group, "
+                             "so it held only micro-batch 4's. Clear them once per group, after the step.")
+    req = next(r for r in lesson.step("ex1-accumulate").requirements if r.id == "gradient-of-the-full-batch")
+    ok, feedback = _check_function(req, {"probes": {req.id: wiped}}, SandboxResult.__new__(SandboxResult))
+    assert not ok and feedback == verdict.cause  # no advice to divide the loss, which the program did
+    assert "divided" not in feedback and "Divide" not in feedback
+
+
 def _search(answer, calls) -> dict:
     return {"answer": answer, "answer_text": repr(answer), "fits": 700, "cap_bytes": 1,
             "calls": [{"batch": b, "oom": o, "in_except": e, "held": h} for b, o, e, h in calls]}

@@ -33,6 +33,9 @@ class Judgement:
     cause: str = ""  # empty when passed
     judged: bool = True  # False: this run could not show it (the program stopped first, say)
     explains_stop: bool = False  # the failure is why the program stopped
+    # False: the cause is a mistake another requirement names, and this requirement's own advice
+    # (the lesson's feedback) would tell the learner to fix what they did right: it is left out.
+    advice: bool = True
 
 
 PASS = Judgement(True)
@@ -727,6 +730,18 @@ def accumulates_full_batch_gradient(result: dict[str, Any], name: str) -> Judgem
             continue
         ratio, cosine, group = float(step["ratio"]), float(step["cosine"]), int(step["group"])
         where = f"At optimizer step {number}, the gradient"
+        end = int(step["micro_batches"])
+        start = end - group + 1
+        wiped = [int(e["micro_batches"]) for e in result["clears"]
+                 if start < int(e["micro_batches"]) <= end and e.get("cleared")]
+        if wiped:  # zero_grad inside the group: zero_grad_once_per_k names it, and the loss may be right
+            kept = wiped[-1]
+            held = (f"only micro-batch {kept}'s" if kept == end
+                    else f"only those of micro-batches {kept} to {end}")
+            return Judgement(False, f"{where} was not the full batch's ({group} micro-batches as one batch): the "
+                                    f"gradients were cleared before micro-batch {wiped[0]}'s backward, inside the "
+                                    f"group, so it held {held}. Clear them once per group, after the step.",
+                             advice=False)
         if group > 1 and cosine > 0.9999 and abs(ratio - group) < 0.01 * group:
             return Judgement(False, f"{where} was {ratio:.2f} times the full batch's ({group} micro-batches as one "
                                     f"batch): each micro-batch's loss was not divided by {k}, so the {group} mean "
