@@ -164,6 +164,12 @@ def test_a_gradient_wiped_inside_the_group_is_not_blamed_on_the_loss(lesson: Les
     ok, feedback = _check_function(req, {"probes": {req.id: wiped}}, SandboxResult.__new__(SandboxResult))
     assert not ok and feedback == verdict.cause  # no advice to divide the loss, which the program did
     assert "divided" not in feedback and "Divide" not in feedback
+    every = _accumulation(list(range(1, 9)), RIGHT_CLEARS, close=False, ratio=0.25)
+    for entry in every["steps"]:
+        entry["group"] = 1
+    early = judge_probe("accumulates_full_batch_gradient", every, "f")
+    assert early.cause == ("Optimizer step 1 came after 1 micro-batch, not 4: it stepped before the group was "
+                           "complete, so its gradient was not the full batch's.") and not early.advice
 
 
 def _search(answer, calls) -> dict:

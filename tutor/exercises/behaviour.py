@@ -730,6 +730,10 @@ def accumulates_full_batch_gradient(result: dict[str, Any], name: str) -> Judgem
             continue
         ratio, cosine, group = float(step["ratio"]), float(step["cosine"]), int(step["group"])
         where = f"At optimizer step {number}, the gradient"
+        if group != k:  # steps_once_per_k names it; the loss may well be divided right
+            return Judgement(False, f"Optimizer step {number} came after {_count(group, 'micro-batch')}, not {k}: "
+                                    "it stepped before the group was complete, so its gradient was not the full "
+                                    "batch's.", advice=False)
         end = int(step["micro_batches"])
         start = end - group + 1
         wiped = [int(e["micro_batches"]) for e in result["clears"]
