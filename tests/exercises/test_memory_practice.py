@@ -340,6 +340,41 @@ def test_the_comparison_judge() -> None:
     assert not verdict({}, stopped=True).judged
 
 
+def test_the_observer_tells_outputs_and_gradients_apart_by_value() -> None:
+    # In this process, as the sandbox child watches a program: the calls below are "the learner's"
+    # (this file's directory); clones and a concatenation still count as the gradients they hold.
+    import torch
+    from torch import nn
+
+    from tutor.exercises.behaviour import Context, judge
+    from tutor.exercises.observe import Observer
+
+    observer = Observer(__file__)
+    observer.install()
+    try:
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 2))
+        x = torch.randn(3, 4)
+        runs = []
+        for _ in range(2):
+            model.zero_grad()
+            out = model(x)
+            out.sum().backward()
+            runs.append((out.detach(), [p.grad.clone() for p in model.parameters()]))
+        assert torch.allclose(runs[0][0], runs[1][0])
+        outputs_only = judge("compares_outputs_and_gradients", Context(observer.summary(), ""))
+        assert torch.equal(torch.cat([g.flatten() for g in runs[0][1]]), torch.cat([g.flatten() for g in runs[1][1]]))
+        both = judge("compares_outputs_and_gradients", Context(observer.summary(), ""))
+        torch.testing.assert_close(model[0].weight, model[0].weight)  # the weights are not their gradients
+        seen = observer.summary()["compared"]
+    finally:
+        observer.uninstall()
+    assert outputs_only.cause.startswith("Your program compared the outputs of the two forward passes, but none of "
+                                         "the 4 weights' gradients")
+    assert both.passed
+    assert seen["calls"] == 3 and seen["other"] == 1
+
+
 # ---------------------------------------------------------------- the probes themselves, in this process
 
 
