@@ -455,6 +455,19 @@ def test_correct_code_passes_however_it_is_written(lesson, small_lab, tmp_path, 
     assert result.passed, _failed(result)
 
 
+@pytest.mark.long
+def test_the_checkpointing_program_measures_the_peak_and_trains_so_that_the_loss_moves(lesson, small_lab,
+                                                                                       tmp_path) -> None:
+    result = _grade(lesson, "mem2_notebook_style.py", tmp_path)
+    assert result.passed, _failed(result)
+    output = result.sandbox.output
+    assert re.search(r"plain: at most [\d.]+ MiB in backward", output)
+    assert 0.3 < result.sandbox.reports["activations_saved"] < 0.6  # at the peak: about 40%, not "81% less kept"
+    means = [float(m) for m in re.findall(r"steps \d+-\d+: mean loss ([\d.]+)", output)]
+    assert len(means) == 6, output[-1500:]
+    assert means[-1] < means[0] - 0.2, means  # it leaves chance (2.30), as the step says it will
+
+
 # (program, the requirement that names the mistake, the cause it says first, everything that fails)
 MISTAKES = [
     ("mem1_mistake_loss_not_divided.py", "gradient-of-the-full-batch",
