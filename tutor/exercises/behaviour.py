@@ -33,6 +33,9 @@ class Judgement:
     cause: str = ""  # empty when passed
     judged: bool = True  # False: this run could not show it (the program stopped first, say)
     explains_stop: bool = False  # the failure is why the program stopped
+    # False: the cause is a mistake another requirement names, and this requirement's own advice
+    # (the lesson's feedback) would tell the learner to fix what they did right: it is left out.
+    advice: bool = True
 
 
 PASS = Judgement(True)
@@ -374,6 +377,37 @@ def compares_with_tolerance(ctx: Context) -> Judgement:
     return Judgement(False, "The predictions are never compared with torch.allclose.")
 
 
+def compares_outputs_and_gradients(ctx: Context) -> Judgement:
+    """Two runs that should give the same results (checkpointed and plain) are compared on their
+    outputs and on every weight's gradient (torch.allclose, isclose, equal or testing.assert_close),
+    or until a comparison finds a difference: a program that stops there (and, all(...)) has its
+    answer. What each comparison held is told by value (tutor/exercises/observe.py)."""
+    seen = ctx.observed.get("compared") or {}
+    if not seen.get("calls"):
+        if ctx.stopped:
+            return _unknown("the program stopped before it compared the two runs")
+        return Judgement(False, "Your program never compares the two runs' results (no torch.allclose, torch.equal or "
+                                "torch.testing.assert_close on them).")
+    if seen.get("differences"):
+        return PASS  # it found a difference, and stopped there honestly: the cause is the forward's, named apart
+    total = int(seen.get("weights_with_gradients") or 0)
+    covered = len(seen.get("gradients") or [])
+    if not seen.get("outputs") and not covered:
+        return Judgement(False, "Your program's comparisons held neither the outputs of the two forward passes nor "
+                                "the weights' gradients after their backward passes.")
+    if not covered:
+        return Judgement(False, f"Your program compared the outputs of the two forward passes, but none of the {total} "
+                                "weights' gradients: equal outputs do not show equal gradients (a checkpoint that "
+                                "builds no graph gives the same outputs and no gradient at all).")
+    if covered < total:
+        return Judgement(False, f"Your program compared the gradients of {covered} of the {total} weights that got one; "
+                                "every pair should be compared.")
+    if not seen.get("outputs"):
+        return Judgement(False, "Your program compared the weights' gradients but not the outputs of the two forward "
+                                "passes.")
+    return PASS
+
+
 # ---------------------------------------------------------------- data parallel (a torchrun launch)
 # Each rank wrote its own summary; the grader hands them over as observed["ranks"] (index = rank),
 # rank 0's summary being the rest of `observed`.
@@ -591,6 +625,7 @@ BEHAVIOUR_JUDGES: dict[str, Callable[[Context], Judgement]] = {
     "saves_during_training": saves_during_training,
     "loads_to_cpu": loads_to_cpu,
     "compares_with_tolerance": compares_with_tolerance,
+    "compares_outputs_and_gradients": compares_outputs_and_gradients,
     "joins_process_group": joins_process_group,
     "ranks_split_data": ranks_split_data,
     "reshuffles_each_epoch": reshuffles_each_epoch,
@@ -695,6 +730,22 @@ def accumulates_full_batch_gradient(result: dict[str, Any], name: str) -> Judgem
             continue
         ratio, cosine, group = float(step["ratio"]), float(step["cosine"]), int(step["group"])
         where = f"At optimizer step {number}, the gradient"
+        if group != k:  # steps_once_per_k names it; the loss may well be divided right
+            return Judgement(False, f"Optimizer step {number} came after {_count(group, 'micro-batch')}, not {k}: "
+                                    "it stepped before the group was complete, so its gradient was not the full "
+                                    "batch's.", advice=False)
+        end = int(step["micro_batches"])
+        start = end - group + 1
+        wiped = [int(e["micro_batches"]) for e in result["clears"]
+                 if start < int(e["micro_batches"]) <= end and e.get("cleared")]
+        if wiped:  # zero_grad inside the group: zero_grad_once_per_k names it, and the loss may be right
+            kept = wiped[-1]
+            held = (f"only micro-batch {kept}'s" if kept == end
+                    else f"only those of micro-batches {kept} to {end}")
+            return Judgement(False, f"{where} was not the full batch's ({group} micro-batches as one batch): the "
+                                    f"gradients were cleared before micro-batch {wiped[0]}'s backward, inside the "
+                                    f"group, so it held {held}. Clear them once per group, after the step.",
+                             advice=False)
         if group > 1 and cosine > 0.9999 and abs(ratio - group) < 0.01 * group:
             return Judgement(False, f"{where} was {ratio:.2f} times the full batch's ({group} micro-batches as one "
                                     f"batch): each micro-batch's loss was not divided by {k}, so the {group} mean "
@@ -721,6 +772,73 @@ def checkpoint_saves_activations(result: dict[str, Any], name: str) -> Judgement
                                 f"({_mib(plain)}): no block ran under checkpoint.")
     return Judgement(False, f"{name} kept {_mib(kept)} of activations for backward, {share:.0%} of the plain "
                             f"forward's {_mib(plain)}: only some of the blocks ran under checkpoint.")
+
+
+def _blocks(numbers: list[int]) -> str:
+    """'block 3', 'blocks 2 and 5', 'blocks 1 to 6' (a run of consecutive numbers)."""
+    numbers = sorted(numbers)
+    if len(numbers) == 1:
+        return f"block {numbers[0]}"
+    if len(numbers) > 2 and numbers == list(range(numbers[0], numbers[-1] + 1)):
+        return f"blocks {numbers[0]} to {numbers[-1]}"
+    return f"blocks {_list(numbers)}"
+
+
+def _recomputed_groups(events: list[list[int]]) -> list[dict[int, int]]:
+    """The layers backward ran again, grouped by recomputation: each group is what ran between two
+    gradients ({block: layers run}). One checkpoint's recomputation runs all it wrapped at once,
+    before any gradient of it arrives."""
+    groups: list[dict[int, int]] = []
+    current: dict[int, int] = {}
+    for kind, block in events:
+        if int(kind) == 1:
+            current[int(block)] = current.get(int(block), 0) + 1
+        elif current:
+            groups.append(current)
+            current = {}
+    if current:
+        groups.append(current)
+    return groups
+
+
+def checkpoints_each_block(result: dict[str, Any], name: str) -> Judgement:
+    """Each block ran under a checkpoint of its own: backward ran every block again, one block at a
+    time, each just before its own gradient (the last block may run plainly: backward needs its
+    activations first, so checkpointing it saves nothing)."""
+    if "returned" in result:
+        return Judgement(False, f"{name} returned {result['returned']}, not the output tensor of the blocks.")
+    if not result.get("has_graph") or "backward_events" not in result:
+        # No backward through its output (checkpoint_same_results names why): what the forward kept
+        # for backward is all there is to see.
+        return checkpoint_saves_activations(result, name)
+    count, layers = int(result["blocks"]), int(result["layers_per_block"])
+    plain, peak = float(result["plain_peak_bytes"]), float(result["checkpointed_peak_bytes"])
+    groups = _recomputed_groups(result["backward_events"])
+    recomputed = {block for g in groups for block in g}
+    than = (f"more than the plain forward's {_mib(plain)}" if peak > 1.01 * plain
+            else f"as much as the plain forward ({_mib(plain)})" if peak >= 0.99 * plain
+            else f"{peak / plain:.0%} of the plain forward's {_mib(plain)}")
+    held = (f"{name} held {_mib(peak)} at once during backward{', recomputation included' if recomputed else ''}, "
+            f"{than}")
+    together = next((g for g in groups if len(g) > 1), None)
+    if together is not None:
+        what = (f"the whole stack ran under one checkpoint, which keeps only its input until backward and then "
+                f"runs every block again at once" if len(together) == count else "they were under one checkpoint")
+        return Judgement(False, f"Backward ran {_blocks(list(together))} again together, before any of them got its "
+                                f"gradient: {what}, so {held}.")
+    pieces = sorted(b for b in recomputed if any(g.get(b, layers) < layers for g in groups))
+    if pieces:
+        return Judgement(False, f"Backward ran {_blocks(pieces)} again one layer at a time: checkpoint wrapped single "
+                                f"layers, not whole blocks, and each of those checkpoints keeps its own input, so "
+                                f"{held}.")
+    never = [b for b in range(1, count) if b not in recomputed]
+    if len(never) == count - 1 and count not in recomputed:
+        return Judgement(False, f"Backward ran none of the blocks again, so none ran under checkpoint: {held}.")
+    if never:
+        return Judgement(False, f"Backward never ran {_blocks(never)} again: {'it' if len(never) == 1 else 'they'} did "
+                                f"not run under checkpoint, and kept {'its' if len(never) == 1 else 'their'} "
+                                f"activations from the forward, so {held}.")
+    return PASS
 
 
 def checkpoint_same_results(result: dict[str, Any], name: str) -> Judgement:
@@ -834,6 +952,7 @@ PROBE_JUDGES: dict[str, Callable[[dict[str, Any], str], Judgement]] = {
     "zero_grad_once_per_k": zero_grad_once_per_k,
     "accumulates_full_batch_gradient": accumulates_full_batch_gradient,
     "checkpoint_saves_activations": checkpoint_saves_activations,
+    "checkpoints_each_block": checkpoints_each_block,
     "checkpoint_same_results": checkpoint_same_results,
     "finds_largest_batch": finds_largest_batch,
     "retries_outside_except": retries_outside_except,

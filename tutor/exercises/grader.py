@@ -377,7 +377,9 @@ def _check_function(req: FunctionRequirement, observed: dict[str, Any] | None, r
         return False, f"{clean(str(result['error']))}. {req.feedback}"
     if req.probe in PROBE_JUDGES:  # the memory techniques' probes: judged in tutor/exercises/behaviour.py
         verdict = judge_probe(req.probe, result, req.name)
-        return verdict.passed, "" if verdict.passed else f"{clean(verdict.cause)} {req.feedback}"
+        if verdict.passed:
+            return True, ""
+        return False, f"{clean(verdict.cause)} {req.feedback}" if verdict.advice else clean(verdict.cause)
     if req.probe == "picks_device":
         answers = result.get("answers")
         answers = {str(k): str(v) for k, v in answers.items()} if isinstance(answers, dict) else {}

@@ -8,7 +8,7 @@ PROBES = frozenset({
     "moves_batch_to_device", "picks_device",
     # the memory techniques (gradient accumulation, activation checkpointing, a batch-size search)
     "steps_once_per_k", "zero_grad_once_per_k", "accumulates_full_batch_gradient",
-    "checkpoint_saves_activations", "checkpoint_same_results",
+    "checkpoint_saves_activations", "checkpoints_each_block", "checkpoint_same_results",
     "finds_largest_batch", "retries_outside_except", "frees_memory_after_oom", "catches_only_oom",
 })
 
@@ -22,5 +22,5 @@ BEHAVIOURS = frozenset({
     "device_fallback", "asks_mps", "moves_a_tensor", "model_on_device", "batches_on_device", "timing_synchronized",
     "autocast_forward", "float32_baseline", "backward_outside_autocast", "steps_through_scaler",
     "weights_float32", "amp_only_on_cuda", "saves_during_training", "loads_to_cpu",
-    "compares_with_tolerance",
+    "compares_with_tolerance", "compares_outputs_and_gradients",
 }) | DISTRIBUTED

@@ -11,7 +11,10 @@ hooks the few places every training program passes through, whatever its names a
 - the clocks (`time.time`, `perf_counter`, `monotonic`, read from the learner's own files) and
   every synchronize (torch.cuda/mps/cpu/accelerator, tutor.lab/timing), so a clock read can be
   classed as taken with device work still queued or not;
-- `torch.save` / `torch.load` / `torch.allclose` calls from the learner's code;
+- `torch.save` / `torch.load` / `torch.allclose` calls from the learner's code, and what each
+  comparison held: a model's output, a weight's gradient (told by value: a fingerprint of the
+  outputs of the first module calls and of every gradient after the first backward passes, read
+  only when a comparison needs it), and whether it found them equal;
 - the weights at each evaluation after training (snapshots, on request), so the grader can tell
   which epoch a saved checkpoint holds;
 - in one rank of a torchrun launch (`ranks=True`): each pass over a DataLoader (the sampler, the
@@ -40,6 +43,8 @@ MAX_SNAPSHOTS = 64
 MAX_PASSES = 40  # DataLoader passes a rank records (training and evaluation)
 MAX_PASS_SAMPLES = 70_000  # sample fingerprints kept per pass (all of MNIST's training set)
 MAX_STEP_PRINTS = 5_000  # weight fingerprints kept, one per optimizer step
+MAX_RESULT_PRINTS = 64  # outputs of top-level module calls fingerprinted, for telling what a comparison held
+MAX_GRADIENT_PASSES = 8  # backward passes whose gradients are fingerprinted
 CLOCKS = ("time", "perf_counter", "monotonic", "time_ns", "perf_counter_ns", "monotonic_ns")
 
 
@@ -93,6 +98,14 @@ class Observer:
         self.saves: list[dict[str, Any]] = []
         self.loads: list[dict[str, Any]] = []
         self.comparisons = {"allclose": 0, "equal": 0}
+        # What the comparisons held, told by value: (numel, sum, sum of magnitudes) of what they compared.
+        self._output_prints: list[list[Any]] = []
+        self._gradient_prints: list[tuple[list[Any], int | None]] = []  # None: all of them, concatenated
+        # id of a weight that got a gradient -> (a weak reference to it, its number): weakly, so
+        # that a program that drops its models frees them as it would unwatched.
+        self._param_numbers: dict[int, tuple[Any, int]] = {}
+        self._weights_with_gradients = 0
+        self.compared = {"calls": 0, "outputs": 0, "gradients": [], "differences": 0, "other": 0}
         self.cuda_asked = 0
         self.mps_asked = 0
         self.cuda_available = False
@@ -343,6 +356,11 @@ class Observer:
                 info["autocast"][cast] = info["autocast"].get(cast, 0) + 1
 
         def post(module: Any, args: tuple, output: Any) -> None:
+            if (self._depth == 1 and self.active and len(self._output_prints) < MAX_RESULT_PRINTS
+                    and isinstance(output, torch.Tensor) and torch._C._current_graph_task_id() == -1):
+                fingerprint = self._print(torch, output)
+                if fingerprint is not None:
+                    self._output_prints.append(fingerprint)
             self._depth = max(0, self._depth - 1)  # always_call: an exception unwinds it too
 
         self._handles.append(register_module_forward_pre_hook(pre))
@@ -448,7 +466,10 @@ class Observer:
                 self.backward["calls"] += 1
                 # Inside any autocast block, even one switched off here: on a GPU it would be on.
                 self.backward["in_autocast"] += bool(self._autocast_stack)
-            return real_backward(tensor, *args, **kwargs)
+            out = real_backward(tensor, *args, **kwargs)
+            if self.active and self.backward["calls"] <= MAX_GRADIENT_PASSES:
+                self._gradients(torch)
+            return out
 
         self._patch(torch.Tensor, "backward", backward)
 
@@ -554,19 +575,124 @@ class Observer:
             real = getattr(torch, name)
 
             def compare(*args: Any, _real=real, _kind=kind, **kwargs: Any) -> Any:
-                if self.active and self._learner_line() is not None:
+                learner = self.active and self._learner_line() is not None
+                if learner:
                     self.comparisons[_kind] += 1
-                return _real(*args, **kwargs)
+                out = _real(*args, **kwargs)
+                if learner:
+                    try:
+                        same = bool(out.all()) if isinstance(out, torch.Tensor) else bool(out)
+                    except (RuntimeError, TypeError):
+                        same = True
+                    self._compared(torch, args, kwargs, same)
+                return out
 
             self._patch(torch, name, compare)
         real_assert = torch.testing.assert_close
 
         def assert_close(*args: Any, **kwargs: Any) -> Any:
-            if self.active and self._learner_line() is not None:
+            learner = self.active and self._learner_line() is not None
+            if learner:
                 self.comparisons["allclose"] += 1
-            return real_assert(*args, **kwargs)
+            try:
+                out = real_assert(*args, **kwargs)
+            except AssertionError:
+                if learner:
+                    self._compared(torch, args, kwargs, False)
+                raise
+            if learner:
+                self._compared(torch, args, kwargs, True)
+            return out
 
         self._patch(torch.testing, "assert_close", assert_close)
+
+    @staticmethod
+    def _print(torch: Any, t: Any) -> list[Any] | None:
+        """A tensor's values in three numbers, [numel, sum, sum of every third value]: the same
+        values give the same numbers, however they were copied (a .clone(), a .detach(), a list of
+        them). Reduced where the tensor is, in float64 (float32 on MPS), without a copy of it: a
+        program that measures its own peak memory sees nothing of this. The sums stay on the
+        device until a comparison reads them (_read), so watching adds no synchronisation either.
+        None for a tensor without values to read (the meta device, a subclass that refuses) or
+        not of floating point."""
+        if not t.is_floating_point() or t.is_meta:
+            return None
+        try:
+            with torch.no_grad():
+                wide = torch.float32 if t.device.type == "mps" else torch.float64  # MPS has no float64
+                values = t.detach()
+                flat = values.view(-1) if values.is_contiguous() else values.reshape(-1)
+                return [values.numel(), values.sum(dtype=wide), flat[1::3].sum(dtype=wide)]
+        except Exception:  # noqa: BLE001 - watching must never break the learner's program
+            return None
+
+    @staticmethod
+    def _read(fingerprint: list[Any]) -> list[Any]:
+        """The fingerprint's sums as numbers (read once, then kept)."""
+        for i in (1, 2):
+            if fingerprint[i] is not None and not isinstance(fingerprint[i], float):
+                try:
+                    fingerprint[i] = float(fingerprint[i])
+                except Exception:  # noqa: BLE001
+                    fingerprint[i] = float("nan")
+        return fingerprint
+
+    def _same_print(self, a: list[Any], b: list[Any]) -> bool:
+        """Equal values, told from fingerprints (b's None: a concatenation's, which has only its sum)."""
+        if a[0] != b[0]:
+            return False
+        a, b = self._read(a), self._read(b)
+        return all(abs(x - y) <= 1e-5 * abs(y) + 1e-12 for x, y in zip(a[1:], b[1:]) if y is not None)
+
+    def _gradients(self, torch: Any) -> None:
+        """Fingerprint every gradient of the watched models after a backward pass (and all of them
+        together, for a comparison of one concatenated tensor)."""
+        prints: list[list[Any]] = []
+        seen: set[int] = set()
+        for module in list(self.models.keys()):
+            for param in module.parameters():
+                if id(param) in seen:  # a block watched alone and inside its stack
+                    continue
+                seen.add(id(param))
+                fingerprint = None if param.grad is None else self._print(torch, param.grad)
+                if fingerprint is None:
+                    continue
+                known = self._param_numbers.get(id(param))
+                if known is not None and known[0]() is param:
+                    number = known[1]
+                else:
+                    number = self._weights_with_gradients
+                    self._weights_with_gradients += 1
+                    self._param_numbers[id(param)] = (weakref.ref(param), number)
+                prints.append(fingerprint)
+                self._gradient_prints.append((fingerprint, number))
+        if len(prints) > 1:
+            try:  # all of them as one concatenated tensor: its sum adds up where they are, unread
+                total = [sum(p[0] for p in prints), sum(p[1] for p in prints), None]
+                self._gradient_prints.append((total, None))
+            except Exception:  # noqa: BLE001 - gradients on several devices
+                pass
+
+    def _compared(self, torch: Any, args: tuple, kwargs: dict, same: bool) -> None:
+        """What one comparison from the learner's code held, and whether it found them equal."""
+        tensors = [a for a in (*args[:2], *kwargs.values()) if isinstance(a, torch.Tensor)][:2]
+        prints = [p for p in (self._print(torch, t) for t in tensors) if p is not None]
+        seen = self.compared
+        seen["calls"] += 1
+        known = False
+        for fingerprint in prints:
+            if any(self._same_print(fingerprint, out) for out in self._output_prints):
+                seen["outputs"] += 1
+                known = True
+            for gradient, number in self._gradient_prints:
+                if self._same_print(fingerprint, gradient):
+                    known = True
+                    numbers = range(self._weights_with_gradients) if number is None else [number]
+                    seen["gradients"] = sorted(set(seen["gradients"]) | set(numbers))
+        if not known:
+            seen["other"] += 1
+        elif not same:
+            seen["differences"] += 1
 
     def _plain(self, obj: Any, depth: int = 0) -> Any:
         """`obj` with any clock reading in its dicts, lists and tuples turned back into a plain
@@ -708,7 +834,9 @@ class Observer:
             "timings": [{"start_line": a, "stop_line": b, **v} for (a, b), v in self.timings.items()],
 
             "syncs": self.syncs, "saves": self.saves, "loads": self.loads,
-            "comparisons": self.comparisons, "cuda_asked": self.cuda_asked, "mps_asked": self.mps_asked,
+            "comparisons": self.comparisons,
+            "compared": {**self.compared, "weights_with_gradients": self._weights_with_gradients},
+            "cuda_asked": self.cuda_asked, "mps_asked": self.mps_asked,
             "cuda_available": self.cuda_available, "tensor_moves": self.tensor_moves,
             **(self._rank_summary() if self.ranks_wanted else {}),
         }

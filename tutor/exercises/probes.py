@@ -218,15 +218,66 @@ def accumulates_full_batch_gradient(fn: Callable[..., Any], name: str) -> dict[s
 
 CKPT_BLOCKS = 6
 CKPT_WIDTH = 48
-CKPT_BATCH = 16
+CKPT_BATCH = 256  # activations of 48 KiB a layer: they, not the weights' 9 KiB gradients, make the peak
+
+
+class _HeldCounter:
+    """The bytes of the tensors that ops create, counted while they are alive (a storage counts
+    once, from the op that makes it until it is freed), and the most held at once since
+    `from_here()`. A CPU has no allocator statistics: this counts what CUDA's
+    max_memory_allocated would, and it sees what checkpoint recomputes in backward, which
+    saved-tensor hooks do not (checkpoint's own hooks take those tensors). Storages that existed
+    before (the weights, the input, the gradients' buffers) are not counted."""
+
+    def __init__(self, existing: set[int]) -> None:
+        self.existing = existing
+        self.live: set[int] = set()
+        self.now = 0
+        self.peak = 0
+
+    def from_here(self) -> int:
+        self.peak = self.now
+        return self.now
+
+    def mode(self) -> Any:
+        import weakref
+
+        import torch
+        from torch.utils._python_dispatch import TorchDispatchMode
+        from torch.utils._pytree import tree_leaves
+
+        counter = self
+
+        def freed(key: int, nbytes: int) -> None:
+            counter.live.discard(key)
+            counter.now -= nbytes
+
+        class Count(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                out = func(*args, **(kwargs or {}))
+                for t in tree_leaves(out):
+                    if isinstance(t, torch.Tensor) and not t._is_view():
+                        storage = t.untyped_storage()
+                        key = id(storage)
+                        if key not in counter.live and storage.data_ptr() not in counter.existing:
+                            counter.live.add(key)
+                            counter.now += storage.nbytes()
+                            weakref.finalize(storage, freed, key, storage.nbytes())
+                counter.peak = max(counter.peak, counter.now)
+                return out
+
+        return Count()
 
 
 def _checkpointing(fn: Callable[..., Any], name: str) -> dict[str, Any]:
     """Call fn(blocks, x) -- blocks an nn.Sequential of 6 blocks of 3 x (Linear + ReLU) -- and the
-    plain forward (each block in turn) on a copy, each under saved_tensors_hooks (the memory
-    ledger's measure: the bytes autograd keeps for backward, weights excluded); then backward
-    through both, and compare outputs and gradients. Warnings are kept: checkpoint says when it
-    ran reentrant with no input requiring grad."""
+    plain forward (each block in turn) on a copy; then backward through both, and compare outputs
+    and gradients. Measured for each: the bytes autograd keeps between forward and backward
+    (saved-tensor hooks, the memory ledger's measure), and the most held at once during backward,
+    recomputation included (_HeldCounter). Watched in fn's backward: each time a layer of a block
+    runs again (checkpoint recomputing it) and each time a block's weights get their gradient, in
+    order, so the blocks each checkpoint wrapped can be told apart. Warnings are kept: checkpoint
+    says when it ran reentrant with no input requiring grad."""
     import copy
     import warnings
 
@@ -243,25 +294,42 @@ def _checkpointing(fn: Callable[..., Any], name: str) -> dict[str, Any]:
     x = torch.randn(CKPT_BATCH, CKPT_WIDTH, generator=g)
     direction = torch.randn(CKPT_BATCH, CKPT_WIDTH, generator=g)  # the loss: a fixed projection of the output
     mine = copy.deepcopy(blocks)
+    given = x.clone()
+    existing = {t.data_ptr() for t in (*blocks.parameters(), *mine.parameters(), x, given, direction)}
 
-    with saved_for_backward(blocks) as saved:
-        h = x
-        for block in blocks:
-            h = block(h)
-        want = h
+    plain_held = _HeldCounter(existing)
+    with plain_held.mode():
+        with saved_for_backward(blocks) as saved:
+            h = x
+            for block in blocks:
+                h = block(h)
+            want = h
+        plain_held.from_here()
+        (want * direction).sum().backward()
+        del h
     plain_bytes = sum(saved.values())
-    (want * direction).sum().backward()
 
+    events: list[list[int]] = []  # [1, block] a layer ran, [2, block] its weights got a gradient
+    backward = False
+    handles = []
+    for number, block in enumerate(mine, 1):
+        for layer in block:
+            if isinstance(layer, nn.Linear):
+                handles.append(layer.register_forward_pre_hook(
+                    lambda module, args, b=number: events.append([1, b]) if backward else None))
+                handles.append(layer.weight.register_hook(lambda grad, b=number: events.append([2, b])))
+    held = _HeldCounter(existing)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            with saved_for_backward(mine) as saved:
-                got = fn(mine, x.clone())
+            with held.mode(), saved_for_backward(mine) as saved:
+                got = fn(mine, given)
         except Exception as e:  # noqa: BLE001
             return _raised(f"{name}(blocks, x)", e)
         kept = sum(saved.values())
         said = " ".join(str(w.message) for w in caught)
         result: dict[str, Any] = {
+            "blocks": CKPT_BLOCKS, "layers_per_block": 3,
             "plain_bytes": plain_bytes, "checkpointed_bytes": kept,
             "reentrant_without_grad": "None of the inputs have requires_grad=True" in said,
             "reentrant_by_default": "use_reentrant parameter should be passed explicitly" in said,
@@ -277,15 +345,23 @@ def _checkpointing(fn: Callable[..., Any], name: str) -> dict[str, Any]:
         result["output_diff"] = float((got.detach().double() - want.detach().double()).abs().max())
         result["has_graph"] = bool(got.requires_grad)
         if got.requires_grad:
+            backward = True
             try:
-                (got * direction).sum().backward()
+                with held.mode():
+                    held.from_here()
+                    (got * direction).sum().backward()
             except Exception as e:  # noqa: BLE001
                 result["backward_error"] = f"{type(e).__name__}: {e}"[:400]
                 return result
+            finally:
+                for handle in handles:
+                    handle.remove()
+            result["plain_peak_bytes"] = plain_held.peak
+            result["checkpointed_peak_bytes"] = held.peak
+            result["backward_events"] = events[:2000]
     missing = sorted({i + 1 for i, block in enumerate(mine) for p in block.parameters() if p.grad is None})
     diffs = [float((a.grad - b.grad).abs().max()) for a, b in zip(blocks.parameters(), mine.parameters())
              if a.grad is not None and b.grad is not None]
-    result["blocks"] = CKPT_BLOCKS
     result["blocks_without_gradient"] = missing
     result["gradient_diff"] = max(diffs, default=0.0)
     result["gradient_scale"] = max(float(p.grad.abs().max()) for p in blocks.parameters())
@@ -294,6 +370,11 @@ def _checkpointing(fn: Callable[..., Any], name: str) -> dict[str, Any]:
 
 def checkpoint_saves_activations(fn: Callable[..., Any], name: str) -> dict[str, Any]:
     """The activations fn's forward keeps for backward, against the plain forward's."""
+    return _once("checkpointing", fn, name, _checkpointing)
+
+
+def checkpoints_each_block(fn: Callable[..., Any], name: str) -> dict[str, Any]:
+    """Which blocks fn's backward ran again, and in which groups, and the most it held at once."""
     return _once("checkpointing", fn, name, _checkpointing)
 
 
@@ -479,6 +560,7 @@ PROBE_FUNCTIONS: dict[str, Callable[..., dict[str, Any]]] = {
     "zero_grad_once_per_k": zero_grad_once_per_k,
     "accumulates_full_batch_gradient": accumulates_full_batch_gradient,
     "checkpoint_saves_activations": checkpoint_saves_activations,
+    "checkpoints_each_block": checkpoints_each_block,
     "checkpoint_same_results": checkpoint_same_results,
     "finds_largest_batch": finds_largest_batch,
     "retries_outside_except": retries_outside_except,
