@@ -234,6 +234,17 @@ def _read_typed(text: str, spec: ChoiceAnswer, unit: str) -> TypedChoice:
             return TypedChoice(problem=f"{format_number(value, unit)} is in none of the options.")
         return TypedChoice((_as_value(index, value, spec, unit),))
     index = resolve(raw, spec)
+    if index is None:
+        index = _begun(_key(raw), keys)
     if index is not None:
         return TypedChoice((Reading(index, f"'{spec.options[index].text}'", spec.options[index].text),))
     return TypedChoice(problem=_cannot_tell(spec))
+
+
+def _begun(key: str, keys: list[str]) -> int | None:
+    """The one option whose words begin as typed, as a search box finds it ("runtime" for
+    "RuntimeError", "a warn" for "A warning, and ..."): three letters at least, and only one such."""
+    if len(key.replace(" ", "")) < 3:
+        return None
+    found = [i for i, k in enumerate(keys) if f" {key}" in f" {k}"]  # from the start of a word
+    return found[0] if len(found) == 1 else None

@@ -841,3 +841,19 @@ async def test_a_step_title_with_its_own_lead_gets_no_second_one(tmp_path, kind,
         await pilot.pause()
         header = text_of(app.screen.query_one("#where", Static))
         assert header.rstrip().endswith("·  " + shown), header
+
+
+async def test_a_word_typed_on_a_prediction_may_start_with_a_letter_the_screen_binds(tmp_path):
+    """'runtime' on gpu-training's mismatch prediction: r is the screen's run key, which a prediction
+    has no use for, so it starts the line (it had run nothing and left 'untime')."""
+    app = TutorApp(home=tmp_path, device="cpu", engine=ScriptedEngine())
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = await open_step(pilot, "gpu-training", "mismatch-predict")
+        for key in "runtime":
+            await pilot.press(key)
+        assert "› runtime" in typed_line(screen) and "RuntimeError" in typed_line(screen)
+        await pilot.press("enter")
+        await pilot.pause()
+        await pilot.press("enter")
+        await pilot.pause(0.2)
+        assert app.progress.prediction("gpu-training", "mismatch-predict").answer == "RuntimeError"

@@ -183,3 +183,13 @@ def test_reading_what_is_typed_never_raises_and_says_one_thing(typed):
     reading = read_typed(typed, ADAM, "GB")
     assert bool(reading.problem) != bool(reading.readings)
     assert all(0 <= r.index < len(ADAM.options) for r in reading.readings)
+
+
+@pytest.mark.parametrize("typed, index", [("runtime", 3), ("runt", 3), ("a warn", 2), ("moves the mod", 2)])
+def test_the_start_of_an_options_words_finds_it_as_a_search_box_would(typed, index):
+    spec = ChoiceAnswer(type="choice", options=[
+        "It works: PyTorch copies each batch", "It works, but slowly", "A warning, and PyTorch moves the model back",
+        "RuntimeError"])
+    assert read_typed(typed, spec).index == index
+    assert read_typed("it works", spec).index is None  # two options begin so: not a guess
+    assert read_typed("ru", spec).index is None  # too short to be sure

@@ -22,6 +22,7 @@ from checks.spec import AnswerSpec, ChoiceAnswer
 
 MAX_CHARS = 2000  # a paragraph is plenty; a pasted file is not an answer
 MAX_TYPED = 60  # a line typed on a choice list: a value or a few words
+PREDICTION_KEYS = frozenset({"n", "p", "q", "question_mark"})  # a prediction's list leaves these to the screen
 
 # A grader's feedback may open with its own verdict ("Right: 35%.", "Not quite: ..."); after
 # the screen's mark ("✓ Correct.", "✗ Not yet.") that says it twice.
@@ -57,10 +58,12 @@ class ChoiceList(OptionList):
 
         text: str
 
-    def __init__(self, *options, spec: ChoiceAnswer, unit: str = "", **kwargs) -> None:
+    def __init__(self, *options, spec: ChoiceAnswer, unit: str = "", keep_keys: frozenset[str] | None = None,
+                 **kwargs) -> None:
         super().__init__(*options, **kwargs)
         self.spec = spec
         self.unit = unit
+        self.keep_keys = keep_keys  # the screen's keys a first letter leaves alone (None: all it binds)
 
     def on_key(self, event: events.Key) -> None:
         if self.typed:
@@ -85,7 +88,8 @@ class ChoiceList(OptionList):
         char = event.character or ""
         if not event.is_printable or len(char) != 1 or char.isspace():
             return
-        if not self._hotkey(char) and event.key in self._screen_keys():
+        kept = self._screen_keys() if self.keep_keys is None else self.keep_keys & self._screen_keys()
+        if not self._hotkey(char) and event.key in kept:
             return  # n, p, q, ?: the screen's keys while nothing is typed (enabled now or not)
         self.typed = char
         event.stop()
@@ -171,8 +175,11 @@ class AnswerBox(Vertical):
     def compose(self) -> ComposeResult:
         spec = self.spec
         if isinstance(spec, ChoiceAnswer):
+            # A prediction has no hint, answer or run of its own: only moving on, back and quitting
+            # keep their letters, and a word may start with any other ("runtime").
+            keep = PREDICTION_KEYS if self.confirm else None
             yield ChoiceList(*[Text(f"{i}. {o.text}") for i, o in enumerate(spec.options, 1)], id="choices",
-                             spec=spec, unit=self.unit)
+                             spec=spec, unit=self.unit, keep_keys=keep)
             yield Static("", id="typed")
             yield WhichList(id="which")
         else:
@@ -264,7 +271,9 @@ class AnswerBox(Vertical):
         self._set_pending(chosen, event.text)
         option = self._option(chosen.index)
         value = chosen.said.split(",")[0]
-        typed = "" if chosen.said.startswith(("option", "'")) else f" ('{event.text.strip()}' reads as {value})"
+        as_typed = " ".join(event.text.split())
+        reads_as = not chosen.said.startswith(("option", "'")) and as_typed.lower() != value.lower()
+        typed = f" ('{as_typed}' reads as {value})" if reads_as else ""
         self._say(Text.assemble(("Lock ", "bold"), (f"'{option}'", "bold cyan"), ("?", "bold"), typed,
                                 ("\nenter locks it · escape goes back", "dim")))
 
