@@ -926,9 +926,10 @@ def test_lesson_loader_with_hostile_values_in_a_valid_lesson(data):
     st.binary(max_size=400),
     st.sampled_from([b"\xef\xbb\xbf" + _VALID.encode(), b"\xff\xfe" + _VALID.encode("utf-16-le"),
                      _VALID.encode("utf-16"), _VALID.encode().replace(b"fixture", b"fix\xffture"),
-                     _VALID.encode().replace(b"intro", b"in\x00tro"), b"\x00" * 1000, b"",
-                     b"[" * 30_000, b"- " * 30_000]),
+                     _VALID.encode().replace(b"intro", b"in\x00tro"), b"\x00" * 1000, b""]),
 ))
+@example(content=b"[" * 30_000)  # nested deep: once each (a second apiece), not drawn again and again
+@example(content=b"- " * 30_000)
 def test_lesson_loader_on_arbitrary_file_bytes(content):
     from tutor.course.lesson import LessonError
     from tutor.course.loader import load_file
