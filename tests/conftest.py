@@ -6,6 +6,7 @@ groups of tests cannot vanish quietly. The skip count is printed either way."""
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -120,11 +121,27 @@ _skips: list[tuple[str, str, bool]] = []  # (test, reason, a gpu test)
 
 _tier_seconds: dict[str, float] = {}  # tests/<tier>: set-up, call and tear-down summed over its tests
 
+# The fast tier (`pytest tests/unit tests/content`) runs in seconds because it starts no sandbox,
+# no fresh interpreter and no torch: a test there that loads torch is named, and fails the run.
+FAST_TIERS = ("unit", "content")
+_loaded_torch: list[str] = []  # the fast-tier test after which torch was first found loaded
+_torch_in_the_fast_tier: list[bool] = []  # set when a run of the fast tier alone loaded it
+
+
+def _tier(nodeid: str) -> str | None:
+    parts = nodeid.split("/")
+    return parts[1] if len(parts) > 2 and parts[0] == "tests" else None
+
+
+def pytest_runtest_logfinish(nodeid: str, location) -> None:
+    if not _loaded_torch and _tier(nodeid) in FAST_TIERS and "torch" in sys.modules:
+        _loaded_torch.append(nodeid)
+
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    parts = report.nodeid.split("/")
-    if len(parts) > 2 and parts[0] == "tests":
-        _tier_seconds[parts[1]] = _tier_seconds.get(parts[1], 0.0) + (report.duration or 0.0)
+    tier = _tier(report.nodeid)
+    if tier is not None:
+        _tier_seconds[tier] = _tier_seconds.get(tier, 0.0) + (report.duration or 0.0)
     if report.skipped:
         reason = str(report.longrepr[-1]) if isinstance(report.longrepr, tuple) else str(report.longrepr)
         _skips.append((report.nodeid, reason, "gpu" in report.keywords))
@@ -134,6 +151,15 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if STRICT and exitstatus == 0 and any(not gpu for _, _, gpu in _skips):
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    if _fast_tier_only(session) and _loaded_torch:
+        _torch_in_the_fast_tier.append(True)
+        if exitstatus == 0:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def _fast_tier_only(session: pytest.Session) -> bool:
+    """Only fast-tier tests ran (torch loaded by a test of another tier in the same run is theirs)."""
+    return bool(session.items) and all(_tier(item.nodeid) in FAST_TIERS for item in session.items)
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
@@ -142,6 +168,9 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
     if _tier_seconds:  # one worker's worth of time: with -n N the wall time is about 1/N of the sum
         terminalreporter.write_line("test time by tier (summed over tests): " + ", ".join(
             f"{tier} {seconds:.0f} s" for tier, seconds in sorted(_tier_seconds.items(), key=lambda kv: -kv[1])))
+    if _torch_in_the_fast_tier:
+        terminalreporter.write_line(f"torch was loaded in the fast tier, first found after {_loaded_torch[0]}: "
+                                    "torch tests belong in tests/experiments  <- fails the run")
     terminalreporter.write_line(f"skipped: {len(_skips)} ({gpu} need a GPU, {len(others)} other)")
     for test, reason in others:
         terminalreporter.write_line(f"  not a GPU test, skipped: {test}: {reason}"

@@ -2,7 +2,8 @@
 
 Pins its outline (every part, every pitfall, predict before every run), grades every
 check's examples, and keeps the numbers in its prose tied to the code and formulas that
-produce them (the float formats table against torch.finfo, the memory arithmetic).
+produce them (the memory arithmetic; the float formats table is checked against torch.finfo
+in tests/experiments/test_lesson_numbers.py, the tier that imports torch).
 """
 
 from __future__ import annotations
@@ -157,41 +158,7 @@ def test_targeted_feedback_names_the_misconception(lesson):
 
 
 # ------------------------------------------------------------------ numbers come from formulas
-
-
-def _format_rows(lesson: Lesson) -> dict[str, list[str]]:
-    table = next(b for b in code_blocks(lesson.step("formats-read").body) if b[0].startswith("format"))
-    return {line.split()[0]: line.split()[1:] for line in table[2:]}
-
-
-@pytest.mark.parametrize("name", ["float32", "float16", "bfloat16"])
-def test_float_format_table_matches_torch_finfo(lesson, name):
-    torch = pytest.importorskip("torch")
-    dtype = getattr(torch, name)
-    info = torch.finfo(dtype)
-    e, m, largest, normal, subnormal, eps = _format_rows(lesson)[name]
-    assert int(m) == -round(math.log2(info.eps)) and int(e) == info.bits - int(m) - 1
-    # the table's formulas, with this row's e and m
-    e, m = int(e), int(m)
-    assert float(largest) == pytest.approx((2 - 2**-m) * 2 ** (2 ** (e - 1) - 1), rel=2e-3)
-    assert float(largest) == pytest.approx(info.max, rel=2e-3)
-    assert float(normal) == pytest.approx(info.smallest_normal, rel=2e-3)
-    assert float(normal) == pytest.approx(2 ** (2 - 2 ** (e - 1)), rel=2e-3)
-    tiny = torch.nextafter(torch.zeros(1, dtype=dtype), torch.ones(1, dtype=dtype)).item()
-    assert float(subnormal) == pytest.approx(tiny, rel=2e-3)
-    assert float(subnormal) == pytest.approx(2 ** (2 - 2 ** (e - 1) - m), rel=2e-3)
-    assert float(eps) == pytest.approx(info.eps, rel=2e-3)
-
-
-def test_tf32_row_and_scaler_defaults_match_torch(lesson):
-    torch = pytest.importorskip("torch")
-    assert _format_rows(lesson)["TF32"][:2] == ["8", "10"]
-    scaler = torch.amp.GradScaler("cpu")
-    text = lesson.step("autocast-read").body
-    assert f"2^16 = {scaler.get_scale():,.0f}" in text
-    assert f"after {scaler.get_growth_interval():,} good steps" in text
-    assert scaler.get_backoff_factor() == 0.5 and "halves the scale" in text
-    assert scaler.get_growth_factor() == 2.0 and "doubles the scale" in text
+# (those torch gives, the float formats and the scaler's defaults: tests/experiments/test_lesson_numbers.py)
 
 
 def test_memory_arithmetic_in_prose(lesson):

@@ -34,14 +34,47 @@ def test_the_buckets_hold_every_gradient_once(cpu_run):
     assert any("136,744 B, 803,840 B" in e.text for e in events if isinstance(e, Note))
 
 
-def test_throughput_and_efficiency_follow_their_formulas(cpu_run):
+def test_the_real_run_measures_every_time_it_reports(cpu_run):
     _, m = cpu_run
     assert m["single_samples_per_s"] > 0 and m["ddp_samples_per_s"] > 0
-    assert m["speedup"] == pytest.approx(m["ddp_samples_per_s"] / m["single_samples_per_s"])
-    assert m["scaling_efficiency"] == pytest.approx(m["speedup"] / 2)
-    assert m["comm_compute_ratio"] == pytest.approx(m["allreduce_seconds"] / m["compute_seconds"])
-    assert m["exposed_comm_seconds"] == pytest.approx(m["ddp_step_seconds"] - m["compute_seconds"])
     assert 0 < m["compute_seconds"] and 0 < m["allreduce_seconds"] and m["crossover_batch"] in (None, 4, 64)
+
+
+# What rank 0 measured, made up so that every figure the experiment derives is worked out by hand below.
+RANK_0 = {
+    "parameters": 235_146, "bucket_bytes": [136_744, 803_840], "first_step_buckets": [136_744, 803_840],
+    "logged_buckets": None, "single_samples_per_s": 1_000.0, "ddp_samples_per_s": 1_500.0,
+    "single_step_s": 0.064, "ddp_round_step_s": 0.0853, "compute_seconds": 0.040, "allreduce_seconds": 0.010,
+    "ddp_step_seconds": 0.045, "exposed_comm_seconds": 0.005, "dataset": "made up",
+    "rows": [{"batch": 4, "compute_s": 0.002, "allreduce_s": 0.010, "ddp_s": 0.011, "exposed_s": 0.009},
+             {"batch": 64, "compute_s": 0.040, "allreduce_s": 0.010, "ddp_s": 0.045, "exposed_s": 0.005}],
+}
+
+
+def test_throughput_and_efficiency_follow_their_formulas(monkeypatch):
+    """The figures derived from what the ranks measured, against numbers worked out by hand."""
+    from tutor.experiments import ddp_scaling, distributed
+    from tutor.experiments.devices import Device
+    from tutor.experiments.events import Finished
+    from tutor.experiments.specs.ddp_scaling import DdpScalingParams
+
+    def launched(module, plan, args):
+        return {"results": {0: RANK_0}, "seconds": 9.0, "ready_s": 3.0, "attempts": 1}
+        yield  # a generator, as distributed.launch is
+
+    monkeypatch.setattr(distributed, "launch", launched)
+    params = DdpScalingParams(**{**PARAMS, "world_size": 2, "batch_size": 64})
+    events = list(ddp_scaling.measure(params, Device("cpu", None, "CPU")))
+    m = next(e for e in events if isinstance(e, Finished)).metrics
+    assert m["speedup"] == pytest.approx(1.5)  # 1,500 / 1,000 samples/s
+    assert m["scaling_efficiency"] == pytest.approx(0.75)  # 1,500 / (2 x 1,000)
+    assert m["comm_compute_ratio"] == pytest.approx(0.25)  # 0.010 s all-reduce / 0.040 s compute
+    assert m["exposed_comm_seconds"] == pytest.approx(0.005)  # 0.045 s DDP step - 0.040 s compute
+    assert m["allreduce_bytes"] == 940_584 == 4 * 235_146 and m["bucket_count"] == 2
+    assert m["crossover_batch"] == 64  # compute loses at 4 (0.002 < 0.010 s), wins at 64
+    notes = " ".join(e.text for e in events if isinstance(e, Note))
+    assert "1.5x the throughput" in notes and "= 1,500 / (2 x 1,000) = 75.0%" in notes
+    assert "Below a per-rank batch of 64 the all-reduce" in notes
 
 
 def test_the_sweep_table_has_a_row_per_batch_and_both_ranks_report(cpu_run):

@@ -15,19 +15,33 @@ import torch
 from tutor.experiments import devices, noise
 
 
+@pytest.mark.skipif(not os.path.exists("/proc/stat"), reason="no /proc/stat (macOS): the load average stands in")
 def test_a_busy_process_beside_a_measurement_is_seen_for_real():
     before = noise.read()
-    if before.busy_s is None:  # no /proc/stat (macOS): the load average stands in
-        return
-    burner = subprocess.Popen([sys.executable, "-c", "import time\nend = time.time() + 3\nwhile time.time() < end: pass"])
+    assert before.busy_s is not None  # read from /proc/stat
+    burner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
     try:
-        time.sleep(1.5)
+        _wait_until_it_has_burned(burner.pid, cpu_seconds=1.0)
         after = noise.read()  # read while it burns: a process not yet waited for is not this one's own
     finally:
         burner.kill()
         burner.wait()
     # One core's worth of another program's work over the interval: counted against one core.
     assert noise.others_cpu_share(before, after, cores=1) >= 0.5
+
+
+def _wait_until_it_has_burned(pid: int, cpu_seconds: float, within: float = 60.0) -> None:
+    """Until process `pid` has used `cpu_seconds` of CPU (utime + stime in /proc/PID/stat): on a
+    loaded machine that takes longer than the same wall time."""
+    tick = os.sysconf("SC_CLK_TCK")
+    until = time.monotonic() + within
+    while time.monotonic() < until:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        if (int(fields[11]) + int(fields[12])) / tick >= cpu_seconds:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"process {pid} did not get {cpu_seconds:g} s of CPU within {within:g} s")
 
 
 # ---------------------------------------------------------------- NVML, stood in for (no GPU needed)

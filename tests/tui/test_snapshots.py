@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from fakes import ScriptedEngine
 from textual.widgets import Input, TextArea
+from waiting import step_arrived, wait_for
 
 from tutor.ui.app import TutorApp
 
@@ -23,8 +24,7 @@ def _app(tmp_path: Path) -> TutorApp:
 
 async def _settle(pilot) -> None:
     """The device known (a scripted CPU), cursors still: the same picture every time."""
-    while "detecting" in str(pilot.app.device_text):
-        await pilot.pause(0.05)
+    await wait_for(pilot, lambda: "detecting" not in str(pilot.app.device_text))
     for widget in pilot.app.screen.query("Input, TextArea"):
         if isinstance(widget, (Input, TextArea)):
             widget.cursor_blink = False
@@ -40,7 +40,7 @@ def _at(lesson_id: str, step_id: str, before=None):
         if before is not None:
             before(pilot.app)
         screen.show_step(screen.lesson.index(step_id))
-        await pilot.pause(0.2)  # the keys line is written after the step's first refresh
+        await wait_for(pilot, lambda: step_arrived(screen))  # its keys line is written after its first refresh
         await _settle(pilot)
     return run_before
 

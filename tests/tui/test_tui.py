@@ -11,6 +11,7 @@ import pytest
 from fakes import ScriptedEngine
 from rich.console import Console
 from textual.widgets import Input, OptionList, Static
+from waiting import step_arrived, wait_for
 
 from tutor import experiments
 from tutor.ui.app import TutorApp
@@ -37,14 +38,6 @@ def text_of(widget: Static) -> str:
     console = Console(width=200, record=True, file=io.StringIO())
     console.print(widget.content)
     return console.export_text()
-
-
-async def wait_for(pilot, condition, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        await pilot.pause(0.05)
 
 
 async def open_demo(pilot, lesson_id: str = "tui-demo") -> LessonScreen:
@@ -130,7 +123,8 @@ async def test_walk_predict_run_check_and_resume(tmp_path):
         await wait_for(pilot, lambda: app.progress.latest_run(lesson_id="tui-demo", step_id="short-run"))
         reveal = text_of(panel.query_one("#reveal", Static))
         assert "above 80%" in reveal and "accuracy" in reveal
-        await pilot.pause(0.2)  # the reveal, the step's payoff, is scrolled into view
+        # the reveal, the step's payoff, is scrolled into view
+        await wait_for(pilot, lambda: screen.region.contains_region(panel.query_one("#reveal", Static).region))
         shown = panel.query_one("#reveal", Static).region
         assert shown.height > 0 and screen.region.contains_region(shown)
         record = app.progress.latest_run(lesson_id="tui-demo", step_id="short-run")
@@ -188,8 +182,8 @@ async def test_escape_cancels_a_run(tmp_path):
         await wait_for(pilot, lambda: panel._last_step is not None)
         await pilot.press("escape")
         t0 = time.monotonic()
-        await wait_for(pilot, lambda: panel.state == "cancelled", timeout=5)
-        assert time.monotonic() - t0 < 2
+        await wait_for(pilot, lambda: panel.state == "cancelled", timeout=30)
+        assert time.monotonic() - t0 < 10  # from the escape; a loaded machine's bound (0.5 s is bench/cancel.py's)
         assert "Cancelled" in text_of(panel.query_one("#status", Static))
         assert app.progress.latest_run(lesson_id="tui-demo", step_id="short-run") is None
         await wait_for(pilot, lambda: not any(w.is_running for w in app.workers), timeout=5)
@@ -287,8 +281,9 @@ async def test_input_feedback_scrolls_into_view_at_80x24(tmp_path):
         box = screen.query_one("#answer", Input)
         box.value = "nnnnnn"
         await pilot.press("enter")
-        await pilot.pause(0.2)
         feedback = screen.query_one("#feedback", Static)
+        await wait_for(pilot, lambda: "couldn't read a number" in text_of(feedback)
+                       and screen.region.contains_region(feedback.region))
         assert "couldn't read a number" in text_of(feedback)
         assert screen.region.contains_region(feedback.region) and feedback.region.height > 0
         assert app.progress.prediction("gpu-lab", "basics-predict") is None  # nothing locked
@@ -299,8 +294,8 @@ async def test_input_feedback_scrolls_into_view_at_80x24(tmp_path):
         box.focus()
         box.value = "the CPU timing is wrong"
         await pilot.press("enter")
-        await pilot.pause(0.2)
         feedback = screen.query_one("#feedback", Static)
+        await wait_for(pilot, lambda: "Not yet" in text_of(feedback) and screen.region.contains_region(feedback.region))
         assert "Not yet" in text_of(feedback)
         assert screen.region.contains_region(feedback.region) and feedback.region.height > 0
 
@@ -312,9 +307,9 @@ async def test_a_choice_check_says_to_choose_not_type(tmp_path):
         await pilot.pause()
         screen = app.screen
         screen.show_step(screen.lesson.index("check-tf32"))
-        await pilot.pause(0.2)
+        await wait_for(pilot, lambda: step_arrived(screen))
         screen.query_one("#choices", OptionList).focus()
-        await pilot.pause(0.2)
+        await wait_for(pilot, lambda: "choose" in text_of(screen.query_one("#keys-hint", Static)))
         hint = text_of(screen.query_one("#keys-hint", Static))
         assert "↑↓ or 1–" in hint and "choose" in hint and "type your answer" not in hint
 
@@ -327,10 +322,10 @@ async def test_a_key_pressed_again_does_not_stack_copies_of_its_message(tmp_path
         await pilot.pause()
         screen = app.screen
         screen.show_step(screen.lesson.index("act1-predict"))
-        await pilot.pause(0.2)
+        await wait_for(pilot, lambda: step_arrived(screen))
         for _ in range(5):
             screen.action_next()
-        await pilot.pause(0.2)
+        await pilot.pause()  # whatever the five asked for is handled
         assert screen.index == screen.lesson.index("act1-predict")
         assert [n.message for n in app._notifications].count(
             "Lock in a prediction first (enter): the result comes after your guess, never before.") == 1
@@ -344,13 +339,12 @@ async def test_an_answer_step_arrives_with_its_answer_focused_so_enter_answers(t
         await pilot.pause()
         screen = app.screen
         screen.show_step(screen.lesson.index("devices-predict"))
-        await pilot.pause(0.2)
+        await wait_for(pilot, lambda: step_arrived(screen))
         assert isinstance(screen.focused, OptionList) and screen.focused.id == "choices"
         await pilot.press("enter")
-        await pilot.pause(0.2)
-        assert "Your prediction" in text_of(screen.query_one("#locked", Static))
+        await wait_for(pilot, lambda: "Your prediction" in text_of(screen.query_one("#locked", Static)))
         screen.show_step(screen.lesson.index("devices-run"))  # no answer here: the content scrolls
-        await pilot.pause(0.2)
+        await wait_for(pilot, lambda: step_arrived(screen))
         assert screen.focused is screen.query_one("#content")
 
 
@@ -426,8 +420,12 @@ async def test_toasts_show_brackets_as_written(tmp_path):
     app = make_app(tmp_path)
     async with app.run_test(size=(100, 30), notifications=True) as pilot:
         app.notify("End of “Big [b]batch[/] [/]”. [link=x]y")
-        await pilot.pause(0.3)
-        shown = " ".join(re.findall(r">([^<]*)<", app.export_screenshot())).replace("&#160;", " ")
+
+        def shown() -> str:
+            return " ".join(re.findall(r">([^<]*)<", app.export_screenshot())).replace("&#160;", " ")
+
+        await wait_for(pilot, lambda: "y" in shown() and "Big" in shown())  # the toast is drawn
+        shown = shown()
         assert "Big [b]batch[/] [/]”. [link=x]y" in shown, shown[-2000:]
 
 
@@ -469,7 +467,7 @@ async def open_step(pilot, lesson_id: str, step_id: str) -> LessonScreen:
     await pilot.pause()
     screen = app.screen
     screen.show_step(screen.lesson.index(step_id))
-    await pilot.pause(0.2)
+    await wait_for(pilot, lambda: step_arrived(screen))
     return screen
 
 
@@ -497,7 +495,7 @@ async def test_a_bare_number_that_could_be_a_value_is_asked_about_before_it_lock
         await pilot.press("enter")
         await pilot.pause()
         await pilot.press("enter")  # the first reading: option 4
-        await pilot.pause(0.2)
+        await wait_for(pilot, lambda: app.progress.prediction("training-iron-law", "act1-predict"))
         assert app.progress.prediction("training-iron-law", "act1-predict").answer == "about 24 GB"
 
 
@@ -520,7 +518,7 @@ async def test_a_value_typed_on_a_list_locks_the_option_it_is_in_once_seen(tmp_p
         await pilot.pause()
         assert "Lock '5x or more'?" in typed_line(screen)
         await pilot.press("enter")
-        await pilot.pause(0.2)
+        await wait_for(pilot, lambda: app.progress.prediction("gpu-training", "hook-predict"))
         assert app.progress.prediction("gpu-training", "hook-predict").answer == "5x or more"
 
 
@@ -560,7 +558,7 @@ async def test_a_pick_with_the_arrows_locks_at_once(tmp_path):
     async with app.run_test(size=(80, 24)) as pilot:
         await open_step(pilot, "training-iron-law", "act1-predict")
         await pilot.press("down", "down", "enter")
-        await pilot.pause(0.2)
+        await wait_for(pilot, lambda: app.progress.prediction("training-iron-law", "act1-predict"))
         assert app.progress.prediction("training-iron-law", "act1-predict").answer == "about 12 GB"
 
 
@@ -572,21 +570,21 @@ async def test_enter_never_moves_past_a_step_that_is_not_a_read_step(tmp_path):
         screen = app.screen
         ledger = screen.lesson.index("ledger")
         screen.show_step(ledger)
-        await pilot.pause(0.3)
+        await wait_for(pilot, lambda: step_arrived(screen))
         await pilot.press("enter")  # into the controls
         await pilot.press("enter", "enter")  # once too often: the calculator stays
-        await pilot.pause(0.2)
+        await pilot.pause()  # the keys are handled
         assert screen.index == ledger
         screen.show_step(screen.lesson.index("act1-predict"))
-        await pilot.pause(0.2)
+        await wait_for(pilot, lambda: step_arrived(screen))
         await pilot.press("enter", "enter")  # lock, then one enter too many
-        await pilot.pause(0.2)
+        await wait_for(pilot, lambda: app.progress.prediction("training-iron-law", "act1-predict"))
+        await pilot.pause()
         assert screen.index == screen.lesson.index("act1-predict")
         screen.show_step(0)  # a read step: enter is how it moves on
-        await pilot.pause(0.2)
+        await wait_for(pilot, lambda: step_arrived(screen))
         await pilot.press("enter")
-        await pilot.pause(0.2)
-        assert screen.index == 1
+        await wait_for(pilot, lambda: screen.index == 1)
 
 
 async def test_escape_leaves_a_lesson_only_when_pressed_twice(tmp_path):
@@ -597,19 +595,17 @@ async def test_escape_leaves_a_lesson_only_when_pressed_twice(tmp_path):
         await pilot.pause()
         screen = app.screen
         screen.show_step(screen.lesson.index("interview-cpu-gpu"))
-        await pilot.pause(0.2)
+        await wait_for(pilot, lambda: step_arrived(screen))
         box = screen.query_one("#answer", Input)
         box.value = ("A GPU has thousands of cores for parallel matrix multiplications; the model and the data "
                      "must be moved to the device with .to(device); tiny models can be faster on the CPU.")
         await pilot.press("enter")
-        await pilot.pause(0.2)
-        assert screen.view.solved
+        await wait_for(pilot, lambda: screen.view.solved)
         await pilot.press("escape")
-        await pilot.pause(0.2)
+        await pilot.pause()  # the key is handled
         assert app.screen is screen  # still in the lesson, told how to leave
         await pilot.press("escape")
-        await pilot.pause(0.2)
-        assert isinstance(app.screen, HomeScreen)
+        await wait_for(pilot, lambda: isinstance(app.screen, HomeScreen))
         # Its "press escape again" toast went with the lesson: on the home screen it told nothing.
         assert not [n for n in app._notifications if "escape again" in n.message]
 
@@ -855,5 +851,5 @@ async def test_a_word_typed_on_a_prediction_may_start_with_a_letter_the_screen_b
         await pilot.press("enter")
         await pilot.pause()
         await pilot.press("enter")
-        await pilot.pause(0.2)
+        await wait_for(pilot, lambda: app.progress.prediction("gpu-training", "mismatch-predict") is not None)
         assert app.progress.prediction("gpu-training", "mismatch-predict").answer == "RuntimeError"

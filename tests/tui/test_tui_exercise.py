@@ -7,7 +7,7 @@ from pathlib import Path
 
 from fakes import ScriptedEngine
 from test_tui import text_of
-from test_tui import wait_for as _wait_for
+from waiting import wait_for as _wait_for
 from textual.widgets import Static, TextArea
 
 from tutor.ui.app import TutorApp
@@ -41,8 +41,7 @@ async def test_fix_the_starter_and_pass(tmp_path):
         assert not view.passed
 
         editor.load_text(view.step.solution)
-        await pilot.pause(0.6)  # the debounced autosave
-        assert app.progress.draft("ex-demo", "ex-sum") == view.step.solution
+        await wait_for(pilot, lambda: app.progress.draft("ex-demo", "ex-sum") == view.step.solution)  # autosaved
         await pilot.press("ctrl+r")
         await wait_for(pilot, lambda: view.passed or (not view.running and "✗" in text_of(
             view.query_one("#results", Static))))
@@ -94,7 +93,7 @@ async def test_keys_work_while_the_learners_program_runs(tmp_path):
         await wait_for(pilot, lambda: view.running)
         app.screen.query_one("#content").focus()
         await pilot.press("h")  # handled while the program still runs
-        await pilot.pause(0.2)
+        await wait_for(pilot, lambda: "sum(range(1, 11))" in text_of(view.query_one("#hint", Static)))
         assert view.running
         assert "sum(range(1, 11))" in text_of(view.query_one("#hint", Static))
         await pilot.press("escape")
@@ -157,8 +156,7 @@ async def test_a_key_in_the_editor_brings_it_back_into_view(tmp_path):
         container = app.screen.query_one("#content")
         await pilot.press("ctrl+r")  # the starter fails at once; its results scroll into view
         await wait_for(pilot, lambda: not view.running and view.query_one("#results").display)
-        await pilot.pause(0.2)
-        assert not container.region.contains_region(editor.region)
+        await wait_for(pilot, lambda: not container.region.contains_region(editor.region))  # scrolled to them
         await pilot.press("up")
         await pilot.pause()
         assert container.region.contains_region(editor.region)
@@ -246,9 +244,16 @@ async def test_a_save_from_another_editor_while_the_step_is_shown_is_graded(tmp_
         view = app.screen.view
         path = view.session.code_file(view.step)
         await pilot.press("enter")
+        polls = []  # the file watcher's looks at the file
+        watch = view._watch
+        look = watch.poll
+        watch.poll = lambda: polls.append(None) or look()
         view.query_one("#editor", TextArea).load_text("total = 0  # typed in the tutor\n")
-        await pilot.pause(1.5)  # autosaved to the file, and polled past
-        assert path.read_text() == "total = 0  # typed in the tutor\n" and grader.graded == []
+        await wait_for(pilot, lambda: path.read_text() == "total = 0  # typed in the tutor\n")  # autosaved
+        looked = len(polls)
+        await wait_for(pilot, lambda: len(polls) > looked)  # and the watcher has looked at the file since
+        await pilot.pause()
+        assert grader.graded == [] and not view.running
 
         (path.parent / "ex-sum.py.swp").write_text("swap")
         tmp = path.with_name("ex-sum.py.tmp")

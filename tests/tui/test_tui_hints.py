@@ -7,6 +7,7 @@ from pathlib import Path
 
 from fakes import ScriptedEngine, ScriptedGrader
 from test_tui import text_of
+from waiting import wait_for
 from textual.widgets import Static
 
 from tutor.ui.app import TutorApp
@@ -92,8 +93,8 @@ async def test_the_exercise_solution_opens_after_one_graded_run(tmp_path):
         assert "opens after one run of your code" in text_of(view.query_one("#exercise-status", Static))
         assert not solution.display
         await pilot.press("ctrl+r")  # one graded run (the starter fails)
-        await pilot.pause(0.5)
-        assert not view.running and not view.passed
+        await wait_for(pilot, lambda: not view.running and "✗" in text_of(view.query_one("#exercise-status", Static)))
+        assert not view.passed
         await pilot.press("ctrl+g")
         assert "Again (ctrl+g, or g outside the editor)" in text_of(view.query_one("#exercise-status", Static))
         assert not solution.display

@@ -10,6 +10,7 @@ from pathlib import Path
 from fakes import ScriptedEngine
 from rich.console import Console
 from textual.widgets import Static
+from waiting import wait_for
 
 from tutor.ui.app import TutorApp
 from tutor.ui.screens.lesson import LessonScreen
@@ -51,13 +52,6 @@ def save(path: Path, text: str) -> None:
     os.utime(path, (stamp, stamp))
 
 
-async def wait_until(pilot, condition, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "not reloaded in time"
-        await pilot.pause(0.1)
-
-
 async def test_an_edit_is_shown_and_the_position_kept(tmp_path, monkeypatch):
     monkeypatch.setattr(LessonScreen, "WATCH_INTERVAL_S", 0.1)
     lessons = tmp_path / "lessons"
@@ -77,18 +71,18 @@ async def test_an_edit_is_shown_and_the_position_kept(tmp_path, monkeypatch):
         # The instructor rewrites step two and adds a step before it: the learner stays on "two".
         save(path, LESSON.replace("version 1", "version 2").replace(
             "  - id: two\n", "  - id: zero\n    kind: read\n    body: Inserted.\n  - id: two\n"))
-        await wait_until(pilot, lambda: "version 2" in body_text(screen))
+        await wait_for(pilot, lambda: "version 2" in body_text(screen))
         assert screen.lesson.steps[screen.index].id == "two" and screen.index == 2
         assert "step 3 of 4" in text_of(screen.query_one("#where", Static))
         assert app.catalog.get("live").lesson is screen.lesson  # home lists the new version too
 
         # A broken save is said, and the working version stays.
         save(path, "id: live\ntitle: Live lesson\nsteps:\n  - id: two\n    kind: reed\n")
-        await wait_until(pilot, lambda: any("has errors" in n.message for n in app._notifications))
+        await wait_for(pilot, lambda: any("has errors" in n.message for n in app._notifications))
         assert "version 2" in body_text(screen) and len(screen.lesson.steps) == 4
 
         # The current step removed: the step now in its place is shown.
         step_two = "  - id: two\n    kind: read\n    title: Second\n    body: The second step, version 1.\n"
         save(path, LESSON.replace(step_two, ""))
-        await wait_until(pilot, lambda: len(screen.lesson.steps) == 2)
+        await wait_for(pilot, lambda: len(screen.lesson.steps) == 2)
         assert screen.lesson.steps[screen.index].id in ("one", "three")

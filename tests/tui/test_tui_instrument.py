@@ -8,6 +8,7 @@ from pathlib import Path
 from fakes import ScriptedEngine
 from rich.console import Console
 from textual.widgets import OptionList, Static
+from waiting import wait_for
 
 from tutor.ui.app import TutorApp
 from tutor.ui.screens.home import HomeScreen
@@ -38,12 +39,8 @@ async def open_at(pilot, step_id: str) -> LessonScreen:
     await pilot.pause()
     assert isinstance(app.screen, LessonScreen)
     # On a busy machine the step can still be mounting: an instrument has drawn once it has a reading.
-    for _ in range(200):
-        view = app.screen.view
-        if view is not None and view.is_mounted and (getattr(view, "locked", False)
-                                                     or getattr(view, "reading", True) is not None):
-            break
-        await pilot.pause(0.05)
+    await wait_for(pilot, lambda: (view := app.screen.view) is not None and view.is_mounted
+                   and (getattr(view, "locked", False) or getattr(view, "reading", True) is not None))
     await pilot.pause()
     return app.screen
 
@@ -247,12 +244,8 @@ async def test_my_model_against_this_machine_once_the_device_is_known(tmp_path: 
         view = screen.view
         assert isinstance(view, InstrumentStepView)
         assert view.reading.outputs["parameters"] == 3_148_800
-        deadline = 60
-        while app.device is None and deadline > 0:  # the engine process loads torch to detect it
-            await pilot.pause(0.1)
-            deadline -= 0.1
+        await wait_for(pilot, lambda: app.device is not None)  # the engine process loads torch to detect it
         await pilot.pause()
-        assert app.device is not None
         assert view.reading.outputs["budget_bytes"] and view.reading.outputs["fits"] is True
         assert "this machine: " in text_of(view.query_one("#reading", Static))
         assert "3 x 1024 wide" in text_of(view.query_one("#reading", Static))

@@ -9,12 +9,12 @@ verified by its run.
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
 from fakes import ScriptedEngine, ScriptedGrader
 from textual.widgets import Input, OptionList, TextArea
+from waiting import wait_for as _wait_for
 
 from checks.spec import ChoiceAnswer
 from tutor import experiments
@@ -33,17 +33,18 @@ from tutor.ui.widgets.run_step import RunStepView
 
 
 async def wait_for(pilot, condition, timeout: float = 120.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "condition not met in time"
-        await pilot.pause(0.05)
+    """Real experiments on a loaded machine: more time than the scripted screens get."""
+    await _wait_for(pilot, condition, timeout)
 
 
 async def run_and_wait(pilot, panel: RunPanel) -> None:
+    screen = pilot.app.screen
+    lesson_id, step_id = screen.lesson.id, screen.lesson.steps[screen.index].id
     await pilot.press("r")
     await wait_for(pilot, lambda: panel.state in ("finished", "failed"))
     assert panel.state == "finished", panel.query_one("#status").content
-    await pilot.pause(0.2)  # let RunPanel.Done reach the step
+    # RunPanel.Done has reached the step: it records the run
+    await wait_for(pilot, lambda: pilot.app.progress.latest_run(lesson_id=lesson_id, step_id=step_id) is not None)
 
 
 async def answer_check(pilot, view: CheckStepView, step) -> None:

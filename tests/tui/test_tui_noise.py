@@ -13,7 +13,8 @@ from tutor.ui.app import TutorApp
 from tutor.ui.widgets.run_panel import RunPanel
 from tutor.ui.widgets.run_step import RunStepView
 
-from test_tui import open_demo, text_of, wait_for
+from test_tui import open_demo, text_of
+from waiting import wait_for
 
 LESSON = """\
 id: noise-demo
@@ -64,7 +65,8 @@ async def test_a_noisy_run_is_not_graded_says_why_and_r_measures_again(tmp_path:
         assert WHY in reveal  # the run's own account of what else ran, not a guess
         assert "Run it again (r)" in reveal and "stays locked" in reveal
         assert "✓" not in reveal
-        await pilot.pause(0.2)  # the reveal is scrolled into view, even at 80x24
+        # the reveal is scrolled into view, even at 80x24
+        await wait_for(pilot, lambda: screen.region.contains_region(panel.query_one("#reveal", Static).region))
         shown = panel.query_one("#reveal", Static).region
         assert shown.height > 0 and screen.region.contains_region(shown)
 

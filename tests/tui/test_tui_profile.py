@@ -10,6 +10,7 @@ from fakes import ScriptedEngine
 from rich.console import Console
 from textual.containers import VerticalScroll
 from textual.widgets import Static
+from waiting import wait_for
 
 from tutor.course.catalog import discover
 from tutor.course.profile import NOTHING_YET
@@ -133,8 +134,7 @@ def test_profile_snapshot(snap_compare, tmp_path, monkeypatch):
     monkeypatch.undo()
 
     async def open_profile(pilot) -> None:
-        while "detecting" in str(pilot.app.device_text):
-            await pilot.pause(0.05)
+        await wait_for(pilot, lambda: "detecting" not in str(pilot.app.device_text))
         await pilot.press("p")
         await pilot.pause()
 

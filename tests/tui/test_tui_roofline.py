@@ -16,7 +16,8 @@ from tutor.ui.app import TutorApp
 from tutor.ui.screens.home import HomeScreen
 from tutor.ui.screens.roofline import RooflineScreen
 
-from test_tui import LESSONS, wait_for
+from test_tui import LESSONS
+from waiting import wait_for
 
 
 @pytest.fixture

@@ -94,10 +94,17 @@ def test_describe_choice():
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.text(max_size=3000))
+@given(st.one_of(st.text(max_size=3000), st.sampled_from(["1", "b", " C ", "(d)", "option 2", "#3", "4."])))
 def test_grade_choice_never_raises(answer):
+    """Right exactly when the answer reads as the right option; one that reads as none is asked
+    again (not judged), never marked wrong."""
     v = grade(answer, SPEC)
-    assert isinstance(v.correct, bool) and v.feedback
+    index = resolve(answer, SPEC)
+    assert v.correct is (index is not None and SPEC.options[index].correct)
+    assert v.judged is (index is not None)
+    if index is None:
+        assert "its number (1-4), its letter (a-d) or its text" in v.feedback
+    assert v.feedback and len(v.feedback) < 2_000
 
 
 @settings(max_examples=20, deadline=None)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from checks import describe_spec, format_number, grade, parse_number
@@ -213,11 +213,28 @@ def test_whole_numbers_are_shown_exactly(value, unit):
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.text(max_size=500))
+@given(st.one_of(st.text(max_size=500),
+                 st.builds("{:g} {}".format, st.floats(-5, 30), st.sampled_from(["GB", "GiB", "MB", "", "x"]))))
+@example("12 GB")
+@example("0.5 GB")
 def test_grade_number_never_raises(text):
+    """12 GB within the default 10%, and a band at 1 GB or less with its own words: whatever is
+    typed, the verdict is the one the number read from it earns."""
+    from checks.number import quantity_in, read_quantity
+
     spec = NumberAnswer(type="number", unit="GB", value=12, ranges=[NumberRange(max=1, feedback="tiny")])
     v = grade(text, spec)
-    assert isinstance(v.correct, bool) and v.feedback
+    q = read_quantity(text)
+    value = quantity_in(q, "GB") if q is not None else None
+    if v.correct:
+        assert v.judged and value is not None and 10.8 - 1e-9 <= value <= 13.2 + 1e-9, (value, v)
+    if not v.judged:
+        assert not v.correct
+    elif value is not None and 11 <= value <= 13:
+        assert v.correct and v.feedback.startswith("Right: ")
+    elif value is not None and value <= 1:
+        assert not v.correct and v.feedback == "tiny"
+    assert v.feedback and len(v.feedback) < 1_000
 
 
 # ------------------------------------------------------------------ bands an answer can reach

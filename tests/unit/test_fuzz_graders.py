@@ -9,6 +9,9 @@ rest (and the gaps in those: huge text for every answer kind, metric dicts, huge
 Regression examples for the bugs this fuzzing found sit beside the properties that found them (at the
 end of each section), each saying what used to go wrong; the properties take the full input range,
 those inputs included.
+
+Pure Python, in this process: the learner programs that start the real sandbox are
+tests/exercises/test_fuzz_sandbox.py, the loader in a fresh interpreter tests/system/test_lesson_nesting.py.
 """
 
 from __future__ import annotations
@@ -19,8 +22,6 @@ import json
 import math
 import os
 import re
-import subprocess
-import sys
 import tempfile
 import tokenize
 from pathlib import Path
@@ -51,7 +52,6 @@ from checks.spec import (
     Verdict,
 )
 
-ROOT = Path(__file__).resolve().parents[2]
 DATA = Path(__file__).parents[1] / "data"
 FIXTURE_LESSON = "fixture-valid"
 
@@ -525,56 +525,6 @@ def test_reading_the_files_a_learner_program_may_write(content):
         assert isinstance(error, dict) and (not error or content.strip().startswith(b"{"))
 
 
-def _run_learner_program(code: str, tmp_path: Path):
-    from tutor.exercises.sandbox import run_code
-
-    return run_code(code, tmp_path, timeout=30, memory_mb=1024)
-
-
-HOSTILE_PROGRAMS = {
-    "control-characters": "import sys\nsys.stdout.write('\\x00\\x1b[2J\\x1b]0;t\\x07\\u202e\\r\\x85' * 1000)\n",
-    "invalid-utf8": "import sys\nsys.stdout.buffer.write(b'\\xff\\xfe\\xc3(' * 1000 + b'\\xe2\\x82')\n",
-    "flood": "import sys\nsys.stdout.write(('x' * 999 + '\\n') * 3000)\nsys.stdout.write('y' * 2_000_000)\n",
-    "huge-exception": "raise RuntimeError('\\u202e\\x1b[31m' + 'é' * 100_000)\n",
-    "exit-with-text": "raise SystemExit('\\x00bye')\n",
-    "reports-file": ("import json, os\nwith open(os.environ['GPUTUTOR_REPORT'], 'a') as f:\n    f.write("
-                     "'{\"speedup\": NaN}\\n{\"speedup\": \"' + 'x' * 100000 + '\"}\\n[1]\\nnot json\\n')\n"),
-    "error-file": "open('.error.json', 'w').write('{\"type\": 5, \"message\": [1], \"line\": \"x\"}')\n",
-}
-
-
-@pytest.mark.skipif(os.name != "posix", reason="the sandbox needs POSIX process groups")
-@pytest.mark.parametrize("name", sorted(HOSTILE_PROGRAMS))
-def test_grading_hostile_learner_programs(name, tmp_path):
-    from tutor.course.lesson import ExerciseStep
-    from tutor.exercises.grader import grade_exercise
-
-    step = ExerciseStep.model_validate({
-        "id": "t", "kind": "exercise", "starter": "", "solution": "", "timeout": 30, "memory_mb": 1024,
-        "requirements": [
-            {"type": "output", "id": "out", "pattern": "x{3}", "feedback": "print it"},
-            {"type": "source", "id": "src", "pattern": "cuda", "absent": True, "feedback": "no cuda"},
-            {"type": "report", "id": "rep", "name": "speedup", "min": 1, "feedback": "report it"},
-            {"type": "error", "id": "err", "error": "RuntimeError", "pattern": "é", "feedback": "break it"},
-        ]})
-    result = grade_exercise(step, HOSTILE_PROGRAMS[name], tmp_path)
-    assert isinstance(result.passed, bool) and isinstance(result.summary, str)
-    assert len(result.sandbox.output) <= 64 * 1024 + 65_536 + 192 * 1024 + 100
-    assert result.sandbox.error_message is None or len(result.sandbox.error_message) <= 2000
-    json.dumps(result.as_dict())  # `gpututor exercise --json`
-    for r in result.requirements:
-        assert isinstance(r.passed, bool) and isinstance(r.feedback, str)
-
-
-@pytest.mark.skipif(os.name != "posix", reason="the sandbox needs POSIX process groups")
-@pytest.mark.parametrize("target", [".reports.jsonl", ".error.json"])
-def test_deeply_nested_json_written_by_a_learner_program_is_ignored(target, tmp_path):
-    """Was: tutor/exercises/sandbox.py:_read_reports/_read_error caught only ValueError from json.loads, so a program
-    writing '[' * 100000 to .reports.jsonl or .error.json made run_code raise RecursionError."""
-    run = _run_learner_program(f"open({target!r}, 'w').write('[' * 100000)\n", tmp_path)
-    assert run.exit_code == 0 and run.reports == {} and run.error_type is None
-
-
 # ============================================================================= instruments: --set values and controls
 
 
@@ -837,6 +787,7 @@ def monkeypatch_available(monkeypatch):
 
     found = (devices.Device("cuda", 0, "GPU"), devices.Device("cpu", None, "CPU"))
     monkeypatch.setattr(devices, "available", lambda: found)
+    monkeypatch.setattr(devices, "with_free_memory", lambda dev: dev)  # it asks torch.cuda what the card has free
 
 
 @FAST
@@ -975,9 +926,10 @@ def test_lesson_loader_with_hostile_values_in_a_valid_lesson(data):
     st.binary(max_size=400),
     st.sampled_from([b"\xef\xbb\xbf" + _VALID.encode(), b"\xff\xfe" + _VALID.encode("utf-16-le"),
                      _VALID.encode("utf-16"), _VALID.encode().replace(b"fixture", b"fix\xffture"),
-                     _VALID.encode().replace(b"intro", b"in\x00tro"), b"\x00" * 1000, b"",
-                     b"[" * 30_000, b"- " * 30_000]),
+                     _VALID.encode().replace(b"intro", b"in\x00tro"), b"\x00" * 1000, b""]),
 ))
+@example(content=b"[" * 30_000)  # nested deep: once each (a second apiece), not drawn again and again
+@example(content=b"- " * 30_000)
 def test_lesson_loader_on_arbitrary_file_bytes(content):
     from tutor.course.lesson import LessonError
     from tutor.course.loader import load_file
@@ -996,17 +948,6 @@ def test_lesson_with_an_integer_of_more_than_4300_digits_loads_or_gives_a_positi
     """Was: tutor/course/lesson.py:_scalar caught only YAMLError; PyYAML's int constructor raises ValueError past
     4300 digits ('x: 999...9', or '1_000' * 20000), so load_text raised instead of a LessonError."""
     _loads_or_positioned_error(f"x: {value}")
-
-
-@pytest.mark.skipif(not getattr(__import__("yaml"), "__with_libyaml__", False), reason="needs libyaml")
-@pytest.mark.parametrize("chunk", ["[", "- ", "{a: ", "? "], ids=["flow", "block", "flow-mapping", "complex-key"])
-def test_lesson_nested_too_deeply_is_reported_not_a_crash(chunk):
-    """Was: tutor/course/lesson.py:_compose with libyaml overflowed the C stack past ~24,700 levels: '[' * 30000
-    killed the process (SIGSEGV) instead of the 'YAML nested too deeply' issue. Run in a subprocess."""
-    code = ("import sys\nfrom tutor.course.lesson import LessonError\nfrom tutor.course.loader import load_text\n"
-            f"try:\n    load_text({chunk!r} * 30000, 'deep.yaml')\nexcept LessonError as e:\n    print(e)\n")
-    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0 and "nested too deeply" in done.stdout, (done.returncode, done.stderr[-300:])
 
 
 # ---------------------------------------------------------------- behaviour judges

@@ -1,5 +1,6 @@
 """The walls between the three processes (docs/ARCHITECTURE.md), checked by importing each side in
-a fresh interpreter and looking at what came with it."""
+a fresh interpreter and looking at what came with it. (A fresh interpreter each: this is the system
+tier, not the fast one; the rules read from the source are tests/unit/test_import_boundaries.py.)"""
 
 from __future__ import annotations
 
@@ -34,6 +35,12 @@ def test_answer_grading_is_pure_python():
                                     "tutor.exercises.behaviour", "tutor.exercises.sandbox", "tutor.cli"])
 def test_the_ui_side_never_imports_torch(module):
     assert "torch" not in _tops(_loaded_after(f"import {module}"))
+
+
+def test_the_registry_imports_no_torch():
+    """Listing and validating experiments (the TUI, `gpututor lint`) must not load torch."""
+    loaded = _tops(_loaded_after("import tutor.experiments as e\nassert e.REGISTRY"))
+    assert "tutor" in loaded and "torch" not in loaded
 
 
 def test_experiments_never_import_textual():
