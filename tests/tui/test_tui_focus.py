@@ -5,11 +5,26 @@ from __future__ import annotations
 
 import pytest
 from fakes import ScriptedEngine
+from waiting import step_arrived, wait_for
 
 from tutor.course.catalog import discover
 from tutor.ui.app import TutorApp
 
 BUILT_IN = [item.lesson.id for item in discover().lessons]
+SETTLE_S = 5.0  # a body's Markdown is laid out in the background: how long the focus may take to come into view
+
+
+def _hidden(screen) -> str | None:
+    """Where the focused widget lies beyond the lesson's visible rows, or None when it is in view."""
+    focused, content = screen.focused, screen.query_one("#content")
+    if focused is None or focused is content:
+        return None  # the scrolling lesson itself: it is the screen
+    region = focused.region
+    shown = region.intersection(content.region)
+    if region.height and shown.height >= min(region.height, content.region.height):
+        return None
+    return (f"{type(focused).__name__} at rows {region.y}-{region.bottom}, "
+            f"the lesson shows rows {content.region.y}-{content.region.bottom}")
 
 
 @pytest.mark.long
@@ -21,17 +36,11 @@ async def test_what_has_focus_is_on_screen_at_80x24_on_every_step(tmp_path, less
         app.open_lesson(lesson_id)
         await pilot.pause()
         screen = app.screen
-        content = screen.query_one("#content")
         for index, step in enumerate(screen.lesson.steps):
             screen.show_step(index)
-            await pilot.pause()
-            await pilot.pause()  # the body's Markdown is laid out in the background
-            focused = app.focused
-            if focused is None or focused is content:
-                continue  # the scrolling lesson itself: it is the screen
-            region = focused.region
-            shown = region.intersection(content.region)
-            if region.height == 0 or shown.height < min(region.height, content.region.height):
-                hidden.append(f"{step.id}: {type(focused).__name__} at rows {region.y}-{region.bottom}, "
-                              f"the lesson shows rows {content.region.y}-{content.region.bottom}")
+            await wait_for(pilot, lambda: step_arrived(screen))
+            try:
+                await wait_for(pilot, lambda: _hidden(screen) is None, timeout=SETTLE_S)
+            except AssertionError:
+                hidden.append(f"{step.id}: {_hidden(screen)}")
     assert not hidden, hidden
