@@ -74,7 +74,7 @@ def test_throughput_and_efficiency_follow_their_formulas(monkeypatch):
     assert m["crossover_batch"] == 64  # compute loses at 4 (0.002 < 0.010 s), wins at 64
     notes = " ".join(e.text for e in events if isinstance(e, Note))
     assert "1.5x the throughput" in notes and "= 1,500 / (2 x 1,000) = 75.0%" in notes
-    assert "Below a per-rank batch of 64 the all-reduce" in notes
+    assert "Up to a per-rank batch of 4 the all-reduce" in notes and "from 64 up the compute outweighed it" in notes
 
 
 def test_the_sweep_table_has_a_row_per_batch_and_both_ranks_report(cpu_run):

@@ -196,7 +196,7 @@ class Player:
         if isinstance(step.answer, ChoiceAnswer):
             spread = checks.spread_of(metrics, step.compare)
             if spread is not None and checks.score_prediction(
-                    "1", step.answer, measured, step.unit, spread=spread).noisy:
+                    step.answer.options[0].text, step.answer, measured, step.unit, spread=spread).noisy:
                 # What the learner is told too: a run whose repeats spread this far grades nothing.
                 # The options are still checked against the median, so a lesson error cannot hide here.
                 metrics = {k: v for k, v in metrics.items() if k not in (
@@ -207,8 +207,8 @@ class Player:
             else:
                 noisy = ""
             evidence = Evidence(metrics, "measured")  # judged as the learner's locked choice will be
-            right = [o.text for i, o in enumerate(step.answer.options)
-                     if grade(step, str(i + 1), evidence).correct]
+            # Each option as the list submits it, by its words (a bare number may be asked about).
+            right = [o.text for o in step.answer.options if grade(step, o.text, evidence).correct]
             if right:
                 return Outcome(lesson.id, step.id, "predict", what, True, f"{noisy}'{right[0]}' is right here")
             return Outcome(lesson.id, step.id, "predict", what, False,
