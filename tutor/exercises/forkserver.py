@@ -1,0 +1,469 @@
+"""A warm start for exercise programs: a process that has imported torch forks each one.
+
+Starting `python -m tutor.exercises.child` costs Python's start and `import torch`, seconds on a
+small machine, for every run of every exercise. The fork server pays that once: it imports torch
+(torch alone: `tutor.lab` resolves the device, which would start CUDA) and forks a child for each
+run, which then becomes exactly what `python -m tutor.exercises.child solution.py` is: a session
+and process group of its own (the sandbox kills the group), the run's cwd, environment,
+sys.path[0], stdin from /dev/null, stdout and stderr on the sandbox's pipe, its thread count, and
+`child.main` sets its memory limits and runs the file as `__main__` as before.
+
+Fork safety: the server never initialises CUDA (only `import torch`; it asserts
+`torch.cuda.is_initialized()` is False before every fork) and runs no torch operation, so no
+intra-op (OpenMP/MKL) pool and no thread but its own exists when it forks; the child starts its
+device and pools itself. Only on Linux: macOS (fork after Objective-C and Accelerate are loaded is
+unsafe) and Windows (no fork) keep today's start, as does GPUTUTOR_FORKSERVER=0, and any failure.
+
+Protocol: one server per user and per the environment torch and Python read at start-up
+(`server_key`), listening on a SOCK_SEQPACKET Unix socket in a private folder. A run connects,
+sends {cwd, env, argv} with the pipe's write end (SCM_RIGHTS), and reads back {"pid": N} once the
+child leads its own group, then {"exit": returncode} (negative: the signal) when it ends. A
+connection that closes while its child runs (the sandbox died) kills the child's group.
+
+Lifetime: started on the first run that wants it (the sandbox waits for it rather than importing
+torch twice), it ends after IDLE_S without a run while a process that used it lives (a TUI
+session), ORPHAN_IDLE_S once none does (a one-shot `gpututor exercise`: the next call within that
+time starts at once), and at once when it finds a CUDA context it must not fork.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import select
+import signal
+import socket
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+IDLE_S = 15 * 60.0  # idle, while a process that used it lives
+ORPHAN_IDLE_S = 5 * 60.0  # idle, once every process that used it is gone
+START_WAIT_S = 60.0  # how long a run waits for a server it started to import torch
+ANSWER_S = 10.0  # how long a run waits for a warm server to fork its child
+RETRY_AFTER_S = 60.0  # after a server failed to start, today's start until then
+MESSAGE_BYTES = 1 << 20
+# What Python and torch read from the environment when they start, before a child can set its own:
+# a run whose values differ gets a server of its own. Everything else is set per child.
+_START_UP_VARS = ("PYTHON", "LD_", "TORCH", "PYTORCH", "CUDA", "NVIDIA", "OMP_", "MKL", "KMP_", "GOMP",
+                  "OPENBLAS", "NUMEXPR", "TRITON", "HIP", "ROCM", "HSA_", "CUBLAS", "CUDNN", "NCCL", "MALLOC", "GLIBC")
+_ROOT = str(Path(__file__).resolve().parents[2])
+_failed_at = 0.0  # when a server last failed to start (this process)
+
+
+def enabled() -> bool:
+    """Whether runs start from the fork server here (Linux, not switched off)."""
+    return (sys.platform.startswith("linux") and os.environ.get("GPUTUTOR_FORKSERVER", "1").strip() != "0"
+            and hasattr(socket, "send_fds"))
+
+
+def server_key(env: dict[str, str]) -> str:
+    """The server a run with this environment may use: same Python, same code, same start-up env."""
+    fixed = sorted((k, v) for k, v in env.items() if k.startswith(_START_UP_VARS))
+    text = json.dumps([sys.executable, _ROOT, fixed, _versions()])
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _versions() -> list[int]:
+    """When the code a server holds imported last changed: an edited or upgraded one gets a new server."""
+    import importlib.util
+
+    here = Path(__file__).resolve().parent
+    files = [here / "forkserver.py", here / "child.py", here.parent / "errors.py"]
+    spec = importlib.util.find_spec("torch")
+    if spec is not None and spec.origin:
+        files.append(Path(spec.origin))
+    stamps = []
+    for path in files:
+        try:
+            stamps.append(path.stat().st_mtime_ns)
+        except OSError:
+            stamps.append(0)
+    return stamps
+
+
+def _folder() -> Path | None:
+    """A folder only this user can enter, for the sockets (a short path: sockets are <108 bytes)."""
+    named = os.environ.get("GPUTUTOR_FORKSERVER_DIR")
+    folder = Path(named) if named else Path(tempfile.gettempdir()) / f"gpututor-{os.getuid()}"
+    try:
+        folder.mkdir(mode=0o700, exist_ok=True)
+        info = os.lstat(folder)
+    except OSError:
+        return None
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
+        return None  # someone else's, or open to others: not a place to take orders from
+    return folder
+
+
+def socket_path(env: dict[str, str]) -> Path | None:
+    folder = _folder()
+    return folder / f"fork-{server_key(env)}.sock" if folder else None
+
+
+# ---------------------------------------------------------------- the sandbox's side
+
+
+class ForkedChild:
+    """A child the server forked, seen as the sandbox sees a Popen: pid (its group), poll(),
+    wait(), returncode, stdout (the pipe's read end)."""
+
+    def __init__(self, conn: socket.socket, pid: int, stdout: Any) -> None:
+        self.conn, self.pid, self.stdout = conn, pid, stdout
+        self.returncode: int | None = None
+
+    def _take(self, block: bool) -> None:
+        if self.returncode is not None:
+            return
+        self.conn.setblocking(block)
+        try:
+            data = self.conn.recv(4096)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            data = b""
+        try:
+            self.returncode = int(json.loads(data)["exit"]) if data else -signal.SIGKILL
+        except (ValueError, KeyError, TypeError):
+            self.returncode = -signal.SIGKILL
+        # No answer (the server died): its child ends itself when its parent is gone (child.py);
+        # the sandbox kills its group either way.
+        self.conn.close()
+
+    def poll(self) -> int | None:
+        self._take(block=False)
+        return self.returncode
+
+    def wait(self) -> int:
+        self._take(block=True)
+        assert self.returncode is not None
+        return self.returncode
+
+
+def start_child(cwd: Path, env: dict[str, str], argv: list[str], *,
+                until: float) -> ForkedChild | None:
+    """Start `python -m tutor.exercises.child ARGV` in `cwd` with `env` from the fork server (started
+    now if none runs); None where that cannot be done, and the caller starts it today's way."""
+    global _failed_at
+    if not enabled() or time.monotonic() - _failed_at < RETRY_AFTER_S:
+        return None
+    path = socket_path(env)
+    if path is None:
+        return None
+    conn = _connect(path, env, until)
+    if conn is None:
+        return None
+    read_end, write_end = os.pipe()
+    try:
+        request = json.dumps({"cwd": str(cwd), "env": env, "argv": argv, "owner": os.getpid()}).encode()
+        socket.send_fds(conn, [request], [write_end])
+        os.close(write_end)
+        write_end = -1
+        ready, _, _ = select.select([conn], [], [], ANSWER_S)
+        answer = json.loads(conn.recv(4096)) if ready else {}
+        pid = int(answer["pid"])
+    except (OSError, ValueError, KeyError, TypeError):
+        conn.close()  # the server kills a child it forked for a connection that closed
+        os.close(read_end)
+        if write_end >= 0:
+            os.close(write_end)
+        return None
+    return ForkedChild(conn, pid, open(read_end, "rb", buffering=0))
+
+
+def _connect(path: Path, env: dict[str, str], until: float) -> socket.socket | None:
+    """A connection to the server at `path`; one is started if none answers (under a lock: two
+    runs at once start one server)."""
+    global _failed_at
+    conn = _try_connect(path)
+    if conn is not None:
+        return conn
+    import fcntl
+
+    with open(path.with_suffix(".lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        conn = _try_connect(path)
+        if conn is not None:
+            return conn
+        try:
+            path.unlink(missing_ok=True)  # a server that died left it
+            server = subprocess.Popen(
+                [sys.executable, "-m", "tutor.exercises.forkserver", str(path), str(os.getpid())],
+                cwd=path.parent, env=_server_env(env), stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        except OSError:
+            _failed_at = time.monotonic()
+            return None
+        give_up = min(until, time.monotonic() + START_WAIT_S)
+        while time.monotonic() < give_up and server.poll() is None:
+            conn = _try_connect(path)
+            if conn is not None:
+                return conn  # the server outlives this call; Popen reaps it if it ends first
+            time.sleep(0.02)
+        _failed_at = time.monotonic()
+        if server.poll() is None:
+            server.kill()
+        server.wait()
+        return None
+
+
+def _try_connect(path: Path) -> socket.socket | None:
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    try:
+        conn.connect(str(path))
+    except OSError:
+        conn.close()
+        return None
+    return conn
+
+
+def _server_env(env: dict[str, str]) -> dict[str, str]:
+    """The server's own environment: the run's start-up variables (its key), Python's stdio as the
+    child's, and the path to this code."""
+    out = {k: v for k, v in env.items() if k.startswith(_START_UP_VARS) or k in ("PATH", "HOME", "LANG", "LC_ALL")}
+    out["PYTHONPATH"] = env.get("PYTHONPATH", _ROOT)
+    return out
+
+
+# ---------------------------------------------------------------- the server
+
+
+def serve(path: str, owner: int) -> None:
+    import torch  # the point of this process; nothing else of torch runs here
+
+    import tutor.exercises.child  # noqa: F401 - the child's own code, torch-free at import
+
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    listener.bind(path + ".new")
+    os.replace(path + ".new", path)  # the name answers only once the server listens
+    listener.listen(16)
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_w, False)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    signal.set_wakeup_fd(wake_w)
+    runs: dict[socket.socket, int | None] = {}  # connection -> its child's pid (None: not yet)
+    owners = {owner}
+    last = time.monotonic()
+    me = os.stat(path).st_ino
+
+    def reap() -> None:
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            for conn, child in list(runs.items()):
+                if child == pid:
+                    try:
+                        conn.send(json.dumps({"exit": os.waitstatus_to_exitcode(status)}).encode())
+                    except OSError:
+                        pass
+                    conn.close()
+                    del runs[conn]
+
+    while True:
+        readable, _, _ = select.select([listener, wake_r, *runs], [], [], 1.0)
+        if wake_r in readable:
+            try:
+                os.read(wake_r, 4096)
+            except BlockingIOError:
+                pass
+        reap()
+        for conn in readable:
+            if conn is listener:
+                new, _ = listener.accept()
+                runs[new] = None
+            elif conn in runs:
+                child = runs[conn]
+                try:
+                    message, fds, _, _ = socket.recv_fds(conn, MESSAGE_BYTES, 2)
+                except OSError:
+                    message, fds = b"", []
+                if child is not None or not message:  # closed: the sandbox is gone, so is its run
+                    if child is not None:
+                        _kill_group(child)
+                    for fd in fds:
+                        os.close(fd)
+                    conn.close()
+                    del runs[conn]
+                    continue
+                if not fork_is_safe():  # the sandbox starts this run, and the next ones, today's way
+                    conn.close()
+                    if _still_mine(path, me):
+                        os.unlink(path)
+                    sys.exit(1)
+                request = json.loads(message)
+                owners.add(int(request.get("owner") or 0))
+                runs[conn] = _fork(request, fds, conn, [listener, *runs], (wake_r, wake_w))
+        if runs:
+            last = time.monotonic()
+            continue
+        owners = {pid for pid in owners if pid and _alive(pid)}
+        if not _still_mine(path, me):
+            return
+        if time.monotonic() - last > _idle_s(bool(owners)):
+            os.unlink(path)
+            return
+
+
+def fork_is_safe() -> bool:
+    """Nothing here a fork would copy half-made: no CUDA context (forked, it is unusable in the
+    child), no thread but this one (a lock another thread holds would stay locked in the child)."""
+    import threading
+
+    import torch
+
+    return not torch.cuda.is_initialized() and threading.active_count() == 1
+
+
+def _idle_s(owned: bool) -> float:
+    named = os.environ.get("GPUTUTOR_FORKSERVER_IDLE_S", "")
+    try:
+        return float(named)
+    except ValueError:
+        return IDLE_S if owned else ORPHAN_IDLE_S
+
+
+def _still_mine(path: str, inode: int) -> bool:
+    try:
+        return os.stat(path).st_ino == inode
+    except OSError:
+        return False
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _kill_group(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _fork(request: dict, fds: list[int], conn: socket.socket, open_sockets: list, wake: tuple[int, int]) -> int | None:
+    """Fork the run's child; its pid once it leads its own group (the sandbox may kill it then)."""
+    ready_r, ready_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(ready_r)
+            for sock in open_sockets:
+                sock.close()
+            for fd in wake:
+                os.close(fd)
+            _become_child(request, fds[0], ready_w)
+        except BaseException:  # noqa: BLE001 - a child that could not start must not return into the server
+            os._exit(70)
+    os.close(ready_w)
+    for fd in fds:
+        os.close(fd)
+    started = os.read(ready_r, 1)
+    os.close(ready_r)
+    if not started:
+        return pid  # it died before leading its group; its exit is reported as any other
+    try:
+        conn.send(json.dumps({"pid": pid}).encode())
+    except OSError:
+        _kill_group(pid)
+    return pid
+
+
+def _become_child(request: dict, out_fd: int, ready_w: int) -> None:
+    """Turn this fork into `python -m tutor.exercises.child ARGV`, as the sandbox would start it."""
+    import io
+    import threading
+
+    os.setsid()
+    os.write(ready_w, b"1")
+    os.close(ready_w)
+    signal.set_wakeup_fd(-1)
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.dup2(out_fd, 1)
+    os.dup2(out_fd, 2)
+    for fd in (devnull, out_fd):
+        if fd > 2:
+            os.close(fd)
+    os.chdir(request["cwd"])
+    os.environ.clear()
+    os.environ.update(request["env"])
+    sys.path[0] = os.getcwd()  # as `python -m` puts it
+    encoding, _, errors = (os.environ.get("PYTHONIOENCODING") or "utf-8").partition(":")
+    unbuffered = bool(os.environ.get("PYTHONUNBUFFERED"))
+    for fd, name in ((1, "stdout"), (2, "stderr")):
+        raw = io.FileIO(fd, "w", closefd=False)
+        buffer = raw if unbuffered else io.BufferedWriter(raw)
+        stream = io.TextIOWrapper(buffer, encoding=encoding or "utf-8",
+                                  errors=errors or ("backslashreplace" if name == "stderr" else "strict"),
+                                  line_buffering=not unbuffered and name == "stderr", write_through=unbuffered)
+        setattr(sys, name, stream)
+        setattr(sys, f"__{name}__", stream)
+    sys.stdin = sys.__stdin__ = io.TextIOWrapper(io.BufferedReader(io.FileIO(0, "r", closefd=False)),
+                                                 encoding=encoding or "utf-8")
+    # Threads: torch sizes its intra-op pool at the first operation, from OMP_NUM_THREADS and
+    # MKL_NUM_THREADS (MKL's wins); OpenMP read OMP_NUM_THREADS when torch loaded it. Both are
+    # the server's own values, equal to the run's (they are in its key), so the child gets the
+    # threads `python -m` would give it, and the learner's torch.set_num_threads still wins.
+    from tutor.exercises import child
+
+    sys.argv = [child.__file__, *request["argv"]]
+    code = 0
+    try:
+        child.main(sys.argv)
+    except SystemExit as exc:
+        code = _exit_code(exc.code)
+    except BaseException:  # noqa: BLE001 - as the interpreter would: the traceback, exit 1
+        import traceback
+
+        traceback.print_exc()
+        code = 1
+    # The end `python -m` would make: wait for the program's own threads, run atexit, flush.
+    try:
+        threading._shutdown()  # type: ignore[attr-defined]
+    except BaseException:  # noqa: BLE001
+        pass
+    try:
+        import atexit
+
+        atexit._run_exitfuncs()
+    except BaseException:  # noqa: BLE001
+        pass
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except BaseException:  # noqa: BLE001
+            pass
+    os._exit(code)
+
+
+def _exit_code(code: Any) -> int:
+    """The exit status SystemExit(code) gives, as the interpreter makes it."""
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code & 0xFF
+    try:
+        sys.stderr.write(f"{code}\n")
+    except BaseException:  # noqa: BLE001
+        pass
+    return 1
+
+
+if __name__ == "__main__":
+    serve(sys.argv[1], int(sys.argv[2]))
