@@ -168,6 +168,7 @@ def start_child(cwd: Path, env: dict[str, str], argv: list[str], *,
         answer = json.loads(conn.recv(4096)) if ready else {}
         pid = int(answer["pid"])
     except (OSError, ValueError, KeyError, TypeError):
+        _failed_at = time.monotonic()  # no answer, or a refusal (fork_is_safe): today's start for a while
         conn.close()  # the server kills a child it forked for a connection that closed
         os.close(read_end)
         if write_end >= 0:
@@ -225,7 +226,8 @@ def _try_connect(path: Path) -> socket.socket | None:
 def _server_env(env: dict[str, str]) -> dict[str, str]:
     """The server's own environment: the run's start-up variables (its key), Python's stdio as the
     child's, and the path to this code."""
-    out = {k: v for k, v in env.items() if k.startswith(_START_UP_VARS) or k in ("PATH", "HOME", "LANG", "LC_ALL")}
+    out = {k: v for k, v in env.items() if k.startswith((*_START_UP_VARS, "GPUTUTOR_FORKSERVER"))
+           or k in ("PATH", "HOME", "LANG", "LC_ALL")}
     out["PYTHONPATH"] = env.get("PYTHONPATH", _ROOT)
     return out
 
