@@ -229,3 +229,28 @@ def test_an_idle_server_ends(tmp_path, monkeypatch, own_servers):
     servers = _servers(own_servers)
     assert servers and all(_gone(pid) for pid in servers)  # within ~2 s of its last run
     assert not list(Path(own_servers).glob("*.sock"))
+
+
+def test_a_forked_program_ends_as_python_does_its_files_flushed_its_randomness_its_own(tmp_path):
+    """A file left open is flushed at the end (the interpreter's finalization would), and two runs
+    draw different random numbers (a fork copies the server's generators)."""
+    code = ("import json, os, random, numpy as np\n"
+            "f = open('out.txt', 'w')\n"
+            "f.write('kept')\n"
+            "def uses_f():\n"
+            "    return f\n"
+            "print(json.dumps([random.random(), float(np.random.rand()),\n"
+            "                  'tutor.exercises.forkserver' in open(f'/proc/{os.getppid()}/cmdline').read()]))\n")
+    first = json.loads(run(code, tmp_path).output)
+    assert (tmp_path / "work" / "out.txt").read_text() == "kept"
+    second = json.loads(run(code, tmp_path).output)
+    assert first[2] and second[2]
+    assert first[0] != second[0] and first[1] != second[1]
+
+
+def test_a_run_cancelled_while_the_server_starts_returns_and_the_server_comes_up(tmp_path, own_servers):
+    env = dict(os.environ)
+    assert forkserver.start_child(tmp_path, env, ["solution.py"], until=time.monotonic() + 60,
+                                  cancelled=lambda: True) is None
+    assert _servers(own_servers)  # still starting, for the next run
+    assert "tutor.exercises.forkserver" in seen(SEEN, tmp_path)["parent"]

@@ -39,6 +39,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +55,7 @@ _START_UP_VARS = ("PYTHON", "LD_", "TORCH", "PYTORCH", "CUDA", "NVIDIA", "OMP_",
                   "OPENBLAS", "NUMEXPR", "TRITON", "HIP", "ROCM", "HSA_", "CUBLAS", "CUDNN", "NCCL", "MALLOC", "GLIBC")
 _ROOT = str(Path(__file__).resolve().parents[2])
 _failed_at = 0.0  # when a server last failed to start (this process)
+_server_stdio: list = []  # in a child: the server's own stdio objects, kept from the collector
 
 
 def enabled() -> bool:
@@ -145,8 +147,8 @@ class ForkedChild:
         return self.returncode
 
 
-def start_child(cwd: Path, env: dict[str, str], argv: list[str], *,
-                until: float) -> ForkedChild | None:
+def start_child(cwd: Path, env: dict[str, str], argv: list[str], *, until: float,
+                cancelled: Callable[[], bool] = lambda: False) -> ForkedChild | None:
     """Start `python -m tutor.exercises.child ARGV` in `cwd` with `env` from the fork server (started
     now if none runs); None where that cannot be done, and the caller starts it today's way."""
     global _failed_at
@@ -155,7 +157,7 @@ def start_child(cwd: Path, env: dict[str, str], argv: list[str], *,
     path = socket_path(env)
     if path is None:
         return None
-    conn = _connect(path, env, until)
+    conn = _connect(path, env, until, cancelled)
     if conn is None:
         return None
     read_end, write_end = os.pipe()
@@ -177,7 +179,7 @@ def start_child(cwd: Path, env: dict[str, str], argv: list[str], *,
     return ForkedChild(conn, pid, open(read_end, "rb", buffering=0))
 
 
-def _connect(path: Path, env: dict[str, str], until: float) -> socket.socket | None:
+def _connect(path: Path, env: dict[str, str], until: float, cancelled: Callable[[], bool]) -> socket.socket | None:
     """A connection to the server at `path`; one is started if none answers (under a lock: two
     runs at once start one server)."""
     global _failed_at
@@ -205,6 +207,8 @@ def _connect(path: Path, env: dict[str, str], until: float) -> socket.socket | N
             conn = _try_connect(path)
             if conn is not None:
                 return conn  # the server outlives this call; Popen reaps it if it ends first
+            if cancelled():
+                return None  # the server goes on starting, for the next run
             time.sleep(0.02)
         _failed_at = time.monotonic()
         if server.poll() is None:
@@ -301,9 +305,17 @@ def serve(path: str, owner: int) -> None:
                     if _still_mine(path, me):
                         os.unlink(path)
                     sys.exit(1)
-                request = json.loads(message)
-                owners.add(int(request.get("owner") or 0))
-                runs[conn] = _fork(request, fds, conn, [listener, *runs], (wake_r, wake_w))
+                try:
+                    request = json.loads(message)
+                    if len(fds) != 1 or not isinstance(request, dict):
+                        raise ValueError("a run sends its request and one pipe")
+                    owners.add(int(request.get("owner") or 0))
+                    runs[conn] = _fork(request, fds, conn, [listener, *runs], (wake_r, wake_w))
+                except (ValueError, TypeError, OSError):
+                    for fd in fds:
+                        _close(fd)
+                    conn.close()
+                    del runs[conn]
         if runs:
             last = time.monotonic()
             continue
@@ -350,6 +362,13 @@ def _alive(pid: int) -> bool:
     return True
 
 
+def _close(fd: int) -> None:
+    try:
+        os.close(fd)
+    except OSError:
+        pass
+
+
 def _kill_group(pid: int) -> None:
     try:
         os.killpg(pid, signal.SIGKILL)
@@ -373,7 +392,7 @@ def _fork(request: dict, fds: list[int], conn: socket.socket, open_sockets: list
             os._exit(70)
     os.close(ready_w)
     for fd in fds:
-        os.close(fd)
+        _close(fd)
     started = os.read(ready_r, 1)
     os.close(ready_r)
     if not started:
@@ -408,6 +427,7 @@ def _become_child(request: dict, out_fd: int, ready_w: int) -> None:
     sys.path[0] = os.getcwd()  # as `python -m` puts it
     encoding, _, errors = (os.environ.get("PYTHONIOENCODING") or "utf-8").partition(":")
     unbuffered = bool(os.environ.get("PYTHONUNBUFFERED"))
+    _server_stdio.extend((sys.stdin, sys.stdout, sys.stderr))  # never finalized: they would close fds 0-2
     for fd, name in ((1, "stdout"), (2, "stderr")):
         raw = io.FileIO(fd, "w", closefd=False)
         buffer = raw if unbuffered else io.BufferedWriter(raw)
@@ -422,6 +442,8 @@ def _become_child(request: dict, out_fd: int, ready_w: int) -> None:
     # MKL_NUM_THREADS (MKL's wins); OpenMP read OMP_NUM_THREADS when torch loaded it. Both are
     # the server's own values, equal to the run's (they are in its key), so the child gets the
     # threads `python -m` would give it, and the learner's torch.set_num_threads still wins.
+    if "numpy.random" in sys.modules:  # Python's random reseeds itself in a fork; numpy's global one does not
+        sys.modules["numpy.random"].seed()
     from tutor.exercises import child
 
     sys.argv = [child.__file__, *request["argv"]]
@@ -435,17 +457,17 @@ def _become_child(request: dict, out_fd: int, ready_w: int) -> None:
 
         traceback.print_exc()
         code = 1
-    # The end `python -m` would make: wait for the program's own threads, run atexit, flush.
-    try:
-        threading._shutdown()  # type: ignore[attr-defined]
-    except BaseException:  # noqa: BLE001
-        pass
-    try:
-        import atexit
+    # The end `python -m` would make: wait for the program's own threads, run atexit, then free
+    # what is left, so that a file the program never closed is flushed as the interpreter's
+    # finalization would (its functions hold its globals in a cycle only the collector frees).
+    import atexit
+    import gc
 
-        atexit._run_exitfuncs()
-    except BaseException:  # noqa: BLE001
-        pass
+    for step in (threading._shutdown, atexit._run_exitfuncs, gc.collect):  # type: ignore[attr-defined]
+        try:
+            step()
+        except BaseException:  # noqa: BLE001
+            pass
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()

@@ -436,7 +436,7 @@ def run_code(
     start = time.monotonic()
     child_env = _child_env(workdir, memory_mb, env)
     # Started from the warm fork server where it can be (forkserver.py), else as `python -m`.
-    forked = forkserver.start_child(workdir, child_env, [SOLUTION], until=start + timeout)
+    forked = forkserver.start_child(workdir, child_env, [SOLUTION], until=start + timeout, cancelled=cancelled)
     ran = _run([sys.executable, "-m", "tutor.exercises.child", SOLUTION], workdir, child_env,
                deadline=start + timeout, on_output=on_output, cancelled=cancelled, forked=forked)
     rc = ran.returncode
