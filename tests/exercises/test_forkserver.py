@@ -6,17 +6,16 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
+import socket
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
 
 import pytest
 
-from tutor.exercises import forkserver
+from tutor.exercises import forkserver, sandbox
 from tutor.exercises.sandbox import run_code
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the fork server is Linux's")
@@ -37,19 +36,17 @@ print(json.dumps({
 
 @pytest.fixture(autouse=True)
 def own_servers(monkeypatch):
-    """A socket folder of this test's own (short: a socket's path is < 108 bytes), and its servers
-    gone at the end."""
-    folder = tempfile.mkdtemp(prefix="gt-fs-")
-    monkeypatch.setenv("GPUTUTOR_FORKSERVER_DIR", folder)
+    """Servers of this test's own (their names carry its tag), gone at the end."""
+    tag = f"test{os.getpid()}x{time.monotonic_ns()}"
+    monkeypatch.setenv("GPUTUTOR_FORKSERVER_TAG", tag)
     monkeypatch.setenv("GPUTUTOR_FORKSERVER", "1")
     monkeypatch.setattr(forkserver, "_failed_at", 0.0)
-    yield folder
-    for pid in _servers(folder):
+    yield tag
+    for pid in _servers(tag):
         _kill(pid)
-    shutil.rmtree(folder, ignore_errors=True)
 
 
-def _servers(folder: str) -> list[int]:
+def _servers(tag: str) -> list[int]:
     found = []
     for entry in os.listdir("/proc"):
         if entry.isdigit():
@@ -58,7 +55,7 @@ def _servers(folder: str) -> list[int]:
                     line = f.read()
             except OSError:
                 continue
-            if b"tutor.exercises.forkserver" in line and folder.encode() in line:
+            if b"tutor.exercises.forkserver" in line and tag.encode() in line:
                 found.append(int(entry))
     return found
 
@@ -129,6 +126,8 @@ def test_a_timeout_or_a_cancel_kills_a_forked_program_and_its_children(tmp_path,
             "if os.fork() == 0:\n"
             "    open(f'child-{os.getpid()}.pid', 'w').close()\n"
             "    time.sleep(600)\n"
+            "while not any(name.startswith('child-') for name in os.listdir('.')):\n"
+            "    time.sleep(0.01)\n"
             "open(f'main-{os.getpid()}.pid', 'w').close()\n"
             "print(open(f'/proc/{os.getppid()}/cmdline').read().replace(chr(0), ' '), flush=True)\n"
             "time.sleep(600)\n")
@@ -228,7 +227,8 @@ def test_an_idle_server_ends(tmp_path, monkeypatch, own_servers):
     assert "forkserver" in seen(SEEN, tmp_path)["parent"]
     servers = _servers(own_servers)
     assert servers and all(_gone(pid) for pid in servers)  # within ~2 s of its last run
-    assert not list(Path(own_servers).glob("*.sock"))
+    name = forkserver.server_name(sandbox._child_env(tmp_path / "work", 1024, None))
+    assert forkserver._try_connect(name) is None
 
 
 def test_a_forked_program_ends_as_python_does_its_files_flushed_its_randomness_its_own(tmp_path):
@@ -252,5 +252,36 @@ def test_a_run_cancelled_while_the_server_starts_returns_and_the_server_comes_up
     env = dict(os.environ)
     assert forkserver.start_child(tmp_path, env, ["solution.py"], until=time.monotonic() + 60,
                                   cancelled=lambda: True) is None
-    assert _servers(own_servers)  # still starting, for the next run
+    for _ in range(100):  # still starting, for the next run (a moment to exec)
+        if _servers(own_servers):
+            break
+        time.sleep(0.05)
+    assert _servers(own_servers)
     assert "tutor.exercises.forkserver" in seen(SEEN, tmp_path)["parent"]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs another user to connect as")
+def test_the_server_takes_no_run_from_another_user(tmp_path):
+    """Anyone may reach an abstract socket's name: a server forks only for its own user."""
+    assert "tutor.exercises.forkserver" in seen(SEEN, tmp_path)["parent"]
+    name = forkserver.server_name(sandbox._child_env(tmp_path / "work", 1024, None))
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # as nobody: connect and ask for a run
+        try:
+            os.setgid(65534)
+            os.setuid(65534)
+            conn = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+            conn.connect(f"\0{name}")
+            request = json.dumps({"cwd": "/", "env": {}, "argv": ["x.py"], "owner": os.getpid()}).encode()
+            socket.send_fds(conn, [request], [write_end])
+            conn.settimeout(10)
+            os._exit(3 if conn.recv(4096) == b"" else 4)  # closed without an answer: 3
+        except OSError:
+            os._exit(3)
+        except BaseException:
+            os._exit(5)
+    os.close(write_end)
+    _, status = os.waitpid(pid, 0)
+    os.close(read_end)
+    assert os.waitstatus_to_exitcode(status) == 3

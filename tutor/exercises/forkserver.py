@@ -34,10 +34,9 @@ import os
 import select
 import signal
 import socket
-import stat
+import struct
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -89,23 +88,21 @@ def _versions() -> list[int]:
     return stamps
 
 
-def _folder() -> Path | None:
-    """A folder only this user can enter, for the sockets (a short path: sockets are <108 bytes)."""
-    named = os.environ.get("GPUTUTOR_FORKSERVER_DIR")
-    folder = Path(named) if named else Path(tempfile.gettempdir()) / f"gpututor-{os.getuid()}"
+def server_name(env: dict[str, str]) -> str:
+    """The server's address: a Linux abstract socket (no file anywhere, gone with its process),
+    this user's, for this key. GPUTUTOR_FORKSERVER_TAG sets servers apart (tests, the bench)."""
+    tag = os.environ.get("GPUTUTOR_FORKSERVER_TAG", "")
+    return f"gpututor-fork-{os.getuid()}-{server_key(env)}{'-' + tag if tag else ''}"
+
+
+def _same_user(sock: socket.socket) -> bool:
+    """Whether the process at the other end runs as this user: anyone may reach an abstract
+    name, and a run's request is code to execute and an environment to keep."""
     try:
-        folder.mkdir(mode=0o700, exist_ok=True)
-        info = os.lstat(folder)
+        _, uid, _ = struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))
     except OSError:
-        return None
-    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
-        return None  # someone else's, or open to others: not a place to take orders from
-    return folder
-
-
-def socket_path(env: dict[str, str]) -> Path | None:
-    folder = _folder()
-    return folder / f"fork-{server_key(env)}.sock" if folder else None
+        return False
+    return uid == os.getuid()
 
 
 # ---------------------------------------------------------------- the sandbox's side
@@ -154,10 +151,7 @@ def start_child(cwd: Path, env: dict[str, str], argv: list[str], *, until: float
     global _failed_at
     if not enabled() or time.monotonic() - _failed_at < RETRY_AFTER_S:
         return None
-    path = socket_path(env)
-    if path is None:
-        return None
-    conn = _connect(path, env, until, cancelled)
+    conn = _connect(server_name(env), env, until, cancelled)
     if conn is None:
         return None
     read_end, write_end = os.pipe()
@@ -179,49 +173,65 @@ def start_child(cwd: Path, env: dict[str, str], argv: list[str], *, until: float
     return ForkedChild(conn, pid, open(read_end, "rb", buffering=0))
 
 
-def _connect(path: Path, env: dict[str, str], until: float, cancelled: Callable[[], bool]) -> socket.socket | None:
-    """A connection to the server at `path`; one is started if none answers (under a lock: two
-    runs at once start one server)."""
+def _connect(name: str, env: dict[str, str], until: float, cancelled: Callable[[], bool]) -> socket.socket | None:
+    """A connection to the server called `name`; one is started if none answers. One run at a
+    time starts it (the one that binds NAME.starting); the others wait for it."""
     global _failed_at
-    conn = _try_connect(path)
+    conn = _try_connect(name)
     if conn is not None:
         return conn
-    import fcntl
-
-    with open(path.with_suffix(".lock"), "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        conn = _try_connect(path)
-        if conn is not None:
-            return conn
-        try:
-            path.unlink(missing_ok=True)  # a server that died left it
-            server = subprocess.Popen(
-                [sys.executable, "-m", "tutor.exercises.forkserver", str(path), str(os.getpid())],
-                cwd=path.parent, env=_server_env(env), stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-        except OSError:
-            _failed_at = time.monotonic()
-            return None
-        give_up = min(until, time.monotonic() + START_WAIT_S)
-        while time.monotonic() < give_up and server.poll() is None:
-            conn = _try_connect(path)
+    starting: socket.socket | None = None
+    server: subprocess.Popen | None = None
+    give_up = min(until, time.monotonic() + START_WAIT_S)
+    try:
+        while time.monotonic() < give_up:
+            if starting is None:
+                starting = _claim(f"{name}.starting")
+                if starting is not None:
+                    try:
+                        server = subprocess.Popen(
+                            [sys.executable, "-m", "tutor.exercises.forkserver", name, str(os.getpid())],
+                            cwd="/", env=_server_env(env), stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+                    except OSError:
+                        break
+            elif server is not None and server.poll() is not None:
+                break  # it ended without answering (no torch here, or it found CUDA started)
+            conn = _try_connect(name)
             if conn is not None:
                 return conn  # the server outlives this call; Popen reaps it if it ends first
             if cancelled():
                 return None  # the server goes on starting, for the next run
             time.sleep(0.02)
         _failed_at = time.monotonic()
-        if server.poll() is None:
+        if server is not None and server.poll() is None:
             server.kill()
-        server.wait()
+            server.wait()
         return None
+    finally:
+        if starting is not None:
+            starting.close()
 
 
-def _try_connect(path: Path) -> socket.socket | None:
+def _claim(name: str) -> socket.socket | None:
+    """Bind the abstract name (held until the socket closes or its process dies), or None if taken."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    try:
+        sock.bind(f"\0{name}")
+    except OSError:
+        sock.close()
+        return None
+    return sock
+
+
+def _try_connect(name: str) -> socket.socket | None:
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     try:
-        conn.connect(str(path))
+        conn.connect(f"\0{name}")
     except OSError:
+        conn.close()
+        return None
+    if not _same_user(conn):
         conn.close()
         return None
     return conn
@@ -239,14 +249,14 @@ def _server_env(env: dict[str, str]) -> dict[str, str]:
 # ---------------------------------------------------------------- the server
 
 
-def serve(path: str, owner: int) -> None:
+def serve(name: str, owner: int) -> None:
     import torch  # the point of this process; nothing else of torch runs here
 
     import tutor.exercises.child  # noqa: F401 - the child's own code, torch-free at import
 
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    listener.bind(path + ".new")
-    os.replace(path + ".new", path)  # the name answers only once the server listens
+    listener = _claim(name)
+    if listener is None:
+        return  # another server has the name
     listener.listen(16)
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_w, False)
@@ -255,7 +265,6 @@ def serve(path: str, owner: int) -> None:
     runs: dict[socket.socket, int | None] = {}  # connection -> its child's pid (None: not yet)
     owners = {owner}
     last = time.monotonic()
-    me = os.stat(path).st_ino
 
     def reap() -> None:
         while True:
@@ -285,7 +294,10 @@ def serve(path: str, owner: int) -> None:
         for conn in readable:
             if conn is listener:
                 new, _ = listener.accept()
-                runs[new] = None
+                if _same_user(new):
+                    runs[new] = None
+                else:
+                    new.close()
             elif conn in runs:
                 child = runs[conn]
                 try:
@@ -302,8 +314,6 @@ def serve(path: str, owner: int) -> None:
                     continue
                 if not fork_is_safe():  # the sandbox starts this run, and the next ones, today's way
                     conn.close()
-                    if _still_mine(path, me):
-                        os.unlink(path)
                     sys.exit(1)
                 try:
                     request = json.loads(message)
@@ -320,10 +330,7 @@ def serve(path: str, owner: int) -> None:
             last = time.monotonic()
             continue
         owners = {pid for pid in owners if pid and _alive(pid)}
-        if not _still_mine(path, me):
-            return
         if time.monotonic() - last > _idle_s(bool(owners)):
-            os.unlink(path)
             return
 
 
@@ -343,13 +350,6 @@ def _idle_s(owned: bool) -> float:
         return float(named)
     except ValueError:
         return IDLE_S if owned else ORPHAN_IDLE_S
-
-
-def _still_mine(path: str, inode: int) -> bool:
-    try:
-        return os.stat(path).st_ino == inode
-    except OSError:
-        return False
 
 
 def _alive(pid: int) -> bool:
