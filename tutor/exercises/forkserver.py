@@ -6,7 +6,10 @@ small machine, for every run of every exercise. The fork server pays that once: 
 run, which then becomes exactly what `python -m tutor.exercises.child solution.py` is: a session
 and process group of its own (the sandbox kills the group), the run's cwd, environment,
 sys.path[0], stdin from /dev/null, stdout and stderr on the sandbox's pipe, its thread count, and
-`child.main` sets its memory limits and runs the file as `__main__` as before.
+`child.main` sets its memory limits and runs the file as `__main__` as before; at its end it waits
+for the program's threads, runs atexit and collects what is left (an unclosed file is flushed), as
+Python's exit does. What still differs: sys.orig_argv, and the hash seed of str (one per server,
+not per run: set iteration order repeats from run to run; PYTHONHASHSEED fixes it either way).
 
 Fork safety: the server never initialises CUDA (only `import torch`; it asserts
 `torch.cuda.is_initialized()` is False before every fork) and runs no torch operation, so no
@@ -14,8 +17,10 @@ intra-op (OpenMP/MKL) pool and no thread but its own exists when it forks; the c
 device and pools itself. Only on Linux: macOS (fork after Objective-C and Accelerate are loaded is
 unsafe) and Windows (no fork) keep today's start, as does GPUTUTOR_FORKSERVER=0, and any failure.
 
-Protocol: one server per user and per the environment torch and Python read at start-up
-(`server_key`), listening on a SOCK_SEQPACKET Unix socket in a private folder. A run connects,
+Protocol: one server per user and per what a child would otherwise take from the process that
+starts it (`server_key`: the environment Python and torch read at start-up, resource limits,
+CPUs, niceness, umask, the code's and torch's files), listening on a SOCK_SEQPACKET Unix socket
+with an abstract name (no file; both ends check the other runs as this user). A run connects,
 sends {cwd, env, argv} with the pipe's write end (SCM_RIGHTS), and reads back {"pid": N} once the
 child leads its own group, then {"exit": returncode} (negative: the signal) when it ends. A
 connection that closes while its child runs (the sandbox died) kills the child's group.
@@ -66,8 +71,25 @@ def enabled() -> bool:
 def server_key(env: dict[str, str]) -> str:
     """The server a run with this environment may use: same Python, same code, same start-up env."""
     fixed = sorted((k, v) for k, v in env.items() if k.startswith(_START_UP_VARS))
-    text = json.dumps([sys.executable, _ROOT, fixed, _versions()])
+    text = json.dumps([sys.executable, _ROOT, fixed, _versions(), _inherited()])
     return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _inherited() -> list:
+    """What a child inherits from the process that starts it rather than from its environment:
+    resource limits, the CPUs it may use, its niceness, its umask (read, not set: os.umask would
+    change it for every thread of a running TUI)."""
+    import resource
+
+    limits = [resource.getrlimit(getattr(resource, name)) for name in
+              ("RLIMIT_NOFILE", "RLIMIT_STACK", "RLIMIT_CORE", "RLIMIT_AS", "RLIMIT_DATA", "RLIMIT_NPROC", "RLIMIT_CPU")
+              if hasattr(resource, name)]
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            umask = next((line.split()[1] for line in f if line.startswith("Umask:")), "")
+    except OSError:
+        umask = ""
+    return [limits, sorted(os.sched_getaffinity(0)), os.getpriority(os.PRIO_PROCESS, 0), umask]
 
 
 def _versions() -> list[int]:
