@@ -15,6 +15,13 @@ from tutor.exercises.sandbox import run_code
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="process groups and rlimits are POSIX")
 
 
+@pytest.fixture(autouse=True, params=["fork server", "python -m"])
+def start(request, monkeypatch):
+    """Every test runs both ways a program starts: forked from the warm server, and as today."""
+    monkeypatch.setenv("GPUTUTOR_FORKSERVER", "1" if request.param == "fork server" else "0")
+    return request.param
+
+
 def run(code: str, tmp_path: Path, **kw):
     kw.setdefault("timeout", 30)
     kw.setdefault("memory_mb", 1024)

@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from tutor.errors import PEER_GONE, reports_device_out_of_memory
+from tutor.exercises import forkserver
 from tutor.exercises.child import RANKS_DIR, per_rank, start_time
 from tutor.experiments import gpu_share  # torch-free until a device is asked about
 from tutor.paths import route_torch_caches
@@ -309,10 +310,12 @@ def _run(
     cancelled: Callable[[], bool],
     stderr: Any = subprocess.STDOUT,
     also_kill: Callable[[], None] = lambda: None,
+    forked: Any = None,
 ) -> _Ran:
-    """Start `command` in a session of its own, stream its output, and kill its group (and
-    whatever `also_kill` reaches) when it ends, at `deadline` (time.monotonic()) or on cancel."""
-    proc = subprocess.Popen(
+    """Start `command` in a session of its own (or take `forked`, the same program the fork
+    server started: forkserver.ForkedChild), stream its output, and kill its group (and whatever
+    `also_kill` reaches) when it ends, at `deadline` (time.monotonic()) or on cancel."""
+    proc = forked or subprocess.Popen(
         command,
         cwd=workdir,
         stdin=subprocess.DEVNULL,
@@ -431,9 +434,11 @@ def run_code(
                        cancelled=cancelled, env=env, nproc=nproc)
 
     start = time.monotonic()
-    ran = _run([sys.executable, "-m", "tutor.exercises.child", SOLUTION], workdir,
-               _child_env(workdir, memory_mb, env), deadline=start + timeout, on_output=on_output,
-               cancelled=cancelled)
+    child_env = _child_env(workdir, memory_mb, env)
+    # Started from the warm fork server where it can be (forkserver.py), else as `python -m`.
+    forked = forkserver.start_child(workdir, child_env, [SOLUTION], until=start + timeout, cancelled=cancelled)
+    ran = _run([sys.executable, "-m", "tutor.exercises.child", SOLUTION], workdir, child_env,
+               deadline=start + timeout, on_output=on_output, cancelled=cancelled, forked=forked)
     rc = ran.returncode
     sig = _signal_name(-rc) if rc is not None and rc < 0 else None
     error_type, message, line, text = _error_fields(_read_error(workdir / ERROR_FILE))
