@@ -287,3 +287,11 @@ def test_the_server_takes_no_run_from_another_user(tmp_path):
     _, status = os.waitpid(pid, 0)
     os.close(read_end)
     assert os.waitstatus_to_exitcode(status) == 3
+
+
+def test_a_relative_scratch_dir_is_the_programs_cwd_as_before(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    r = run_code(SEEN, Path("relative"), timeout=60, memory_mb=1024)
+    assert r.ok, r.output
+    assert json.loads(r.output)["cwd"] == str(tmp_path / "relative")
+    assert "tutor.exercises.forkserver" in json.loads(r.output)["parent"]

@@ -60,6 +60,7 @@ _START_UP_VARS = ("PYTHON", "LD_", "TORCH", "PYTORCH", "CUDA", "NVIDIA", "OMP_",
 _ROOT = str(Path(__file__).resolve().parents[2])
 _failed_at = 0.0  # when a server last failed to start (this process)
 _server_stdio: list = []  # in a child: the server's own stdio objects, kept from the collector
+_stdout_is_set = False  # in a child: fd 1 is the run's pipe
 
 
 def enabled() -> bool:
@@ -178,7 +179,8 @@ def start_child(cwd: Path, env: dict[str, str], argv: list[str], *, until: float
         return None
     read_end, write_end = os.pipe()
     try:
-        request = json.dumps({"cwd": str(cwd), "env": env, "argv": argv, "owner": os.getpid()}).encode()
+        request = json.dumps({"cwd": os.path.abspath(cwd), "env": env, "argv": argv,  # the server's cwd is /
+                              "owner": os.getpid()}).encode()
         socket.send_fds(conn, [request], [write_end])
         os.close(write_end)
         write_end = -1
@@ -410,7 +412,12 @@ def _fork(request: dict, fds: list[int], conn: socket.socket, open_sockets: list
             for fd in wake:
                 os.close(fd)
             _become_child(request, fds[0], ready_w)
-        except BaseException:  # noqa: BLE001 - a child that could not start must not return into the server
+        except BaseException as exc:  # noqa: BLE001 - a child that could not start must not return into the server
+            try:  # said where the program's output goes (fd 1 once set up, else the pipe itself)
+                os.write(1 if _stdout_is_set else fds[0],
+                         f"the tutor could not start the program: {type(exc).__name__}: {exc}\n".encode())
+            except BaseException:  # noqa: BLE001
+                pass
             os._exit(70)
     os.close(ready_w)
     for fd in fds:
@@ -440,6 +447,8 @@ def _become_child(request: dict, out_fd: int, ready_w: int) -> None:
     os.dup2(devnull, 0)
     os.dup2(out_fd, 1)
     os.dup2(out_fd, 2)
+    global _stdout_is_set
+    _stdout_is_set = True
     for fd in (devnull, out_fd):
         if fd > 2:
             os.close(fd)
