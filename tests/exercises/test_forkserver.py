@@ -22,8 +22,9 @@ pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="th
 
 # What a program sees of its start, printed as JSON (pids and the parent apart).
 SEEN = """\
-import json, os, sys
+import json, os, sys, multiprocessing.process
 print(json.dumps({
+    "multiprocessing_dir": multiprocessing.process.ORIGINAL_DIR,
     "name": __name__, "file": __file__, "argv": sys.argv, "cwd": os.getcwd(), "path0": sys.path[:2],
     "env": {k: os.environ.get(k) for k in ("EXTRA", "PYTHONUNBUFFERED", "GPUTUTOR_SANDBOX_MEMORY_MB")},
     "stdout": [sys.stdout.encoding, sys.stdout.errors, sys.stdout.write_through, sys.stdout.line_buffering],

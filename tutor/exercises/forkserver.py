@@ -475,6 +475,10 @@ def _become_child(request: dict, out_fd: int, ready_w: int) -> None:
     # threads `python -m` would give it, and the learner's torch.set_num_threads still wins.
     if "numpy.random" in sys.modules:  # Python's random reseeds itself in a fork; numpy's global one does not
         sys.modules["numpy.random"].seed()
+    if "multiprocessing.process" in sys.modules:  # torch imports it: what it took from the server, made this run's
+        process = sys.modules["multiprocessing.process"]
+        process.ORIGINAL_DIR = os.getcwd()
+        process.current_process().authkey = os.urandom(32)
     from tutor.exercises import child
 
     sys.argv = [child.__file__, *request["argv"]]
