@@ -24,7 +24,8 @@ pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="th
 SEEN = """\
 import json, os, sys, multiprocessing.process
 print(json.dumps({
-    "multiprocessing_dir": multiprocessing.process.ORIGINAL_DIR,
+    "multiprocessing_dir": multiprocessing.process.ORIGINAL_DIR, "encoding": __import__("locale").getpreferredencoding(),
+    "tmp": __import__("tempfile").gettempdir(), "user_site": __import__("site").getusersitepackages(),
     "name": __name__, "file": __file__, "argv": sys.argv, "cwd": os.getcwd(), "path0": sys.path[:2],
     "env": {k: os.environ.get(k) for k in ("EXTRA", "PYTHONUNBUFFERED", "GPUTUTOR_SANDBOX_MEMORY_MB")},
     "stdout": [sys.stdout.encoding, sys.stdout.errors, sys.stdout.write_through, sys.stdout.line_buffering],
@@ -92,7 +93,10 @@ def seen(code: str, tmp_path: Path, **kw) -> dict:
     return json.loads(r.output)
 
 
-def test_a_program_forked_by_the_server_sees_its_start_as_python_m_gives_it(tmp_path, monkeypatch):
+@pytest.mark.parametrize("environment", [{}, {"LANG": "C", "LC_ALL": "C", "HOME": "/nonexistent-home", "TMPDIR": "/"}])
+def test_a_program_forked_by_the_server_sees_its_start_as_python_m_gives_it(tmp_path, monkeypatch, environment):
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value)
     forked = seen(SEEN, tmp_path, env={"EXTRA": "yes"})
     assert "tutor.exercises.forkserver" in forked["parent"] and forked["leads_group"]
     monkeypatch.setenv("GPUTUTOR_FORKSERVER", "0")
