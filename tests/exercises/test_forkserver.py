@@ -24,7 +24,8 @@ pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="th
 SEEN = """\
 import json, os, sys, multiprocessing.process
 print(json.dumps({
-    "multiprocessing_dir": multiprocessing.process.ORIGINAL_DIR, "encoding": __import__("locale").getpreferredencoding(),
+    "multiprocessing_dir": multiprocessing.process.ORIGINAL_DIR,
+    "encoding": __import__("locale").getpreferredencoding(),
     "tmp": __import__("tempfile").gettempdir(), "user_site": __import__("site").getusersitepackages(),
     "name": __name__, "file": __file__, "argv": sys.argv, "cwd": os.getcwd(), "path0": sys.path[:2],
     "env": {k: os.environ.get(k) for k in ("EXTRA", "PYTHONUNBUFFERED", "GPUTUTOR_SANDBOX_MEMORY_MB")},
