@@ -80,7 +80,7 @@ def main() -> None:
     load = os.getloadavg()
     os.environ["GPUTUTOR_FORKSERVER"] = "1"
     print(f"machine: {os.cpu_count()} CPUs, load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}; "
-          f"Python {sys.version.split()[0]}; fork server {'available' if forkserver.enabled() else 'not available'} here")
+          f"Python {sys.version.split()[0]}; fork server {'' if forkserver.enabled() else 'not '}available here")
     print(f"first run of a session (no server yet): first line {cold_line:.2f} s with the server starting, "
           f"{cold_today:.2f} s today's start")
     print(f"{'':22} {'today (median, range)':>26} {'fork server':>26} {'ratio':>7}  goal")

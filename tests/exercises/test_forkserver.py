@@ -22,8 +22,11 @@ pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="th
 
 # What a program sees of its start, printed as JSON (pids and the parent apart).
 SEEN = """\
-import json, os, sys
+import json, os, sys, multiprocessing.process
 print(json.dumps({
+    "multiprocessing_dir": multiprocessing.process.ORIGINAL_DIR,
+    "encoding": __import__("locale").getpreferredencoding(),
+    "tmp": __import__("tempfile").gettempdir(), "user_site": __import__("site").getusersitepackages(),
     "name": __name__, "file": __file__, "argv": sys.argv, "cwd": os.getcwd(), "path0": sys.path[:2],
     "env": {k: os.environ.get(k) for k in ("EXTRA", "PYTHONUNBUFFERED", "GPUTUTOR_SANDBOX_MEMORY_MB")},
     "stdout": [sys.stdout.encoding, sys.stdout.errors, sys.stdout.write_through, sys.stdout.line_buffering],
@@ -91,7 +94,10 @@ def seen(code: str, tmp_path: Path, **kw) -> dict:
     return json.loads(r.output)
 
 
-def test_a_program_forked_by_the_server_sees_its_start_as_python_m_gives_it(tmp_path, monkeypatch):
+@pytest.mark.parametrize("environment", [{}, {"LANG": "C", "LC_ALL": "C", "HOME": "/nonexistent-home", "TMPDIR": "/"}])
+def test_a_program_forked_by_the_server_sees_its_start_as_python_m_gives_it(tmp_path, monkeypatch, environment):
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value)
     forked = seen(SEEN, tmp_path, env={"EXTRA": "yes"})
     assert "tutor.exercises.forkserver" in forked["parent"] and forked["leads_group"]
     monkeypatch.setenv("GPUTUTOR_FORKSERVER", "0")
@@ -287,3 +293,11 @@ def test_the_server_takes_no_run_from_another_user(tmp_path):
     _, status = os.waitpid(pid, 0)
     os.close(read_end)
     assert os.waitstatus_to_exitcode(status) == 3
+
+
+def test_a_relative_scratch_dir_is_the_programs_cwd_as_before(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    r = run_code(SEEN, Path("relative"), timeout=60, memory_mb=1024)
+    assert r.ok, r.output
+    assert json.loads(r.output)["cwd"] == str(tmp_path / "relative")
+    assert "tutor.exercises.forkserver" in json.loads(r.output)["parent"]

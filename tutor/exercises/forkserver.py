@@ -53,13 +53,16 @@ START_WAIT_S = 60.0  # how long a run waits for a server it started to import to
 ANSWER_S = 10.0  # how long a run waits for a warm server to fork its child
 RETRY_AFTER_S = 60.0  # after a server failed to start, today's start until then
 MESSAGE_BYTES = 1 << 20
-# What Python and torch read from the environment when they start, before a child can set its own:
-# a run whose values differ gets a server of its own. Everything else is set per child.
+# What Python and torch read from the environment when they start, before a child can set its own
+# (the locale: open()'s default encoding; HOME: the user site-packages on sys.path): a run whose
+# values differ gets a server of its own. Everything else is set per child.
 _START_UP_VARS = ("PYTHON", "LD_", "TORCH", "PYTORCH", "CUDA", "NVIDIA", "OMP_", "MKL", "KMP_", "GOMP",
-                  "OPENBLAS", "NUMEXPR", "TRITON", "HIP", "ROCM", "HSA_", "CUBLAS", "CUDNN", "NCCL", "MALLOC", "GLIBC")
+                  "OPENBLAS", "NUMEXPR", "TRITON", "HIP", "ROCM", "HSA_", "CUBLAS", "CUDNN", "NCCL", "MALLOC", "GLIBC",
+                  "LANG", "LC_", "HOME")
 _ROOT = str(Path(__file__).resolve().parents[2])
 _failed_at = 0.0  # when a server last failed to start (this process)
 _server_stdio: list = []  # in a child: the server's own stdio objects, kept from the collector
+_stdout_is_set = False  # in a child: fd 1 is the run's pipe
 
 
 def enabled() -> bool:
@@ -178,7 +181,8 @@ def start_child(cwd: Path, env: dict[str, str], argv: list[str], *, until: float
         return None
     read_end, write_end = os.pipe()
     try:
-        request = json.dumps({"cwd": str(cwd), "env": env, "argv": argv, "owner": os.getpid()}).encode()
+        request = json.dumps({"cwd": os.path.abspath(cwd), "env": env, "argv": argv,  # the server's cwd is /
+                              "owner": os.getpid()}).encode()
         socket.send_fds(conn, [request], [write_end])
         os.close(write_end)
         write_end = -1
@@ -262,8 +266,7 @@ def _try_connect(name: str) -> socket.socket | None:
 def _server_env(env: dict[str, str]) -> dict[str, str]:
     """The server's own environment: the run's start-up variables (its key), Python's stdio as the
     child's, and the path to this code."""
-    out = {k: v for k, v in env.items() if k.startswith((*_START_UP_VARS, "GPUTUTOR_FORKSERVER"))
-           or k in ("PATH", "HOME", "LANG", "LC_ALL")}
+    out = {k: v for k, v in env.items() if k.startswith((*_START_UP_VARS, "GPUTUTOR_FORKSERVER")) or k == "PATH"}
     out["PYTHONPATH"] = env.get("PYTHONPATH", _ROOT)
     return out
 
@@ -410,7 +413,12 @@ def _fork(request: dict, fds: list[int], conn: socket.socket, open_sockets: list
             for fd in wake:
                 os.close(fd)
             _become_child(request, fds[0], ready_w)
-        except BaseException:  # noqa: BLE001 - a child that could not start must not return into the server
+        except BaseException as exc:  # noqa: BLE001 - a child that could not start must not return into the server
+            try:  # said where the program's output goes (fd 1 once set up, else the pipe itself)
+                os.write(1 if _stdout_is_set else fds[0],
+                         f"the tutor could not start the program: {type(exc).__name__}: {exc}\n".encode())
+            except BaseException:  # noqa: BLE001
+                pass
             os._exit(70)
     os.close(ready_w)
     for fd in fds:
@@ -440,6 +448,8 @@ def _become_child(request: dict, out_fd: int, ready_w: int) -> None:
     os.dup2(devnull, 0)
     os.dup2(out_fd, 1)
     os.dup2(out_fd, 2)
+    global _stdout_is_set
+    _stdout_is_set = True
     for fd in (devnull, out_fd):
         if fd > 2:
             os.close(fd)
@@ -464,8 +474,15 @@ def _become_child(request: dict, out_fd: int, ready_w: int) -> None:
     # MKL_NUM_THREADS (MKL's wins); OpenMP read OMP_NUM_THREADS when torch loaded it. Both are
     # the server's own values, equal to the run's (they are in its key), so the child gets the
     # threads `python -m` would give it, and the learner's torch.set_num_threads still wins.
+    import tempfile
+
+    tempfile.tempdir = None  # found again from this run's TMPDIR, should anything have asked already
     if "numpy.random" in sys.modules:  # Python's random reseeds itself in a fork; numpy's global one does not
         sys.modules["numpy.random"].seed()
+    if "multiprocessing.process" in sys.modules:  # torch imports it: what it took from the server, made this run's
+        process = sys.modules["multiprocessing.process"]
+        process.ORIGINAL_DIR = os.getcwd()
+        process.current_process().authkey = os.urandom(32)
     from tutor.exercises import child
 
     sys.argv = [child.__file__, *request["argv"]]

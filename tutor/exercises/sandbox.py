@@ -4,7 +4,9 @@
 `python -m tutor.exercises.child solution.py` in a new session (process group), streams the merged
 stdout/stderr to `on_output`, and kills the whole group (forked children too) when the program
 ends, times out or is cancelled. The output kept is bounded (head + tail), so a flood can neither
-freeze the caller nor fill its memory.
+freeze the caller nor fill its memory. On Linux that child is forked from a warm server that has
+torch imported (tutor/exercises/forkserver.py) and then becomes the same `python -m` child; the
+sandbox streams, times out and kills it the same way.
 
 Memory: the child limits itself at start-up (tutor/exercises/child.py), not through preexec_fn,
 which is unsafe in a caller that runs threads (the TUI does): host memory to `memory_mb`, GPU
