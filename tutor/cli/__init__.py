@@ -69,7 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
         "(MNIST location), GPUTUTOR_CACHE_DIR (downloaded MNIST, measured peaks, scratch files), "
         "GPUTUTOR_DEVICE (as --device), GPUTUTOR_MEMORY_MB (memory each run may allocate, host and GPU), "
         "GPUTUTOR_GPU_MEMORY_MB (GPU memory each run may use, on a shared GPU; settings.toml: "
-        "gpu_memory_mb), GPUTUTOR_THREADS (CPU threads training uses), GPUTUTOR_CPU_BUDGET_S (seconds "
+        "gpu_memory_mb), GPUTUTOR_THREADS (CPU threads training uses), GPUTUTOR_FORKSERVER=0 (start each exercise program afresh, not from the warm fork server), GPUTUTOR_CPU_BUDGET_S (seconds "
         "of timed CPU work a run step plans for; heavier work is projected, and says so), NO_COLOR "
         "(plain output), GPUTUTOR_DEBUG=1 (show tracebacks). "
         "Exit codes: 0 ok, 1 a run failed, 2 bad input, 130 cancelled.",

@@ -271,7 +271,13 @@ def _child_env(workdir: Path, memory_mb: int, env: dict | None, nproc: int | Non
     # PyTorch's documented default 'highest' (a GPU model's predictions then match its
     # checkpoint's on the CPU), and a learner may still lower the precision in their code.
     out.pop(TF32_OVERRIDE, None)
-    if env:
+    threads = decide_threads()  # for this run, as the machine is now
+    if nproc:
+        # The cores shared among the ranks: N processes of the policy's threads each would
+        # oversubscribe the machine (2 ranks on 2 cores: 1 thread each).
+        threads = max(1, threads // nproc)
+    set_thread_env(out, threads)  # the learner's own torch.set_num_threads still wins in their code
+    if env:  # what the caller names wins, thread counts included
         out.update({str(k): str(v) for k, v in env.items()})
     # The child imports tutor.exercises.child even where gpututor is not installed (a checkout).
     root = str(Path(__file__).resolve().parents[2])
@@ -280,12 +286,6 @@ def _child_env(workdir: Path, memory_mb: int, env: dict | None, nproc: int | Non
     out["GPUTUTOR_SANDBOX_MEMORY_MB"] = str(memory_mb)
     out["GPUTUTOR_SANDBOX_OWNER"] = str(os.getpid())  # the child ends itself when this process is gone
     route_torch_caches(out)
-    threads = decide_threads()  # for this run, as the machine is now
-    if nproc:
-        # The cores shared among the ranks: N processes of the policy's threads each would
-        # oversubscribe the machine (2 ranks on 2 cores: 1 thread each).
-        threads = max(1, threads // nproc)
-    set_thread_env(out, threads)  # the learner's own torch.set_num_threads still wins in their code
     out["PYTHONUNBUFFERED"] = "1"
     out["PYTHONIOENCODING"] = "utf-8:backslashreplace"
     return out
