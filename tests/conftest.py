@@ -45,6 +45,15 @@ if os.environ.get("PYTEST_XDIST_WORKER_COUNT", "").isdigit():
                           str(max(1, _cores() // int(os.environ["PYTEST_XDIST_WORKER_COUNT"]))))
 
 
+# Every run decides its threads from the load as it starts (tutor/threads.py); in tests the load
+# is other tests, so a count that changed between two runs of one test would make a peak cached
+# by the first (keyed by threads) unseen by the second. The tests pin the count the policy gives
+# an unknown load; tests/system/test_threads.py lifts the pin to test the decision itself.
+from tutor import threads as _threads  # noqa: E402 - stdlib only, no torch
+
+os.environ.setdefault("GPUTUTOR_THREADS", str(_threads.training_threads(others_busy=None)))
+
+
 @pytest.fixture(scope="session", autouse=True)
 def session_dirs(tmp_path_factory):
     """A throwaway home and cache dir for the whole test process, set before any fixture runs:
