@@ -275,7 +275,7 @@ def _server_env(env: dict[str, str]) -> dict[str, str]:
 
 
 def serve(name: str, owner: int) -> None:
-    import torch  # the point of this process; nothing else of torch runs here
+    import torch  # noqa: F401 - the point of this process: imported once, before any fork; no op runs here
 
     import tutor.exercises.child  # noqa: F401 - the child's own code, torch-free at import
 
