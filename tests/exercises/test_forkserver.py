@@ -301,3 +301,27 @@ def test_a_relative_scratch_dir_is_the_programs_cwd_as_before(tmp_path, monkeypa
     assert r.ok, r.output
     assert json.loads(r.output)["cwd"] == str(tmp_path / "relative")
     assert "tutor.exercises.forkserver" in json.loads(r.output)["parent"]
+
+
+def test_an_exercise_that_opens_warms_the_server_its_first_run_forks_from(tmp_path, own_servers):
+    from tutor.course.loader import load_file
+    from tutor.exercises.grader import grade_exercise, prestart
+
+    step = load_file(Path(__file__).resolve().parents[2] / "lessons" / "devices.yaml").steps
+    step = next(s for s in step if getattr(s, "kind", "") == "exercise" and not s.nproc)
+    assert not _servers(own_servers)
+    assert prestart(step, tmp_path / "work")  # blocks until the server answers
+    (server,) = _servers(own_servers)
+    parent = "import os\nprint(open(f'/proc/{os.getppid()}/cmdline').read().replace(chr(0), ' '))\n"
+    result = grade_exercise(step, parent, tmp_path / "work")
+    assert "tutor.exercises.forkserver" in result.sandbox.output  # forked, not started as python -m
+    assert _servers(own_servers) == [server]  # by the server warmed before: no second one started
+
+
+def test_a_torchrun_exercise_warms_nothing(tmp_path, own_servers):
+    from tutor.course.loader import load_file
+    from tutor.exercises.grader import prestart
+
+    steps = load_file(Path(__file__).resolve().parents[2] / "lessons" / "beyond-one-gpu.yaml").steps
+    launched = next(s for s in steps if getattr(s, "kind", "") == "exercise" and s.nproc)
+    assert not prestart(launched, tmp_path / "work") and not _servers(own_servers)

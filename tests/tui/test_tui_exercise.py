@@ -343,3 +343,25 @@ async def test_program_output_wraps_inside_its_box_at_80x24(tmp_path):
         room = log.scrollable_content_region.width
         assert all(len(row.rstrip()) <= room for row in rows), (room, rows)
         assert launch in " ".join(row.strip() for row in rows), rows
+
+
+async def test_opening_an_exercise_warms_its_sandbox_and_a_scripted_grader_is_left_alone(tmp_path, monkeypatch):
+    import tutor.ui.app as app_module
+
+    warmed = []
+    monkeypatch.setattr(app_module, "_warm_sandbox", lambda step, workdir: warmed.append((step.id, workdir)))
+    app = TutorApp(lessons_dirs=[LESSONS], home=tmp_path, device="cpu", engine=ScriptedEngine())
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.open_lesson("ex-demo")
+        await wait_for(pilot, lambda: warmed)
+        view = app.screen.view
+        assert warmed == [("ex-sum", view.workdir)]  # where its runs will go: the same fork server
+
+    warmed.clear()
+    scripted = TutorApp(lessons_dirs=[LESSONS], home=tmp_path, device="cpu", engine=ScriptedEngine(),
+                        grader=lambda *a, **k: None)
+    async with scripted.run_test(size=(80, 24)) as pilot:
+        scripted.open_lesson("ex-demo")
+        await wait_for(pilot, lambda: isinstance(scripted.screen.view, ExerciseStepView))
+        await pilot.pause()
+    assert not warmed

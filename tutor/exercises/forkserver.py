@@ -25,8 +25,8 @@ sends {cwd, env, argv} with the pipe's write end (SCM_RIGHTS), and reads back {"
 child leads its own group, then {"exit": returncode} (negative: the signal) when it ends. A
 connection that closes while its child runs (the sandbox died) kills the child's group.
 
-Lifetime: started on the first run that wants it (the sandbox waits for it rather than importing
-torch twice), it ends after IDLE_S without a run while a process that used it lives (a TUI
+Lifetime: started when an exercise opens in the TUI (`prestart`), or else on the first run that
+wants it (the sandbox waits for a server that is starting rather than importing torch twice), it ends after IDLE_S without a run while a process that used it lives (a TUI
 session), ORPHAN_IDLE_S once none does (a one-shot `gpututor exercise`: the next call within that
 time starts at once), and at once when it finds a CUDA context it must not fork.
 """
@@ -197,6 +197,19 @@ def start_child(cwd: Path, env: dict[str, str], argv: list[str], *, until: float
             os.close(write_end)
         return None
     return ForkedChild(conn, pid, open(read_end, "rb", buffering=0))
+
+
+def prestart(env: dict[str, str]) -> bool:
+    """Start the server a run with `env` would use, unless one answers: an exercise that opens
+    warms it, so its first run forks at once. Blocks while the server imports torch (seconds),
+    so call it off the UI's thread; whether a server now answers."""
+    if not enabled() or time.monotonic() - _failed_at < RETRY_AFTER_S:
+        return False
+    conn = _connect(server_name(env), env, time.monotonic() + START_WAIT_S, lambda: False)
+    if conn is None:
+        return False
+    conn.close()  # a connection that sends nothing is no run: the server forgets it
+    return True
 
 
 def _connect(name: str, env: dict[str, str], until: float, cancelled: Callable[[], bool]) -> socket.socket | None:

@@ -46,6 +46,7 @@ from tutor.exercises.behaviour import (
 from tutor.exercises.child import per_rank, strip_escapes
 from tutor.exercises.pack_grader import run_grader, snapshot, written_since
 from tutor.exercises.sandbox import SandboxResult, run_code
+from tutor.exercises.sandbox import prestart as sandbox_prestart
 
 CHECK_TIMEOUT_S = 180.0  # loading and evaluating a checkpoint on the CPU
 OBSERVED = ".observed.json"  # what the program did (tutor/exercises/observe.py), written by the sandbox child
@@ -434,6 +435,14 @@ def _observe_env(step: ExerciseStep, workdir: Path) -> dict[str, str]:
     if any(isinstance(r, FileRequirement) and r.best for r in step.requirements):
         env["GPUTUTOR_OBSERVE_SNAPSHOTS"] = str((workdir / SNAPSHOTS).resolve())
     return env
+
+
+def prestart(step: ExerciseStep, workdir: Path) -> bool:
+    """Warm what `grade_exercise(step, ..., workdir)` will start its program from (the fork
+    server; a torchrun step launches its ranks afresh each time); blocks while it starts."""
+    if step.nproc:
+        return False
+    return sandbox_prestart(memory_mb=step.memory_mb, env=_observe_env(step, Path(workdir)))
 
 
 def grade_exercise(

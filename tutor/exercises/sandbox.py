@@ -413,6 +413,12 @@ def _is_memory(error_type: str | None, message: str | None, sig: str | None, out
         or bool(sig and not stopped and _MEMORY_TEXT.search(output[-4000:]))
 
 
+def prestart(*, memory_mb: int, env: dict | None = None) -> bool:
+    """Warm the fork server that `run_code` with these arguments would start its program from
+    (forkserver.prestart: blocks while it starts; call it from a worker thread)."""
+    return forkserver.prestart(_child_env(Path(os.getcwd()), memory_mb, env))
+
+
 def run_code(
     code: str,
     workdir: Path,

@@ -8,6 +8,7 @@ first screen is painted.
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,7 +29,7 @@ except ImportError:  # pragma: no cover
 
 from tutor import errors
 from tutor.course.catalog import discover
-from tutor.course.lesson import LoadedLesson
+from tutor.course.lesson import ExerciseStep, LoadedLesson
 from tutor.course.progress import Progress
 from tutor.course.session import LessonSession
 from tutor.experiments.engine import Engine
@@ -43,6 +44,17 @@ def _grade_in_sandbox(*args: Any, **kwargs: Any) -> Any:
     )
 
     return grade_exercise(*args, **kwargs)
+
+
+def _warm_sandbox(step: ExerciseStep, workdir: Path) -> None:
+    """Start the process the exercise's programs fork from while the learner reads the step, so
+    the first ctrl+r prints at once. Only an optimisation: whatever fails, the run starts as before."""
+    try:
+        from tutor.exercises.grader import prestart
+
+        prestart(step, workdir)
+    except Exception:  # noqa: BLE001 - the run itself reports what is wrong
+        pass
 
 
 class TutorApp(App):
@@ -87,6 +99,13 @@ class TutorApp(App):
         """Every toast here is plain text: a lesson title, a path or an error's words may hold
         "[...]", which markup would hide or choke on. (Screens' notify comes here too.)"""
         super().notify(escape(message), title=title, severity=severity, timeout=timeout)
+
+    def warm_sandbox(self, step: ExerciseStep, workdir: Path) -> None:
+        """An exercise step opened: warm what runs its programs (the default grader only). A
+        daemon thread, not a worker: it may wait seconds for torch to import, and quitting
+        must not wait for it."""
+        if self.grader is _grade_in_sandbox:
+            threading.Thread(target=_warm_sandbox, args=(step, workdir), name="warm-sandbox", daemon=True).start()
 
     @dataclass
     class ProgressNotSaved(Message):

@@ -96,6 +96,7 @@ class ExerciseStepView(StepView):
             workspace.write_code(path, code)
         self._watch = workspace.FileWatch(path, known=code)
         self.set_interval(workspace.POLL_S, self._poll_file, name="watch-exercise-file")
+        self.app.warm_sandbox(self.step, self.workdir)
 
     @property
     def workdir(self) -> Path:
