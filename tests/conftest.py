@@ -68,6 +68,24 @@ def session_dirs(tmp_path_factory):
     _restore(saved)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def shared_runs(tmp_path_factory):
+    """Each run that several tests judge (experiment_runs.SHARED) is made once in the whole test
+    session, whichever worker asks first (lesson test or an experiment test), and kept in one
+    folder all pytest-xdist workers share."""
+    from experiment_runs import shared_start
+
+    from tutor import experiments
+
+    base = tmp_path_factory.getbasetemp()
+    cache_dir = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "shared-runs"
+    cache_dir.mkdir(exist_ok=True)
+    original = experiments.start
+    experiments.start = lambda name, values=None, device=None: shared_start(original, cache_dir, name, values, device)
+    yield cache_dir
+    experiments.start = original
+
+
 @pytest.fixture(autouse=True)
 def gpututor_env(tmp_path: Path):
     """No test touches the real user dirs; env changes made by the code under test are undone.

@@ -1,7 +1,13 @@
-"""One run of an experiment, in this process, for the experiment tests."""
+"""One run of an experiment, in this process, for the experiment tests; and the runs that tests
+in every worker share (`shared_start`)."""
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
+import pickle
+from pathlib import Path
 from typing import Any
 
 from tutor import experiments
@@ -20,3 +26,31 @@ def run_experiment(name: str, values: dict[str, Any] | None = None,
     spread = any(k.endswith("_low") and k[:-4] in metrics and metrics[k] is not None for k in metrics)
     assert spread == isinstance(metrics.get("noise_why"), str), (spread, metrics.get("noise_why"))
     return events, metrics
+
+
+# ---------------------------------------------------------------- one run, shared by every test that needs it
+
+# Experiments whose runs the experiment tests and `lesson test` both make with the same settings
+# (torchrun and two ranks: seconds each). In a test session each is made once, by whichever test
+# asks first, and every other test (in any pytest-xdist worker) judges that run's events.
+SHARED = frozenset({"ddp-equivalence", "sampler-pitfalls", "ddp-scaling", "zero-sharding"})
+
+
+def shared_start(start, cache_dir: Path, name: str, values: dict[str, Any] | None = None,
+                 device: str | None = None):
+    """`experiments.start` (passed as `start`), but a run of a SHARED experiment is made once per
+    settings and device and its events kept in `cache_dir`, under a lock the workers share."""
+    if name not in SHARED:
+        return start(name, values, device=device)
+    from filelock import FileLock
+
+    params = experiments.get(name).make_params(values or {}).model_dump(mode="json")
+    key = hashlib.sha256(json.dumps([name, params, device, os.environ.get("GPUTUTOR_THREADS")],
+                                    sort_keys=True).encode()).hexdigest()[:20]
+    path = cache_dir / f"{name}-{key}.pickle"
+    with FileLock(str(path) + ".lock"):
+        if path.exists():
+            return iter(pickle.loads(path.read_bytes()))
+        events = list(start(name, values, device=device))  # a run that raises is not kept
+        path.write_bytes(pickle.dumps(events))
+    return iter(events)

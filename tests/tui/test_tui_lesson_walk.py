@@ -1,6 +1,7 @@
 """Walk the built-in lessons from first step to last, as a learner would, at 80x24.
 
-The screens are the subject: runs are scripted (each declared metric reported) and exercise
+On every step, whatever has focus is on screen once the step has arrived and its body has been
+laid out (issue 35: the list or line a learner types into is never below the fold). The screens are the subject: runs are scripted (each declared metric reported) and exercise
 programs graded by a stand-in that passes the step's own solution. That the real runs finish
 and the real solutions pass is what `gpututor lesson test` checks, once, in
 tests/system/test_cli_lesson_test.py. Every check is answered wrong first, then right, then
@@ -14,11 +15,13 @@ from pathlib import Path
 import pytest
 from fakes import ScriptedEngine, ScriptedGrader
 from textual.widgets import Input, OptionList, TextArea
+from waiting import step_arrived
 from waiting import wait_for as _wait_for
 
 from checks.spec import ChoiceAnswer
 from tutor import experiments
 from tutor.authoring.lesson_test import goal_settings
+from tutor.course.catalog import discover
 from tutor.course.lesson import ExerciseStep
 from tutor.ui.app import TutorApp
 from tutor.ui.screens.home import HomeScreen
@@ -35,6 +38,32 @@ from tutor.ui.widgets.run_step import RunStepView
 async def wait_for(pilot, condition, timeout: float = 120.0) -> None:
     """Real experiments on a loaded machine: more time than the scripted screens get."""
     await _wait_for(pilot, condition, timeout)
+
+
+SETTLE_S = 5.0  # a body's Markdown is laid out in the background: how long the focus may take to come into view
+
+
+def _hidden(screen) -> str | None:
+    """Where the focused widget lies beyond the lesson's visible rows, or None when it is in view."""
+    focused, content = screen.focused, screen.query_one("#content")
+    if focused is None or focused is content:
+        return None  # the scrolling lesson itself: it is the screen
+    region = focused.region
+    shown = region.intersection(content.region)
+    if region.height and shown.height >= min(region.height, content.region.height):
+        return None
+    return (f"{type(focused).__name__} at rows {region.y}-{region.bottom}, "
+            f"the lesson shows rows {content.region.y}-{content.region.bottom}")
+
+
+async def focus_in_view(pilot, screen) -> str | None:
+    """None once the step has arrived with its focus in view; else where the focus lies."""
+    await wait_for(pilot, lambda: step_arrived(screen))
+    try:
+        await _wait_for(pilot, lambda: _hidden(screen) is None, timeout=SETTLE_S)
+    except AssertionError:
+        return _hidden(screen)
+    return None
 
 
 async def run_and_wait(pilot, panel: RunPanel) -> None:
@@ -116,8 +145,7 @@ async def solve_exercise(pilot, view: ExerciseStepView, step) -> None:
 
 
 @pytest.mark.long
-@pytest.mark.parametrize("lesson_id", ["cpu-vs-gpu", "devices", "gpu-training", "gpu-training-practice", "gpu-lab",
-                                       "gpu-lab-practice", "training-iron-law", "beyond-one-gpu"])
+@pytest.mark.parametrize("lesson_id", [item.lesson.id for item in discover().lessons])
 async def test_walk_a_whole_lesson(lesson_id: str, tmp_path: Path, monkeypatch):
     original_init = RunPanel.__init__
 
@@ -135,8 +163,12 @@ async def test_walk_a_whole_lesson(lesson_id: str, tmp_path: Path, monkeypatch):
         await pilot.pause()
         screen = app.screen
         lesson = screen.lesson
+        hidden = []
         for index, step in enumerate(lesson.steps):
             assert screen.index == index
+            where = await focus_in_view(pilot, screen)
+            if where:
+                hidden.append(f"{step.id}: {where}")
             view = screen.view
             if isinstance(view, PredictStepView):
                 if isinstance(step.answer, ChoiceAnswer):
@@ -165,6 +197,7 @@ async def test_walk_a_whole_lesson(lesson_id: str, tmp_path: Path, monkeypatch):
                     await run_and_wait(pilot, view.query_one("#verify", RunPanel))
             await pilot.press("n")
             await pilot.pause()
+        assert not hidden, hidden
         # Past the last step: back home, every step done.
         assert isinstance(app.screen, HomeScreen)
         assert app.progress.completed_steps(lesson.id) == {s.id for s in lesson.steps}
