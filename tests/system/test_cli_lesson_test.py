@@ -417,3 +417,33 @@ def test_programs_at_once_follow_the_share_a_test_runner_gives(monkeypatch):
     assert lesson_test.exercise_workers() >= 1
     monkeypatch.delenv("GPUTUTOR_PROGRAMS_AT_ONCE")
     assert lesson_test.exercise_workers() == len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else True
+
+
+def test_programs_side_by_side_share_the_cores_threads(monkeypatch, tmp_path):
+    """Two programs at once on a machine that looked idle would each take every core's thread,
+    and OpenMP's waiting threads then slow both several times over: each gets its share."""
+    from tutor.authoring import lesson_test
+    from tutor.course.loader import load_file
+    from tutor.exercises import grader
+
+    seen = []
+
+    def fake_grade(step, code, where, **_):
+        seen.append((os.environ.get("GPUTUTOR_THREADS"), os.environ.get("GPUTUTOR_LAB_TRAIN_SAMPLES")))
+        raise RuntimeError("not run here")
+
+    monkeypatch.setattr(grader, "grade_exercise", fake_grade)
+    monkeypatch.setattr(lesson_test, "usable_cores", lambda: 4)
+    monkeypatch.setenv("GPUTUTOR_PROGRAMS_AT_ONCE", "2")
+    monkeypatch.delenv("GPUTUTOR_THREADS")
+    monkeypatch.delenv("GPUTUTOR_LAB_TRAIN_SAMPLES", raising=False)
+    step = next(s for s in load_file(BUILT_IN[0]).steps if s.kind == "exercise")
+    with pytest.raises(RuntimeError):
+        list(lesson_test.Player(device="cpu")._exercise_step(load_file(BUILT_IN[0]), step))
+    assert seen and set(seen) == {("2", "4800")}  # 4 cores, 2 programs: 2 threads each; quick mode's slice
+    assert "GPUTUTOR_THREADS" not in os.environ  # only while the step's programs run
+    monkeypatch.setenv("GPUTUTOR_THREADS", "3")  # a count the user set stays theirs
+    seen.clear()
+    with pytest.raises(RuntimeError):
+        list(lesson_test.Player(device="cpu")._exercise_step(load_file(BUILT_IN[0]), step))
+    assert {t for t, _ in seen} == {"3"}
