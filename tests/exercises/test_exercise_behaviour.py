@@ -29,7 +29,7 @@ def lesson() -> Lesson:
 
 @pytest.fixture
 def small_lab(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("GPUTUTOR_LAB_TRAIN_SAMPLES", "4000")
+    monkeypatch.setenv("GPUTUTOR_LAB_TRAIN_SAMPLES", "2000")
     monkeypatch.setenv("GPUTUTOR_LAB_TEST_SAMPLES", "500")
 
 

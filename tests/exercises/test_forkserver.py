@@ -37,13 +37,28 @@ print(json.dumps({
 """
 
 
+@pytest.fixture(scope="module")
+def module_servers():
+    """Servers this module's tests share (their names carry its tag), gone at its end: a test
+    that only runs programs need not pay a server's start (a torch import) of its own."""
+    tag = f"test{os.getpid()}m{time.monotonic_ns()}"
+    yield tag
+    for pid in _servers(tag):
+        _kill(pid)
+
+
 @pytest.fixture(autouse=True)
-def own_servers(monkeypatch):
-    """Servers of this test's own (their names carry its tag), gone at the end."""
-    tag = f"test{os.getpid()}x{time.monotonic_ns()}"
-    monkeypatch.setenv("GPUTUTOR_FORKSERVER_TAG", tag)
+def forking_on(monkeypatch, module_servers):
+    monkeypatch.setenv("GPUTUTOR_FORKSERVER_TAG", module_servers)
     monkeypatch.setenv("GPUTUTOR_FORKSERVER", "1")
     monkeypatch.setattr(forkserver, "_failed_at", 0.0)
+
+
+@pytest.fixture
+def own_servers(monkeypatch, forking_on):
+    """Servers of this test's own, for a test that starts, kills or counts them; gone at its end."""
+    tag = f"test{os.getpid()}x{time.monotonic_ns()}"
+    monkeypatch.setenv("GPUTUTOR_FORKSERVER_TAG", tag)
     yield tag
     for pid in _servers(tag):
         _kill(pid)
