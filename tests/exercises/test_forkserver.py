@@ -191,9 +191,10 @@ def test_a_server_killed_mid_run_ends_the_run_and_the_next_run_starts_cleanly(tm
     assert seen_pids and _gone(seen_pids[0])
     after = seen(SEEN, tmp_path)
     assert "tutor.exercises.forkserver" in after["parent"]  # a new server took over
-    for pid in _servers(own_servers):
+    killed = _servers(own_servers)
+    for pid in killed:
         os.kill(pid, signal.SIGKILL)
-    time.sleep(0.2)
+    assert all(_gone(pid) for pid in killed)
     assert run("print('still runs')\n", tmp_path).output == "still runs\n"
 
 

@@ -130,14 +130,22 @@ def test_the_rank_that_failed_is_named_not_the_one_left_waiting_on_it(importable
     module = _module(importable, """
         import torch
         import torch.distributed as dist
+        waiting = pathlib.Path(os.environ["MARK_DIR"]) / "rank-0-reduces"
         if ctx.rank == 1:
-            time.sleep(0.5)
+            while not waiting.exists():  # rank 0 is at its all-reduce: now fail under it
+                time.sleep(0.01)
             raise ValueError("shapes do not match")
+        waiting.touch()
         dist.all_reduce(torch.ones(1))
         ctx.result(ok=True)
     """)
-    with pytest.raises(distributed.LaunchFailed, match=r"rank 1 of 2 failed.*ValueError: shapes do not match"):
-        _drain(distributed.launch(module, distributed.choose(CPU, 2)))
+    os.environ["MARK_DIR"] = str(importable)
+    try:
+        with pytest.raises(distributed.LaunchFailed, match=r"rank 1 of 2 failed.*ValueError: shapes do not match"):
+            _drain(distributed.launch(module, distributed.choose(CPU, 2)))
+    finally:
+        del os.environ["MARK_DIR"]
+    assert (importable / "rank-0-reduces").exists()
 
 
 @pytest.mark.long

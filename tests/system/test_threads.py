@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tutor import threads
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -60,15 +62,13 @@ def test_the_decision_reads_the_load_and_leaves_a_users_setting_alone(monkeypatc
     assert threads.decide() == 3
 
 
+@pytest.mark.skipif(not os.path.exists("/proc/stat"), reason="no /proc/stat (macOS): the cautious count is used")
 def test_another_programs_busy_core_is_seen():
     """The real reading, with a process spinning beside it: at least half a core is others'."""
-    import time
-
-    if threads.others_busy() is None:
-        return  # no /proc/stat (macOS): nothing to read, and the cautious count is used
-    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    spinner = subprocess.Popen([sys.executable, "-c", "print('spinning', flush=True)\nwhile True: pass"],
+                               stdout=subprocess.PIPE, text=True)
     try:
-        time.sleep(0.3)  # let it start spinning
+        assert spinner.stdout.readline() == "spinning\n"  # it has started: from here it spins
         assert threads.others_busy(look_s=0.3) >= threads.BUSY_CORE
     finally:
         spinner.kill()
