@@ -44,13 +44,23 @@ def shared_start(start, cache_dir: Path, name: str, values: dict[str, Any] | Non
         return start(name, values, device=device)
     from filelock import FileLock
 
-    params = experiments.get(name).make_params(values or {}).model_dump(mode="json")
-    key = hashlib.sha256(json.dumps([name, params, device, os.environ.get("GPUTUTOR_THREADS")],
-                                    sort_keys=True).encode()).hexdigest()[:20]
-    path = cache_dir / f"{name}-{key}.pickle"
+    path = shared_path(cache_dir, name, values, device)
     with FileLock(str(path) + ".lock"):
         if path.exists():
             return iter(pickle.loads(path.read_bytes()))
         events = list(start(name, values, device=device))  # a run that raises is not kept
         path.write_bytes(pickle.dumps(events))
     return iter(events)
+
+
+def shared_path(cache_dir: Path, name: str, values: dict[str, Any] | None = None, device: str | None = None) -> Path:
+    """Where the shared run of `name` with these settings on this device is kept: keyed by what
+    the run is (its validated params, the device they resolve to, the thread count), not by how
+    it was asked for (device=None and "cpu" are one run on a machine without a GPU)."""
+    from tutor.experiments import devices
+
+    params = experiments.get(name).make_params(values or {})
+    dev = devices.resolve(params.device or device, free_memory=False)
+    key = hashlib.sha256(json.dumps([name, params.model_dump(mode="json"), dev.kind, dev.index,
+                                     os.environ.get("GPUTUTOR_THREADS")], sort_keys=True).encode()).hexdigest()[:20]
+    return cache_dir / f"{name}-{key}.pickle"

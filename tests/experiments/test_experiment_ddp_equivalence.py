@@ -78,6 +78,11 @@ def test_two_gpus_run_nccl_one_gpu_per_rank():
 def test_the_run_lesson_test_and_these_tests_share_is_made_once(cpu_run, shared_runs):
     """The quick run is made once in a test session (tests/conftest.py): asked again, by this test or
     by `lesson test` in another worker, it is the same run's events, read back."""
-    again = list(experiments.start("ddp-equivalence", experiments.get("ddp-equivalence").quick, device="cpu"))
-    assert again == cpu_run[0]
-    assert len(list(shared_runs.glob("ddp-equivalence-*.pickle"))) == 1
+    from experiment_runs import shared_path
+
+    quick = experiments.get("ddp-equivalence").quick
+    kept = shared_path(shared_runs, "ddp-equivalence", quick, "cpu")
+    assert kept == shared_path(shared_runs, "ddp-equivalence", dict(quick), None)  # as lesson test asks for it
+    written = kept.stat().st_mtime_ns
+    again = list(experiments.start("ddp-equivalence", quick, device="cpu"))
+    assert again == cpu_run[0] and kept.stat().st_mtime_ns == written  # read back, not run again
