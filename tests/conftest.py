@@ -148,6 +148,9 @@ _skips: list[tuple[str, str, bool]] = []  # (test, reason, a gpu test)
 
 
 _tier_seconds: dict[str, float] = {}  # tests/<tier>: set-up, call and tear-down summed over its tests
+# Each tier's share of CI's 10 minutes on the 2-core machine (summed test seconds; the README's
+# table): printed beside what a run took, so a change that adds to a tier sees what it costs.
+TIER_BUDGET_S = {"unit": 40, "content": 5, "experiments": 168, "exercises": 402, "tui": 198, "system": 336}
 
 # The fast tier (`pytest tests/unit tests/content`) runs in seconds because it starts no sandbox,
 # no fresh interpreter and no torch: a test there that loads torch is named, and fails the run.
@@ -208,8 +211,10 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
     gpu = sum(1 for _, _, g in _skips if g)
     others = [(test, reason) for test, reason, g in _skips if not g]
     if _tier_seconds:  # one worker's worth of time: with -n N the wall time is about 1/N of the sum
-        terminalreporter.write_line("test time by tier (summed over tests): " + ", ".join(
-            f"{tier} {seconds:.0f} s" for tier, seconds in sorted(_tier_seconds.items(), key=lambda kv: -kv[1])))
+        terminalreporter.write_line("test time by tier (summed over tests; CI's budget on 2 cores): " + ", ".join(
+            f"{tier} {seconds:.0f} s ({TIER_BUDGET_S[tier]} s{', over' if seconds > TIER_BUDGET_S[tier] else ''})"
+            if tier in TIER_BUDGET_S else f"{tier} {seconds:.0f} s"
+            for tier, seconds in sorted(_tier_seconds.items(), key=lambda kv: -kv[1])))
     if _torch_in_the_fast_tier:
         terminalreporter.write_line(f"torch was loaded in the fast tier, first found after {_loaded_torch[0]}: "
                                     "torch tests belong in tests/experiments  <- fails the run")
