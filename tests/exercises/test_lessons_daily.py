@@ -1,8 +1,8 @@
 """The daily lessons `cpu-vs-gpu` and `devices`: structure, checks, and the exercises' mistakes.
 
-The reference solutions are solved through the TUI in tests/tui/test_tui_lesson_walk.py; here the
-typical mistakes (and the unbroken starters of the "break it" exercises) run in the sandbox
-and must fail the requirement they name, with the lesson's feedback.
+The solutions and the typical mistakes run once, in `lesson test` (tests/system/test_cli_lesson_test.py):
+each mistake must fail the requirement it names, and the learner must read that requirement's
+feedback. Here the unbroken starters of the "break it" exercises, and a wrong break, run in the sandbox.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ import pytest
 from checks import grade
 from checks.spec import ChoiceAnswer, TextAnswer
 from tutor import experiments
-from tutor.authoring.lesson_test import program_device
 from tutor.course.lesson import (
     CheckStep,
     ErrorRequirement,
@@ -163,29 +162,6 @@ def small_lab(monkeypatch):
     monkeypatch.setenv("GPUTUTOR_LAB_TRAIN_SAMPLES", "1000")
     monkeypatch.setenv("GPUTUTOR_LAB_TEST_SAMPLES", "200")
     monkeypatch.setenv("GPUTUTOR_DEVICE", "cpu")
-
-
-def _mistake_cases():
-    for name, path in LESSONS.items():
-        for step in _exercises(load_file(path)):
-            for m in step.mistakes:
-                yield pytest.param(name, step.id, m.name, id=f"{name}:{step.id}:{m.name}")
-
-
-@posix
-@pytest.mark.parametrize("lesson_id, step_id, mistake", list(_mistake_cases()))
-def test_each_typical_mistake_fails_its_requirement(small_lab, tmp_path, lesson_id, step_id, mistake):
-    step = load_file(LESSONS[lesson_id]).step(step_id)
-    m = next(m for m in step.mistakes if m.name == mistake)
-    skipped = m.skipped_on(program_device())  # the program picks its device, not small_lab's setting
-    if skipped:
-        pytest.skip(skipped)
-    result = grade_exercise(step, m.code, tmp_path)
-    assert not result.passed
-    failed = {r.id: r for r in result.requirements if not r.passed}
-    assert m.fails in failed, (result.summary, [r.feedback for r in result.requirements])
-    req = next(r for r in step.requirements if r.id == m.fails)
-    assert req.feedback in failed[m.fails].feedback  # after the cause the run showed, where there is one
 
 
 @posix

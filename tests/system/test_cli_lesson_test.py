@@ -447,3 +447,22 @@ def test_programs_side_by_side_share_the_cores_threads(monkeypatch, tmp_path):
     with pytest.raises(RuntimeError):
         list(lesson_test.Player(device="cpu")._exercise_step(load_file(BUILT_IN[0]), step))
     assert {t for t, _ in seen} == {"3"}
+
+
+def test_a_mistake_must_be_told_its_cause_and_the_requirements_advice(capsys, scaffold, monkeypatch):
+    """A mistake passes lesson test only when it fails the requirement it names, and the learner
+    reads that requirement's feedback and what the mistake `says` (the cause its run shows)."""
+    monkeypatch.setenv("GPUTUTOR_DEVICE", "cpu")
+    text = scaffold.read_text(encoding="utf-8")
+    told = text.replace("        fails: checks-cuda\n", "        fails: checks-cuda\n        says: never asked\n")
+    assert told != text
+    scaffold.write_text(told, encoding="utf-8")
+    code, out, _ = run_cli(capsys, "lesson", "test", str(scaffold), "--json")
+    results = [json.loads(line) for line in out.splitlines()]
+    mistake = next(r for r in results[:-1] if "mistake 'hard-coded'" in r["what"])
+    assert code == 0 and mistake["ok"], mistake  # its feedback says it never asked torch.cuda.is_available()
+
+    scaffold.write_text(told.replace("says: never asked", "says: out of memory"), encoding="utf-8")
+    code, out, _ = run_cli(capsys, "lesson", "test", str(scaffold), "--json")
+    mistake = next(json.loads(line) for line in out.splitlines() if "mistake 'hard-coded'" in line)
+    assert code == 1 and not mistake["ok"] and "which does not say 'out of memory'" in mistake["detail"]

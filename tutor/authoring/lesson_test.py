@@ -35,6 +35,7 @@ from tutor.course.lesson import (
     LessonError,
     LessonIssue,
     PredictStep,
+    PythonRequirement,
     RunStep,
     SourceRequirement,
 )
@@ -347,11 +348,12 @@ class Player:
                 result, seconds = runs[j].result()
                 named = next((r for r in result.requirements if r.id == mistake.fails), None)
                 broken = _last_line(getattr(named, "checker_error", ""))  # a pack grader that crashed judged nothing
-                ok = not result.passed and named is not None and not named.passed and not broken
-                detail = "" if ok else (
+                failed = not result.passed and named is not None and not named.passed and not broken
+                unsaid = _unsaid(step, mistake, named.feedback) if failed else ""
+                detail = unsaid if failed else (
                     f"its checker failed instead of judging it: {broken}" if broken else
                     f"it {'passed' if result.passed else 'failed other requirements'}: {result.summary}")
-                yield Outcome(lesson.id, step.id, "exercise", what, ok, detail, seconds)
+                yield Outcome(lesson.id, step.id, "exercise", what, failed and not unsaid, detail, seconds)
 
     # ------------------------------------------------------------------ instruments
 
@@ -468,6 +470,22 @@ def _negations(answer: str, spec: Any, verdict: Any, want: bool) -> str:
     if not want or getattr(spec, "rubric", None) is None:
         return ""
     return "".join(f"; {said}" for said in explain_negations(answer, spec.rubric, verdict.missing))
+
+
+def _unsaid(step: ExerciseStep, mistake: Any, feedback: str) -> str:
+    """What the learner's feedback for a mistake lacks: the requirement's own advice, and the
+    words the mistake `says` (the cause its run shows); "" when it holds both."""
+    requirement = next(r for r in step.requirements if r.id == mistake.fails)
+    advice = "" if isinstance(requirement, PythonRequirement) else requirement.feedback  # a grader says its own
+    if advice.strip() not in feedback:
+        return f"the learner reads {_clip(feedback)!r}, without the requirement's feedback {_clip(advice)!r}"
+    if mistake.says and mistake.says not in feedback:
+        return f"the learner reads {_clip(feedback)!r}, which does not say {mistake.says!r}"
+    return ""
+
+
+def _clip(text: str, width: int = 160) -> str:
+    return text if len(text) <= width else text[:width - 1] + "…"
 
 
 def _last_line(text: str) -> str:

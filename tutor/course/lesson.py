@@ -286,13 +286,15 @@ DeviceKind = Literal["cuda", "mps", "cpu"]  # what tutor.experiments.devices cal
 
 
 class Mistake(Strict):
-    """A typical wrong solution and the requirement it must fail (for tests and `lesson test`).
+    """A typical wrong solution and the requirement it must fail (for tests and `lesson test`),
+    with the requirement's feedback and, when `says` is given, those words in what the learner reads.
     `only_on`: the device kinds where it is a mistake (float16 autocast is one on a CPU, what a
     CUDA GPU should do); on the others it is not run. Unset: a mistake everywhere."""
 
     name: str
     code: str
     fails: str  # id of the requirement whose feedback the learner should get
+    says: str = ""  # words the learner's feedback must hold: the cause the run shows ("divided by 4")
     only_on: list[DeviceKind] | None = Field(None, min_length=1)
 
     def skipped_on(self, kind: str) -> str | None:
