@@ -1,0 +1,82 @@
+"""The median's interval and the three verdicts (tutor/measurement/intervals.py), against
+intervals and coverages worked out by hand."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from tutor.measurement.intervals import (
+    MedianInterval,
+    Verdict,
+    coverage,
+    judge,
+    median_interval,
+    repeats_needed,
+)
+
+
+def test_coverage_of_order_statistics_by_hand():
+    assert coverage(6, 1) == pytest.approx(1 - 2 / 64)  # both ends beyond the median: 2 of 64 orders
+    assert coverage(5, 1) == pytest.approx(1 - 2 / 32)
+    assert coverage(9, 2) == pytest.approx(1 - 2 * (1 + 9) / 512)
+    assert coverage(1, 1) == 0.0  # one repeat says nothing about where the median is
+    with pytest.raises(ValueError):
+        coverage(4, 3)
+
+
+def test_six_repeats_are_the_fewest_for_95_percent():
+    assert repeats_needed(0.95) == 6 and repeats_needed(0.90) == 5
+
+
+def test_nine_repeats_give_the_second_smallest_to_the_second_largest():
+    found = median_interval([7, 1, 9, 3, 5, 2, 8, 4, 6])
+    assert found == MedianInterval(5.0, 2, 8, pytest.approx(0.9609375), 9, short=False)
+
+
+def test_too_few_repeats_give_their_range_and_say_so():
+    found = median_interval([3.0, 1.0, 2.0, 4.0, 5.0])
+    assert (found.low, found.high, found.median, found.short) == (1.0, 5.0, 3.0, True)
+    assert found.coverage == pytest.approx(0.9375)
+    one = median_interval([2.5])
+    assert (one.low, one.high, one.coverage, one.short) == (2.5, 2.5, 0.0, True)
+
+
+def test_an_even_count_has_the_middle_pair_as_median_and_nan_is_no_repeat():
+    found = median_interval([1.0, 2.0, math.nan, 3.0, 10.0, 4.0, 5.0])
+    assert found.n == 6 and found.median == 3.5 and (found.low, found.high) == (1.0, 10.0)
+    assert median_interval([math.nan, math.inf]) is None and median_interval([]) is None
+
+
+@pytest.mark.parametrize("low, high, verdict", [
+    (1.0, 2.0, Verdict.HIT),  # all of [1.2, 1.6] inside
+    (2.0, None, Verdict.MISS),  # all of it below 2
+    (None, 1.0, Verdict.MISS),
+    (1.5, 3.0, Verdict.UNDECIDED),  # the boundary 1.5 falls inside the interval
+    (None, None, Verdict.HIT),
+])
+def test_inside_outside_straddling(low, high, verdict):
+    interval = MedianInterval(1.4, 1.2, 1.6, 0.96, 9, False)
+    assert judge(interval, low, high) is verdict
+
+
+def test_the_guard_band_widens_before_deciding():
+    interval = MedianInterval(1.9, 1.8, 1.95, 0.96, 9, False)
+    assert judge(interval, None, 2.0) is Verdict.HIT
+    assert judge(interval, None, 2.0, guard=0.05) is Verdict.UNDECIDED  # 1.95 x 1.05 > 2
+
+
+def test_all_equal_repeats_decide_at_once_and_nothing_measured_decides_nothing():
+    same = median_interval([3.0] * 6)
+    assert judge(same, 2.0, 4.0) is Verdict.HIT and judge(same, 4.0, None) is Verdict.MISS
+    assert judge(None, 1.0, 2.0) is Verdict.UNDECIDED
+
+
+def test_the_sync_timing_repeats_grade_a_hit_where_the_range_rule_refused():
+    """gpu-lab's sync-timing: every repeat (0.395x to 1.01x) below 2x, more than 2x apart, so the
+    old rule said 'too noisy'; the median's interval lies inside 'below 2x'."""
+    repeats = [0.395, 0.52, 0.61, 0.74, 0.88, 1.01]
+    assert max(repeats) / min(repeats) > 2
+    assert judge(median_interval(repeats), None, 2.0) is Verdict.HIT
+    assert judge(median_interval(repeats), 0.5, None) is Verdict.UNDECIDED  # 0.5 lies inside it
