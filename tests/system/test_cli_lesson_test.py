@@ -159,7 +159,8 @@ def test_exercise_programs_run_side_by_side_and_report_in_the_lessons_order(monk
         with lock:
             running[0] -= 1
         passed = code == step.solution
-        reqs = [grader.RequirementResult(r.id, r.type, passed, "" if passed else "no") for r in step.requirements]
+        reqs = [grader.RequirementResult(r.id, r.type, passed, "" if passed else f"Cause. {r.feedback}")
+                for r in step.requirements]  # as the grader words a failure: the cause, then the advice
         return grader.ExerciseResult(passed, reqs, None, "ok" if passed else "not yet")
 
     monkeypatch.setattr(grader, "grade_exercise", fake_grade)
