@@ -9,7 +9,7 @@
 
 from checks.grade import describe_spec, grade
 from checks.number import ambiguity, format_number, parse_number
-from checks.predict import score_prediction, spread_of
+from checks.predict import interval_of, score_prediction
 from checks.spec import AnswerSpec, PredictionScore, Verdict
 from checks.text import explain_matches
 
@@ -23,6 +23,6 @@ __all__ = [
     "format_number",
     "grade",
     "parse_number",
+    "interval_of",
     "score_prediction",
-    "spread_of",
 ]

@@ -9,6 +9,7 @@ from checks.choice import resolve
 from checks.number import byte_unit_said, convert, format_number, parse_number, read_quantity, unit_info
 from checks.spec import ChoiceAnswer, NumberAnswer, PredictionScore, TextAnswer
 from checks.text import normalise
+from tutor.measurement.intervals import CONFIDENCE, GUARD, Decision, MedianInterval, judge
 
 # A metric is None for more than one reason (no accelerator to compare with, autocast not
 # supported on this device, an accuracy that came out NaN...): only a speedup is blamed on
@@ -53,24 +54,21 @@ def _quote(answer: str) -> str:
     return text[:60] + ("..." if len(text) > 60 else "")
 
 
-# Repeats whose highest is more than this many times their lowest are noise, not a measurement:
-# the prediction is not graded, and the learner is offered a re-run.
-NOISY_SPREAD = 2.0
-SPREAD_SUFFIXES = ("_low", "_high")  # a metric NAME's repeats reported as NAME_low and NAME_high
+INTERVAL_SUFFIXES = ("_low", "_high")  # a metric NAME's interval, reported as NAME_low and NAME_high
 
 
-def spread_of(metrics: dict, name: str | None) -> tuple[float, float] | None:
-    """The range a metric's repeats covered, when the run reported it (NAME_low, NAME_high)."""
+def interval_of(metrics: dict, name: str | None) -> tuple[float, float] | None:
+    """The interval of a metric's typical value, when the run reported one (NAME_low, NAME_high)."""
     if not name or not isinstance(metrics, dict):
         return None
-    lo, hi = (_number(metrics.get(name + suffix)) for suffix in SPREAD_SUFFIXES)
+    lo, hi = (_number(metrics.get(name + suffix)) for suffix in INTERVAL_SUFFIXES)
     if lo is None or hi is None or lo > hi:
         return None
     return lo, hi
 
 
-def score_prediction(answer: str, spec, measured, unit: str = "", spread: tuple[float, float] | None = None,
-                     why: str | None = None) -> PredictionScore:
+def score_prediction(answer: str, spec, measured, unit: str = "", interval: tuple[float, float] | None = None,
+                     why: str | None = None, gate: str | None = None) -> PredictionScore:
     """Score a prediction against a measurement.
 
     `unit` is the unit the measurement is in (default: the spec's unit). Number specs give
@@ -81,16 +79,19 @@ def score_prediction(answer: str, spec, measured, unit: str = "", spread: tuple[
     the run's notes, which say why.
     With unit "%", the measurement is a share (0..1, as runs report accuracy) and is compared
     and shown in percent: 0.977 -> 97.7%; choice ranges are then written in percent too.
-    `spread`: the lowest and highest of the run's repeats, in the metric's own unit. A prediction
-    is then graded against that interval, not one draw: a hit anywhere in it counts. Where the
-    repeats lie more than NOISY_SPREAD times apart, nothing is graded (`noisy`); `why`, what else
-    the machine was doing meanwhile as the run saw it (its `noise_why` metric), is then said.
+    `interval`: the run's interval of the typical value (the median of its repeats), in the
+    metric's own unit. The prediction is then a hit only if all of it, widened by this machine's
+    guard band, lies inside what the prediction allows (the option's range, or the number's
+    tolerance), a miss only if all of it lies outside, and otherwise undecided: neither, said as
+    such with `why` (what else the machine was doing, the run's `noise_why`). `gate`: why the
+    run's timings cannot decide anything (its `noise_gate`: a GPU that slowed its clocks, or was
+    busy with another program's work); every prediction against its interval is then undecided.
     Never raises.
     """
     try:
         text = answer if isinstance(answer, str) else str(answer or "")
-        if spread is not None and _number(measured) is not None:
-            return _score_spread(text, spec, measured, unit or "", spread, why)
+        if interval is not None and _number(measured) is not None:
+            return _score_interval(text, spec, measured, unit or "", interval, why, gate)
         return _score(text, spec, measured, unit or "")
     except Exception:  # a display helper must never take the lesson down
         return PredictionScore(summary=f"You said {_quote(answer)}; measured {_shown(measured, unit)}.")
@@ -241,56 +242,85 @@ def _score_choice(answer: str, spec: ChoiceAnswer, measured, unit: str) -> Predi
     return PredictionScore(f"{chose}; measured {text}", None, False)
 
 
-def _score_spread(answer: str, spec, measured, unit: str, spread: tuple[float, float],
-                  why: str | None = None) -> PredictionScore:
-    """Graded against the repeats' interval: a hit if the prediction fits any value in it."""
-    lo, hi = (_as_percent(v, spec, unit) for v in spread)
-    if lo > 0 and hi / lo > NOISY_SPREAD:
-        shown_unit = unit or getattr(spec, "unit", "")
-        return PredictionScore(
-            f"Too noisy to grade: the repeats ranged from {format_number(lo, shown_unit)} to "
-            f"{format_number(hi, shown_unit)} ({format_number(hi / lo, 'x')} apart), so one figure would be a draw, "
-            f"not a measurement. {_why_noisy(why)} "
-            f"Your prediction ({_said(answer, spec)}) stays locked.", None, False, noisy=True)
-    central = _score(answer, spec, measured, unit)
-    if central.hit:
-        return central
-    candidates = [_score(answer, spec, v / (100 if _is_percent(spec, unit) else 1), unit) for v in (lo, hi)]
-    inside = next((c for c in candidates if c.hit), None)
-    if inside is None and isinstance(spec, NumberAnswer):
-        predicted = parse_number(answer, spec.unit)
-        m_lo, m_hi = lo, hi
-        if unit and spec.unit and unit_info(unit) and unit_info(spec.unit):
-            m_lo, m_hi = (convert(v, unit, spec.unit) or v for v in (lo, hi))
-        if predicted is not None and m_lo <= predicted <= m_hi:
-            inside = central
-    if inside is None and isinstance(spec, ChoiceAnswer):
+def _allowed(answer: str, spec, unit: str) -> tuple[float | None, float | None] | None:
+    """The values of the measurement (in `unit`) the prediction calls right: the chosen option's
+    [min, max), or the number's tolerance about what was predicted. None where it names no range
+    (an option without one, a number that could not be read)."""
+    if isinstance(spec, ChoiceAnswer):
         i = resolve(answer, spec)
         option = spec.options[i] if i is not None else None
-        if option is not None and (option.min is not None or option.max is not None) and \
-                (option.max is None or lo < option.max) and (option.min is None or hi >= option.min):
-            inside = central
-    shown_unit = unit or getattr(spec, "unit", "")
-    repeats = f"the repeats ranged {format_number(lo, shown_unit)} to {format_number(hi, shown_unit)}"
-    if inside is not None:
-        m = format_number(_number(_as_percent(measured, spec, unit)), shown_unit)
-        if isinstance(spec, ChoiceAnswer):
-            said = f"you chose {_said(answer, spec)}"
+        if option is None or (option.min is None and option.max is None):
+            return None
+        return option.min, option.max
+    if isinstance(spec, NumberAnswer):
+        predicted = parse_number(answer, spec.unit)
+        if predicted is None:
+            return None
+        if spec.abs_tolerance is not None:
+            low, high = predicted - spec.abs_tolerance, predicted + spec.abs_tolerance
+        elif 0 < spec.tolerance < 1 and predicted != 0:
+            # |m - p| <= tol |m| (the single-value rule) holds for m between p / (1 + tol) and p / (1 - tol)
+            low, high = sorted((predicted / (1 + spec.tolerance), predicted / (1 - spec.tolerance)))
         else:
-            said = f"you said {_said(answer, spec)}"
-        return PredictionScore(f"within this run's noise ({said}; measured {m}, and {repeats})", central.ratio, True)
-    return PredictionScore(f"{central.summary}; {repeats}", central.ratio, False)
+            return None
+        if unit and spec.unit and unit_info(unit) and unit_info(spec.unit):
+            low, high = (convert(v, spec.unit, unit) for v in (low, high))
+            if low is None or high is None:
+                return None
+        return low, high
+    return None
 
 
-def _why_noisy(why: str | None) -> str:
+def _score_interval(answer: str, spec, measured, unit: str, interval: tuple[float, float],
+                    why: str | None = None, gate: str | None = None) -> PredictionScore:
+    """Judged by the interval of the typical value: hit, miss, or undecided (see score_prediction)."""
+    lo, hi = (_as_percent(v, spec, unit) for v in interval)
+    central = _score(answer, spec, measured, unit)
+    allowed = _allowed(answer, spec, unit)
+    if allowed is None:
+        return central
+    shown_unit = unit or getattr(spec, "unit", "")
+    m = _number(_as_percent(measured, spec, unit))
+    if m is None or not lo <= m <= hi:  # an interval that does not hold its own headline says nothing
+        return central
+    span = f"{format_number(lo, shown_unit)} to {format_number(hi, shown_unit)}"
+    if isinstance(gate, str) and gate.strip():
+        return PredictionScore(
+            f"This machine can't tell yet: measured {format_number(m, shown_unit)} (interval {span}), but "
+            f"{' '.join(gate.split())[0].lower() + ' '.join(gate.split())[1:]} Run it again (r) when the GPU is "
+            f"cool and free. Your prediction ({_said(answer, spec)}) stays locked, and no try was used.",
+            None, False, undecided=True)
+    verdict = judge(MedianInterval(m, lo, hi, CONFIDENCE, 0, False), *allowed, guard=GUARD)
+    if verdict is Decision.HIT:
+        words = "all of it inside that range" if isinstance(spec, ChoiceAnswer) else "all of it within your tolerance"
+        if central.hit:
+            return PredictionScore(f"{central.summary}; its interval {span}, {words}", central.ratio, True)
+        said = f"you chose {_said(answer, spec)}" if isinstance(spec, ChoiceAnswer) else f"you said {_said(answer, spec)}"
+        return PredictionScore(f"{said}; measured {format_number(m, shown_unit)}, its interval {span}, {words}",
+                               central.ratio, True)
+    if verdict is Decision.MISS:
+        return PredictionScore(f"{central.summary}; its interval {span} lies outside it too", central.ratio, False)
+    edges = [e for e in allowed if e is not None and lo * (1 - GUARD) <= e <= hi * (1 + GUARD)]
+    edge = (f"It straddles {format_number(edges[0], shown_unit)}, " +
+            ("the edge of your option" if isinstance(spec, ChoiceAnswer) else "where your tolerance ends")
+            ) if edges else "It reaches past what your prediction allows"
+    return PredictionScore(
+        f"This machine can't tell yet: measured {format_number(m, shown_unit)}, and the interval that holds its "
+        f"typical value runs {span} (widened by {GUARD:.0%}, how far separate runs here move). {edge}, so it is "
+        f"neither a hit nor a miss. {_why_undecided(why)} Your prediction ({_said(answer, spec)}) stays locked, and "
+        "no try was used.", None, False, undecided=True)
+
+
+def _why_undecided(why: str | None) -> str:
     """The run's own account of what else the machine was doing, and the re-run it points to."""
     text = " ".join(str(why).split()) if isinstance(why, str) else ""
     if not text:
-        return "Something else was probably using the machine: run it again (r) when it is quieter."
+        return "Run it again (r) to measure more: more repeats narrow the interval."
     if not text.endswith("."):
         text += "."
     if text.startswith("Nothing else was seen"):
-        return f"{text} Run it again (r): a second run often settles."
+        return (f"{text} So the spread is this machine's own, or the typical value sits near the edge: run it "
+                "again (r) to measure more.")
     return f"{text} Run it again (r) when it is quieter."
 
 

@@ -141,7 +141,7 @@ class PredictionScore:
     summary: str  # "off by 3.1x (you said 10x, measured 3.2x)"
     ratio: float | None = None  # measured / predicted, where both are numbers
     hit: bool = False  # within the option's range / the tolerance
-    noisy: bool = False  # the repeats spread too wide to grade: neither a hit nor a miss
+    undecided: bool = False  # the measurement's interval straddles an edge: neither a hit nor a miss
 
 
 __all__ = [

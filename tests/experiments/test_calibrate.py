@@ -267,3 +267,25 @@ def test_calibrate_on_cuda_measures_tf32_and_half_precision_and_the_bus(monkeypa
     assert c.cuda == torch.version.cuda and c.threads is None
     assert c.bandwidth.copy_gbps > 0 and c.bandwidth.pinned_copy_gbps > 0
     assert calibrate.report(dev)["stale"] is None
+
+
+def test_a_record_or_run_of_an_older_measurement_method_is_never_beside_new_ones(cpu, tmp_path):
+    """Issue 37: a calibration stored before the method mark is stale (measured again); a run stamped
+    without the current method is left off the roofline and said, not plotted."""
+    from tutor.measurement.method import METHOD
+
+    old = calibrate.Calibration.from_dict({k: v for k, v in planted(cpu).as_dict().items() if k != "method"})
+    now = calibrate.current(cpu)
+    assert old.method == 1 and "measured the older way" in old.stale_because(now["device"], now["threads"], now["torch"])
+    assert planted(cpu).stale_because(now["device"], now["threads"], now["torch"]) is None
+    with Progress(tmp_path / "progress.db") as progress:
+        stamped = {**cpu.as_dict(), "host": "here", "torch_version": now["torch"]}
+        metrics = {"elementwise_tflops": 0.0005, "elementwise_intensity": 1 / 12}
+        progress.record_run(experiment="bandwidth", params={}, device=stamped, metrics=metrics, status="finished")
+        older = progress.latest_run(experiment="bandwidth")
+        progress.record_run(experiment="bandwidth", params={}, device={**stamped, "method": METHOD}, metrics=metrics,
+                            status="finished")
+        newer = progress.latest_run(experiment="bandwidth")
+    placed = calibrate.place_runs(planted(cpu), [older])
+    assert placed["points"] == [] and [p["run_id"] for p in placed["older"]] == [older.id]
+    assert [p["run_id"] for p in calibrate.place_runs(planted(cpu), [newer])["points"]] == [newer.id]

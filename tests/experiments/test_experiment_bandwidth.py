@@ -73,18 +73,19 @@ def test_the_roofline_is_built_from_the_measured_numbers(cpu_run):
     assert m["ridge_point"] == pytest.approx(m["peak_tflops"] * 1e3 / m["bandwidth_gbps"])
     assert m["elementwise_intensity"] == pytest.approx(1 / 12)
     assert m["matmul_intensity"] == pytest.approx(QUICK["matmul_size"] / 6)
-    assert m["elementwise_peak_share"] == pytest.approx(m["elementwise_tflops"] / m["peak_tflops"])
+    # graded: the typical repeat's share, never above the best repeat's (elementwise_tflops)
+    assert m["elementwise_peak_share"] <= m["elementwise_tflops"] / m["peak_tflops"] * (1 + 1e-9)
     assert m["matmul_peak_share"] == pytest.approx(m["matmul_tflops"] / m["peak_tflops"])
     assert m["elementwise_bound"] == "memory"  # 1/12 FLOP/B is left of any device's ridge
     assert m["matmul_bound"] == ("compute" if m["matmul_intensity"] >= m["ridge_point"] else "memory")
 
 
-def test_the_elementwise_share_is_the_best_repeat_and_its_spread_reaches_down_to_the_others(cpu_run):
-    """2 timings (quick): the spread runs from the slower timing's share up to the best, the one reported."""
+def test_the_elementwise_share_is_the_typical_repeats_inside_its_interval(cpu_run):
+    """2 timings (quick): the share graded is their median, its interval their whole range."""
     events, m = cpu_run
     low, share, high = (m[f"elementwise_peak_share{end}"] for end in ("_low", "", "_high"))
-    assert low is not None and 0 < low <= share == high
-    assert "in its best repeat (the slowest of its repeats:" in _notes(events)
+    assert low is not None and 0 < low <= share <= high
+    assert "a typical repeat reached" in _notes(events) and "the median of 2 repeats" in _notes(events)
 
 
 def test_one_timing_gives_no_spread(tmp_path, monkeypatch):
@@ -93,12 +94,12 @@ def test_one_timing_gives_no_spread(tmp_path, monkeypatch):
     events, m = run_experiment("bandwidth", {**QUICK, "repeats": 1}, "cpu")
     assert m["elementwise_peak_share"] > 0
     assert m["elementwise_peak_share_low"] is None and m["elementwise_peak_share_high"] is None
-    assert "in its best repeat" not in _notes(events)
+    assert "the median of" not in _notes(events)
 
 
-def test_from_8_timings_the_low_end_is_the_lower_quartile_of_the_repeats_shares(tmp_path, monkeypatch):
-    """Timed as 10 ms, 1 ms, 2 ms, ..., 10 ms (the single call first): the share reported is the best
-    timing's (1 ms), the low end the lower quartile of the ten repeats' shares, each against the one roof."""
+def test_from_10_timings_the_share_is_their_median_with_the_order_statistics_interval(tmp_path, monkeypatch):
+    """Timed as 10 ms, 1 ms, 2 ms, ..., 10 ms (the single call first): the share graded is the median
+    repeat's, its interval the 2nd to the 9th of the ten shares, each against the one roof."""
     from tutor.experiments import bandwidth
 
     monkeypatch.setattr(matmul_peak, "cache_file", lambda: tmp_path / "peaks.json")
@@ -106,9 +107,10 @@ def test_from_8_timings_the_low_end_is_the_lower_quartile_of_the_repeats_shares(
     timings = [k / 1000 for k in range(1, 11)]
     monkeypatch.setattr(bandwidth, "repeat_seconds", lambda fn, device, repeats: (0.010, list(timings)))
     _, m = run_experiment("bandwidth", {**QUICK, "repeats": 10}, "cpu")
-    quartile = statistics.quantiles([1 / t for t in timings], n=4)[0]
-    assert m["elementwise_peak_share_high"] == m["elementwise_peak_share"]
-    assert m["elementwise_peak_share"] / m["elementwise_peak_share_low"] == pytest.approx((1 / 0.001) / quartile)
+    rates = sorted(1 / t for t in timings)
+    share = m["elementwise_peak_share"]
+    assert share / m["elementwise_peak_share_low"] == pytest.approx(statistics.median(rates) / rates[1])
+    assert m["elementwise_peak_share_high"] / share == pytest.approx(rates[8] / statistics.median(rates))
 
 
 def test_repeat_seconds_returns_each_timing_and_best_seconds_the_least(monkeypatch):

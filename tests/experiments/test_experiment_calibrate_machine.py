@@ -31,7 +31,7 @@ def test_the_run_measures_both_roofs_and_keeps_them_as_the_command_does():
     assert m["ridge_point"] == pytest.approx(m["float32_peak_tflops"] * 1e12 / (m["bandwidth_gbps"] * 1e9))
     assert m["float32_spec_share"] is None  # no spec sheet for a CPU: none is made up
     assert (m["bfloat16_peak_tflops"] is not None) == ("bfloat16" in calibrate.dtypes(dev))
-    if m["bfloat16_speedup"] is not None:  # 3 sweeps each: the best kept, the pairings' spread around it
+    if m["bfloat16_speedup"] is not None:  # 3 sweeps each: the median ratio, inside its interval
         assert m["bfloat16_speedup_low"] <= m["bfloat16_speedup"] <= m["bfloat16_speedup_high"]
         assert isinstance(m["noise_why"], str)
     record = calibrate.find(m["device"])

@@ -37,7 +37,8 @@ def test_each_path_is_measured_and_its_shares_add_up(cpu_run):
 
     epoch = data.load("cpu").train_x.shape[0]  # MNIST's 60,000, or the offline digits' count
     assert m["loader_epoch_seconds"] == pytest.approx(epoch / m["loader_samples_per_s"], rel=1e-3)
-    assert m["resident_speedup"] == pytest.approx(m["resident_samples_per_s"] / m["loader_samples_per_s"])
+    # the median of stretches that ran side by side, inside its interval
+    assert m["resident_speedup_low"] <= m["resident_speedup"] <= m["resident_speedup_high"]
     assert m["fastest"] in ("loader", "workers", "resident")
 
 

@@ -147,7 +147,7 @@ def test_a_run_faster_than_every_sweep_raises_the_peak_and_says_so(own_cache, mo
 
 def test_mfu_reports_the_spread_of_its_stretches_and_lies_within_it(mlp_run, wide_run):
     """The unsynced pass is timed in stretches of steps: MFU is the median stretch's, and its noise
-    (mfu_low, mfu_high) the stretches' interquartile range (10 stretches here), which holds it."""
+    (mfu_low, mfu_high) the median's interval over the stretches (10 here), which holds it."""
     for _, m in (mlp_run, wide_run):
         assert m["mfu_low"] is not None and m["mfu_high"] is not None
         assert 0 < m["mfu_low"] <= m["mfu"] <= m["mfu_high"] <= 1

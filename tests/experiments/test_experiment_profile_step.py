@@ -94,9 +94,9 @@ def test_mfu_is_the_mlps_flops_over_the_step_time_and_the_measured_peak(cpu_run)
     assert "MFU =" in _notes(events) and "Measuring" not in _notes(events)
 
 
-def test_mfu_reports_the_spread_of_its_timed_stretches_and_lies_within_it(cpu_run):
+def test_mfu_reports_the_interval_of_its_timed_stretches_and_lies_within_it(cpu_run):
     """The unprofiled steps are timed in stretches (3 of one step each here): step_seconds is the
-    median stretch's, and mfu_low / mfu_high the stretches' lowest and highest MFU."""
+    median stretch's, and mfu_low / mfu_high the median's interval (3 stretches: their whole range)."""
     events, m = cpu_run
     assert m["mfu_low"] is not None and m["mfu_high"] is not None
     assert 0 < m["mfu_low"] <= m["mfu"] <= m["mfu_high"]

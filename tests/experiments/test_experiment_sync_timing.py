@@ -39,7 +39,8 @@ def test_the_cpu_is_synchronous(cpu_run):
     events, m = cpu_run
     assert m["asynchronous"] is False and m["events_seconds"] is None
     assert m["unsynced_seconds"] > 0 and m["synced_seconds"] > 0
-    assert m["ratio"] == pytest.approx(m["synced_seconds"] / m["unsynced_seconds"])
+    # the ways took turns: the median of each repeat's own ratio, inside its interval
+    assert m["ratio_low"] <= m["ratio"] <= m["ratio_high"]
     assert m["tflops"] == pytest.approx(2 * 64**3 * 3 / m["synced_seconds"] / 1e12)
     notes = " ".join(e.text for e in events if isinstance(e, Note))
     assert "No GPU here" in notes and "synchronous" in notes and "loss.item()" in notes

@@ -103,15 +103,6 @@ def test_synchronize_waits_on_the_device_type_however_it_is_spelled(monkeypatch,
     assert waited == ([waits_on] * 2 if waits_on else [])
 
 
-def test_spread_is_the_lowest_and_highest_of_few_repeats_and_the_quartiles_of_many():
-    assert timing.spread([3.0, 1.0, 2.0]) == (1.0, 3.0)
-    assert timing.spread([1.0]) == (None, None) and timing.spread([]) == (None, None)
-    assert timing.spread([1.0, float("nan"), None]) == (None, None)  # nothing measured twice
-    many = [1.0] * 4 + [2.0] * 4 + [50.0]  # one stray draw among nine does not set the high end
-    low, high = timing.spread(many)
-    assert low == 1.0 and high < 50.0
-
-
 def test_paired_ratios_divide_the_repeats_that_ran_side_by_side():
     assert timing.paired_ratios([2.0, 9.0], [1.0, 3.0]) == [2.0, 3.0]
     assert timing.paired_ratios([2.0], [0.0]) == []  # no division by a zero time
@@ -128,12 +119,3 @@ def test_ways_in_turns_are_warmed_up_then_alternate_each_repeat(monkeypatch):
     assert calls == ["a", "b"] + ["a", "a", "b", "b"] * 3
     assert [len(v) for v in times.values()] == [3, 3] and all(t >= 0 for v in times.values() for t in v)
     assert synced == ["cuda"] * 12  # before the clock starts and before it stops, every timing
-
-
-def test_unpaired_spread_pairs_every_repeat_of_one_way_with_every_repeat_of_the_other():
-    assert timing.unpaired_spread([2.0, 4.0], [1.0, 2.0]) == (1.0, 4.0)  # 4 pairings: lowest and highest
-    low, high = timing.unpaired_spread([3.0, 2.0, 4.0], [1.0, 2.0, 1.5])  # 9 pairings: the quartiles
-    assert 1.0 < low <= 3.0 / 1.5 <= high < 4.0
-    assert timing.unpaired_spread([2.0, 2.0], [1.0, 1.0], headline=2.5) == (2.0, 2.5)  # holds what is graded
-    assert timing.unpaired_spread([2.0], [1.0, 2.0]) == (None, None) and timing.unpaired_spread([], []) == (None, None)
-    assert timing.unpaired_spread([2.0, float("nan")], [1.0, 0.0]) == (None, None)  # nothing usable left

@@ -25,9 +25,12 @@ def _tops(modules: set[str]) -> set[str]:
 
 
 def test_answer_grading_is_pure_python():
-    loaded = _tops(_loaded_after("import checks, checks.grade, checks.text, checks.number, checks.choice, "
-                                 "checks.predict, checks.spec"))
-    assert not loaded & {"tutor", "textual", "torch"}
+    """Of the tutor, grading loads only the pure-Python statistics a prediction is decided by."""
+    loaded = _loaded_after("import checks, checks.grade, checks.text, checks.number, checks.choice, "
+                           "checks.predict, checks.spec")
+    assert not _tops(loaded) & {"textual", "torch"}
+    assert {m for m in loaded if m.split(".")[0] == "tutor"} <= {"tutor", "tutor.measurement",
+                                                                 "tutor.measurement.intervals"}
 
 
 @pytest.mark.parametrize("module", ["tutor.ui.app", "tutor.ui.screens.lesson", "tutor.ui.screens.review",

@@ -62,10 +62,15 @@ def _with_parents(name: str) -> set[str]:
 
 # folder -> folders (and top-level modules) of ours it may import, at any depth of the function
 RULES = {
-    "checks": {"checks"},  # pure Python: answers are graded without the tutor, Textual or torch
+    # pure Python: answers are graded without the tutor, Textual or torch; a prediction of a noisy
+    # metric by the interval rule of tutor.measurement, pure Python too
+    "checks": {"checks", "tutor.measurement", "tutor"},
+    "tutor.measurement": {"tutor.measurement", "tutor"},
     "tutor.course": {"checks", "tutor.course", "tutor.experiments", "tutor.instruments", "tutor.exercises.names",
+                     "tutor.measurement",
                      "tutor.paths", "tutor.errors", "tutor.settings", "tutor"},
-    "tutor.experiments": {"tutor.experiments", "tutor.paths", "tutor.errors", "tutor.threads", "tutor"},
+    "tutor.experiments": {"tutor.experiments", "tutor.measurement", "tutor.paths", "tutor.errors", "tutor.threads",
+                          "tutor"},
     "tutor.exercises": {"tutor.exercises", "tutor.course.lesson", "tutor.experiments", "tutor.paths",
                         "tutor.errors", "tutor.threads", "tutor.lab", "tutor"},
     "tutor.instruments": {"tutor.instruments", "tutor"},
@@ -73,7 +78,7 @@ RULES = {
 # torch is for the processes that train: the engine, the sandbox, and the headless CLI verbs
 # that run experiments in their own process (lazily, inside the verb). An experiment's spec is
 # read by the UI and the linter, so it never imports torch; its measurement module does.
-NO_TORCH = ("checks", "tutor.ui", "tutor.course", "tutor.instruments", "tutor.authoring",
+NO_TORCH = ("checks", "tutor.measurement", "tutor.ui", "tutor.course", "tutor.instruments", "tutor.authoring",
             "tutor.experiments.spec", "tutor.experiments.specs")
 
 

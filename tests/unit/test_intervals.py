@@ -9,11 +9,15 @@ import pytest
 
 from tutor.measurement.intervals import (
     MedianInterval,
-    Verdict,
+    Decision,
+    bounds,
     coverage,
+    in_words,
     judge,
     median_interval,
+    ratio_interval,
     repeats_needed,
+    scaled,
 )
 
 
@@ -50,11 +54,11 @@ def test_an_even_count_has_the_middle_pair_as_median_and_nan_is_no_repeat():
 
 
 @pytest.mark.parametrize("low, high, verdict", [
-    (1.0, 2.0, Verdict.HIT),  # all of [1.2, 1.6] inside
-    (2.0, None, Verdict.MISS),  # all of it below 2
-    (None, 1.0, Verdict.MISS),
-    (1.5, 3.0, Verdict.UNDECIDED),  # the boundary 1.5 falls inside the interval
-    (None, None, Verdict.HIT),
+    (1.0, 2.0, Decision.HIT),  # all of [1.2, 1.6] inside
+    (2.0, None, Decision.MISS),  # all of it below 2
+    (None, 1.0, Decision.MISS),
+    (1.5, 3.0, Decision.UNDECIDED),  # the boundary 1.5 falls inside the interval
+    (None, None, Decision.HIT),
 ])
 def test_inside_outside_straddling(low, high, verdict):
     interval = MedianInterval(1.4, 1.2, 1.6, 0.96, 9, False)
@@ -63,14 +67,14 @@ def test_inside_outside_straddling(low, high, verdict):
 
 def test_the_guard_band_widens_before_deciding():
     interval = MedianInterval(1.9, 1.8, 1.95, 0.96, 9, False)
-    assert judge(interval, None, 2.0) is Verdict.HIT
-    assert judge(interval, None, 2.0, guard=0.05) is Verdict.UNDECIDED  # 1.95 x 1.05 > 2
+    assert judge(interval, None, 2.0) is Decision.HIT
+    assert judge(interval, None, 2.0, guard=0.05) is Decision.UNDECIDED  # 1.95 x 1.05 > 2
 
 
 def test_all_equal_repeats_decide_at_once_and_nothing_measured_decides_nothing():
     same = median_interval([3.0] * 6)
-    assert judge(same, 2.0, 4.0) is Verdict.HIT and judge(same, 4.0, None) is Verdict.MISS
-    assert judge(None, 1.0, 2.0) is Verdict.UNDECIDED
+    assert judge(same, 2.0, 4.0) is Decision.HIT and judge(same, 4.0, None) is Decision.MISS
+    assert judge(None, 1.0, 2.0) is Decision.UNDECIDED
 
 
 def test_the_sync_timing_repeats_grade_a_hit_where_the_range_rule_refused():
@@ -78,5 +82,29 @@ def test_the_sync_timing_repeats_grade_a_hit_where_the_range_rule_refused():
     old rule said 'too noisy'; the median's interval lies inside 'below 2x'."""
     repeats = [0.395, 0.52, 0.61, 0.74, 0.88, 1.01]
     assert max(repeats) / min(repeats) > 2
-    assert judge(median_interval(repeats), None, 2.0) is Verdict.HIT
-    assert judge(median_interval(repeats), 0.5, None) is Verdict.UNDECIDED  # 0.5 lies inside it
+    assert judge(median_interval(repeats), None, 2.0) is Decision.HIT
+    assert judge(median_interval(repeats), 0.5, None) is Decision.UNDECIDED  # 0.5 lies inside it
+
+
+def test_two_ways_timed_one_after_the_other_divide_their_median_intervals_end_to_end():
+    found = ratio_interval([4.0, 2.0, 3.0], [1.0, 2.0, 1.5])
+    assert found.median == pytest.approx(3.0 / 1.5)
+    assert (found.low, found.high) == (pytest.approx(2.0 / 2.0), pytest.approx(4.0 / 1.0))
+    assert found.short and found.n == 3  # 3 each: each median's interval is their range, 75% only
+    many = ratio_interval([2.0] * 9 + [50.0], [1.0] * 10)
+    assert many.high == pytest.approx(2.0) and not many.short  # a stray repeat is not the interval's end
+    assert ratio_interval([2.0, math.nan], [1.0, 0.0]) is not None  # NaN and 0 are dropped, one each is left
+    assert ratio_interval([], [1.0]) is None and ratio_interval([2.0], [0.0]) is None
+
+
+def test_bounds_of_one_repeat_say_nothing_and_scaling_moves_every_end():
+    assert bounds(median_interval([2.0])) == (None, None) and bounds(None) == (None, None)
+    assert bounds(median_interval([1.0, 3.0])) == (1.0, 3.0)
+    shown = scaled(median_interval([1.0, 2.0, 3.0]), 100)
+    assert (shown.low, shown.median, shown.high) == (100.0, 200.0, 300.0)
+
+
+def test_an_interval_in_words_names_its_repeats_coverage_and_ends():
+    words = in_words(median_interval([1.0, 1.1, 1.2, 1.0, 1.3, 1.1, 1.2, 1.0, 1.1]), lambda v: f"{v:.1f}x", "rounds")
+    assert words == "the median of 9 rounds, its 96% interval 1.0x to 1.2x"
+    assert "too few rounds" in in_words(median_interval([1.0, 2.0, 3.0]), str, "rounds")

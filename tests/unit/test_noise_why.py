@@ -51,12 +51,35 @@ def test_a_quiet_gpu_is_said_to_have_been_checked():
     assert text.startswith("Nothing else was seen") and "no other process was on the GPU" in text
 
 
-def test_the_noisy_verdict_carries_the_runs_own_reason_and_offers_a_rerun():
+def test_the_undecided_verdict_carries_the_runs_own_reason_and_offers_a_rerun():
     why = "Other programs took 61% of this machine's 2 cores while it ran."
-    score = score_prediction("2", SPEEDUP, 1.0, "x", spread=(0.4, 1.3), why=why)
-    assert score.noisy and why in score.summary and "Run it again (r) when it is quieter" in score.summary
-    calm = score_prediction("2", SPEEDUP, 1.0, "x", spread=(0.4, 1.3),
+    score = score_prediction("1.2", SPEEDUP, 1.0, "x", interval=(0.4, 1.3), why=why)
+    assert score.undecided and why in score.summary and "Run it again (r) when it is quieter" in score.summary
+    calm = score_prediction("1.2", SPEEDUP, 1.0, "x", interval=(0.4, 1.3),
                             why="Nothing else was seen using the machine (other programs took 3% of the CPU): x.")
-    assert "Run it again (r): a second run often settles" in calm.summary
-    unknown = score_prediction("2", SPEEDUP, 1.0, "x", spread=(0.4, 1.3))
-    assert "Something else was probably using the machine" in unknown.summary
+    assert "the spread is this machine's own" in calm.summary and "run it again (r) to measure more" in calm.summary
+    unknown = score_prediction("1.2", SPEEDUP, 1.0, "x", interval=(0.4, 1.3))
+    assert "Run it again (r) to measure more" in unknown.summary
+
+
+def test_a_gpu_slowed_for_heat_or_busy_with_another_program_gates_every_verdict():
+    """Issue 37: telemetry that gates. Thermal or hardware slowdown by the end, or another program's
+    kernels as the run began, make the run undecided; the routine power cap and a CPU do not."""
+    hot = GpuReading(others=0, others_mib=0, utilization=0, throttle=("too hot (hardware thermal limit)",))
+    capped = GpuReading(others=0, others_mib=0, utilization=0, throttle=("held to its power limit",))
+    busy = GpuReading(others=1, others_mib=2048, utilization=87, throttle=())
+    quiet = GpuReading(others=1, others_mib=2048, utilization=0, throttle=())  # present, not working
+    assert noise.gate(reading(gpu=quiet), reading(wall=5, gpu=hot)).startswith(
+        "The GPU slowed its clocks (too hot (hardware thermal limit))")
+    assert "Another program's work had the GPU 87% busy" in noise.gate(reading(gpu=busy), reading(wall=5, gpu=quiet))
+    assert noise.gate(reading(gpu=quiet), reading(wall=5, gpu=capped)) is None
+    assert noise.gate(reading(gpu=quiet), reading(wall=5, gpu=quiet)) is None
+    assert noise.gate(reading(), reading(wall=10, busy=19, own=1)) is None  # a busy CPU is said, not gated
+
+
+def test_a_gated_run_leaves_even_a_clear_hit_undecided():
+    gate = "The GPU slowed its clocks (power brake), so its timings are not this card's own."
+    score = score_prediction("1.0", SPEEDUP, 1.0, "x", interval=(0.99, 1.01), gate=gate)
+    assert score.undecided and not score.hit and "the GPU slowed its clocks (power brake)" in score.summary
+    assert "stays locked, and no try was used" in score.summary
+    assert score_prediction("1.0", SPEEDUP, 1.0, "x", interval=(0.99, 1.01)).hit

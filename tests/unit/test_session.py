@@ -374,3 +374,28 @@ def test_an_empty_answer_is_asked_for_in_the_words_of_its_kind(tmp_path, spec, s
         for ask in (session.answer, session.review):
             with pytest.raises(Unreadable, match=re_escape(says)):
                 ask(lesson.step("c"), "  ")
+
+
+def test_a_timed_run_from_an_older_measurement_method_is_measured_again_not_graded(tmp_path, monkeypatch):
+    """Issue 37: a run stored before verdicts used the interval of the typical value carries no
+    method (or an older one): its prediction waits for a new run instead of being graded by it."""
+    from tutor.course import machine
+    from tutor.measurement import method
+
+    lesson = load_text("id: m\ntitle: M\nsteps:\n"
+                       "  - {id: guess, kind: predict, prompt: How long?, compare: ratio, unit: x,\n"
+                       "     answer: {type: number, unit: x, min: 0, max: 1000}}\n"
+                       "  - {id: measure, kind: run, experiment: sync-timing}\n")
+    with Progress(tmp_path / "progress.db") as progress:
+        session = LessonSession(lesson, progress)
+        step, run = lesson.steps
+        session.lock(step, "1")
+        old = {k: v for k, v in machine.stamp().items() if k != method.METHOD_KEY}
+        monkeypatch.setattr(machine, "stamp", lambda: old)
+        session.record_run(run, _finished({"ratio": 1.0, "ratio_low": 0.98, "ratio_high": 1.02}, {}, "sync-timing"))
+        pending = session.reveal(step)
+        assert isinstance(pending, Pending) and "measured the older way" in pending.text
+        monkeypatch.undo()
+        session.record_run(run, _finished({"ratio": 1.0, "ratio_low": 0.98, "ratio_high": 1.02}, {}, "sync-timing"))
+        assert session.latest_run(run).device[method.METHOD_KEY] == method.METHOD
+        assert session.reveal(step).judge().hit

@@ -22,7 +22,8 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from collections import Counter
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -83,13 +84,23 @@ class Outcome:
     seconds: float = 0.0
     skipped: bool = False  # not tried on this machine (ok stays True): `detail` says why
     where: str = ""  # path:line of the step (path:line:col of a lint issue), for an editor to open
+    # --repeats: each option's verdicts over the repeats ({"below 2x": {"hit": 5}}), and each
+    # repeat's measurement as [median, interval low, interval high] (None where it had none).
+    verdicts: dict[str, dict[str, int]] = field(default_factory=dict)
+    measured: list[list[float | None]] = field(default_factory=list)
 
 
 class Player:
-    def __init__(self, device: str | None = None, full: bool = False) -> None:
+    """Plays lessons headlessly. `repeats` > 1: each run step that a prediction compares with is
+    made that many times with the lesson's own parameters, and the predictions' verdicts over
+    those runs are one outcome (`_noise_outcome`): an instructor sees where a boundary sits in
+    this machine's noise."""
+
+    def __init__(self, device: str | None = None, full: bool = False, repeats: int = 1) -> None:
         self.device = device
         self.full = full
-        self._runs: dict[tuple[str, str], tuple[dict[str, Any] | None, str]] = {}
+        self.repeats = max(1, repeats)
+        self._runs: dict[tuple[str, str, int], tuple[dict[str, Any] | None, str]] = {}
 
     # ------------------------------------------------------------------ files
 
@@ -115,8 +126,15 @@ class Player:
             if isinstance(step, PredictStep) and step.compare:
                 predict = step
             elif isinstance(step, RunStep):
+                changes: list[dict[str, Any]] = [{}, *_tweak_choices(step)]
+                if predict is not None and self.repeats > 1:
+                    outcome, runs = self._repeated_run_step(lesson, step, predict)
+                    yield outcome
+                    if runs:
+                        yield self._noise_outcome(lesson, predict, runs)
+                    changes = changes[1:]
                 # The step's own params, then each value a learner may switch one setting to.
-                for changed in [{}, *_tweak_choices(step)]:
+                for changed in changes:
                     outcome, metrics = self._run_step(lesson, step, predict, changed)
                     yield outcome
                     if predict is not None and metrics is not None:
@@ -133,17 +151,19 @@ class Player:
 
     # ------------------------------------------------------------------ runs
 
-    def run(self, experiment: str, params: dict[str, Any],
-            keep: dict[str, Any] | None = None) -> tuple[dict[str, Any] | None, str]:
-        """(metrics, "") or (None, why it failed); the same run is made once. Quick mode takes the
-        experiment's small settings over `params`, but never over `keep` (a tweak under test)."""
+    def run(self, experiment: str, params: dict[str, Any], keep: dict[str, Any] | None = None,
+            repeat: int = 0) -> tuple[dict[str, Any] | None, str]:
+        """(metrics, "") or (None, why it failed); the same run is made once (`repeat` numbers the
+        runs of --repeats apart). Quick mode takes the experiment's small settings over `params`,
+        but never over `keep` (a tweak under test); a repeat is always made with `params`."""
         import json
 
         from tutor import experiments
         from tutor.experiments.events import Finished
 
-        values = dict(params) if self.full else {**params, **experiments.get(experiment).quick, **(keep or {})}
-        key = (experiment, json.dumps(values, sort_keys=True, default=str))
+        own = self.full or repeat > 0
+        values = dict(params) if own else {**params, **experiments.get(experiment).quick, **(keep or {})}
+        key = (experiment, json.dumps(values, sort_keys=True, default=str), repeat)
         if key not in self._runs:
             try:
                 metrics = None
@@ -176,6 +196,69 @@ class Player:
         detail = f"{predict.compare} = {_short(metrics.get(predict.compare))}" if predict else ""
         return Outcome(lesson.id, step.id, "run", what, True, detail, seconds), metrics
 
+    def _repeated_run_step(self, lesson: Lesson, step: RunStep, predict: PredictStep
+                           ) -> tuple[Outcome, list[dict[str, Any]]]:
+        """The run step made `repeats` times with the lesson's own parameters; the metrics of each."""
+        t0 = time.perf_counter()
+        what = f"runs {step.experiment} {self.repeats} times (the lesson's own parameters)"
+        runs: list[dict[str, Any]] = []
+        for repeat in range(1, self.repeats + 1):
+            metrics, problem = self.run(step.experiment, step.start_params(), repeat=repeat)
+            if metrics is None:
+                return Outcome(lesson.id, step.id, "run", what, False, f"repeat {repeat}: {problem}",
+                               time.perf_counter() - t0), []
+            runs.append(metrics)
+        shown = ", ".join(_short(m.get(predict.compare)) for m in runs)
+        return Outcome(lesson.id, step.id, "run", what, True, f"{predict.compare} = {shown}",
+                       time.perf_counter() - t0), runs
+
+    def _noise_outcome(self, lesson: Lesson, step: PredictStep, runs: list[dict[str, Any]]) -> Outcome:
+        """Each option's verdicts over the repeated runs. Fails where an option is a hit in one run
+        and a miss in another, or undecided in most: its boundary sits in this machine's noise. A
+        number prediction fails where the interval is, in most runs, too wide for any number to
+        be a hit within its tolerance."""
+        from checks.spec import ChoiceAnswer, NumberAnswer
+        from tutor.course.session import Evidence, grade
+        from tutor.measurement.intervals import GUARD
+
+        what = f"{step.compare}: verdicts over {len(runs)} runs"
+        measured = [[_number_or_none(m.get(step.compare)), *(checks.interval_of(m, step.compare) or (None, None))]
+                    for m in runs]
+        shown = "; ".join(_measurement(row) for row in measured)
+        if isinstance(step.answer, ChoiceAnswer) and any(o.min is not None or o.max is not None
+                                                        for o in step.answer.options):
+            verdicts: dict[str, Counter[str]] = {o.text: Counter() for o in step.answer.options}
+            for metrics in runs:
+                evidence = Evidence(metrics, "measured")
+                for o in step.answer.options:
+                    verdicts[o.text][_call(grade(step, o.text, evidence))] += 1
+            counts = {text: dict(c) for text, c in verdicts.items()}
+            said = "; ".join(f"'{t}' " + ", ".join(f"{n} {k}" for k, n in c.items()) for t, c in counts.items())
+            flips = [t for t, c in verdicts.items() if c["hit"] and c["miss"]]
+            torn = [t for t, c in verdicts.items() if c["undecided"] * 2 > len(runs)]
+            if not flips and not torn:
+                return Outcome(lesson.id, step.id, "predict", what, True, f"{said} (measured {shown})",
+                               verdicts=counts, measured=measured)
+            edges = _edges_within(step.answer, [o.text for o in step.answer.options if o.text in flips + torn],
+                                  measured, step.unit)
+            where = " and ".join(edges) or "an edge of " + ", ".join(f"'{t}'" for t in flips + torn)
+            how = "graded a hit in one run and a miss in another" if flips else "undecided in most runs"
+            return Outcome(lesson.id, step.id, "predict", what, False,
+                           f"the measurement falls either side of {where} on this machine ({how}): move the "
+                           f"boundary or widen the option. {said} (measured {shown})",
+                           verdicts=counts, measured=measured)
+        if isinstance(step.answer, NumberAnswer) and step.answer.abs_tolerance is None and runs:
+            tol = step.answer.tolerance
+            widest = (1 + tol) / (1 - tol) if 0 < tol < 1 else math.inf
+            too_wide = [row for row in measured if row[1] and row[2]
+                        and row[2] * (1 + GUARD) / (row[1] * (1 - GUARD)) > widest]
+            if len(too_wide) * 2 > len(runs):
+                return Outcome(lesson.id, step.id, "predict", what, False,
+                               f"no number can be a hit in {len(too_wide)} of {len(runs)} runs: the interval is wider "
+                               f"than a {tol:.0%} tolerance reaches; widen the tolerance or measure longer "
+                               f"(measured {shown})", measured=measured)
+        return Outcome(lesson.id, step.id, "predict", what, True, f"measured {shown}", measured=measured)
+
     def _predict_outcome(self, lesson: Lesson, step: PredictStep, metrics: dict[str, Any],
                          changed: dict[str, Any] | None = None) -> Outcome:
         """Some answer must be judged right against the measurement, or the learner never can be."""
@@ -194,25 +277,24 @@ class Player:
                                "so a number prediction cannot be judged (use a choice answer)")
             return Outcome(lesson.id, step.id, "predict", what, *_number_prediction_allowed(step, measured))
         if isinstance(step.answer, ChoiceAnswer):
-            spread = checks.spread_of(metrics, step.compare)
-            if spread is not None and checks.score_prediction(
-                    step.answer.options[0].text, step.answer, measured, step.unit, spread=spread).noisy:
-                # What the learner is told too: a run whose repeats spread this far grades nothing.
-                # The options are still checked against the median, so a lesson error cannot hide here.
-                metrics = {k: v for k, v in metrics.items() if k not in (
-                    step.compare + "_low", step.compare + "_high")}
-                why = " ".join(str(metrics.get(NOISE_WHY) or "other work on the machine").split()).rstrip(".")
-                noisy = (f"the run was too noisy to grade here (repeats {_short(spread[0])} to "
-                         f"{_short(spread[1])}: {why[0].lower() + why[1:]}); options checked against the median: ")
-            else:
-                noisy = ""
             evidence = Evidence(metrics, "measured")  # judged as the learner's locked choice will be
             # Each option as the list submits it, by its words (a bare number may be asked about).
-            right = [o.text for o in step.answer.options if grade(step, o.text, evidence).correct]
+            calls = {o.text: _call(grade(step, o.text, evidence)) for o in step.answer.options}
+            interval = checks.interval_of(metrics, step.compare)
+            shown = f"measured {_short(measured)}" + (
+                f", interval {_short(interval[0])} to {_short(interval[1])}" if interval is not None else "")
+            right = [text for text, call in calls.items() if call == "hit"]
             if right:
-                return Outcome(lesson.id, step.id, "predict", what, True, f"{noisy}'{right[0]}' is right here")
+                return Outcome(lesson.id, step.id, "predict", what, True, f"{shown}: '{right[0]}' is right here")
+            torn = [text for text, call in calls.items() if call == "undecided"]
+            if torn:
+                why = " ".join(str(metrics.get(NOISE_WHY) or "").split())
+                return Outcome(lesson.id, step.id, "predict", what, True,
+                               f"{shown}: this machine can't tell yet between " + " and ".join(f"'{t}'" for t in torn)
+                               + " (the interval straddles their edge; a learner is told so and offered a re-run; "
+                               "--repeats N shows how often)" + (f". {why}" if why else ""))
             return Outcome(lesson.id, step.id, "predict", what, False,
-                           f"measured {_short(measured)}, which no option matches: every learner would be "
+                           f"{shown}, which no option matches: every learner would be "
                            "told they were wrong (ranges with gaps? options whose text is not the measured "
                            "value?)")
         return Outcome(lesson.id, step.id, "predict", what, True, "a text prediction: shown beside the run")
@@ -453,8 +535,9 @@ def goal_settings(step: InstrumentStep) -> tuple[dict[str, Any] | None, int]:
 
 
 def play_paths(paths: list[Path], device: str | None, full: bool,
-               on_outcome: Callable[[Outcome], None], pack_problems: list[LessonIssue] = ()) -> list[Outcome]:
-    player = Player(device, full)
+               on_outcome: Callable[[Outcome], None], pack_problems: list[LessonIssue] = (),
+               repeats: int = 1) -> list[Outcome]:
+    player = Player(device, full, repeats)
     outcomes = []
     for path in paths:
         for outcome in player.play_file(path, pack_problems):
@@ -546,6 +629,32 @@ def _goal_said(goal: Any) -> str:
     if goal.max is not None:
         parts.append(f"<= {goal.max:g}")
     return " and ".join(parts)
+
+
+def _number_or_none(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _measurement(row: list[float | None]) -> str:
+    median, low, high = row
+    return _short(median) + (f" ({_short(low)} to {_short(high)})" if low is not None else "")
+
+
+def _edges_within(spec: Any, texts: list[str], measured: list[list[float | None]], unit: str) -> list[str]:
+    """The chosen options' edges that the runs' intervals reach across: where the noise decides."""
+    values = [v for row in measured for v in row if v is not None]
+    if not values:
+        return []
+    scale = 100 if unit.strip() == "%" else 1  # shares are measured as fractions, options in percent
+    low, high = min(values) * scale, max(values) * scale
+    edges = sorted({e for o in spec.options if o.text in texts for e in (o.min, o.max)
+                    if e is not None and low <= e <= high})
+    return [checks.format_number(e, unit or getattr(spec, "unit", "")) for e in edges]
+
+
+def _call(graded: Any) -> str:
+    """hit, miss or undecided: what the learner who chose it would be told."""
+    return "hit" if graded.correct else "miss" if graded.judged else "undecided"
 
 
 def _short(value: Any) -> str:

@@ -59,6 +59,17 @@ def _add_globals(parser: argparse.ArgumentParser, prefix: str) -> None:
     )
 
 
+def _positive_int(text: str) -> int:
+    """argparse's reader for a count: a clear message, not a traceback, for 0, -3 or 'five'."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is not 1 or more")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="gpututor",
@@ -224,9 +235,13 @@ def build_parser() -> argparse.ArgumentParser:
                               "end. Exit 0 when all pass, 1 if any fails, 2 for bad input.")
     p.add_argument("paths", nargs="+", metavar="PATH", help="lesson files or directories")
     p.add_argument("--full", action="store_true", help="run experiments with the lesson's own parameters")
+    p.add_argument("--repeats", type=_positive_int, default=1, metavar="N",
+                   help="make each run that a prediction compares with N times, with the lesson's own parameters, "
+                   "and show each option's verdicts (hit / miss / undecided): fails where an option is a hit in "
+                   "one run and a miss in another, or undecided in most (its boundary sits in this machine's noise)")
     p.add_argument("--json", action="store_true",
                    help='one JSON object per result ({"lesson", "step", "kind", "what", "ok", "detail", "seconds", '
-                   '"skipped", "where"}), then a summary object')
+                   '"skipped", "where", "verdicts", "measured"}), then a summary object')
     return parser
 
 

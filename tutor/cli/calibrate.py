@@ -150,7 +150,7 @@ def cmd_roofline(args: argparse.Namespace, ctx: Context) -> int:
                + (f"; the calibration here is of {state['other_device']['device']}" if state["other_device"] else ""))
         if args.json:
             print_json({"calibration": None, "stale": None, "roof": None, "device": state["device"], "message": why,
-                        "command": calibrate.COMMAND, "points": [], "listed": [], "elsewhere": []})
+                        "command": calibrate.COMMAND, "points": [], "listed": [], "elsewhere": [], "older": []})
         else:
             print(f"{why}: run `{calibrate.COMMAND}` first, then `{calibrate.ROOFLINE_COMMAND}`.")
         return OK

@@ -180,7 +180,7 @@ def cmd_lesson(args: argparse.Namespace, ctx: Context) -> int:
         outcomes.append(Outcome(issue.path, f"line {issue.line}", "lint", "lesson pack loads", False, issue.message,
                                 where=f"{issue.path}:{issue.line}"))
         show(outcomes[-1])
-    outcomes += play_paths(files, ctx.device, args.full, show, pack_problems)
+    outcomes += play_paths(files, ctx.device, args.full, show, pack_problems, getattr(args, "repeats", 1))
     failed = [o for o in outcomes if not o.ok]
     skipped = [o for o in outcomes if o.skipped]
     passed = len(outcomes) - len(failed) - len(skipped)

@@ -32,7 +32,8 @@ from tutor.course.lesson import (
     Step,
 )
 from tutor.course.progress import AnswerRecord, Move, Prediction, Progress, RunRecord
-from tutor.experiments.spec import NOISE_WHY
+from tutor.experiments.spec import NOISE_GATE, NOISE_WHY
+from tutor.measurement import method
 
 GIVE_UP_AFTER = 1  # graded attempts before the answer may be shown without asking twice
 EMPTY_PREDICTION = "Type your prediction first: any honest guess is fine."
@@ -99,15 +100,15 @@ class Reveal:
         step, evidence = self.step, self.evidence
         metric = step.compare or ""
         score = checks.score_prediction(self.answer, step.answer, evidence.metrics.get(metric), step.unit,
-                                        spread=checks.spread_of(evidence.metrics, metric),
-                                        why=evidence.metrics.get(NOISE_WHY))
+                                        interval=checks.interval_of(evidence.metrics, metric),
+                                        why=evidence.metrics.get(NOISE_WHY), gate=evidence.metrics.get(NOISE_GATE))
         if evidence.run is not None and evidence.setting:
             # The prediction was for the lesson's settings; a tweaked run measured something else.
             return Judged(score, f"the run was {evidence.setting}, and your prediction was for the lesson's own "
                                  "settings: run it at those to score it")
-        if score.noisy:
-            return Judged(score, "its run was too noisy to grade (the repeats spread too far): run it again when "
-                                 "the machine is quieter")
+        if score.undecided:
+            return Judged(score, "this machine can't tell yet: the run's interval straddles an edge of your "
+                                 "prediction; run it again to measure more")
         return Judged(score)
 
 
@@ -358,6 +359,10 @@ class LessonSession:
         if not machine.measured_here(record.device):
             return Pending(f"Your last run of “{name}” was measured on {machine.elsewhere(record.device)}, not "
                            "this machine: go on (n) and run it here to see your prediction against it.")
+        if _has_interval(record.experiment, step.compare) and not method.is_current(record.device):
+            return Pending(f"Your last run of “{name}” was measured the older way (one range of repeats, not the "
+                           "interval of their typical value that verdicts now use): go on (n) and run it again to "
+                           "see your prediction against it.")
         return Reveal(step, locked.answer, Evidence(dict(record.metrics), "measured", record,
                                                     self.changed_settings(after, record.params)))
 
@@ -457,12 +462,22 @@ def grade(step: PredictStep | CheckStep, answer: str, evidence: Evidence) -> Gra
         answer = step.answer.options[reading.index].text
     if isinstance(step, PredictStep) and step.compare and metrics.get(step.compare) is not None:
         score = checks.score_prediction(answer, step.answer, metrics[step.compare], step.unit,
-                                        spread=checks.spread_of(metrics, step.compare), why=metrics.get(NOISE_WHY))
+                                        interval=checks.interval_of(metrics, step.compare), why=metrics.get(NOISE_WHY),
+                                        gate=metrics.get(NOISE_GATE))
         summary = score.summary.replace("measured ", f"{evidence.source} ") if evidence.source else score.summary
-        verdict = Verdict(score.hit, summary, score=1.0 if score.hit else 0.0)
+        # Undecided is neither right nor wrong: a review does not count it against the learner.
+        verdict = Verdict(score.hit, summary, score=1.0 if score.hit else 0.0, judged=not score.undecided)
     else:
         verdict = checks.grade(answer, step.answer, metrics)
     return Graded(shown_answer(step, answer), verdict, evidence)
+
+
+def _has_interval(experiment: str, metric: str | None) -> bool:
+    """Is `metric` a timed one, reported with an interval (NAME_low): one a method change regrades?"""
+    from tutor import experiments
+
+    spec = experiments.REGISTRY.get(experiment)
+    return bool(metric) and spec is not None and f"{metric}_low" in spec.metrics
 
 
 def not_one_option(reading: TypedChoice) -> str:

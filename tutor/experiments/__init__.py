@@ -71,8 +71,8 @@ def start(name: str, values: dict[str, Any] | None = None, device: str | None = 
 
 def _within_the_gpu_cap(measure: Any, params: Params, dev: Any) -> Iterator[Event]:
     """The run, under the shared-GPU cap (gpu_share.py) while it runs, whoever iterates it. A run
-    that reports how far its repeats spread (NAME_low, NAME_high) also reports what else the
-    machine was doing meanwhile (noise.py), so a spread too wide to grade comes with its reason."""
+    that reports an interval beside a metric (NAME_low, NAME_high) also reports what else the
+    machine was doing meanwhile (noise.py), so an undecided verdict comes with its reason."""
     from tutor import threads
     from tutor.experiments import gpu_share, noise
     from tutor.experiments.events import Finished
@@ -81,11 +81,13 @@ def _within_the_gpu_cap(measure: Any, params: Params, dev: Any) -> Iterator[Even
         threads.apply()  # decided once for the whole run: its timings compare like with like
         before = noise.read(dev)
         for event in measure(params, dev):
-            if isinstance(event, Finished) and _has_spread(event.metrics):
-                event = Finished({**event.metrics, noise.NOISE_WHY: noise.why(before, noise.read(dev))})
+            if isinstance(event, Finished) and _has_interval(event.metrics):
+                after = noise.read(dev)
+                event = Finished({**event.metrics, noise.NOISE_WHY: noise.why(before, after),
+                                  noise.NOISE_GATE: noise.gate(before, after)})
             yield event
 
 
-def _has_spread(metrics: dict[str, Any]) -> bool:
+def _has_interval(metrics: dict[str, Any]) -> bool:
     return any(name.endswith("_low") and name[:-4] in metrics and metrics.get(name) is not None
                for name in metrics)

@@ -20,9 +20,8 @@ was allocated when the case's timed epochs started. The TF32 settings found at t
 put back at the end, whatever happens.
 
 amp_speedup's noise: the cases train one after the other, not in turns, so their epochs are
-not paired by index; amp_speedup_low/high is the range of every pairing of a float32 epoch
-with an autocast epoch (timing.unpaired_spread; the CPU cases' epochs projected like their
-medians), None with epochs=1 (nothing repeated) or where amp_speedup is None.
+not paired by index; amp_speedup_low/high is the interval of the ratio of their medians
+(measurement.intervals.ratio_interval; the CPU cases' epochs projected like their medians), None with epochs=1 (nothing repeated) or where amp_speedup is None.
 """
 
 from __future__ import annotations
@@ -52,7 +51,7 @@ from tutor.experiments.devices import Device
 from tutor.experiments.events import Epoch, Event, Finished, Note, Started, Table
 from tutor.experiments.model import count_parameters, linear_stack
 from tutor.experiments.specs.amp_benchmark import AmpBenchmarkParams
-from tutor.experiments.timing import unpaired_spread
+from tutor.measurement.intervals import bounds, in_words, ratio_interval
 from tutor.present import seconds
 
 
@@ -249,9 +248,9 @@ def measure(p: AmpBenchmarkParams, dev: Device) -> Iterator[Event]:
     tf32_speedup = _ratio(fp32_s, tf32_s)
     amp_speedup = _ratio(amp_base_s, amp_s)
     amp_base = "fp32" if accel else "cpu"
-    amp_speedup_low, amp_speedup_high = (
-        unpaired_spread(results[amp_base]["every_epoch_seconds"], results["amp"]["every_epoch_seconds"], amp_speedup)
-        if amp_speedup is not None else (None, None))
+    interval = (ratio_interval(results[amp_base]["every_epoch_seconds"], results["amp"]["every_epoch_seconds"])
+                if amp_speedup is not None else None)
+    amp_speedup_low, amp_speedup_high = bounds(interval)
     best_case = min(results, key=lambda k: results[k]["epoch_seconds"])
     best_speedup = _ratio(cpu_s, results[best_case]["epoch_seconds"])
 
@@ -337,9 +336,9 @@ def measure(p: AmpBenchmarkParams, dev: Device) -> Iterator[Event]:
             )
         if amp_speedup_low is not None:
             yield Note(
-                f"The noise: over {p.epochs} epochs of each, one float32 epoch's time over one autocast epoch's "
-                f"ranged from {amp_speedup_low:.2f}x to {amp_speedup_high:.2f}x, pairing every epoch with every "
-                "other (the cases ran one after the other, so no epoch of one ran beside an epoch of the other)."
+                f"The noise: the speedup is {in_words(interval, lambda v: f'{v:.2f}x', 'epochs per case')}, from "
+                "each case's own median interval (the cases ran one after the other, so no epoch of one ran beside "
+                "an epoch of the other)."
             )
         if tf32_s is not None and amp_s is not None:
             yield Note(

@@ -11,9 +11,9 @@ weights. What is left is what training adds: gradients, optimizer state, activat
 autocast's cached low-precision weights.
 
 The speedup's noise: the two modes train one after the other, not in turns, so their epochs
-cannot be paired; speedup_low/high is the range of every pairing of a float32 epoch with an
-autocast epoch (timing.unpaired_spread: quartiles from 3 epochs each, the lowest and highest
-below), None with a single epoch each (epochs=1: nothing repeated).
+cannot be paired; speedup_low/high is the interval of the ratio of the two modes' medians
+(measurement.intervals.ratio_interval: each mode's median interval, divided end to end), None
+with a single epoch each (epochs=1: nothing repeated).
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from tutor.experiments.devices import Device
 from tutor.experiments.events import Epoch, Event, Finished, Note, Started, Table
 from tutor.experiments.model import MNISTClassifier, count_parameters
 from tutor.experiments.specs.amp_compare import AmpCompareParams
-from tutor.experiments.timing import unpaired_spread
+from tutor.measurement.intervals import bounds, in_words, ratio_interval
 
 
 def _peak_supported(dev: Device) -> bool:
@@ -115,8 +115,8 @@ def measure(p: AmpCompareParams, dev: Device) -> Iterator[Event]:
     fp32 = results["fp32"]
     mixed = results.get("amp")
     speedup = fp32["seconds"] / mixed["seconds"] if mixed and mixed["seconds"] > 0 else None
-    speedup_low, speedup_high = (unpaired_spread(epoch_seconds.get("fp32", []), epoch_seconds.get("amp", []), speedup)
-                                 if speedup is not None else (None, None))
+    interval = ratio_interval(epoch_seconds.get("fp32", []), epoch_seconds.get("amp", [])) if speedup is not None else None
+    speedup_low, speedup_high = bounds(interval)
 
     def mb(v):
         return "n/a" if v is None else f"{v:.1f}"
@@ -175,9 +175,9 @@ def measure(p: AmpCompareParams, dev: Device) -> Iterator[Event]:
             )
         if speedup_low is not None:
             yield Note(
-                f"The noise: over {p.epochs} epochs of each, one float32 epoch's time over one autocast epoch's "
-                f"ranged from {speedup_low:.2f}x to {speedup_high:.2f}x, pairing every epoch with every other (the "
-                "two modes ran one after the other, so no epoch of one ran beside an epoch of the other)."
+                f"The noise: the speedup is {in_words(interval, lambda v: f'{v:.2f}x', 'epochs per mode')}, "
+                "from each mode's own median interval (the two modes ran one after the other, so no epoch of one "
+                "ran beside an epoch of the other)."
             )
         if min(fp32["seconds"], mixed["seconds"]) < 0.5:
             yield Note(

@@ -19,9 +19,9 @@ The compute roof is the device's measured float32 matmul peak (tutor/experiments
 cached sweep), or this run's matmul where it was faster; the memory roof is the best bandwidth
 measured here. TF32 is off throughout (full float32, the precision the peak is for).
 
-The multiply's share of the peak is its best repeat's, as every figure here; the run also
-reports how far its repeats spread (elementwise_peak_share_low .. _high: the lower quartile,
-or the slowest under 8 repeats, up to the best), so a prediction is graded against that.
+The multiply's share of the peak, the figure a prediction is graded against, is its typical
+repeat's (the median of the repeats' shares, with the median's interval as
+elementwise_peak_share_low .. _high); the roofline's own figures are best repeats.
 
 The memory measurements are `MemoryTraffic`, which `gpututor calibrate`
 (tutor/experiments/calibrate.py) measures a machine's memory roof with too.
@@ -42,7 +42,8 @@ from tutor.experiments.common import full_float32_matmuls, seed_everything
 from tutor.experiments.devices import Device
 from tutor.experiments.events import Event, Finished, Note, Started, Step, Table
 from tutor.experiments.specs.bandwidth import BandwidthParams
-from tutor.experiments.timing import spread, synchronize
+from tutor.experiments.timing import synchronize
+from tutor.measurement.intervals import bounds, in_words, median_interval
 from tutor.present import flops_text, metric, number, size
 
 REPEAT_S = 0.02  # one timing runs enough back-to-back calls to last about this long: launch costs vanish
@@ -260,17 +261,15 @@ def measure(p: BandwidthParams, dev: Device) -> Iterator[Event]:
         del matrices
 
     peak_tflops = max(peak.tflops, matmul_tflops)
-    elementwise_share = elementwise_tflops / peak_tflops
+    best_share = elementwise_tflops / peak_tflops
     # The multiply's share of the peak, per repeat. The denominator is the one compute roof, not a
     # matmul repeat paired with each multiply repeat: a roof is the best the device was seen to do,
     # and the two operations were timed one after the other, so pairing their k-th repeats would
-    # not cancel a slow moment, only add the matmul's noise. The share reported is the best
-    # repeat's (the roofline's method: other work on the machine only ever slows a timing), so
-    # that is the spread's high end; its low end is the lower quartile of the repeats' shares (the
-    # lowest under 8 repeats): how far a typical repeat fell short of the best.
-    share_low, share_high = spread([t / peak_tflops for t in traffic.elementwise_repeat_tflops])
-    if share_low is not None:
-        share_low, share_high = min(share_low, elementwise_share), elementwise_share
+    # not cancel a slow moment, only add the matmul's noise. What is graded is the typical repeat's
+    # share (the median, with its interval); the roofline plots the best.
+    share = median_interval([t / peak_tflops for t in traffic.elementwise_repeat_tflops])
+    elementwise_share = share.median if share else best_share
+    share_low, share_high = bounds(share)
     bandwidth_gbps = traffic.bandwidth_gbps
     ridge = peak_tflops * 1e12 / (bandwidth_gbps * 1e9)
     matmul_intensity = n / 6
@@ -326,13 +325,10 @@ def measure(p: BandwidthParams, dev: Device) -> Iterator[Event]:
                    f"{vendor_peaks.beside(peak_tflops, sheet, 'float32')}, and this run's matmul reached "
                    f"{vendor_peaks.beside(matmul_tflops, sheet, 'float32')}. The roofline uses the measured roof: "
                    "what a real matmul reaches on this device, not the chip's best case.")
-    share_noise = ""
-    if share_low is not None:
-        which = "the lower quartile of" if len(traffic.elementwise_repeat_tflops) >= 8 else "the slowest of"
-        share_noise = f" in its best repeat ({which} its repeats: {metric(share_low, '%')})"
+    share_noise = f" ({in_words(share, lambda v: metric(v, '%'))})" if share_low is not None else ""
     yield Note(f"c = a * b does 1 multiply per 12 bytes ({number(ELEMENTWISE_INTENSITY)} FLOP/B), far left of the "
-               f"ridge: it ran at {flops_text(elementwise_tflops)}, "
-               f"{metric(elementwise_share, '%')} of the compute peak{share_noise}, while moving "
+               f"ridge: at best it ran at {flops_text(elementwise_tflops)} ({metric(best_share, '%')} of the compute "
+               f"peak), and a typical repeat reached {metric(elementwise_share, '%')} of it{share_noise}, while moving "
                f"{number(elementwise_gbps, 'GB/s')}. The {n} x {n} matmul uses each number it loads {n:,} times: "
                f"{number(matmul_intensity)} FLOP/B, and reached "
                f"{flops_text(matmul_tflops)}, {metric(matmul_tflops / peak_tflops, '%')} of the peak: "

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from tutor import paths
 from tutor.experiments import peak as matmul_peak
+from tutor.measurement.method import METHOD, is_current, method_of
 
 if TYPE_CHECKING:
     from tutor.experiments.devices import Device
@@ -89,6 +90,7 @@ class Calibration:
     peaks: tuple[matmul_peak.Peak, ...]
     bandwidth: Bandwidth
     notes: tuple[str, ...] = field(default_factory=tuple)  # what was not measured, and why
+    method: int = METHOD  # the measurement method (tutor/measurement/method.py); 1 before the mark
 
     def peak(self, dtype: str) -> matmul_peak.Peak | None:
         return next((p for p in self.peaks if p.dtype == dtype), None)
@@ -116,6 +118,8 @@ class Calibration:
             return f"measured {self.measured_on}, more than {MAX_AGE_DAYS} days ago"
         if self.age_days(now) < -1:
             return f"dated {self.measured_on}, in the future"
+        if self.method != METHOD:
+            return "measured the older way (before verdicts used the interval of a typical value)"
         return None
 
     def with_text(self) -> str:
@@ -147,7 +151,7 @@ class Calibration:
                    driver=None if d.get("driver") is None else str(d["driver"]),
                    measured_on=str(d["measured_on"]), measured_at=float(d["measured_at"]),
                    seconds=float(d.get("seconds", 0.0)), peaks=peaks, bandwidth=Bandwidth.from_dict(d["bandwidth"]),
-                   notes=tuple(str(n) for n in d.get("notes", ())))
+                   notes=tuple(str(n) for n in d.get("notes", ())), method=method_of(d))
 
 
 def _positive(value: Any) -> float:
@@ -431,7 +435,7 @@ def place_runs(calibration: Calibration, runs: Iterable[Any]) -> dict[str, Any]:
     """The stored runs (RunRecord-like: id, experiment, params, device, metrics, at) on this
     calibration's roofline: `points` (an achieved FLOP/s and an intensity, both from the run's
     metrics, on this device), `listed` (a FLOP/s but no intensity: beside the chart), `elsewhere`
-    (a run on another device). Each run's share of its roof is a formula of those numbers."""
+    (a run on another device), `older` (measured by an older method: never beside new ones). Each run's share of its roof is a formula of those numbers."""
     roof = calibration.peak(ROOF_DTYPE)
     assert roof is not None
     bandwidth_tflops_per_intensity = calibration.bandwidth.gbps * 1e9 / 1e12
@@ -439,6 +443,7 @@ def place_runs(calibration: Calibration, runs: Iterable[Any]) -> dict[str, Any]:
     points: list[dict[str, Any]] = []
     listed: list[dict[str, Any]] = []
     elsewhere: list[dict[str, Any]] = []
+    older: list[dict[str, Any]] = []
     for run in runs:
         for source in (s for s in SOURCES if s.experiment == run.experiment):
             tflops = _number(run.metrics.get(source.tflops))
@@ -454,6 +459,9 @@ def place_runs(calibration: Calibration, runs: Iterable[Any]) -> dict[str, Any]:
                     "run": _run_words(run.experiment, run.at)}
             if (kind, name) != (calibration.kind, calibration.name):
                 elsewhere.append({**base, "device": f"{kind} {name}".strip()})
+                continue
+            if not is_current(run.device if isinstance(run.device, dict) else None):
+                older.append(base)
                 continue
             dtype = source.dtype or (str(run.metrics.get(source.dtype_metric)) if source.dtype_metric
                                      and run.metrics.get(source.dtype_metric) else None)
@@ -473,7 +481,7 @@ def place_runs(calibration: Calibration, runs: Iterable[Any]) -> dict[str, Any]:
                            "why": "it reports no arithmetic intensity" if intensity is None
                            else f"its roof is {dtype}'s, the chart's is {ROOF_DTYPE}'s",
                            "above": _above(run, peak is not None and tflops > peak.tflops)})
-    return {"points": points, "listed": listed, "elsewhere": elsewhere}
+    return {"points": points, "listed": listed, "elsewhere": elsewhere, "older": older}
 
 
 def chart_points(points: list[dict[str, Any]]) -> list[Any]:
@@ -545,6 +553,11 @@ def roofline_lines(record: Calibration, placed: dict[str, Any], stale: str | Non
         for p in placed["elsewhere"]:
             lines.append((f"  {p['run']}: {p['label']} on "
                           f"{p['device'] or 'an unrecorded device'}", ""))
+    if placed.get("older"):
+        lines.append(("not on this roofline (measured the older way, before the typical value and its interval: "
+                      "run it again):", "bold"))
+        for p in placed["older"]:
+            lines.append((f"  {p['run']}: {p['label']}", ""))
     missing = [name for name in EXPERIMENTS if name not in ran]
     if missing:
         from tutor.experiments import REGISTRY  # each by its title, and the command that runs it

@@ -17,7 +17,7 @@ from tutor.experiments import peak as matmul_peak
 from tutor.experiments.devices import Device
 from tutor.experiments.events import Event, Finished, Note, Started, Step, Table
 from tutor.experiments.specs.calibrate_machine import CalibrateParams
-from tutor.experiments.timing import unpaired_spread
+from tutor.measurement.intervals import bounds, ratio_interval
 from tutor.present import flops_text, number
 
 SWEEPS = 3  # each dtype's sweep, run again: the best is kept, the spread says how far the peak moves here
@@ -81,11 +81,11 @@ def measure(p: CalibrateParams, dev: Device) -> Iterator[Event]:
         found = record.peak(dtype)
         return found.tflops if found else None
 
-    # What 16 bits buy, with its noise: every pairing of a bfloat16 sweep with a float32 sweep.
-    bf16 = tflops("bfloat16")
-    bf16_speedup = bf16 / roof.tflops if bf16 else None
-    low, high = (unpaired_spread(swept.get("bfloat16", []), swept.get("float32", []), bf16_speedup)
-                 if bf16_speedup else (None, None))
+    # What 16 bits buy, with its noise: the typical sweep of each (the peaks above are the best), and
+    # the interval of their ratio.
+    interval = ratio_interval(swept.get("bfloat16", []), swept.get("float32", [])) if tflops("bfloat16") else None
+    bf16_speedup = interval.median if interval else None
+    low, high = bounds(interval)
 
     yield Finished({
         "float32_peak_tflops": roof.tflops,

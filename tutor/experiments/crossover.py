@@ -33,7 +33,8 @@ from tutor.experiments.devices import Device
 from tutor.experiments.events import Event, Finished, Note, Started, Step, Table
 from tutor.experiments.model import MNISTClassifier, TinyClassifier, count_parameters
 from tutor.experiments.specs.crossover import CrossoverParams
-from tutor.experiments.timing import Stopwatch, median, unpaired_spread
+from tutor.experiments.timing import Stopwatch, median
+from tutor.measurement.intervals import bounds, in_words, ratio_interval
 from tutor.present import seconds
 
 
@@ -167,9 +168,10 @@ def measure(p: CrossoverParams, dev: Device) -> Iterator[Event]:
         cpu_s, acc_s = timing["cpu"], timing["accel"]
         speedup = cpu_s / acc_s if (cpu_s and acc_s) else None
         # The devices run one after the other, so no CPU repeat has an accelerator repeat of its own.
-        low, high = unpaired_spread(repeats["cpu"], repeats["accel"], speedup) if speedup else (None, None)
+        interval = ratio_interval(repeats["cpu"], repeats["accel"]) if speedup else None
+        low, high = bounds(interval)
         results[case.key] = {"cpu": cpu_s, "accel": acc_s, "speedup": speedup, "steps": steps,
-                             "low": low, "high": high}
+                             "low": low, "high": high, "interval": interval}
         star = "*" if case.key in cut else ""
         row = [case.title, f"{params:,}", str(n), str(case.batch_size), seconds(cpu_s) + star,
                f"{cpu_s / steps * 1000:.2f}" if cpu_s else "-"]
@@ -194,8 +196,7 @@ def measure(p: CrossoverParams, dev: Device) -> Iterator[Event]:
             continue
         s = r["speedup"]
         if r["low"] is not None:
-            yield Note(f"{title}: the {p.repeats} repeats on each device put the speedup between "
-                       f"{r['low']:.2f}x and {r['high']:.2f}x.")
+            yield Note(f"{title}: the speedup is {in_words(r['interval'], lambda v: f'{v:.2f}x', 'repeats per device')}.")
         if s < 1:
             why = (
                 f"the {accel.kind} was {1 / s:.1f}x slower. Each step launches dozens of small kernels and copies "

@@ -43,6 +43,7 @@ from tutor.experiments.events import Event, Finished, Note, Started, Step, Table
 from tutor.experiments.model import MNISTClassifier
 from tutor.experiments.specs.data_bottleneck import DataBottleneckParams
 from tutor.experiments.timing import synchronize
+from tutor.measurement.intervals import bounds, median_interval
 
 WARMUP_BATCHES = 5  # untimed: worker start-up, first allocations, kernel selection
 REPORT_EVERY = 10  # steps per stretch: one Step event and one rate for the median
@@ -85,17 +86,6 @@ class _Case:
     @property
     def wait_share(self) -> float:
         return self.wait / self.seconds if self.seconds > 0 else 0.0
-
-
-def _ratio_spread(top: list[float], bottom: list[float]) -> tuple[float | None, float | None]:
-    """How far the speedup moved: the paths take turns, so the k-th stretch of each ran at about
-    the same time and a slow moment hits both; the interquartile range of their paired ratios.
-    None with too few stretches."""
-    ratios = [t / b for t, b in zip(top, bottom) if b > 0]
-    if len(ratios) < 4:
-        return None, None
-    q1, _, q3 = statistics.quantiles(ratios, n=4)
-    return q1, q3
 
 
 class _Path:
@@ -223,8 +213,12 @@ def measure(p: DataBottleneckParams, dev: Device) -> Iterator[Event]:
           f"{epoch_samples / c.samples_per_s:.1f} s" if c.samples_per_s else "-"] for c in cases],
     )
     best = max(cases, key=lambda c: c.samples_per_s)
-    speedup = resident.samples_per_s / loader.samples_per_s if loader.samples_per_s else None
-    speedup_low, speedup_high = _ratio_spread(resident.rates, loader.rates)
+    # The paths take turns, so the k-th stretch of each ran at about the same time and a slow moment
+    # hits both: the speedup is the median of the stretches' paired ratios, with its interval.
+    interval = median_interval([t / b for t, b in zip(resident.rates, loader.rates) if b > 0])
+    speedup = interval.median if interval else (
+        resident.samples_per_s / loader.samples_per_s if loader.samples_per_s else None)
+    speedup_low, speedup_high = bounds(interval)
     yield Note(
         f"The same model and optimiser step took {loader.compute:.2f} s of compute with the loader and "
         f"{resident.compute:.2f} s with resident tensors; the difference in total time is the data path. "

@@ -10,8 +10,8 @@
    each forward keeps for backward, which is what accumulation saves. The `updates` timed
    updates of each way are split into up to TURNS rounds, the two ways taking turns (one
    round of the large batch, one of the micro-batches, ...), so a slow moment of the machine
-   falls on both; time_ratio is the median of the rounds' ratios, time_ratio_low/high their
-   range (timing.spread; None from a single round).
+   falls on both; time_ratio is the median of the rounds' ratios, time_ratio_low/high the
+   median's interval (measurement.intervals; None from a single round).
 
 BatchNorm would break the equivalence (statistics per micro-batch); MNISTClassifier has none.
 """
@@ -30,12 +30,13 @@ from tutor.experiments.devices import Device
 from tutor.experiments.events import Event, Finished, Note, Started, Table
 from tutor.experiments.model import MNISTClassifier
 from tutor.experiments.specs.grad_accum import GradAccumParams
-from tutor.experiments.timing import QUARTILES_FROM, median, paired_ratios, seconds_in_turns, spread
+from tutor.experiments.timing import median, paired_ratios, seconds_in_turns
+from tutor.measurement.intervals import bounds, in_words, median_interval
 
 WARMUP_UPDATES = 3
 # Rounds the timed updates are split into, the two ways taking turns. 10 (2 updates each at the
-# default 20) rather than 5 (4 each): from 8 rounds timing.spread reports the interquartile range,
-# so one round a busy core slowed does not widen it. Measured on a shared 2-core CPU, 12 runs each:
+# default 20) rather than 5 (4 each): 10 ratios give the median a 98% interval from the 2nd to the
+# 9th, so one round a busy core slowed does not widen it. Measured on a shared 2-core CPU, 12 runs each:
 # high/low 1.02-1.69 (one in six past 1.5) with 5 rounds, 1.03-1.14 with 10; the same median.
 TURNS = 10
 
@@ -130,8 +131,9 @@ def measure(p: GradAccumParams, dev: Device) -> Iterator[Event]:
                              dev.torch_device, repeats=rounds, calls=per_round, warmup=WARMUP_UPDATES)
     big_s, acc_s = median(times["big"]), median(times["accum"])
     ratios = paired_ratios(times["accum"], times["big"])  # round by round: the two ran side by side
-    time_ratio = median(ratios)
-    ratio_low, ratio_high = spread(ratios)
+    interval = median_interval(ratios)
+    time_ratio = interval.median if interval else float("nan")
+    ratio_low, ratio_high = bounds(interval)
     noun = "update" if per_round == 1 else "updates"
     how = (f"median of {rounds} rounds of {per_round} {noun}, the two ways taking turns" if rounds > 1 else
            f"{per_round} timed {noun} each")
@@ -139,13 +141,7 @@ def measure(p: GradAccumParams, dev: Device) -> Iterator[Event]:
                 ["how", "seconds per update", "activations kept"],
                 [[f"1 x {p.batch_size}", f"{big_s * 1000:.2f} ms", f"{big_bytes / 1024:,.0f} KiB"],
                  [f"{k} x {micro}", f"{acc_s * 1000:.2f} ms", f"{micro_bytes / 1024:,.0f} KiB"]])
-    if ratio_low is None:
-        noise = ""
-    elif len(ratios) >= QUARTILES_FROM:
-        noise = (f" (the median of the {rounds} rounds' ratios; the middle half of them lay between "
-                 f"{ratio_low:.2f}x and {ratio_high:.2f}x)")
-    else:
-        noise = f" (the median of the {rounds} rounds' ratios, which ranged from {ratio_low:.2f}x to {ratio_high:.2f}x)"
+    noise = f" ({in_words(interval, lambda v: f'{v:.2f}x', 'rounds')})" if ratio_low is not None else ""
     yield Note(f"Accumulation took {time_ratio:.2f}x the time of one big batch here{noise}: {k} smaller forward and "
                f"backward passes use the hardware less well than one large one. In exchange each forward keeps "
                f"{micro_bytes / big_bytes:.0%} of the activations, which is how a batch that does not fit in "

@@ -1,7 +1,7 @@
 """What else the machine was doing while a run measured: the words a noisy measurement needs.
 
-A run whose repeats spread too far is not graded (checks.predict.NOISY_SPREAD), and the learner
-is owed the reason, not a shrug. Read before and after the run:
+A run whose interval leaves a prediction undecided (checks.predict, tutor/measurement) owes the
+learner the reason, not a shrug. Read before and after the run:
 
 - the CPU: how much of every core's time went to other programs (/proc/stat's busy time less
   this process's own and its children's), the time a virtual machine's host gave to others
@@ -22,15 +22,20 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from tutor.experiments.spec import NOISE_WHY
+from tutor.experiments.spec import NOISE_GATE, NOISE_WHY
 from tutor.cpu_load import own_cpu, proc_stat
 from tutor.threads import usable_cores
 
-__all__ = ["NOISE_WHY", "Reading", "read", "why"]
+__all__ = ["NOISE_GATE", "NOISE_WHY", "Reading", "gate", "read", "why"]
 
 OTHERS_CPU_SHARE = 0.25  # other programs took this share of every core's time: say so
 STEAL_SHARE = 0.10  # the VM's host gave this share of the time to other machines
 GPU_BUSY_BEFORE = 10  # % utilisation of the GPU before this run started: someone else's work
+
+# Clock event reasons that make a GPU timing not this card's own (the routine power cap does not:
+# a card at its power limit is running as it always will).
+SLOWDOWNS = ("too hot (software thermal limit)", "too hot (hardware thermal limit)", "hardware slowdown",
+             "power brake")
 
 # NVML's clock event reasons worth a learner's attention, and their words.
 _THROTTLE_WORDS = (
@@ -209,6 +214,24 @@ def others_cpu_share(before: Reading, after: Reading, cores: int) -> float | Non
         return None
     others = (after.busy_s - before.busy_s) - (after.own_s - before.own_s)
     return min(1.0, max(0.0, others / (wall * cores)))
+
+
+def gate(before: Reading, after: Reading) -> str | None:
+    """Why a GPU run's timings cannot decide a verdict at all, or None: the card slowed its clocks
+    for heat or a hardware limit by the end of the run, or another program's kernels had it busy
+    as the run began. A CPU run is never gated: other programs' share of the cores is said (`why`),
+    and the interval is what it is."""
+    reasons = []
+    if after.gpu is not None and after.gpu.throttle:
+        held = [w for w in after.gpu.throttle if w in SLOWDOWNS]
+        if held:
+            reasons.append(f"the GPU slowed its clocks ({', '.join(held)})")
+    if before.gpu is not None and (before.gpu.utilization or 0) >= GPU_BUSY_BEFORE:
+        reasons.append(f"another program's work had the GPU {before.gpu.utilization}% busy as this run began")
+    if not reasons:
+        return None
+    text = "; ".join(reasons)
+    return text[0].upper() + text[1:] + ", so its timings are not this card's own."
 
 
 def why(before: Reading, after: Reading, cores: int | None = None) -> str:

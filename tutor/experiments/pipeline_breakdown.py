@@ -19,9 +19,8 @@ stretch of each, so what else the machine does falls on both alike.
 Model FLOPs per step = 6 x (sum of in x out over the Linear layers) x batch (2 in the
 forward, 4 in the backward). Achieved FLOP/s = the median of the stretches' FLOPs / seconds:
 a moment when something else had the machine slows a stretch or two and counts for none
-(data-bottleneck's reasoning). MFU's spread, mfu_low and mfu_high, is the stretches' MFUs:
-their interquartile range from 8 stretches on, else their lowest and highest
-(tutor/experiments/timing.py `spread`), so the median lies within it.
+(data-bottleneck's reasoning). mfu_low and mfu_high are the median MFU's interval over the
+stretches (measurement.intervals: order statistics), so the median lies within it.
 MFU = achieved / peak, for the dtype in use, against two peaks: the vendor's dense spec (a
 known GPU) and this device's measured one (peak.py: the best of a matmul sweep, cached per
 machine, on a CPU with the threads training uses). `mfu` uses the spec where there is one (what
@@ -50,7 +49,8 @@ from tutor.experiments.model import MNISTClassifier, count_parameters
 from tutor.experiments.specs.pipeline_breakdown import PipelineBreakdownParams
 from tutor.experiments import vendor_peaks
 from tutor.experiments.vendor_peaks import vendor_peak_tflops  # noqa: F401  (tests and older imports)
-from tutor.experiments.timing import Stopwatch, spread, synchronize
+from tutor.experiments.timing import Stopwatch, synchronize
+from tutor.measurement.intervals import bounds, in_words, median_interval
 from tutor.present import metric, number
 
 WARMUP_STEPS = 5  # untimed: allocator, kernel selection, worker start-up
@@ -267,12 +267,11 @@ def measure(p: PipelineBreakdownParams, dev: Device) -> Iterator[Event]:
     else:
         peak, peak_source = measured.tflops, "measured matmul"
     mfu = achieved / peak
-    # The median stretch is reported; its spread is the stretches' own (the median lies within it).
-    mfu_low, mfu_high = spread([t / peak for t in stretch_tflops])
-    noise = (f" (the median of {len(stretch_tflops)} stretches of steps; "
-             + ("the middle half of them" if len(stretch_tflops) >= 8 else "they")
-             + f" ranged {number(mfu_low * 100, '%')} to {number(mfu_high * 100, '%')})"
-             if mfu_low is not None and mfu_high is not None else "")
+    # The median stretch is reported, with the median's interval over the stretches.
+    interval = median_interval([t / peak for t in stretch_tflops])
+    mfu_low, mfu_high = bounds(interval)
+    noise = (f" ({in_words(interval, lambda v: number(v * 100, '%'), 'stretches of steps')})"
+             if mfu_low is not None else "")
 
     shares = {k: v / step_seconds for k, v in totals.items()}
     bottleneck = max(PHASES, key=lambda k: totals[k])

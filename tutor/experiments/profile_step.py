@@ -10,8 +10,8 @@ optimizer (step and zero_grad). After WARMUP_STEPS untimed steps:
    median stretch's seconds per step (a moment when something else had the machine slows a
    stretch or two and counts for none), FLOPs per step = 6 x (in x out over the Linear layers)
    x batch against the device's measured matmul peak (tutor/experiments/peak.py). mfu_low and
-   mfu_high are the stretches' MFUs: their interquartile range from 8 stretches on, else their
-   lowest and highest (timing.py `spread`), so the median lies within them;
+   mfu_high are the median MFU's interval over the stretches (measurement.intervals), so the
+   median lies within them;
 2. `steps` more are recorded by torch.profiler (CPU, and CUDA's kernels on a GPU), after two
    profiler warm-up steps: operators by self time, each label's host time, and on CUDA every
    kernel's start and end, from which the share of time a kernel was running (what nvidia-smi's
@@ -44,7 +44,8 @@ from tutor.experiments.events import Event, Finished, Note, Started, Step, Table
 from tutor.experiments.model import MNISTClassifier
 from tutor.experiments.pipeline_breakdown import STRETCHES, linear_macs, stretch_ends
 from tutor.experiments.specs.profile_step import ProfileStepParams
-from tutor.experiments.timing import Stopwatch, spread, synchronize
+from tutor.experiments.timing import Stopwatch, synchronize
+from tutor.measurement.intervals import bounds, in_words, median_interval
 from tutor.paths import scratch_dir
 from tutor.present import metric, number, seconds, size
 
@@ -296,8 +297,9 @@ def measure(p: ProfileStepParams, dev: Device) -> Iterator[Event]:
                    "by other work on the machine. The measured peak is raised to this run's fastest figure (and "
                    "kept), so MFU reads 100% at most: as fast as anything measured here.", "warning")
     mfu = achieved / peak.tflops
-    # The median stretch is reported; its spread is the stretches' own (the median lies within it).
-    mfu_low, mfu_high = spread([flops_per_step / s / 1e12 / peak.tflops for s in stretch_seconds])
+    # The median stretch is reported, with the median's interval over the stretches.
+    interval = median_interval([flops_per_step / s / 1e12 / peak.tflops for s in stretch_seconds])
+    mfu_low, mfu_high = bounds(interval)
 
     biggest = max(PHASES, key=lambda k: shares[k])
     yield Note(f"Operators: {top_op} took the most self time ({metric(top_op_share, '%')} of all operator time). "
@@ -311,10 +313,8 @@ def measure(p: ProfileStepParams, dev: Device) -> Iterator[Event]:
                  f"({peak.how_text()}; {peak.measured_on})")
     mfu_text = (f"MFU = {number(flops_per_step / 1e6)} MFLOP per step / {seconds(step_seconds)} = "
                 f"{metric(achieved, 'TFLOP/s')} of a peak of {peak_text}: {metric(mfu, '%')}"
-                + (f" (the median of {len(stretch_seconds)} stretches of steps; "
-                   + ("the middle half of them" if len(stretch_seconds) >= 8 else "they")
-                   + f" ranged {metric(mfu_low, '%')} to {metric(mfu_high, '%')})"
-                   if mfu_low is not None and mfu_high is not None else "") + ".")
+                + (f" ({in_words(interval, lambda v: metric(v, '%'), 'stretches of steps')})"
+                   if mfu_low is not None else "") + ".")
     sheet = vendor_peaks.for_device(dev, dtype)
     if sheet is not None:
         mfu_text += f" Against the spec sheet instead: {vendor_peaks.beside(achieved, sheet, dtype)}."

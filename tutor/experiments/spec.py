@@ -72,12 +72,18 @@ class Metric:
 
 
 NOISE_WHY = "noise_why"
+NOISE_GATE = "noise_gate"
 # Metrics the tutor adds to a run, whatever the experiment: experiments.start reports what else
-# the machine was doing beside any run whose repeats spread (NAME_low, NAME_high; noise.py).
+# the machine was doing beside any run that reports an interval (NAME_low, NAME_high; noise.py).
 COMMON_METRICS: dict[str, Metric] = {
     NOISE_WHY: Metric("what else the machine did", "text",
                       "what else used the CPU or the GPU while the run measured (other programs' share of the "
                       "cores, a VM host's steal, other GPU processes, clocks held down): why repeats spread"),
+    NOISE_GATE: Metric("why no verdict can be decided", "text",
+                       "set when a GPU run's timings are not the card's own (it slowed its clocks for heat or a "
+                       "hardware limit, or another program's kernels had it busy as the run began): every "
+                       "prediction of its timed metrics is then undecided. None on a CPU, or when neither was seen",
+                       none="nothing held the GPU back"),
 }
 
 

@@ -13,7 +13,9 @@ asked for, nothing is optimised away) are timed, after a warm-up, three ways:
 2. perf_counter with the device synchronised before the clock starts and before it stops;
 3. on CUDA, a pair of torch.cuda.Event(enable_timing=True) recorded on the GPU's stream.
 
-The median of `repeats` timings per way is reported; the ways take turns within each repeat.
+The median of `repeats` timings per way is reported; the ways take turns within each repeat, so
+`ratio` is the median of the repeats' own synced / unsynced ratios (paired), ratio_low/high
+its interval (measurement.intervals).
 TF32 is switched off for the measurement (full float32 matmuls) and restored afterwards.
 On a CPU, operations are synchronous, so the first two agree: there is nothing to wait for.
 """
@@ -30,7 +32,8 @@ from tutor.experiments.common import seed_everything, shell_try
 from tutor.experiments.devices import Device
 from tutor.experiments.events import Event, Finished, Note, Started, Step, Table
 from tutor.experiments.specs.sync_timing import SyncTimingParams
-from tutor.experiments.timing import median, synchronize
+from tutor.experiments.timing import median, paired_ratios, synchronize
+from tutor.measurement.intervals import bounds, median_interval
 
 CPU_SIZE = 512  # the size a CPU uses unless one is asked for: 2048 is 64x the work, about a minute on 2 cores
 WARMUP_CALLS = 3  # untimed matmuls first: cuBLAS handles, kernel choice, the allocator
@@ -120,9 +123,10 @@ def measure(p: SyncTimingParams, dev: Device) -> Iterator[Event]:
 
     u, s = median(unsynced), median(synced)
     e = median(events) if cuda else None
-    ratio = s / u
-    # The noise, measured: the ratio within each repeat (the two ways took turns), lowest to highest.
-    per_repeat = sorted(si / ui for si, ui in zip(synced, unsynced))
+    # The ways took turns, so each repeat's own ratio cancels a slow moment of the machine.
+    interval = median_interval(paired_ratios(synced, unsynced))
+    ratio = interval.median if interval else s / u
+    ratio_low, ratio_high = bounds(interval)
     tflops = 2 * n**3 * calls / s / 1e12
 
     what_u = f"queueing {calls} launches" if asynchronous else "the work (CPU ops are synchronous)"
@@ -176,8 +180,8 @@ def measure(p: SyncTimingParams, dev: Device) -> Iterator[Event]:
         "synced_seconds": s,
         "events_seconds": e,
         "ratio": ratio,
-        "ratio_low": per_repeat[0],
-        "ratio_high": per_repeat[-1],
+        "ratio_low": ratio_low,
+        "ratio_high": ratio_high,
         "asynchronous": asynchronous,
         "tflops": tflops,
         "device": str(device),

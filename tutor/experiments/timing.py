@@ -81,48 +81,10 @@ def median(values: list[float]) -> float:
     return statistics.median(values) if values else float("nan")
 
 
-# From this many repeats on, the spread is their interquartile range: one stray draw among many
-# should not make a whole run ungradeable. Fewer repeats report their lowest and highest.
-QUARTILES_FROM = 8
-
-
-def spread(values: list[float]) -> tuple[float | None, float | None]:
-    """How far repeats of one measurement moved, reported beside their median as NAME_low and
-    NAME_high (checks.spread_of reads them; a prediction is graded against that interval, and not
-    at all when it is too wide). (None, None) with fewer than 2 repeats: no spread was measured."""
-    finite = sorted(v for v in values if v is not None and v == v and abs(v) != float("inf"))
-    if len(finite) < 2:
-        return None, None
-    if len(finite) >= QUARTILES_FROM:
-        q1, _, q3 = statistics.quantiles(finite, n=4)
-        return q1, q3
-    return finite[0], finite[-1]
-
-
 def paired_ratios(top: list[float], bottom: list[float]) -> list[float]:
     """top[k] / bottom[k] for two ways timed in turns: the k-th repeat of each ran at about the
     same moment, so a slow moment of the machine falls on both and mostly cancels in the ratio."""
     return [t / b for t, b in zip(top, bottom, strict=True) if b and t is not None]
-
-
-def unpaired_spread(top: list[float], bottom: list[float], headline: float | None = None
-                    ) -> tuple[float | None, float | None]:
-    """The spread of top / bottom for two ways timed one after the other, not in turns: no k-th
-    repeat of one ran beside the k-th of the other, so pairing by index would claim a cancelling
-    of noise that never happened. Every pairing of one value of each counts instead (`spread`:
-    lowest and highest under 8 pairings, quartiles from 8, i.e. 3 repeats each), widened to hold
-    `headline` (the ratio of the medians that is reported and graded). (None, None) unless each
-    way has at least 2 positive finite values: with one, its noise was not measured."""
-    top = [v for v in top if v is not None and 0 < v < float("inf")]
-    bottom = [v for v in bottom if v is not None and 0 < v < float("inf")]
-    if len(top) < 2 or len(bottom) < 2:
-        return None, None
-    low, high = spread([t / b for t in top for b in bottom])
-    if low is None or high is None:
-        return None, None
-    if headline is not None and headline == headline:
-        low, high = min(low, headline), max(high, headline)
-    return low, high
 
 
 def seconds_in_turns(ways: dict[str, Callable[[], Any]], device: Any, repeats: int, calls: int,

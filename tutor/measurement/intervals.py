@@ -7,16 +7,22 @@ draws. The interval is read off the sorted repeats by order statistics: [x(k), x
 the true median with probability 1 - 2 P(Binomial(n, 1/2) <= k-1), whatever the distribution of
 the repeats, as long as they are independent draws of one quantity. Fewer repeats than the
 confidence needs (5 or fewer at 95%) give [min, max] with the coverage it has, marked short.
-Not yet wired into grading: checks/predict.py still applies the range rule until it moves here.
+Experiments report an interval beside their headline as NAME_low and NAME_high (`bounds`), and
+checks/predict.py judges a prediction against it (`judge`).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 
 CONFIDENCE = 0.95
+# How far apart separate runs of one experiment on one machine land, beyond their own intervals:
+# a share of the interval's ends that a verdict widens it by before deciding. Measured with
+# bench/run_to_run.py (docs/PERFORMANCE.md, "Verdicts by measurement").
+GUARD = 0.05
 
 
 @dataclass(frozen=True)
@@ -60,25 +66,73 @@ def median_interval(values: list[float], confidence: float = CONFIDENCE) -> Medi
     return MedianInterval(middle, finite[k - 1], finite[n - k], held, n, short=held < confidence)
 
 
-class Verdict(Enum):
+def ratio_interval(top: list[float], bottom: list[float], confidence: float = CONFIDENCE) -> MedianInterval | None:
+    """median(top) / median(bottom) for two ways timed one after the other, not in turns, with an
+    interval that holds the ratio of the true medians: each median's own interval at half the
+    error allowance (Bonferroni: both hold together with at least `confidence`), divided end to end.
+    No k-th repeat of one ran beside the k-th of the other, so pairing by index would claim a
+    cancelling of noise that never happened. None unless both ways have a positive finite value."""
+    split = 1 - (1 - confidence) / 2
+    above = median_interval([v for v in top if _positive(v)], split)
+    below = median_interval([v for v in bottom if _positive(v)], split)
+    if above is None or below is None:
+        return None
+    held = max(0.0, 1 - (1 - above.coverage) - (1 - below.coverage))
+    return MedianInterval(above.median / below.median, above.low / below.high, above.high / below.low,
+                          held, min(above.n, below.n), short=above.short or below.short)
+
+
+def _positive(v: object) -> bool:
+    return isinstance(v, (int, float)) and math.isfinite(v) and v > 0
+
+
+def scaled(interval: MedianInterval | None, factor: float) -> MedianInterval | None:
+    """The same interval in another unit (a share of a peak, a percentage): every end times `factor` > 0."""
+    if interval is None:
+        return None
+    return MedianInterval(interval.median * factor, interval.low * factor, interval.high * factor,
+                          interval.coverage, interval.n, interval.short)
+
+
+def bounds(interval: MedianInterval | None) -> tuple[float | None, float | None]:
+    """(low, high) as a run reports them beside its headline (NAME_low, NAME_high): (None, None)
+    from a single repeat, whose interval is a point that says nothing of the noise."""
+    if interval is None or interval.n < 2:
+        return None, None
+    return interval.low, interval.high
+
+
+def in_words(interval: MedianInterval, show: Callable[[float], str], of: str = "repeats") -> str:
+    """'the median of 10 rounds, its 96% interval 1.02x to 1.10x', the interval beside the headline."""
+    if interval.n < 2:
+        return f"one {of[:-1] if of.endswith('s') else of}: no interval"
+    words = f"the median of {interval.n} {of}, its {interval.coverage:.0%} interval {show(interval.low)} to {show(interval.high)}"
+    if interval.short:
+        words += f" (their whole range: too few {of} for {CONFIDENCE:.0%})"
+    return words
+
+
+class Decision(Enum):
+    """What a measurement says of a prediction (checks.spec.Verdict is a graded answer's feedback)."""
+
     HIT = "hit"
     MISS = "miss"
     UNDECIDED = "undecided"
 
 
 def judge(interval: MedianInterval | None, low: float | None, high: float | None,
-          guard: float = 0.0) -> Verdict:
+          guard: float = 0.0) -> Decision:
     """A prediction that the typical value lies in [low, high] (None: unbounded on that side),
     against `interval` widened by `guard` (a share of its own magnitude: how far separate runs on
     this machine move). Hit: all of it inside; miss: all of it outside; else undecided."""
     if interval is None or guard < 0 or not (math.isfinite(interval.low) and math.isfinite(interval.high)):
-        return Verdict.UNDECIDED
+        return Decision.UNDECIDED
     lo_seen = interval.low - guard * abs(interval.low)
     hi_seen = interval.high + guard * abs(interval.high)
     below = low if low is not None else -math.inf
     above = high if high is not None else math.inf
     if below <= lo_seen and hi_seen <= above:
-        return Verdict.HIT
+        return Decision.HIT
     if hi_seen < below or lo_seen > above:
-        return Verdict.MISS
-    return Verdict.UNDECIDED
+        return Decision.MISS
+    return Decision.UNDECIDED

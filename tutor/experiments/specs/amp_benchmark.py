@@ -47,15 +47,13 @@ SPEC = Experiment(
                                none="n/a: TF32 needs compute capability 8.0+ (Ampere)"),
         "amp_speedup": Metric("autocast speedup over float32", "x",
                               "float32 seconds / autocast seconds on the same device", none="n/a: no autocast here"),
-        "amp_speedup_low": Metric("autocast speedup, low end of the noise", "x",
-                                  "the low end of the ratios of every pairing of a float32 epoch with an autocast "
-                                  "epoch on the same device (the cases ran one after the other): the lowest under "
-                                  "3 epochs each, the lower quartile from 3; never above the speedup (None with "
+        "amp_speedup_low": Metric("autocast speedup, interval low", "x",
+                                  "the low end of the speedup's interval: each case's median interval on the same "
+                                  "device, divided end to end (the cases ran one after the other; None with "
                                   "epochs=1, or without autocast)",
                                   none="n/a: one epoch, or no autocast"),
-        "amp_speedup_high": Metric("autocast speedup, high end of the noise", "x",
-                                   "the high end of the same pairings' ratios: the highest under 3 epochs each, "
-                                   "the upper quartile from 3 (None with epochs=1, or without autocast)",
+        "amp_speedup_high": Metric("autocast speedup, interval high", "x",
+                                   "the high end of the same interval (None with epochs=1, or without autocast)",
                                    none="n/a: one epoch, or no autocast"),
         "best_speedup": Metric("fastest case's speedup over the CPU", "x", "cpu_seconds / the fastest case's seconds"),
         "best_case": Metric("fastest case", "text", "the fastest case: cpu, fp32, tf32 or amp"),

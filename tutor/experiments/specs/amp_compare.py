@@ -29,15 +29,12 @@ SPEC = Experiment(
         "amp_seconds": Metric("autocast epoch", "s",
                               "training seconds per epoch with autocast", none="n/a: no autocast here"),
         "speedup": Metric("autocast speedup", "x", "fp32_seconds / amp_seconds", none="n/a: no autocast here"),
-        "speedup_low": Metric("autocast speedup, low end of the noise", "x",
-                              "the low end of the ratios of every pairing of a float32 epoch with an autocast "
-                              "epoch (the modes ran one after the other): the lowest under 3 epochs each, the "
-                              "lower quartile from 3; never above the speedup (None with epochs=1, or without "
-                              "autocast)",
+        "speedup_low": Metric("autocast speedup, interval low", "x",
+                              "the low end of the speedup's interval: each mode's median interval, divided end to "
+                              "end (the modes ran one after the other; None with epochs=1, or without autocast)",
                               none="n/a: one epoch, or no autocast"),
-        "speedup_high": Metric("autocast speedup, high end of the noise", "x",
-                               "the high end of the same pairings' ratios: the highest under 3 epochs each, the "
-                               "upper quartile from 3 (None with epochs=1, or without autocast)",
+        "speedup_high": Metric("autocast speedup, interval high", "x",
+                               "the high end of the same interval (None with epochs=1, or without autocast)",
                                none="n/a: one epoch, or no autocast"),
         "fp32_accuracy": Metric("float32 test accuracy", "%", "test accuracy in fp32 (0..1)"),
         "amp_accuracy": Metric("autocast test accuracy", "%",

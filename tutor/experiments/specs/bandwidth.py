@@ -50,16 +50,15 @@ SPEC = Experiment(
         "matmul_intensity": Metric("matmul FLOP per byte", "",
                                    "arithmetic intensity of the matmul: 2 n^3 FLOPs / (3 n^2 x 4 B) = n / 6"),
         "elementwise_peak_share": Metric("elementwise share of the peak", "%",
-                                         "elementwise_tflops / peak_tflops: the multiply's best repeat (0..1)"),
-        "elementwise_peak_share_low": Metric("elementwise share, low end of the noise", "%",
-                                             "each timing of the multiply's FLOP/s / peak_tflops (the one roof); "
-                                             "their lower quartile from 8 timings on, else the lowest (0..1; None "
-                                             "with fewer than 2 timings: repeats=1)",
-                                             none="one timing: no spread"),
-        "elementwise_peak_share_high": Metric("elementwise share, high end of the noise", "%",
-                                              "the best timing's share: elementwise_peak_share itself, the best "
-                                              "being the figure a roofline reports (0..1; None with fewer than 2 "
-                                              "timings: repeats=1)", none="one timing: no spread"),
+                                         "the median over the multiply's timings of its FLOP/s / peak_tflops (the "
+                                         "one roof; 0..1)"),
+        "elementwise_peak_share_low": Metric("elementwise share, interval low", "%",
+                                             "the low end of that median's 95% interval (order statistics; the "
+                                             "lowest under 6 timings; 0..1; None with one timing: repeats=1)",
+                                             none="one timing: no interval"),
+        "elementwise_peak_share_high": Metric("elementwise share, interval high", "%",
+                                              "the high end of the same interval (0..1; None with one timing)",
+                                              none="one timing: no interval"),
         "matmul_peak_share": Metric("matmul share of the peak", "%", "matmul_tflops / peak_tflops (0..1)"),
         "elementwise_bound": Metric("the multiply is limited by", "text",
                                     "memory (its intensity is below the ridge point) or compute"),

@@ -28,16 +28,16 @@ SPEC = Experiment(
                                   "the same in bfloat16 (None where it is not native)", none=NOT_NATIVE),
         "float16_peak_tflops": Metric("float16 matmul peak", "TFLOP/s",
                                  "the same in float16 (None where it is not native)", none=NOT_NATIVE),
-        "bfloat16_speedup": Metric("bfloat16 peak vs float32 peak", "x",
-                                   "bfloat16_peak_tflops / float32_peak_tflops: what a 16-bit matmul gains here "
-                                   "(None where bfloat16 is not native)", none=NOT_NATIVE),
-        "bfloat16_speedup_low": Metric("bfloat16 vs float32 peak, low end", "x",
-                                       "the low end of the ratios of every pairing of a bfloat16 sweep with a float32 "
-                                       "sweep (3 each: the lower quartile of 9), never above the speedup (None where "
-                                       "bfloat16 is not native)", none=NOT_NATIVE),
-        "bfloat16_speedup_high": Metric("bfloat16 vs float32 peak, high end", "x",
-                                        "the upper quartile of the same pairings' ratios, never below the speedup "
-                                        "(None where bfloat16 is not native)", none=NOT_NATIVE),
+        "bfloat16_speedup": Metric("bfloat16 vs float32 matmul speed", "x",
+                                   "the median bfloat16 sweep's TFLOP/s over the median float32 sweep's: what a "
+                                   "16-bit matmul typically gains here (None where bfloat16 is not native)",
+                                   none=NOT_NATIVE),
+        "bfloat16_speedup_low": Metric("bfloat16 vs float32 speed, interval low", "x",
+                                       "the low end of that ratio's interval: each dtype's median interval, divided "
+                                       "end to end (None where bfloat16 is not native)", none=NOT_NATIVE),
+        "bfloat16_speedup_high": Metric("bfloat16 vs float32 speed, interval high", "x",
+                                        "the high end of the same interval (None where bfloat16 is not native)",
+                                        none=NOT_NATIVE),
         "bandwidth_gbps": Metric("memory bandwidth (GB/s)", "",
                                  "the best of the device copy and c = a * b on arrays larger than any cache, GB/s: "
                                  "the memory roof"),

@@ -23,9 +23,9 @@ class CrossoverParams(Params):
 
 
 # The speedups' noise: the devices run one after the other, so no repeat has a partner of its own.
-NOISE_LOW = ("the lower end of the speedups of every pairing of a CPU repeat with an accelerator repeat (quartiles "
-             "from 8 pairings), never above the headline. None without an accelerator or with one repeat")
-NOISE_HIGH = "the upper end of the same pairings' speedups, never below the headline. None as for the lower end"
+NOISE_LOW = ("the low end of the speedup's 95% interval: each device's median interval, divided end to end "
+             "(measurement.intervals.ratio_interval). None without an accelerator or with one repeat")
+NOISE_HIGH = "the high end of the same interval. None as for the low end"
 ONE_REPEAT = "n/a: no GPU or one repeat"
 
 SPEC = Experiment(
@@ -51,12 +51,12 @@ SPEC = Experiment(
                               none="n/a: no GPU here"),
         "speedup": Metric("accelerator speedup", "x",
                           "the headline speedup: speedup_mlp (None without an accelerator)", none="n/a: no GPU here"),
-        "speedup_tiny_low": Metric("tiny model speedup, low end", "x", NOISE_LOW, none=ONE_REPEAT),
-        "speedup_tiny_high": Metric("tiny model speedup, high end", "x", NOISE_HIGH, none=ONE_REPEAT),
-        "speedup_mlp_low": Metric("MNISTClassifier speedup, low end", "x", NOISE_LOW, none=ONE_REPEAT),
-        "speedup_mlp_high": Metric("MNISTClassifier speedup, high end", "x", NOISE_HIGH, none=ONE_REPEAT),
-        "speedup_low": Metric("accelerator speedup, low end", "x", NOISE_LOW, none=ONE_REPEAT),
-        "speedup_high": Metric("accelerator speedup, high end", "x", NOISE_HIGH, none=ONE_REPEAT),
+        "speedup_tiny_low": Metric("tiny model speedup, interval low", "x", NOISE_LOW, none=ONE_REPEAT),
+        "speedup_tiny_high": Metric("tiny model speedup, interval high", "x", NOISE_HIGH, none=ONE_REPEAT),
+        "speedup_mlp_low": Metric("MNISTClassifier speedup, interval low", "x", NOISE_LOW, none=ONE_REPEAT),
+        "speedup_mlp_high": Metric("MNISTClassifier speedup, interval high", "x", NOISE_HIGH, none=ONE_REPEAT),
+        "speedup_low": Metric("accelerator speedup, interval low", "x", NOISE_LOW, none=ONE_REPEAT),
+        "speedup_high": Metric("accelerator speedup, interval high", "x", NOISE_HIGH, none=ONE_REPEAT),
         "accelerator": Metric("accelerator", "text", "the accelerator's name, or 'none'"),
         "cpu_images_timed_mlp": Metric("images the CPU timed (MNISTClassifier)", "",
                                        "images the CPU timed for MNISTClassifier where not all fit the step's time "

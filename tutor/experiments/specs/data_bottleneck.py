@@ -40,13 +40,14 @@ SPEC = Experiment(
         "resident_epoch_seconds": Metric("resident: one epoch (projected)", "s",
                                          "one epoch at the resident rate (projected, s)"),
         "resident_speedup": Metric("resident speedup over the DataLoader", "x",
-                                   "resident samples/s / loader samples/s"),
-        "resident_speedup_low": Metric("resident speedup, low end of the noise", "x",
-                                       "the lower quartile of the speedups of stretches that ran side by side "
-                                       "(None: too few stretches)", none="too few stretches"),
-        "resident_speedup_high": Metric("resident speedup, high end of the noise", "x",
-                                        "the upper quartile of the same paired speedups (None: too few stretches)",
-                                        none="too few stretches"),
+                                   "the median over stretches that ran side by side of resident samples/s / loader "
+                                   "samples/s"),
+        "resident_speedup_low": Metric("resident speedup, interval low", "x",
+                                       "the low end of that median's 95% interval (order statistics; None: one "
+                                       "stretch)", none="one stretch: no interval"),
+        "resident_speedup_high": Metric("resident speedup, interval high", "x",
+                                        "the high end of the same interval (None: one stretch)",
+                                        none="one stretch: no interval"),
         "fastest": Metric("fastest data path", "text", "the fastest data path: loader, workers, pinned or resident"),
         "workers": Metric("worker processes", "", "worker processes used in the workers case"),
         "cpu_cores": Metric("CPU cores", "", "CPU cores on this machine (os.cpu_count())"),

@@ -49,12 +49,13 @@ SPEC = Experiment(
         "time_ratio": Metric("accumulation time vs one batch", "x",
                              "the median over the rounds of accumulated / one-batch seconds per update, the two "
                              "ways taking turns (up to 10 rounds sharing the `updates` timed updates)"),
-        "time_ratio_low": Metric("time ratio, low end of the noise", "x",
-                                 "the lower quartile of the rounds' accumulated / one-batch ratios (the lowest "
-                                 "under 8 rounds; None: a single round, updates=1)", none="one round: no spread"),
-        "time_ratio_high": Metric("time ratio, high end of the noise", "x",
-                                  "the upper quartile of the same ratios (the highest under 8 rounds; None: a "
-                                  "single round, updates=1)", none="one round: no spread"),
+        "time_ratio_low": Metric("time ratio, interval low", "x",
+                                 "the low end of the median ratio's 95% interval (order statistics of the rounds' "
+                                 "ratios; their lowest under 6 rounds; None: a single round, updates=1)",
+                                 none="one round: no interval"),
+        "time_ratio_high": Metric("time ratio, interval high", "x",
+                                  "the high end of the same interval (None: a single round, updates=1)",
+                                  none="one round: no interval"),
         "big_activation_bytes": Metric("activations kept, large batch", "B",
                                        "activations a large-batch forward keeps for backward"),
         "micro_activation_bytes": Metric("activations kept, micro-batch", "B",

@@ -35,13 +35,13 @@ SPEC = Experiment(
     params=PipelineBreakdownParams,
     metrics={
         "mfu": Metric("MFU", "%", "model FLOPs utilisation: achieved_tflops / peak_tflops (0..1)"),
-        "mfu_low": Metric("MFU, low end of the noise", "%",
-                          "the pass without inner syncs is timed in up to 10 stretches of steps, each one's model "
-                          "FLOP/s / peak_tflops; their lower quartile from 8 stretches on, else the lowest (0..1; "
-                          "None with a single stretch: steps=1)", none="one stretch: no spread"),
-        "mfu_high": Metric("MFU, high end of the noise", "%",
-                           "the same stretches' upper quartile from 8 on, else the highest (0..1; None with a "
-                           "single stretch: steps=1)", none="one stretch: no spread"),
+        "mfu_low": Metric("MFU, interval low", "%",
+                          "the low end of the median MFU's 95% interval over the timed stretches of steps "
+                          "(order statistics; the lowest under 6 stretches; 0..1; None with a single stretch: "
+                          "steps=1)", none="one stretch: no interval"),
+        "mfu_high": Metric("MFU, interval high", "%",
+                           "the high end of the same interval (0..1; None with a single stretch: steps=1)",
+                           none="one stretch: no interval"),
         "achieved_tflops": Metric("achieved throughput", "TFLOP/s",
                                   "model FLOPs per second of the pass without inner syncs: the median of its "
                                   "stretches of steps, the device synchronised only between them (TFLOP/s)"),

@@ -54,13 +54,13 @@ SPEC = Experiment(
                               "`gpututor doctor`; raised to this run's fastest stretch of steps where that beat "
                               "it), TFLOP/s"),
         "mfu": Metric("MFU", "%", "achieved_tflops / peak_tflops (0..1)"),
-        "mfu_low": Metric("MFU, low end of the noise", "%",
-                          "each timed stretch's flops_per_step / its seconds per step / peak_tflops; their lower "
-                          "quartile from 8 stretches on, else the lowest (0..1; None with a single stretch: "
-                          "steps=1)", none="one stretch: no spread"),
-        "mfu_high": Metric("MFU, high end of the noise", "%",
-                           "the same stretches' upper quartile from 8 on, else the highest (0..1; None with a "
-                           "single stretch: steps=1)", none="one stretch: no spread"),
+        "mfu_low": Metric("MFU, interval low", "%",
+                          "the low end of the median MFU's 95% interval over the timed stretches of steps "
+                          "(order statistics; the lowest under 6 stretches; 0..1; None with a single stretch: "
+                          "steps=1)", none="one stretch: no interval"),
+        "mfu_high": Metric("MFU, interval high", "%",
+                           "the high end of the same interval (0..1; None with a single stretch: steps=1)",
+                           none="one stretch: no interval"),
         "trace_path": Metric("trace file", "text", "the Chrome/Perfetto trace written (open it in ui.perfetto.dev)"),
         "trace_bytes": Metric("trace file size", "B", "its size in bytes"),
         "device": Metric("device", "text", "torch device used"),

@@ -33,11 +33,11 @@ def reveal_text(reveal: Reveal | Pending) -> Text:
         where += f" ({evidence.setting})"
     if reveal.at and time.time() - reveal.at > 600:
         where += time.strftime(" (measured %Y-%m-%d %H:%M)", time.localtime(reveal.at))
-    mark = ("✓ ", "bold green") if score.hit else ("~ ", "bold yellow") if score.noisy else ("• ", "bold yellow")
+    mark = ("✓ ", "bold green") if score.hit else ("~ ", "bold yellow") if score.undecided else ("• ", "bold yellow")
     summary = score.summary
     if source != "measured":
         summary = summary.replace("measured ", f"{source} ")
-    if judged.not_scored and not score.noisy:  # a noisy run's summary says why itself
+    if judged.not_scored and not score.undecided:  # an undecided verdict's summary says why itself
         mark = ("· ", "bold yellow")
         summary = f"Not scored: {judged.not_scored}."
     if isinstance(step.answer, TextAnswer) and measured is not None:
