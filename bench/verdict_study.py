@@ -7,7 +7,7 @@ of (step, option) verdicts left undecided (the goal is at most 1 in 10 on an idl
 the guard band the runs call for: how far each run's median lies beyond another run's interval,
 as a share of that interval's end (tutor/measurement/intervals.py GUARD is set from it).
 
-    GPUTUTOR_DATA_DIR=../shared/data python bench/verdict_study.py [--repeats 5] [--busy] [--json F]
+    GPUTUTOR_DATA_DIR=../shared/data python bench/verdict_study.py [--repeats 5] [--busy] [--json F] [--only STEP]
 
 --busy keeps one core busy with another process throughout (bench/busy_core.py).
 """
@@ -46,20 +46,23 @@ def timed_pairs():
 
 
 def excess(median: float, low: float, high: float) -> float:
-    """How far `median` lies beyond [low, high], as a share of the end it passes (0 inside)."""
-    if median < low:
-        return (low - median) / abs(low)
-    if median > high:
-        return (median - high) / abs(high)
+    """The guard [low, high] would need to hold `median`: by what factor, less 1, it lies beyond
+    the end it passes (0 inside), as measurement.intervals.widened widens."""
+    if 0 < median < low:
+        return low / median - 1
+    if median > high > 0:
+        return median / high - 1
     return 0.0
 
 
-def study(repeats: int) -> list[dict]:
+def study(repeats: int, only: str = "") -> list[dict]:
     from tutor.authoring.lesson_test import Player
 
     player = Player(None, repeats=repeats)
     rows = []
     for lesson, predict, run in timed_pairs():
+        if only and only not in f"{lesson.id}/{predict.id}":
+            continue
         t0 = time.perf_counter()
         ran, runs = player._repeated_run_step(lesson, run, predict)
         seconds = time.perf_counter() - t0
@@ -96,12 +99,13 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--busy", action="store_true", help="keep one core busy with another process")
     parser.add_argument("--json", type=Path, help="write every row here")
+    parser.add_argument("--only", default="", help="only the steps whose lesson/step contains this")
     args = parser.parse_args()
     if args.busy:
-        with Busy():
-            rows = study(args.repeats)
+        with Busy(1):
+            rows = study(args.repeats, args.only)
     else:
-        rows = study(args.repeats)
+        rows = study(args.repeats, args.only)
     print(summary(rows))
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1, default=str), encoding="utf-8")

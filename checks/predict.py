@@ -9,7 +9,7 @@ from checks.choice import resolve
 from checks.number import byte_unit_said, convert, format_number, parse_number, read_quantity, unit_info
 from checks.spec import ChoiceAnswer, NumberAnswer, PredictionScore, TextAnswer
 from checks.text import normalise
-from tutor.measurement.intervals import CONFIDENCE, GUARD, Decision, MedianInterval, judge
+from tutor.measurement.intervals import CONFIDENCE, GUARD, Decision, MedianInterval, judge, widened
 
 # A metric is None for more than one reason (no accelerator to compare with, autocast not
 # supported on this device, an accuracy that came out NaN...): only a speedup is blamed on
@@ -68,7 +68,7 @@ def interval_of(metrics: dict, name: str | None) -> tuple[float, float] | None:
 
 
 def score_prediction(answer: str, spec, measured, unit: str = "", interval: tuple[float, float] | None = None,
-                     why: str | None = None, gate: str | None = None) -> PredictionScore:
+                     why: str | None = None, gate: str | None = None, guard: float | None = None) -> PredictionScore:
     """Score a prediction against a measurement.
 
     `unit` is the unit the measurement is in (default: the spec's unit). Number specs give
@@ -86,12 +86,14 @@ def score_prediction(answer: str, spec, measured, unit: str = "", interval: tupl
     such with `why` (what else the machine was doing, the run's `noise_why`). `gate`: why the
     run's timings cannot decide anything (its `noise_gate`: a GPU that slowed its clocks, or was
     busy with another program's work); every prediction against its interval is then undecided.
+    `guard`: the metric's own guard band (how far its separate runs move); None: GUARD.
     Never raises.
     """
     try:
         text = answer if isinstance(answer, str) else str(answer or "")
         if interval is not None and _number(measured) is not None:
-            return _score_interval(text, spec, measured, unit or "", interval, why, gate)
+            return _score_interval(text, spec, measured, unit or "", interval, why, gate,
+                                   GUARD if guard is None else guard)
         return _score(text, spec, measured, unit or "")
     except Exception:  # a display helper must never take the lesson down
         return PredictionScore(summary=f"You said {_quote(answer)}; measured {_shown(measured, unit)}.")
@@ -272,7 +274,7 @@ def _allowed(answer: str, spec, unit: str) -> tuple[float | None, float | None] 
 
 
 def _score_interval(answer: str, spec, measured, unit: str, interval: tuple[float, float],
-                    why: str | None = None, gate: str | None = None) -> PredictionScore:
+                    why: str | None = None, gate: str | None = None, guard: float = GUARD) -> PredictionScore:
     """Judged by the interval of the typical value: hit, miss, or undecided (see score_prediction)."""
     lo, hi = (_as_percent(v, spec, unit) for v in interval)
     central = _score(answer, spec, measured, unit)
@@ -290,7 +292,7 @@ def _score_interval(answer: str, spec, measured, unit: str, interval: tuple[floa
             f"{' '.join(gate.split())[0].lower() + ' '.join(gate.split())[1:]} Run it again (r) when the GPU is "
             f"cool and free. Your prediction ({_said(answer, spec)}) stays locked, and no try was used.",
             None, False, undecided=True)
-    verdict = judge(MedianInterval(m, lo, hi, CONFIDENCE, 0, False), *allowed, guard=GUARD)
+    verdict = judge(MedianInterval(m, lo, hi, CONFIDENCE, 0, False), *allowed, guard=guard)
     if verdict is Decision.HIT:
         words = "all of it inside that range" if isinstance(spec, ChoiceAnswer) else "all of it within your tolerance"
         if central.hit:
@@ -300,13 +302,14 @@ def _score_interval(answer: str, spec, measured, unit: str, interval: tuple[floa
                                central.ratio, True)
     if verdict is Decision.MISS:
         return PredictionScore(f"{central.summary}; its interval {span} lies outside it too", central.ratio, False)
-    edges = [e for e in allowed if e is not None and lo * (1 - GUARD) <= e <= hi * (1 + GUARD)]
+    reach = widened(lo, hi, guard)
+    edges = [e for e in allowed if e is not None and reach[0] <= e <= reach[1]]
     edge = (f"It straddles {format_number(edges[0], shown_unit)}, " +
             ("the edge of your option" if isinstance(spec, ChoiceAnswer) else "where your tolerance ends")
             ) if edges else "It reaches past what your prediction allows"
     return PredictionScore(
         f"This machine can't tell yet: measured {format_number(m, shown_unit)}, and the interval that holds its "
-        f"typical value runs {span} (widened by {GUARD:.0%}, how far separate runs here move). {edge}, so it is "
+        f"typical value runs {span} (widened by {guard:.0%}, how far separate runs of it move). {edge}, so it is "
         f"neither a hit nor a miss. {_why_undecided(why)} Your prediction ({_said(answer, spec)}) stays locked, and "
         "no try was used.", None, False, undecided=True)
 

@@ -225,11 +225,15 @@ class Player:
         measured = [[_number_or_none(m.get(step.compare)), *(checks.interval_of(m, step.compare) or (None, None))]
                     for m in runs]
         shown = "; ".join(_measurement(row) for row in measured)
+        if all(row[0] is None for row in measured) and all(m.get(step.compare) is None for m in runs):
+            return Outcome(lesson.id, step.id, "predict", what, True,
+                           f"{step.compare} is not measured on this machine (None); not judged here", measured=measured)
         if isinstance(step.answer, ChoiceAnswer) and any(o.min is not None or o.max is not None
                                                         for o in step.answer.options):
             verdicts: dict[str, Counter[str]] = {o.text: Counter() for o in step.answer.options}
+            made_by = lesson.run_after(lesson.index(step.id))
             for metrics in runs:
-                evidence = Evidence(metrics, "measured")
+                evidence = Evidence(metrics, "measured", experiment=getattr(made_by, "experiment", ""))
                 for o in step.answer.options:
                     verdicts[o.text][_call(grade(step, o.text, evidence))] += 1
             counts = {text: dict(c) for text, c in verdicts.items()}
@@ -239,8 +243,9 @@ class Player:
             if not flips and not torn:
                 return Outcome(lesson.id, step.id, "predict", what, True, f"{said} (measured {shown})",
                                verdicts=counts, measured=measured)
+            guard = evidence.guard(step.compare)
             edges = _edges_within(step.answer, [o.text for o in step.answer.options if o.text in flips + torn],
-                                  measured, step.unit)
+                                  measured, step.unit, GUARD if guard is None else guard)
             where = " and ".join(edges) or "an edge of " + ", ".join(f"'{t}'" for t in flips + torn)
             how = "graded a hit in one run and a miss in another" if flips else "undecided in most runs"
             return Outcome(lesson.id, step.id, "predict", what, False,
@@ -248,10 +253,13 @@ class Player:
                            f"boundary or widen the option. {said} (measured {shown})",
                            verdicts=counts, measured=measured)
         if isinstance(step.answer, NumberAnswer) and step.answer.abs_tolerance is None and runs:
+            made_by = lesson.run_after(lesson.index(step.id))
+            guard = Evidence(experiment=getattr(made_by, "experiment", "")).guard(step.compare)
+            guard = GUARD if guard is None else guard
             tol = step.answer.tolerance
             widest = (1 + tol) / (1 - tol) if 0 < tol < 1 else math.inf
             too_wide = [row for row in measured if row[1] and row[2]
-                        and row[2] * (1 + GUARD) / (row[1] * (1 - GUARD)) > widest]
+                        and row[2] * (1 + guard) ** 2 / row[1] > widest]
             if len(too_wide) * 2 > len(runs):
                 return Outcome(lesson.id, step.id, "predict", what, False,
                                f"no number can be a hit in {len(too_wide)} of {len(runs)} runs: the interval is wider "
@@ -277,7 +285,8 @@ class Player:
                                "so a number prediction cannot be judged (use a choice answer)")
             return Outcome(lesson.id, step.id, "predict", what, *_number_prediction_allowed(step, measured))
         if isinstance(step.answer, ChoiceAnswer):
-            evidence = Evidence(metrics, "measured")  # judged as the learner's locked choice will be
+            made_by = lesson.run_after(lesson.index(step.id))  # judged as the learner's locked choice will be
+            evidence = Evidence(metrics, "measured", experiment=getattr(made_by, "experiment", ""))
             # Each option as the list submits it, by its words (a bare number may be asked about).
             calls = {o.text: _call(grade(step, o.text, evidence)) for o in step.answer.options}
             interval = checks.interval_of(metrics, step.compare)
@@ -640,13 +649,17 @@ def _measurement(row: list[float | None]) -> str:
     return _short(median) + (f" ({_short(low)} to {_short(high)})" if low is not None else "")
 
 
-def _edges_within(spec: Any, texts: list[str], measured: list[list[float | None]], unit: str) -> list[str]:
-    """The chosen options' edges that the runs' intervals reach across: where the noise decides."""
+def _edges_within(spec: Any, texts: list[str], measured: list[list[float | None]], unit: str,
+                  guard: float) -> list[str]:
+    """The chosen options' edges that the runs' intervals, widened by the guard, reach across:
+    where the noise decides."""
+    from tutor.measurement.intervals import widened
+
     values = [v for row in measured for v in row if v is not None]
     if not values:
         return []
     scale = 100 if unit.strip() == "%" else 1  # shares are measured as fractions, options in percent
-    low, high = min(values) * scale, max(values) * scale
+    low, high = widened(min(values) * scale, max(values) * scale, guard)
     edges = sorted({e for o in spec.options if o.text in texts for e in (o.min, o.max)
                     if e is not None and low <= e <= high})
     return [checks.format_number(e, unit or getattr(spec, "unit", "")) for e in edges]

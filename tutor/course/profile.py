@@ -146,7 +146,7 @@ def _log_ratio(a: float, b: float) -> float | None:
 
 
 def signed_error(step: PredictStep, answer: str, measured: Any,
-                 interval: tuple[float, float] | None = None) -> SignedError:
+                 interval: tuple[float, float] | None = None, guard: float | None = None) -> SignedError:
     """The signed error of `answer` (as locked) against the measured value of `step.compare`.
     Raises NotComparable when there is none: nothing measured, a text or category, an option
     that names no range."""
@@ -156,7 +156,8 @@ def signed_error(step: PredictStep, answer: str, measured: Any,
             raise NotComparable("nothing was measured for it on this machine (the run's notes say why)")
         raise NotComparable("its measurement is not a number")
     spec = step.answer
-    score = checks.score_prediction(answer, spec, measured, step.unit, interval=interval)  # the reveal's own verdict
+    score = checks.score_prediction(answer, spec, measured, step.unit, interval=interval,
+                                    guard=guard)  # the reveal's own verdict
     m = _in_answer_units(value, step)
     if isinstance(spec, NumberAnswer):
         predicted = checks.parse_number(answer, spec.unit)
@@ -434,7 +435,7 @@ def _score(session: LessonSession, step: PredictStep, locked: Prediction) -> Sco
     measured = evidence.metrics.get(step.compare)
     interval = checks.interval_of(evidence.metrics, step.compare)
     try:
-        error = signed_error(step, locked.answer, measured, interval)
+        error = signed_error(step, locked.answer, measured, interval, evidence.guard(step.compare))
     except NotComparable as e:
         return Unscored(place, str(e), False)
     return Scored(place, locked.answer, measured, error, locked.locked_at, evidence.source)

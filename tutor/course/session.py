@@ -76,6 +76,14 @@ class Evidence:
     source: str = ""  # "measured" (a run) | "computed" (an instrument) | "" (nothing yet)
     run: RunRecord | None = None
     setting: str = ""  # the settings it was taken at, when they are not the lesson's own
+    experiment: str = ""  # the experiment that measured it, where no stored run says so (lesson test)
+
+    def guard(self, metric: str | None) -> float | None:
+        """The guard band of `metric` as its experiment declares it (None: the default one)."""
+        from tutor import experiments
+
+        spec = experiments.REGISTRY.get(self.run.experiment if self.run is not None else self.experiment)
+        return spec.metric(metric).guard if spec is not None and metric else None
 
 
 @dataclass(frozen=True)
@@ -101,7 +109,8 @@ class Reveal:
         metric = step.compare or ""
         score = checks.score_prediction(self.answer, step.answer, evidence.metrics.get(metric), step.unit,
                                         interval=checks.interval_of(evidence.metrics, metric),
-                                        why=evidence.metrics.get(NOISE_WHY), gate=evidence.metrics.get(NOISE_GATE))
+                                        why=evidence.metrics.get(NOISE_WHY), gate=evidence.metrics.get(NOISE_GATE),
+                                        guard=evidence.guard(metric))
         if evidence.run is not None and evidence.setting:
             # The prediction was for the lesson's settings; a tweaked run measured something else.
             return Judged(score, f"the run was {evidence.setting}, and your prediction was for the lesson's own "
@@ -463,7 +472,7 @@ def grade(step: PredictStep | CheckStep, answer: str, evidence: Evidence) -> Gra
     if isinstance(step, PredictStep) and step.compare and metrics.get(step.compare) is not None:
         score = checks.score_prediction(answer, step.answer, metrics[step.compare], step.unit,
                                         interval=checks.interval_of(metrics, step.compare), why=metrics.get(NOISE_WHY),
-                                        gate=metrics.get(NOISE_GATE))
+                                        gate=metrics.get(NOISE_GATE), guard=evidence.guard(step.compare))
         summary = score.summary.replace("measured ", f"{evidence.source} ") if evidence.source else score.summary
         # Undecided is neither right nor wrong: a review does not count it against the learner.
         verdict = Verdict(score.hit, summary, score=1.0 if score.hit else 0.0, judged=not score.undecided)

@@ -55,6 +55,10 @@ class Metric:
     unit: str = ""
     description: str = ""  # the long text: how it was measured (docs, lint's hints)
     none: str = "n/a"
+    # A metric reported with an interval (NAME_low, NAME_high): how far separate runs' typical
+    # values land beyond one run's interval, as a share of its ends; a verdict widens the interval
+    # by it before deciding. Measured (bench/verdict_study.py); None: measurement.intervals.GUARD.
+    guard: float | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.label, str) or not self.label.strip():

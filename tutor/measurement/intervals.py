@@ -19,9 +19,10 @@ from dataclasses import dataclass
 from enum import Enum
 
 CONFIDENCE = 0.95
-# How far apart separate runs of one experiment on one machine land, beyond their own intervals:
-# a share of the interval's ends that a verdict widens it by before deciding. Measured with
-# bench/run_to_run.py (docs/PERFORMANCE.md, "Verdicts by measurement").
+# How far separate runs of one experiment on one machine land beyond one run's interval: the
+# factor (less 1) a verdict widens the interval by each way before deciding. A metric measured by
+# bench/verdict_study.py carries its own (Metric.guard in its spec: 2% to 54% on a 2-core CPU,
+# docs/PERFORMANCE.md); this is the default for one that was not, such as a GPU-only speedup.
 GUARD = 0.05
 
 
@@ -112,6 +113,12 @@ def in_words(interval: MedianInterval, show: Callable[[float], str], of: str = "
     return words
 
 
+def widened(low: float, high: float, guard: float) -> tuple[float, float]:
+    """[low, high] widened by the guard band, by a factor each way (a negative end by its size)."""
+    factor = 1 + guard
+    return (low / factor if low > 0 else low * factor), (high * factor if high > 0 else high / factor)
+
+
 class Decision(Enum):
     """What a measurement says of a prediction (checks.spec.Verdict is a graded answer's feedback)."""
 
@@ -123,12 +130,12 @@ class Decision(Enum):
 def judge(interval: MedianInterval | None, low: float | None, high: float | None,
           guard: float = 0.0) -> Decision:
     """A prediction that the typical value lies in [low, high] (None: unbounded on that side),
-    against `interval` widened by `guard` (a share of its own magnitude: how far separate runs on
-    this machine move). Hit: all of it inside; miss: all of it outside; else undecided."""
+    against `interval` widened by `guard` (how far separate runs on this machine move, as a
+    factor: the low end divided by 1 + guard, the high end times it, since timings move by
+    factors, not by amounts). Hit: all of it inside; miss: all of it outside; else undecided."""
     if interval is None or guard < 0 or not (math.isfinite(interval.low) and math.isfinite(interval.high)):
         return Decision.UNDECIDED
-    lo_seen = interval.low - guard * abs(interval.low)
-    hi_seen = interval.high + guard * abs(interval.high)
+    lo_seen, hi_seen = widened(interval.low, interval.high, guard)
     below = low if low is not None else -math.inf
     above = high if high is not None else math.inf
     if below <= lo_seen and hi_seen <= above:

@@ -14,6 +14,12 @@ class DataBottleneckParams(Params):
     workers: int = Field(2, ge=1, le=64, description="DataLoader worker processes for the workers case")
 
 
+# How far separate runs' resident_speedup land beyond one run's interval (the factor, less 1, that holds
+# them), on this 2-core CPU: at most 53.6% over four studies of 5 runs each at the lesson's
+# settings (bench/verdict_study.py, 2026-11-28; at least 2%). Whole runs land near 4x or near 6x,
+# each with a narrow interval: the cause is not found yet.
+MEASURED_GUARD = 0.54
+
 SPEC = Experiment(
     name='data-bottleneck',
     title='Where the step time goes: DataLoader vs resident tensors',
@@ -41,7 +47,7 @@ SPEC = Experiment(
                                          "one epoch at the resident rate (projected, s)"),
         "resident_speedup": Metric("resident speedup over the DataLoader", "x",
                                    "the median over stretches that ran side by side of resident samples/s / loader "
-                                   "samples/s"),
+                                   "samples/s", guard=MEASURED_GUARD),
         "resident_speedup_low": Metric("resident speedup, interval low", "x",
                                        "the low end of that median's 95% interval (order statistics; None: one "
                                        "stretch)", none="one stretch: no interval"),

@@ -28,13 +28,18 @@ class PipelineBreakdownParams(Params):
     )
 
 
+# How far separate runs' mfu land beyond one run's interval (the factor, less 1, that holds
+# them), on this 2-core CPU: at most 2.1% over four studies of 5 runs each at the lesson's
+# settings (bench/verdict_study.py, 2026-11-28; at least 2%).
+MEASURED_GUARD = 0.03
+
 SPEC = Experiment(
     name='pipeline-breakdown',
     title='One training step by phase, achieved FLOP/s and MFU',
     module='pipeline_breakdown',
     params=PipelineBreakdownParams,
     metrics={
-        "mfu": Metric("MFU", "%", "model FLOPs utilisation: achieved_tflops / peak_tflops (0..1)"),
+        "mfu": Metric("MFU", "%", "model FLOPs utilisation: achieved_tflops / peak_tflops (0..1)", guard=MEASURED_GUARD),
         "mfu_low": Metric("MFU, interval low", "%",
                           "the low end of the median MFU's 95% interval over the timed stretches of steps "
                           "(order statistics; the lowest under 6 stretches; 0..1; None with a single stretch: "
