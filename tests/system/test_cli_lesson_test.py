@@ -539,3 +539,15 @@ def test_repeats_fail_a_boundary_that_sits_in_the_noise_and_name_it(capsys, tmp_
 def test_repeats_must_be_a_count(capsys, tmp_path):
     code, _, err = run_cli(capsys, "lesson", "test", str(tmp_path), "--repeats", "0")
     assert code == 2 and "0 is not 1 or more" in err
+
+
+def test_a_passing_result_without_words_prints_no_bare_path(capsys, tmp_path, monkeypatch):
+    """A run step with no prediction passes with nothing to add: its line ends there, not with an
+    empty 'path:line:' line under it, which reads like a failure."""
+    monkeypatch.setenv("GPUTUTOR_DEVICE", "cpu")
+    path = tmp_path / "plain.yaml"
+    path.write_text("id: plain\ntitle: Plain\nsteps:\n  - {id: look, kind: run, experiment: device-basics}\n",
+                    encoding="utf-8")
+    code, out, _ = run_cli(capsys, "lesson", "test", str(path))
+    assert code == 0 and "runs device-basics (quick)" in out
+    assert f"{path}:4:" not in out

@@ -169,7 +169,7 @@ def cmd_lesson(args: argparse.Namespace, ctx: Context) -> int:
         text = escape(o.detail)  # a lesson's words, an error's text: "[/]" in them is not markup
         # A failure says where to look, path:line as an editor opens it, before why.
         failed = f"\n    [red]{escape(o.where) + ': ' if o.where else ''}{text}[/]"
-        detail = f"  [dim]{text}[/]" if o.ok and o.detail else (failed if o.detail or o.where else "")
+        detail = (f"  [dim]{text}[/]" if o.detail else "") if o.ok else (failed if o.detail or o.where else "")
         console.print(f"{mark} {escape(o.lesson)} · {escape(o.step)} · {o.kind}: {escape(o.what)} "
                       f"[dim]({o.seconds:.1f} s)[/]{detail}", markup=True, highlight=False)
 
