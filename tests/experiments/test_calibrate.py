@@ -289,3 +289,25 @@ def test_a_record_or_run_of_an_older_measurement_method_is_never_beside_new_ones
     placed = calibrate.place_runs(planted(cpu), [older])
     assert placed["points"] == [] and [p["run_id"] for p in placed["older"]] == [older.id]
     assert [p["run_id"] for p in calibrate.place_runs(planted(cpu), [newer])["points"]] == [newer.id]
+
+
+def test_a_calibration_says_what_else_ran_and_a_busier_one_never_replaces_a_quieter(cpu, caches, monkeypatch):
+    """Issue 37: three calibrations within an hour on one idle-to-busy machine stored peaks of 0.08
+    to 0.156 TFLOP/s, each as 'the machine'. Now each records what else ran while it measured, and
+    one measured while others took clearly more of the cores keeps the quieter record (and its
+    peaks, which MFU reads), saying why."""
+    from tutor.experiments import noise
+
+    measured = calibrate.measure(cpu)
+    assert 0.0 <= measured.others_share <= 1.0 and measured.others_said.endswith(".")
+    quiet = planted(cpu, others_share=0.05, others_said="Nothing else was seen using the machine.")
+    calibrate.store(quiet)
+    monkeypatch.setattr(noise, "others_cpu_share", lambda before, after, cores: 0.61)
+    busy = calibrate.measure(cpu)
+    assert calibrate.find(quiet.device) == quiet and busy.peaks == quiet.peaks
+    assert busy.notes[-1].startswith("Not kept: other programs took 61% of the cores while this calibration measured")
+    assert "against 5% during the one of" in busy.notes[-1] and "`gpututor calibrate` again" in busy.notes[-1]
+    assert calibrate.load()[0].notes == ()  # the words are said, not stored
+    monkeypatch.setattr(noise, "others_cpu_share", lambda before, after, cores: 0.15)  # not clearly busier
+    again = calibrate.measure(cpu)
+    assert calibrate.find(quiet.device) == again != quiet

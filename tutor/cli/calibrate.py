@@ -96,6 +96,8 @@ def _print_roofs(c: Any, record: Any) -> None:
             copies += f", pinned {number(bw.pinned_copy_gbps, 'GB/s')}"
     c.print(f"  memory    {number(bw.gbps, 'GB/s')} (best of device copy and c = a * b{copies})", highlight=False)
     c.print(f"  [dim]measured {record.measured_on} on {escape(record.device)} with {escape(record.with_text())}[/]")
+    if record.others_said:
+        c.print(f"  [dim]while it measured: {escape(record.others_said)}[/]")
     for note in record.notes:
         c.print(f"  [yellow]{escape(note)}[/]")
 

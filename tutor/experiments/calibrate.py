@@ -29,7 +29,7 @@ import re
 import tempfile
 import time
 from collections.abc import Callable, Generator, Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -91,6 +91,8 @@ class Calibration:
     bandwidth: Bandwidth
     notes: tuple[str, ...] = field(default_factory=tuple)  # what was not measured, and why
     method: int = METHOD  # the measurement method (tutor/measurement/method.py); 1 before the mark
+    others_share: float | None = None  # other programs' share of the cores while it measured (None: unread)
+    others_said: str = ""  # what else used the machine meanwhile, in words (noise.why)
 
     def peak(self, dtype: str) -> matmul_peak.Peak | None:
         return next((p for p in self.peaks if p.dtype == dtype), None)
@@ -151,7 +153,9 @@ class Calibration:
                    driver=None if d.get("driver") is None else str(d["driver"]),
                    measured_on=str(d["measured_on"]), measured_at=float(d["measured_at"]),
                    seconds=float(d.get("seconds", 0.0)), peaks=peaks, bandwidth=Bandwidth.from_dict(d["bandwidth"]),
-                   notes=tuple(str(n) for n in d.get("notes", ())), method=method_of(d))
+                   notes=tuple(str(n) for n in d.get("notes", ())), method=method_of(d),
+                   others_share=None if d.get("others_share") is None else float(d["others_share"]),
+                   others_said=str(d.get("others_said") or ""))
 
 
 def _positive(value: Any) -> float:
@@ -185,6 +189,24 @@ def load() -> list[Calibration]:
         except (KeyError, TypeError, ValueError, AttributeError):
             continue
     return found
+
+
+# A calibration measured while other programs took this much more of the cores than during the one
+# already kept (same device, threads, torch and method) does not replace it: a busy machine reads
+# its roofs low (three runs within an hour on a 2-core VM stored float32 peaks of 0.08 to 0.156
+# TFLOP/s), and MFU and the roofline would inherit the low one.
+BUSIER_BY = 0.15
+
+
+def quieter_kept(calibration: Calibration) -> Calibration | None:
+    """The stored record of the same device that `calibration` must not replace, or None: one as
+    current (threads, torch, method) that measured while the machine was clearly quieter."""
+    old = find(calibration.device)
+    if old is None or old.others_share is None or calibration.others_share is None:
+        return None
+    if (old.threads, old.torch, old.method) != (calibration.threads, calibration.torch, calibration.method):
+        return None
+    return old if calibration.others_share > old.others_share + BUSIER_BY else None
 
 
 def store(calibration: Calibration) -> None:
@@ -298,9 +320,12 @@ def measuring(dev: Device, megabytes: int | None = None, repeats: int | None = N
     the peak moves on this machine; the bandwidth's list is empty)."""
     import torch
 
+    from tutor.experiments import noise
     from tutor.experiments.bandwidth import MemoryTraffic
+    from tutor.threads import usable_cores
 
     started = time.perf_counter()
+    before = noise.read(dev)
     default_megabytes, default_repeats = bandwidth_defaults()
     megabytes = default_megabytes if megabytes is None else megabytes
     repeats = default_repeats if repeats is None else repeats
@@ -316,7 +341,6 @@ def measuring(dev: Device, megabytes: int | None = None, repeats: int | None = N
                 raise
             continue
         p = max(found, key=lambda peak: peak.tflops)
-        matmul_peak.store(p)
         peaks.append(p)
         yield f"{dtype} matmul peak", time.perf_counter() - t0, p, [peak.tflops for peak in found]
     t0 = time.perf_counter()
@@ -327,13 +351,29 @@ def measuring(dev: Device, megabytes: int | None = None, repeats: int | None = N
                           copy_gbps=traffic.copy_gbps, pinned_copy_gbps=traffic.pinned_gbps)
     yield "memory bandwidth", time.perf_counter() - t0, bandwidth, []
     now = time.time()
+    after = noise.read(dev)
     calibration = Calibration(
         device=now_is["device"], kind=dev.kind, name=dev.name, threads=now_is["threads"], torch=torch.__version__,
         cuda=torch.version.cuda if dev.kind == "cuda" else None, driver=now_is["driver"],
         measured_on=datetime.date.fromtimestamp(now).isoformat(), measured_at=now,
-        seconds=time.perf_counter() - started, peaks=tuple(peaks), bandwidth=bandwidth, notes=tuple(notes))
+        seconds=time.perf_counter() - started, peaks=tuple(peaks), bandwidth=bandwidth, notes=tuple(notes),
+        others_share=noise.others_cpu_share(before, after, usable_cores()), others_said=noise.why(before, after))
+    quieter = quieter_kept(calibration)
+    if quieter is not None:
+        # Said, not stored: the note belongs to this measurement, the record stays the quieter one's.
+        return replace(quieter, notes=(*quieter.notes, kept_words(calibration, quieter)))
+    for p in peaks:
+        matmul_peak.store(p)
     store(calibration)
     return calibration
+
+
+def kept_words(busy: Calibration, quieter: Calibration) -> str:
+    """Why a calibration just measured was not kept, in figures."""
+    return (f"Not kept: other programs took {busy.others_share:.0%} of the cores while this calibration measured "
+            f"(float32 peak {busy.peak(ROOF_DTYPE).tflops:.3g} TFLOP/s, bandwidth {busy.bandwidth.gbps:.3g} GB/s), "
+            f"against {quieter.others_share:.0%} during the one of {quieter.measured_on}, which stays: a busy machine "
+            f"reads its roofs low. Run `{COMMAND}` again when it is quieter.")
 
 
 def report(dev: Device) -> dict[str, Any]:

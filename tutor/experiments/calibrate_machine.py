@@ -74,6 +74,8 @@ def measure(p: CalibrateParams, dev: Device) -> Iterator[Event]:
                   else "No spec sheet is known for this device, so the measured peak is the only fair yardstick. ")
                + f"Kept for later: `gpututor doctor` shows it, MFU uses these peaks, and `{calibrate.ROOFLINE_COMMAND}` "
                "places every run you have made on this roofline.", "result")
+    if record.others_said:
+        yield Note(f"While it measured: {record.others_said}")
     for note in record.notes:
         yield Note(note, "warning")
 
