@@ -110,12 +110,53 @@ def test_paired_ratios_divide_the_repeats_that_ran_side_by_side():
         timing.paired_ratios([1.0, 2.0], [1.0])
 
 
-def test_ways_in_turns_are_warmed_up_then_alternate_each_repeat(monkeypatch):
+class FakeClock:
+    """perf_counter for timing.py that moves only when a timed call says how long it took."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def perf_counter(self) -> float:
+        return self.now
+
+    def call(self, seconds: float, then=None):
+        def fn():
+            self.now += seconds
+            if then is not None:
+                then()
+        return fn
+
+
+def test_ways_in_turns_are_warmed_up_until_steady_then_alternate_each_repeat(monkeypatch):
     calls: list[str] = []
     synced: list[str] = []
+    clock = FakeClock()
+    monkeypatch.setattr(timing, "time", clock)
     monkeypatch.setattr(timing, "synchronize", lambda device: synced.append(device))
-    times = timing.seconds_in_turns({"a": lambda: calls.append("a"), "b": lambda: calls.append("b")},
-                                    "cuda", repeats=3, calls=2, warmup=1)
-    assert calls == ["a", "b"] + ["a", "a", "b", "b"] * 3
-    assert [len(v) for v in times.values()] == [3, 3] and all(t >= 0 for v in times.values() for t in v)
-    assert synced == ["cuda"] * 12  # before the clock starts and before it stops, every timing
+    warmed: dict = {}
+    times = timing.seconds_in_turns({"a": clock.call(0.01, lambda: calls.append("a")),
+                                     "b": clock.call(0.02, lambda: calls.append("b"))},
+                                    "cuda", repeats=3, calls=2, warmup=1, warmed=warmed)
+    # steady calls settle at once: two looks of 3 calls each, then the ways take turns
+    assert calls == ["a"] * 6 + ["b"] * 6 + ["a", "a", "b", "b"] * 3
+    assert times == {"a": [pytest.approx(0.01)] * 3, "b": [pytest.approx(0.02)] * 3}
+    assert warmed["a"].settled and len(warmed["a"].times) == 6
+    assert synced == ["cuda"] * (2 * 12 + 12)  # around every warm-up call and every timing
+
+
+def test_a_warm_up_runs_until_the_call_times_stop_falling(monkeypatch):
+    """Issue 37: not a fixed count. 40 ms, 10 ms, 3 ms, then 2 ms: 8 calls until the last three's
+    median is no longer below the three before; and one that keeps speeding up stops at its cap."""
+    clock = FakeClock()
+    monkeypatch.setattr(timing, "time", clock)
+    monkeypatch.setattr(timing, "synchronize", lambda device: None)
+    durations = iter([0.040, 0.010, 0.003] + [0.002] * 20)
+    done = timing.warm_up(lambda: clock.call(next(durations))(), "cpu")
+    assert len(done.times) == 8 and done.settled
+    assert done.first == pytest.approx(0.040) and done.last == pytest.approx(0.002)
+    assert done.words(lambda s: f"{s * 1000:.0f} ms") == ("8 untimed calls until their times stopped falling (the "
+                                                            "first took 40 ms, the last 2 ms)")
+    halving = iter(0.1 / 2 ** k for k in range(100))
+    capped = timing.warm_up(lambda: clock.call(next(halving))(), "cpu", maximum=10)
+    assert len(capped.times) == 10 and not capped.settled
+    assert "still falling at the cap" in capped.words(str)

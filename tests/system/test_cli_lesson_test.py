@@ -542,12 +542,12 @@ def test_repeats_must_be_a_count(capsys, tmp_path):
 
 
 def test_a_passing_result_without_words_prints_no_bare_path(capsys, tmp_path, monkeypatch):
-    """A run step with no prediction passes with nothing to add: its line ends there, not with an
-    empty 'path:line:' line under it, which reads like a failure."""
-    monkeypatch.setenv("GPUTUTOR_DEVICE", "cpu")
+    """A check whose answers grade as listed passes with nothing to add: its line ends there, not
+    with an empty 'path:line:' line under it, which reads like a failure."""
     path = tmp_path / "plain.yaml"
-    path.write_text("id: plain\ntitle: Plain\nsteps:\n  - {id: look, kind: run, experiment: device-basics}\n",
+    path.write_text("id: plain\ntitle: Plain\nsteps:\n"
+                    "  - {id: ask, kind: check, prompt: Which?, answer: {type: choice, options: [{text: a, correct: true}, b]}}\n",
                     encoding="utf-8")
     code, out, _ = run_cli(capsys, "lesson", "test", str(path))
-    assert code == 0 and "runs device-basics (quick)" in out
+    assert code == 0 and "grades 2 answers as listed" in out
     assert f"{path}:4:" not in out

@@ -108,3 +108,12 @@ def test_an_interval_in_words_names_its_repeats_coverage_and_ends():
     words = in_words(median_interval([1.0, 1.1, 1.2, 1.0, 1.3, 1.1, 1.2, 1.0, 1.1]), lambda v: f"{v:.1f}x", "rounds")
     assert words == "the median of 9 rounds, its 96% interval 1.0x to 1.2x"
     assert "too few rounds" in in_words(median_interval([1.0, 2.0, 3.0]), str, "rounds")
+
+
+def test_steady_means_the_last_three_calls_no_longer_beat_the_three_before():
+    from tutor.measurement.warmup import steady
+
+    assert not steady([5.0] * 5)  # two looks of 3 need 6 calls
+    assert steady([5.0] * 6) and steady([1, 1, 1, 1, 1, 1.2])
+    assert not steady([10, 5, 3, 1, 1, 1])  # the last three's median (1) is far below the three before (5)
+    assert steady([2.0, 2.0, 2.0, 1.95, 1.95, 1.95])  # 2.5% faster: within the 5% allowed

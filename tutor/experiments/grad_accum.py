@@ -126,9 +126,12 @@ def measure(p: GradAccumParams, dev: Device) -> Iterator[Event]:
     opt_big = torch.optim.SGD(timed_big.parameters(), lr=0.01)
     opt_acc = torch.optim.SGD(timed_acc.parameters(), lr=0.01)
     rounds, per_round = _rounds(p.updates)
+    warmed: dict = {}
     times = seconds_in_turns({"big": lambda: _big_update(timed_big, opt_big, x, y),
                               "accum": lambda: _accumulated_update(timed_acc, opt_acc, x, y, k)},
-                             dev.torch_device, repeats=rounds, calls=per_round, warmup=WARMUP_UPDATES)
+                             dev.torch_device, repeats=rounds, calls=per_round, warmup=WARMUP_UPDATES, warmed=warmed)
+    yield Note("Warm-up, untimed: one batch, " + warmed["big"].words(lambda s: f"{s * 1000:.2f} ms")
+               + f"; {k} micro-batches, " + warmed["accum"].words(lambda s: f"{s * 1000:.2f} ms") + ".")
     big_s, acc_s = median(times["big"]), median(times["accum"])
     ratios = paired_ratios(times["accum"], times["big"])  # round by round: the two ran side by side
     interval = median_interval(ratios)

@@ -32,11 +32,11 @@ from tutor.experiments.common import seed_everything, shell_try
 from tutor.experiments.devices import Device
 from tutor.experiments.events import Event, Finished, Note, Started, Step, Table
 from tutor.experiments.specs.sync_timing import SyncTimingParams
-from tutor.experiments.timing import median, paired_ratios, synchronize
+from tutor.experiments.timing import median, paired_ratios, synchronize, warm_up
 from tutor.measurement.intervals import bounds, median_interval
 
 CPU_SIZE = 512  # the size a CPU uses unless one is asked for: 2048 is 64x the work, about a minute on 2 cores
-WARMUP_CALLS = 3  # untimed matmuls first: cuBLAS handles, kernel choice, the allocator
+WARMUP_CALLS = 3  # untimed matmuls first, at least: cuBLAS handles, kernel choice, the allocator
 
 
 def _unsynced(matmuls: Callable[[], None], device: str) -> float:
@@ -104,9 +104,9 @@ def measure(p: SyncTimingParams, dev: Device) -> Iterator[Event]:
     precision = torch.get_float32_matmul_precision()
     torch.set_float32_matmul_precision("highest")  # full float32: no TF32 on CUDA (restored below)
     try:
-        for _ in range(WARMUP_CALLS):
-            torch.mm(a, b, out=out)
-        synchronize(dev.torch_device)
+        # Untimed until the call times stop falling (a first CUDA call can take 100x a later one).
+        warmed = warm_up(lambda: torch.mm(a, b, out=out), dev.torch_device, minimum=WARMUP_CALLS)
+        yield Note(f"Warm-up: {warmed.words(_ms)}; what is timed starts after it.")
 
         unsynced: list[float] = []
         synced: list[float] = []

@@ -12,6 +12,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from tutor.measurement.warmup import WarmUp, steady
+
 
 def synchronize(device: Any) -> None:
     """Wait for all queued work on `device` ("cuda", "cuda:0", "mps", "mps:0" as an MPS tensor
@@ -87,17 +89,43 @@ def paired_ratios(top: list[float], bottom: list[float]) -> list[float]:
     return [t / b for t, b in zip(top, bottom, strict=True) if b and t is not None]
 
 
+# A warm-up's caps: it stops when its times settle, or after this many calls or seconds (a way that
+# keeps speeding up still leaves the step within its minute; its WarmUp says it had not settled).
+WARMUP_MAX_CALLS = 30
+WARMUP_MAX_S = 2.0
+
+
+def warm_up(fn: Callable[[], Any], device: Any, minimum: int = 1, maximum: int = WARMUP_MAX_CALLS,
+            budget_s: float = WARMUP_MAX_S) -> WarmUp:
+    """Call `fn` untimed (for the measurement; each call is clocked, synchronised, for the rule)
+    until its times stop falling (measurement.warmup.steady), `minimum` calls at least, and at
+    most `maximum` calls or `budget_s` seconds."""
+    times: list[float] = []
+    started = time.perf_counter()
+    while True:
+        synchronize(device)
+        t0 = time.perf_counter()
+        fn()
+        synchronize(device)
+        times.append(time.perf_counter() - t0)
+        if len(times) >= minimum and (steady(times) or len(times) >= maximum
+                                      or time.perf_counter() - started >= budget_s):
+            return WarmUp(tuple(times), steady(times))
+
+
 def seconds_in_turns(ways: dict[str, Callable[[], Any]], device: Any, repeats: int, calls: int,
-                     warmup: int = 1) -> dict[str, list[float]]:
+                     warmup: int = 1, warmed: dict[str, WarmUp] | None = None) -> dict[str, list[float]]:
     """Seconds per call of each way, `repeats` times, the ways taking turns (a, b, a, b, ...).
 
-    Each way is first called `warmup` times untimed (allocator, kernel selection, caches); each
-    repeat then times `calls` back-to-back calls, the device synchronised before the clock starts
-    and before it stops. Taking turns is what makes the repeats comparable: a slow moment of the
-    machine falls on every way instead of on whichever happened to run then."""
-    for fn in ways.values():
-        for _ in range(warmup):
-            fn()
+    Each way is first warmed up untimed until its call times stop falling, `warmup` calls at
+    least (`warm_up`; what each took goes into `warmed` when given); each repeat then times `calls`
+    back-to-back calls, the device synchronised before the clock starts and before it stops.
+    Taking turns is what makes the repeats comparable: a slow moment of the machine falls on every
+    way instead of on whichever happened to run then."""
+    for name, fn in ways.items():
+        done = warm_up(fn, device, minimum=warmup)
+        if warmed is not None:
+            warmed[name] = done
     times: dict[str, list[float]] = {name: [] for name in ways}
     for _ in range(repeats):
         for name, fn in ways.items():
