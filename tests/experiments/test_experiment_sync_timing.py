@@ -120,3 +120,23 @@ def test_on_the_cpu_the_note_explains_the_difference_with_the_measured_noise(mon
         assert words in result
     if synced[0] > unsynced[0]:
         assert "came out shorter" not in result
+
+
+def test_from_6_repeats_it_measures_more_until_the_interval_is_precise_or_the_time_is_spent(monkeypatch):
+    """Issue 37, item 2: repeats that stop when the measurement is decided enough. Ratios that agree
+    stop at the first look; ratios that keep disagreeing go on, look by look, to the most it makes."""
+    from tutor.experiments import sync_timing
+
+    events, m = run("cpu", repeats=9)
+    steps = [e for e in events if isinstance(e, Step)]
+    said = next(e.text for e in events if isinstance(e, Note) and e.text.startswith("Repeats: "))
+    assert len(steps) >= 9 and f"Repeats: {len(steps)} of each way (at least 9, looking at 9, 13, 19, 28, 40)" in said
+    assert m["ratio_low"] <= m["ratio"] <= m["ratio_high"]
+
+    clocks = iter([0.1, 0.2] * 100)  # every other repeat's synced way twice as long: never precise
+    monkeypatch.setattr(sync_timing, "_unsynced", lambda *_: 0.1)
+    monkeypatch.setattr(sync_timing, "_synced", lambda *_: next(clocks))
+    events, m = run("cpu", repeats=9)
+    said = next(e.text for e in events if isinstance(e, Note) and e.text.startswith("Repeats: "))
+    assert said.startswith("Repeats: 40 of each way") and "that is the most it makes" in said
+    assert len([e for e in events if isinstance(e, Step)]) == 40

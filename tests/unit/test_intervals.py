@@ -117,3 +117,17 @@ def test_steady_means_the_last_three_calls_no_longer_beat_the_three_before():
     assert steady([5.0] * 6) and steady([1, 1, 1, 1, 1, 1.2])
     assert not steady([10, 5, 3, 1, 1, 1])  # the last three's median (1) is far below the three before (5)
     assert steady([2.0, 2.0, 2.0, 1.95, 1.95, 1.95])  # 2.5% faster: within the 5% allowed
+
+
+def test_repeats_look_on_a_fixed_schedule_each_look_at_its_share_of_the_confidence():
+    from tutor.measurement.repeats import look, per_look, schedule
+
+    assert schedule(9, 40) == (9, 13, 19, 28, 40) and schedule(2, 2) == (2,) and schedule(9, 9) == (9,)
+    assert per_look((9, 13, 19, 28, 40)) == pytest.approx(0.99) and per_look((9,)) == pytest.approx(0.95)
+    looks = (9, 13, 19, 28, 40)
+    tight = look([1.00, 1.01, 0.99, 1.00, 1.02, 0.98, 1.00, 1.01, 0.99], looks)
+    assert tight.precise and tight.interval.coverage >= 0.99  # [min, max] of 9: 99.6%
+    wide = look([0.8, 1.2, 1.0, 0.9, 1.1, 1.0, 0.95, 1.05, 1.0], looks)
+    assert not wide.precise  # 40% wide: measure more
+    assert not look([1.0, 1.0], looks).precise  # too few for the confidence: never precise
+    assert not look([], looks).precise and look([], looks).interval is None

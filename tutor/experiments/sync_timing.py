@@ -33,10 +33,16 @@ from tutor.experiments.devices import Device
 from tutor.experiments.events import Event, Finished, Note, Started, Step, Table
 from tutor.experiments.specs.sync_timing import SyncTimingParams
 from tutor.experiments.timing import median, paired_ratios, synchronize, warm_up
-from tutor.measurement.intervals import bounds, median_interval
+from tutor.measurement.intervals import bounds
+from tutor.measurement.repeats import PRECISION, look, schedule
 
 CPU_SIZE = 512  # the size a CPU uses unless one is asked for: 2048 is 64x the work, about a minute on 2 cores
 WARMUP_CALLS = 3  # untimed matmuls first, at least: cuBLAS handles, kernel choice, the allocator
+# More repeats while the ratio's interval is wider than measurement.repeats.PRECISION of its median:
+# up to this many, within this many seconds of timing, for runs that ask for ADAPT_FROM or more.
+MOST_REPEATS = 40
+TIMING_BUDGET_S = 15.0
+ADAPT_FROM = 6
 
 
 def _unsynced(matmuls: Callable[[], None], device: str) -> float:
@@ -82,7 +88,7 @@ def measure(p: SyncTimingParams, dev: Device) -> Iterator[Event]:
     n = CPU_SIZE if capped else p.size
     calls = p.calls
     yield Started("sync-timing", str(device), dev.name, "random matrices (the timing does not depend on the data)",
-                  f"{calls} matmuls of {n} x {n} float32, median of {p.repeats} timings per way")
+                  f"{calls} matmuls of {n} x {n} float32, median of {p.repeats} or more timings per way")
     if capped:
         yield Note(f"On the CPU this run uses {n} x {n} matrices instead of the default {p.size} x {p.size}, "
                    f"so it finishes in seconds: the full size is ({p.size}/{n})^3 = {(p.size / n) ** 3:,.0f} times "
@@ -111,20 +117,32 @@ def measure(p: SyncTimingParams, dev: Device) -> Iterator[Event]:
         unsynced: list[float] = []
         synced: list[float] = []
         events: list[float] = []
-        for r in range(p.repeats):  # the ways take turns, so a slow moment hits them alike
-            unsynced.append(_unsynced(matmuls, dev.torch_device))
-            synced.append(_synced(matmuls, dev.torch_device))
-            if cuda:
-                events.append(_events(matmuls, device))
-            # progress between timings (no loss here: NaN; "samples" are matmuls)
-            yield Step(r + 1, p.repeats, float("nan"), synced[-1], 0.0, label="repeat")  # no loss, no samples
+        # At least `repeats`, then more on a fixed schedule of looks until the ratio's interval is
+        # within PRECISION of its median or the time is spent (measurement.repeats).
+        looks = schedule(p.repeats, MOST_REPEATS if p.repeats >= ADAPT_FROM else p.repeats)
+        started = time.perf_counter()
+        stopped = None
+        for target in looks:
+            while len(synced) < target:  # the ways take turns, so a slow moment hits them alike
+                unsynced.append(_unsynced(matmuls, dev.torch_device))
+                synced.append(_synced(matmuls, dev.torch_device))
+                if cuda:
+                    events.append(_events(matmuls, device))
+                # progress between timings (no loss here: NaN; "samples" are matmuls)
+                yield Step(len(synced), looks[-1], float("nan"), synced[-1], 0.0, label="repeat")
+            stopped = look(paired_ratios(synced, unsynced), looks)
+            spent = time.perf_counter() - started
+            following = next((n for n in looks if n > target), None)
+            if stopped.precise or following is None or spent / target * following > TIMING_BUDGET_S:
+                break
     finally:
         torch.set_float32_matmul_precision(precision)
 
     u, s = median(unsynced), median(synced)
     e = median(events) if cuda else None
-    # The ways took turns, so each repeat's own ratio cancels a slow moment of the machine.
-    interval = median_interval(paired_ratios(synced, unsynced))
+    # The ways took turns, so each repeat's own ratio cancels a slow moment of the machine. Its
+    # interval is the last look's, at the confidence the schedule of looks keeps.
+    interval = stopped.interval if stopped is not None else None
     ratio = interval.median if interval else s / u
     ratio_low, ratio_high = bounds(interval)
     tflops = 2 * n**3 * calls / s / 1e12
@@ -134,8 +152,15 @@ def measure(p: SyncTimingParams, dev: Device) -> Iterator[Event]:
     rows = [["perf_counter, no sync", _ms(u), what_u], ["perf_counter + synchronize", _ms(s), what_s]]
     if cuda:
         rows.append(["CUDA events", _ms(e), "the work, timed on the GPU"])
-    yield Table(f"{calls} matmuls of {n} x {n} float32 on {device} (median of {p.repeats})",
+    yield Table(f"{calls} matmuls of {n} x {n} float32 on {device} (median of {len(synced)})",
                 ["method", "time", "what it measured"], rows)
+    if len(looks) > 1 and interval is not None:
+        width = (interval.high - interval.low) / abs(interval.median)
+        why = (f"its interval was within {PRECISION:.0%} of its median ({width:.1%})" if stopped.precise else
+               f"the time for timing was spent; its interval is {width:.1%} of its median" if len(synced) < looks[-1]
+               else f"that is the most it makes; its interval is {width:.1%} of its median")
+        yield Note(f"Repeats: {len(synced)} of each way (at least {p.repeats}, looking at {', '.join(map(str, looks))}): "
+                   f"it stopped because {why}, at {interval.coverage:.1%} confidence per look.")
 
     if asynchronous:
         sync_call = "torch.cuda.synchronize()" if cuda else "torch.mps.synchronize()"
@@ -155,7 +180,7 @@ def measure(p: SyncTimingParams, dev: Device) -> Iterator[Event]:
         spread = max((max(t) - min(t)) / median(t) for t in (unsynced, synced))
         order = ("The synchronised time came out shorter here: synchronize does nothing on the CPU, so it "
                  "cannot make the work faster. " if s < u else "")
-        noise = (f"A difference this size is run-to-run noise: the {p.repeats} repeats of one way spread over "
+        noise = (f"A difference this size is run-to-run noise: the {len(synced)} repeats of one way spread over "
                  f"{spread:.0%} of their median (other programs, the CPU's clock speed, caches). "
                  if abs(ratio - 1) <= spread else
                  f"The difference is larger than the repeats' own spread ({spread:.0%} of their median): something "

@@ -12,7 +12,8 @@ class SyncTimingParams(Params):
     size: int = Field(2048, ge=16, le=16384, description="n of the n x n float32 matmuls timed")
     calls: int = Field(20, ge=1, le=10000, description="matmuls per timing")
     # 9: the median's 96% interval runs from the 2nd to the 8th ratio, so one stray repeat cannot widen it.
-    repeats: int = Field(9, ge=1, le=100, description="timings per method (the median is reported)")
+    repeats: int = Field(9, ge=1, le=100, description="timings per method at least (the median is reported); from 6, "
+                         "more until the ratio's interval is within 5% of its median: up to 40, or 15 s of timing")
 
 
 # How far separate runs' ratio land beyond one run's interval (the factor, less 1, that holds
