@@ -66,9 +66,10 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from tutor.experiments import calibrate, devices
-    from tutor.experiments import peak as matmul_peak
-    from tutor.experiments.timing import synchronize
+    from tutor.experiments import devices
+    from tutor.measurement import calibrate
+    from tutor.measurement import peak as matmul_peak
+    from tutor.measurement.timing import synchronize
 
     dev = devices.resolve(args.device)
     device = dev.torch_device

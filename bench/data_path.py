@@ -30,7 +30,7 @@ def main(argv: list[str] | None = None) -> int:
     from tutor.experiments import data, devices
     from tutor.experiments.common import evaluate, seed_everything, train_epoch
     from tutor.experiments.model import MNISTClassifier
-    from tutor.experiments.timing import Stopwatch
+    from tutor.measurement.timing import Stopwatch
 
     dev = devices.resolve(args.device)
     device = dev.torch_device

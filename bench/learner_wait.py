@@ -34,7 +34,7 @@ def plain_epoch_seconds(device: str) -> float:
 
     from tutor.experiments import data
     from tutor.experiments.model import MNISTClassifier
-    from tutor.experiments.timing import synchronize
+    from tutor.measurement.timing import synchronize
 
     resident = data.load(device)
     torch.manual_seed(0)

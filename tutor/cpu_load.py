@@ -2,7 +2,7 @@
 CPU seconds, and from two readings the cores other programs kept busy in between.
 
 Read by the thread policy (tutor/threads.py: how many threads a run may use) and by the noise
-reading (tutor/experiments/noise.py: what else ran while a run measured). Standard library only;
+reading (tutor/measurement/noise.py: what else ran while a run measured). Standard library only;
 where /proc/stat is missing (macOS, Windows) the busy time is None and nothing is guessed.
 """
 

@@ -25,7 +25,7 @@ import torch
 
 from tutor.experiments import data as _data
 from tutor.experiments import devices as _devices
-from tutor.experiments import timing as _timing
+from tutor.measurement import timing as _timing
 from tutor.experiments.model import MNISTClassifier
 
 BATCH_SIZE = 64  # the notebook's
@@ -143,7 +143,7 @@ def epochs_here(gpu: int, cpu: int) -> int:
 
 
 def synchronize(device: Any) -> None:
-    """Wait for the device's queued work before reading a clock (tutor.experiments.timing.synchronize)."""
+    """Wait for the device's queued work before reading a clock (tutor.measurement.timing.synchronize)."""
     _timing.synchronize(str(device))
 
 

@@ -1,4 +1,4 @@
-"""`gpututor calibrate`'s record (tutor/experiments/calibrate.py): what it measures on the CPU
+"""`gpututor calibrate`'s record (tutor/measurement/calibrate.py): what it measures on the CPU
 with a tiny sweep, what it stores, when it is stale, and the learner's stored runs placed on it.
 Each test keeps its caches in files of its own, never the user's. Behaviour only: no test
 compares a timing with a fixed number."""
@@ -17,8 +17,9 @@ import torch
 
 from tutor import experiments
 from tutor.course.progress import Progress
-from tutor.experiments import bandwidth, calibrate, devices
-from tutor.experiments import peak as matmul_peak
+from tutor.experiments import bandwidth, devices
+from tutor.measurement import calibrate
+from tutor.measurement import peak as matmul_peak
 from tutor.experiments import specs
 
 
@@ -296,7 +297,7 @@ def test_a_calibration_says_what_else_ran_and_a_busier_one_never_replaces_a_quie
     to 0.156 TFLOP/s, each as 'the machine'. Now each records what else ran while it measured, and
     one measured while others took clearly more of the cores keeps the quieter record (and its
     peaks, which MFU reads), saying why."""
-    from tutor.experiments import noise
+    from tutor.measurement import noise
 
     measured = calibrate.measure(cpu)
     assert 0.0 <= measured.others_share <= 1.0 and measured.others_said.endswith(".")

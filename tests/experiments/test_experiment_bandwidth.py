@@ -13,7 +13,7 @@ from experiment_runs import run_experiment
 from tutor import experiments
 from tutor.experiments.spec import COMMON_METRICS
 from tutor.experiments import devices
-from tutor.experiments import peak as matmul_peak
+from tutor.measurement import peak as matmul_peak
 from tutor.experiments.events import Note, Step, Table
 
 QUICK = experiments.get("bandwidth").quick

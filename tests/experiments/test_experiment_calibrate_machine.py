@@ -9,8 +9,9 @@ import pytest
 import torch
 from experiment_runs import run_experiment
 
-from tutor.experiments import bandwidth, calibrate, devices
-from tutor.experiments import peak as matmul_peak
+from tutor.experiments import bandwidth, devices
+from tutor.measurement import calibrate
+from tutor.measurement import peak as matmul_peak
 from tutor.experiments.events import Note, Step, Table
 
 
@@ -51,7 +52,7 @@ def test_the_run_measures_both_roofs_and_keeps_them_as_the_command_does():
 def test_a_gpu_with_a_spec_sheet_gets_its_measured_share(monkeypatch):
     """The spec sheet's figure beside the measured peak: a known GPU's name is matched (here a
     CPU run under an H100's name, so the arithmetic is checked without one)."""
-    from tutor.experiments import vendor_peaks
+    from tutor.measurement import vendor_peaks
 
     monkeypatch.setattr(vendor_peaks, "for_device",
                         lambda dev, dtype: (67.0, "NVIDIA H100 SXM") if dtype == "float32" else None)

@@ -13,7 +13,7 @@ from experiment_runs import run_experiment
 
 from tutor import experiments, paths
 from tutor.experiments import devices
-from tutor.experiments import peak as matmul_peak
+from tutor.measurement import peak as matmul_peak
 from tutor.experiments.events import Note, Step, Table
 from tutor.experiments.profile_step import PHASES, _busy_and_gaps, device_time_by_phase
 from tutor.experiments.spec import COMMON_METRICS

@@ -12,7 +12,8 @@ import types
 import pytest
 import torch
 
-from tutor.experiments import devices, noise
+from tutor.experiments import devices
+from tutor.measurement import noise
 
 
 @pytest.mark.skipif(not os.path.exists("/proc/stat"), reason="no /proc/stat (macOS): the load average stands in")

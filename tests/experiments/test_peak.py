@@ -1,4 +1,4 @@
-"""The measured matmul peak (tutor/experiments/peak.py): a sweep of sizes, its cache per machine
+"""The measured matmul peak (tutor/measurement/peak.py): a sweep of sizes, its cache per machine
 (device, dtype, threads; reused while torch and the age match), and raising it on evidence.
 Behaviour only: no test compares a timing with a fixed number."""
 
@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from tutor.experiments import devices
-from tutor.experiments import peak as matmul_peak
+from tutor.measurement import peak as matmul_peak
 
 
 @pytest.fixture(autouse=True)
@@ -179,7 +179,7 @@ def test_the_float32_sweep_runs_without_tf32_where_a_container_turned_it_on_and_
 
     code = """
 import torch
-from tutor.experiments import peak
+from tutor.measurement import peak
 assert torch.get_float32_matmul_precision() == "high", "the override no longer sets TF32"
 with peak._matmul_precision("float32", "cuda"):
     assert torch.get_float32_matmul_precision() == "highest" and not torch.backends.cuda.matmul.allow_tf32

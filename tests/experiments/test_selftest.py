@@ -166,7 +166,7 @@ def test_an_mps_error_that_is_not_out_of_memory_is_no_proof_the_cap_held(fake_mp
 
 
 def test_the_nvml_line_says_what_a_noisy_run_would_say_of_the_gpu(monkeypatch):
-    from tutor.experiments import noise
+    from tutor.measurement import noise
 
     gpu = Device("cuda", 0, "NVIDIA H100 80GB HBM3 MIG 1g.10gb")
     seen = noise.GpuReading(others=2, others_mib=3072.0, utilization=None, throttle=("held to its power limit",))

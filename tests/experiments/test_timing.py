@@ -1,4 +1,4 @@
-"""tutor.experiments.timing.Stopwatch: synchronised, and time inside `paused()` is left out.
+"""tutor.measurement.timing.Stopwatch: synchronised, and time inside `paused()` is left out.
 
 Behaviour only: a paused stopwatch is compared with an unpaused one over the same interval,
 so no assertion depends on how fast this machine is.
@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from tutor.experiments import timing
-from tutor.experiments.timing import Stopwatch, median
+from tutor.measurement import timing
+from tutor.measurement.timing import Stopwatch, median
 
 SLEEP = 0.2
 

@@ -9,7 +9,8 @@ import pytest
 import torch
 from experiment_runs import run_experiment
 
-from tutor.experiments import devices, vendor_peaks
+from tutor.experiments import devices
+from tutor.measurement import vendor_peaks
 from tutor.experiments.events import Note
 
 H100 = (67.0, "NVIDIA H100 SXM")

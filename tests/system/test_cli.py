@@ -282,7 +282,7 @@ def test_doctor_human_and_bad_device(capsys):
 @pytest.fixture
 def peak_cache(tmp_path: Path, monkeypatch):
     """doctor's peaks in a file of this test's, never the user's cache."""
-    from tutor.experiments import peak
+    from tutor.measurement import peak
 
     path = tmp_path / "cache" / "peaks.json"
     monkeypatch.setattr(peak, "cache_file", lambda: path)
@@ -290,7 +290,7 @@ def peak_cache(tmp_path: Path, monkeypatch):
 
 
 def test_doctor_says_the_peak_is_not_measured_yet_and_how_without_measuring(capsys, peak_cache, monkeypatch):
-    from tutor.experiments import peak
+    from tutor.measurement import peak
 
     monkeypatch.setattr(peak, "sweep", lambda *a, **k: pytest.fail("plain doctor must not measure"))
     code, out, _ = run_cli(capsys, "doctor", "--json")
@@ -307,7 +307,7 @@ def test_doctor_says_the_peak_is_not_measured_yet_and_how_without_measuring(caps
 def test_doctor_peak_measures_caches_and_plain_doctor_shows_it(capsys, peak_cache, monkeypatch):
     import torch
 
-    from tutor.experiments import peak
+    from tutor.measurement import peak
 
     monkeypatch.setitem(peak.SIZES, "cpu", (64, 128))  # the behaviour, not the full sweep's seconds
     monkeypatch.setitem(peak.BUDGET_S, "cpu", 600.0)  # both sizes, however busy the machine

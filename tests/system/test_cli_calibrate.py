@@ -27,8 +27,8 @@ def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
 
 @pytest.fixture
 def caches(tmp_path: Path, monkeypatch):
-    from tutor.experiments import calibrate
-    from tutor.experiments import peak as matmul_peak
+    from tutor.measurement import calibrate
+    from tutor.measurement import peak as matmul_peak
 
     record = tmp_path / "cache" / "calibration.json"
     monkeypatch.setattr(matmul_peak, "cache_file", lambda: tmp_path / "cache" / "peaks.json")
@@ -42,7 +42,7 @@ def caches(tmp_path: Path, monkeypatch):
 @pytest.fixture
 def no_measuring(monkeypatch):
     from tutor.experiments import bandwidth
-    from tutor.experiments import peak as matmul_peak
+    from tutor.measurement import peak as matmul_peak
 
     monkeypatch.setattr(matmul_peak, "sweep", lambda *a, **k: pytest.fail("must not measure"))
     monkeypatch.setattr(bandwidth.MemoryTraffic, "run", lambda self: pytest.fail("must not measure"))
@@ -60,7 +60,7 @@ def test_calibrate_json_stores_the_record_and_doctor_shows_it_without_measuring(
     assert record["bandwidth"]["gbps"] > 0 and record["cache_file"] == str(caches)
 
     from tutor.experiments import bandwidth
-    from tutor.experiments import peak as matmul_peak
+    from tutor.measurement import peak as matmul_peak
 
     monkeypatch.setattr(matmul_peak, "sweep", lambda *a, **k: pytest.fail("doctor must not measure"))
     monkeypatch.setattr(bandwidth.MemoryTraffic, "run", lambda self: pytest.fail("doctor must not measure"))
@@ -86,8 +86,9 @@ def _plant(caches: Path, **changes) -> None:
     """A record of this process's CPU, measured yesterday, with `changes`."""
     import torch
 
-    from tutor.experiments import calibrate, devices
-    from tutor.experiments import peak as matmul_peak
+    from tutor.experiments import devices
+    from tutor.measurement import calibrate
+    from tutor.measurement import peak as matmul_peak
 
     dev = devices.resolve("cpu")
     name, threads = matmul_peak.identity(dev)
@@ -176,7 +177,7 @@ def test_a_bad_device_is_bad_input(capsys, caches):
 
 
 def test_a_failed_measurement_is_one_sentence(capsys, caches, monkeypatch):
-    from tutor.experiments import peak as matmul_peak
+    from tutor.measurement import peak as matmul_peak
 
     def oom(*a, **k):
         raise RuntimeError("CUDA out of memory. Tried to allocate 2 GiB\nmore details")
@@ -191,7 +192,8 @@ def test_calibrate_measures_within_the_per_run_gpu_cap_as_runs_do(capsys, caches
     """A class sharing a GPU: `gpututor calibrate` is held to the same cap as a run (gpu_share.capped)."""
     import contextlib
 
-    from tutor.experiments import calibrate, gpu_share
+    from tutor.experiments import gpu_share
+    from tutor.measurement import calibrate
 
     held = []
 
@@ -217,7 +219,7 @@ def test_calibrate_measures_within_the_per_run_gpu_cap_as_runs_do(capsys, caches
 def test_out_of_gpu_memory_under_a_cap_names_the_cap(capsys, caches, monkeypatch):
     import torch
 
-    from tutor.experiments import peak as matmul_peak
+    from tutor.measurement import peak as matmul_peak
 
     def oom(*a, **k):
         raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 768 MiB")

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from fakes import TEST_CPU, ScriptedEngine
 
-from tutor.experiments import calibrate
-from tutor.experiments import peak as matmul_peak
+from tutor.measurement import calibrate
+from tutor.measurement import peak as matmul_peak
 from tutor.ui.app import TutorApp
 from tutor.ui.screens.home import HomeScreen
 from tutor.ui.screens.roofline import RooflineScreen

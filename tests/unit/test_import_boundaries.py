@@ -65,7 +65,10 @@ RULES = {
     # pure Python: answers are graded without the tutor, Textual or torch; a prediction of a noisy
     # metric by the interval rule of tutor.measurement, pure Python too
     "checks": {"checks", "tutor.measurement", "tutor"},
-    "tutor.measurement": {"tutor.measurement", "tutor"},
+    # the statistics that decide are pure Python; the timers, peaks and calibration measure with
+    # torch and read devices and the GPU cap where they measure (lazily)
+    "tutor.measurement": {"tutor.measurement", "tutor", "tutor.paths", "tutor.cpu_load", "tutor.threads",
+                          "tutor.present", "tutor.charts", "tutor.experiments"},
     "tutor.course": {"checks", "tutor.course", "tutor.experiments", "tutor.instruments", "tutor.exercises.names",
                      "tutor.measurement",
                      "tutor.paths", "tutor.errors", "tutor.settings", "tutor"},
@@ -78,7 +81,8 @@ RULES = {
 # torch is for the processes that train: the engine, the sandbox, and the headless CLI verbs
 # that run experiments in their own process (lazily, inside the verb). An experiment's spec is
 # read by the UI and the linter, so it never imports torch; its measurement module does.
-NO_TORCH = ("checks", "tutor.measurement", "tutor.ui", "tutor.course", "tutor.instruments", "tutor.authoring",
+NO_TORCH = ("checks", "tutor.measurement.intervals", "tutor.measurement.method", "tutor.measurement.warmup",
+            "tutor.measurement.repeats", "tutor.ui", "tutor.course", "tutor.instruments", "tutor.authoring",
             "tutor.experiments.spec", "tutor.experiments.specs")
 
 

@@ -1,12 +1,12 @@
 """Why a measurement was noisy (issue 26, part 5): what else used the CPU or the GPU while a run
-measured, read from the machine (tutor/experiments/noise.py), in the words the reveal shows."""
+measured, read from the machine (tutor/measurement/noise.py), in the words the reveal shows."""
 
 from __future__ import annotations
 
 from checks import score_prediction
 from checks.spec import NumberAnswer
-from tutor.experiments import noise
-from tutor.experiments.noise import GpuReading, Reading
+from tutor.measurement import noise
+from tutor.measurement.noise import GpuReading, Reading
 
 SPEEDUP = NumberAnswer(type="number", unit="x", min=0, max=1000)
 

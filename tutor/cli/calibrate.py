@@ -1,7 +1,7 @@
 """`gpututor calibrate` (measure this machine's roofline once), `gpututor roofline` (the
 learner's own runs on it), and what `doctor` says about the calibration.
 
-The measuring and the placing are tutor/experiments/calibrate.py; this file prints them.
+The measuring and the placing are tutor/measurement/calibrate.py; this file prints them.
 """
 
 from __future__ import annotations
@@ -26,8 +26,9 @@ def _device(ctx: Context) -> Any:
 def cmd_calibrate(args: argparse.Namespace, ctx: Context) -> int:
     from rich.markup import escape
 
-    from tutor.experiments import calibrate, gpu_share
-    from tutor.experiments import peak as matmul_peak
+    from tutor.experiments import gpu_share
+    from tutor.measurement import calibrate
+    from tutor.measurement import peak as matmul_peak
 
     dev = _device(ctx)
     c = None if args.json else rich_console()
@@ -107,7 +108,7 @@ def _print_roofs(c: Any, record: Any) -> None:
 
 def doctor_report(dev: Any) -> dict[str, Any]:
     """doctor's "calibration" entry: read from the cache, never measured (a failure is reported)."""
-    from tutor.experiments import calibrate
+    from tutor.measurement import calibrate
 
     try:
         return calibrate.report(dev)
@@ -129,7 +130,7 @@ def print_doctor(c: Any, report: dict[str, Any]) -> None:
         c.print(f"[bold]calibration[/]: this device is not calibrated{where}: run `{report['command']}` "
                 "to measure its roofline")
         return
-    from tutor.experiments.calibrate import Calibration
+    from tutor.measurement.calibrate import Calibration
 
     record = Calibration.from_dict(found)
     c.print(f"[bold]calibration[/] (this machine's roofline; `{report['roofline_command']}` places your runs on it):")
@@ -143,7 +144,7 @@ def print_doctor(c: Any, report: dict[str, Any]) -> None:
 
 def cmd_roofline(args: argparse.Namespace, ctx: Context) -> int:
     from tutor.course.progress import Progress
-    from tutor.experiments import calibrate
+    from tutor.measurement import calibrate
 
     dev = _device(ctx)
     state = calibrate.report(dev)

@@ -229,7 +229,7 @@ def _doctor_report(ctx: Context, remeasure_peak: bool = False) -> tuple[dict[str
 def _peak_report(dev: Any, remeasure: bool) -> dict[str, Any]:
     """The selected device's measured matmul peaks (MFU's denominator): read from the cache,
     so plain `doctor` stays quick; measured only with --peak (a few seconds)."""
-    from tutor.experiments import peak
+    from tutor.measurement import peak
 
     try:
         return peak.report(dev, remeasure=remeasure)

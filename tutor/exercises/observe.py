@@ -258,7 +258,7 @@ class Observer:
         for cls in (getattr(torch.cuda, "Event", None), getattr(torch.cuda, "Stream", None)):
             if cls is not None:
                 wrap(cls, "synchronize", lambda *_, **__: {"cuda"})
-        from tutor.experiments import timing
+        from tutor.measurement import timing
 
         # tutor.lab.synchronize(device) calls it; it waits for that device's type.
         wrap(timing, "synchronize", lambda device=None, *_, **__: {str(device).split(":", 1)[0]})

@@ -74,7 +74,8 @@ def _within_the_gpu_cap(measure: Any, params: Params, dev: Any) -> Iterator[Even
     that reports an interval beside a metric (NAME_low, NAME_high) also reports what else the
     machine was doing meanwhile (noise.py), so an undecided verdict comes with its reason."""
     from tutor import threads
-    from tutor.experiments import gpu_share, noise
+    from tutor.experiments import gpu_share
+    from tutor.measurement import noise
     from tutor.experiments.events import Finished
 
     with gpu_share.capped(dev):

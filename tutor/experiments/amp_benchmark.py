@@ -53,7 +53,7 @@ from tutor.experiments.devices import Device
 from tutor.experiments.events import Epoch, Event, Finished, Note, Started, Table
 from tutor.experiments.model import count_parameters, linear_stack
 from tutor.experiments.specs.amp_benchmark import AmpBenchmarkParams
-from tutor.experiments.timing import paired_ratios
+from tutor.measurement.timing import paired_ratios
 from tutor.measurement.intervals import bounds, in_words, median_interval
 from tutor.present import seconds
 

@@ -50,7 +50,7 @@ from tutor.experiments.devices import Device
 from tutor.experiments.events import Event, Finished, Note, Started, Step, Table
 from tutor.experiments.model import MNISTClassifier
 from tutor.experiments.specs.autocast_misuse import AutocastMisuseParams
-from tutor.experiments.timing import Stopwatch, synchronize
+from tutor.measurement.timing import Stopwatch, synchronize
 
 LAST_STEPS = 20  # the final loss is the mean of this many last steps (fewer for short runs)
 REPORT_S = 0.25  # report at least this often, so cancelling is heard

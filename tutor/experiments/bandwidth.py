@@ -15,7 +15,7 @@ before it stops, back-to-back calls filling about REPEAT_S seconds, the best of 
 - an elementwise multiply c = a * b (float32): 1 FLOP per 12 bytes;
 - an n x n float32 matmul: 2 n^3 FLOPs on 3 n^2 x 4 bytes at the least, intensity n / 6.
 
-The compute roof is the device's measured float32 matmul peak (tutor/experiments/peak.py, a
+The compute roof is the device's measured float32 matmul peak (tutor/measurement/peak.py, a
 cached sweep), or this run's matmul where it was faster; the memory roof is the best bandwidth
 measured here. TF32 is off throughout (full float32, the precision the peak is for).
 
@@ -24,7 +24,7 @@ repeat's (the median of the repeats' shares, with the median's interval as
 elementwise_peak_share_low .. _high); the roofline's own figures are best repeats.
 
 The memory measurements are `MemoryTraffic`, which `gpututor calibrate`
-(tutor/experiments/calibrate.py) measures a machine's memory roof with too.
+(tutor/measurement/calibrate.py) measures a machine's memory roof with too.
 """
 
 from __future__ import annotations
@@ -36,13 +36,14 @@ from collections.abc import Callable, Iterator
 import torch
 
 from tutor.charts import Point, roofline
-from tutor.experiments import gpu_share, vendor_peaks
-from tutor.experiments import peak as matmul_peak
+from tutor.experiments import gpu_share
+from tutor.measurement import vendor_peaks
+from tutor.measurement import peak as matmul_peak
 from tutor.experiments.common import full_float32_matmuls, seed_everything
 from tutor.experiments.devices import Device
 from tutor.experiments.events import Event, Finished, Note, Started, Step, Table
 from tutor.experiments.specs.bandwidth import BandwidthParams
-from tutor.experiments.timing import synchronize
+from tutor.measurement.timing import synchronize
 from tutor.measurement.intervals import bounds, in_words, median_interval
 from tutor.present import flops_text, metric, number, size
 

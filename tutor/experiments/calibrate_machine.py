@@ -12,8 +12,8 @@ import time
 from collections.abc import Iterator
 
 from tutor.charts import roofline
-from tutor.experiments import calibrate, vendor_peaks
-from tutor.experiments import peak as matmul_peak
+from tutor.measurement import calibrate, vendor_peaks
+from tutor.measurement import peak as matmul_peak
 from tutor.experiments.devices import Device
 from tutor.experiments.events import Event, Finished, Note, Started, Step, Table
 from tutor.experiments.specs.calibrate_machine import CalibrateParams

@@ -32,7 +32,7 @@
     fit_samples(asked, per_sample_s, budget_s)  how many samples a CPU run can time within its budget
                                                 (a Fit that says what was cut and projects the rest)
 
-Timing uses tutor.experiments.timing.Stopwatch (synchronised, with `with sw.paused(): yield event`).
+Timing uses tutor.measurement.timing.Stopwatch (synchronised, with `with sw.paused(): yield event`).
 
 Why losses are accumulated on the device: `loss.item()` copies to the host and waits for
 the GPU, so calling it every step serialises the CPU and GPU. The loop adds `loss.detach()`
@@ -58,7 +58,7 @@ import torch
 from torch import nn
 
 from tutor.experiments.devices import Device
-from tutor.experiments.timing import synchronize
+from tutor.measurement.timing import synchronize
 
 WARMUP_STEPS = 5  # untimed steps before a timed run: device context, cuBLAS handles, kernels, allocator
 CPU_BUDGET_S = 30.0  # timed CPU work one run step may do, so the step ends within a minute (see Fit)
@@ -571,7 +571,7 @@ def train_timed(
     """
     from tutor.experiments.data import batches
     from tutor.experiments.events import Epoch, Step
-    from tutor.experiments.timing import Stopwatch, median
+    from tutor.measurement.timing import Stopwatch, median
 
     warm_up(model, batches(x, y, batch_size, shuffle=False), device, amp=amp, lr=lr)
     opt = torch.optim.Adam(model.parameters(), lr=lr)

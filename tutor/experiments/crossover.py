@@ -33,7 +33,7 @@ from tutor.experiments.devices import Device
 from tutor.experiments.events import Event, Finished, Note, Started, Step, Table
 from tutor.experiments.model import MNISTClassifier, TinyClassifier, count_parameters
 from tutor.experiments.specs.crossover import CrossoverParams
-from tutor.experiments.timing import Stopwatch, median
+from tutor.measurement.timing import Stopwatch, median
 from tutor.measurement.intervals import bounds, in_words, ratio_interval
 from tutor.present import seconds
 

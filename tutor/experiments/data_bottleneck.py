@@ -42,7 +42,7 @@ from tutor.experiments.devices import Device
 from tutor.experiments.events import Event, Finished, Note, Started, Step, Table
 from tutor.experiments.model import MNISTClassifier
 from tutor.experiments.specs.data_bottleneck import DataBottleneckParams
-from tutor.experiments.timing import synchronize
+from tutor.measurement.timing import synchronize
 from tutor.measurement.intervals import bounds, median_interval
 
 WARMUP_BATCHES = 5  # untimed: worker start-up, first allocations, kernel selection

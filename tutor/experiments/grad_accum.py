@@ -30,7 +30,7 @@ from tutor.experiments.devices import Device
 from tutor.experiments.events import Event, Finished, Note, Started, Table
 from tutor.experiments.model import MNISTClassifier
 from tutor.experiments.specs.grad_accum import GradAccumParams
-from tutor.experiments.timing import median, paired_ratios, seconds_in_turns
+from tutor.measurement.timing import median, paired_ratios, seconds_in_turns
 from tutor.measurement.intervals import bounds, in_words, median_interval
 
 WARMUP_UPDATES = 3

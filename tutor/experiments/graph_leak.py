@@ -43,7 +43,7 @@ from tutor.experiments.devices import Device
 from tutor.experiments.events import Event, Finished, Note, Started, Step, Table
 from tutor.experiments.model import MNISTClassifier
 from tutor.experiments.specs.graph_leak import GraphLeakParams
-from tutor.experiments.timing import synchronize
+from tutor.measurement.timing import synchronize
 
 REPORT_S = 0.25  # a progress event at least this often
 CPU_LIMIT = 2 * 2**30  # the most the leaking loop may keep off CUDA (bytes)

@@ -32,7 +32,7 @@ from tutor.experiments.devices import Device
 from tutor.experiments.events import Event, Finished, Note, Started, Table
 from tutor.experiments.model import linear_stack
 from tutor.experiments.specs.memory_ledger import MemoryLedgerParams
-from tutor.experiments.timing import synchronize
+from tutor.measurement.timing import synchronize
 from tutor.present import mib
 
 MIB = 2**20

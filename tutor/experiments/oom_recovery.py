@@ -50,7 +50,7 @@ from tutor.experiments.common import saved_for_backward, seed_everything
 from tutor.experiments.devices import Device
 from tutor.experiments.events import Event, Finished, Note, Started, Step, Table
 from tutor.experiments.specs.oom_recovery import OomRecoveryParams
-from tutor.experiments.timing import Stopwatch, synchronize
+from tutor.measurement.timing import Stopwatch, synchronize
 
 MIB = 2**20
 PROBE_BATCH = 8  # the small batch the per-sample activations are measured at

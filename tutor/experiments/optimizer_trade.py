@@ -32,7 +32,7 @@ from tutor.experiments.devices import Device
 from tutor.experiments.events import Event, Finished, Note, Started, Step, Table
 from tutor.experiments.model import MNISTClassifier, count_parameters
 from tutor.experiments.specs.optimizer_trade import OptimizerTradeParams
-from tutor.experiments.timing import Stopwatch
+from tutor.measurement.timing import Stopwatch
 from tutor.present import metric, mib, number, seconds, size
 
 OPTIMIZERS = [("adam", "Adam"), ("momentum", "SGD with momentum"), ("sgd", "SGD")]

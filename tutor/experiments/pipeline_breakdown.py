@@ -40,16 +40,16 @@ import torch
 from torch import nn
 
 from tutor.experiments import data as mnist
-from tutor.experiments import peak as matmul_peak
+from tutor.measurement import peak as matmul_peak
 from tutor.experiments.amp_benchmark import benchmark_mlp
 from tutor.experiments.common import autocast_settings, float32_matmul_dtype, make_scaler, seed_everything
 from tutor.experiments.devices import Device
 from tutor.experiments.events import Event, Finished, Note, Started, Step, Table
 from tutor.experiments.model import MNISTClassifier, count_parameters
 from tutor.experiments.specs.pipeline_breakdown import PipelineBreakdownParams
-from tutor.experiments import vendor_peaks
-from tutor.experiments.vendor_peaks import vendor_peak_tflops  # noqa: F401  (tests and older imports)
-from tutor.experiments.timing import Stopwatch, synchronize
+from tutor.measurement import vendor_peaks
+from tutor.measurement.vendor_peaks import vendor_peak_tflops  # noqa: F401  (tests and older imports)
+from tutor.measurement.timing import Stopwatch, synchronize
 from tutor.measurement.intervals import bounds, in_words, median_interval
 from tutor.present import metric, number
 

@@ -9,7 +9,7 @@ optimizer (step and zero_grad). After WARMUP_STEPS untimed steps:
    device synchronised only where a stretch ends: the step time MFU is computed from is the
    median stretch's seconds per step (a moment when something else had the machine slows a
    stretch or two and counts for none), FLOPs per step = 6 x (in x out over the Linear layers)
-   x batch against the device's measured matmul peak (tutor/experiments/peak.py). mfu_low and
+   x batch against the device's measured matmul peak (tutor/measurement/peak.py). mfu_low and
    mfu_high are the median MFU's interval over the stretches (measurement.intervals), so the
    median lies within them;
 2. `steps` more are recorded by torch.profiler (CPU, and CUDA's kernels on a GPU), after two
@@ -36,15 +36,15 @@ from torch import nn
 from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
 from tutor.experiments import data as mnist
-from tutor.experiments import peak as matmul_peak
-from tutor.experiments import vendor_peaks
+from tutor.measurement import peak as matmul_peak
+from tutor.measurement import vendor_peaks
 from tutor.experiments.common import checkpoint_target, float32_matmul_dtype, seed_everything
 from tutor.experiments.devices import Device
 from tutor.experiments.events import Event, Finished, Note, Started, Step, Table
 from tutor.experiments.model import MNISTClassifier
 from tutor.experiments.pipeline_breakdown import STRETCHES, linear_macs, stretch_ends
 from tutor.experiments.specs.profile_step import ProfileStepParams
-from tutor.experiments.timing import Stopwatch, synchronize
+from tutor.measurement.timing import Stopwatch, synchronize
 from tutor.measurement.intervals import bounds, in_words, median_interval
 from tutor.paths import scratch_dir
 from tutor.present import metric, number, seconds, size

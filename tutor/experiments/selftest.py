@@ -48,7 +48,7 @@ def _detect(dev: Any) -> str:
 def _timing(dev: Any) -> str:
     import torch
 
-    from tutor.experiments.timing import Stopwatch
+    from tutor.measurement.timing import Stopwatch
 
     a = torch.randn(512, 512, device=dev.torch_device)
     (a @ a).sum().item()  # warm-up: context, kernels
@@ -320,7 +320,7 @@ def _gpu_reading(dev: Any) -> str:
         import pynvml  # noqa: F401
     except ImportError:
         raise NotHere("nvidia-ml-py is not installed: a noisy run cannot say what else used the GPU") from None
-    from tutor.experiments import noise
+    from tutor.measurement import noise
 
     reading = noise.read(dev).gpu
     if reading is None:

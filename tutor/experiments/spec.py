@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from tutor import present
 from tutor.experiments.events import Event
+from tutor.measurement.noise import NOISE_GATE, NOISE_WHY  # named where they are measured
 
 # Marks a parameter that names a file the run writes. The learner may set it (`gpututor run
 # --set`); a lesson may not, or opening a lesson could overwrite any file of theirs.
@@ -75,8 +76,6 @@ class Metric:
         return cls(label or name.replace("_", " "), present.unit_from_name(name), description)
 
 
-NOISE_WHY = "noise_why"
-NOISE_GATE = "noise_gate"
 # Metrics the tutor adds to a run, whatever the experiment: experiments.start reports what else
 # the machine was doing beside any run that reports an interval (NAME_low, NAME_high; noise.py).
 COMMON_METRICS: dict[str, Metric] = {

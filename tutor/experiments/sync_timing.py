@@ -27,12 +27,12 @@ from collections.abc import Callable, Iterator
 
 import torch
 
-from tutor.experiments import vendor_peaks
+from tutor.measurement import vendor_peaks
 from tutor.experiments.common import seed_everything, shell_try
 from tutor.experiments.devices import Device
 from tutor.experiments.events import Event, Finished, Note, Started, Step, Table
 from tutor.experiments.specs.sync_timing import SyncTimingParams
-from tutor.experiments.timing import median, paired_ratios, synchronize, warm_up
+from tutor.measurement.timing import median, paired_ratios, synchronize, warm_up
 from tutor.measurement.intervals import bounds
 from tutor.measurement.repeats import PRECISION, look, schedule
 

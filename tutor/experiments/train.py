@@ -32,7 +32,7 @@ from tutor.experiments.devices import Device
 from tutor.experiments.events import Epoch, Event, Finished, Note, Started, Step
 from tutor.experiments.model import MNISTClassifier
 from tutor.experiments.specs.train import TrainParams
-from tutor.experiments.timing import Stopwatch, median
+from tutor.measurement.timing import Stopwatch, median
 
 
 def save_checkpoint(

@@ -3,7 +3,7 @@
 A way's first calls pay costs paid once (the allocator, kernel selection, caches; on a GPU the
 first CUDA call, cuBLAS handles, cudnn autotuning, torch.compile's compilation) that are not what
 its timing is about, and how many calls that takes depends on the machine and the way. The rule is
-pure Python; the clock is the caller's (tutor/experiments/timing.py `warm_up`).
+pure Python; the clock is the caller's (tutor/measurement/timing.py `warm_up`).
 """
 
 from __future__ import annotations

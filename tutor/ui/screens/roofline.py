@@ -13,7 +13,7 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
-from tutor.experiments import calibrate
+from tutor.measurement import calibrate
 
 CALIBRATE_STEP = "gpu-lab's 'Run: this machine's roofline, kept' step"
 

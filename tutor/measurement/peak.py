@@ -226,7 +226,7 @@ def _tflops_at(n: int, device: str, tdtype: Any, repeats: int, deadline: float) 
     """One size: warmed up, then `repeats` timed batches of back-to-back matmuls, the fastest counts."""
     import torch
 
-    from tutor.experiments.timing import synchronize
+    from tutor.measurement.timing import synchronize
 
     a = torch.randn(n, n, device=device, dtype=tdtype)
     b = torch.randn(n, n, device=device, dtype=tdtype)

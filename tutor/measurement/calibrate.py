@@ -4,7 +4,7 @@ learner's own runs placed on it by `gpututor roofline`.
 A calibration is both roofs of one device, measured in one go and kept together:
 
 - the compute roofs: the realistic matmul peak of each dtype the device runs natively (the
-  sweep of tutor/experiments/peak.py; each is also kept in peaks.json, so MFU uses it);
+  sweep of tutor/measurement/peak.py; each is also kept in peaks.json, so MFU uses it);
 - the memory roof: the best of the device copy and c = a * b on float32 arrays, measured by the
   bandwidth experiment's own code (tutor/experiments/bandwidth.py `MemoryTraffic`) with its
   default sizes; on a GPU the host-to-device copies too.
@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tutor import paths
-from tutor.experiments import peak as matmul_peak
+from tutor.measurement import peak as matmul_peak
 from tutor.measurement.method import METHOD, is_current, method_of
 
 if TYPE_CHECKING:
@@ -320,7 +320,7 @@ def measuring(dev: Device, megabytes: int | None = None, repeats: int | None = N
     the peak moves on this machine; the bandwidth's list is empty)."""
     import torch
 
-    from tutor.experiments import noise
+    from tutor.measurement import noise
     from tutor.experiments.bandwidth import MemoryTraffic
     from tutor.threads import usable_cores
 
