@@ -228,3 +228,18 @@ def test_out_of_gpu_memory_under_a_cap_names_the_cap(capsys, caches, monkeypatch
     monkeypatch.setenv("GPUTUTOR_GPU_MEMORY_MB", "2048")
     code, _, err = run_cli(capsys, "calibrate", "--device", "cpu")
     assert code == 1 and "GPUTUTOR_GPU_MEMORY_MB caps each run at 2,048 MiB" in err and "Traceback" not in err
+
+
+def test_a_calibration_on_a_busier_machine_says_it_was_not_kept(capsys, caches, monkeypatch):
+    """Issue 37: measured while other programs took 90% of the cores, against 0% for the record
+    kept: the quieter record stays, the command says so and why, and never that it kept the new one."""
+    from tutor.measurement import noise
+
+    _plant(caches, others_share=0.0, others_said="Nothing else was seen using the machine.")
+    monkeypatch.setattr(noise, "others_cpu_share", lambda before, after, cores: 0.9)
+    code, out, err = run_cli(capsys, "calibrate", "--device", "cpu")
+    text = " ".join(out.split())
+    assert code == 0, err
+    assert "Not kept: other programs took 90% of the cores while this calibration measured" in text
+    assert "and not kept: the record of" in text and "calibrated in" not in text
+    assert "while it measured: Nothing else was seen using the machine." in text
