@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rich.text import Text
+from textual import events
 from textual.containers import Vertical
 from textual.message import Message
 from textual.widget import Widget
@@ -84,6 +85,15 @@ class StepView(Vertical):
         or line the learner types into is on screen at 80x24."""
         focused = self.screen.focused
         if focused is not None and focused is not self.parent and self in focused.ancestors:
+            self.call_after_refresh(focused.scroll_visible, animate=False)
+
+    def on_resize(self, event: events.Resize) -> None:
+        """The body can grow after its table of contents was announced (a code block's highlighting,
+        a table's cells, on a loaded machine a refresh later): while the focus is still where the
+        step put it, keep it in view. Only that focus, so an editor's results or a run's lines the
+        learner is reading are never scrolled away from."""
+        focused = self.screen.focused
+        if focused is not None and focused is not self.parent and focused is self.arrival_focus():
             self.call_after_refresh(focused.scroll_visible, animate=False)
 
     def focus_content(self) -> None:
