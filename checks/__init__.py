@@ -9,7 +9,7 @@
 
 from checks.grade import describe_spec, grade
 from checks.number import ambiguity, format_number, parse_number
-from checks.predict import interval_of, score_prediction
+from checks.predict import interval_of, judged_edges, score_prediction
 from checks.spec import AnswerSpec, PredictionScore, Verdict
 from checks.text import explain_matches
 
@@ -24,5 +24,6 @@ __all__ = [
     "grade",
     "parse_number",
     "interval_of",
+    "judged_edges",
     "score_prediction",
 ]

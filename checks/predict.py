@@ -244,6 +244,24 @@ def _score_choice(answer: str, spec: ChoiceAnswer, measured, unit: str) -> Predi
     return PredictionScore(f"{chose}; measured {text}", None, False)
 
 
+def judged_edges(spec, unit: str = "", answer: str | None = None) -> tuple[float, ...]:
+    """Where a verdict on `spec` turns, in the measurement's own unit (a share where the step is in
+    "%"): every option's ends for a choice, whichever is chosen; for a number, the ends of the
+    tolerance about `answer`. A run that measures until its interval is clear of all of them has
+    decided every option (measurement.repeats). Empty where nothing is judged by range."""
+    try:
+        if isinstance(spec, ChoiceAnswer):
+            ends = [e for o in spec.options for e in (o.min, o.max) if e is not None]
+        elif isinstance(spec, NumberAnswer) and answer is not None:
+            ends = [e for e in (_allowed(answer, spec, unit) or ()) if e is not None]
+        else:
+            return ()
+        scale = 100 if _is_percent(spec, unit) else 1
+        return tuple(sorted({float(e) / scale for e in ends if math.isfinite(float(e))}))
+    except Exception:  # noqa: BLE001 - an edge is a help to the run, never a reason for it to fail
+        return ()
+
+
 def _allowed(answer: str, spec, unit: str) -> tuple[float | None, float | None] | None:
     """The values of the measurement (in `unit`) the prediction calls right: the chosen option's
     [min, max), or the number's tolerance about what was predicted. None where it names no range

@@ -97,3 +97,26 @@ def test_accumulation_matches_on_any_accelerator(accelerator):
     events, m = run(accelerator, batch_size=256)
     assert m["allclose"] is True and m["device"].startswith(accelerator)
     assert any("took" in e.text for e in events if isinstance(e, Note))
+
+
+def test_told_where_the_verdicts_turn_it_adds_rounds_until_they_are_decided(monkeypatch):
+    """Issue 37 item 2: rounds of 1x and 2x by turns are clear of an edge at 10x after the first
+    look, and never of one at 1.5x: then it measures on, look by look, to the most it makes."""
+    from tutor.experiments import grad_accum
+    from tutor.measurement import timing
+
+    def alternating(ways, device, repeats, calls, times=None):
+        times = times if times is not None else {name: [] for name in ways}
+        for _ in range(repeats):
+            times["big"].append(0.1)
+            times["accum"].append(0.1 if len(times["accum"]) % 2 else 0.2)
+        return times
+
+    monkeypatch.setattr(timing, "take_turns", alternating)
+    monkeypatch.setattr(grad_accum, "take_turns", alternating)
+    for edges, rounds, says in [((10.0,), 10, "clear of 10x"), ((1.5,), 40, "the most it makes")]:
+        events, m = run_experiment("grad-accum", {"batch_size": 64, "micro_batches": 4, "updates": 20,
+                                                  "decide": edges}, "cpu")
+        said = next(e.text for e in events if isinstance(e, Note) and e.text.startswith("Rounds: "))
+        assert said.startswith(f"Rounds: {rounds} ") and says in said
+        assert m["time_ratio_low"] <= m["time_ratio"] <= m["time_ratio_high"]

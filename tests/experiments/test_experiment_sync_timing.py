@@ -140,3 +140,21 @@ def test_from_6_repeats_it_measures_more_until_the_interval_is_precise_or_the_ti
     said = next(e.text for e in events if isinstance(e, Note) and e.text.startswith("Repeats: "))
     assert said.startswith("Repeats: 40 of each way") and "that is the most it makes" in said
     assert len([e for e in events if isinstance(e, Step)]) == 40
+
+
+@pytest.mark.parametrize("edges, repeats, says", [
+    ((10.0,), 9, "its interval was clear of 10x, where the predictions' verdicts turn"),
+    ((1.5,), 40, "still reaches one of 1.5x, where the verdicts turn"),
+])
+def test_told_where_the_verdicts_turn_it_measures_until_they_are_decided(monkeypatch, edges, repeats, says):
+    """Issue 37 item 2: ratios of 1x and 2x by turns are never precise, yet they decide an option
+    edge at 10x at the first look; an edge at 1.5x, inside them, keeps it measuring to the most."""
+    from tutor.experiments import sync_timing
+
+    clocks = iter([0.1, 0.2] * 100)
+    monkeypatch.setattr(sync_timing, "_unsynced", lambda *_: 0.1)
+    monkeypatch.setattr(sync_timing, "_synced", lambda *_: next(clocks))
+    events, m = run("cpu", repeats=9, decide=edges)
+    said = next(e.text for e in events if isinstance(e, Note) and e.text.startswith("Repeats: "))
+    assert said.startswith(f"Repeats: {repeats} of each way") and says in said
+    assert len([e for e in events if isinstance(e, Step)]) == repeats

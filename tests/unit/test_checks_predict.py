@@ -222,3 +222,18 @@ def test_a_yes_no_prediction_of_a_true_false_metric():
     assert score_prediction("no", spec, False).hit and score_prediction("yes", spec, True).hit
     assert not score_prediction("yes", spec, False).hit
     assert "measured no: a match" in score_prediction("2", spec, False).summary
+
+
+def test_the_edges_a_verdict_turns_at_are_every_options_ends_or_the_numbers_tolerance():
+    """What a run is told to decide (measurement.repeats): in the metric's own unit."""
+    from checks import judged_edges
+
+    choice = ChoiceAnswer(type="choice", options=[{"text": "under 2x", "max": 2}, {"text": "2x to 10x", "min": 2, "max": 10},
+                                                  {"text": "over 10x", "min": 10}])
+    assert judged_edges(choice) == (2.0, 10.0)
+    shares = ChoiceAnswer(type="choice", options=[{"text": "under 10%", "max": 10}, {"text": "10% or more", "min": 10}])
+    assert judged_edges(shares, "%") == (0.1,)  # the run reports a share
+    number = NumberAnswer(type="number", tolerance=0.5)
+    assert judged_edges(number, "x", "3") == pytest.approx((2.0, 6.0))  # 3 / 1.5 and 3 / 0.5
+    assert judged_edges(number, "x") == () and judged_edges(number, "x", "lots") == ()
+    assert judged_edges(TextAnswer(type="text"), "") == ()

@@ -108,6 +108,8 @@ def test_an_interval_in_words_names_its_repeats_coverage_and_ends():
     words = in_words(median_interval([1.0, 1.1, 1.2, 1.0, 1.3, 1.1, 1.2, 1.0, 1.1]), lambda v: f"{v:.1f}x", "rounds")
     assert words == "the median of 9 rounds, its 96% interval 1.0x to 1.2x"
     assert "too few rounds" in in_words(median_interval([1.0, 2.0, 3.0]), str, "rounds")
+    whole = median_interval([1.0, 1.1, 1.2, 1.0, 1.3, 1.1, 1.2, 1.0, 1.1, 1.2], 0.99)  # min to max: 99.8%
+    assert "its 99.8% interval" in in_words(whole, str) and "100%" not in in_words(whole, str)
 
 
 def test_steady_means_the_last_three_calls_no_longer_beat_the_three_before():
@@ -131,3 +133,29 @@ def test_repeats_look_on_a_fixed_schedule_each_look_at_its_share_of_the_confiden
     assert not wide.precise  # 40% wide: measure more
     assert not look([1.0, 1.0], looks).precise  # too few for the confidence: never precise
     assert not look([], looks).precise and look([], looks).interval is None
+
+
+def test_an_interval_clear_of_every_edge_decides_every_option():
+    from tutor.measurement.intervals import clear_of
+
+    interval = MedianInterval(1.0, 0.95, 1.05, 0.95, 9, False)
+    assert clear_of(interval, [0.5, 2.0]) and clear_of(interval, [])
+    assert not clear_of(interval, [0.5, 1.02])  # an edge inside: that option is undecided
+    assert not clear_of(interval, [1.1], guard=0.10)  # 1.05 x 1.1 reaches past 1.1 once widened
+    assert clear_of(interval, [1.1], guard=0.04)
+    assert not clear_of(None, [2.0]) and clear_of(None, [])  # nothing measured decides nothing, if asked
+
+
+def test_told_the_edges_a_look_stops_once_they_are_decided_not_once_it_is_precise():
+    """Issue 37 item 2: stop when the interval decides every option. A wide interval far from every
+    edge is enough; a precise one with an edge inside it is not; told none, precision decides."""
+    from tutor.measurement.repeats import look
+
+    looks = (9, 13, 19, 28, 40)
+    wide = [0.8, 1.2, 1.0, 0.9, 1.1, 1.0, 0.95, 1.05, 1.0]
+    tight = [1.00, 1.01, 0.99, 1.00, 1.02, 0.98, 1.00, 1.01, 0.99]
+    assert look(wide, looks, edges=(2.0, 10.0)).enough and not look(wide, looks).enough
+    straddled = look(tight, looks, edges=(1.0,))
+    assert straddled.precise and straddled.decided is False and not straddled.enough
+    assert look(tight, looks).decided is None and look(tight, looks).enough
+    assert not look([1.0, 1.0], looks, edges=(5.0,)).enough  # too few repeats for the confidence

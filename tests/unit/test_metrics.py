@@ -130,3 +130,25 @@ def test_no_metric_calls_a_compute_capability_a_cuda_version():
     for experiment, name, metric in ALL_METRICS:
         for text in (metric.description, metric.none):
             assert "CUDA 8" not in text, (experiment, name, text)
+
+
+def test_a_run_told_its_edges_takes_them_as_a_lesson_or_a_shell_writes_them():
+    """`decide` (DecidedParams): a tuple from a lesson, one number, or `--set decide=2,10`."""
+    from tutor.cli.run import parse_sets
+    from tutor.experiments.specs.sync_timing import SyncTimingParams
+
+    assert SyncTimingParams(**parse_sets(["decide=2,10"])).decide == (2.0, 10.0)
+    assert SyncTimingParams(**parse_sets(["decide=1.5"])).decide == (1.5,)
+    assert SyncTimingParams(decide=[0.5, 2]).decide == (0.5, 2.0) and SyncTimingParams().decide == ()
+    with pytest.raises(ValueError):
+        SyncTimingParams(decide="two")
+
+
+def test_an_experiment_that_decides_names_one_of_its_metrics_and_takes_the_edges():
+    from tutor.experiments.spec import Experiment, Params
+
+    with pytest.raises(ValueError, match="decides 'ratio'"):
+        Experiment("x", "x", "", Params, {"ratio": "a ratio"}, decides="ratio")
+    for spec in experiments.REGISTRY.values():
+        if spec.decides is not None:
+            assert f"{spec.decides}_low" in spec.metrics, spec.name  # it repeats for an interval

@@ -399,3 +399,22 @@ def test_a_timed_run_from_an_older_measurement_method_is_measured_again_not_grad
         session.record_run(run, _finished({"ratio": 1.0, "ratio_low": 0.98, "ratio_high": 1.02}, {}, "sync-timing"))
         assert session.latest_run(run).device[method.METHOD_KEY] == method.METHOD
         assert session.reveal(step).judge().hit
+
+
+def test_a_run_is_told_where_this_lessons_predictions_of_it_turn(tmp_path):
+    """Issue 37 item 2: a run that repeats until its verdicts are decided hears the edges: every
+    option's ends for a choice, the learner's own tolerance for a number; other runs hear nothing."""
+    from tutor.course.catalog import discover
+    from tutor.course.session import decide_params
+
+    lessons = {item.lesson.id: item.lesson for item in discover().lessons}
+    lab = lessons["gpu-lab"]
+    assert decide_params(lab, lab.step("sync-run"), lambda _: None) == {"decide": (0.0, 2.0, 10.0, 100.0)}
+    assert decide_params(lab, lab.step("memory-run"), lambda _: None) == {}  # memory-ledger repeats nothing
+
+    devices = LessonSession(lessons["devices"], Progress(tmp_path / "p.json"))
+    assert devices.decide_params(devices.lesson.step("sync-run")) == {}  # nothing locked yet: no edges
+    devices.lock(devices.lesson.step("sync-predict"), "3")
+    tolerance = devices.lesson.step("sync-predict").answer.tolerance
+    assert devices.decide_params(devices.lesson.step("sync-run")) == {
+        "decide": pytest.approx((3 / (1 + tolerance), 3 / (1 - tolerance)))}

@@ -41,6 +41,7 @@ from tutor.course.lesson import (
     SourceRequirement,
 )
 from tutor.course.loader import load_file, without_pack_knock_ons
+from tutor.course.session import decide_params
 from tutor.experiments.spec import NOISE_WHY
 from tutor.threads import usable_cores
 
@@ -183,7 +184,8 @@ class Player:
 
         t0 = time.perf_counter()
         what = f"runs {step.experiment}" + _with(changed) + ("" if self.full else " (quick)")
-        start = step.start_params()  # as the learner's screen starts it, tweaks at their first values
+        # as the learner's screen starts it, tweaks at their first values, repeating until its options are decided
+        start = {**step.start_params(), **decide_params(lesson, step, lambda _: None)}
         metrics, problem = self.run(step.experiment, {**start, **changed},
                                     keep={**{k: start[k] for k in step.tweak}, **changed})
         seconds = time.perf_counter() - t0
@@ -203,7 +205,9 @@ class Player:
         what = f"runs {step.experiment} {self.repeats} times (the lesson's own parameters)"
         runs: list[dict[str, Any]] = []
         for repeat in range(1, self.repeats + 1):
-            metrics, problem = self.run(step.experiment, step.start_params(), repeat=repeat)
+            metrics, problem = self.run(step.experiment, {**step.start_params(),
+                                                          **decide_params(lesson, step, lambda _: None)},
+                                        repeat=repeat)
             if metrics is None:
                 return Outcome(lesson.id, step.id, "run", what, False, f"repeat {repeat}: {problem}",
                                time.perf_counter() - t0), []

@@ -11,6 +11,7 @@ Pure Python over the lesson model, `checks/` and the progress store: no Textual,
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,7 +33,7 @@ from tutor.course.lesson import (
     Step,
 )
 from tutor.course.progress import AnswerRecord, Move, Prediction, Progress, RunRecord
-from tutor.experiments.spec import NOISE_GATE, NOISE_WHY
+from tutor.experiments.spec import DECIDE, NOISE_GATE, NOISE_WHY
 from tutor.measurement import method
 
 GIVE_UP_AFTER = 1  # graded attempts before the answer may be shown without asking twice
@@ -51,6 +52,23 @@ def empty_answer(step: PredictStep | CheckStep) -> str:
 
 class Unreadable(ValueError):
     """An answer that cannot be taken as it is (empty, no number, out of range): said, not counted."""
+
+
+def decide_params(lesson: Lesson, step: RunStep, answer_of: Callable[[PredictStep], str | None]) -> dict[str, Any]:
+    """The edges where the verdicts on `step`'s predictions turn (`decide`), for an experiment that
+    repeats until they are decided (its spec's `decides`); {} for any other. A choice's edges are
+    every option's ends; a number's those of its answer's tolerance (`answer_of`: the locked one;
+    lesson test, which has no learner, gives None and so passes only the choices')."""
+    from tutor import experiments
+
+    spec = experiments.REGISTRY.get(step.experiment)
+    if spec is None or spec.decides is None:
+        return {}
+    edges: set[float] = set()
+    for predict in lesson.predictions_before(lesson.index(step.id)):
+        if predict.compare == spec.decides:
+            edges.update(checks.judged_edges(predict.answer, predict.unit, answer_of(predict)))
+    return {DECIDE: tuple(sorted(edges))} if edges else {}
 
 
 @dataclass(frozen=True)
@@ -417,6 +435,10 @@ class LessonSession:
             return []
         return self.revealed_by(step, Evidence(dict(record.metrics), "measured", record,
                                                self.changed_settings(step, record.params)))
+
+    def decide_params(self, step: RunStep) -> dict[str, Any]:
+        """What `step`'s run needs to repeat until this learner's predictions of it are decided."""
+        return decide_params(self.lesson, step, lambda p: locked.answer if (locked := self.prediction(p)) else None)
 
     @staticmethod
     def changed_settings(step: RunStep, params: dict[str, Any]) -> str:

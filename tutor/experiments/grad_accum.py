@@ -11,7 +11,9 @@
    updates of each way are split into up to TURNS rounds, the two ways taking turns (one
    round of the large batch, one of the micro-batches, ...), so a slow moment of the machine
    falls on both; time_ratio is the median of the rounds' ratios, time_ratio_low/high the
-   median's interval (measurement.intervals; None from a single round).
+   median's interval (measurement.intervals; None from a single round). Told where a lesson's
+   predictions turn (`decide`), it adds rounds on a fixed schedule of looks until the interval
+   is clear of them all, or MOST_ROUNDS or TIMING_BUDGET_S are reached (measurement.repeats).
 
 BatchNorm would break the equivalence (statistics per micro-batch); MNISTClassifier has none.
 """
@@ -29,8 +31,11 @@ from tutor.experiments.common import saved_for_backward, seed_everything
 from tutor.experiments.devices import Device
 from tutor.experiments.events import Event, Finished, Note, Started, Table
 from tutor.experiments.model import MNISTClassifier
-from tutor.experiments.specs.grad_accum import GradAccumParams
-from tutor.measurement.timing import median, paired_ratios, seconds_in_turns
+from tutor.experiments.specs.grad_accum import MEASURED_GUARD, GradAccumParams
+import time
+
+from tutor.measurement.repeats import look, schedule
+from tutor.measurement.timing import median, paired_ratios, seconds_in_turns, take_turns
 from tutor.measurement.intervals import bounds, in_words, median_interval
 
 WARMUP_UPDATES = 3
@@ -39,6 +44,10 @@ WARMUP_UPDATES = 3
 # 9th, so one round a busy core slowed does not widen it. Measured on a shared 2-core CPU, 12 runs each:
 # high/low 1.02-1.69 (one in six past 1.5) with 5 rounds, 1.03-1.14 with 10; the same median.
 TURNS = 10
+# Told a lesson's edges (`decide`), more rounds while one lies inside the interval: up to this many,
+# while the next look fits in this many seconds of timing.
+MOST_ROUNDS = 40
+TIMING_BUDGET_S = 15.0
 
 
 def _rounds(updates: int) -> tuple[int, int]:
@@ -46,6 +55,29 @@ def _rounds(updates: int) -> tuple[int, int]:
     timed updates in all than `updates` (what is left over when they do not divide is not timed)."""
     rounds = max(1, min(TURNS, updates))
     return rounds, updates // rounds
+
+
+def _until_decided(p: GradAccumParams, ways, dev: Device, times: dict[str, list[float]], rounds: int,
+                   per_round: int, started: float) -> Iterator[Event]:
+    """More rounds, on a fixed schedule of looks, until the ratio's interval is clear of every
+    edge in p.decide or the time is spent; returns (the last look's interval, what it did)."""
+    looks = schedule(rounds, max(rounds, MOST_ROUNDS))
+    while True:
+        done = len(times["big"])
+        stopped = look(paired_ratios(times["accum"], times["big"]), looks, edges=p.decide, guard=MEASURED_GUARD)
+        following = next((n for n in looks if n > done), None)
+        spent = time.perf_counter() - started
+        if stopped.enough or following is None or spent / done * following > TIMING_BUDGET_S:
+            break
+        yield Note(f"After {done} rounds the interval still reaches an edge a prediction turns at: "
+                   f"{following - done} rounds more.")
+        take_turns(ways, dev.torch_device, following - done, per_round, times)
+    edges = ", ".join(f"{e:g}x" for e in p.decide)
+    why = (f"its interval was clear of {edges}, where the predictions' verdicts turn" if stopped.decided else
+           f"the time for timing was spent, and it still reaches one of {edges}" if following is not None else
+           f"that is the most it makes, and it still reaches one of {edges}")
+    return stopped.interval, (f"Rounds: {done} (at least {rounds}, looking at {', '.join(map(str, looks))}): it "
+                              f"stopped because {why}.")
 
 
 def _flat_grad(model: torch.nn.Module) -> torch.Tensor:
@@ -127,14 +159,19 @@ def measure(p: GradAccumParams, dev: Device) -> Iterator[Event]:
     opt_acc = torch.optim.SGD(timed_acc.parameters(), lr=0.01)
     rounds, per_round = _rounds(p.updates)
     warmed: dict = {}
-    times = seconds_in_turns({"big": lambda: _big_update(timed_big, opt_big, x, y),
-                              "accum": lambda: _accumulated_update(timed_acc, opt_acc, x, y, k)},
-                             dev.torch_device, repeats=rounds, calls=per_round, warmup=WARMUP_UPDATES, warmed=warmed)
+    ways = {"big": lambda: _big_update(timed_big, opt_big, x, y),
+            "accum": lambda: _accumulated_update(timed_acc, opt_acc, x, y, k)}
+    started = time.perf_counter()
+    times = seconds_in_turns(ways, dev.torch_device, repeats=rounds, calls=per_round, warmup=WARMUP_UPDATES,
+                             warmed=warmed)
     yield Note("Warm-up, untimed: one batch, " + warmed["big"].words(lambda s: f"{s * 1000:.2f} ms")
                + f"; {k} micro-batches, " + warmed["accum"].words(lambda s: f"{s * 1000:.2f} ms") + ".")
+    # round by round: the two ran side by side
+    interval, looked = median_interval(paired_ratios(times["accum"], times["big"])), ""
+    if p.decide and rounds > 1:
+        interval, looked = yield from _until_decided(p, ways, dev, times, rounds, per_round, started)
     big_s, acc_s = median(times["big"]), median(times["accum"])
-    ratios = paired_ratios(times["accum"], times["big"])  # round by round: the two ran side by side
-    interval = median_interval(ratios)
+    rounds = len(times["big"])
     time_ratio = interval.median if interval else float("nan")
     ratio_low, ratio_high = bounds(interval)
     noun = "update" if per_round == 1 else "updates"
@@ -145,6 +182,8 @@ def measure(p: GradAccumParams, dev: Device) -> Iterator[Event]:
                 [[f"1 x {p.batch_size}", f"{big_s * 1000:.2f} ms", f"{big_bytes / 1024:,.0f} KiB"],
                  [f"{k} x {micro}", f"{acc_s * 1000:.2f} ms", f"{micro_bytes / 1024:,.0f} KiB"]])
     noise = f" ({in_words(interval, lambda v: f'{v:.2f}x', 'rounds')})" if ratio_low is not None else ""
+    if looked:
+        yield Note(looked)
     yield Note(f"Accumulation took {time_ratio:.2f}x the time of one big batch here{noise}: {k} smaller forward and "
                f"backward passes use the hardware less well than one large one. In exchange each forward keeps "
                f"{micro_bytes / big_bytes:.0%} of the activations, which is how a batch that does not fit in "

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from tutor import present
 from tutor.experiments.events import Event
@@ -40,6 +40,28 @@ class Params(BaseModel):
 
     device: str | None = Field(None, description="cpu, cuda, cuda:1, mps; default: the best device here")
     seed: int = Field(0, description="random seed for weights, shuffling and data")
+
+
+DECIDE = "decide"  # DecidedParams' field: the edges a lesson passes, not a setting shown as one
+
+
+class DecidedParams(Params):
+    """The parameters of a run that repeats until the predictions judged against it are decided
+    (its Experiment names the metric: `decides`)."""
+
+    decide: tuple[float, ...] = Field((), description="where the verdicts on its headline turn (a lesson passes "
+                                      "its options' ends): repeats go on until the interval is clear of them all, "
+                                      "or the time is spent; none given: until the interval is precise")
+
+    @field_validator(DECIDE, mode="before")
+    @classmethod
+    def _listed(cls, value: Any) -> Any:
+        """One edge or several, as `--set decide=2,10` writes them."""
+        if isinstance(value, (int, float)):
+            return (value,)
+        if isinstance(value, str):
+            return tuple(v.strip() for v in value.split(",") if v.strip())
+        return value
 
 
 @dataclass(frozen=True)
@@ -101,6 +123,9 @@ class Experiment:
     quick: dict[str, Any] = field(default_factory=dict)  # small params for tests and `lesson test`
     # A lesson pack's experiment brings its generator function itself (module is then "").
     run: Callable[[Any, Any], Iterator[Event]] | None = field(default=None, compare=False)
+    # The metric whose interval the run's repeats aim at: a lesson passes the edges of the
+    # predictions of it as `decide` (its params are DecidedParams). None: a fixed number of repeats.
+    decides: str | None = None
 
     def __post_init__(self) -> None:
         # One place turns the string form into Metrics, so every reader gets a Metric.
@@ -113,6 +138,9 @@ class Experiment:
                                 f"string, not {type(declared).__name__}")
             metrics[name] = declared
         object.__setattr__(self, "metrics", metrics)
+        if self.decides is not None and (self.decides not in metrics or not issubclass(self.params, DecidedParams)):
+            raise ValueError(f"experiment {self.name!r} decides {self.decides!r}: it must be one of its metrics, "
+                             "and its params a DecidedParams")
 
     def metric(self, name: str) -> Metric:
         """The declared Metric; a metric a run reports without declaring it, by its name's rules."""

@@ -31,15 +31,16 @@ from tutor.measurement import vendor_peaks
 from tutor.experiments.common import seed_everything, shell_try
 from tutor.experiments.devices import Device
 from tutor.experiments.events import Event, Finished, Note, Started, Step, Table
-from tutor.experiments.specs.sync_timing import SyncTimingParams
+from tutor.experiments.specs.sync_timing import MEASURED_GUARD, SyncTimingParams
 from tutor.measurement.timing import median, paired_ratios, synchronize, warm_up
 from tutor.measurement.intervals import bounds
 from tutor.measurement.repeats import PRECISION, look, schedule
 
 CPU_SIZE = 512  # the size a CPU uses unless one is asked for: 2048 is 64x the work, about a minute on 2 cores
 WARMUP_CALLS = 3  # untimed matmuls first, at least: cuBLAS handles, kernel choice, the allocator
-# More repeats while the ratio's interval is wider than measurement.repeats.PRECISION of its median:
-# up to this many, within this many seconds of timing, for runs that ask for ADAPT_FROM or more.
+# More repeats while the ratio's interval straddles an edge a prediction is judged against (or,
+# told none, is wider than measurement.repeats.PRECISION of its median): up to this many, within
+# this many seconds of timing, for runs that ask for ADAPT_FROM or more.
 MOST_REPEATS = 40
 TIMING_BUDGET_S = 15.0
 ADAPT_FROM = 6
@@ -117,8 +118,9 @@ def measure(p: SyncTimingParams, dev: Device) -> Iterator[Event]:
         unsynced: list[float] = []
         synced: list[float] = []
         events: list[float] = []
-        # At least `repeats`, then more on a fixed schedule of looks until the ratio's interval is
-        # within PRECISION of its median or the time is spent (measurement.repeats).
+        # At least `repeats`, then more on a fixed schedule of looks until the ratio's interval
+        # decides every edge in p.decide (or is within PRECISION of its median) or the time is
+        # spent (measurement.repeats).
         looks = schedule(p.repeats, MOST_REPEATS if p.repeats >= ADAPT_FROM else p.repeats)
         started = time.perf_counter()
         stopped = None
@@ -130,10 +132,10 @@ def measure(p: SyncTimingParams, dev: Device) -> Iterator[Event]:
                     events.append(_events(matmuls, device))
                 # progress between timings (no loss here: NaN; "samples" are matmuls)
                 yield Step(len(synced), looks[-1], float("nan"), synced[-1], 0.0, label="repeat")
-            stopped = look(paired_ratios(synced, unsynced), looks)
+            stopped = look(paired_ratios(synced, unsynced), looks, edges=p.decide, guard=MEASURED_GUARD)
             spent = time.perf_counter() - started
             following = next((n for n in looks if n > target), None)
-            if stopped.precise or following is None or spent / target * following > TIMING_BUDGET_S:
+            if stopped.enough or following is None or spent / target * following > TIMING_BUDGET_S:
                 break
     finally:
         torch.set_float32_matmul_precision(precision)
@@ -156,9 +158,14 @@ def measure(p: SyncTimingParams, dev: Device) -> Iterator[Event]:
                 ["method", "time", "what it measured"], rows)
     if len(looks) > 1 and interval is not None:
         width = (interval.high - interval.low) / abs(interval.median)
-        why = (f"its interval was within {PRECISION:.0%} of its median ({width:.1%})" if stopped.precise else
+        edges = ", ".join(f"{e:g}x" for e in p.decide)
+        why = (f"its interval was clear of {edges}, where the predictions' verdicts turn"
+               if stopped.decided else
+               f"its interval was within {PRECISION:.0%} of its median ({width:.1%})" if stopped.enough else
                f"the time for timing was spent; its interval is {width:.1%} of its median" if len(synced) < looks[-1]
                else f"that is the most it makes; its interval is {width:.1%} of its median")
+        if p.decide and not stopped.decided:
+            why += f", and still reaches one of {edges}, where the verdicts turn"
         yield Note(f"Repeats: {len(synced)} of each way (at least {p.repeats}, looking at {', '.join(map(str, looks))}): "
                    f"it stopped because {why}, at {interval.coverage:.1%} confidence per look.")
 

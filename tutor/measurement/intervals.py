@@ -14,7 +14,7 @@ checks/predict.py judges a prediction against it (`judge`).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import Enum
 
@@ -103,11 +103,17 @@ def bounds(interval: MedianInterval | None) -> tuple[float | None, float | None]
     return interval.low, interval.high
 
 
+def _confidence(coverage: float) -> str:
+    """96%; 99.8% rather than a rounded 100%, which no interval of a few repeats can claim."""
+    return f"{coverage:.0%}" if coverage < 0.995 else f"{math.floor(coverage * 1000) / 10:g}%"
+
+
 def in_words(interval: MedianInterval, show: Callable[[float], str], of: str = "repeats") -> str:
     """'the median of 10 rounds, its 96% interval 1.02x to 1.10x', the interval beside the headline."""
     if interval.n < 2:
         return f"one {of[:-1] if of.endswith('s') else of}: no interval"
-    words = f"the median of {interval.n} {of}, its {interval.coverage:.0%} interval {show(interval.low)} to {show(interval.high)}"
+    words = (f"the median of {interval.n} {of}, its {_confidence(interval.coverage)} interval {show(interval.low)} "
+             f"to {show(interval.high)}")
     if interval.short:
         words += f" (their whole range: too few {of} for {CONFIDENCE:.0%})"
     return words
@@ -143,3 +149,11 @@ def judge(interval: MedianInterval | None, low: float | None, high: float | None
     if hi_seen < below or lo_seen > above:
         return Decision.MISS
     return Decision.UNDECIDED
+
+
+def clear_of(interval: MedianInterval | None, edges: Sequence[float], guard: float = 0.0) -> bool:
+    """Whether `interval` (widened by `guard`) decides every prediction bounded by `edges`: no edge
+    lies inside it, as the lower or the upper end of a range, so each option is a hit or a miss."""
+    return all(judge(interval, edge, None, guard) is not Decision.UNDECIDED
+               and judge(interval, None, edge, guard) is not Decision.UNDECIDED for edge in edges)
+

@@ -126,7 +126,13 @@ def seconds_in_turns(ways: dict[str, Callable[[], Any]], device: Any, repeats: i
         done = warm_up(fn, device, minimum=warmup)
         if warmed is not None:
             warmed[name] = done
-    times: dict[str, list[float]] = {name: [] for name in ways}
+    return take_turns(ways, device, repeats, calls)
+
+
+def take_turns(ways: dict[str, Callable[[], Any]], device: Any, repeats: int, calls: int,
+               times: dict[str, list[float]] | None = None) -> dict[str, list[float]]:
+    """`repeats` more rounds of seconds_in_turns (the ways already warm), added to `times`."""
+    times = times if times is not None else {name: [] for name in ways}
     for _ in range(repeats):
         for name, fn in ways.items():
             synchronize(device)

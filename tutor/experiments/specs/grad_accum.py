@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from pydantic import Field, model_validator
 
-from tutor.experiments.spec import Experiment, Metric, Params
+from tutor.experiments.spec import DecidedParams, Experiment, Metric
 
 
-class GradAccumParams(Params):
+class GradAccumParams(DecidedParams):
     batch_size: int = Field(256, ge=2, le=60000, description="the large batch the micro-batches add up to")
     micro_batches: int = Field(4, ge=2, le=256, description="k: micro-batches per update")
     updates: int = Field(20, ge=1, le=10000, description="timed updates per method")
@@ -68,4 +68,5 @@ SPEC = Experiment(
         "device": Metric("device", "text", "torch device used"),
     },
     quick={"batch_size": 64, "micro_batches": 4, "updates": 2},
+    decides="time_ratio",
 )

@@ -5,15 +5,16 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from tutor.experiments.spec import Experiment, Metric, Params
+from tutor.experiments.spec import DecidedParams, Experiment, Metric
 
 
-class SyncTimingParams(Params):
+class SyncTimingParams(DecidedParams):
     size: int = Field(2048, ge=16, le=16384, description="n of the n x n float32 matmuls timed")
     calls: int = Field(20, ge=1, le=10000, description="matmuls per timing")
     # 9: the median's 96% interval runs from the 2nd to the 8th ratio, so one stray repeat cannot widen it.
     repeats: int = Field(9, ge=1, le=100, description="timings per method at least (the median is reported); from 6, "
-                         "more until the ratio's interval is within 5% of its median: up to 40, or 15 s of timing")
+                         "more until the ratio's interval decides every edge in `decide` (none given: until it is within 5% "
+                         "of its median): up to 40, or 15 s of timing")
 
 
 # How far separate runs' ratio land beyond one run's interval (the factor, less 1, that holds
@@ -48,4 +49,5 @@ SPEC = Experiment(
         "device": Metric("device", "text", "torch device used"),
     },
     quick={"size": 128, "calls": 3, "repeats": 2},
+    decides="ratio",
 )

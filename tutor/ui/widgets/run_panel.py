@@ -20,6 +20,7 @@ from textual.widgets import DataTable, ProgressBar, Sparkline, Static
 from tutor import experiments
 from tutor.course.session import RunOutcome
 from tutor.experiments.events import Epoch, Finished, Note, Started, Step, Table
+from tutor.experiments.spec import DECIDE
 from tutor.present import metric as fmt
 from tutor.present import metric_value, setting
 from tutor.ui import runner
@@ -85,7 +86,8 @@ class RunPanel(Vertical):
         exp = experiments.REGISTRY.get(self.experiment)
         title = exp.title if exp else self.experiment
         # The settings in words ("pin memory off"), not as Python wrote them ("pin_memory=False").
-        params = " · ".join(f"{setting_label(k)} {setting(v)}" for k, v in self.params.items())
+        # The edges a lesson's predictions turn at are not a setting the learner chose or reads.
+        params = " · ".join(f"{setting_label(k)} {setting(v)}" for k, v in self.params.items() if k != DECIDE)
         return Text.assemble(("▶ ", "bold"), (title, "bold"), (f"  experiment {self.experiment}", "dim"),
                              (f"  ({params})" if params else "", "dim"))
 
