@@ -14,6 +14,7 @@ from tutor import experiments
 from tutor.experiments.spec import COMMON_METRICS
 from tutor.experiments import devices
 from tutor.measurement import peak as matmul_peak
+from tutor.measurement.timing import Blocks
 from tutor.experiments.events import Note, Step, Table
 
 QUICK = experiments.get("bandwidth").quick
@@ -81,16 +82,20 @@ def test_the_roofline_is_built_from_the_measured_numbers(cpu_run):
 
 
 def test_the_elementwise_share_is_the_typical_repeats_inside_its_interval(cpu_run):
-    """2 timings (quick): the share graded is their median, its interval their whole range."""
+    """Quick settings: the share graded is the median of the blocks PyTorch's timer measured,
+    inside its interval."""
     events, m = cpu_run
     low, share, high = (m[f"elementwise_peak_share{end}"] for end in ("_low", "", "_high"))
     assert low is not None and 0 < low <= share <= high
-    assert "a typical repeat reached" in _notes(events) and "the median of 2 repeats" in _notes(events)
+    assert "a typical repeat reached" in _notes(events) and "the median of" in _notes(events)
 
 
 def test_one_timing_gives_no_spread(tmp_path, monkeypatch):
+    from tutor.experiments import bandwidth
+
     monkeypatch.setattr(matmul_peak, "cache_file", lambda: tmp_path / "peaks.json")
     _plant(1000.0, tmp_path / "peaks.json")
+    monkeypatch.setattr(bandwidth, "timed_blocks", lambda fn, device, repeats, budget_s: Blocks((0.002,), 1))
     events, m = run_experiment("bandwidth", {**QUICK, "repeats": 1}, "cpu")
     assert m["elementwise_peak_share"] > 0
     assert m["elementwise_peak_share_low"] is None and m["elementwise_peak_share_high"] is None
@@ -98,14 +103,14 @@ def test_one_timing_gives_no_spread(tmp_path, monkeypatch):
 
 
 def test_from_10_timings_the_share_is_their_median_with_the_order_statistics_interval(tmp_path, monkeypatch):
-    """Timed as 10 ms, 1 ms, 2 ms, ..., 10 ms (the single call first): the share graded is the median
-    repeat's, its interval the 2nd to the 9th of the ten shares, each against the one roof."""
+    """Timed as 1 ms, 2 ms, ..., 10 ms: the share graded is the median block's, its interval the
+    2nd to the 9th of the ten shares, each against the one roof."""
     from tutor.experiments import bandwidth
 
     monkeypatch.setattr(matmul_peak, "cache_file", lambda: tmp_path / "peaks.json")
     _plant(1000.0, tmp_path / "peaks.json")
     timings = [k / 1000 for k in range(1, 11)]
-    monkeypatch.setattr(bandwidth, "repeat_seconds", lambda fn, device, repeats: (0.010, list(timings)))
+    monkeypatch.setattr(bandwidth, "timed_blocks", lambda fn, device, repeats, budget_s: Blocks(tuple(timings), 1))
     _, m = run_experiment("bandwidth", {**QUICK, "repeats": 10}, "cpu")
     rates = sorted(1 / t for t in timings)
     share = m["elementwise_peak_share"]
@@ -113,16 +118,12 @@ def test_from_10_timings_the_share_is_their_median_with_the_order_statistics_int
     assert m["elementwise_peak_share_high"] / share == pytest.approx(rates[8] / statistics.median(rates))
 
 
-def test_repeat_seconds_returns_each_timing_and_best_seconds_the_least(monkeypatch):
-    """MemoryTraffic and `gpututor calibrate` keep the best; the experiment also reads each timing."""
+def test_best_seconds_is_the_best_block_pytorchs_timer_measured(monkeypatch):
+    """MemoryTraffic and `gpututor calibrate` keep the best block; the experiment reads each one."""
     from tutor.experiments import bandwidth
 
-    one, timings = bandwidth.repeat_seconds(lambda: sum(range(1000)), "cpu", 4)
-    assert one > 0 and len(timings) == 4 and all(t > 0 for t in timings)
-    monkeypatch.setattr(bandwidth, "repeat_seconds", lambda fn, device, repeats: (0.5, [0.3, 0.2, 0.4]))
+    monkeypatch.setattr(bandwidth, "timed_blocks", lambda fn, device, repeats, budget_s: Blocks((0.3, 0.2, 0.4), 5))
     assert bandwidth.best_seconds(print, "cpu", 3) == 0.2
-    monkeypatch.setattr(bandwidth, "repeat_seconds", lambda fn, device, repeats: (0.1, [0.3]))
-    assert bandwidth.best_seconds(print, "cpu", 1) == 0.1  # the single timed call counts, as it always did
 
 
 def test_the_roofline_table_has_the_roof_at_each_intensity(cpu_run):

@@ -160,3 +160,29 @@ def test_a_warm_up_runs_until_the_call_times_stop_falling(monkeypatch):
     capped = timing.warm_up(lambda: clock.call(next(halving))(), "cpu", maximum=10)
     assert len(capped.times) == 10 and not capped.settled
     assert "still falling at the cap" in capped.words(str)
+
+
+def test_pytorchs_timer_times_with_this_process_threads_and_synchronises_each_clock_read(monkeypatch):
+    """Issue 37 item 5: torch.utils.benchmark's Timer defaults to one thread; timed_blocks passes the
+    process's own, keeps them afterwards, and every clock read waits on the device."""
+    import torch
+
+    seen, synced = [], []
+    monkeypatch.setattr(timing, "synchronize", lambda device: synced.append(device))
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        blocks = timing.timed_blocks(lambda: seen.append(torch.get_num_threads()), "cpu", 3, 0.05)
+        assert set(seen) == {2} and torch.get_num_threads() == 2
+        assert blocks.times and all(t > 0 for t in blocks.times) and blocks.best == min(blocks.times)
+        assert blocks.calls >= 1 and synced and set(synced) == {"cpu"}
+        one = timing.timed_blocks(lambda: seen.append(torch.get_num_threads()), "cpu", 3, 0.05, threads=1)
+        assert seen[-1] == 1 and torch.get_num_threads() == 2 and one.times
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_a_slow_call_is_timed_once_past_the_budget_not_refused():
+    """An operation longer than its budget still gets its block: the best of one is a measurement."""
+    blocks = timing.timed_blocks(lambda: time.sleep(0.03), "cpu", 9, 0.01)
+    assert 1 <= len(blocks.times) <= 2 and blocks.best >= 0.03

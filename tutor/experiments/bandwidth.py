@@ -6,8 +6,10 @@ an operation of intensity I runs at most min(P, I x B): the **roofline**. Below 
 P / B FLOP/B an operation is memory-bound (a faster memory would help, more FLOP/s would not);
 above it, compute-bound.
 
-Measured here, each timing warmed up, the device synchronised before the clock starts and
-before it stops, back-to-back calls filling about REPEAT_S seconds, the best of `repeats`:
+Measured here with PyTorch's own timer (torch.utils.benchmark.Timer, with this run's thread
+count: measurement.timing.timed_blocks): each operation warmed up, then blocks of back-to-back
+calls, the device synchronised at every clock read, for about `repeats` blocks of 20 ms (or of
+one call, where a call is longer); the best block counts for the roofs:
 
 - host to device (CUDA, MPS): a copy from ordinary (pageable) host memory, and on CUDA from
   page-locked (pinned) memory with non_blocking=True; on a CPU there is no such copy;
@@ -43,49 +45,20 @@ from tutor.experiments.common import full_float32_matmuls, seed_everything
 from tutor.experiments.devices import Device
 from tutor.experiments.events import Event, Finished, Note, Started, Step, Table
 from tutor.experiments.specs.bandwidth import BandwidthParams
-from tutor.measurement.timing import synchronize
+from tutor.measurement.timing import timed_blocks
 from tutor.measurement.intervals import bounds, in_words, median_interval
 from tutor.present import flops_text, metric, number, size
 
-REPEAT_S = 0.02  # one timing runs enough back-to-back calls to last about this long: launch costs vanish
-MAX_CALLS = 1000
-OPERATION_BUDGET_S = 3.0  # no new timing of one operation starts after this long
+OPERATION_BUDGET_S = 3.0  # one operation's timing stops after about this long (one block at least)
 CACHE_SAFE_MIB = 64  # smaller arrays may sit in a cache (a CPU's L3, a GPU's L2) and measure it
 FLOAT32 = 4
 ELEMENTWISE_BYTES = 3 * FLOAT32  # c = a * b reads a and b and writes c
 ELEMENTWISE_INTENSITY = 1 / ELEMENTWISE_BYTES  # one multiply per element
 
 
-def repeat_seconds(fn: Callable[[], object], device: str, repeats: int) -> tuple[float, list[float]]:
-    """(seconds of one call, seconds per call of each timing): one warm-up call, one timed call
-    (which sets how many calls fill about REPEAT_S), then `repeats` timings of that many
-    back-to-back calls, the device synchronised at each clock read. No new timing starts after
-    OPERATION_BUDGET_S (a slow CPU's big matmul), so there may be fewer than `repeats`."""
-    deadline = time.perf_counter() + OPERATION_BUDGET_S
-    fn()
-    synchronize(device)
-    start = time.perf_counter()
-    fn()
-    synchronize(device)
-    one = time.perf_counter() - start
-    calls = max(1, min(MAX_CALLS, int(REPEAT_S / max(one, 1e-7))))
-    timings = []
-    for _ in range(repeats):
-        if time.perf_counter() > deadline:
-            break
-        synchronize(device)
-        start = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        synchronize(device)
-        timings.append((time.perf_counter() - start) / calls)
-    return one, timings
-
-
 def best_seconds(fn: Callable[[], object], device: str, repeats: int) -> float:
-    """Seconds per fn() call: the best of `repeat_seconds` (the single timed call included)."""
-    one, timings = repeat_seconds(fn, device, repeats)
-    return min([one, *timings])
+    """Seconds per fn() call: the best block PyTorch's timer measured (timing.timed_blocks)."""
+    return timed_blocks(fn, device, repeats, OPERATION_BUDGET_S).best
 
 
 class Arrays:
@@ -186,11 +159,10 @@ class MemoryTraffic:
                     yield "pinned host to device"
             self.device_copy_gbps = _gbps(2 * self.nbytes, best_seconds(arrays.copy, device, self.repeats))
             yield "device copy"
-            one, timings = repeat_seconds(arrays.multiply, device, self.repeats)
-            seconds = min([one, *timings])  # the best, as best_seconds
-            self.elementwise_gbps = _gbps(ELEMENTWISE_BYTES * n_elements, seconds)
-            self.elementwise_tflops = n_elements / seconds / 1e12
-            self.elementwise_repeat_tflops = [n_elements / t / 1e12 for t in timings if t > 0]
+            blocks = timed_blocks(arrays.multiply, device, self.repeats, OPERATION_BUDGET_S)
+            self.elementwise_gbps = _gbps(ELEMENTWISE_BYTES * n_elements, blocks.best)
+            self.elementwise_tflops = n_elements / blocks.best / 1e12
+            self.elementwise_repeat_tflops = [n_elements / t / 1e12 for t in blocks.times if t > 0]
             del arrays  # released before the caller allocates anything else
             yield "elementwise"
 
@@ -214,7 +186,8 @@ def measure(p: BandwidthParams, dev: Device) -> Iterator[Event]:
     n = p.matmul_size
     threads = torch.get_num_threads() if cpu else None
     yield Started("bandwidth", device, dev.name, "random float32 tensors (the timing does not depend on the data)",
-                  f"arrays of {p.megabytes:,} MiB, a {n} x {n} matmul, best of {p.repeats} timings each")
+                  f"arrays of {p.megabytes:,} MiB, a {n} x {n} matmul, the best of about {p.repeats} timed "
+                  "blocks each (torch.utils.benchmark)")
 
     traffic = MemoryTraffic(dev, p.megabytes, p.repeats)
     traffic.check_fits()
@@ -231,9 +204,8 @@ def measure(p: BandwidthParams, dev: Device) -> Iterator[Event]:
                    f"higher than the memory's. The default, {BandwidthParams.model_fields['megabytes'].default:,} "
                    "MiB, is larger than any cache.", "warning")
     if matmul_peak.cached(dev, "float32") is None:
-        sizes = matmul_peak.SIZES.get(dev.kind, matmul_peak.SIZES["cpu"])
-        yield Note(f"Measuring this device's float32 matmul peak first: square matmuls of {sizes[0]} to "
-                   f"{sizes[-1]}, the best of {matmul_peak.REPEATS} repeats; kept for later runs "
+        yield Note(f"Measuring this device's float32 matmul peak first: {matmul_peak.sweep_words(dev.kind)}; "
+                   "kept for later runs "
                    f"(`{matmul_peak.MEASURE_COMMAND}` measures it again).")
         peak = matmul_peak.measure(dev, "float32")
     else:
@@ -290,7 +262,7 @@ def measure(p: BandwidthParams, dev: Device) -> Iterator[Event]:
         rows.append(["host to device, pinned", number(pinned_gbps, "GB/s"), "page-locked: DMA straight from it"])
     rows += [["device to device copy", number(device_copy_gbps, "GB/s"), f"{memory_name} read + written"],
              ["c = a * b", number(elementwise_gbps, "GB/s"), "12 bytes per element, 1 FLOP"]]
-    yield Table(f"Memory traffic on {device}, arrays of {p.megabytes:,} MiB (best of {p.repeats})",
+    yield Table(f"Memory traffic on {device}, arrays of {p.megabytes:,} MiB (the best block of each)",
                 ["operation", "bandwidth", "what moves"], rows)
 
     # The roofs are this run's own best: an operation that set the roof over it sits on that roof by

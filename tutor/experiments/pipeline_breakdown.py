@@ -145,11 +145,10 @@ def measure(p: PipelineBreakdownParams, dev: Device) -> Iterator[Event]:
     measured = matmul_peak.cached(dev, dtype_name)
     swept_now = measured is None
     if measured is None:
-        sizes = matmul_peak.SIZES.get(dev.kind, matmul_peak.SIZES["cpu"])
         n = torch.get_num_threads()
         threads = f" with the {n} thread{'s' if n != 1 else ''} training uses" if dev.kind == "cpu" else ""
-        yield Note(f"Measuring this device's {dtype_name} peak{threads}: square matmuls of {sizes[0]} to "
-                   f"{sizes[-1]}, each warmed up, the best of {matmul_peak.REPEATS} repeats; kept for later runs "
+        yield Note(f"Measuring this device's {dtype_name} peak{threads}: {matmul_peak.sweep_words(dev.kind)}; "
+                   "kept for later runs "
                    f"(`{matmul_peak.MEASURE_COMMAND}` measures it again).")
         measured = matmul_peak.measure(dev, dtype_name)
 

@@ -153,9 +153,8 @@ def measure(p: ProfileStepParams, dev: Device) -> Iterator[Event]:
     dtype = float32_matmul_dtype(dev)
     peak = matmul_peak.cached(dev, dtype)
     if peak is None:
-        sizes = matmul_peak.SIZES.get(dev.kind, matmul_peak.SIZES["cpu"])
-        yield Note(f"Measuring this device's {dtype} matmul peak first (MFU's denominator): square matmuls of "
-                   f"{sizes[0]} to {sizes[-1]}, the best of {matmul_peak.REPEATS} repeats; kept for later runs "
+        yield Note(f"Measuring this device's {dtype} matmul peak first (MFU's denominator): "
+                   f"{matmul_peak.sweep_words(dev.kind)}; kept for later runs "
                    f"(`{matmul_peak.MEASURE_COMMAND}` measures it again).")
         peak = matmul_peak.measure(dev, dtype)
 

@@ -3,8 +3,8 @@
 MFU divides a run's FLOP/s by a peak. One n x n matmul timed a few times gave a different
 figure on every run of a shared CPU (0.081 against 0.138 TFLOP/s), and other sizes went faster
 still, so a learner's MFU could pass 100%. A realistic peak is a maximum: a sweep of sizes,
-each warmed up and timed over back-to-back matmuls between device syncs, the best of several
-repeats, the best size wins. Load from other processes only ever slows a matmul down, so the
+each timed by PyTorch's own timer (torch.utils.benchmark: warmed up, blocks of back-to-back
+matmuls, the device synchronised at every clock read), the best block counts, the best size wins. Load from other processes only ever slows a matmul down, so the
 best seen is the nearest to what the device can do.
 
 The sweep is kept in the cache dir (peaks.json), one entry per device, dtype and CPU thread
@@ -41,8 +41,7 @@ MAX_AGE_DAYS = 30
 # a GPU's at the large end (enough tiles to fill every SM).
 SIZES = {"cpu": (256, 512, 1024, 2048), "mps": (512, 1024, 2048, 4096), "cuda": (1024, 2048, 4096, 8192)}
 BUDGET_S = {"cpu": 2.0, "mps": 3.0, "cuda": 3.0}  # the sweep stops starting new repeats and sizes past this
-REPEATS = 5  # timed repeats per size; the best counts
-REPEAT_S = 0.02  # a repeat runs enough back-to-back matmuls to last this long: clock and launch costs vanish
+REPEATS = 5  # timed blocks per size, about; the best counts
 SWEEP = "matmul sweep"
 RAISED = "a run's achieved FLOP/s"  # how, when a training run beat the sweep
 MEASURE_COMMAND = "gpututor doctor --peak"
@@ -222,39 +221,32 @@ def _empty_cache(kind: str) -> None:
         torch.mps.empty_cache()
 
 
+def sweep_words(kind: str) -> str:
+    """How a sweep measures, for a run's note: 'square matmuls of 256 to 2048, ...'."""
+    sizes = SIZES.get(kind, SIZES["cpu"])
+    return (f"square matmuls of {sizes[0]} to {sizes[-1]}, each timed by PyTorch's own timer "
+            f"(torch.utils.benchmark), the best of about {REPEATS} blocks")
+
+
 def _tflops_at(n: int, device: str, tdtype: Any, repeats: int, deadline: float) -> float:
-    """One size: warmed up, then `repeats` timed batches of back-to-back matmuls, the fastest counts."""
+    """One size timed by PyTorch's timer (timing.timed_blocks: warmed up, about `repeats` blocks of
+    back-to-back matmuls, no later than `deadline` but one block at least); the fastest block counts."""
     import torch
 
-    from tutor.measurement.timing import synchronize
+    from tutor.measurement.timing import timed_blocks
 
     a = torch.randn(n, n, device=device, dtype=tdtype)
     b = torch.randn(n, n, device=device, dtype=tdtype)
     out = torch.empty(n, n, device=device, dtype=tdtype)
-    torch.mm(a, b, out=out)  # warm-up: library handles, kernel choice, page faults
-    synchronize(device)
-    t0 = time.perf_counter()
-    torch.mm(a, b, out=out)
-    synchronize(device)
-    one = time.perf_counter() - t0
-    best = one
-    batch = max(1, min(1000, int(REPEAT_S / max(one, 1e-7))))
-    for r in range(repeats):
-        if r and time.perf_counter() > deadline:
-            break
-        synchronize(device)
-        t0 = time.perf_counter()
-        for _ in range(batch):
-            torch.mm(a, b, out=out)
-        synchronize(device)
-        best = min(best, (time.perf_counter() - t0) / batch)
-    return 2 * n**3 / best / 1e12
+    blocks = timed_blocks(lambda: torch.mm(a, b, out=out), device, repeats, max(0.0, deadline - time.perf_counter()))
+    return 2 * n**3 / blocks.best / 1e12
 
 
 def sweep(dev: Device, dtype: str, sizes: tuple[int, ...] | None = None, budget_s: float | None = None,
           repeats: int = REPEATS) -> Peak:
-    """Measure the peak: each size warmed up, then `repeats` timed batches of back-to-back
-    matmuls between syncs, the fastest batch counts; the best size is the peak. Past `budget_s`
+    """Measure the peak: each size timed by PyTorch's own timer (torch.utils.benchmark, with this
+    process's threads), about `repeats` blocks of back-to-back matmuls, the fastest block counts;
+    the best size is the peak. Past `budget_s`
     no new repeat or size starts (the first size is always measured). On a GPU, once a size is
     measured, a size whose three matrices need more than half the memory this run may still take
     is not started, and one that runs out of memory ends the sweep: the sizes left out are said,

@@ -10,6 +10,7 @@ import statistics
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 from tutor.measurement.warmup import WarmUp, steady
@@ -142,3 +143,57 @@ def take_turns(ways: dict[str, Callable[[], Any]], device: Any, repeats: int, ca
             synchronize(device)
             times[name].append((time.perf_counter() - start) / calls)
     return times
+
+
+# A timed block of an operation lasts at least this long (unless one call is longer): clock reads
+# and a launch's cost vanish beside it.
+BLOCK_S = 0.02
+
+
+@dataclass(frozen=True)
+class Blocks:
+    """One operation timed by PyTorch's own timer: seconds per call of each block of calls."""
+
+    times: tuple[float, ...]
+    calls: int  # calls per block
+
+    @property
+    def best(self) -> float:
+        return min(self.times)
+
+
+def _benchmark():
+    """torch.utils.benchmark, imported without the warning its import logs on a machine whose
+    CUDA_HOME names a toolkit that this torch cannot use (it is about compiling extensions)."""
+    import logging
+
+    quiet = logging.getLogger("torch.utils.cpp_extension")
+    level = quiet.level
+    quiet.setLevel(logging.ERROR)
+    try:
+        from torch.utils import benchmark
+    finally:
+        quiet.setLevel(level)
+    return benchmark
+
+
+def timed_blocks(fn: Callable[[], Any], device: Any, repeats: int, budget_s: float,
+                 threads: int | None = None) -> Blocks:
+    """`fn` timed with torch.utils.benchmark.Timer: its warm-up calls, then blocked_autorange's
+    blocks of back-to-back calls (as many per block as keep its clock's cost under 0.01% of the
+    block), for about `repeats` blocks of BLOCK_S or one call, whichever is longer, and never much
+    past `budget_s` (one block at least). Every clock read synchronises `device` (the Timer's own
+    clock synchronises only the current accelerator). `threads`: the intra-op threads it times
+    with, by default this process's; the Timer's own default is one thread, which would time
+    another machine than the one the run uses."""
+    import torch
+
+    def clock() -> float:
+        synchronize(device)
+        return time.perf_counter()
+
+    timer = _benchmark().Timer("fn()", globals={"fn": fn}, timer=clock,
+                               num_threads=threads if threads is not None else torch.get_num_threads())
+    one = timer.timeit(1).times[0]  # after its own two warm-up calls
+    measured = timer.blocked_autorange(min_run_time=max(min(budget_s, repeats * max(BLOCK_S, one)), 1e-6))
+    return Blocks(tuple(measured.times), measured.number_per_run)

@@ -11,7 +11,8 @@ from tutor.experiments.spec import Experiment, Metric, Params
 class BandwidthParams(Params):
     megabytes: int = Field(128, ge=1, le=4096, description="MiB per float32 array copied or multiplied")
     matmul_size: int = Field(2048, ge=16, le=16384, description="n of the n x n float32 matmul timed")
-    repeats: int = Field(10, ge=1, le=100, description="timings per operation (the best counts)")
+    repeats: int = Field(10, ge=1, le=100, description="timed blocks per operation, about: blocks of 20 ms or of one call, "
+                         "by torch.utils.benchmark (the best counts for the roofs)")
 
 
 # How far separate runs' elementwise_peak_share land beyond one run's interval (the factor, less 1, that holds
