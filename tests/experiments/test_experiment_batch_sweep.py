@@ -71,3 +71,22 @@ def test_cuda_sweep_runs_into_real_out_of_memory_and_recovers():
     assert m["oom_batch"] is not None and m["largest_batch"] < m["oom_batch"]
     free, _ = torch.cuda.mem_get_info()
     assert free > 0.5 * torch.cuda.get_device_properties(0).total_memory  # the memory was given back
+
+
+def test_the_fastest_batch_is_every_batch_that_cannot_be_told_from_it():
+    """Issue 37: a discrete result's own rule. On a plateau the fastest is a set: batches whose
+    samples/s ranges (widened by the guard) overlap the fastest's; a clear winner stands alone."""
+    from tutor.experiments.batch_sweep import _tied
+
+    plateau = {32: (600, 700), 256: (2300, 2500), 512: (2400, 2700), 1024: (2500, 2600), 4096: (2550, 2750)}
+    assert _tied(plateau, 4096) == [256, 512, 1024, 4096]
+    clear = {32: (600, 700), 256: (1000, 1100), 4096: (3000, 3100)}
+    assert _tied(clear, 4096) == [4096]
+
+
+def test_a_run_reports_the_tied_batches_around_the_fastest():
+    events, m = run(steps=3)
+    assert m["best_batch_low"] <= m["best_batch"] <= m["best_batch_high"]
+    assert {m["best_batch_low"], m["best_batch_high"]} <= {8, 16, 32, 64}
+    if m["best_batch_low"] < m["best_batch_high"]:
+        assert any("too nearly as fast to be told apart" in e.text for e in events if isinstance(e, Note))

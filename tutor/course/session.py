@@ -387,9 +387,8 @@ class LessonSession:
             return Pending(f"Your last run of “{name}” was measured on {machine.elsewhere(record.device)}, not "
                            "this machine: go on (n) and run it here to see your prediction against it.")
         if _has_interval(record.experiment, step.compare) and not method.is_current(record.device):
-            return Pending(f"Your last run of “{name}” was measured the older way (one range of repeats, not the "
-                           "interval of their typical value that verdicts now use): go on (n) and run it again to "
-                           "see your prediction against it.")
+            return Pending(f"Your last run of “{name}” was measured the older way ({method.CHANGED}): go on (n) "
+                           "and run it again to see your prediction against it.")
         return Reveal(step, locked.answer, Evidence(dict(record.metrics), "measured", record,
                                                     self.changed_settings(after, record.params)))
 

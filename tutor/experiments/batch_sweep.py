@@ -6,6 +6,13 @@ steps (synchronised); its memory is measured the same way as in memory-ledger: o
 peak allocated of a step, elsewhere parameters + gradients + Adam state + the activations
 autograd saves.
 
+Which batch is fastest is a discrete result, and on a plateau a noisy one: two runs of one CPU
+named 2,048 and 256. So each timed step is kept, and the fastest is reported as a set: every
+batch whose samples/s cannot be told from the fastest's (their ranges over the timed steps,
+widened by the guard band, overlap), as best_batch_low .. best_batch_high around best_batch
+(the fastest by median). A prediction is then judged as any interval is: a hit when the whole
+set lies in the chosen option, a miss when none of it does, else "this machine can't tell yet".
+
 The sweep stops at the first of: `max_batch`; the next size's memory (predicted from the
 measured per-sample activations) going over `budget_mb`; or, on CUDA, an out-of-memory
 error, which is caught, its memory released (empty_cache), and reported. Off CUDA there is
@@ -21,15 +28,13 @@ from collections.abc import Iterator
 import torch
 
 from tutor.experiments import gpu_share
-from tutor.experiments.common import (
-    saved_for_backward,
-    seconds_per_call,
-    seed_everything,
-)
+from tutor.experiments.common import saved_for_backward, seed_everything
 from tutor.experiments.devices import Device
 from tutor.experiments.events import Event, Finished, Note, Started, Step, Table
 from tutor.experiments.model import linear_stack
 from tutor.experiments.specs.batch_sweep import BatchSweepParams
+from tutor.measurement.intervals import GUARD, widened
+from tutor.measurement.timing import median, take_turns
 
 MIB = 2**20
 WARMUP_STEPS = 2
@@ -67,7 +72,8 @@ def measure(p: BatchSweepParams, dev: Device) -> Iterator[Event]:
         return sum(saved.values())
 
     rows: list[list[str]] = []
-    results: list[tuple[int, float, float]] = []  # batch, samples/s, memory bytes
+    results: list[tuple[int, float, float]] = []  # batch, samples/s (the median step's), memory bytes
+    rates: dict[int, tuple[float, float]] = {}  # batch -> samples/s of its slowest and its fastest step
     stop_reason, oom_batch = f"reached max_batch {p.max_batch}", None
     batch = p.start_batch
     while batch <= p.max_batch:
@@ -77,7 +83,11 @@ def measure(p: BatchSweepParams, dev: Device) -> Iterator[Event]:
             if cuda:
                 torch.cuda.reset_peak_memory_stats(device)
             activations = step(x)  # the first step creates Adam's state: untimed
-            seconds = seconds_per_call(lambda: step(x), dev.torch_device, p.steps, WARMUP_STEPS - 1)
+            for _ in range(WARMUP_STEPS - 1):
+                step(x)
+            # each step timed on its own (synchronised): the spread says which batches are tied
+            timed = take_turns({"step": lambda: step(x)}, dev.torch_device, p.steps, 1)["step"]
+            seconds = median(timed)
         except (RuntimeError, MemoryError) as exc:
             if not _is_oom(exc):
                 raise
@@ -98,6 +108,7 @@ def measure(p: BatchSweepParams, dev: Device) -> Iterator[Event]:
         memory = torch.cuda.max_memory_allocated(device) if cuda else fixed + activations
         rate = batch / seconds
         results.append((batch, rate, memory))
+        rates[batch] = (batch / max(timed), batch / min(timed))
         rows.append([f"{batch:,}", f"{rate:,.0f}", f"{seconds * 1000:,.1f} ms", f"{memory / MIB:,.0f} MiB"])
         yield Step(len(results), 0, 0.0, seconds, rate, label=f"batch {batch}")
         predicted = fixed + activations * 2  # activations grow linearly with the batch
@@ -114,12 +125,20 @@ def measure(p: BatchSweepParams, dev: Device) -> Iterator[Event]:
     yield Table(f"Throughput and memory by batch size on {device}",
                 ["batch", "samples/s", "per step", "peak memory" if cuda else "memory"], rows)
     best = max(results, key=lambda r: r[1]) if results else None
+    tied = _tied(rates, best[0]) if best else []
     if best:
         yield Note(f"Fastest: batch {best[0]:,} at {best[1]:,.0f} samples/s, using {best[2] / MIB:,.0f} MiB. "
                    f"Stopped: {stop_reason}. Past the point where the device is busy, a larger batch adds "
                    "memory, not speed.", "result")
+        if len(tied) > 1:
+            yield Note(f"Batches {', '.join(f'{b:,}' for b in tied)} train too nearly as fast to be told apart on "
+                       f"this machine: their samples/s over {p.steps} timed steps each overlap with the fastest's "
+                       f"(widened by {GUARD:.0%}). That is the plateau: any of them is 'the fastest', so a "
+                       "prediction is judged against all of them.")
     yield Finished({
         "best_batch": best[0] if best else None,
+        "best_batch_low": min(tied) if tied else None,
+        "best_batch_high": max(tied) if tied else None,
         "best_samples_per_s": best[1] if best else None,
         "best_memory_bytes": best[2] if best else None,
         "largest_batch": results[-1][0] if results else None,
@@ -131,3 +150,12 @@ def measure(p: BatchSweepParams, dev: Device) -> Iterator[Event]:
         "memory_method": "torch.cuda.max_memory_allocated" if cuda else "storage accounting",
         "device": str(device),
     })
+
+
+def _tied(rates: dict[int, tuple[float, float]], best: int) -> list[int]:
+    """The batches whose samples/s cannot be told from `best`'s: their ranges over the timed steps,
+    each widened by GUARD, overlap best's (the fastest is then any of them)."""
+    low, high = widened(*rates[best], GUARD)
+    return sorted(b for b, (slow, fast) in rates.items()
+                  if widened(slow, fast, GUARD)[1] >= low and widened(slow, fast, GUARD)[0] <= high)
+

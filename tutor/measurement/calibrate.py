@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from tutor import paths
 from tutor.measurement import peak as matmul_peak
-from tutor.measurement.method import METHOD, is_current, method_of
+from tutor.measurement.method import CHANGED, METHOD, is_current, method_of
 
 if TYPE_CHECKING:
     from tutor.experiments.devices import Device
@@ -121,7 +121,7 @@ class Calibration:
         if self.age_days(now) < -1:
             return f"dated {self.measured_on}, in the future"
         if self.method != METHOD:
-            return "measured the older way (before verdicts used the interval of a typical value)"
+            return f"measured the older way ({CHANGED})"
         return None
 
     def with_text(self) -> str:
@@ -594,8 +594,7 @@ def roofline_lines(record: Calibration, placed: dict[str, Any], stale: str | Non
             lines.append((f"  {p['run']}: {p['label']} on "
                           f"{p['device'] or 'an unrecorded device'}", ""))
     if placed.get("older"):
-        lines.append(("not on this roofline (measured the older way, before the typical value and its interval: "
-                      "run it again):", "bold"))
+        lines.append((f"not on this roofline (measured the older way, {CHANGED}: run it again):", "bold"))
         for p in placed["older"]:
             lines.append((f"  {p['run']}: {p['label']}", ""))
     missing = [name for name in EXPERIMENTS if name not in ran]

@@ -9,14 +9,20 @@ History:
    prediction anywhere in it was a hit; calibrate's bfloat16 gain was the best sweep's.
 2. the typical value is the median of the repeats (or of paired ratios), with a distribution-
    free interval for it (tutor/measurement/intervals.py); verdicts are hit, miss or undecided.
+3. repeats stop when the lesson's edges are decided; the micro-measurements (the matmul peak,
+   bandwidth) are timed by torch.utils.benchmark; batch-sweep's fastest batch is the set of
+   batches tied with it (best_batch_low .. best_batch_high), not one noisy argmax.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-METHOD = 2
+METHOD = 3
 METHOD_KEY = "method"
+# What the latest method changed, in a learner's words: why an older run is measured again.
+CHANGED = ("before repeats stopped once a lesson's options were decided, PyTorch's own timer timed the "
+           "micro-measurements, and the fastest batch came with its ties")
 
 
 def is_current(stamped: dict[str, Any] | None) -> bool:
