@@ -54,6 +54,10 @@ def test_a_sweep_measures_each_size_with_the_threads_training_uses(cpu):
     assert p.device == f"cpu {cpu.name}" and p.torch == torch.__version__
     assert p.measured_on == datetime.date.today().isoformat()
     assert "64..128" in p.how_text()
+    # its best size's typical block, kept beside the best: what an MFU's interval reaches to
+    assert 0 < p.typical_tflops <= p.tflops and p.spread == (p.typical_tflops, p.tflops)
+    assert matmul_peak.Peak.from_dict(p.as_dict()) == p
+    assert matmul_peak.Peak.from_dict({**p.as_dict(), "typical_tflops": p.tflops * 2}).typical_tflops is None
 
 
 def test_the_time_budget_cuts_sizes_but_always_measures_the_first(cpu):
@@ -142,6 +146,7 @@ def test_a_run_that_beats_the_peak_raises_it_and_the_raise_is_kept(cpu, fake_swe
     swept = matmul_peak.measure(cpu, "float32")
     raised = matmul_peak.raise_to(swept, swept.tflops * 2)
     assert raised.tflops == swept.tflops * 2 and raised.how == matmul_peak.RAISED and raised.best_size is None
+    assert raised.typical_tflops is None and raised.spread_text() == ""  # a run's figure: no sweep's spread
     assert matmul_peak.cached(cpu, "float32") == raised
     assert "raised to a run's achieved FLOP/s" in raised.how_text()
 

@@ -186,3 +186,14 @@ def test_a_slow_call_is_timed_once_past_the_budget_not_refused():
     """An operation longer than its budget still gets its block: the best of one is a measurement."""
     blocks = timing.timed_blocks(lambda: time.sleep(0.03), "cpu", 9, 0.01)
     assert 1 <= len(blocks.times) <= 2 and blocks.best >= 0.03
+
+
+def test_blocks_sized_as_long_as_the_run_still_come_to_the_repeats_asked(monkeypatch):
+    """A slow clock read while the Timer sizes its blocks can make one block fill the whole run
+    time: one block says nothing of the spread, so more of that size follow, within the budget."""
+    from torch.utils.benchmark import Timer
+
+    real = Timer._estimate_block_size
+    monkeypatch.setattr(Timer, "_estimate_block_size", lambda self, min_run_time: max(real(self, min_run_time), 50))
+    blocks = timing.timed_blocks(lambda: time.sleep(0.001), "cpu", 4, 2.0)
+    assert blocks.calls == 50 and len(blocks.times) >= 4

@@ -159,3 +159,16 @@ def test_told_the_edges_a_look_stops_once_they_are_decided_not_once_it_is_precis
     assert straddled.precise and straddled.decided is False and not straddled.enough
     assert look(tight, looks).decided is None and look(tight, looks).enough
     assert not look([1.0, 1.0], looks, edges=(5.0,)).enough  # too few repeats for the confidence
+
+
+def test_a_share_of_a_measured_peak_carries_the_peaks_own_spread():
+    """MFU = achieved / peak: the headline over the peak (the best block a sweep timed), the high
+    end over its typical block too, where a sweep at another moment lands."""
+    from tutor.measurement.intervals import over_peak
+
+    achieved = MedianInterval(0.02, 0.018, 0.022, 0.96, 9, False)
+    share = over_peak(achieved, 0.1, 0.08)
+    assert (share.median, share.low, share.high) == pytest.approx((0.2, 0.18, 0.275))
+    assert over_peak(achieved, 0.1).high == pytest.approx(0.22)  # spread unknown: the run's own
+    assert over_peak(achieved, 0.1, 0.5).high == pytest.approx(0.22)  # a typical above the best is no spread
+    assert over_peak(None, 0.1) is None and over_peak(achieved, 0.0) is None

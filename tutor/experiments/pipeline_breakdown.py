@@ -50,7 +50,7 @@ from tutor.experiments.specs.pipeline_breakdown import PipelineBreakdownParams
 from tutor.measurement import vendor_peaks
 from tutor.measurement.vendor_peaks import vendor_peak_tflops  # noqa: F401  (tests and older imports)
 from tutor.measurement.timing import Stopwatch, synchronize
-from tutor.measurement.intervals import bounds, in_words, median_interval
+from tutor.measurement.intervals import bounds, in_words, median_interval, over_peak
 from tutor.present import metric, number
 
 WARMUP_STEPS = 5  # untimed: allocator, kernel selection, worker start-up
@@ -266,8 +266,9 @@ def measure(p: PipelineBreakdownParams, dev: Device) -> Iterator[Event]:
     else:
         peak, peak_source = measured.tflops, "measured matmul"
     mfu = achieved / peak
-    # The median stretch is reported, with the median's interval over the stretches.
-    interval = median_interval([t / peak for t in stretch_tflops])
+    # The median stretch is reported, with the median's interval over the stretches; against the
+    # measured peak the interval carries the peak's own spread too (a spec sheet's figure has none).
+    interval = over_peak(median_interval(stretch_tflops), peak, None if spec else measured.typical_tflops)
     mfu_low, mfu_high = bounds(interval)
     noise = (f" ({in_words(interval, lambda v: number(v * 100, '%'), 'stretches of steps')})"
              if mfu_low is not None else "")
@@ -294,7 +295,7 @@ def measure(p: PipelineBreakdownParams, dev: Device) -> Iterator[Event]:
     if paradox:
         yield Note(paradox, "warning")
     measured_text = (f"{metric(measured.tflops, 'TFLOP/s')} {dtype_name}{measured.threads_text()}, measured here "
-                     f"({measured.how_text()}; {measured.measured_on}, torch {measured.torch})")
+                     f"({measured.how_text()}{measured.spread_text()}; {measured.measured_on}, torch {measured.torch})")
     if p.model == "mlp" and p.data_path == "resident":
         yield Note(SAME_MLP_ELSEWHERE)
     if spec:

@@ -45,7 +45,7 @@ from tutor.experiments.model import MNISTClassifier
 from tutor.experiments.pipeline_breakdown import STRETCHES, linear_macs, stretch_ends
 from tutor.experiments.specs.profile_step import ProfileStepParams
 from tutor.measurement.timing import Stopwatch, synchronize
-from tutor.measurement.intervals import bounds, in_words, median_interval
+from tutor.measurement.intervals import bounds, in_words, median_interval, over_peak
 from tutor.paths import scratch_dir
 from tutor.present import metric, number, seconds, size
 
@@ -296,8 +296,10 @@ def measure(p: ProfileStepParams, dev: Device) -> Iterator[Event]:
                    "by other work on the machine. The measured peak is raised to this run's fastest figure (and "
                    "kept), so MFU reads 100% at most: as fast as anything measured here.", "warning")
     mfu = achieved / peak.tflops
-    # The median stretch is reported, with the median's interval over the stretches.
-    interval = median_interval([flops_per_step / s / 1e12 / peak.tflops for s in stretch_seconds])
+    # The median stretch is reported, with the median's interval over the stretches, carrying the
+    # peak's own spread too (its typical block to its best: measurement.intervals.over_peak).
+    interval = over_peak(median_interval([flops_per_step / s / 1e12 for s in stretch_seconds]), peak.tflops,
+                         peak.typical_tflops)
     mfu_low, mfu_high = bounds(interval)
 
     biggest = max(PHASES, key=lambda k: shares[k])
@@ -309,7 +311,7 @@ def measure(p: ProfileStepParams, dev: Device) -> Iterator[Event]:
                "a profiler records every call, so it slows what it measures; read shares from it, time without it.",
                "result")
     peak_text = (f"{metric(peak.tflops, 'TFLOP/s')} {dtype}{peak.threads_text()}, measured here "
-                 f"({peak.how_text()}; {peak.measured_on})")
+                 f"({peak.how_text()}{peak.spread_text()}; {peak.measured_on})")
     mfu_text = (f"MFU = {number(flops_per_step / 1e6)} MFLOP per step / {seconds(step_seconds)} = "
                 f"{metric(achieved, 'TFLOP/s')} of a peak of {peak_text}: {metric(mfu, '%')}"
                 + (f" ({in_words(interval, lambda v: metric(v, '%'), 'stretches of steps')})"

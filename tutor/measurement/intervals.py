@@ -95,6 +95,17 @@ def scaled(interval: MedianInterval | None, factor: float) -> MedianInterval | N
                           interval.coverage, interval.n, interval.short)
 
 
+def over_peak(interval: MedianInterval | None, peak: float, typical: float | None = None) -> MedianInterval | None:
+    """A rate's interval as a share of a measured peak (MFU): the headline against the peak, and the
+    ends carrying the peak's own spread too, from the low end over the peak (the best a sweep
+    timed) to the high end over its typical block (where a sweep at another moment lands)."""
+    if interval is None or not peak > 0:
+        return None
+    below = typical if typical is not None and 0 < typical <= peak else peak
+    return MedianInterval(interval.median / peak, interval.low / peak, interval.high / below,
+                          interval.coverage, interval.n, interval.short)
+
+
 def bounds(interval: MedianInterval | None) -> tuple[float | None, float | None]:
     """(low, high) as a run reports them beside its headline (NAME_low, NAME_high): (None, None)
     from a single repeat, whose interval is a point that says nothing of the noise."""

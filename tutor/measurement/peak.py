@@ -23,6 +23,7 @@ import datetime
 import json
 import math
 import os
+import statistics
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field, replace
@@ -65,6 +66,10 @@ class Peak:
     sizes: tuple[int, ...] = field(default_factory=tuple)  # the sizes the sweep reached
     sizes_cut: tuple[int, ...] = field(default_factory=tuple)  # sizes left out, by `cut_by`
     cut_by: str = CUT_TIME  # what left them out: the time limit, or the GPU memory free to the run
+    # The median block at the best size: the peak is the best block, and a sweep at another moment
+    # lands between the two, so a figure divided by the peak (MFU) carries that spread too. None:
+    # not known (a peak raised by a run, or cached before it was kept).
+    typical_tflops: float | None = None
 
     def identity(self) -> tuple[str, str, int | None]:
         return (self.device, self.dtype, self.threads)
@@ -87,7 +92,20 @@ class Peak:
                    best_size=int(d["best_size"]) if d.get("best_size") is not None else None,
                    sizes=tuple(int(n) for n in d.get("sizes", ())),
                    sizes_cut=tuple(int(n) for n in d.get("sizes_cut", ())),
-                   cut_by=str(d.get("cut_by", CUT_TIME)))
+                   cut_by=str(d.get("cut_by", CUT_TIME)),
+                   typical_tflops=_typical(d.get("typical_tflops"), tflops))
+
+    @property
+    def spread(self) -> tuple[float, float]:
+        """(typical, best) TFLOP/s: where a sweep at another moment lands; (best, best) when unknown."""
+        return (self.typical_tflops or self.tflops, self.tflops)
+
+    def spread_text(self) -> str:
+        """', its typical block 0.09 TFLOP/s: MFU's interval reaches that far', or '' where unknown."""
+        if self.typical_tflops is None or self.typical_tflops >= self.tflops:
+            return ""
+        return (f", its typical block {self.typical_tflops:.3g} TFLOP/s: an MFU's interval reaches that far, "
+                "since a sweep at another moment lands between the two")
 
     def age_days(self, now: float | None = None) -> float:
         return ((time.time() if now is None else now) - self.measured_at) / 86400
@@ -112,6 +130,15 @@ class Peak:
         sizes = f"{self.sizes[0]}..{self.sizes[-1]}" if len(self.sizes) > 1 else str(self.sizes[0]) if self.sizes else "?"
         cut = f"; {', '.join(map(str, self.sizes_cut))} left out by {self.cut_by}" if self.sizes_cut else ""
         return f"best of a sweep of {sizes} square matmuls, at {self.best_size}{cut}"
+
+
+def _typical(value: Any, best: float) -> float | None:
+    """A stored typical figure, if it is one: positive, finite, no more than the best."""
+    try:
+        typical = float(value)
+    except (TypeError, ValueError):
+        return None
+    return typical if math.isfinite(typical) and 0 < typical <= best else None
 
 
 # ---------------------------------------------------------------- the cache (no torch)
@@ -228,9 +255,10 @@ def sweep_words(kind: str) -> str:
             f"(torch.utils.benchmark), the best of about {REPEATS} blocks")
 
 
-def _tflops_at(n: int, device: str, tdtype: Any, repeats: int, deadline: float) -> float:
+def _tflops_at(n: int, device: str, tdtype: Any, repeats: int, deadline: float) -> tuple[float, float]:
     """One size timed by PyTorch's timer (timing.timed_blocks: warmed up, about `repeats` blocks of
-    back-to-back matmuls, no later than `deadline` but one block at least); the fastest block counts."""
+    back-to-back matmuls, no later than `deadline` but one block at least): (the fastest block's
+    TFLOP/s, which counts, and the median block's)."""
     import torch
 
     from tutor.measurement.timing import timed_blocks
@@ -239,7 +267,8 @@ def _tflops_at(n: int, device: str, tdtype: Any, repeats: int, deadline: float) 
     b = torch.randn(n, n, device=device, dtype=tdtype)
     out = torch.empty(n, n, device=device, dtype=tdtype)
     blocks = timed_blocks(lambda: torch.mm(a, b, out=out), device, repeats, max(0.0, deadline - time.perf_counter()))
-    return 2 * n**3 / blocks.best / 1e12
+    flops = 2 * n**3 / 1e12
+    return flops / blocks.best, flops / statistics.median(blocks.times)
 
 
 def sweep(dev: Device, dtype: str, sizes: tuple[int, ...] | None = None, budget_s: float | None = None,
@@ -257,7 +286,7 @@ def sweep(dev: Device, dtype: str, sizes: tuple[int, ...] | None = None, budget_
     sizes = sizes or SIZES.get(dev.kind, SIZES["cpu"])
     deadline = time.perf_counter() + (BUDGET_S.get(dev.kind, 2.0) if budget_s is None else budget_s)
     tdtype = _torch_dtype(dtype)
-    found: dict[int, float] = {}
+    found: dict[int, tuple[float, float]] = {}  # size -> (best, typical) TFLOP/s
     cut_by = CUT_TIME
     with _matmul_precision(dtype, dev.kind), torch.no_grad():
         for n in sizes:
@@ -277,9 +306,9 @@ def sweep(dev: Device, dtype: str, sizes: tuple[int, ...] | None = None, budget_
                 _empty_cache(dev.kind)
                 break
     name, threads = identity(dev)
-    best_n = max(found, key=found.__getitem__)
+    best_n = max(found, key=lambda n: found[n][0])
     now = time.time()
-    return Peak(tflops=found[best_n], dtype=dtype, device=name, threads=threads, torch=torch.__version__,
+    return Peak(tflops=found[best_n][0], typical_tflops=found[best_n][1], dtype=dtype, device=name, threads=threads, torch=torch.__version__,
                 measured_on=datetime.date.fromtimestamp(now).isoformat(), measured_at=now, how=SWEEP,
                 best_size=best_n, sizes=tuple(found), sizes_cut=tuple(n for n in sizes if n not in found),
                 cut_by=cut_by)
@@ -306,7 +335,7 @@ def raise_to(peak: Peak, achieved_tflops: float, how: str = RAISED) -> Peak:
     realistic peak is at least that, so it is raised to it (and cached) and said."""
     now = time.time()
     raised = replace(peak, tflops=achieved_tflops, how=how, measured_on=datetime.date.fromtimestamp(now).isoformat(),
-                     measured_at=now, best_size=None)
+                     measured_at=now, best_size=None, typical_tflops=None)
     store(raised)
     return raised
 

@@ -194,6 +194,13 @@ def timed_blocks(fn: Callable[[], Any], device: Any, repeats: int, budget_s: flo
 
     timer = _benchmark().Timer("fn()", globals={"fn": fn}, timer=clock,
                                num_threads=threads if threads is not None else torch.get_num_threads())
+    started = time.perf_counter()
     one = timer.timeit(1).times[0]  # after its own two warm-up calls
     measured = timer.blocked_autorange(min_run_time=max(min(budget_s, repeats * max(BLOCK_S, one)), 1e-6))
-    return Blocks(tuple(measured.times), measured.number_per_run)
+    times = list(measured.times)
+    # Its block size can come out as long as the whole run time (a clock read that happened to be
+    # slow while it sized them asks for long blocks): then it times one block, which says nothing
+    # of the spread. More blocks of that size, while the budget lasts, up to `repeats`.
+    while len(times) < repeats and time.perf_counter() - started + measured.number_per_run * max(times) < budget_s:
+        times.extend(timer.timeit(measured.number_per_run).times)
+    return Blocks(tuple(times), measured.number_per_run)

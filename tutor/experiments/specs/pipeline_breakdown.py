@@ -30,8 +30,8 @@ class PipelineBreakdownParams(Params):
 
 # How far separate runs' mfu land beyond one run's interval (the factor, less 1, that holds
 # them), on this 2-core CPU: at most 2.1% over four studies of 5 runs each at the lesson's
-# settings (bench/verdict_study.py, 2026-11-28; at least 2%).
-MEASURED_GUARD = 0.03
+# settings, 4.2% in a fifth (bench/verdict_study.py, 2026-11-28; at least 2%).
+MEASURED_GUARD = 0.05
 
 SPEC = Experiment(
     name='pipeline-breakdown',
@@ -45,7 +45,9 @@ SPEC = Experiment(
                           "(order statistics; the lowest under 6 stretches; 0..1; None with a single stretch: "
                           "steps=1)", none="one stretch: no interval"),
         "mfu_high": Metric("MFU, interval high", "%",
-                           "the high end of the same interval (0..1; None with a single stretch: steps=1)",
+                           "the high end of the same interval, over the measured peak's typical block rather "
+                           "than its best (the peak's own spread: where a sweep at another moment lands; 0..1; "
+                           "None with a single stretch: steps=1)",
                            none="one stretch: no interval"),
         "achieved_tflops": Metric("achieved throughput", "TFLOP/s",
                                   "model FLOPs per second of the pass without inner syncs: the median of its "

@@ -64,7 +64,9 @@ SPEC = Experiment(
                           "(order statistics; the lowest under 6 stretches; 0..1; None with a single stretch: "
                           "steps=1)", none="one stretch: no interval"),
         "mfu_high": Metric("MFU, interval high", "%",
-                           "the high end of the same interval (0..1; None with a single stretch: steps=1)",
+                           "the high end of the same interval, over the measured peak's typical block rather "
+                           "than its best (the peak's own spread: where a sweep at another moment lands; 0..1; "
+                           "None with a single stretch: steps=1)",
                            none="one stretch: no interval"),
         "trace_path": Metric("trace file", "text", "the Chrome/Perfetto trace written (open it in ui.perfetto.dev)"),
         "trace_bytes": Metric("trace file size", "B", "its size in bytes"),
