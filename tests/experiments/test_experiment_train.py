@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import types
+
 import math
 from pathlib import Path
 
@@ -10,6 +12,7 @@ import torch
 
 from tutor import errors, experiments
 from tutor.experiments import common
+from tutor.measurement.warmup import WarmUp
 from tutor.experiments import train as train_module
 from tutor.experiments.common import report_interval
 from tutor.experiments.events import Epoch, Finished, Note, Started, Step
@@ -176,8 +179,8 @@ def test_warm_up_changes_neither_the_model_nor_the_batch_order(monkeypatch, tmp_
     monkeypatch.setattr(train_module, "warm_up", counting_warm_up)
     warm = run({**values, "checkpoint": str(tmp_path / "warm.pt")})
     assert calls == [1]
-    assert any("untimed warm-up" in e.text and "throwaway copy" in e.text for e in warm if isinstance(e, Note))
-    monkeypatch.setattr(train_module, "warm_up", lambda *args, **kwargs: 0)
+    assert any("untimed steps" in e.text and "throwaway copy" in e.text for e in warm if isinstance(e, Note))
+    monkeypatch.setattr(train_module, "warm_up", lambda *args, **kwargs: WarmUp((), False))
     cold = run({**values, "checkpoint": str(tmp_path / "cold.pt")})
 
     def losses(events):
@@ -196,11 +199,31 @@ def test_warm_up_trains_a_copy_and_restores_the_rng():
     before = {k: v.clone() for k, v in model.state_dict().items()}
     batches = [(torch.randn(16, 1, 28, 28), torch.randint(10, (16,))) for _ in range(8)]
     rng = torch.get_rng_state()
-    assert common.warm_up(model, batches, "cpu") == common.WARMUP_STEPS
+    warmed = common.warm_up(model, batches, "cpu")
+    assert common.WARMUP_STEPS <= len(warmed.times) <= len(batches) and all(t > 0 for t in warmed.times)
     assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
     assert all(p.grad is None for p in model.parameters())
     assert torch.equal(torch.get_rng_state(), rng)
-    assert common.warm_up(model, batches[:2], "cpu") == 2  # fewer batches than steps: takes what there is
+    assert len(common.warm_up(model, batches[:2], "cpu").times) == 2  # fewer batches than steps: what there is
+
+
+def test_warm_up_goes_on_while_step_times_still_fall(monkeypatch):
+    """Issue 37 item 4: not a fixed count. Steps whose times keep falling are warmed up past the
+    minimum, up to the cap; the first step's cost (a GPU's start-up) is kept to be shown."""
+    now, taken = [0.0], [0]
+
+    def step_faster_each_time(model, opt, batches, device, **kwargs):
+        for _ in batches:  # the k-th step takes 1/k s of the stand-in clock
+            taken[0] += 1
+            now[0] += 1.0 / taken[0]
+            yield types.SimpleNamespace(steps=1)
+
+    monkeypatch.setattr(common, "train_epoch", step_faster_each_time)
+    monkeypatch.setattr(common.time, "perf_counter", lambda: now[0])
+    batches = [(torch.randn(4, 1, 28, 28), torch.randint(10, (4,))) for _ in range(40)]
+    warmed = common.warm_up(MNISTClassifier(), batches, "cpu", budget_s=1e9)
+    assert len(warmed.times) == common.WARMUP_MOST_STEPS and not warmed.settled
+    assert warmed.first == 1.0 and warmed.first > warmed.last
 
 
 def test_folder_as_checkpoint_fails_before_training(tmp_path, monkeypatch):

@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import itertools
 import os
 import random
 import tempfile
@@ -59,8 +60,11 @@ from torch import nn
 
 from tutor.experiments.devices import Device
 from tutor.measurement.timing import synchronize
+from tutor.measurement.warmup import WarmUp, steady
 
-WARMUP_STEPS = 5  # untimed steps before a timed run: device context, cuBLAS handles, kernels, allocator
+WARMUP_STEPS = 5  # untimed steps before a timed run at least: device context, cuBLAS handles, kernels, allocator
+WARMUP_MOST_STEPS = 30  # and more while their times still fall (warm_up), up to this many
+WARMUP_BUDGET_S = 2.0  # or this long
 CPU_BUDGET_S = 30.0  # timed CPU work one run step may do, so the step ends within a minute (see Fit)
 
 
@@ -382,10 +386,14 @@ def warm_up(
     amp: Amp = OFF,
     lr: float = 1e-3,
     steps: int = WARMUP_STEPS,
-) -> int:
-    """Run `steps` untimed Adam steps (with `amp` and its GradScaler) on a throwaway deep copy
-    of `model`, so that a timed run after it does not pay one-time costs: the device context,
-    cuBLAS handles, kernel selection, the caching allocator. Returns the steps taken.
+    most: int = WARMUP_MOST_STEPS,
+    budget_s: float = WARMUP_BUDGET_S,
+) -> WarmUp:
+    """Untimed Adam steps (with `amp` and its GradScaler) on a throwaway deep copy of `model`, each
+    clocked (synchronised) for the rule, until their times stop falling (measurement.warmup.steady),
+    `steps` at least and at most `most` or `budget_s` seconds, so that a timed run after it does
+    not pay one-time costs: the device context, cuBLAS handles, kernel selection, the caching
+    allocator. Returns what they took (the first step's cost is what a GPU's start-up costs).
 
     `model` and its optimizer are untouched, and the RNG states (CPU, and the GPU's on cuda)
     are restored, so a seeded run trains exactly as it would without the warm-up. Pass
@@ -393,17 +401,28 @@ def warm_up(
     """
     target = torch.device(device)
     gpus = [target.index or 0] if target.type == "cuda" else []
+    times: list[float] = []
     with torch.random.fork_rng(devices=gpus):
         warm = copy.deepcopy(model)
         opt = torch.optim.Adam(warm.parameters(), lr=lr)
-        last = None
-        for last in train_epoch(
-            warm, opt, batches, device, amp=amp, scaler=make_scaler(amp, device),
-            report_every=max(steps, 1), max_steps=steps,
-        ):
-            pass
-        synchronize(device)
-    return last.steps if last is not None else 0
+        scaler = make_scaler(amp, device)
+        source = iter(batches)
+        started = time.perf_counter()
+        while True:
+            synchronize(device)
+            t0 = time.perf_counter()
+            last = None
+            for last in train_epoch(warm, opt, itertools.islice(source, 1), device, amp=amp, scaler=scaler,
+                                    report_every=1, max_steps=1):
+                pass
+            synchronize(device)
+            if last is None or last.steps == 0:
+                break  # the batches ran out: as warm as they can make it
+            times.append(time.perf_counter() - t0)
+            if len(times) >= steps and (steady(times) or len(times) >= most
+                                        or time.perf_counter() - started >= budget_s):
+                break
+    return WarmUp(tuple(times), steady(times))
 
 
 def report_interval(steps: int, target: int = 75) -> int:

@@ -121,8 +121,9 @@ def measure(p: CrossoverParams, dev: Device) -> Iterator[Event]:
     if d.fallback_reason:
         yield Note(f"Data: {d.description}.", "warning")
     yield Note(
-        f"Each device first runs {WARMUP_STEPS} untimed warm-up steps (device context, cuBLAS, kernel "
-        f"selection), then {p.repeats} timed run(s) of {p.epochs} epoch(s); the median is reported. "
+        f"Each device first runs untimed warm-up steps ({WARMUP_STEPS} at least, more while their times still "
+        f"fall: device context, cuBLAS, kernel selection), then {p.repeats} timed run(s) of {p.epochs} epoch(s); "
+        "the median is reported. "
         "Batches are copied to the device inside the loop, as in the lesson's device-aware loop."
     )
 

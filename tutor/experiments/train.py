@@ -134,11 +134,15 @@ def measure(p: TrainParams, dev: Device) -> Iterator[Event]:
     every = report_interval(min(steps_per_epoch, planned))
 
     warmed = warm_up(model, warmup_batches(), device, amp=amp, lr=p.lr)
+    start_up = (f" The first step took {warmed.first / max(warmed.last, 1e-9):,.0f}x as long as a settled one: that "
+                "is the one-time cost itself. On a GPU the first CUDA call creates the context and cuBLAS handles "
+                "and picks kernels, which can take longer than a whole epoch after it."
+                if warmed.times and warmed.first > 2 * warmed.last else "")
     yield Note(
-        f"Before the clock started, {warmed} untimed warm-up step(s) ran on a throwaway copy of the model "
-        "(device context, cuBLAS handles, kernel selection, memory allocator), so epoch times, total_seconds "
-        "and samples_per_s leave that one-time set-up out. The model trained below starts from the same "
-        "weights and sees the same batches as it would without them."
+        f"Before the clock started, {warmed.words(lambda s: f'{s * 1000:,.1f} ms', 'step')} ran on a throwaway "
+        "copy of the model (device context, cuBLAS handles, kernel selection, memory allocator), so epoch times, "
+        "total_seconds and samples_per_s leave that one-time set-up out." + start_up + " The model trained below "
+        "starts from the same weights and sees the same batches as it would without them."
     )
 
     clock = Stopwatch(device)  # all epochs' training

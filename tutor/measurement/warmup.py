@@ -41,8 +41,11 @@ class WarmUp:
     def last(self) -> float:
         return statistics.median(self.times[-WINDOW:])
 
-    def words(self, show) -> str:
+    def words(self, show, noun: str = "call") -> str:
         """'8 untimed calls until their times stopped falling (the first took 41 ms, the last 2.1 ms)'."""
         n = len(self.times)
+        if not n:
+            return f"no untimed {noun}s"
         how = "until their times stopped falling" if self.settled else "(their times were still falling at the cap)"
-        return f"{n} untimed call{'s' if n != 1 else ''} {how} (the first took {show(self.first)}, the last {show(self.last)})"
+        return (f"{n} untimed {noun}{'s' if n != 1 else ''} {how} (the first took {show(self.first)}, "
+                f"the last {show(self.last)})")
