@@ -3,8 +3,9 @@
 Every run step runs its experiment (with the experiment's small `quick` parameters unless
 asked for the full ones) and must finish with every metric it declares; every check's
 reference answer must pass its own grader, its listed right answers too and its wrong
-answers not, with the metrics of its verify run when it has one; every exercise's solution
-must pass in the sandbox and each listed mistake must fail the requirement it names (where
+answers not, with the metrics of its verify run when it has one; every exercise's starter
+must not pass yet (the learner has something to do), its solution must pass in the sandbox,
+and each listed mistake must fail the requirement it names (where
 its `only_on` lists this machine's device kind, when it has one); every instrument must
 compute at its starting and scenario settings. Each of these is one
 `Outcome`; a lesson that does not load is one failed outcome per lint issue.
@@ -394,9 +395,10 @@ class Player:
                 os.environ.pop(key, None)
 
     def _exercise_outcomes(self, lesson: Lesson, step: ExerciseStep) -> Iterator[Outcome]:
-        """The solution, then each mistake, in the lesson's order. The programs that must run
-        run side by side (each in its own sandbox process, one per CPU core): on a 2-core
-        machine the practice lesson's 21 programs took 130 s one after another."""
+        """The solution, then the starter (a learner must have something to do: it may not pass
+        already), then each mistake, in the lesson's order. The programs that must run run side by
+        side (each in its own sandbox process, one per CPU core): on a 2-core machine the practice
+        lesson's 21 programs took 130 s one after another."""
         from tutor.exercises.grader import grade_exercise, source_requirement_met
 
         def graded(code: str, where: Path) -> tuple[Any, float]:
@@ -407,6 +409,7 @@ class Player:
         with tempfile.TemporaryDirectory(prefix="gpututor-lesson-test-") as tmp, \
                 ThreadPoolExecutor(max_workers=exercise_workers(), thread_name_prefix="lesson-test") as pool:
             solution = pool.submit(graded, step.solution, Path(tmp) / "solution")
+            starter = pool.submit(graded, step.starter, Path(tmp) / "starter")
             runs: dict[int, Future[tuple[Any, float]]] = {}
             kind = program_device()
             for j, mistake in enumerate(step.mistakes):
@@ -425,6 +428,12 @@ class Player:
             yield Outcome(lesson.id, step.id, "exercise", "solution passes", result.passed,
                           "; ".join(failed) or result.summary if not result.passed
                           else "; ".join([result.summary, *unapplied]), seconds)
+            result, seconds = starter.result()
+            yield Outcome(lesson.id, step.id, "exercise", "starter does not pass yet", not result.passed,
+                          "the starter already passes every requirement: the learner would be done before "
+                          "writing a line; leave the step it teaches out of it" if result.passed
+                          else f"{sum(not r.passed for r in result.requirements)} of {len(result.requirements)} "
+                               "requirements left for the learner", seconds)
             for j, mistake in enumerate(step.mistakes):
                 what = f"mistake {mistake.name!r} fails {mistake.fails}"
                 skipped = mistake.skipped_on(kind)

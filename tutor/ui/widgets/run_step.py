@@ -67,8 +67,10 @@ class RunStepView(StepView):
     def action_run(self) -> bool:
         panel = self.query_one(RunPanel)
         if not panel.running:
+            if self.step.tweak:
+                panel.set_params(self.params)
             # the edges this lesson's locked predictions turn at: the run repeats until they are decided
-            panel.set_params({**self.params, **self.session.decide_params(self.step)})
+            panel.set_params(self.session.decide_params(self.step))
             self.query_one("#previous", Static).update("")
             panel.start(self.app.device_override)
             self.refresh_hint()
