@@ -37,7 +37,8 @@ def test_the_scaffold_passes_with_a_table(capsys, scaffold, monkeypatch):
     assert "✓ demo · practice · exercise: mistake 'hard-coded' fails checks-cuda" in out
     assert "✓ demo · memory · instrument: computes at set and scenario" in out
     assert "✓ demo · guess · predict: cuda_available can be judged against the prediction" in out
-    assert "lesson test" in out and "7 passed, 0 failed" in out
+    assert "✓ demo · practice · exercise: starter does not pass yet" in out
+    assert "lesson test" in out and "8 passed, 0 failed" in out
 
 
 def test_a_mistake_not_for_this_machine_is_counted_as_skipped(capsys, scaffold, monkeypatch):
@@ -49,7 +50,7 @@ def test_a_mistake_not_for_this_machine_is_counted_as_skipped(capsys, scaffold, 
     assert code == 0, out + err
     assert "- demo · practice · exercise: mistake 'hard-coded' fails checks-cuda" in out
     assert "not a mistake on cpu (only_on: mps): not run" in out
-    assert "6 passed, 1 skipped (not for this machine), 0 failed" in out
+    assert "7 passed, 1 skipped (not for this machine), 0 failed" in out
 
 
 def test_a_mistake_that_passes_fails_the_test(capsys, scaffold):
@@ -167,8 +168,8 @@ def test_exercise_programs_run_side_by_side_and_report_in_the_lessons_order(monk
     monkeypatch.setattr(lesson_test, "exercise_workers", lambda: 2)
     player = lesson_test.Player("cpu", full=True)  # full: every mistake runs, none is read
     outcomes = list(player._exercise_outcomes(lesson, step))
-    assert [o.what for o in outcomes] == ["solution passes"] + [f"mistake 'm{i}' fails {mistakes[0].fails}"
-                                                               for i in range(3)]
+    assert [o.what for o in outcomes] == ["solution passes", "starter does not pass yet"] + [
+        f"mistake 'm{i}' fails {mistakes[0].fails}" for i in range(3)]
     assert all(o.ok for o in outcomes)
     assert most[0] == 2
 
@@ -278,7 +279,7 @@ def test_a_mistake_whose_pack_grader_crashed_is_not_counted_as_failing_it(monkey
 
     monkeypatch.setattr(grader, "grade_exercise", fake_grade)
     outcomes = list(lesson_test.Player("cpu", full=True)._exercise_outcomes(lesson, step))
-    mistake = outcomes[1]
+    mistake = outcomes[2]
     assert not mistake.ok
     assert mistake.detail == "its checker failed instead of judging it: KeyError: 'loss'"
 
@@ -306,11 +307,11 @@ def test_a_mistake_is_run_only_on_the_devices_where_it_is_one(monkeypatch):
     monkeypatch.setattr(grader, "grade_exercise", fake_grade)
     monkeypatch.setattr(lesson_test, "program_device", lambda: "cuda")
     outcomes = list(lesson_test.Player("cpu", full=True)._exercise_outcomes(lesson, step))
-    mistake = outcomes[1]
+    mistake = outcomes[2]
     assert mistake.ok and mistake.skipped and mistake.detail == "not a mistake on cuda (only_on: cpu, mps): not run"
-    assert graded == [step.solution]
+    assert sorted(graded) == sorted([step.solution, step.starter])  # the starter runs too; the mistake not
     monkeypatch.setattr(lesson_test, "program_device", lambda: "cpu")  # a mistake here: run, and it passed
-    assert not list(lesson_test.Player("cpu", full=True)._exercise_outcomes(lesson, step))[1].ok
+    assert not list(lesson_test.Player("cpu", full=True)._exercise_outcomes(lesson, step))[2].ok
 
 
 def test_lesson_test_shows_the_interval_it_graded_against_and_an_undecided_boundary():
@@ -551,3 +552,22 @@ def test_a_passing_result_without_words_prints_no_bare_path(capsys, tmp_path, mo
     code, out, _ = run_cli(capsys, "lesson", "test", str(path))
     assert code == 0 and "grades 2 answers as listed" in out
     assert f"{path}:4:" not in out
+
+
+def test_a_starter_that_already_passes_fails_the_test(capsys, scaffold):
+    """Issue 41 item 6 (rustlings' dev check): an exercise whose starter passes as given leaves the
+    learner nothing to do; lesson test runs the starter and says so."""
+    from tutor.course.loader import load_file
+
+    step = next(s for s in load_file(scaffold).steps if s.kind == "exercise")
+    text = scaffold.read_text(encoding="utf-8")
+    indent = "\n".join("      " + line if line else "" for line in step.solution.splitlines())
+    start = text.index("    starter: |")
+    end = text.index("    solution: |")
+    scaffold.write_text(text[:start] + "    starter: |\n" + indent + "\n" + text[end:], encoding="utf-8")
+    code, out, _ = run_cli(capsys, "lesson", "test", str(scaffold), "--json")
+    assert code == 1
+    bad = [r for r in map(json.loads, out.splitlines()[:-1]) if not r["ok"]]
+    assert [r["what"] for r in bad] == ["starter does not pass yet"]
+    assert "the starter already passes every requirement" in bad[0]["detail"]
+
