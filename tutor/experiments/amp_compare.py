@@ -10,16 +10,20 @@ resident train and test tensors, the model's weights and the device copy of the 
 weights. What is left is what training adds: gradients, optimizer state, activations and
 autocast's cached low-precision weights.
 
-The speedup's noise: the two modes train one after the other, not in turns, so their epochs
-cannot be paired; speedup_low/high is the interval of the ratio of the two modes' medians
-(measurement.intervals.ratio_interval: each mode's median interval, divided end to end), None
-with a single epoch each (epochs=1: nothing repeated).
+The speedup graded is measured apart from the two trainings, whose epochs ran one mode after the
+other and so cannot be paired (and are few: 3 epochs hold their median with 75% at best): after
+them, a fresh copy of the starting model per mode trains on one resident batch, the two modes
+taking turns, TURNS rounds of about ROUND_S each (measurement.timing.seconds_in_turns); speedup
+is the median of the rounds' float32 / autocast ratios, speedup_low/high its interval (10 rounds:
+98%). The table's s/epoch are the trainings' own.
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator
+import itertools
+import time
+from collections.abc import Callable, Iterator
 from contextlib import nullcontext
 
 import torch
@@ -29,15 +33,21 @@ from tutor.experiments.common import (
     Amp,
     autocast_settings,
     full_float32_matmuls,
+    make_scaler,
     seed_everything,
     shell_try,
+    train_epoch,
     train_timed,
 )
 from tutor.experiments.devices import Device
-from tutor.experiments.events import Epoch, Event, Finished, Note, Started, Table
+from tutor.experiments.events import Event, Finished, Note, Started, Table
 from tutor.experiments.model import MNISTClassifier, count_parameters
 from tutor.experiments.specs.amp_compare import AmpCompareParams
-from tutor.measurement.intervals import bounds, in_words, ratio_interval
+from tutor.measurement.intervals import bounds, in_words, median_interval
+from tutor.measurement.timing import paired_ratios, seconds_in_turns, synchronize
+
+TURNS = 10  # rounds of steps, the modes taking turns: 10 ratios hold their median with 98%
+ROUND_S = 0.05  # one mode's round lasts about this long: a slow moment falls on both modes
 
 
 def _peak_supported(dev: Device) -> bool:
@@ -51,6 +61,39 @@ def _train_mode(label: str, amp: Amp, init_state: dict, d, p: AmpCompareParams, 
     model.load_state_dict(init_state)  # identical starting weights for both modes
     yield from train_timed(model, d.train_x, d.train_y, d.test_x, d.test_y, device, epochs=p.epochs,
                            batch_size=p.batch_size, lr=p.lr, seed=p.seed, amp=amp, label=label)
+
+
+def _steps(amp: Amp, init_state: dict, batch: tuple, p: AmpCompareParams, dev: Device,
+           calls: int) -> Callable[[], None]:
+    """`calls` training steps of a fresh copy of the starting model on one resident batch, as the
+    trainings step (train_epoch: autocast, GradScaler), with one host sync at the end."""
+    model = MNISTClassifier().to(dev.torch_device)
+    model.load_state_dict(init_state)
+    optimizer = torch.optim.Adam(model.parameters(), lr=p.lr)
+    scaler = make_scaler(amp, dev)
+
+    def steps() -> None:
+        for _ in train_epoch(model, optimizer, itertools.repeat(batch, calls), dev.torch_device, amp=amp,
+                             scaler=scaler, report_every=calls, max_steps=calls, max_interval_s=float("inf")):
+            pass
+
+    return steps
+
+
+def _paired_speedup(amp: Amp, init_state: dict, d, p: AmpCompareParams, dev: Device):
+    """The modes' steps in turns (see the module's docstring): the ratios' interval, and how."""
+    batch = (d.train_x[:p.batch_size], d.train_y[:p.batch_size])
+    with full_float32_matmuls():  # float32 is true float32, as in its training
+        probe = _steps(OFF, init_state, batch, p, dev, 1)
+        probe()  # a first step pays the one-time costs; the second says how long one takes
+        synchronize(dev.torch_device)
+        t0 = time.perf_counter()
+        probe()
+        synchronize(dev.torch_device)
+        calls = max(1, round(ROUND_S / max(time.perf_counter() - t0, 1e-6)))
+        ways = {"fp32": _steps(OFF, init_state, batch, p, dev, calls), "amp": _steps(amp, init_state, batch, p, dev, calls)}
+        times = seconds_in_turns(ways, dev.torch_device, repeats=TURNS, calls=1, warmup=2)
+    return median_interval(paired_ratios(times["fp32"], times["amp"])), calls
 
 
 def measure(p: AmpCompareParams, dev: Device) -> Iterator[Event]:
@@ -92,7 +135,6 @@ def measure(p: AmpCompareParams, dev: Device) -> Iterator[Event]:
 
     results = {}
     precision = torch.get_float32_matmul_precision()  # the learner's, for the note below
-    epoch_seconds: dict[str, list[float]] = {}  # each mode's epochs, for the speedup's range
     for label, mode in (("fp32", OFF), ("amp", amp)):
         if label == "amp" and not amp.enabled:
             break
@@ -108,14 +150,16 @@ def measure(p: AmpCompareParams, dev: Device) -> Iterator[Event]:
                 if isinstance(item, dict):
                     results[label] = item
                 else:
-                    if isinstance(item, Epoch):
-                        epoch_seconds.setdefault(label, []).append(item.seconds)
                     yield item
 
     fp32 = results["fp32"]
     mixed = results.get("amp")
-    speedup = fp32["seconds"] / mixed["seconds"] if mixed and mixed["seconds"] > 0 else None
-    interval = ratio_interval(epoch_seconds.get("fp32", []), epoch_seconds.get("amp", [])) if speedup is not None else None
+    interval = None
+    if mixed:
+        yield Note(f"Timing the two precisions in turns for the speedup: {TURNS} rounds of training steps on one "
+                   f"batch of {p.batch_size} each ...")
+        interval, calls = _paired_speedup(amp, init_state, d, p, dev)
+    speedup = interval.median if interval is not None else None
     speedup_low, speedup_high = bounds(interval)
 
     def mb(v):
@@ -125,10 +169,11 @@ def measure(p: AmpCompareParams, dev: Device) -> Iterator[Event]:
     if mixed:
         rows.append([
             f"autocast {amp.dtype_name}" + (" + GradScaler" if amp.use_scaler else ""),
-            f"{mixed['seconds']:.3f}", f"{mixed['accuracy']:.2%}", mb(mixed["peak_mb"]), f"{speedup:.2f}x",
+            f"{mixed['seconds']:.3f}", f"{mixed['accuracy']:.2%}", mb(mixed["peak_mb"]),
+            f"{speedup:.2f}x" if speedup is not None else "n/a",
         ])
     yield Table(
-        f"float32 vs mixed precision on {device} (median s/epoch)",
+        f"float32 vs mixed precision on {device} (median s/epoch; the speedup from steps in turns)",
         ["precision", "s/epoch", "test accuracy", "peak MB", "speedup"],
         rows,
     )
@@ -175,14 +220,10 @@ def measure(p: AmpCompareParams, dev: Device) -> Iterator[Event]:
             )
         if speedup_low is not None:
             yield Note(
-                f"The noise: the speedup is {in_words(interval, lambda v: f'{v:.2f}x', 'epochs per mode')}, "
-                "from each mode's own median interval (the two modes ran one after the other, so no epoch of one "
-                "ran beside an epoch of the other)."
-            )
-        if min(fp32["seconds"], mixed["seconds"]) < 0.5:
-            yield Note(
-                "These epochs took under half a second, so a few milliseconds of noise shift the ratio; "
-                "more train_samples or epochs give a steadier figure."
+                f"The noise: the speedup is {in_words(interval, lambda v: f'{v:.2f}x', 'rounds')} of {calls} "
+                "training steps per precision, the two taking turns so that a slow moment of the machine falls on "
+                f"both. The trainings' own epochs ({fp32['seconds']:.3f} s and {mixed['seconds']:.3f} s) ran one "
+                "precision after the other, so their ratio is not graded."
             )
         diff = (mixed["accuracy"] - fp32["accuracy"]) * 100
         yield Note(
