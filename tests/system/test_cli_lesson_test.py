@@ -570,4 +570,9 @@ def test_a_starter_that_already_passes_fails_the_test(capsys, scaffold):
     bad = [r for r in map(json.loads, out.splitlines()[:-1]) if not r["ok"]]
     assert [r["what"] for r in bad] == ["starter does not pass yet"]
     assert "the starter already passes every requirement" in bad[0]["detail"]
+    # a cell meant to be run as it is says so, and is then held to passing
+    marked = scaffold.read_text(encoding="utf-8").replace("    starter: |", "    complete: true\n    starter: |", 1)
+    scaffold.write_text(marked, encoding="utf-8")
+    code, out, _ = run_cli(capsys, "lesson", "test", str(scaffold))
+    assert code == 0 and "✓ demo · practice · exercise: starter passes as given (complete: true)" in out
 

@@ -429,11 +429,16 @@ class Player:
                           "; ".join(failed) or result.summary if not result.passed
                           else "; ".join([result.summary, *unapplied]), seconds)
             result, seconds = starter.result()
-            yield Outcome(lesson.id, step.id, "exercise", "starter does not pass yet", not result.passed,
-                          "the starter already passes every requirement: the learner would be done before "
-                          "writing a line; leave the step it teaches out of it" if result.passed
-                          else f"{sum(not r.passed for r in result.requirements)} of {len(result.requirements)} "
-                               "requirements left for the learner", seconds)
+            if step.complete:  # a cell to run and read: it must pass as given
+                yield Outcome(lesson.id, step.id, "exercise", "starter passes as given (complete: true)",
+                              result.passed, result.summary, seconds)
+            else:
+                yield Outcome(lesson.id, step.id, "exercise", "starter does not pass yet", not result.passed,
+                              "the starter already passes every requirement: the learner would be done before "
+                              "writing a line; leave the step it teaches out of it, or mark a cell meant to be "
+                              "run as it is `complete: true`" if result.passed
+                              else f"{sum(not r.passed for r in result.requirements)} of "
+                                   f"{len(result.requirements)} requirements left for the learner", seconds)
             for j, mistake in enumerate(step.mistakes):
                 what = f"mistake {mistake.name!r} fails {mistake.fails}"
                 skipped = mistake.skipped_on(kind)

@@ -314,6 +314,9 @@ class Launch(Strict):
 class ExerciseStep(Hinted):
     kind: Literal["exercise"]
     starter: str  # code with ____ blanks or TODOs
+    # The starter is whole on purpose: the learner runs it and reads what it prints (lesson test then
+    # holds it to passing as given, where otherwise a starter that passes leaves nothing to do).
+    complete: bool = False
     solution: str
     hint: str = ""
     hints: list[str] = []  # in tiers: each h shows the next
