@@ -9,7 +9,7 @@ import math
 import re
 from typing import Any
 
-from checks import (
+from tutor.checks import (
     format_number as number,  # a learner's numbers: exact whole numbers, 3 digits, units
 )
 

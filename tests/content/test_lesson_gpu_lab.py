@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from lesson_text import MAX_CODE, all_text, code_blocks
 
-from checks import grade
-from checks.spec import ChoiceAnswer, NumberAnswer, TextAnswer
+from tutor.checks import grade
+from tutor.checks.answers import ChoiceAnswer, NumberAnswer, TextAnswer
 from tutor import experiments
 from tutor.course.lesson import CheckStep, Lesson, PredictStep, ReadStep, RunStep
 from tutor.course.loader import load_file

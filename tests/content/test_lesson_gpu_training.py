@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from lesson_text import AUTHOR_DOCS, DOC, MAX_CODE, all_text, code_blocks, fenced
 
-from checks import grade
-from checks.spec import ChoiceAnswer, TextAnswer
+from tutor.checks import grade
+from tutor.checks.answers import ChoiceAnswer, TextAnswer
 from tutor import experiments
 from tutor.course.lesson import (
     CheckStep,
@@ -307,11 +307,11 @@ def test_doc_names_every_experiment_param_and_metric(doc):
 
 
 def test_doc_names_every_key_of_the_format(doc):
-    from checks import spec
+    from tutor.checks import answers
 
     models = [Lesson, ReadStep, PredictStep, RunStep, CheckStep, CodeCompare, Verify,
-              spec.ChoiceAnswer, spec.ChoiceOption, spec.NumberAnswer, spec.NumberRange,
-              spec.TextAnswer, spec.Rubric, spec.Concept, spec.Misconception, spec.Examples]
+              answers.ChoiceAnswer, answers.ChoiceOption, answers.NumberAnswer, answers.NumberRange,
+              answers.TextAnswer, answers.Rubric, answers.Concept, answers.Misconception, answers.Examples]
     for model in models:
         for key in model.model_fields:
             assert f"`{key}`" in doc or f"`{key}:" in doc, (model.__name__, key)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from lesson_text import AUTHOR_DOCS, DOC, ROOT, TUTORIAL, anchor, fenced, headings
 
-from checks import grade
+from tutor.checks import grade
 from tutor.cli import main
 from tutor.course.lesson import CheckStep
 from tutor.course.loader import lint_file, load_text

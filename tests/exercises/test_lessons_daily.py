@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from checks import grade
-from checks.spec import ChoiceAnswer, TextAnswer
+from tutor.checks import grade
+from tutor.checks.answers import ChoiceAnswer, TextAnswer
 from tutor import experiments
 from tutor.course.lesson import (
     CheckStep,

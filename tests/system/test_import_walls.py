@@ -26,11 +26,11 @@ def _tops(modules: set[str]) -> set[str]:
 
 def test_answer_grading_is_pure_python():
     """Of the tutor, grading loads only the pure-Python statistics a prediction is decided by."""
-    loaded = _loaded_after("import checks, checks.grade, checks.text, checks.number, checks.choice, "
-                           "checks.predict, checks.spec")
+    loaded = _loaded_after("import tutor.checks, tutor.checks.grade, tutor.checks.text, tutor.checks.number, "
+                           "tutor.checks.choice, tutor.checks.predict, tutor.checks.answers")
     assert not _tops(loaded) & {"textual", "torch"}
-    assert {m for m in loaded if m.split(".")[0] == "tutor"} <= {"tutor", "tutor.measurement",
-                                                                 "tutor.measurement.intervals"}
+    ours = {m for m in loaded if m.split(".")[0] == "tutor" and not m.startswith("tutor.checks")}
+    assert ours <= {"tutor", "tutor.measurement", "tutor.measurement.intervals"}
 
 
 @pytest.mark.parametrize("module", ["tutor.ui.app", "tutor.ui.screens.lesson", "tutor.ui.screens.review",
@@ -57,7 +57,8 @@ def test_the_command_line_starts_on_the_standard_library_alone():
     """`gpututor --help` is instant, and a ctrl-c in the command's own imports lands inside main()
     (a clean "cancelled"): the entry point loads no third-party package, nor the handlers' modules."""
     loaded = _loaded_after("import tutor.cli")
-    assert not _tops(loaded) & {"pydantic", "rich", "textual", "yaml", "torch", "numpy", "checks"}
+    assert not _tops(loaded) & {"pydantic", "rich", "textual", "yaml", "torch", "numpy"}
+    assert "tutor.checks" not in loaded
     assert not {"tutor.cli.learner", "tutor.cli.run", "tutor.cli.instructor", "tutor.cli.calibrate"} & loaded
 
 

@@ -18,7 +18,7 @@ from textual.widgets import Input, OptionList, TextArea
 from waiting import step_arrived
 from waiting import wait_for as _wait_for
 
-from checks.spec import ChoiceAnswer
+from tutor.checks.answers import ChoiceAnswer
 from tutor import experiments
 from tutor.authoring.lesson_test import goal_settings
 from tutor.course.catalog import discover

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from checks import grade
-from checks.spec import TextAnswer
+from tutor.checks import grade
+from tutor.checks.answers import TextAnswer
 
 ROOT = Path(__file__).resolve().parents[2]
 LESSON = ROOT / "lessons" / "gpu-training.yaml"
@@ -641,7 +641,7 @@ def test_lesson_examples_agree_with_the_grader():
 
 
 def test_lesson_rubrics_have_no_lint_problems():
-    from checks.text import lint_rubric
+    from tutor.checks.text import lint_rubric
 
     for check in CHECKS:
         assert lint_rubric(SPECS[check].rubric) == [], check

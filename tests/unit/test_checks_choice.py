@@ -6,9 +6,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from checks import describe_spec, grade
-from checks.choice import read_typed, resolve
-from checks.spec import ChoiceAnswer
+from tutor.checks import describe_spec, grade
+from tutor.checks.choice import read_typed, resolve
+from tutor.checks.answers import ChoiceAnswer
 
 SPEC = ChoiceAnswer(
     type="choice",

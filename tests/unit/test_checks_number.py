@@ -8,8 +8,8 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from checks import describe_spec, format_number, grade, parse_number
-from checks.spec import NumberAnswer, NumberRange
+from tutor.checks import describe_spec, format_number, grade, parse_number
+from tutor.checks.answers import NumberAnswer, NumberRange
 
 
 @pytest.mark.parametrize(
@@ -220,7 +220,7 @@ def test_whole_numbers_are_shown_exactly(value, unit):
 def test_grade_number_never_raises(text):
     """12 GB within the default 10%, and a band at 1 GB or less with its own words: whatever is
     typed, the verdict is the one the number read from it earns."""
-    from checks.number import quantity_in, read_quantity
+    from tutor.checks.number import quantity_in, read_quantity
 
     spec = NumberAnswer(type="number", unit="GB", value=12, ranges=[NumberRange(max=1, feedback="tiny")])
     v = grade(text, spec)
@@ -240,13 +240,13 @@ def test_grade_number_never_raises(text):
 # ------------------------------------------------------------------ bands an answer can reach
 
 def _spec(**kw):
-    from checks.spec import NumberAnswer
+    from tutor.checks.answers import NumberAnswer
 
     return NumberAnswer(type="number", **kw)
 
 
 def test_a_band_inside_the_default_tolerance_is_never_reached():
-    from checks.number import band_reach
+    from tutor.checks.number import band_reach
 
     spec = _spec(value=235, ranges=[{"min": 234, "max": 234, "feedback": "off by one"}])
     (reach,) = band_reach(spec, 235)
@@ -256,7 +256,7 @@ def test_a_band_inside_the_default_tolerance_is_never_reached():
 
 
 def test_a_band_covered_by_earlier_bands_is_named():
-    from checks.number import band_reach
+    from tutor.checks.number import band_reach
 
     spec = _spec(value=10, abs_tolerance=0.5,
                  ranges=[{"min": 0, "max": 5, "feedback": "a"}, {"min": 1, "max": 4, "feedback": "b"},
@@ -269,7 +269,7 @@ def test_a_band_covered_by_earlier_bands_is_named():
 
 
 def test_a_reachable_band_gets_an_example_its_own_feedback_grades():
-    from checks.number import band_reach
+    from tutor.checks.number import band_reach
 
     spec = _spec(value=20.8, tolerance=0.08, unit="GB",
                  ranges=[{"max": 6, "feedback": "weights"}, {"min": 19, "max": 30, "feedback": "near"}])
@@ -288,7 +288,7 @@ def test_a_reachable_band_gets_an_example_its_own_feedback_grades():
     ("2", {"unit": "s", "value": 120}),  # worked in minutes
 ])
 def test_a_bare_number_right_only_in_another_unit_is_asked_about_not_graded(answer, spec_kw):
-    from checks.spec import NumberAnswer
+    from tutor.checks.answers import NumberAnswer
 
     verdict = grade(answer, NumberAnswer(type="number", **spec_kw))
     assert not verdict.judged and not verdict.correct
@@ -297,14 +297,14 @@ def test_a_bare_number_right_only_in_another_unit_is_asked_about_not_graded(answ
 
 @pytest.mark.parametrize("answer, correct", [("0.5 s", True), ("500", True), ("0.4", False), ("3", False)])
 def test_a_number_with_its_unit_or_wrong_in_every_reading_is_graded(answer, correct):
-    from checks.spec import NumberAnswer
+    from tutor.checks.answers import NumberAnswer
 
     verdict = grade(answer, NumberAnswer(type="number", unit="ms", value=500))
     assert verdict.judged and verdict.correct is correct
 
 
 def test_mb_and_mib_are_converted_never_asked_about():
-    from checks.spec import NumberAnswer
+    from tutor.checks.answers import NumberAnswer
 
     spec = NumberAnswer(type="number", unit="MB", value=100)
     assert grade("95.4 MiB", spec).correct  # 100.0 MB
@@ -314,9 +314,9 @@ def test_mb_and_mib_are_converted_never_asked_about():
 def test_about_1_mb_says_which_megabyte_and_why_a_check_and_a_prediction_differ():
     """Issue 35: "about 1 MB" for 940,584 B was "within 7%" as a prediction (10%) and "too high" as
     a check (1%), with neither saying which megabyte it read nor how close each asks for."""
-    from checks import score_prediction
-    from checks.number import grade_number
-    from checks.spec import NumberAnswer
+    from tutor.checks import score_prediction
+    from tutor.checks.number import grade_number
+    from tutor.checks.answers import NumberAnswer
 
     check = NumberAnswer(type="number", unit="B", value=940584, tolerance=0.01)
     said = grade_number("about 1 MB", check).feedback

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from checks import score_prediction
-from checks.spec import ChoiceAnswer, NumberAnswer, TextAnswer
+from tutor.checks import score_prediction
+from tutor.checks.answers import ChoiceAnswer, NumberAnswer, TextAnswer
 
 SPEEDUP = NumberAnswer(type="number", unit="x", tolerance=0.1)
 RANGED = ChoiceAnswer(
@@ -158,7 +158,7 @@ def test_score_prediction_never_raises(answer, spec, measured, unit):
 
 
 def test_percent_step_compares_a_fraction_metric_in_percent():
-    from checks.spec import ChoiceAnswer, NumberAnswer
+    from tutor.checks.answers import ChoiceAnswer, NumberAnswer
 
     choice = ChoiceAnswer(type="choice", options=[{"text": "90-96%", "min": 90, "max": 96},
                                                   {"text": "96-99%", "min": 96, "max": 99}])
@@ -183,7 +183,7 @@ def test_checkpoint_size_reveal_shows_the_exact_byte_count():
 
 
 def test_an_exact_prediction_says_so():
-    from checks.spec import NumberAnswer
+    from tutor.checks.answers import NumberAnswer
 
     score = score_prediction("940,584 B", NumberAnswer(type="number", unit="B"), 940584, "B")
     assert score.hit and score.summary.startswith("exactly right")
@@ -226,7 +226,7 @@ def test_a_yes_no_prediction_of_a_true_false_metric():
 
 def test_the_edges_a_verdict_turns_at_are_every_options_ends_or_the_numbers_tolerance():
     """What a run is told to decide (measurement.repeats): in the metric's own unit."""
-    from checks import judged_edges
+    from tutor.checks import judged_edges
 
     choice = ChoiceAnswer(type="choice", options=[{"text": "under 2x", "max": 2}, {"text": "2x to 10x", "min": 2, "max": 10},
                                                   {"text": "over 10x", "min": 10}])

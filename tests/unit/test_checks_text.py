@@ -6,9 +6,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from checks import describe_spec, grade
-from checks.spec import Concept, Misconception, Rubric, TextAnswer
-from checks.text import Answer, lint_rubric, normalise, stem
+from tutor.checks import describe_spec, grade
+from tutor.checks.answers import Concept, Misconception, Rubric, TextAnswer
+from tutor.checks.text import Answer, lint_rubric, normalise, stem
 
 
 def spec(require=(), misconceptions=(), min_concepts=None, bonus=(), max_length=2000) -> TextAnswer:
@@ -288,15 +288,15 @@ def test_grade_never_raises_on_huge_text(chunk):
 # ------------------------------------------------------------------ "not enough" and why a negation removed a match
 
 def _cores_rubric():
-    from checks.spec import Rubric
+    from tutor.checks.answers import Rubric
 
     return Rubric(require=[{"name": "few-cores", "any": ["core*"]}],
                   misconceptions=[{"name": "too-few", "any": ["too few worker*"], "feedback": "Workers are not it."}])
 
 
 def test_not_enough_x_says_too_few_x_and_is_not_a_negation():
-    from checks.spec import TextAnswer
-    from checks.text import grade_text
+    from tutor.checks.answers import TextAnswer
+    from tutor.checks.text import grade_text
 
     spec = TextAnswer(type="text", rubric=_cores_rubric())
     assert grade_text("Not enough cores for the loader's work.", spec).correct
@@ -308,7 +308,7 @@ def test_not_enough_x_says_too_few_x_and_is_not_a_negation():
 
 
 def test_explain_negations_names_the_phrase_and_the_words_that_removed_it():
-    from checks.text import explain_negations
+    from tutor.checks.text import explain_negations
 
     rubric = _cores_rubric()
     assert explain_negations("The GPU has no cores free.", rubric, ["few-cores"]) == [

@@ -31,7 +31,7 @@ import pytest
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
-from checks import (
+from tutor.checks import (
     describe_spec,
     explain_matches,
     format_number,
@@ -39,8 +39,8 @@ from checks import (
     parse_number,
     score_prediction,
 )
-from checks.number import grade_number, read_quantity
-from checks.spec import (
+from tutor.checks.number import grade_number, read_quantity
+from tutor.checks.answers import (
     ChoiceAnswer,
     Concept,
     Misconception,
@@ -255,7 +255,7 @@ def test_score_prediction_on_huge_answers_and_measurements(answer, spec, measure
 @pytest.mark.parametrize("spec", [NumberAnswer(type="number", unit="x"), YES_NO, FREE_TEXT], ids=["number", "choice",
                                                                                                     "text"])
 def test_score_prediction_with_an_int_metric_beyond_float_range_is_scored_not_raised(spec):
-    """Was: checks/predict.py:_number raised OverflowError (math.isfinite(10**400)), even from
+    """Was: tutor/checks/predict.py:_number raised OverflowError (math.isfinite(10**400)), even from
     score_prediction's own except-handler."""
     s = score_prediction("3x", spec, 10**400, "x")
     assert_score(s)
@@ -263,7 +263,7 @@ def test_score_prediction_with_an_int_metric_beyond_float_range_is_scored_not_ra
 
 
 def test_grade_from_metric_with_an_int_beyond_float_range_says_the_measurement_is_unusable():
-    """Was: checks/number.py:_target let float(10**400)'s OverflowError out; grade()'s catch-all then
+    """Was: tutor/checks/number.py:_target let float(10**400)'s OverflowError out; grade()'s catch-all then
     asked the learner to rephrase a fine answer ("3x", metrics {"speedup": 10**400})."""
     for v in (grade("3x", FROM_METRIC, {"speedup": 10**400}), grade_number("3x", FROM_METRIC, {"speedup": 10**400})):
         assert_verdict(v)

@@ -10,8 +10,8 @@ import random
 
 import pytest
 
-from checks import interval_of, score_prediction
-from checks.spec import ChoiceAnswer, NumberAnswer
+from tutor.checks import interval_of, score_prediction
+from tutor.checks.answers import ChoiceAnswer, NumberAnswer
 from tutor.measurement.intervals import GUARD, bounds, median_interval
 
 SPEEDUP = NumberAnswer(type="number", unit="x", min=0, max=1000)

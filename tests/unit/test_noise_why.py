@@ -3,8 +3,8 @@ measured, read from the machine (tutor/measurement/noise.py), in the words the r
 
 from __future__ import annotations
 
-from checks import score_prediction
-from checks.spec import NumberAnswer
+from tutor.checks import score_prediction
+from tutor.checks.answers import NumberAnswer
 from tutor.measurement import noise
 from tutor.measurement.noise import GpuReading, Reading
 

@@ -204,7 +204,7 @@ def test_the_profile_decides_which_concepts_are_misjudged(progress):
 
 
 def _options(*texts: str):
-    from checks.spec import ChoiceOption
+    from tutor.checks.answers import ChoiceOption
 
     return [ChoiceOption(text=t) for t in texts]
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import checks
+from tutor import checks
 from tutor.course.lesson import (
     CheckStep,
     ExerciseStep,
@@ -222,7 +222,7 @@ class Player:
         and a miss in another, or undecided in most: its boundary sits in this machine's noise. A
         number prediction fails where the interval is, in most runs, too wide for any number to
         be a hit within its tolerance."""
-        from checks.spec import ChoiceAnswer, NumberAnswer
+        from tutor.checks.answers import ChoiceAnswer, NumberAnswer
         from tutor.course.session import Evidence, grade
         from tutor.measurement.intervals import GUARD
 
@@ -275,7 +275,7 @@ class Player:
     def _predict_outcome(self, lesson: Lesson, step: PredictStep, metrics: dict[str, Any],
                          changed: dict[str, Any] | None = None) -> Outcome:
         """Some answer must be judged right against the measurement, or the learner never can be."""
-        from checks.spec import ChoiceAnswer, NumberAnswer
+        from tutor.checks.answers import ChoiceAnswer, NumberAnswer
         from tutor.course.session import Evidence, grade
 
         what = f"{step.compare} can be judged against the prediction" + _with(changed or {})
@@ -316,7 +316,7 @@ class Player:
     # ------------------------------------------------------------------ checks
 
     def _check_step(self, lesson: Lesson, step: CheckStep) -> Iterator[Outcome]:
-        from checks.spec import ChoiceAnswer, NumberAnswer
+        from tutor.checks.answers import ChoiceAnswer, NumberAnswer
         from tutor.course.session import Evidence, grade
 
         t0 = time.perf_counter()
@@ -355,7 +355,7 @@ class Player:
     def _bands_outcome(self, lesson: Lesson, step: CheckStep, metrics: dict[str, Any]) -> Outcome:
         """Each band of a number check is reached by some answer and gives its own verdict and
         feedback to it; a band the accepted interval or earlier bands swallow fails."""
-        from checks.number import band_reach
+        from tutor.checks.number import band_reach
         from tutor.course.session import Evidence, grade
 
         t0 = time.perf_counter()
@@ -575,7 +575,7 @@ def play_paths(paths: list[Path], device: str | None, full: bool,
 
 def _negations(answer: str, spec: Any, verdict: Any, want: bool) -> str:
     """For a right answer a rubric rejects: the phrases a negation removed, and the words that did."""
-    from checks.text import explain_negations
+    from tutor.checks.text import explain_negations
 
     if not want or getattr(spec, "rubric", None) is None:
         return ""
@@ -627,7 +627,7 @@ def _typed(value: float, unit: str) -> str:
 def _number_prediction_allowed(step: PredictStep, measured: float) -> tuple[bool, str]:
     """(ok, detail): the measurement, typed as a learner would in the step's unit, is an answer
     the prediction accepts; outside its min..max, the learner who types it is refused."""
-    from checks.number import convert, unit_info
+    from tutor.checks.number import convert, unit_info
 
     spec = step.answer
     value = measured * 100 if (step.unit or spec.unit).strip() == "%" else measured  # a share, in percent

@@ -23,7 +23,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from checks.spec import AnswerSpec, Examples
+from tutor.checks.answers import AnswerSpec, Examples
 
 MAX_FILE_BYTES = 1_000_000
 MAX_NODES = 50_000  # guards against alias bombs and absurdly large documents

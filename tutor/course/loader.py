@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from checks.spec import ChoiceAnswer, ChoiceOption, NumberAnswer, TextAnswer
+from tutor.checks.answers import ChoiceAnswer, ChoiceOption, NumberAnswer, TextAnswer
 from tutor import experiments, instruments, present
 from tutor.course.lesson import (
     LEDGER_AGGREGATES,
@@ -388,7 +388,7 @@ def _unit_problem(given: str, declared: str, answer: Any) -> str | None:
     unit is the one the measurement is read in: "%" turns a share 0.704 into 70.4 before the
     options' ranges and the learner's number are compared with it, and a number answer in
     another unit ("ms" for a metric in "s") is converted from it."""
-    from checks.number import unit_info
+    from tutor.checks.number import unit_info
 
     ranged = isinstance(answer, dict) and answer.get("type") == "choice" and not _unranged_choice(answer)
     theirs = answer.get("unit") if isinstance(answer, dict) and answer.get("type") == "number" else None
@@ -675,7 +675,7 @@ def _rubric_issues(steps: list[tuple[int, Any]], marks: dict[Path_, Pos], path: 
                    grade_examples: bool) -> list[LessonIssue]:
     """Rubric phrases that cannot grade well (bad regex, a phrase that shrinks to one common word),
     and exercise requirements the checker cannot run (a regex that does not compile, an unknown probe)."""
-    from checks.text import lint_rubric
+    from tutor.checks.text import lint_rubric
 
     issues = []
     for i, step in steps:
@@ -698,8 +698,8 @@ def _graded_example_issues(step: CheckStep, i: int, marks: dict[Path_, Pos], pat
                            grade_examples: bool) -> list[LessonIssue]:
     """A text check whose own reference answer, or a listed right answer, its rubric rejects (or a
     listed wrong answer it accepts): the learner would be graded against the author's intent."""
-    from checks import grade
-    from checks.text import explain_negations
+    from tutor.checks import grade
+    from tutor.checks.text import explain_negations
 
     def negations(answer: str, verdict: Any) -> str:
         """Why a required idea did not count: the phrase matched, and a negation removed it."""
@@ -779,7 +779,7 @@ def _number_warnings(lesson: Lesson, marks: dict[Path_, Pos], path: str) -> list
     """Number checks that grade differently from how they read: a default tolerance on a whole
     number (235 steps accepts 211.5 to 258.5), a band the accepted interval or earlier bands
     swallow (its feedback is never shown)."""
-    from checks.number import accepted_interval, band_reach, tolerance_said
+    from tutor.checks.number import accepted_interval, band_reach, tolerance_said
 
     issues = []
 

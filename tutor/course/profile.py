@@ -36,10 +36,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-import checks
-from checks.choice import resolve
-from checks.number import convert, unit_info
-from checks.spec import ChoiceAnswer, NumberAnswer
+from tutor import checks
+from tutor.checks.choice import resolve
+from tutor.checks.number import convert, unit_info
+from tutor.checks.answers import ChoiceAnswer, NumberAnswer
 from tutor.charts import Miss, calibration
 from tutor.course.lesson import InstrumentStep, Lesson, PredictStep, RunStep
 from tutor.course.progress import Prediction, Progress

@@ -17,7 +17,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from checks.spec import ChoiceOption
+from tutor.checks.answers import ChoiceOption
 from tutor.course.lesson import CheckStep, Lesson
 from tutor.course.progress import Progress
 

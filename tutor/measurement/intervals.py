@@ -8,7 +8,7 @@ the true median with probability 1 - 2 P(Binomial(n, 1/2) <= k-1), whatever the 
 the repeats, as long as they are independent draws of one quantity. Fewer repeats than the
 confidence needs (5 or fewer at 95%) give [min, max] with the coverage it has, marked short.
 Experiments report an interval beside their headline as NAME_low and NAME_high (`bounds`), and
-checks/predict.py judges a prediction against it (`judge`).
+tutor/checks/predict.py judges a prediction against it (`judge`).
 """
 
 from __future__ import annotations
@@ -137,7 +137,7 @@ def widened(low: float, high: float, guard: float) -> tuple[float, float]:
 
 
 class Decision(Enum):
-    """What a measurement says of a prediction (checks.spec.Verdict is a graded answer's feedback)."""
+    """What a measurement says of a prediction (tutor.checks.answers.Verdict is a graded answer's feedback)."""
 
     HIT = "hit"
     MISS = "miss"

@@ -16,9 +16,9 @@ from textual.widget import Widget
 from textual.reactive import reactive
 from textual.widgets import Input, OptionList, Static
 
-import checks
-from checks.choice import Reading, TypedChoice, read_typed
-from checks.spec import AnswerSpec, ChoiceAnswer
+from tutor import checks
+from tutor.checks.choice import Reading, TypedChoice, read_typed
+from tutor.checks.answers import AnswerSpec, ChoiceAnswer
 
 MAX_CHARS = 2000  # a paragraph is plenty; a pasted file is not an answer
 MAX_TYPED = 60  # a line typed on a choice list: a value or a few words

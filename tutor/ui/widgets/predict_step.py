@@ -10,7 +10,7 @@ from textual.app import ComposeResult
 from textual.widget import Widget
 from textual.widgets import Markdown, Static
 
-from checks.spec import ChoiceAnswer
+from tutor.checks.answers import ChoiceAnswer
 from tutor.course.session import Unreadable
 from tutor.ui.widgets.answer_box import AnswerBox
 from tutor.ui.widgets.base import StepView

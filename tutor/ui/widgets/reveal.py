@@ -7,7 +7,7 @@ import time
 
 from rich.text import Text
 
-from checks.spec import TextAnswer
+from tutor.checks.answers import TextAnswer
 from tutor import experiments
 from tutor.course.session import Pending, Reveal
 from tutor.experiments.spec import Metric

@@ -12,7 +12,7 @@ from textual.containers import Vertical
 from textual.message import Message
 from textual.widgets import Markdown, Static
 
-from checks.spec import ChoiceAnswer
+from tutor.checks.answers import ChoiceAnswer
 from tutor.course.review import Question, shown_order
 from tutor.course.session import LessonSession, Unreadable
 from tutor.ui.widgets.answer_box import AnswerBox, after_the_mark

@@ -7,11 +7,11 @@
     describe_spec(spec) -> str
 """
 
-from checks.grade import describe_spec, grade
-from checks.number import ambiguity, format_number, parse_number
-from checks.predict import interval_of, judged_edges, score_prediction
-from checks.spec import AnswerSpec, PredictionScore, Verdict
-from checks.text import explain_matches
+from tutor.checks.grade import describe_spec, grade
+from tutor.checks.number import ambiguity, format_number, parse_number
+from tutor.checks.predict import interval_of, judged_edges, score_prediction
+from tutor.checks.answers import AnswerSpec, PredictionScore, Verdict
+from tutor.checks.text import explain_matches
 
 __all__ = [
     "AnswerSpec",

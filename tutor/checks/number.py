@@ -29,7 +29,7 @@ import re
 import unicodedata
 from dataclasses import dataclass
 
-from checks.spec import NumberAnswer, Verdict
+from tutor.checks.answers import NumberAnswer, Verdict
 
 # unit word -> (canonical unit, kind, factor to the kind's base unit)
 _UNIT_TABLE: dict[str, tuple[str, str, float]] = {}

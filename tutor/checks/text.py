@@ -53,7 +53,7 @@ import unicodedata
 from dataclasses import dataclass
 from functools import lru_cache
 
-from checks.spec import Rubric, TextAnswer, Verdict
+from tutor.checks.answers import Rubric, TextAnswer, Verdict
 
 # ----------------------------------------------------------------------------- normalise
 

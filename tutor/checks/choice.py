@@ -6,9 +6,9 @@ import math
 import re
 from dataclasses import dataclass
 
-from checks.number import ambiguity, format_number, parse_number, quantity_in, read_quantity
-from checks.spec import ChoiceAnswer, ChoiceOption, Verdict
-from checks.text import normalise
+from tutor.checks.number import ambiguity, format_number, parse_number, quantity_in, read_quantity
+from tutor.checks.answers import ChoiceAnswer, ChoiceOption, Verdict
+from tutor.checks.text import normalise
 
 MAX_INPUT = 2_000
 

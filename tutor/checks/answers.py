@@ -70,7 +70,7 @@ class Concept(Strict):
     (its words must all occur close together). Prefix a phrase with `re:` for a regex.
     A word ending in `*` matches any word it begins ("automat*"). Phrases with code
     punctuation ("model(inputs)", "to(device)") match their tokens in order. A negated
-    statement ("does not underflow") does not match; checks/text.py has the details.
+    statement ("does not underflow") does not match; tutor/checks/text.py has the details.
     """
 
     name: str

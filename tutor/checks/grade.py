@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pydantic import TypeAdapter, ValidationError
 
-from checks.choice import describe_choice, grade_choice
-from checks.number import describe_number, grade_number
-from checks.spec import AnswerSpec, ChoiceAnswer, NumberAnswer, TextAnswer, Verdict
-from checks.text import grade_text
+from tutor.checks.choice import describe_choice, grade_choice
+from tutor.checks.number import describe_number, grade_number
+from tutor.checks.answers import AnswerSpec, ChoiceAnswer, NumberAnswer, TextAnswer, Verdict
+from tutor.checks.text import grade_text
 
 _ADAPTER: TypeAdapter = TypeAdapter(AnswerSpec)
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import math
 import re
 
-from checks.choice import resolve
-from checks.number import byte_unit_said, convert, format_number, parse_number, read_quantity, unit_info
-from checks.spec import ChoiceAnswer, NumberAnswer, PredictionScore, TextAnswer
-from checks.text import normalise
+from tutor.checks.choice import resolve
+from tutor.checks.number import byte_unit_said, convert, format_number, parse_number, read_quantity, unit_info
+from tutor.checks.answers import ChoiceAnswer, NumberAnswer, PredictionScore, TextAnswer
+from tutor.checks.text import normalise
 from tutor.measurement.intervals import CONFIDENCE, GUARD, Decision, MedianInterval, judge, widened
 
 # A metric is None for more than one reason (no accelerator to compare with, autocast not
