@@ -6,7 +6,7 @@
    seconds (measuring only, without Python and torch starting).
 2. Its figures against plain loops in this process, with the same thread policy as the command
    (tutor/threads.py, set before torch is imported), in `--repeats` rounds that take turns:
-   `calibrate.measure()` (caches in a temporary folder), then for each calibrated dtype a plain
+   `calibration.measure()` (caches in a temporary folder), then for each calibrated dtype a plain
    loop of back-to-back `torch.mm` at the size the sweep found best (5 timings of about 0.1 s,
    each between two syncs), and a plain `dst.copy_(src)` loop over arrays of the calibration's size
    for the memory roof. Printed: the calibration's median, the plain loops' best and median,
@@ -67,14 +67,14 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from tutor.experiments import devices
-    from tutor.measurement import calibrate
+    from tutor.measurement import calibration
     from tutor.measurement import peak as matmul_peak
     from tutor.measurement.timing import synchronize
 
     dev = devices.resolve(args.device)
     device = dev.torch_device
     print(f"\nin this process: {record['device']}; torch {torch.__version__}, {torch.get_num_threads()} threads here, "
-          f"{record['threads']} in the command; {args.repeats} rounds, each calibrate.measure() then the plain loops")
+          f"{record['threads']} in the command; {args.repeats} rounds, each calibration.measure() then the plain loops")
 
     def plain(fn, work: float, seconds: float = 0.1, loops: int = 5) -> list[float]:
         """work per second of plain loops: a warm-up call, then `loops` timings of as many calls as fill
@@ -100,9 +100,9 @@ def main(argv: list[str] | None = None) -> int:
     sizes: dict[str, set[int]] = {}
     with tempfile.TemporaryDirectory(prefix="bench-calibrate-") as tmp:
         matmul_peak.cache_file = lambda: Path(tmp) / "peaks.json"  # never the user's caches
-        calibrate.cache_file = lambda: Path(tmp) / "calibration.json"
+        calibration.cache_file = lambda: Path(tmp) / "calibration.json"
         for _ in range(args.repeats):
-            c = calibrate.measure(dev)
+            c = calibration.measure(dev)
             with torch.no_grad():
                 for p in c.peaks:
                     n = p.best_size or 1024

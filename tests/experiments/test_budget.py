@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 from experiment_runs import run_experiment
 
-from tutor.experiments.common import CPU_BUDGET_S, Fit, cpu_budget_s, fit_samples
+from tutor.experiments.training import CPU_BUDGET_S, Fit, cpu_budget_s, fit_samples
 from tutor.experiments.events import Note, Table
 
 
@@ -113,7 +113,7 @@ def test_amp_benchmark_sizes_each_cpu_case_to_its_own_speed(monkeypatch) -> None
 def test_a_suggested_setting_names_the_command_that_runs_it_and_only_an_allowed_one():
     """A lesson's run step offers only the settings its lesson lists: "try a larger width"
     says how (the command line takes any setting), and never suggests a value the experiment refuses."""
-    from tutor.experiments.common import shell_try
+    from tutor.experiments.training import shell_try
     from tutor.experiments.specs.amp_benchmark import AmpBenchmarkParams
 
     p = AmpBenchmarkParams(width=512)

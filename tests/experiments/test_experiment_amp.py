@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from tutor import experiments
-from tutor.experiments import common, devices
-from tutor.experiments.common import OFF, autocast_settings
+from tutor.experiments import training, devices
+from tutor.experiments.training import OFF, autocast_settings
 from tutor.experiments.devices import Device
 from tutor.experiments.events import Epoch, Finished, Note, Started, Table
 
@@ -63,16 +63,16 @@ MAC = Device("mps", None, "Apple M-test (MPS)")
 
 
 def test_scaler_probe_passes_where_grad_scaler_works():
-    common._scaler_step_error.cache_clear()
-    assert common._scaler_step_error("cpu") is None
+    training._scaler_step_error.cache_clear()
+    assert training._scaler_step_error("cpu") is None
 
 
 @pytest.fixture
 def mps_without_scaler(monkeypatch):
     """An MPS whose autocast works but whose GradScaler step fails as in torch 2.5-2.7."""
-    monkeypatch.setattr(common, "_mps_autocast_ok", lambda dtype: True)
+    monkeypatch.setattr(training, "_mps_autocast_ok", lambda dtype: True)
     monkeypatch.setattr(
-        common, "_scaler_step_error",
+        training, "_scaler_step_error",
         lambda device: "TypeError: Cannot convert a MPS Tensor to float64 dtype",
     )
 
@@ -87,18 +87,18 @@ def test_mps_fp16_runs_unscaled_when_grad_scaler_fails(mps_without_scaler):
     amp = autocast_settings("fp16", MAC)
     assert amp.enabled and amp.dtype == torch.float16 and not amp.use_scaler
     assert "without loss scaling" in amp.note and "float64" in amp.note
-    assert not common.make_scaler(amp, "cpu").is_enabled()
+    assert not training.make_scaler(amp, "cpu").is_enabled()
 
 
 def test_mps_auto_without_bf16_keeps_fp16_unscaled(monkeypatch, mps_without_scaler):
-    monkeypatch.setattr(common, "_mps_autocast_ok", lambda dtype: dtype == torch.float16)
+    monkeypatch.setattr(training, "_mps_autocast_ok", lambda dtype: dtype == torch.float16)
     amp = autocast_settings("auto", MAC)
     assert amp.dtype == torch.float16 and not amp.use_scaler and "without loss scaling" in amp.note
 
 
 def test_mps_with_a_working_scaler_uses_it(monkeypatch):
-    monkeypatch.setattr(common, "_mps_autocast_ok", lambda dtype: True)
-    monkeypatch.setattr(common, "_scaler_step_error", lambda device: None)
+    monkeypatch.setattr(training, "_mps_autocast_ok", lambda dtype: True)
+    monkeypatch.setattr(training, "_scaler_step_error", lambda device: None)
     amp = autocast_settings("auto", MAC)
     assert amp.dtype == torch.float16 and amp.use_scaler and "GradScaler" in amp.note
 

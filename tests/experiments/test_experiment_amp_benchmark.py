@@ -11,7 +11,7 @@ from experiment_runs import run_experiment
 from tutor import experiments
 from tutor.experiments.spec import COMMON_METRICS
 from tutor.experiments import amp_benchmark, devices
-from tutor.experiments.common import Amp
+from tutor.experiments.training import Amp
 from tutor.experiments.devices import Device
 from tutor.experiments.events import Epoch, Note, Step, Table
 

@@ -10,7 +10,7 @@ import torch
 from experiment_runs import run_experiment
 
 from tutor.experiments import bandwidth, devices
-from tutor.measurement import calibrate
+from tutor.measurement import calibration
 from tutor.measurement import peak as matmul_peak
 from tutor.experiments.events import Note, Step, Table
 
@@ -19,10 +19,10 @@ from tutor.experiments.events import Note, Step, Table
 def caches(tmp_path, monkeypatch):
     """Both caches in this test's folder, never the user's; a small sweep and small arrays."""
     monkeypatch.setattr(matmul_peak, "cache_file", lambda: tmp_path / "cache" / "peaks.json")
-    monkeypatch.setattr(calibrate, "cache_file", lambda: tmp_path / "cache" / "calibration.json")
+    monkeypatch.setattr(calibration, "cache_file", lambda: tmp_path / "cache" / "calibration.json")
     monkeypatch.setitem(matmul_peak.SIZES, "cpu", (64, 128))
     monkeypatch.setitem(matmul_peak.BUDGET_S, "cpu", 600.0)
-    monkeypatch.setattr(calibrate, "bandwidth_defaults", lambda: (4, 2))
+    monkeypatch.setattr(calibration, "bandwidth_defaults", lambda: (4, 2))
 
 
 def test_the_run_measures_both_roofs_and_keeps_them_as_the_command_does():
@@ -31,15 +31,15 @@ def test_the_run_measures_both_roofs_and_keeps_them_as_the_command_does():
     assert m["float32_peak_tflops"] > 0 and m["bandwidth_gbps"] > 0
     assert m["ridge_point"] == pytest.approx(m["float32_peak_tflops"] * 1e12 / (m["bandwidth_gbps"] * 1e9))
     assert m["float32_spec_share"] is None  # no spec sheet for a CPU: none is made up
-    assert (m["bfloat16_peak_tflops"] is not None) == ("bfloat16" in calibrate.dtypes(dev))
+    assert (m["bfloat16_peak_tflops"] is not None) == ("bfloat16" in calibration.dtypes(dev))
     if m["bfloat16_speedup"] is not None:  # 3 sweeps each: the median ratio, inside its interval
         assert m["bfloat16_speedup_low"] <= m["bfloat16_speedup"] <= m["bfloat16_speedup_high"]
         assert isinstance(m["noise_why"], str)
-    record = calibrate.find(m["device"])
+    record = calibration.find(m["device"])
     assert record is not None and record.peak("float32").tflops == m["float32_peak_tflops"]
     assert record.bandwidth.gbps == m["bandwidth_gbps"]
     steps = [e for e in events if isinstance(e, Step)]
-    assert [s.label for s in steps] == calibrate.planned(dev) and math.isnan(steps[0].loss)
+    assert [s.label for s in steps] == calibration.planned(dev) and math.isnan(steps[0].loss)
     table = next(e for e in events if isinstance(e, Table))
     assert [r[0] for r in table.rows] == [p.dtype for p in record.peaks]
     assert all(r[-1] == "none known" for r in table.rows)
@@ -71,7 +71,7 @@ def test_the_roof_that_cannot_be_measured_is_a_failed_run_not_a_made_up_one(monk
     monkeypatch.setattr(bandwidth.MemoryTraffic, "run", lambda self: pytest.fail("measured without a compute roof"))
     with pytest.raises(RuntimeError, match="no float32 matmul"):
         run_experiment("calibrate", {}, "cpu")
-    assert calibrate.load() == []  # nothing kept
+    assert calibration.load() == []  # nothing kept
 
 
 @pytest.mark.gpu

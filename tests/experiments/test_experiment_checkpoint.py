@@ -10,7 +10,7 @@ import torch
 from experiment_runs import run_experiment
 
 from tutor import errors, experiments
-from tutor.experiments import common
+from tutor.experiments import training
 from tutor.experiments.events import Finished, Started
 from tutor.experiments.model import MNISTClassifier, count_parameters
 
@@ -146,9 +146,9 @@ def test_failed_save_leaves_no_tmp_file(tmp_path, monkeypatch):
         Path(f).write_bytes(b"partial")
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(common.torch, "save", half_write)
+    monkeypatch.setattr(training.torch, "save", half_write)
     with pytest.raises(OSError, match="No space"):
-        common.save_atomically({"x": 1}, target)
+        training.save_atomically({"x": 1}, target)
     assert list(tmp_path.iterdir()) == []
 
 
@@ -194,7 +194,7 @@ def test_full_float32_works_where_the_program_set_the_newer_precision_api():
     """A learner's program that sets the newer per-backend precision API makes the legacy getters
     raise; a probe comparing float32 results in that process must still run."""
     assert _printed_under_the_newer_precision_api(
-        "from tutor.experiments.common import full_float32_matmuls\n"
+        "from tutor.experiments.training import full_float32_matmuls\n"
         "with full_float32_matmuls() as was_on:\n"
         "    print(was_on, torch.backends.cuda.matmul.fp32_precision)\n"
         "print(torch.backends.cuda.matmul.fp32_precision)\n"
@@ -205,7 +205,7 @@ def test_the_float32_dtype_is_read_where_the_newer_precision_api_was_used():
     """pipeline-breakdown and profile-step name float32's dtype: under the newer API the legacy
     getter raises, and that must not take the run down."""
     assert _printed_under_the_newer_precision_api(
-        "from tutor.experiments.common import float32_matmul_dtype\n"
+        "from tutor.experiments.training import float32_matmul_dtype\n"
         "from tutor.experiments.devices import Device\n"
         "print(float32_matmul_dtype(Device('cuda', 0, 'NVIDIA H100 80GB HBM3', capability=(9, 0))),\n"
         "      float32_matmul_dtype(Device('cuda', 0, 'Tesla T4', capability=(7, 5))))\n"

@@ -94,7 +94,7 @@ def test_counting_saved_tensors_keeps_no_graph_alive():
     import gc
     import weakref
 
-    from tutor.experiments.common import saved_for_backward
+    from tutor.experiments.training import saved_for_backward
     from tutor.experiments.model import linear_stack
 
     model = linear_stack(32, 2)

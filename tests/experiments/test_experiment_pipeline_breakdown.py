@@ -266,7 +266,7 @@ def test_accelerator_mfu_against_both_peaks(accelerator):
     ((9, 0), "highest", "float32"),
 ])
 def test_the_float32_peak_is_tf32_only_where_the_gpu_has_tf32(capability, precision, dtype):
-    from tutor.experiments.common import float32_matmul_dtype
+    from tutor.experiments.training import float32_matmul_dtype
 
     gpu = devices.Device(kind="cuda", index=0, name="Test GPU", capability=capability, fp16=True)
     before = torch.get_float32_matmul_precision()

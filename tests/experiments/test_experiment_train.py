@@ -11,10 +11,10 @@ import pytest
 import torch
 
 from tutor import errors, experiments
-from tutor.experiments import common
+from tutor.experiments import training
 from tutor.measurement.warmup import WarmUp
 from tutor.experiments import train as train_module
-from tutor.experiments.common import report_interval
+from tutor.experiments.training import report_interval
 from tutor.experiments.events import Epoch, Finished, Note, Started, Step
 from tutor.experiments.model import MNISTClassifier
 
@@ -83,7 +83,7 @@ def test_loss_is_reported_in_batches_not_every_step():
 
 
 def test_train_epoch_reports_every_n_steps_and_marks_the_last():
-    from tutor.experiments.common import train_epoch
+    from tutor.experiments.training import train_epoch
 
     torch.manual_seed(0)
     model = torch.nn.Linear(4, 3)
@@ -174,7 +174,7 @@ def test_warm_up_changes_neither_the_model_nor_the_batch_order(monkeypatch, tmp_
 
     def counting_warm_up(*args, **kwargs):
         calls.append(1)
-        return common.warm_up(*args, **kwargs)
+        return training.warm_up(*args, **kwargs)
 
     monkeypatch.setattr(train_module, "warm_up", counting_warm_up)
     warm = run({**values, "checkpoint": str(tmp_path / "warm.pt")})
@@ -199,12 +199,12 @@ def test_warm_up_trains_a_copy_and_restores_the_rng():
     before = {k: v.clone() for k, v in model.state_dict().items()}
     batches = [(torch.randn(16, 1, 28, 28), torch.randint(10, (16,))) for _ in range(8)]
     rng = torch.get_rng_state()
-    warmed = common.warm_up(model, batches, "cpu")
-    assert common.WARMUP_STEPS <= len(warmed.times) <= len(batches) and all(t > 0 for t in warmed.times)
+    warmed = training.warm_up(model, batches, "cpu")
+    assert training.WARMUP_STEPS <= len(warmed.times) <= len(batches) and all(t > 0 for t in warmed.times)
     assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
     assert all(p.grad is None for p in model.parameters())
     assert torch.equal(torch.get_rng_state(), rng)
-    assert len(common.warm_up(model, batches[:2], "cpu").times) == 2  # fewer batches than steps: what there is
+    assert len(training.warm_up(model, batches[:2], "cpu").times) == 2  # fewer batches than steps: what there is
 
 
 def test_warm_up_goes_on_while_step_times_still_fall(monkeypatch):
@@ -218,11 +218,11 @@ def test_warm_up_goes_on_while_step_times_still_fall(monkeypatch):
             now[0] += 1.0 / taken[0]
             yield types.SimpleNamespace(steps=1)
 
-    monkeypatch.setattr(common, "train_epoch", step_faster_each_time)
-    monkeypatch.setattr(common.time, "perf_counter", lambda: now[0])
+    monkeypatch.setattr(training, "train_epoch", step_faster_each_time)
+    monkeypatch.setattr(training.time, "perf_counter", lambda: now[0])
     batches = [(torch.randn(4, 1, 28, 28), torch.randint(10, (4,))) for _ in range(40)]
-    warmed = common.warm_up(MNISTClassifier(), batches, "cpu", budget_s=1e9)
-    assert len(warmed.times) == common.WARMUP_MOST_STEPS and not warmed.settled
+    warmed = training.warm_up(MNISTClassifier(), batches, "cpu", budget_s=1e9)
+    assert len(warmed.times) == training.WARMUP_MOST_STEPS and not warmed.settled
     assert warmed.first == 1.0 and warmed.first > warmed.last
 
 
@@ -252,7 +252,7 @@ def test_failed_checkpoint_save_leaves_no_tmp_file(tmp_path, monkeypatch):
         Path(f).write_bytes(b"partial")
         raise RuntimeError("[enforce fail at inline_container.cc] unexpected pos")
 
-    monkeypatch.setattr(common.torch, "save", failing_save)
+    monkeypatch.setattr(training.torch, "save", failing_save)
     with pytest.raises(RuntimeError, match="enforce fail"):
         run({**SMALL, "train_samples": 256, "checkpoint": str(tmp_path / "best.pt")})
     assert list(tmp_path.iterdir()) == []
@@ -303,7 +303,7 @@ def test_to_device_copies_asynchronously_only_into_cuda():
     _CopySpy.calls = []
     batch = torch.zeros(2, 3).as_subclass(_CopySpy)
     for target in ("mps", "cpu", "cuda", "cuda:1"):
-        common.to_device(batch, target)
+        training.to_device(batch, target)
     assert _CopySpy.calls == [False, False, True, True]
 
 
@@ -314,8 +314,8 @@ def test_training_and_evaluation_copy_batches_through_to_device():
     model = MNISTClassifier()
     x, y = torch.randn(8, 1, 28, 28), torch.randint(0, 10, (8,))
     batches = [(x.as_subclass(_CopySpy), y.as_subclass(_CopySpy))] * 2
-    list(common.train_epoch(model, torch.optim.SGD(model.parameters(), lr=0.1), batches, "cpu"))
-    common.evaluate_batches(model, batches, "cpu")
+    list(training.train_epoch(model, torch.optim.SGD(model.parameters(), lr=0.1), batches, "cpu"))
+    training.evaluate_batches(model, batches, "cpu")
     assert _CopySpy.calls == [False] * 8
 
 
@@ -326,8 +326,8 @@ def test_batches_copied_from_pageable_memory_arrive_intact(accelerator):
     torch.manual_seed(0)
     model = MNISTClassifier()
     batches = [(torch.randn(256, 1, 28, 28), torch.randint(0, 10, (256,))) for _ in range(64)]
-    on_cpu = common.evaluate_batches(model, batches, "cpu")
+    on_cpu = training.evaluate_batches(model, batches, "cpu")
     gpu_model = model.to(accelerator)
     fresh = ((x.clone(), y.clone()) for x, y in batches)  # each host copy dropped after its .to()
     # one corrupt batch would move the accuracy by ~0.01; rounding may flip a near-tie or two
-    assert common.evaluate_batches(gpu_model, fresh, accelerator) == pytest.approx(on_cpu, abs=1e-3)
+    assert training.evaluate_batches(gpu_model, fresh, accelerator) == pytest.approx(on_cpu, abs=1e-3)

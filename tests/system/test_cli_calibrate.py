@@ -27,15 +27,15 @@ def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
 
 @pytest.fixture
 def caches(tmp_path: Path, monkeypatch):
-    from tutor.measurement import calibrate
+    from tutor.measurement import calibration
     from tutor.measurement import peak as matmul_peak
 
     record = tmp_path / "cache" / "calibration.json"
     monkeypatch.setattr(matmul_peak, "cache_file", lambda: tmp_path / "cache" / "peaks.json")
-    monkeypatch.setattr(calibrate, "cache_file", lambda: record)
+    monkeypatch.setattr(calibration, "cache_file", lambda: record)
     monkeypatch.setitem(matmul_peak.SIZES, "cpu", (64, 128))
     monkeypatch.setitem(matmul_peak.BUDGET_S, "cpu", 600.0)
-    monkeypatch.setattr(calibrate, "bandwidth_defaults", lambda: (4, 2))
+    monkeypatch.setattr(calibration, "bandwidth_defaults", lambda: (4, 2))
     return record
 
 
@@ -87,7 +87,7 @@ def _plant(caches: Path, **changes) -> None:
     import torch
 
     from tutor.experiments import devices
-    from tutor.measurement import calibrate
+    from tutor.measurement import calibration
     from tutor.measurement import peak as matmul_peak
 
     dev = devices.resolve("cpu")
@@ -98,9 +98,9 @@ def _plant(caches: Path, **changes) -> None:
                             measured_on=day, measured_at=then, best_size=512, sizes=(256, 512))
     fields = {"device": name, "kind": "cpu", "name": dev.name, "threads": threads, "torch": torch.__version__,
               "cuda": None, "driver": None, "measured_on": day, "measured_at": then, "seconds": 5.0,
-              "peaks": (peak,), "bandwidth": calibrate.Bandwidth(gbps=10.0, device_copy_gbps=10.0,
+              "peaks": (peak,), "bandwidth": calibration.Bandwidth(gbps=10.0, device_copy_gbps=10.0,
                                                                  elementwise_gbps=8.0, megabytes=128, repeats=10)}
-    calibrate.store(calibrate.Calibration(**{**fields, **changes}))
+    calibration.store(calibration.Calibration(**{**fields, **changes}))
 
 
 def test_doctor_says_a_record_from_another_torch_is_stale_and_what_to_run(capsys, caches, no_measuring):
@@ -193,7 +193,7 @@ def test_calibrate_measures_within_the_per_run_gpu_cap_as_runs_do(capsys, caches
     import contextlib
 
     from tutor.experiments import gpu_share
-    from tutor.measurement import calibrate
+    from tutor.measurement import calibration
 
     held = []
 
@@ -203,14 +203,14 @@ def test_calibrate_measures_within_the_per_run_gpu_cap_as_runs_do(capsys, caches
         yield None
         held.append("released")
 
-    real = calibrate.measure
+    real = calibration.measure
 
     def measure(dev, **kwargs):
         assert held == [dev.kind], "measured outside the cap"
         return real(dev, **kwargs)
 
     monkeypatch.setattr(gpu_share, "capped", capped)
-    monkeypatch.setattr(calibrate, "measure", measure)
+    monkeypatch.setattr(calibration, "measure", measure)
     code, _, err = run_cli(capsys, "calibrate", "--device", "cpu", "--json")
     assert code == 0, err
     assert held == ["cpu", "released"]

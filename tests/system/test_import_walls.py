@@ -59,7 +59,7 @@ def test_the_command_line_starts_on_the_standard_library_alone():
     loaded = _loaded_after("import tutor.cli")
     assert not _tops(loaded) & {"pydantic", "rich", "textual", "yaml", "torch", "numpy"}
     assert "tutor.checks" not in loaded
-    assert not {"tutor.cli.learner", "tutor.cli.run", "tutor.cli.instructor", "tutor.cli.calibrate"} & loaded
+    assert not {"tutor.cli.learner", "tutor.cli.run", "tutor.cli.instructor", "tutor.cli.hardware"} & loaded
 
 
 def test_every_command_s_handler_exists():

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from fakes import TEST_CPU, ScriptedEngine
 
-from tutor.measurement import calibrate
+from tutor.measurement import calibration
 from tutor.measurement import peak as matmul_peak
 from tutor.ui.app import TutorApp
 from tutor.ui.screens.home import HomeScreen
@@ -23,7 +23,7 @@ from waiting import wait_for
 @pytest.fixture
 def cache(tmp_path: Path, monkeypatch) -> Path:
     record = tmp_path / "cache" / "calibration.json"
-    monkeypatch.setattr(calibrate, "cache_file", lambda: record)
+    monkeypatch.setattr(calibration, "cache_file", lambda: record)
     return record
 
 
@@ -34,10 +34,10 @@ def plant(torch_version: str) -> None:
     name = f"cpu {TEST_CPU.name}"
     peak = matmul_peak.Peak(tflops=0.1, dtype="float32", device=name, threads=TEST_CPU.threads,
                             torch=torch_version, measured_on=day, measured_at=then, best_size=512, sizes=(256, 512))
-    calibrate.store(calibrate.Calibration(
+    calibration.store(calibration.Calibration(
         device=name, kind="cpu", name=TEST_CPU.name, threads=TEST_CPU.threads, torch=torch_version, cuda=None,
         driver=None, measured_on=day, measured_at=then, seconds=5.0, peaks=(peak,),
-        bandwidth=calibrate.Bandwidth(gbps=10.0, device_copy_gbps=10.0, elementwise_gbps=8.0, megabytes=128,
+        bandwidth=calibration.Bandwidth(gbps=10.0, device_copy_gbps=10.0, elementwise_gbps=8.0, megabytes=128,
                                       repeats=10)))
 
 

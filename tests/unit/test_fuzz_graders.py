@@ -694,7 +694,7 @@ def test_parse_sets_and_experiment_params(items, name):
     from pydantic import ValidationError
 
     from tutor import experiments
-    from tutor.cli.common import UsageError
+    from tutor.cli.context import UsageError
     from tutor.cli.run import _params_problem, parse_sets
 
     try:

@@ -158,3 +158,25 @@ def test_there_are_no_import_loops():
         if v not in index:
             connect(v)
     assert not loops, "import loops:\n" + "\n".join(" <-> ".join(c) for c in loops)
+
+
+def _pattern_pair(a: str, b: str) -> bool:
+    """Two modules may share a name where the pairing is the pattern: an experiment's spec beside
+    its measurement, a screen named after what it shows, an instrument beside the experiment that
+    measures what it computes."""
+    folders = {a.rsplit(".", 1)[0], b.rsplit(".", 1)[0]}
+    if folders == {"tutor.experiments", "tutor.experiments.specs"} or "tutor.ui.screens" in folders:
+        return True
+    return {f.removesuffix(".specs") for f in folders} == {"tutor.instruments", "tutor.experiments"}
+
+
+def test_no_module_name_repeats_outside_the_patterns():
+    """Issue 41: jump-to-file lands on the one module a name means; and tutor is the one package."""
+    by_name: dict[str, list[str]] = {}
+    for name in MODULES:
+        if name.split(".")[-1] not in ("tutor",) and not MODULES[name].name == "__init__.py":
+            by_name.setdefault(name.split(".")[-1], []).append(name)
+    clashes = [f"{short}: {', '.join(sorted(full))}" for short, full in sorted(by_name.items())
+               if len(full) > 1 and not all(_pattern_pair(a, b) for i, a in enumerate(full) for b in full[i + 1:])]
+    assert not clashes, "\n".join(clashes)
+    assert sorted(p.name for p in ROOT.iterdir() if (p / "__init__.py").exists()) == ["tutor"]

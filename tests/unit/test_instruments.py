@@ -13,7 +13,7 @@ from rich.console import Console
 from tutor.instruments import REGISTRY, Context, Control, SettingsError, render
 from tutor.instruments import memory_ledger as ml
 from tutor.instruments import pipeline as pl
-from tutor.instruments.base import GB, GIB, gb, gb_gib
+from tutor.instruments.instrument import GB, GIB, gb, gb_gib
 
 LEDGER = REGISTRY["memory-ledger"]
 PIPELINE = REGISTRY["pipeline"]

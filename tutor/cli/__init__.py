@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 from tutor import __version__
-from tutor.cli.common import BAD_INPUT, CANCELLED, FAILED, Context, UsageError, eprint
+from tutor.cli.context import BAD_INPUT, CANCELLED, FAILED, Context, UsageError, eprint
 
 # Each command's handler, imported when it runs: the learner's and the instructor's verbs pull in
 # pydantic, Rich and the lesson loader (a quarter of a second here), which `--help` does without, and
@@ -28,8 +28,8 @@ HANDLERS = {
     None: ("learner", "cmd_tui"),
     "list": ("learner", "cmd_list"),
     "doctor": ("learner", "cmd_doctor"),
-    "calibrate": ("calibrate", "cmd_calibrate"),
-    "roofline": ("calibrate", "cmd_roofline"),
+    "calibrate": ("hardware", "cmd_calibrate"),
+    "roofline": ("hardware", "cmd_roofline"),
     "run": ("run", "cmd_run"),
     "lint": ("instructor", "cmd_lint"),
     "check": ("learner", "cmd_check"),

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tutor.cli.common import (
+from tutor.cli.context import (
     BAD_INPUT,
     FAILED,
     OK,

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from tutor import __version__
-from tutor.cli.common import (
+from tutor.cli.context import (
     BAD_INPUT,
     FAILED,
     OK,
@@ -206,7 +206,7 @@ def _doctor_report(ctx: Context, remeasure_peak: bool = False) -> tuple[dict[str
             problems.append(str(e))
         if selected is not None:
             report["peak"] = _peak_report(selected, remeasure_peak)
-            from tutor.cli.calibrate import doctor_report
+            from tutor.cli.hardware import doctor_report
 
             report["calibration"] = doctor_report(selected)
     report["data"] = _data_report()
@@ -294,7 +294,7 @@ def _print_doctor(report: dict[str, Any]) -> None:
         if "peak" in report:
             _print_peak(c, report["peak"])
         if "calibration" in report:
-            from tutor.cli.calibrate import print_doctor
+            from tutor.cli.hardware import print_doctor
 
             print_doctor(c, report["calibration"])
     data = report["data"]

@@ -9,7 +9,7 @@ import textwrap
 import time
 from typing import Any
 
-from tutor.cli.common import (
+from tutor.cli.context import (
     BAD_INPUT,
     CANCELLED,
     FAILED,
@@ -102,7 +102,7 @@ def _experiments_json() -> dict[str, Any]:
     """{name: {title, params: {name: {default, description}}, metrics: {name: {label, unit, description}}}}:
     what a lesson's `params` may set and its `compare` may name, with the unit the screen shows."""
     from tutor import experiments
-    from tutor.cli.common import json_safe
+    from tutor.cli.context import json_safe
 
     return {name: {
         "title": exp.title,
@@ -160,7 +160,7 @@ def cmd_run(args: argparse.Namespace, ctx: Context) -> int:
     except KeyboardInterrupt:
         emit.cancelled()
         return CANCELLED
-    from tutor.experiments.common import checkpoint_target
+    from tutor.experiments.training import checkpoint_target
 
     for key in exp.file_params():  # a path that cannot be written is bad input, not a failed run
         if getattr(params, key, None):

@@ -115,7 +115,7 @@ def _accumulation(fn: Callable[..., Any], name: str) -> dict[str, Any]:
     gradient already in .grad as each backward arrives), and each optimizer step: when it ran and
     how its gradient compares with the full batch's (the micro-batches since the previous step as
     one batch, at the same weights), computed here."""
-    from tutor.experiments.common import full_float32_matmuls
+    from tutor.experiments.training import full_float32_matmuls
 
     with full_float32_matmuls():  # TF32 (on in NVIDIA's containers) would blur the comparison
         return _accumulation_measured(fn, name)
@@ -284,7 +284,7 @@ def _checkpointing(fn: Callable[..., Any], name: str) -> dict[str, Any]:
     import torch
     from torch import nn
 
-    from tutor.experiments.common import saved_for_backward
+    from tutor.experiments.training import saved_for_backward
 
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)

@@ -9,12 +9,12 @@ resident tensors, trained in up to four cases:
     fp32  float32 on the accelerator with TF32 off (torch.backends.cuda.matmul.allow_tf32
           and torch.backends.cudnn.allow_tf32 = False)
     tf32  the same with TF32 on (CUDA, compute capability 8.0+ only)
-    amp   torch.autocast with the course's settings (common.autocast_settings("auto")):
+    amp   torch.autocast with the course's settings (training.autocast_settings("auto")):
           float16 + GradScaler on CUDA, bfloat16 on a CPU-only machine (projected like cpu)
 
 Every case starts from the same initial weights and sees its batches in the same order (a
 generator seeded with `seed`). Each first runs untimed warm-up steps on a throwaway copy
-(common.warm_up), then `epochs` timed epochs; seconds per epoch are device-synchronised
+(training.warm_up), then `epochs` timed epochs; seconds per epoch are device-synchronised
 medians, evaluation excluded. Peak memory (CUDA only) is max_memory_allocated above what
 was allocated when the case's timed epochs started. The TF32 settings found at the start are
 put back at the end, whatever happens.
@@ -36,7 +36,7 @@ import torch
 from torch import nn
 
 from tutor.experiments import devices
-from tutor.experiments.common import (
+from tutor.experiments.training import (
     OFF,
     Amp,
     Fit,

@@ -28,7 +28,7 @@ from contextlib import nullcontext
 
 import torch
 
-from tutor.experiments.common import (
+from tutor.experiments.training import (
     OFF,
     Amp,
     autocast_settings,

@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from tutor.experiments.common import autocast_settings, seed_everything
+from tutor.experiments.training import autocast_settings, seed_everything
 from tutor.experiments.devices import Device
 from tutor.experiments.events import Event, Finished, Note, Started, Table
 from tutor.experiments.specs.autocast_dtypes import AutocastDtypesParams

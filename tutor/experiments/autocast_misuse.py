@@ -10,7 +10,7 @@
    and the same batches, is trained `steps` Adam steps twice: once with the model and inputs
    cast to float16 (every weight, gradient and Adam moment in float16, no float32 master
    copy), once with torch.autocast (float32 weights; low-precision matmuls; GradScaler where
-   common.autocast_settings says so). Recorded: each step's loss (kept on the device, read
+   training.autocast_settings says so). Recorded: each step's loss (kept on the device, read
    at reports), the first step whose loss is NaN or inf, the mean loss of the last steps,
    the test accuracy and the synchronised time per step. After the half model's first step
    the share of its Adam second moments that are exactly 0 and of its weights that are no
@@ -35,7 +35,7 @@ from collections.abc import Iterator
 import torch
 from torch import nn
 
-from tutor.experiments.common import (
+from tutor.experiments.training import (
     OFF,
     WARMUP_STEPS,
     Amp,

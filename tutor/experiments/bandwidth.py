@@ -26,7 +26,7 @@ repeat's (the median of the repeats' shares, with the median's interval as
 elementwise_peak_share_low .. _high); the roofline's own figures are best repeats.
 
 The memory measurements are `MemoryTraffic`, which `gpututor calibrate`
-(tutor/measurement/calibrate.py) measures a machine's memory roof with too.
+(tutor/measurement/calibration.py) measures a machine's memory roof with too.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from tutor.charts import Point, roofline
 from tutor.experiments import gpu_share
 from tutor.measurement import vendor_peaks
 from tutor.measurement import peak as matmul_peak
-from tutor.experiments.common import full_float32_matmuls, seed_everything
+from tutor.experiments.training import full_float32_matmuls, seed_everything
 from tutor.experiments.devices import Device
 from tutor.experiments.events import Event, Finished, Note, Started, Step, Table
 from tutor.experiments.specs.bandwidth import BandwidthParams

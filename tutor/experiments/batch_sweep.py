@@ -28,7 +28,7 @@ from collections.abc import Iterator
 import torch
 
 from tutor.experiments import gpu_share
-from tutor.experiments.common import saved_for_backward, seed_everything
+from tutor.experiments.training import saved_for_backward, seed_everything
 from tutor.experiments.devices import Device
 from tutor.experiments.events import Event, Finished, Note, Started, Step, Table
 from tutor.experiments.model import linear_stack

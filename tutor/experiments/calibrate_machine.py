@@ -1,6 +1,6 @@
 """calibrate: this machine's roofline measured once, as a lesson's run step.
 
-The measurement is calibrate.py's (`gpututor calibrate` runs the same): each native dtype's
+The measurement is calibration.py's (`gpututor calibrate` runs the same): each native dtype's
 matmul peak by peak.py's sweep, then the memory bandwidth by the bandwidth experiment's own
 MemoryTraffic. The record is stored as the command stores it, so doctor shows it, MFU uses its
 peaks and `gpututor roofline` places the learner's runs on it.
@@ -12,7 +12,7 @@ import time
 from collections.abc import Iterator
 
 from tutor.charts import roofline
-from tutor.measurement import calibrate, vendor_peaks
+from tutor.measurement import calibration, vendor_peaks
 from tutor.measurement import peak as matmul_peak
 from tutor.experiments.devices import Device
 from tutor.experiments.events import Event, Finished, Note, Started, Step, Table
@@ -24,7 +24,7 @@ SWEEPS = 3  # each dtype's sweep, run again: the best is kept, the spread says h
 
 
 def measure(p: CalibrateParams, dev: Device) -> Iterator[Event]:
-    plan = calibrate.planned(dev)
+    plan = calibration.planned(dev)
     yield Started("calibrate", dev.torch_device, dev.name, "no data: matmuls and array copies",
                   f"{', '.join(plan)}")
     yield Note("Two numbers bound every operation on this device: how fast it multiplies (the compute roof) and "
@@ -32,14 +32,14 @@ def measure(p: CalibrateParams, dev: Device) -> Iterator[Event]:
                "spec sheet: the matmul peak is the fastest of a sweep of sizes, each warmed up (the 'maximum "
                "achievable matmul' method), and the bandwidth is a copy and c = a * b on arrays larger than any cache.")
     started = time.perf_counter()
-    steps = calibrate.measuring(dev, sweeps=SWEEPS)
+    steps = calibration.measuring(dev, sweeps=SWEEPS)
     done = 0
     swept: dict[str, list[float]] = {}  # dtype -> every sweep's peak
     while True:
         try:
             what, seconds, result, every = next(steps)
         except StopIteration as finished:
-            record: calibrate.Calibration = finished.value
+            record: calibration.Calibration = finished.value
             break
         done += 1
         yield Step(done, len(plan), float("nan"), time.perf_counter() - started, 0.0, label=what)
@@ -63,7 +63,7 @@ def measure(p: CalibrateParams, dev: Device) -> Iterator[Event]:
                      else "none known"])
     yield Table(f"The roofs of {dev.name}, measured {record.measured_on}",
                 ["dtype", "matmul peak", "ridge (FLOP/B)", "spec sheet"], rows)
-    roof = record.peak(calibrate.ROOF_DTYPE)
+    roof = record.peak(calibration.ROOF_DTYPE)
     assert roof is not None  # measuring raises when the float32 roof cannot be measured
     yield Note(roofline(roof.tflops, record.bandwidth.gbps, []), "figure")
     ridge = record.ridge()
@@ -72,7 +72,7 @@ def measure(p: CalibrateParams, dev: Device) -> Iterator[Event]:
                + ("A spec sheet's peak is the chip's best case; the measured peak is what a real matmul reaches "
                   "here, and the fair thing to judge MFU against. " if any(v is not None for v in shares.values())
                   else "No spec sheet is known for this device, so the measured peak is the only fair yardstick. ")
-               + f"Kept for later: `gpututor doctor` shows it, MFU uses these peaks, and `{calibrate.ROOFLINE_COMMAND}` "
+               + f"Kept for later: `gpututor doctor` shows it, MFU uses these peaks, and `{calibration.ROOFLINE_COMMAND}` "
                "places every run you have made on this roofline.", "result")
     if record.others_said:
         yield Note(f"While it measured: {record.others_said}")

@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 from torch import optim
 
-from tutor.experiments.common import (
+from tutor.experiments.training import (
     checkpoint_target,
     evaluate,
     full_float32_matmuls,

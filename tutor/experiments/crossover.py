@@ -19,7 +19,7 @@ import torch
 from torch import nn
 
 from tutor.experiments import devices
-from tutor.experiments.common import (
+from tutor.experiments.training import (
     WARMUP_STEPS,
     cpu_budget_s,
     fit_samples,

@@ -37,7 +37,7 @@ import torch
 import torch.nn.functional as F
 
 from tutor.experiments import data as mnist
-from tutor.experiments.common import seed_everything
+from tutor.experiments.training import seed_everything
 from tutor.experiments.devices import Device
 from tutor.experiments.events import Event, Finished, Note, Started, Step, Table
 from tutor.experiments.model import MNISTClassifier

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import torch
 
 from tutor.experiments import devices
-from tutor.experiments.common import seed_everything
+from tutor.experiments.training import seed_everything
 from tutor.experiments.devices import Device
 from tutor.experiments.events import Event, Finished, Note, Started, Table
 from tutor.experiments.model import MNISTClassifier

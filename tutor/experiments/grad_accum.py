@@ -27,7 +27,7 @@ import torch
 import torch.nn.functional as F
 
 from tutor.experiments import data as mnist
-from tutor.experiments.common import saved_for_backward, seed_everything
+from tutor.experiments.training import saved_for_backward, seed_everything
 from tutor.experiments.devices import Device
 from tutor.experiments.events import Event, Finished, Note, Started, Table
 from tutor.experiments.model import MNISTClassifier

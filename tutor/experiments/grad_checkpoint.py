@@ -18,7 +18,7 @@ import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint_sequential
 
-from tutor.experiments.common import (
+from tutor.experiments.training import (
     saved_for_backward,
     seconds_per_call,
     seed_everything,

@@ -13,7 +13,7 @@ two halves, and this run measures both with the notebook's MNISTClassifier on MN
 How "kept" is measured, on any device: saved_tensors_hooks sees every tensor autograd saves
 for backward; a weak reference to each (and to each loss) tells, after the loop and
 gc.collect(), which are still alive because the list holds them. A tensor counts its own
-bytes (numel x element size), the model's parameters excluded, as common.saved_for_backward
+bytes (numel x element size), the model's parameters excluded, as training.saved_for_backward
 counts them. Autograd nodes are counted by walking each kept loss's grad_fn.next_functions.
 On CUDA, torch.cuda.memory_allocated() is also read around the evaluation loop, and again
 after the lists are dropped.
@@ -38,7 +38,7 @@ from torch import nn
 
 from tutor.experiments import data as mnist
 from tutor.experiments import gpu_share
-from tutor.experiments.common import saved_for_backward, seed_everything
+from tutor.experiments.training import saved_for_backward, seed_everything
 from tutor.experiments.devices import Device
 from tutor.experiments.events import Event, Finished, Note, Started, Step, Table
 from tutor.experiments.model import MNISTClassifier

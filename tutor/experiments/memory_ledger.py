@@ -27,7 +27,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from tutor.experiments.common import saved_for_backward, seed_everything
+from tutor.experiments.training import saved_for_backward, seed_everything
 from tutor.experiments.devices import Device
 from tutor.experiments.events import Event, Finished, Note, Started, Table
 from tutor.experiments.model import linear_stack

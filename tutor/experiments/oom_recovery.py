@@ -46,7 +46,7 @@ from typing import Any
 import torch
 
 from tutor.experiments import gpu_share
-from tutor.experiments.common import saved_for_backward, seed_everything
+from tutor.experiments.training import saved_for_backward, seed_everything
 from tutor.experiments.devices import Device
 from tutor.experiments.events import Event, Finished, Note, Started, Step, Table
 from tutor.experiments.specs.oom_recovery import OomRecoveryParams

@@ -9,7 +9,7 @@ Each optimizer's state is measured after its first step: the bytes of every tens
 momentum_buffer per parameter; plain SGD: nothing).
 
 On a CPU the step cap is cut, when needed, so the three runs fit the run step's time budget
-(common.cpu_budget_s), from one measured Adam step (the slowest per step); the run says so.
+(training.cpu_budget_s), from one measured Adam step (the slowest per step); the run says so.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import torch
 from torch import nn
 
 from tutor.experiments import data as mnist
-from tutor.experiments.common import (
+from tutor.experiments.training import (
     cpu_budget_s,
     evaluate,
     fit_samples,

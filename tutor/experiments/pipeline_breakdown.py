@@ -42,7 +42,7 @@ from torch import nn
 from tutor.experiments import data as mnist
 from tutor.measurement import peak as matmul_peak
 from tutor.experiments.amp_benchmark import benchmark_mlp
-from tutor.experiments.common import autocast_settings, float32_matmul_dtype, make_scaler, seed_everything
+from tutor.experiments.training import autocast_settings, float32_matmul_dtype, make_scaler, seed_everything
 from tutor.experiments.devices import Device
 from tutor.experiments.events import Event, Finished, Note, Started, Step, Table
 from tutor.experiments.model import MNISTClassifier, count_parameters

@@ -38,7 +38,7 @@ from torch.profiler import ProfilerActivity, profile, record_function, schedule
 from tutor.experiments import data as mnist
 from tutor.measurement import peak as matmul_peak
 from tutor.measurement import vendor_peaks
-from tutor.experiments.common import checkpoint_target, float32_matmul_dtype, seed_everything
+from tutor.experiments.training import checkpoint_target, float32_matmul_dtype, seed_everything
 from tutor.experiments.devices import Device
 from tutor.experiments.events import Event, Finished, Note, Started, Step, Table
 from tutor.experiments.model import MNISTClassifier

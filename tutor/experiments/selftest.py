@@ -66,7 +66,7 @@ def _autocast_step(dev: Any) -> str:
     import torch
     from torch import nn
 
-    from tutor.experiments.common import autocast_settings, make_scaler
+    from tutor.experiments.training import autocast_settings, make_scaler
 
     amp = autocast_settings("auto", dev)
     if not amp.enabled:
@@ -97,7 +97,7 @@ def _tf32(dev: Any) -> str:
 
     if dev.kind != "cuda":
         raise NotHere("TF32 is a CUDA matmul mode")
-    from tutor.experiments.common import full_float32_matmuls
+    from tutor.experiments.training import full_float32_matmuls
 
     before = (torch.get_float32_matmul_precision(), torch.backends.cuda.matmul.allow_tf32)
     a = torch.randn(1024, 1024, device=dev.torch_device)

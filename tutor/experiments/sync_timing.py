@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterator
 import torch
 
 from tutor.measurement import vendor_peaks
-from tutor.experiments.common import seed_everything, shell_try
+from tutor.experiments.training import seed_everything, shell_try
 from tutor.experiments.devices import Device
 from tutor.experiments.events import Event, Finished, Note, Started, Step, Table
 from tutor.experiments.specs.sync_timing import MEASURED_GUARD, SyncTimingParams

@@ -17,7 +17,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from tutor.experiments.common import (
+from tutor.experiments.training import (
     autocast_settings,
     checkpoint_target,
     evaluate_batches,

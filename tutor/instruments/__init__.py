@@ -7,7 +7,7 @@ numbers in). Pure Python and instant, so the TUI recomputes on every key press a
 
 from __future__ import annotations
 
-from tutor.instruments.base import Context, Control, Instrument, Reading, SettingsError
+from tutor.instruments.instrument import Context, Control, Instrument, Reading, SettingsError
 from tutor.instruments.memory_ledger import MemoryLedger
 from tutor.instruments.pipeline import Pipeline
 

@@ -69,7 +69,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tutor.instruments.base import (
+from tutor.instruments.instrument import (
     GIB,
     Bar,
     Chart,

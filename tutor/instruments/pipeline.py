@@ -32,7 +32,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from tutor.instruments import memory_ledger as ml
-from tutor.instruments.base import (
+from tutor.instruments.instrument import (
     Bar,
     Chart,
     Context,

@@ -7,7 +7,7 @@ import math
 from rich.console import Group
 from rich.text import Text
 
-from tutor.instruments.base import Bar, Chart, Gauge, Reading, gb, gb_gib, percent
+from tutor.instruments.instrument import Bar, Chart, Gauge, Reading, gb, gb_gib, percent
 
 LABEL = 13  # columns for a bar's label
 

@@ -344,7 +344,7 @@ def doctor_dtypes(dev: Device) -> list[str]:
     """The dtypes `gpututor doctor` shows and `--peak` measures: what a pipeline-breakdown run
     uses here, plain and with amp=auto where the device runs it natively (an emulated bfloat16
     CPU is measured on first use instead: its sweep is slow and says little)."""
-    from tutor.experiments.common import float32_matmul_dtype
+    from tutor.experiments.training import float32_matmul_dtype
 
     plain = float32_matmul_dtype(dev)  # TF32 where allowed, from Ampere on
     amp = "bfloat16" if dev.kind == "cpu" and dev.bf16 else "float16" if dev.kind in ("cuda", "mps") else None

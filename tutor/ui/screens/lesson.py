@@ -30,7 +30,7 @@ from tutor.course.lesson import (
 )
 from tutor.course.loader import load_file
 from tutor.course.session import LessonSession
-from tutor.ui.widgets.base import StepView
+from tutor.ui.widgets.step_view import StepView
 from tutor.ui.widgets.check_step import CheckStepView
 from tutor.ui.widgets.controls import ControlRow
 from tutor.ui.widgets.exercise_step import ExerciseStepView

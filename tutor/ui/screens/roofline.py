@@ -13,7 +13,7 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
-from tutor.measurement import calibrate
+from tutor.measurement import calibration
 
 CALIBRATE_STEP = "gpu-lab's 'Run: this machine's roofline, kept' step"
 
@@ -57,11 +57,11 @@ class RooflineScreen(Screen):
         dev = self.app.device
         if dev is None:
             return [Static("Detecting the device: its roofline follows in a moment.", classes="profile-text")]
-        record = calibrate.find_for(dev.kind, dev.name)
+        record = calibration.find_for(dev.kind, dev.name)
         if record is None:
             return [Static(Text.assemble(
                 (f"{dev.kind} {dev.name} is not calibrated yet.", "bold"), "\n",
-                f"Measure it once with {CALIBRATE_STEP}, or `{calibrate.COMMAND}` in a terminal "
+                f"Measure it once with {CALIBRATE_STEP}, or `{calibration.COMMAND}` in a terminal "
                 "(a few seconds on a CPU); this screen then draws its roofline with your runs on it."),
                 classes="profile-text")]
         # The installed torch as its package metadata says it: "2.14.1" for a torch.__version__ of
@@ -70,11 +70,11 @@ class RooflineScreen(Screen):
         same = installed is None or installed.split("+")[0] == record.torch.split("+")[0]
         stale = record.stale_because(record.device, dev.threads if dev.kind == "cpu" else record.threads,
                                      record.torch if same else installed)
-        runs = [r for r in (self.app.progress.latest_run(experiment=name) for name in calibrate.EXPERIMENTS)
+        runs = [r for r in (self.app.progress.latest_run(experiment=name) for name in calibration.EXPERIMENTS)
                 if r is not None]
-        placed = calibrate.place_runs(record, runs)
+        placed = calibration.place_runs(record, runs)
         parts = []
-        for line, style in calibrate.roofline_lines(record, placed, stale, {r.experiment for r in runs},
+        for line, style in calibration.roofline_lines(record, placed, stale, {r.experiment for r in runs},
                                                     heading=False):
             if style == "figure":
                 parts.append(Static(Text(line, no_wrap=True, overflow="crop"), classes="profile-text"))

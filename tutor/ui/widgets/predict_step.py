@@ -13,7 +13,7 @@ from textual.widgets import Markdown, Static
 from tutor.checks.answers import ChoiceAnswer
 from tutor.course.session import Unreadable
 from tutor.ui.widgets.answer_box import AnswerBox
-from tutor.ui.widgets.base import StepView
+from tutor.ui.widgets.step_view import StepView
 from tutor.ui.widgets.reveal import reveal_text
 
 

@@ -1,7 +1,7 @@
 """`gpututor calibrate` (measure this machine's roofline once), `gpututor roofline` (the
 learner's own runs on it), and what `doctor` says about the calibration.
 
-The measuring and the placing are tutor/measurement/calibrate.py; this file prints them.
+The measuring and the placing are tutor/measurement/calibration.py; this file prints them.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import argparse
 import time
 from typing import Any
 
-from tutor.cli.common import FAILED, OK, Context, UsageError, eprint, print_json, rich_console
+from tutor.cli.context import FAILED, OK, Context, UsageError, eprint, print_json, rich_console
 from tutor.present import flops_text, number
 
 
@@ -27,14 +27,14 @@ def cmd_calibrate(args: argparse.Namespace, ctx: Context) -> int:
     from rich.markup import escape
 
     from tutor.experiments import gpu_share
-    from tutor.measurement import calibrate
+    from tutor.measurement import calibration
     from tutor.measurement import peak as matmul_peak
 
     dev = _device(ctx)
     c = None if args.json else rich_console()
     if c is not None:
         c.print(f"[bold]calibrating[/] {escape(dev.describe())}: the matmul peak of "
-                f"{', '.join(calibrate.dtypes(dev))} (a sweep of sizes each), then memory bandwidth")
+                f"{', '.join(calibration.dtypes(dev))} (a sweep of sizes each), then memory bandwidth")
 
     def progress(what: str, seconds: float, result: Any) -> None:
         if c is None:
@@ -51,9 +51,9 @@ def cmd_calibrate(args: argparse.Namespace, ctx: Context) -> int:
     began = time.time()  # a record measured before this is a quieter one that was kept
     try:
         with gpu_share.capped(dev):  # as every run: a class sharing the GPU keeps to its per-run cap
-            record = calibrate.measure(dev, on_progress=progress)
+            record = calibration.measure(dev, on_progress=progress)
     except OSError as e:
-        eprint(f"gpututor: calibrate: could not save the calibration in {calibrate.cache_file().parent} "
+        eprint(f"gpututor: calibrate: could not save the calibration in {calibration.cache_file().parent} "
                f"({e.strerror or e})")
         return FAILED
     except (RuntimeError, ValueError) as e:  # out of memory on a shared GPU, an array that does not fit
@@ -66,24 +66,24 @@ def cmd_calibrate(args: argparse.Namespace, ctx: Context) -> int:
         return FAILED
     took = time.perf_counter() - started
     if args.json:
-        print_json({**calibrate.summary(record), "cache_file": str(calibrate.cache_file()),
-                    "roofline_command": calibrate.ROOFLINE_COMMAND})
+        print_json({**calibration.summary(record), "cache_file": str(calibration.cache_file()),
+                    "roofline_command": calibration.ROOFLINE_COMMAND})
         return OK
     assert c is not None
     _print_roofs(c, record)
     from tutor.charts import roofline
 
-    roof = record.peak(calibrate.ROOF_DTYPE)
+    roof = record.peak(calibration.ROOF_DTYPE)
     assert roof is not None
-    c.print(f"[bold]roofline of this machine[/] ({calibrate.ROOF_DTYPE} compute roof):")
+    c.print(f"[bold]roofline of this machine[/] ({calibration.ROOF_DTYPE} compute roof):")
     c.print(roofline(roof.tflops, record.bandwidth.gbps, []), markup=False, highlight=False)
     if record.measured_at < began:  # this measurement was not kept: the quieter record above stays
         c.print(f"measured in {took:.1f} s and not kept: the record of {record.measured_on} shown above stays in "
-                f"{escape(str(calibrate.cache_file()))}.")
+                f"{escape(str(calibration.cache_file()))}.")
         return OK
-    c.print(f"calibrated in {took:.1f} s; kept in {escape(str(calibrate.cache_file()))} (and each peak in "
+    c.print(f"calibrated in {took:.1f} s; kept in {escape(str(calibration.cache_file()))} (and each peak in "
             f"{escape(matmul_peak.CACHE_NAME)}, which MFU uses). `gpututor doctor` shows it; "
-            f"`{calibrate.ROOFLINE_COMMAND}` places your runs on it.")
+            f"`{calibration.ROOFLINE_COMMAND}` places your runs on it.")
     return OK
 
 
@@ -113,12 +113,12 @@ def _print_roofs(c: Any, record: Any) -> None:
 
 def doctor_report(dev: Any) -> dict[str, Any]:
     """doctor's "calibration" entry: read from the cache, never measured (a failure is reported)."""
-    from tutor.measurement import calibrate
+    from tutor.measurement import calibration
 
     try:
-        return calibrate.report(dev)
+        return calibration.report(dev)
     except Exception as e:  # noqa: BLE001 - doctor reports, it does not fail on one section
-        return {"error": f"{type(e).__name__}: {e}", "command": calibrate.COMMAND}
+        return {"error": f"{type(e).__name__}: {e}", "command": calibration.COMMAND}
 
 
 def print_doctor(c: Any, report: dict[str, Any]) -> None:
@@ -135,7 +135,7 @@ def print_doctor(c: Any, report: dict[str, Any]) -> None:
         c.print(f"[bold]calibration[/]: this device is not calibrated{where}: run `{report['command']}` "
                 "to measure its roofline")
         return
-    from tutor.measurement.calibrate import Calibration
+    from tutor.measurement.calibration import Calibration
 
     record = Calibration.from_dict(found)
     c.print(f"[bold]calibration[/] (this machine's roofline; `{report['roofline_command']}` places your runs on it):")
@@ -149,30 +149,30 @@ def print_doctor(c: Any, report: dict[str, Any]) -> None:
 
 def cmd_roofline(args: argparse.Namespace, ctx: Context) -> int:
     from tutor.course.progress import Progress
-    from tutor.measurement import calibrate
+    from tutor.measurement import calibration
 
     dev = _device(ctx)
-    state = calibrate.report(dev)
+    state = calibration.report(dev)
     if state["calibration"] is None:
         why = (f"this device ({state['device']}) is not calibrated"
                + (f"; the calibration here is of {state['other_device']['device']}" if state["other_device"] else ""))
         if args.json:
             print_json({"calibration": None, "stale": None, "roof": None, "device": state["device"], "message": why,
-                        "command": calibrate.COMMAND, "points": [], "listed": [], "elsewhere": [], "older": []})
+                        "command": calibration.COMMAND, "points": [], "listed": [], "elsewhere": [], "older": []})
         else:
-            print(f"{why}: run `{calibrate.COMMAND}` first, then `{calibrate.ROOFLINE_COMMAND}`.")
+            print(f"{why}: run `{calibration.COMMAND}` first, then `{calibration.ROOFLINE_COMMAND}`.")
         return OK
-    record = calibrate.Calibration.from_dict(state["calibration"])
+    record = calibration.Calibration.from_dict(state["calibration"])
     with Progress() as progress:
         if progress.warning:
             eprint(f"warning: {progress.warning}")
-        runs = [r for r in (progress.latest_run(experiment=name) for name in calibrate.EXPERIMENTS) if r is not None]
-    placed = calibrate.place_runs(record, runs)
-    roof = record.peak(calibrate.ROOF_DTYPE)
+        runs = [r for r in (progress.latest_run(experiment=name) for name in calibration.EXPERIMENTS) if r is not None]
+    placed = calibration.place_runs(record, runs)
+    roof = record.peak(calibration.ROOF_DTYPE)
     assert roof is not None
     if args.json:
-        print_json({"calibration": state["calibration"], "stale": state["stale"], "command": calibrate.COMMAND,
-                    "roof": {"dtype": calibrate.ROOF_DTYPE, "peak_tflops": roof.tflops,
+        print_json({"calibration": state["calibration"], "stale": state["stale"], "command": calibration.COMMAND,
+                    "roof": {"dtype": calibration.ROOF_DTYPE, "peak_tflops": roof.tflops,
                              "bandwidth_gbps": record.bandwidth.gbps, "ridge_point": record.ridge()},
                     **placed})
         return OK
@@ -181,7 +181,7 @@ def cmd_roofline(args: argparse.Namespace, ctx: Context) -> int:
 
     c = rich_console()
     ran = {r.experiment for r in runs}
-    for line, style in calibrate.roofline_lines(record, placed, state["stale"], ran):
+    for line, style in calibration.roofline_lines(record, placed, state["stale"], ran):
         if style == "figure":
             c.print(line, markup=False, highlight=False)
         else:
