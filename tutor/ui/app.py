@@ -17,6 +17,7 @@ from typing import Any
 from rich.text import Text
 from textual import on, work
 from textual.app import App
+from textual.signal import Signal
 from textual.binding import Binding
 from textual.message import Message
 from textual.notifications import SeverityLevel
@@ -93,6 +94,9 @@ class TutorApp(App):
         self.grader = grader or _grade_in_sandbox
         self.device_text: Text = Text("Device: detecting… (loading PyTorch)", style="dim")
         self.device = None  # the Device runs use, once detected (instruments read its memory)
+        # App-wide news, said once: whoever shows the device (the home screen, an instrument whose
+        # budget is this machine's memory) subscribes, instead of the app walking its screens.
+        self.device_detected: Signal[object] = Signal(self, "device-detected")
 
     def notify(self, message: str, *, title: str = "", severity: SeverityLevel = "information",
                timeout: float | None = None, **_: Any) -> None:
@@ -152,12 +156,7 @@ class TutorApp(App):
         if problem:
             text.append(f"\n  {problem}", style="bold red")
         self.device_text = text
-        for screen in self.screen_stack:
-            if isinstance(screen, HomeScreen):
-                screen.update_device()
-            view = getattr(screen, "view", None)
-            if hasattr(view, "device_ready"):
-                view.device_ready()  # an instrument whose budget is this machine's memory
+        self.device_detected.publish(chosen)
 
     # ------------------------------------------------------------------ lessons
 

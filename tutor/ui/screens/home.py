@@ -52,6 +52,8 @@ class HomeScreen(Screen):
     def on_mount(self) -> None:
         self.refresh_lessons()
         self.query_one("#lessons", OptionList).focus()
+        self.app.device_detected.subscribe(self, lambda _device: self.update_device())
+        self.update_device()  # a device found while this screen was being composed
 
     def on_screen_resume(self) -> None:
         self.refresh_lessons()

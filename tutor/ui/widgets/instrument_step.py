@@ -85,6 +85,7 @@ class InstrumentStepView(StepView):
         yield Static("", id="math-hint", classes="fine-print")
 
     def on_mount(self) -> None:
+        self.app.device_detected.subscribe(self, lambda _device: self.device_ready())
         if self.locked:
             return
         self.context = _context(self.app)
