@@ -3,18 +3,17 @@ Behaviour only: no test compares timings with fixed numbers."""
 
 from __future__ import annotations
 
-import datetime
 import statistics
 
 import pytest
 import torch
 from experiment_runs import run_experiment
+from planted_peaks import plant_peak
 
 from tutor import experiments
 from tutor.experiments.spec import COMMON_METRICS
 from tutor.experiments import devices
 from tutor.measurement import peak as matmul_peak
-from tutor.threads import usable_cores
 from tutor.measurement.timing import Blocks
 from tutor.experiments.events import Note, Step, Table
 
@@ -33,13 +32,7 @@ def peak_cache(tmp_path_factory):
 
 
 def _plant(tflops: float, path) -> None:
-    """A cached float32 peak for this process's CPU, as if measured earlier."""
-    name, _ = matmul_peak.identity(devices.resolve("cpu"))
-    for threads in range(1, usable_cores() + 1):  # a run decides its threads from the load as it starts
-        matmul_peak.store(matmul_peak.Peak(tflops=tflops, dtype="float32", device=name, threads=threads,
-                                           torch=torch.__version__, measured_on="2000-01-02",
-                                           measured_at=datetime.datetime.now().timestamp() - 86400,
-                                           best_size=512, sizes=(256, 512)))
+    plant_peak(tflops)
 
 
 def _notes(events) -> str:

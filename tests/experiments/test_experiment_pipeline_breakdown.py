@@ -10,12 +10,12 @@ import json
 import pytest
 import torch
 from experiment_runs import run_experiment
+from planted_peaks import plant_peak
 
 from tutor import experiments
 from tutor.experiments.spec import COMMON_METRICS
 from tutor.experiments import devices
 from tutor.measurement import peak as matmul_peak
-from tutor.threads import usable_cores
 from tutor.experiments.events import Note, Step, Table
 from tutor.experiments.pipeline_breakdown import PHASES, stretch_ends, vendor_peak_tflops
 
@@ -45,16 +45,7 @@ def _notes(events) -> str:
 
 
 def _plant(tflops: float, device: str = "cpu", **changes) -> matmul_peak.Peak:
-    """A cached float32 peak for this process's CPU, as if measured earlier."""
-    name, threads = matmul_peak.identity(devices.resolve(device))
-    p = matmul_peak.Peak(tflops=tflops, dtype="float32", device=name, threads=threads, torch=torch.__version__,
-                         measured_on="2000-01-02", measured_at=datetime.datetime.now().timestamp() - 86400,
-                         best_size=512, sizes=(256, 512))
-    p = dataclasses.replace(p, **changes)
-    # for every thread count a run may choose: it decides from the machine's load as it starts
-    for count in ({None} if threads is None else range(1, usable_cores() + 1)):
-        matmul_peak.store(dataclasses.replace(p, threads=count))
-    return p
+    return plant_peak(tflops, device, **changes)
 
 
 @pytest.fixture(scope="module")

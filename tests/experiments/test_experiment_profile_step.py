@@ -3,18 +3,17 @@ Behaviour only: no test compares timings with fixed numbers."""
 
 from __future__ import annotations
 
-import datetime
 import json
 from pathlib import Path
 
 import pytest
 import torch
 from experiment_runs import run_experiment
+from planted_peaks import plant_peak
 
 from tutor import experiments, paths
 from tutor.experiments import devices
 from tutor.measurement import peak as matmul_peak
-from tutor.threads import usable_cores
 from tutor.experiments.events import Note, Step, Table
 from tutor.experiments.profile_step import PHASES, _busy_and_gaps, device_time_by_phase
 from tutor.experiments.spec import COMMON_METRICS
@@ -24,13 +23,7 @@ QUICK = experiments.get("profile-step").quick
 
 
 def _plant(tflops: float) -> None:
-    """A cached float32 peak for this process's CPU, as if measured earlier."""
-    name, _ = matmul_peak.identity(devices.resolve("cpu"))
-    for threads in range(1, usable_cores() + 1):  # a run decides its threads from the load as it starts
-        matmul_peak.store(matmul_peak.Peak(tflops=tflops, dtype="float32", device=name, threads=threads,
-                                           torch=torch.__version__, measured_on="2000-01-02",
-                                           measured_at=datetime.datetime.now().timestamp() - 86400,
-                                           best_size=512, sizes=(256, 512)))
+    plant_peak(tflops)
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -6,7 +6,7 @@ progress store, completing steps as it goes. The TUI's step widgets render what 
 `gpututor check`, `gpututor lesson test` and review call the same methods, so the screen, the
 command line and an instructor's CI cannot disagree about a verdict.
 
-Pure Python over the lesson model, `checks/` and the progress store: no Textual, no torch.
+Pure Python over the lesson model, `tutor/checks/` and the progress store: no Textual, no torch.
 """
 
 from __future__ import annotations
@@ -483,7 +483,7 @@ class LessonSession:
 
 def grade(step: PredictStep | CheckStep, answer: str, evidence: Evidence) -> Graded:
     """The verdict on `answer`, given what it is judged against. A prediction is scored against the
-    metric it predicts, as its reveal is; a check by its grader (`checks/`)."""
+    metric it predicts, as its reveal is; a check by its grader (`tutor/checks/`)."""
     metrics = evidence.metrics
     if isinstance(step, PredictStep) and isinstance(step.answer, ChoiceAnswer):
         reading = read_typed(answer, step.answer, step.unit)  # as the lock reads it
