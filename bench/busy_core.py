@@ -42,7 +42,7 @@ class Busy:
         self.count = count
         self.procs: list[subprocess.Popen] = []
 
-    def __enter__(self) -> "Busy":
+    def __enter__(self) -> Busy:
         self.procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(self.count)]
         time.sleep(0.5)
         return self
@@ -120,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     measure("exercise 4 solution, graded", exercise4)
     if args.runs:
         for lesson_id, step_id in RUNS[1:]:
-            measure(f"run {lesson_id} {step_id}", lambda l=lesson_id, s=step_id: run_step(l, s))
+            measure(f"run {lesson_id} {step_id}", lambda lesson=lesson_id, step=step_id: run_step(lesson, step))
     return 0
 
 

@@ -118,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
                 src = torch.rand(nbytes // 4, device=device)
                 dst = torch.empty_like(src)
                 key = f"memory, copy of {c.bandwidth.megabytes} MiB"
-                plain_rates.setdefault(key, []).extend(plain(lambda: dst.copy_(src), 2 * nbytes / 1e9))
+                plain_rates.setdefault(key, []).extend(plain(lambda dst=dst, src=src: dst.copy_(src), 2 * nbytes / 1e9))
                 calibrated.setdefault(key, []).append(c.bandwidth.gbps)
                 del src, dst
     print(f"{'figure (GFLOP/s, GB/s)':32} {'calibrated':>11} {'plain best':>11} {'plain median':>13} "

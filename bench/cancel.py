@@ -16,6 +16,7 @@ start: from the cancel to run_code / grade_exercise returning, with the process 
 from __future__ import annotations
 
 import argparse
+import itertools
 import statistics
 import time
 
@@ -41,12 +42,12 @@ def main() -> None:
         for name, params in CASES:
             asked: list[float] = []
             arrivals: list[float] = []
-            for message in engine.run(name, params, args.device, cancelled=lambda: bool(asked)):
+            for message in engine.run(name, params, args.device, cancelled=lambda asked=asked: bool(asked)):
                 arrivals.append(time.monotonic())
                 if message[0] == "event" and len(arrivals) == 3:
                     asked.append(time.monotonic())
             stopped = (arrivals[-1] - asked[0]) * 1000 if asked else float("nan")
-            gaps = [b - a for a, b in zip(arrivals, arrivals[1:3])]
+            gaps = [b - a for a, b in itertools.pairwise(arrivals[:3])]  # before the cancel
             gap = statistics.median(gaps) * 1000 if gaps else float("nan")
             print(f"{name:18} {stopped:13.0f} ms {gap:14.0f} ms   ({message[1]})")
     finally:

@@ -28,8 +28,8 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from tutor.experiments import data, devices
-    from tutor.experiments.training import evaluate, seed_everything, train_epoch
     from tutor.experiments.model import MNISTClassifier
+    from tutor.experiments.training import evaluate, seed_everything, train_epoch
     from tutor.measurement.timing import Stopwatch
 
     dev = devices.resolve(args.device)

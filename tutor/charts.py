@@ -36,7 +36,7 @@ def roofline(peak_tflops: float, bandwidth_gbps: float, points: list[Point], *,
     x_hi = 10 ** math.ceil(math.log10(max(intensities) * 2))
     achieved = [p.tflops for p in points if p.tflops > 0]
     y_hi = 10 ** math.ceil(math.log10(peak_tflops * 1.5))
-    y_lo = 10 ** math.floor(math.log10(min(achieved + [x_lo * bandwidth]) / 1.5))
+    y_lo = 10 ** math.floor(math.log10(min([*achieved, x_lo * bandwidth]) / 1.5))
     axis_w = max(len(flops_text(y_hi)), len(flops_text(y_lo))) + 1
     plot_w = max(width - axis_w - 1, 16)
 

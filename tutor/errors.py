@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 
-
 # What a rank of a multi-process job says when another rank died while it waited on it in a
 # collective (gloo: the socket closed; NCCL: "remote process exited"): an echo, never the cause.
 PEER_GONE = re.compile(r"Connection (?:closed|reset) by peer|remote process exited|Broken pipe", re.I)

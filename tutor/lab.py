@@ -25,15 +25,30 @@ import torch
 
 from tutor.experiments import data as _data
 from tutor.experiments import devices as _devices
-from tutor.measurement import timing as _timing
 from tutor.experiments.model import MNISTClassifier
+from tutor.measurement import timing as _timing
 
 BATCH_SIZE = 64  # the notebook's
 
 __all__ = [
-    "MNISTClassifier", "device", "train_loader", "test_loader", "train_x", "train_y", "test_x", "test_y",
-    "train_one_epoch", "evaluate", "report", "synchronize", "is_synthetic", "data_source", "BATCH_SIZE",
-    "epochs_here", "train_set", "test_set",
+    "BATCH_SIZE",
+    "MNISTClassifier",
+    "data_source",
+    "device",
+    "epochs_here",
+    "evaluate",
+    "is_synthetic",
+    "report",
+    "synchronize",
+    "test_loader",
+    "test_set",
+    "test_x",
+    "test_y",
+    "train_loader",
+    "train_one_epoch",
+    "train_set",
+    "train_x",
+    "train_y",
 ]
 
 # Free memory is not read: reading it makes a CUDA context on the card, which a program training

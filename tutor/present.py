@@ -33,7 +33,7 @@ def metric(value: Any, unit: str = "") -> str:
             return str(value)
         if unit == "%":
             return f"{value * 100:.1f}%"
-        if isinstance(value, int) or float(value).is_integer() and abs(value) >= 1000:
+        if isinstance(value, int) or (float(value).is_integer() and abs(value) >= 1000):
             text = f"{int(value):,}"
         elif value != 0 and (abs(value) < 1e-3 or abs(value) >= 1e6):
             text = f"{value:.3g}"

@@ -8,6 +8,7 @@ in tests/experiments/test_lesson_numbers.py, the tier that imports torch).
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 from pathlib import Path
@@ -15,9 +16,9 @@ from pathlib import Path
 import pytest
 from lesson_text import MAX_CODE, all_text, code_blocks
 
+from tutor import experiments
 from tutor.checks import grade
 from tutor.checks.answers import ChoiceAnswer, NumberAnswer, TextAnswer
-from tutor import experiments
 from tutor.course.lesson import CheckStep, Lesson, PredictStep, ReadStep, RunStep
 from tutor.course.loader import load_file
 
@@ -105,7 +106,7 @@ def test_ranged_options_cover_the_line_without_gaps(lesson):
             continue
         bands = sorted((o.min, math.inf if o.max is None else o.max) for o in opts)
         assert bands[0][0] == 0, s.id
-        assert all(hi == lo for (_, hi), (lo, _) in zip(bands, bands[1:])), s.id
+        assert all(hi == lo for (_, hi), (lo, _) in itertools.pairwise(bands)), s.id
         assert bands[-1][1] == math.inf, s.id
 
 

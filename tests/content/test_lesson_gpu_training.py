@@ -7,6 +7,7 @@ and keep the instructor's reference in step with the models and the experiment r
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 from pathlib import Path
@@ -14,9 +15,9 @@ from pathlib import Path
 import pytest
 from lesson_text import AUTHOR_DOCS, DOC, MAX_CODE, all_text, code_blocks, fenced
 
+from tutor import experiments
 from tutor.checks import grade
 from tutor.checks.answers import ChoiceAnswer, TextAnswer
-from tutor import experiments
 from tutor.course.lesson import (
     CheckStep,
     CodeCompare,
@@ -134,7 +135,7 @@ def test_ranged_options_cover_the_line_without_gaps(lesson):
         assert all(o.min is not None for o in opts), s.id
         bands = sorted((o.min, math.inf if o.max is None else o.max) for o in opts)
         assert bands[0][0] == 0, s.id
-        for (lo1, hi1), (lo2, _) in zip(bands, bands[1:]):
+        for (_lo1, hi1), (lo2, _) in itertools.pairwise(bands):
             assert hi1 == lo2, (s.id, hi1, lo2)
         assert bands[-1][1] == math.inf, s.id
     assert ranged_steps >= 4

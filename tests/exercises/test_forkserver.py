@@ -303,7 +303,7 @@ def test_the_server_takes_no_run_from_another_user(tmp_path):
             os._exit(3 if conn.recv(4096) == b"" else 4)  # closed without an answer: 3
         except OSError:
             os._exit(3)
-        except BaseException:
+        except BaseException:  # noqa: BLE001 - any other failure is its own exit code
             os._exit(5)
     os.close(write_end)
     _, status = os.waitpid(pid, 0)

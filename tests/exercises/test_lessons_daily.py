@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from tutor import experiments
 from tutor.checks import grade
 from tutor.checks.answers import ChoiceAnswer, TextAnswer
-from tutor import experiments
 from tutor.course.lesson import (
     CheckStep,
     ErrorRequirement,

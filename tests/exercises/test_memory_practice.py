@@ -89,7 +89,7 @@ def test_requirements_judge_behaviour_and_every_mistake_names_one(lesson: Lesson
         assert all(len(r.feedback) > 40 and not re.search(r"`|\*\w", r.feedback) for r in step.requirements)
         assert {m.fails for m in step.mistakes} <= set(ids)
     covered = {(s.id, m.fails) for s in _exercises(lesson) for m in s.mistakes}
-    assert ISSUE_MISTAKES <= covered
+    assert covered >= ISSUE_MISTAKES
 
 
 def test_the_probed_functions_are_the_ones_the_solutions_define(lesson: Lesson) -> None:

@@ -21,9 +21,11 @@ def _saved_bytes(model: nn.Module, x: torch.Tensor, amp: bool) -> dict[torch.dty
             kept[ptr] = (t.dtype, t.untyped_storage().nbytes())
         return t
 
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=amp):
-            loss = model(x).float().square().mean()
+    with (
+        torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t),
+        torch.autocast("cpu", dtype=torch.bfloat16, enabled=amp),
+    ):
+        loss = model(x).float().square().mean()
     loss.backward()
     out: dict[torch.dtype, int] = {}
     for dtype, nbytes in kept.values():

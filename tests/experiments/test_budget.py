@@ -10,8 +10,8 @@ from __future__ import annotations
 import pytest
 from experiment_runs import run_experiment
 
-from tutor.experiments.training import CPU_BUDGET_S, Fit, cpu_budget_s, fit_samples
 from tutor.experiments.events import Note, Table
+from tutor.experiments.training import CPU_BUDGET_S, Fit, cpu_budget_s, fit_samples
 
 
 def _notes(events) -> str:
@@ -113,8 +113,8 @@ def test_amp_benchmark_sizes_each_cpu_case_to_its_own_speed(monkeypatch) -> None
 def test_a_suggested_setting_names_the_command_that_runs_it_and_only_an_allowed_one():
     """A lesson's run step offers only the settings its lesson lists: "try a larger width"
     says how (the command line takes any setting), and never suggests a value the experiment refuses."""
-    from tutor.experiments.training import shell_try
     from tutor.experiments.specs.amp_benchmark import AmpBenchmarkParams
+    from tutor.experiments.training import shell_try
 
     p = AmpBenchmarkParams(width=512)
     assert shell_try("amp-benchmark", p, width=2048) == " (from a shell: gpututor run amp-benchmark --set width=2048)"

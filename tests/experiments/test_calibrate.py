@@ -17,10 +17,9 @@ import torch
 
 from tutor import experiments
 from tutor.course.progress import Progress
-from tutor.experiments import bandwidth, devices
+from tutor.experiments import bandwidth, devices, specs
 from tutor.measurement import calibration
 from tutor.measurement import peak as matmul_peak
-from tutor.experiments import specs
 
 
 @pytest.fixture(autouse=True)

@@ -5,6 +5,7 @@ leaves no process behind, a rank ends when its parent is gone."""
 from __future__ import annotations
 
 import os
+import pathlib
 import subprocess
 import sys
 import textwrap
@@ -173,7 +174,7 @@ def _rank_pids() -> set[int]:
     pids = set()
     for pid in out.stdout.split():
         try:
-            cmdline = open(f"/proc/{pid}/cmdline", "rb").read()
+            cmdline = pathlib.Path(f"/proc/{pid}/cmdline").read_bytes()
         except OSError:
             continue
         if b"--torchrun" not in cmdline:

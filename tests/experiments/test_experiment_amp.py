@@ -6,10 +6,10 @@ import pytest
 import torch
 
 from tutor import experiments
-from tutor.experiments import training, devices
-from tutor.experiments.training import OFF, autocast_settings
+from tutor.experiments import devices, training
 from tutor.experiments.devices import Device
-from tutor.experiments.events import Epoch, Finished, Note, Started, Table
+from tutor.experiments.events import Finished, Note, Started, Table
+from tutor.experiments.training import OFF, autocast_settings
 
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 SMALL = {"train_samples": 2048, "test_samples": 512, "batch_size": 128}

@@ -9,11 +9,11 @@ import torch
 from experiment_runs import run_experiment
 
 from tutor import experiments
-from tutor.experiments.spec import COMMON_METRICS
 from tutor.experiments import amp_benchmark, devices
-from tutor.experiments.training import Amp
 from tutor.experiments.devices import Device
 from tutor.experiments.events import Epoch, Note, Step, Table
+from tutor.experiments.spec import COMMON_METRICS
+from tutor.experiments.training import Amp
 
 QUICK = experiments.get("amp-benchmark").quick  # width 64, 1 layer, 1024 images, 512 on the CPU
 

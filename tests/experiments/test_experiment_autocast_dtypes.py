@@ -7,9 +7,9 @@ import torch
 from experiment_runs import run_experiment
 
 from tutor import experiments
-from tutor.experiments.spec import COMMON_METRICS
 from tutor.experiments.autocast_dtypes import FLOAT32, FOLLOWS, LOWERED, OPS, rule
 from tutor.experiments.events import Note, Table
+from tutor.experiments.spec import COMMON_METRICS
 
 OP_METRIC = {op: metric for _, op, metric in OPS}
 

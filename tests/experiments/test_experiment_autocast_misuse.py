@@ -9,9 +9,9 @@ import torch
 from experiment_runs import run_experiment
 
 from tutor import experiments
-from tutor.experiments.spec import COMMON_METRICS
 from tutor.experiments import autocast_misuse
 from tutor.experiments.events import Note, Step, Table
+from tutor.experiments.spec import COMMON_METRICS
 
 QUICK = {"steps": 40, "batch_size": 32}
 
@@ -128,7 +128,7 @@ def test_tables_fit_80_columns(cpu_run):
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 def test_cuda_autocast_with_the_cpu_device_type_does_nothing():
-    events, m = run("cuda")
+    _events, m = run("cuda")
     assert m["right_type_dtype"] == "float16" and m["autocast_dtype"] == "float16"
     assert m["wrong_type_dtype"] == "float32"
     assert m["device"].startswith("cuda") and m["autocast_final_loss"] < math.log(10) - 0.1

@@ -11,11 +11,11 @@ from experiment_runs import run_experiment
 from planted_peaks import plant_peak
 
 from tutor import experiments
-from tutor.experiments.spec import COMMON_METRICS
 from tutor.experiments import devices
+from tutor.experiments.events import Note, Step, Table
+from tutor.experiments.spec import COMMON_METRICS
 from tutor.measurement import peak as matmul_peak
 from tutor.measurement.timing import Blocks
-from tutor.experiments.events import Note, Step, Table
 
 QUICK = experiments.get("bandwidth").quick
 
@@ -179,7 +179,7 @@ def test_arrays_too_big_for_the_memory_are_refused_before_any_work(monkeypatch):
     from tutor.experiments import bandwidth
 
     monkeypatch.setattr(bandwidth, "_free_bytes", lambda dev: 100 * 2**20)
-    with pytest.raises(ValueError, match="megabytes=128 needs .* choose a smaller megabytes"):
+    with pytest.raises(ValueError, match=r"megabytes=128 needs .* choose a smaller megabytes"):
         run_experiment("bandwidth", {"megabytes": 128, "repeats": 1}, "cpu")
 
 
@@ -200,7 +200,7 @@ def test_on_a_shared_gpu_the_arrays_must_fit_the_runs_cap_not_the_cards_free_mem
 
 @pytest.mark.gpu
 def test_an_accelerator_times_the_copy_from_the_host(accelerator):
-    events, m = run_experiment("bandwidth", {"megabytes": 256, "matmul_size": 4096, "repeats": 5}, accelerator)
+    _events, m = run_experiment("bandwidth", {"megabytes": 256, "matmul_size": 4096, "repeats": 5}, accelerator)
     assert m["device"].startswith(accelerator) and m["threads"] is None
     assert m["copy_gbps"] > 0 and m["elementwise_bound"] == "memory" and m["matmul_bound"] == "compute"
     # the bus is the slowest roof: a copy from the host is slower than the device's own memory

@@ -7,8 +7,8 @@ import torch
 from experiment_runs import run_experiment
 
 from tutor import experiments
-from tutor.experiments.spec import COMMON_METRICS
 from tutor.experiments.events import Note, Table
+from tutor.experiments.spec import COMMON_METRICS
 
 QUICK = {"width": 64, "layers": 2, "start_batch": 8, "max_batch": 64, "steps": 1}
 

@@ -10,9 +10,9 @@ import torch
 from experiment_runs import run_experiment
 
 from tutor.experiments import bandwidth, devices
+from tutor.experiments.events import Note, Step, Table
 from tutor.measurement import calibration
 from tutor.measurement import peak as matmul_peak
-from tutor.experiments.events import Note, Step, Table
 
 
 @pytest.fixture(autouse=True)

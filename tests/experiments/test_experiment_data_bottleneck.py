@@ -10,8 +10,8 @@ import torch
 from experiment_runs import run_experiment
 
 from tutor import experiments
-from tutor.experiments.spec import COMMON_METRICS
 from tutor.experiments.events import Note, Step, Table
+from tutor.experiments.spec import COMMON_METRICS
 
 BATCHES = 12
 BATCH = 48  # not the default 64: a note that says 64 was not read from the run

@@ -8,8 +8,8 @@ import pytest
 from experiment_runs import run_experiment
 
 from tutor import experiments
-from tutor.experiments.spec import COMMON_METRICS
 from tutor.experiments.events import Note, Step, Table
+from tutor.experiments.spec import COMMON_METRICS
 
 
 @pytest.fixture(scope="module")

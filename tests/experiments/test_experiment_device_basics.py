@@ -66,7 +66,7 @@ def test_the_mac_gpu_is_named_by_its_chip_once(brand, name):
 
 @pytest.mark.gpu
 def test_any_accelerator_gets_every_parameter(accelerator):
-    events, m = run(accelerator)
+    _events, m = run(accelerator)
     assert m["device"].startswith(accelerator) and m["all_on_device"] is True
     assert m["parameter_devices"].startswith(accelerator)
 

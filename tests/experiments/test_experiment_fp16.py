@@ -24,7 +24,7 @@ def run(values=None, device="cpu"):
 
 
 def test_default_gradient_flushes_in_fp16_and_survives_scaling():
-    events, m = run()
+    _events, m = run()
     assert set(experiments.get("fp16-underflow").metrics) <= set(m)
     assert m["gradient_fp32"] == pytest.approx(1e-8, rel=1e-6)
     assert m["gradient_fp16"] == 0.0

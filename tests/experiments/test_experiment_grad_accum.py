@@ -8,8 +8,8 @@ from experiment_runs import run_experiment
 
 from tutor import experiments
 from tutor.experiments import grad_accum
-from tutor.experiments.spec import COMMON_METRICS
 from tutor.experiments.events import Note, Table
+from tutor.experiments.spec import COMMON_METRICS
 
 
 def run(device, **params):

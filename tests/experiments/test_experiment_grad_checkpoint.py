@@ -8,8 +8,8 @@ import torch
 from experiment_runs import run_experiment
 
 from tutor import experiments
-from tutor.experiments.spec import COMMON_METRICS
 from tutor.experiments.events import Table
+from tutor.experiments.spec import COMMON_METRICS
 
 QUICK = {"depth": 8, "width": 64, "batch_size": 16, "segments": 4, "steps": 1}
 

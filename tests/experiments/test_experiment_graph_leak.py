@@ -8,10 +8,10 @@ import torch.nn.functional as F
 from experiment_runs import run_experiment
 
 from tutor import experiments
-from tutor.experiments.spec import COMMON_METRICS
-from tutor.experiments.training import saved_for_backward
 from tutor.experiments.events import Note, Step, Table
 from tutor.experiments.model import MNISTClassifier
+from tutor.experiments.spec import COMMON_METRICS
+from tutor.experiments.training import saved_for_backward
 
 BATCH = 32
 

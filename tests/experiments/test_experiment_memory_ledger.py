@@ -7,8 +7,8 @@ import torch
 from experiment_runs import run_experiment
 
 from tutor import experiments
-from tutor.experiments.spec import COMMON_METRICS
 from tutor.experiments.events import Note, Table
+from tutor.experiments.spec import COMMON_METRICS
 
 QUICK = {"width": 128, "layers": 2, "batch_size": 16}
 
@@ -94,8 +94,8 @@ def test_counting_saved_tensors_keeps_no_graph_alive():
     import gc
     import weakref
 
-    from tutor.experiments.training import saved_for_backward
     from tutor.experiments.model import linear_stack
+    from tutor.experiments.training import saved_for_backward
 
     model = linear_stack(32, 2)
 

@@ -13,9 +13,9 @@ import torch
 from experiment_runs import run_experiment
 
 from tutor import experiments
-from tutor.experiments.spec import COMMON_METRICS
 from tutor.experiments import devices, oom_recovery
 from tutor.experiments.events import Note, Started, Step, Table
+from tutor.experiments.spec import COMMON_METRICS
 from tutor.experiments.specs.oom_recovery import OomRecoveryParams
 
 QUICK = {"limit_mb": 64, "width": 256, "layers": 2}

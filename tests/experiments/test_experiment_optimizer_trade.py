@@ -7,9 +7,9 @@ import pytest
 from experiment_runs import run_experiment
 
 from tutor import experiments
-from tutor.experiments.spec import COMMON_METRICS
 from tutor.experiments.events import Note, Step, Table
 from tutor.experiments.optimizer_trade import OPTIMIZERS
+from tutor.experiments.spec import COMMON_METRICS
 
 PARAMETERS = 235_146  # MNISTClassifier
 QUICK = experiments.get("optimizer-trade").quick
@@ -60,7 +60,7 @@ def test_steps_to_the_target_are_evaluation_points_and_the_accuracy_agrees(quick
 
 
 def test_the_table_and_notes(quick_run):
-    events, m = quick_run
+    events, _m = quick_run
     table = next(e for e in events if isinstance(e, Table))
     assert [row[0] for row in table.rows] == [label for _, label in OPTIMIZERS]
     assert [row[2] for row in table.rows] == ["2x", "1x", "0x"]  # state in copies of the weights

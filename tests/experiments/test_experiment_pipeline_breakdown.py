@@ -13,11 +13,11 @@ from experiment_runs import run_experiment
 from planted_peaks import plant_peak
 
 from tutor import experiments
-from tutor.experiments.spec import COMMON_METRICS
 from tutor.experiments import devices
-from tutor.measurement import peak as matmul_peak
 from tutor.experiments.events import Note, Step, Table
 from tutor.experiments.pipeline_breakdown import PHASES, stretch_ends, vendor_peak_tflops
+from tutor.experiments.spec import COMMON_METRICS
+from tutor.measurement import peak as matmul_peak
 
 STEPS = 10
 MNIST_MLP_MACS = 784 * 256 + 256 * 128 + 128 * 10  # 234,752
@@ -185,7 +185,7 @@ def test_the_wide_model_does_far_more_math_per_step(mlp_run, wide_run):
     assert wide["model"] == "wide"
     assert wide["flops_per_step"] == 6 * (784 * 1024 + 2 * 1024 * 1024 + 1024 * 10) * 32
     assert wide["flops_per_step"] > 10 * small["flops_per_step"]
-    assert 0 < wide["mfu"] and wide["mfu"] == pytest.approx(wide["achieved_tflops"] / wide["peak_tflops"])
+    assert wide["mfu"] > 0 and wide["mfu"] == pytest.approx(wide["achieved_tflops"] / wide["peak_tflops"])
 
 
 def test_the_loader_path_times_its_data_wait_and_ignores_pin_memory_off_cuda(mlp_run):

@@ -12,11 +12,10 @@ from experiment_runs import run_experiment
 from planted_peaks import plant_peak
 
 from tutor import experiments, paths
-from tutor.experiments import devices
-from tutor.measurement import peak as matmul_peak
 from tutor.experiments.events import Note, Step, Table
 from tutor.experiments.profile_step import PHASES, _busy_and_gaps, device_time_by_phase
 from tutor.experiments.spec import COMMON_METRICS
+from tutor.measurement import peak as matmul_peak
 
 MNIST_MLP_MACS = 784 * 256 + 256 * 128 + 128 * 10  # 234,752
 QUICK = experiments.get("profile-step").quick
@@ -129,7 +128,7 @@ def test_a_trace_path_the_learner_names_is_written_there(tmp_path):
 
 
 def test_a_trace_path_that_is_a_folder_is_refused_before_any_work(tmp_path):
-    with pytest.raises(ValueError, match="trace=.* is a folder"):
+    with pytest.raises(ValueError, match=r"trace=.* is a folder"):
         list(experiments.start("profile-step", {"trace": str(tmp_path) + "/"}, device="cpu"))
 
 

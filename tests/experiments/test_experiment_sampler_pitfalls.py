@@ -9,9 +9,9 @@ import pytest
 from experiment_runs import run_experiment
 
 from tutor import experiments
-from tutor.experiments.spec import COMMON_METRICS
 from tutor.experiments.events import Note, Step, Table
 from tutor.experiments.sampler_pitfalls import feeding_stats, order_hash, uneven_split
+from tutor.experiments.spec import COMMON_METRICS
 
 # 128 samples, batch 16 per rank: the plain loader takes 8 steps an epoch, the sampler 4 (64 a rank)
 # 131 over 2 ranks: padded to 132, drop_last keeps 130; a shard of 66 ends in a batch of 2

@@ -7,8 +7,8 @@ import torch
 from experiment_runs import run_experiment
 
 from tutor import experiments
-from tutor.experiments.spec import COMMON_METRICS
 from tutor.experiments.events import Note, Started, Step, Table
+from tutor.experiments.spec import COMMON_METRICS
 
 
 def run(device, **params):
@@ -96,7 +96,7 @@ def test_cuda_unsynced_timing_measures_only_the_launches():
 
 @pytest.mark.gpu
 def test_any_accelerator_runs_asynchronously_and_the_synced_timing_says_so(accelerator):
-    events, m = run(accelerator, size=2048, calls=20, repeats=5)
+    _events, m = run(accelerator, size=2048, calls=20, repeats=5)
     assert m["device"].startswith(accelerator) and m["asynchronous"] is True
     assert m["synced_seconds"] >= m["unsynced_seconds"]
 
@@ -154,7 +154,7 @@ def test_told_where_the_verdicts_turn_it_measures_until_they_are_decided(monkeyp
     clocks = iter([0.1, 0.2] * 100)
     monkeypatch.setattr(sync_timing, "_unsynced", lambda *_: 0.1)
     monkeypatch.setattr(sync_timing, "_synced", lambda *_: next(clocks))
-    events, m = run("cpu", repeats=9, decide=edges)
+    events, _m = run("cpu", repeats=9, decide=edges)
     said = next(e.text for e in events if isinstance(e, Note) and e.text.startswith("Repeats: "))
     assert said.startswith(f"Repeats: {repeats} of each way") and says in said
     assert len([e for e in events if isinstance(e, Step)]) == repeats

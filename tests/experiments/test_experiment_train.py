@@ -2,21 +2,20 @@
 
 from __future__ import annotations
 
-import types
-
 import math
+import types
 from pathlib import Path
 
 import pytest
 import torch
 
 from tutor import errors, experiments
-from tutor.experiments import training
-from tutor.measurement.warmup import WarmUp
 from tutor.experiments import train as train_module
-from tutor.experiments.training import report_interval
+from tutor.experiments import training
 from tutor.experiments.events import Epoch, Finished, Note, Started, Step
 from tutor.experiments.model import MNISTClassifier
+from tutor.experiments.training import report_interval
+from tutor.measurement.warmup import WarmUp
 
 SHARED_DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 needs_mnist = pytest.mark.skipif(

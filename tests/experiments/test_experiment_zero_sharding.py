@@ -9,8 +9,8 @@ import pytest
 from experiment_runs import run_experiment
 
 from tutor import experiments
-from tutor.experiments.spec import COMMON_METRICS
 from tutor.experiments.events import Note, Table
+from tutor.experiments.spec import COMMON_METRICS
 from tutor.experiments.specs.zero_sharding import ledger
 
 PSI = 235_146  # MNISTClassifier's parameters; fc1.weight alone is 200,704

@@ -74,7 +74,7 @@ def test_a_broken_pack_is_listed_with_its_line_and_the_rest_loads(capsys, tmp_pa
     pack = copy_pack(tmp_path)
     (pack / "experiments.py").write_text("import torch\n\nraise RuntimeError('pack bug')\n", encoding="utf-8")
     catalog = discover([pack])
-    [(path, error)] = [(p, e) for p, e in catalog.broken if p.name == "experiments.py"]
+    [(_path, error)] = [(p, e) for p, e in catalog.broken if p.name == "experiments.py"]
     assert error.issues[0].line == 3 and "RuntimeError: pack bug" in error.issues[0].message
     assert "gpu-training" in [x.lesson.id for x in catalog.lessons]  # the tutor goes on
     assert main(["lint", str(pack)]) == 2

@@ -45,9 +45,8 @@ def test_elapsed_is_frozen_while_paused_and_monotonic():
 def test_nested_pauses_of_one_stopwatch_count_once():
     total = Stopwatch("cpu")
     sw = Stopwatch("cpu")
-    with sw.paused():
-        with sw.paused():
-            time.sleep(SLEEP)
+    with sw.paused(), sw.paused():
+        time.sleep(SLEEP)
     # Counting the sleep twice would subtract more than really passed.
     assert sw.elapsed() >= 0
     assert total.elapsed() - sw.elapsed() >= SLEEP
@@ -55,9 +54,8 @@ def test_nested_pauses_of_one_stopwatch_count_once():
 
 def test_pause_ends_when_the_block_raises():
     sw = Stopwatch("cpu")
-    with pytest.raises(GeneratorExit):
-        with sw.paused():
-            raise GeneratorExit  # what a consumer closing the experiment's generator raises
+    with pytest.raises(GeneratorExit), sw.paused():
+        raise GeneratorExit  # what a consumer closing the experiment's generator raises
     before = sw.elapsed()
     time.sleep(SLEEP / 4)
     assert sw.elapsed() > before  # counting again

@@ -10,8 +10,8 @@ import torch
 from experiment_runs import run_experiment
 
 from tutor.experiments import devices
-from tutor.measurement import vendor_peaks
 from tutor.experiments.events import Note
+from tutor.measurement import vendor_peaks
 
 H100 = (67.0, "NVIDIA H100 SXM")
 

@@ -373,7 +373,7 @@ def test_run_unknown_param_names_the_allowed_keys(capsys):
 
 
 def test_run_bad_value_json(capsys):
-    code, out, err = run_cli(capsys, "run", "train", "--set", "amp=fp8", "--json")
+    code, out, _err = run_cli(capsys, "run", "train", "--set", "amp=fp8", "--json")
     assert code == 2
     [line] = json_lines(out)
     assert line["event"] == "error"

@@ -125,9 +125,9 @@ def test_doctor_and_roofline_say_when_nothing_is_calibrated(capsys, caches, no_m
 
 def test_a_calibration_of_another_device_is_named_not_used(capsys, caches, no_measuring):
     _plant(caches, device="cuda NVIDIA H100 (132 SMs)", kind="cuda", name="NVIDIA H100", threads=None)
-    code, out, _ = run_cli(capsys, "doctor", "--device", "cpu")
+    _code, out, _ = run_cli(capsys, "doctor", "--device", "cpu")
     assert "not calibrated" in out and "NVIDIA H100" in out
-    code, out, _ = run_cli(capsys, "roofline", "--device", "cpu", "--json")
+    _code, out, _ = run_cli(capsys, "roofline", "--device", "cpu", "--json")
     assert json.loads(out)["calibration"] is None
 
 

@@ -355,9 +355,9 @@ def test_a_stored_run_that_makes_no_sense_is_left_out_not_a_crash(capsys, home):
                      metrics={"parameters": "many", "activation_bytes": None}, status="finished")
         p.record_run(experiment="pipeline-breakdown", params={}, device={}, metrics={"mfu": "high"},
                      status="finished")
-    code, out, err = run_cli(capsys, "instrument", "memory-ledger", "--set", "model=mine", "--json")
+    code, out, _err = run_cli(capsys, "instrument", "memory-ledger", "--set", "model=mine", "--json")
     assert code == 0 and "No measurement of your model yet" in json.loads(out)["verdict"]
-    code, out, err = run_cli(capsys, "instrument", "pipeline", "--set", "profile=measured", "--json")
+    code, out, _err = run_cli(capsys, "instrument", "pipeline", "--set", "profile=measured", "--json")
     assert code == 0 and "No pipeline-breakdown run yet" in json.loads(out)["verdict"]
 
 

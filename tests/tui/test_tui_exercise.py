@@ -7,8 +7,8 @@ from pathlib import Path
 
 from fakes import ScriptedEngine
 from test_tui import text_of
-from waiting import wait_for as _wait_for
 from textual.widgets import Static, TextArea
+from waiting import wait_for as _wait_for
 
 from tutor.ui.app import TutorApp
 from tutor.ui.widgets.exercise_step import ExerciseStepView

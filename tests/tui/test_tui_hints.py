@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import io
 from pathlib import Path
 
 from fakes import ScriptedEngine, ScriptedGrader
 from test_tui import text_of
-from waiting import wait_for
 from textual.widgets import Static
+from waiting import wait_for
 
 from tutor.ui.app import TutorApp
 

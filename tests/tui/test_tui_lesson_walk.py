@@ -18,9 +18,9 @@ from textual.widgets import Input, OptionList, TextArea
 from waiting import step_arrived
 from waiting import wait_for as _wait_for
 
-from tutor.checks.answers import ChoiceAnswer
 from tutor import experiments
 from tutor.authoring.lesson_test import goal_settings
+from tutor.checks.answers import ChoiceAnswer
 from tutor.course.catalog import discover
 from tutor.course.lesson import ExerciseStep
 from tutor.ui.app import TutorApp

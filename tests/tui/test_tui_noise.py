@@ -8,14 +8,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from fakes import ScriptedEngine
+from test_tui import open_demo, text_of
 from textual.widgets import Input, Static
+from waiting import wait_for
 
 from tutor.ui.app import TutorApp
 from tutor.ui.widgets.run_panel import RunPanel
 from tutor.ui.widgets.run_step import RunStepView
-
-from test_tui import open_demo, text_of
-from waiting import wait_for
 
 LESSON = """\
 id: noise-demo

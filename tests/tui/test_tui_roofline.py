@@ -9,15 +9,14 @@ from pathlib import Path
 
 import pytest
 from fakes import TEST_CPU, ScriptedEngine
+from test_tui import LESSONS
+from waiting import wait_for
 
 from tutor.measurement import calibration
 from tutor.measurement import peak as matmul_peak
 from tutor.ui.app import TutorApp
 from tutor.ui.screens.home import HomeScreen
 from tutor.ui.screens.roofline import RooflineScreen
-
-from test_tui import LESSONS
-from waiting import wait_for
 
 
 @pytest.fixture

@@ -7,8 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tutor.checks import describe_spec, grade
-from tutor.checks.choice import read_typed, resolve
 from tutor.checks.answers import ChoiceAnswer
+from tutor.checks.choice import read_typed, resolve
 
 SPEC = ChoiceAnswer(
     type="choice",

@@ -315,8 +315,8 @@ def test_about_1_mb_says_which_megabyte_and_why_a_check_and_a_prediction_differ(
     """Issue 35: "about 1 MB" for 940,584 B was "within 7%" as a prediction (10%) and "too high" as
     a check (1%), with neither saying which megabyte it read nor how close each asks for."""
     from tutor.checks import score_prediction
-    from tutor.checks.number import grade_number
     from tutor.checks.answers import NumberAnswer
+    from tutor.checks.number import grade_number
 
     check = NumberAnswer(type="number", unit="B", value=940584, tolerance=0.01)
     said = grade_number("about 1 MB", check).feedback

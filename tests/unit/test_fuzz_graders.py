@@ -39,7 +39,6 @@ from tutor.checks import (
     parse_number,
     score_prediction,
 )
-from tutor.checks.number import grade_number, read_quantity
 from tutor.checks.answers import (
     ChoiceAnswer,
     Concept,
@@ -51,6 +50,7 @@ from tutor.checks.answers import (
     TextAnswer,
     Verdict,
 )
+from tutor.checks.number import grade_number, read_quantity
 
 DATA = Path(__file__).parents[1] / "data"
 FIXTURE_LESSON = "fixture-valid"
@@ -208,7 +208,7 @@ def test_read_quantity_on_huge_text(text, unit):
 
 
 @FAST
-@given(answer=ANSWERS, phrase_words=st.lists(st.sampled_from(WORDS + ["re:(", "re:a{99999}", "x*", "to(device)"]),
+@given(answer=ANSWERS, phrase_words=st.lists(st.sampled_from([*WORDS, "re:(", "re:a{99999}", "x*", "to(device)"]),
                                              min_size=1, max_size=4))
 def test_explain_matches_and_describe_spec_on_arbitrary_text(answer, phrase_words):
     rubric = Rubric(require=[Concept(name="c", any=[" ".join(phrase_words)])],
@@ -330,9 +330,8 @@ def test_grade_check_shows_a_choice_number_beyond_the_options_as_typed(answer):
 def progress_db():
     from tutor.course.progress import Progress
 
-    with tempfile.TemporaryDirectory() as d:
-        with Progress(Path(d) / "progress.db") as progress:
-            yield progress
+    with tempfile.TemporaryDirectory() as d, Progress(Path(d) / "progress.db") as progress:
+        yield progress
 
 
 @FEW
@@ -366,8 +365,7 @@ def test_strip_comments_never_raises_and_only_removes(code):
 
 
 @FAST
-@given(code=st.text(alphabet=st.sampled_from(list("ab =()#'\"\n\t:x1.é") + ["\x00", "\x1b", "\r", "\x0c", "\x85",
-                                                                           "\u2028"]), max_size=200))
+@given(code=st.text(alphabet=st.sampled_from([*list("ab =()#'\"\n\t:x1.é"), "\x00", "\x1b", "\r", "\x0c", "\x85", "\u2028"]), max_size=200))
 @example(code="model.to(device)  # model.cuda()\n")
 def test_strip_comments_leaves_no_comment_in_code_that_tokenizes(code):
     from tutor.exercises.grader import strip_comments
@@ -836,7 +834,7 @@ def _load_settings(content: bytes):
         return user_settings.load(path)
 
 
-SETTINGS_DIRS = st.lists(st.one_of(TEXT, st.sampled_from(NASTY + ["~nosuchuser-gpututor/x", "~", "a" * 300])),
+SETTINGS_DIRS = st.lists(st.one_of(TEXT, st.sampled_from([*NASTY, "~nosuchuser-gpututor/x", "~", "a" * 300])),
                          max_size=3)
 
 

@@ -174,7 +174,7 @@ def test_no_module_name_repeats_outside_the_patterns():
     """Issue 41: jump-to-file lands on the one module a name means; and tutor is the one package."""
     by_name: dict[str, list[str]] = {}
     for name in MODULES:
-        if name.split(".")[-1] not in ("tutor",) and not MODULES[name].name == "__init__.py":
+        if name.split(".")[-1] not in ("tutor",) and MODULES[name].name != "__init__.py":
             by_name.setdefault(name.split(".")[-1], []).append(name)
     clashes = [f"{short}: {', '.join(sorted(full))}" for short, full in sorted(by_name.items())
                if len(full) > 1 and not all(_pattern_pair(a, b) for i, a in enumerate(full) for b in full[i + 1:])]

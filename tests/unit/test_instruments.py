@@ -515,7 +515,7 @@ def test_parallel_and_gpus_parse():
     g = LEDGER.control("gpus")
     assert g.parse("8") == 8 and g.parse(3) == 3 and g.options == (1, 2, 4, 8, 16, 32, 64)
     assert g.step(8, +1) == 16 and g.step(3, -1) == 2
-    with pytest.raises(SettingsError, match="outside 1..64"):
+    with pytest.raises(SettingsError, match=r"outside 1\.\.64"):
         g.parse(0)
     assert mem(parallel="zero3", gpus=3).outputs["weights_bytes"] == pytest.approx(6e9 / 3)
 

@@ -8,8 +8,8 @@ import math
 import pytest
 
 from tutor.measurement.intervals import (
-    MedianInterval,
     Decision,
+    MedianInterval,
     bounds,
     coverage,
     in_words,

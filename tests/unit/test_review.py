@@ -126,7 +126,7 @@ def test_picks_favour_the_missed_checks_without_repeats(lesson, progress):
 def test_reviews_are_kept_apart_from_the_lessons_answers_and_reset_with_it(lesson, progress):
     finish(progress, lesson)
     progress.record_review("rev", "c1", "the GPU", True, "Yes.")
-    assert progress.answers("rev", "c1") == [] 
+    assert progress.answers("rev", "c1") == []
     [r] = progress.reviews("rev", "c1")
     assert (r.answer, r.correct, r.feedback) == ("the GPU", True, "Yes.")
     progress.reset_lesson("rev")

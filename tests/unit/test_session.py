@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import pytest
 from re import escape as re_escape
+
+import pytest
 
 from tutor.course.loader import load_text
 from tutor.course.progress import Progress

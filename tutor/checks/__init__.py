@@ -7,10 +7,10 @@
     describe_spec(spec) -> str
 """
 
+from tutor.checks.answers import AnswerSpec, PredictionScore, Verdict
 from tutor.checks.grade import describe_spec, grade
 from tutor.checks.number import ambiguity, format_number, parse_number
 from tutor.checks.predict import interval_of, judged_edges, score_prediction
-from tutor.checks.answers import AnswerSpec, PredictionScore, Verdict
 from tutor.checks.text import explain_matches
 
 __all__ = [
@@ -22,8 +22,8 @@ __all__ = [
     "explain_matches",
     "format_number",
     "grade",
-    "parse_number",
     "interval_of",
     "judged_edges",
+    "parse_number",
     "score_prediction",
 ]

@@ -7,7 +7,7 @@ Pure pydantic: no Textual, no torch. `tutor.course.lesson` embeds these models, 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Annotated, Literal, Union
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -109,7 +109,7 @@ class TextAnswer(Strict):
     max_length: int = 2000
 
 
-AnswerSpec = Annotated[Union[ChoiceAnswer, NumberAnswer, TextAnswer], Field(discriminator="type")]
+AnswerSpec = Annotated[ChoiceAnswer | NumberAnswer | TextAnswer, Field(discriminator="type")]
 
 
 @dataclass(frozen=True)

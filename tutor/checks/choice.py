@@ -6,8 +6,8 @@ import math
 import re
 from dataclasses import dataclass
 
-from tutor.checks.number import ambiguity, format_number, parse_number, quantity_in, read_quantity
 from tutor.checks.answers import ChoiceAnswer, ChoiceOption, Verdict
+from tutor.checks.number import ambiguity, format_number, parse_number, quantity_in, read_quantity
 from tutor.checks.text import normalise
 
 MAX_INPUT = 2_000
@@ -173,7 +173,7 @@ def read_typed(text: str, spec: ChoiceAnswer, unit: str = "") -> TypedChoice:
     read is a `problem`. Never raises."""
     try:
         return _read_typed(text, spec, unit)
-    except Exception:  # a learner's text must never crash the tutor
+    except Exception:  # noqa: BLE001 - a learner's text must never crash the tutor
         return TypedChoice(problem=_cannot_tell(spec))
 
 

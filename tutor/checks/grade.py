@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pydantic import TypeAdapter, ValidationError
 
+from tutor.checks.answers import AnswerSpec, ChoiceAnswer, NumberAnswer, TextAnswer, Verdict
 from tutor.checks.choice import describe_choice, grade_choice
 from tutor.checks.number import describe_number, grade_number
-from tutor.checks.answers import AnswerSpec, ChoiceAnswer, NumberAnswer, TextAnswer, Verdict
 from tutor.checks.text import grade_text
 
 _ADAPTER: TypeAdapter = TypeAdapter(AnswerSpec)
@@ -39,7 +39,7 @@ def grade(answer: str, spec, metrics: dict | None = None) -> Verdict:
         if isinstance(spec, NumberAnswer):
             return grade_number(answer, spec, metrics)
         return grade_text(answer, spec)
-    except Exception as e:  # a learner's text must never crash the tutor
+    except Exception as e:  # noqa: BLE001 - a learner's text must never crash the tutor
         return Verdict(False, f"Sorry, this answer could not be graded ({type(e).__name__}). Try rephrasing it.",
                        judged=False)
 

@@ -24,6 +24,7 @@ Reading rules (`read_quantity`, `parse_number`):
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 import unicodedata
@@ -219,7 +220,7 @@ def ambiguity(text: str, spec_unit: str) -> str | None:
     """A question back to the learner when their number could mean two things, else None."""
     try:
         readings = percent_readings(read_quantity(text), spec_unit)
-    except Exception:  # a learner's text must never crash the tutor
+    except Exception:  # noqa: BLE001 - a learner's text must never crash the tutor
         return None
     if readings is None:
         return None
@@ -236,7 +237,7 @@ def parse_number(text: str, unit: str = "") -> float | None:
             return None
         value = quantity_in(q, unit)
         return value if value is not None and math.isfinite(value) else None
-    except Exception:  # a learner's text must never crash the tutor
+    except Exception:  # noqa: BLE001 - a learner's text must never crash the tutor
         return None
 
 
@@ -267,13 +268,13 @@ def format_number(value: float, unit: str = "") -> str:
             mant = mant.rstrip("0").rstrip(".")
             text = f"{mant}e{int(exp)}"
         else:
-            digits = max(0, 2 - int(math.floor(math.log10(mag))))
+            digits = max(0, 2 - math.floor(math.log10(mag)))
             rounded = round(value, digits)
             text = f"{rounded:,.{digits}f}"
             if "." in text:
                 text = text.rstrip("0").rstrip(".")
             if mag >= 1000:
-                sig = round(value, -int(math.floor(math.log10(mag))) + 2)
+                sig = round(value, -math.floor(math.log10(mag)) + 2)
                 text = f"{sig:,.0f}"
     if not unit:
         return text
@@ -458,7 +459,7 @@ def band_reach(spec: NumberAnswer, target: float | None) -> list[BandReach]:
         if not inside:
             inside = [0.0] if lo <= 0 <= hi else []
         candidates = list(inside)
-        candidates += [(a + b) / 2 for a, b in zip(inside, inside[1:])]
+        candidates += [(a + b) / 2 for a, b in itertools.pairwise(inside)]
         if inside and hi == math.inf:
             candidates.append(inside[-1] + max(1.0, abs(inside[-1])))
         if inside and lo == -math.inf:

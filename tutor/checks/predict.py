@@ -5,9 +5,9 @@ from __future__ import annotations
 import math
 import re
 
+from tutor.checks.answers import ChoiceAnswer, NumberAnswer, PredictionScore, TextAnswer
 from tutor.checks.choice import resolve
 from tutor.checks.number import byte_unit_said, convert, format_number, parse_number, read_quantity, unit_info
-from tutor.checks.answers import ChoiceAnswer, NumberAnswer, PredictionScore, TextAnswer
 from tutor.checks.text import normalise
 from tutor.measurement.intervals import CONFIDENCE, GUARD, Decision, MedianInterval, judge, widened
 
@@ -95,7 +95,7 @@ def score_prediction(answer: str, spec, measured, unit: str = "", interval: tupl
             return _score_interval(text, spec, measured, unit or "", interval, why, gate,
                                    GUARD if guard is None else guard)
         return _score(text, spec, measured, unit or "")
-    except Exception:  # a display helper must never take the lesson down
+    except Exception:  # noqa: BLE001 - a display helper must never take the lesson down
         return PredictionScore(summary=f"You said {_quote(answer)}; measured {_shown(measured, unit)}.")
 
 

@@ -138,13 +138,9 @@ def stem(word: str) -> str:
     if len(word) <= 3 or not word.isalpha():
         return word
     w = word
-    if w.endswith("ies") and len(w) > 4:
+    if (w.endswith("ies") and len(w) > 4) or (w.endswith("ied") and len(w) > 4):
         w = w[:-3] + "y"
-    elif w.endswith("ied") and len(w) > 4:
-        w = w[:-3] + "y"
-    elif w.endswith("sses"):
-        w = w[:-2]
-    elif w.endswith(("ches", "shes", "xes", "zes")):
+    elif w.endswith("sses") or w.endswith(("ches", "shes", "xes", "zes")):
         w = w[:-2]
     elif w.endswith("s") and not w.endswith(("ss", "us", "is")):
         w = w[:-1]

@@ -39,7 +39,7 @@ class Catalog:
         raise KeyError(f"unknown lesson {lesson_id!r}; available: {known}")
 
 
-def activate_packs(dirs: list[Path]) -> tuple[list[Path], list["PackProblem"]]:
+def activate_packs(dirs: list[Path]) -> tuple[list[Path], list[PackProblem]]:
     """Register the experiments of folder packs among `dirs` and of installed packs.
 
     Returns the installed packs' lesson directories and every pack that failed to load.

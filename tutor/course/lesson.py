@@ -10,7 +10,7 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -276,8 +276,7 @@ class PythonRequirement(Strict):
 
 
 Requirement = Annotated[
-    Union[OutputRequirement, SourceRequirement, ReportRequirement, FileRequirement, FunctionRequirement,
-          BehaviourRequirement, ErrorRequirement, PythonRequirement],
+    OutputRequirement | SourceRequirement | ReportRequirement | FileRequirement | FunctionRequirement | BehaviourRequirement | ErrorRequirement | PythonRequirement,
     Field(discriminator="type"),
 ]
 
@@ -352,9 +351,7 @@ class Goal(Strict):
             return False
         if self.min is not None and not (isinstance(value, (int, float)) and value >= self.min):
             return False
-        if self.max is not None and not (isinstance(value, (int, float)) and value <= self.max):
-            return False
-        return True
+        return not (self.max is not None and not (isinstance(value, (int, float)) and value <= self.max))
 
 
 LEDGER_AGGREGATES = ("first", "last", "min", "max", "any")
@@ -376,7 +373,7 @@ class InstrumentStep(StepBase):
         return {**self.set, **self.scenario}
 
 
-Step = Annotated[Union[ReadStep, PredictStep, RunStep, CheckStep, ExerciseStep, InstrumentStep],
+Step = Annotated[ReadStep | PredictStep | RunStep | CheckStep | ExerciseStep | InstrumentStep,
                  Field(discriminator="kind")]
 
 

@@ -6,14 +6,14 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any
 
 import yaml
 
 from tutor.course.lesson import MAX_NODES, LessonError, LessonIssue
 
 Pos = tuple[int, int]
-Path_ = tuple[Union[str, int], ...]
+Path_ = tuple[str | int, ...]
 KEY = "__key__"  # marks[(*path, key, KEY)] is where a mapping key is written; marks[path] its value
 
 

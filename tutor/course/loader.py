@@ -8,6 +8,7 @@ import ast
 import datetime
 import difflib
 import functools
+import itertools
 import math
 import re
 import typing
@@ -17,8 +18,8 @@ from typing import Any
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from tutor.checks.answers import ChoiceAnswer, ChoiceOption, NumberAnswer, TextAnswer
 from tutor import experiments, instruments, present
+from tutor.checks.answers import ChoiceAnswer, ChoiceOption, NumberAnswer, TextAnswer
 from tutor.course.lesson import (
     LEDGER_AGGREGATES,
     MAX_FILE_BYTES,
@@ -80,11 +81,7 @@ def _clean_loc(loc: tuple[Any, ...], data: Any) -> tuple[Any, ...]:
             # The discriminated union's branch name, not a key of the file (even where a
             # field has the same name: an instrument step's `instrument` key).
             continue
-        if isinstance(cur, dict) and part in cur:
-            out.append(part)
-            cur = cur[part]
-            after_union = True
-        elif isinstance(cur, list) and isinstance(part, int) and 0 <= part < len(cur):
+        if (isinstance(cur, dict) and part in cur) or (isinstance(cur, list) and isinstance(part, int) and 0 <= part < len(cur)):
             out.append(part)
             cur = cur[part]
             after_union = True
@@ -508,7 +505,7 @@ def _range_issues(step: dict[str, Any], loc: tuple[Any, ...], marks: dict[Path_,
     if high is not None:
         add(last, "max", f"a measurement of {high:g} or more would match no option: leave out max on the "
             "highest range (it then means 'and above')")
-    for (_, high, j), (low, _, k) in zip(spans, spans[1:]):
+    for (_, high, j), (low, _, k) in itertools.pairwise(spans):
         if high is None or low is None:
             continue  # an open end in the middle: reported as an overlap below
         if high < low:
@@ -517,7 +514,7 @@ def _range_issues(step: dict[str, Any], loc: tuple[Any, ...], marks: dict[Path_,
         elif high > low:
             add(k, "min", f"overlaps option {j + 1} from {low:g} to {high:g}: a measurement there counts for "
                 "one of them only; start this range where the other ends")
-    for (_, high, j), (_, _, k) in zip(spans, spans[1:]):
+    for (_, high, j), (_, _, k) in itertools.pairwise(spans):
         if high is None:
             add(j, None, f"has no max but option {k + 1} starts above it: give it a max")
     return issues

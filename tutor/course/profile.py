@@ -37,11 +37,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from tutor import checks
+from tutor.charts import Miss, calibration
+from tutor.checks.answers import ChoiceAnswer, NumberAnswer
 from tutor.checks.choice import resolve
 from tutor.checks.number import convert, unit_info
-from tutor.checks.answers import ChoiceAnswer, NumberAnswer
-from tutor.charts import Miss, calibration
-from tutor.course.lesson import InstrumentStep, Lesson, PredictStep, RunStep
+from tutor.course.lesson import InstrumentStep, Lesson, PredictStep
 from tutor.course.progress import Prediction, Progress
 from tutor.course.session import LessonSession, Pending
 from tutor.present import number

@@ -16,11 +16,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tutor import checks
-from tutor.checks.choice import TypedChoice, read_typed
+from tutor import checks, instruments
 from tutor.checks.answers import ChoiceAnswer, NumberAnswer, PredictionScore, Verdict
+from tutor.checks.choice import TypedChoice, read_typed
 from tutor.checks.number import range_unit_question
-from tutor import instruments
 from tutor.course import machine, workspace
 from tutor.course.lesson import (
     CheckStep,

@@ -822,8 +822,8 @@ def checkpoints_each_block(result: dict[str, Any], name: str) -> Judgement:
             f"{than}")
     together = next((g for g in groups if len(g) > 1), None)
     if together is not None:
-        what = (f"the whole stack ran under one checkpoint, which keeps only its input until backward and then "
-                f"runs every block again at once" if len(together) == count else "they were under one checkpoint")
+        what = ("the whole stack ran under one checkpoint, which keeps only its input until backward and then "
+                "runs every block again at once" if len(together) == count else "they were under one checkpoint")
         return Judgement(False, f"Backward ran {_blocks(list(together))} again together, before any of them got its "
                                 f"gradient: {what}, so {held}.")
     pieces = sorted(b for b in recomputed if any(g.get(b, layers) < layers for g in groups))

@@ -222,7 +222,7 @@ def limit_memory(megabytes: int) -> None:
     limit = now + megabytes * 1024 * 1024
     which = resource.RLIMIT_DATA
     try:
-        soft, hard = resource.getrlimit(which)
+        _soft, hard = resource.getrlimit(which)
         if hard != resource.RLIM_INFINITY:
             limit = min(limit, hard)
         resource.setrlimit(which, (limit, limit))  # the hard limit too: the program cannot lift it

@@ -75,8 +75,8 @@ def _within_the_gpu_cap(measure: Any, params: Params, dev: Any) -> Iterator[Even
     machine was doing meanwhile (noise.py), so an undecided verdict comes with its reason."""
     from tutor import threads
     from tutor.experiments import gpu_share
-    from tutor.measurement import noise
     from tutor.experiments.events import Finished
+    from tutor.measurement import noise
 
     with gpu_share.capped(dev):
         threads.apply()  # decided once for the whole run: its timings compare like with like

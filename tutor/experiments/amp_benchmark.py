@@ -36,6 +36,10 @@ import torch
 from torch import nn
 
 from tutor.experiments import devices
+from tutor.experiments.devices import Device
+from tutor.experiments.events import Epoch, Event, Finished, Note, Started, Table
+from tutor.experiments.model import count_parameters, linear_stack
+from tutor.experiments.specs.amp_benchmark import AmpBenchmarkParams
 from tutor.experiments.training import (
     OFF,
     Amp,
@@ -49,12 +53,8 @@ from tutor.experiments.training import (
     shell_try,
     train_timed,
 )
-from tutor.experiments.devices import Device
-from tutor.experiments.events import Epoch, Event, Finished, Note, Started, Table
-from tutor.experiments.model import count_parameters, linear_stack
-from tutor.experiments.specs.amp_benchmark import AmpBenchmarkParams
-from tutor.measurement.timing import paired_ratios
 from tutor.measurement.intervals import bounds, in_words, median_interval
+from tutor.measurement.timing import paired_ratios
 from tutor.present import seconds
 
 

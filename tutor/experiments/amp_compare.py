@@ -28,6 +28,10 @@ from contextlib import nullcontext
 
 import torch
 
+from tutor.experiments.devices import Device
+from tutor.experiments.events import Event, Finished, Note, Started, Table
+from tutor.experiments.model import MNISTClassifier, count_parameters
+from tutor.experiments.specs.amp_compare import AmpCompareParams
 from tutor.experiments.training import (
     OFF,
     Amp,
@@ -39,10 +43,6 @@ from tutor.experiments.training import (
     train_epoch,
     train_timed,
 )
-from tutor.experiments.devices import Device
-from tutor.experiments.events import Event, Finished, Note, Started, Table
-from tutor.experiments.model import MNISTClassifier, count_parameters
-from tutor.experiments.specs.amp_compare import AmpCompareParams
 from tutor.measurement.intervals import bounds, in_words, median_interval
 from tutor.measurement.timing import paired_ratios, seconds_in_turns, synchronize
 

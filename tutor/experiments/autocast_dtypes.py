@@ -21,10 +21,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from tutor.experiments.training import autocast_settings, seed_everything
 from tutor.experiments.devices import Device
 from tutor.experiments.events import Event, Finished, Note, Started, Table
 from tutor.experiments.specs.autocast_dtypes import AutocastDtypesParams
+from tutor.experiments.training import autocast_settings, seed_everything
 
 FEATURES, CLASSES = 64, 10
 LOWERED, FLOAT32, FOLLOWS = "lowered", "kept in float32", "follows its input"

@@ -35,6 +35,10 @@ from collections.abc import Iterator
 import torch
 from torch import nn
 
+from tutor.experiments.devices import Device
+from tutor.experiments.events import Event, Finished, Note, Started, Step, Table
+from tutor.experiments.model import MNISTClassifier
+from tutor.experiments.specs.autocast_misuse import AutocastMisuseParams
 from tutor.experiments.training import (
     OFF,
     WARMUP_STEPS,
@@ -46,10 +50,6 @@ from tutor.experiments.training import (
     seed_everything,
     warm_up,
 )
-from tutor.experiments.devices import Device
-from tutor.experiments.events import Event, Finished, Note, Started, Step, Table
-from tutor.experiments.model import MNISTClassifier
-from tutor.experiments.specs.autocast_misuse import AutocastMisuseParams
 from tutor.measurement.timing import Stopwatch, synchronize
 
 LAST_STEPS = 20  # the final loss is the mean of this many last steps (fewer for short runs)

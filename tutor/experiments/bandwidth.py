@@ -39,14 +39,14 @@ import torch
 
 from tutor.charts import Point, roofline
 from tutor.experiments import gpu_share
-from tutor.measurement import vendor_peaks
-from tutor.measurement import peak as matmul_peak
-from tutor.experiments.training import full_float32_matmuls, seed_everything
 from tutor.experiments.devices import Device
 from tutor.experiments.events import Event, Finished, Note, Started, Step, Table
 from tutor.experiments.specs.bandwidth import BandwidthParams
-from tutor.measurement.timing import timed_blocks
+from tutor.experiments.training import full_float32_matmuls, seed_everything
+from tutor.measurement import peak as matmul_peak
+from tutor.measurement import vendor_peaks
 from tutor.measurement.intervals import bounds, in_words, median_interval
+from tutor.measurement.timing import timed_blocks
 from tutor.present import flops_text, metric, number, size
 
 OPERATION_BUDGET_S = 3.0  # one operation's timing stops after about this long (one block at least)

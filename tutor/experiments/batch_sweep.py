@@ -28,11 +28,11 @@ from collections.abc import Iterator
 import torch
 
 from tutor.experiments import gpu_share
-from tutor.experiments.training import saved_for_backward, seed_everything
 from tutor.experiments.devices import Device
 from tutor.experiments.events import Event, Finished, Note, Started, Step, Table
 from tutor.experiments.model import linear_stack
 from tutor.experiments.specs.batch_sweep import BatchSweepParams
+from tutor.experiments.training import saved_for_backward, seed_everything
 from tutor.measurement.intervals import GUARD, widened
 from tutor.measurement.timing import median, take_turns
 
@@ -86,7 +86,7 @@ def measure(p: BatchSweepParams, dev: Device) -> Iterator[Event]:
             for _ in range(WARMUP_STEPS - 1):
                 step(x)
             # each step timed on its own (synchronised): the spread says which batches are tied
-            timed = take_turns({"step": lambda: step(x)}, dev.torch_device, p.steps, 1)["step"]
+            timed = take_turns({"step": lambda x=x: step(x)}, dev.torch_device, p.steps, 1)["step"]
             seconds = median(timed)
         except (RuntimeError, MemoryError) as exc:
             if not _is_oom(exc):

@@ -12,11 +12,11 @@ import time
 from collections.abc import Iterator
 
 from tutor.charts import roofline
-from tutor.measurement import calibration, vendor_peaks
-from tutor.measurement import peak as matmul_peak
 from tutor.experiments.devices import Device
 from tutor.experiments.events import Event, Finished, Note, Started, Step, Table
 from tutor.experiments.specs.calibrate_machine import CalibrateParams
+from tutor.measurement import calibration, vendor_peaks
+from tutor.measurement import peak as matmul_peak
 from tutor.measurement.intervals import bounds, ratio_interval
 from tutor.present import flops_text, number
 

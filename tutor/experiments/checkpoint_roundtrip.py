@@ -22,6 +22,11 @@ from pathlib import Path
 import torch
 from torch import optim
 
+from tutor.experiments.data import load
+from tutor.experiments.devices import Device
+from tutor.experiments.events import Event, Finished, Note, Started
+from tutor.experiments.model import MNISTClassifier, count_parameters
+from tutor.experiments.specs.checkpoint_roundtrip import CheckpointParams
 from tutor.experiments.training import (
     checkpoint_target,
     evaluate,
@@ -30,11 +35,6 @@ from tutor.experiments.training import (
     seed_everything,
     train_steps,
 )
-from tutor.experiments.data import load
-from tutor.experiments.devices import Device
-from tutor.experiments.events import Event, Finished, Note, Started
-from tutor.experiments.model import MNISTClassifier, count_parameters
-from tutor.experiments.specs.checkpoint_roundtrip import CheckpointParams
 from tutor.paths import scratch_dir
 
 COMPARE_SAMPLES = 1000  # the test batch both models predict

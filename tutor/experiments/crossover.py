@@ -19,6 +19,10 @@ import torch
 from torch import nn
 
 from tutor.experiments import devices
+from tutor.experiments.devices import Device
+from tutor.experiments.events import Event, Finished, Note, Started, Step, Table
+from tutor.experiments.model import MNISTClassifier, TinyClassifier, count_parameters
+from tutor.experiments.specs.crossover import CrossoverParams
 from tutor.experiments.training import (
     WARMUP_STEPS,
     cpu_budget_s,
@@ -29,12 +33,8 @@ from tutor.experiments.training import (
     train_epoch,
     warm_up,
 )
-from tutor.experiments.devices import Device
-from tutor.experiments.events import Event, Finished, Note, Started, Step, Table
-from tutor.experiments.model import MNISTClassifier, TinyClassifier, count_parameters
-from tutor.experiments.specs.crossover import CrossoverParams
-from tutor.measurement.timing import Stopwatch, median
 from tutor.measurement.intervals import bounds, in_words, ratio_interval
+from tutor.measurement.timing import Stopwatch, median
 from tutor.present import seconds
 
 

@@ -17,6 +17,7 @@ torch is imported inside functions: the CLI imports this module for `doctor` at 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import math
 import socket
 import sys
@@ -311,19 +312,19 @@ def _glyphs() -> list[list[list[tuple[float, float]]]]:
     return [
         [_arc(0.5, 0.5, 0.3, 0.42, 0, 360, 16)],  # 0
         [[(0.32, 0.25), (0.52, 0.08), (0.52, 0.92)]],  # 1
-        [_arc(0.5, 0.32, 0.28, 0.24, 200, 380, 8) + [(0.2, 0.9), (0.82, 0.9)]],  # 2
+        [[*_arc(0.5, 0.32, 0.28, 0.24, 200, 380, 8), (0.2, 0.9), (0.82, 0.9)]],  # 2
         [_arc(0.48, 0.29, 0.27, 0.21, 210, 450, 8) + _arc(0.48, 0.7, 0.3, 0.22, 270, 510, 8)],  # 3
         [[(0.62, 0.92), (0.62, 0.08), (0.18, 0.64), (0.84, 0.64)]],  # 4
-        [[(0.78, 0.1), (0.3, 0.1), (0.26, 0.46)] + _arc(0.48, 0.64, 0.3, 0.26, 235, 495, 10)],  # 5
+        [[(0.78, 0.1), (0.3, 0.1), (0.26, 0.46), *_arc(0.48, 0.64, 0.3, 0.26, 235, 495, 10)]],  # 5
         [_arc(0.62, 0.48, 0.42, 0.42, 270, 180, 6) + _arc(0.5, 0.68, 0.3, 0.24, 180, 540, 12)],  # 6
         [[(0.18, 0.1), (0.82, 0.1), (0.42, 0.92)]],  # 7
         [_arc(0.5, 0.29, 0.24, 0.2, 0, 360, 12), _arc(0.5, 0.7, 0.3, 0.22, 0, 360, 12)],  # 8
-        [_arc(0.48, 0.32, 0.28, 0.24, 0, 360, 12) + [(0.76, 0.32), (0.7, 0.92)]],  # 9
+        [[*_arc(0.48, 0.32, 0.28, 0.24, 0, 360, 12), (0.76, 0.32), (0.7, 0.92)]],  # 9
     ]
 
 
 def _segments(glyph: list[list[tuple[float, float]]]) -> list[tuple[float, float, float, float]]:
-    return [(*a, *b) for line in glyph for a, b in zip(line, line[1:])]
+    return [(*a, *b) for line in glyph for a, b in itertools.pairwise(line)]
 
 
 def synthetic_digits(n: int, *, seed: int = 0, variants_per_class: int = 300) -> tuple[Any, Any]:
@@ -399,6 +400,15 @@ def clear_cache() -> None:
 
 
 __all__ = [
-    "MEAN", "STD", "DataSource", "MnistData", "load", "loaders", "batches",
-    "describe_source", "source", "synthetic_digits", "clear_cache",
+    "MEAN",
+    "STD",
+    "DataSource",
+    "MnistData",
+    "batches",
+    "clear_cache",
+    "describe_source",
+    "load",
+    "loaders",
+    "source",
+    "synthetic_digits",
 ]

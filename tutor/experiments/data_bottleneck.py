@@ -37,13 +37,13 @@ import torch
 import torch.nn.functional as F
 
 from tutor.experiments import data as mnist
-from tutor.experiments.training import seed_everything
 from tutor.experiments.devices import Device
 from tutor.experiments.events import Event, Finished, Note, Started, Step, Table
 from tutor.experiments.model import MNISTClassifier
 from tutor.experiments.specs.data_bottleneck import DataBottleneckParams
-from tutor.measurement.timing import synchronize
+from tutor.experiments.training import seed_everything
 from tutor.measurement.intervals import bounds, median_interval
+from tutor.measurement.timing import synchronize
 
 WARMUP_BATCHES = 5  # untimed: worker start-up, first allocations, kernel selection
 REPORT_EVERY = 10  # steps per stretch: one Step event and one rate for the median

@@ -47,7 +47,7 @@ def _wrap(model: torch.nn.Module, ctx: RankContext) -> DDP:
 
 def rank_main(ctx: RankContext) -> None:
     p = DdpEquivalenceParams(**ctx.args)
-    n, b = ctx.world_size, p.batch_size // ctx.world_size
+    _n, b = ctx.world_size, p.batch_size // ctx.world_size
     data = mnist.load_first(p.steps * p.batch_size)
     x, y = data.train_x.to(ctx.device), data.train_y.to(ctx.device)
 

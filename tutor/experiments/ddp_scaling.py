@@ -194,7 +194,7 @@ def rank_main(ctx: RankContext) -> None:
         with ddp.no_sync():
             timed(step, 1)
         full, local, comm = [], [], []
-        for i in range(p.steps):
+        for _ in range(p.steps):
             dist.barrier()
             full.append(timed(step, 1)[0])
             dist.barrier()

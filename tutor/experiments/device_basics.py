@@ -12,11 +12,11 @@ from collections.abc import Iterator
 import torch
 
 from tutor.experiments import devices
-from tutor.experiments.training import seed_everything
 from tutor.experiments.devices import Device
 from tutor.experiments.events import Event, Finished, Note, Started, Table
 from tutor.experiments.model import MNISTClassifier
 from tutor.experiments.specs.device_basics import DeviceBasicsParams
+from tutor.experiments.training import seed_everything
 
 GIB = 2**30
 

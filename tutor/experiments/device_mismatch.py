@@ -22,12 +22,12 @@ import torch.nn.functional as F
 from torch import optim
 from torch.utils.data import DataLoader, TensorDataset
 
-from tutor.experiments.training import seed_everything
 from tutor.experiments.data import load
 from tutor.experiments.devices import Device
 from tutor.experiments.events import Event, Finished, Note, Started
 from tutor.experiments.model import MNISTClassifier
 from tutor.experiments.specs.device_mismatch import DeviceMismatchParams
+from tutor.experiments.training import seed_everything
 
 BATCH_SIZE = 64
 SAMPLES = 256  # a few batches is all the loop gets through

@@ -106,7 +106,7 @@ def _cpu() -> Device:
     capability = ""
     try:
         capability = torch.backends.cpu.get_cpu_capability()
-    except Exception:  # older torch
+    except Exception:  # noqa: BLE001 - older torch
         pass
     native_bf16 = ("AMX" in capability.upper() or _cpu_flag("avx512_bf16") or _cpu_flag("amx_bf16")
                    or _arm_bf16())
@@ -193,7 +193,7 @@ def _mps_bf16() -> bool:
     try:
         torch.ones(1, device="mps", dtype=torch.bfloat16)
         return True
-    except Exception:
+    except Exception:  # noqa: BLE001 - a probe: any failure means "no"
         return False
 
 

@@ -43,7 +43,7 @@ def _serve(conn, log_path: str | None) -> None:
     if hasattr(os, "setpgrp"):  # a group of its own: close() can stop its DataLoader workers with it
         os.setpgrp()
     # Nothing the child prints may reach the terminal the TUI draws on.
-    target = open(log_path, "a", buffering=1) if log_path else open(os.devnull, "w")
+    target = open(log_path, "a", buffering=1) if log_path else open(os.devnull, "w")  # noqa: SIM115 - for the child's life
     os.dup2(target.fileno(), 1)
     os.dup2(target.fileno(), 2)
     sys.stdout = sys.stderr = target

@@ -8,9 +8,9 @@ the headless CLI (`gpututor run --json`) and the tests. Nothing here imports tor
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any, Union
+from typing import Any
 
-Metric = Union[float, int, str, bool, None]
+Metric = float | int | str | bool | None
 
 
 @dataclass(frozen=True)
@@ -72,7 +72,7 @@ class Finished:
     metrics: dict[str, Metric] = field(default_factory=dict)
 
 
-Event = Union[Started, Step, Epoch, Note, Table, Finished]
+Event = Started | Step | Epoch | Note | Table | Finished
 
 _NAMES = {Started: "started", Step: "step", Epoch: "epoch", Note: "note", Table: "table", Finished: "finished"}
 

@@ -15,12 +15,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn, optim
 
-from tutor.experiments.training import seed_everything
 from tutor.experiments.data import load
 from tutor.experiments.devices import Device
 from tutor.experiments.events import Event, Finished, Note, Started, Step, Table
 from tutor.experiments.model import MNISTClassifier
 from tutor.experiments.specs.forgot_zero_grad import ForgotZeroGradParams
+from tutor.experiments.training import seed_everything
 
 
 def grad_norm(model: nn.Module) -> float:

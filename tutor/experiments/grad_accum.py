@@ -21,22 +21,21 @@ BatchNorm would break the equivalence (statistics per micro-batch); MNISTClassif
 from __future__ import annotations
 
 import copy
+import time
 from collections.abc import Iterator
 
 import torch
 import torch.nn.functional as F
 
 from tutor.experiments import data as mnist
-from tutor.experiments.training import saved_for_backward, seed_everything
 from tutor.experiments.devices import Device
 from tutor.experiments.events import Event, Finished, Note, Started, Table
 from tutor.experiments.model import MNISTClassifier
 from tutor.experiments.specs.grad_accum import MEASURED_GUARD, GradAccumParams
-import time
-
+from tutor.experiments.training import saved_for_backward, seed_everything
+from tutor.measurement.intervals import bounds, in_words, median_interval
 from tutor.measurement.repeats import look, schedule
 from tutor.measurement.timing import median, paired_ratios, seconds_in_turns, take_turns
-from tutor.measurement.intervals import bounds, in_words, median_interval
 
 WARMUP_UPDATES = 3
 # Rounds the timed updates are split into, the two ways taking turns. 10 (2 updates each at the

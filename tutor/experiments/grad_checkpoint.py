@@ -18,15 +18,15 @@ import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint_sequential
 
+from tutor.experiments.devices import Device
+from tutor.experiments.events import Event, Finished, Note, Started, Table
+from tutor.experiments.model import linear_stack
+from tutor.experiments.specs.grad_checkpoint import GradCheckpointParams
 from tutor.experiments.training import (
     saved_for_backward,
     seconds_per_call,
     seed_everything,
 )
-from tutor.experiments.devices import Device
-from tutor.experiments.events import Event, Finished, Note, Started, Table
-from tutor.experiments.model import linear_stack
-from tutor.experiments.specs.grad_checkpoint import GradCheckpointParams
 
 WARMUP_STEPS = 2
 MIB = 2**20

@@ -38,11 +38,11 @@ from torch import nn
 
 from tutor.experiments import data as mnist
 from tutor.experiments import gpu_share
-from tutor.experiments.training import saved_for_backward, seed_everything
 from tutor.experiments.devices import Device
 from tutor.experiments.events import Event, Finished, Note, Started, Step, Table
 from tutor.experiments.model import MNISTClassifier
 from tutor.experiments.specs.graph_leak import GraphLeakParams
+from tutor.experiments.training import saved_for_backward, seed_everything
 from tutor.measurement.timing import synchronize
 
 REPORT_S = 0.25  # a progress event at least this often

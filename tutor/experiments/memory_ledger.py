@@ -27,11 +27,11 @@ from typing import Any
 import torch
 from torch import nn
 
-from tutor.experiments.training import saved_for_backward, seed_everything
 from tutor.experiments.devices import Device
 from tutor.experiments.events import Event, Finished, Note, Started, Table
 from tutor.experiments.model import linear_stack
 from tutor.experiments.specs.memory_ledger import MemoryLedgerParams
+from tutor.experiments.training import saved_for_backward, seed_everything
 from tutor.measurement.timing import synchronize
 from tutor.present import mib
 

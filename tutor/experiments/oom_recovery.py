@@ -46,10 +46,10 @@ from typing import Any
 import torch
 
 from tutor.experiments import gpu_share
-from tutor.experiments.training import saved_for_backward, seed_everything
 from tutor.experiments.devices import Device
 from tutor.experiments.events import Event, Finished, Note, Started, Step, Table
 from tutor.experiments.specs.oom_recovery import OomRecoveryParams
+from tutor.experiments.training import saved_for_backward, seed_everything
 from tutor.measurement.timing import Stopwatch, synchronize
 
 MIB = 2**20
@@ -324,7 +324,7 @@ def _child(argv: list[str]) -> int:
         p = OomRecoveryParams.model_validate_json(argv[0])
         for event in run_here(p, devices.resolve("cpu"), separate=True):
             print(json.dumps(to_json(event)), flush=True)
-    except BaseException as exc:  # the parent shows it; no traceback on its screen
+    except BaseException as exc:  # noqa: BLE001 - the parent shows it; no traceback on its screen
         print(json.dumps({"event": "error", "message": f"{type(exc).__name__}: {exc}"}), flush=True)
         return 1
     return 0

@@ -21,6 +21,10 @@ import torch
 from torch import nn
 
 from tutor.experiments import data as mnist
+from tutor.experiments.devices import Device
+from tutor.experiments.events import Event, Finished, Note, Started, Step, Table
+from tutor.experiments.model import MNISTClassifier, count_parameters
+from tutor.experiments.specs.optimizer_trade import OptimizerTradeParams
 from tutor.experiments.training import (
     cpu_budget_s,
     evaluate,
@@ -28,10 +32,6 @@ from tutor.experiments.training import (
     seconds_per_sample,
     seed_everything,
 )
-from tutor.experiments.devices import Device
-from tutor.experiments.events import Event, Finished, Note, Started, Step, Table
-from tutor.experiments.model import MNISTClassifier, count_parameters
-from tutor.experiments.specs.optimizer_trade import OptimizerTradeParams
 from tutor.measurement.timing import Stopwatch
 from tutor.present import metric, mib, number, seconds, size
 

@@ -31,6 +31,7 @@ said so (so no stretch's MFU against the measured peak passes 100%).
 
 from __future__ import annotations
 
+import itertools
 import statistics
 import time
 from collections.abc import Iterator
@@ -40,17 +41,17 @@ import torch
 from torch import nn
 
 from tutor.experiments import data as mnist
-from tutor.measurement import peak as matmul_peak
 from tutor.experiments.amp_benchmark import benchmark_mlp
-from tutor.experiments.training import autocast_settings, float32_matmul_dtype, make_scaler, seed_everything
 from tutor.experiments.devices import Device
 from tutor.experiments.events import Event, Finished, Note, Started, Step, Table
 from tutor.experiments.model import MNISTClassifier, count_parameters
 from tutor.experiments.specs.pipeline_breakdown import PipelineBreakdownParams
+from tutor.experiments.training import autocast_settings, float32_matmul_dtype, make_scaler, seed_everything
+from tutor.measurement import peak as matmul_peak
 from tutor.measurement import vendor_peaks
-from tutor.measurement.vendor_peaks import vendor_peak_tflops  # noqa: F401  (tests and older imports)
-from tutor.measurement.timing import Stopwatch, synchronize
 from tutor.measurement.intervals import bounds, in_words, median_interval, over_peak
+from tutor.measurement.timing import Stopwatch, synchronize
+from tutor.measurement.vendor_peaks import vendor_peak_tflops  # noqa: F401  (tests and older imports)
 from tutor.present import metric, number
 
 WARMUP_STEPS = 5  # untimed: allocator, kernel selection, worker start-up
@@ -135,10 +136,7 @@ def measure(p: PipelineBreakdownParams, dev: Device) -> Iterator[Event]:
 
     # The peaks for the dtype the matmuls run in; measured (if not cached) before any DataLoader
     # workers exist, so they do not compete with it.
-    if amp.enabled:
-        dtype_name = amp.dtype_name
-    else:
-        dtype_name = float32_matmul_dtype(dev)
+    dtype_name = amp.dtype_name if amp.enabled else float32_matmul_dtype(dev)
     spec = None
     if dev.kind == "cuda":
         spec = vendor_peaks.for_device(dev, dtype_name)
@@ -182,7 +180,7 @@ def measure(p: PipelineBreakdownParams, dev: Device) -> Iterator[Event]:
         scaler.update()
         optimizer.zero_grad(set_to_none=True)
         mark()
-        return [b - a for a, b in zip(marks, marks[1:])], yb.shape[0], loss
+        return [b - a for a, b in itertools.pairwise(marks)], yb.shape[0], loss
 
     model.train()
     for _ in range(WARMUP_STEPS):
@@ -214,7 +212,7 @@ def measure(p: PipelineBreakdownParams, dev: Device) -> Iterator[Event]:
         # Pass 2, the same stretch: no syncs inside a step, only where the stretch ends.
         sw = Stopwatch(device)
         stretch_samples = 0
-        for i in range(first, end + 1):
+        for _ in range(first, end + 1):
             _, n, loss = train_step(timed=False)
             stretch_samples += n
         stretch_seconds = sw.elapsed()  # synchronises: the stretch's work has finished

@@ -36,16 +36,16 @@ from torch import nn
 from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
 from tutor.experiments import data as mnist
-from tutor.measurement import peak as matmul_peak
-from tutor.measurement import vendor_peaks
-from tutor.experiments.training import checkpoint_target, float32_matmul_dtype, seed_everything
 from tutor.experiments.devices import Device
 from tutor.experiments.events import Event, Finished, Note, Started, Step, Table
 from tutor.experiments.model import MNISTClassifier
 from tutor.experiments.pipeline_breakdown import STRETCHES, linear_macs, stretch_ends
 from tutor.experiments.specs.profile_step import ProfileStepParams
-from tutor.measurement.timing import Stopwatch, synchronize
+from tutor.experiments.training import checkpoint_target, float32_matmul_dtype, seed_everything
+from tutor.measurement import peak as matmul_peak
+from tutor.measurement import vendor_peaks
 from tutor.measurement.intervals import bounds, in_words, median_interval, over_peak
+from tutor.measurement.timing import Stopwatch, synchronize
 from tutor.paths import scratch_dir
 from tutor.present import metric, number, seconds, size
 
@@ -258,7 +258,7 @@ def measure(p: ProfileStepParams, dev: Device) -> Iterator[Event]:
         row = [name, number(a.count / p.steps), number(a.self_cpu_time_total / 1e3 / p.steps)]
         if cuda:
             row.append(number(a.self_device_time_total / 1e3 / p.steps))
-        rows.append(row + [metric(key(a) / total_self, "%")])
+        rows.append([*row, metric(key(a) / total_self, "%")])
     yield Table(f"Top {min(p.top, len(averages))} operators by self {'GPU' if cuda else 'CPU'} time, "
                 f"{p.steps} profiled steps on {device}", columns, rows)
 

@@ -113,7 +113,7 @@ def _tf32(dev: Any) -> str:
         raise AssertionError("the TF32 setting was not restored")
     diff = (exact - fast).abs().max().item()
     cc = dev.capability or (0, 0)
-    active = "TF32 active (differs from full float32 by {:.2g})".format(diff) if diff > 0 else (
+    active = f"TF32 active (differs from full float32 by {diff:.2g})" if diff > 0 else (
         "no difference: TF32 does not run on this GPU" if cc < (8, 0) else "no difference seen")
     return f"TF32 was {'on' if was_on else 'off'} here; {active}; setting restored"
 

@@ -17,11 +17,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from tutor.experiments.training import seed_everything
 from tutor.experiments.data import load
 from tutor.experiments.devices import Device
 from tutor.experiments.events import Event, Finished, Note, Started, Table
 from tutor.experiments.specs.shape_mismatch import ShapeMismatchParams
+from tutor.experiments.training import seed_everything
 
 BATCH = 64
 

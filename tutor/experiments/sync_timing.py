@@ -27,14 +27,14 @@ from collections.abc import Callable, Iterator
 
 import torch
 
-from tutor.measurement import vendor_peaks
-from tutor.experiments.training import seed_everything, shell_try
 from tutor.experiments.devices import Device
 from tutor.experiments.events import Event, Finished, Note, Started, Step, Table
 from tutor.experiments.specs.sync_timing import MEASURED_GUARD, SyncTimingParams
-from tutor.measurement.timing import median, paired_ratios, synchronize, warm_up
+from tutor.experiments.training import seed_everything, shell_try
+from tutor.measurement import vendor_peaks
 from tutor.measurement.intervals import bounds
 from tutor.measurement.repeats import PRECISION, look, schedule
+from tutor.measurement.timing import median, paired_ratios, synchronize, warm_up
 
 CPU_SIZE = 512  # the size a CPU uses unless one is asked for: 2048 is 64x the work, about a minute on 2 cores
 WARMUP_CALLS = 3  # untimed matmuls first, at least: cuBLAS handles, kernel choice, the allocator

@@ -17,6 +17,10 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from tutor.experiments.devices import Device
+from tutor.experiments.events import Epoch, Event, Finished, Note, Started, Step
+from tutor.experiments.model import MNISTClassifier
+from tutor.experiments.specs.train import TrainParams
 from tutor.experiments.training import (
     autocast_settings,
     checkpoint_target,
@@ -28,10 +32,6 @@ from tutor.experiments.training import (
     train_epoch,
     warm_up,
 )
-from tutor.experiments.devices import Device
-from tutor.experiments.events import Epoch, Event, Finished, Note, Started, Step
-from tutor.experiments.model import MNISTClassifier
-from tutor.experiments.specs.train import TrainParams
 from tutor.measurement.timing import Stopwatch, median
 
 

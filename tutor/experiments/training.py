@@ -144,7 +144,7 @@ def _mps_autocast_ok(dtype: Any) -> bool:
             warnings.simplefilter("ignore")
             with torch.autocast(device_type="mps", dtype=dtype):
                 return bool(torch.is_autocast_enabled("mps"))
-    except Exception:
+    except Exception:  # noqa: BLE001 - a probe: any failure means "no"
         return False
 
 
@@ -167,7 +167,7 @@ def _scaler_step_error(device: str) -> str | None:
         scaler.update()
         synchronize(device)
         return None
-    except Exception as exc:  # whatever this backend raises, the answer is "not usable"
+    except Exception as exc:  # noqa: BLE001 - whatever this backend raises, the answer is "not usable"
         first = (str(exc).strip().splitlines() or [""])[0]
         return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
 
@@ -366,7 +366,7 @@ def train_steps(
     loss = float("nan")
     while done < steps:
         last = None
-        for last in train_epoch(
+        for last in train_epoch(  # noqa: B007 - runs the steps, keeps the last report
             model, optimizer, batches(data.train_x, data.train_y, batch_size, generator=gen), device,
             report_every=steps, max_steps=steps - done,
         ):
@@ -412,7 +412,8 @@ def warm_up(
             synchronize(device)
             t0 = time.perf_counter()
             last = None
-            for last in train_epoch(warm, opt, itertools.islice(source, 1), device, amp=amp, scaler=scaler,
+            for last in train_epoch(warm,  # noqa: B007 - runs the steps, keeps the last report
+                                     opt, itertools.islice(source, 1), device, amp=amp, scaler=scaler,
                                     report_every=1, max_steps=1):
                 pass
             synchronize(device)

@@ -27,7 +27,7 @@ class SettingsError(ValueError):
 
 def _sig3(value: float) -> str:
     value = float(f"{value:.3g}")  # round first, so 9.9996 is "10.0", not "10.00"
-    digits = max(0, 2 - int(math.floor(math.log10(abs(value)))))
+    digits = max(0, 2 - math.floor(math.log10(abs(value))))
     return f"{value:,.{digits}f}"
 
 

@@ -320,8 +320,8 @@ def measuring(dev: Device, megabytes: int | None = None, repeats: int | None = N
     the peak moves on this machine; the bandwidth's list is empty)."""
     import torch
 
-    from tutor.measurement import noise
     from tutor.experiments.bandwidth import MemoryTraffic
+    from tutor.measurement import noise
     from tutor.threads import usable_cores
 
     started = time.perf_counter()

@@ -17,10 +17,10 @@ from typing import Any
 from rich.text import Text
 from textual import on, work
 from textual.app import App
-from textual.signal import Signal
 from textual.binding import Binding
 from textual.message import Message
 from textual.notifications import SeverityLevel
+from textual.signal import Signal
 from textual.worker import Worker, WorkerState
 
 try:  # Textual 2+ reads its own markup; before that, Rich's

@@ -65,7 +65,7 @@ def new_run_id() -> int:
 
 
 def start(owner: Widget, run_id: int, experiment: str, params: dict[str, Any], device: str | None,
-          engine: "Engine") -> Worker:
+          engine: Engine) -> Worker:
     """Run `experiment` in the engine process; a thread worker relays its events to `owner`."""
     return owner.run_worker(
         lambda: _pump(owner, engine, run_id, experiment, params, device),
@@ -77,7 +77,7 @@ def start(owner: Widget, run_id: int, experiment: str, params: dict[str, Any], d
     )
 
 
-def _pump(owner: Widget, engine: "Engine", run_id: int, experiment: str, params: dict[str, Any],
+def _pump(owner: Widget, engine: Engine, run_id: int, experiment: str, params: dict[str, Any],
           device: str | None) -> None:
     from tutor.experiments.engine import EngineDied
 

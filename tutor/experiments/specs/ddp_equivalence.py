@@ -16,7 +16,7 @@ class DdpEquivalenceParams(Params):
     lr: float = Field(0.1, gt=0, le=10, description="SGD's learning rate")
 
     @model_validator(mode="after")
-    def _divisible(self) -> "DdpEquivalenceParams":
+    def _divisible(self) -> DdpEquivalenceParams:
         if self.batch_size % self.world_size:
             raise ValueError(f"batch_size ({self.batch_size}) must be a multiple of world_size ({self.world_size})")
         return self

@@ -14,7 +14,7 @@ class GradAccumParams(DecidedParams):
     updates: int = Field(20, ge=1, le=10000, description="timed updates per method")
 
     @model_validator(mode="after")
-    def _divisible(self) -> "GradAccumParams":
+    def _divisible(self) -> GradAccumParams:
         if self.batch_size % self.micro_batches:
             raise ValueError(f"batch_size ({self.batch_size}) must be a multiple of micro_batches "
                              f"({self.micro_batches})")

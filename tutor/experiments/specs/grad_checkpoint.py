@@ -16,7 +16,7 @@ class GradCheckpointParams(Params):
     steps: int = Field(5, ge=1, le=1000, description="timed steps per way")
 
     @model_validator(mode="after")
-    def _segments_fit(self) -> "GradCheckpointParams":
+    def _segments_fit(self) -> GradCheckpointParams:
         if self.segments > 2 * self.depth:
             raise ValueError(f"segments ({self.segments}) can be at most the model's {2 * self.depth} modules")
         return self

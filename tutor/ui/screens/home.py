@@ -16,8 +16,8 @@ from textual.widgets.option_list import Option
 from tutor.course import review
 from tutor.course.lesson import LoadedLesson
 from tutor.ui.screens.profile import ProfileScreen
-from tutor.ui.screens.roofline import RooflineScreen
 from tutor.ui.screens.review import ReviewScreen
+from tutor.ui.screens.roofline import RooflineScreen
 
 
 def _hanging(text: Text) -> Group:

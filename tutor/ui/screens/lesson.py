@@ -30,7 +30,6 @@ from tutor.course.lesson import (
 )
 from tutor.course.loader import load_file
 from tutor.course.session import LessonSession
-from tutor.ui.widgets.step_view import StepView
 from tutor.ui.widgets.check_step import CheckStepView
 from tutor.ui.widgets.controls import ControlRow
 from tutor.ui.widgets.exercise_step import ExerciseStepView
@@ -38,6 +37,7 @@ from tutor.ui.widgets.instrument_step import InstrumentStepView
 from tutor.ui.widgets.predict_step import PredictStepView
 from tutor.ui.widgets.read_step import ReadStepView
 from tutor.ui.widgets.run_step import RunStepView
+from tutor.ui.widgets.step_view import StepView
 
 VIEWS = {ReadStep: ReadStepView, PredictStep: PredictStepView, RunStep: RunStepView, CheckStep: CheckStepView,
          ExerciseStep: ExerciseStepView, InstrumentStep: InstrumentStepView}

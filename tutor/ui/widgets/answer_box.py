@@ -12,13 +12,13 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import ScrollableContainer, Vertical
 from textual.message import Message
-from textual.widget import Widget
 from textual.reactive import reactive
+from textual.widget import Widget
 from textual.widgets import Input, OptionList, Static
 
 from tutor import checks
-from tutor.checks.choice import Reading, TypedChoice, read_typed
 from tutor.checks.answers import AnswerSpec, ChoiceAnswer
+from tutor.checks.choice import Reading, TypedChoice, read_typed
 
 MAX_CHARS = 2000  # a paragraph is plenty; a pasted file is not an answer
 MAX_TYPED = 60  # a line typed on a choice list: a value or a few words

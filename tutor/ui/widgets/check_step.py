@@ -11,8 +11,8 @@ from textual.widgets import Input, Markdown, OptionList, Static
 
 from tutor.course.session import Unreadable
 from tutor.ui.widgets.answer_box import AnswerBox, after_the_mark
-from tutor.ui.widgets.step_view import StepView, hints_text
 from tutor.ui.widgets.run_panel import RunPanel
+from tutor.ui.widgets.step_view import StepView, hints_text
 
 
 class CheckStepView(StepView):

@@ -30,7 +30,7 @@ class ControlRow(Widget, can_focus=True):
 
     @dataclass
     class Changed(Message):
-        row: "ControlRow"
+        row: ControlRow
         name: str
         value: Any
 

@@ -25,8 +25,8 @@ from textual.widgets import Markdown, RichLog, Static, TextArea
 from textual.worker import get_current_worker
 
 from tutor.course import workspace
-from tutor.ui.widgets.step_view import StepView, hints_text
 from tutor.ui.widgets.code_editor import CodeEditor
+from tutor.ui.widgets.step_view import StepView, hints_text
 
 SAVE_AFTER_S = 0.4  # debounce: save the draft this long after the last keystroke
 OUTPUT_LINES = 400  # the output panel keeps the latest lines only

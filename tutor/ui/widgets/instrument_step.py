@@ -21,9 +21,9 @@ from tutor.course.lesson import InstrumentStep, PredictStep
 from tutor.course.session import Evidence
 from tutor.instruments import Context, Reading
 from tutor.instruments.render import reading as render_reading
-from tutor.ui.widgets.step_view import StepView
 from tutor.ui.widgets.controls import ControlRow
 from tutor.ui.widgets.reveal import reveal_text
+from tutor.ui.widgets.step_view import StepView
 
 
 class InstrumentStepView(StepView):

@@ -13,8 +13,8 @@ from textual.widgets import Markdown, Static
 from tutor.checks.answers import ChoiceAnswer
 from tutor.course.session import Unreadable
 from tutor.ui.widgets.answer_box import AnswerBox
-from tutor.ui.widgets.step_view import StepView
 from tutor.ui.widgets.reveal import reveal_text
+from tutor.ui.widgets.step_view import StepView
 
 
 class PredictStepView(StepView):

@@ -5,8 +5,8 @@ from __future__ import annotations
 from textual.app import ComposeResult
 from textual.widgets import Markdown
 
-from tutor.ui.widgets.step_view import StepView
 from tutor.ui.widgets.code_compare import CodeCompareView
+from tutor.ui.widgets.step_view import StepView
 
 
 class ReadStepView(StepView):

@@ -7,8 +7,8 @@ import time
 
 from rich.text import Text
 
-from tutor.checks.answers import TextAnswer
 from tutor import experiments
+from tutor.checks.answers import TextAnswer
 from tutor.course.session import Pending, Reveal
 from tutor.experiments.spec import Metric
 from tutor.present import metric as fmt

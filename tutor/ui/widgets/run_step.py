@@ -15,10 +15,10 @@ from tutor import experiments
 from tutor.experiments.spec import Metric
 from tutor.instruments import Control
 from tutor.present import metric_value, setting
-from tutor.ui.widgets.step_view import StepView
 from tutor.ui.widgets.controls import ControlRow
 from tutor.ui.widgets.reveal import reveal_text
 from tutor.ui.widgets.run_panel import RunPanel, setting_label
+from tutor.ui.widgets.step_view import StepView
 
 
 class RunStepView(StepView):
