@@ -31,8 +31,14 @@ sys.path.insert(0, str(ROOT / "bench"))
 from learner_wait import plain_epoch_seconds  # noqa: E402
 
 # The slowest run step of each lesson (bench/learner_wait.py finds them); the first is measured always.
-RUNS = [("gpu-training", "practice-run"), ("gpu-lab", "sweep-run"), ("cpu-vs-gpu", "crossover-run"),
-        ("gpu-lab", "bench-run"), ("devices", "train-run"), ("training-iron-law", "measure")]
+RUNS = [
+    ("gpu-training", "practice-run"),
+    ("gpu-lab", "sweep-run"),
+    ("cpu-vs-gpu", "crossover-run"),
+    ("gpu-lab", "bench-run"),
+    ("devices", "train-run"),
+    ("training-iron-law", "measure"),
+]
 
 
 class Busy:
@@ -81,8 +87,12 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--busy", type=int, default=1, help="cores to keep busy (default 1)")
     ap.add_argument("--runs", action="store_true", help="also the slowest run step of each lesson")
-    ap.add_argument("--threads", type=int, default=None,
-                    help="training threads instead of the tutor's policy (GPUTUTOR_THREADS), to compare")
+    ap.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="training threads instead of the tutor's policy (GPUTUTOR_THREADS), to compare",
+    )
     args = ap.parse_args(argv)
     import os
 
@@ -96,8 +106,10 @@ def main(argv: list[str] | None = None) -> int:
 
     from tutor.experiments import devices
 
-    print(f"device: {devices.resolve('cpu').describe()}; usable cores {threads.usable_cores()}; "
-          f"torch threads here {torch.get_num_threads()}; busy processes {args.busy}\n")
+    print(
+        f"device: {devices.resolve('cpu').describe()}; usable cores {threads.usable_cores()}; "
+        f"torch threads here {torch.get_num_threads()}; busy processes {args.busy}\n"
+    )
     rows = []
 
     def measure(name: str, fn) -> None:
@@ -106,14 +118,18 @@ def main(argv: list[str] | None = None) -> int:
             busy = fn()
         rows.append((name, idle, busy))
         i, b = (idle[0], busy[0]) if isinstance(idle, tuple) else (idle, busy)
-        print(f"{name:<40} idle {i:7.2f} s   busy {b:7.2f} s   ratio {b / i:5.2f}"
-              + ("   OVER 2x" if b / i > 2 else ""), flush=True)
+        print(
+            f"{name:<40} idle {i:7.2f} s   busy {b:7.2f} s   ratio {b / i:5.2f}" + ("   OVER 2x" if b / i > 2 else ""),
+            flush=True,
+        )
         if isinstance(idle, tuple):
             for label, (_, epochs) in (("idle", idle), ("busy", busy)):
                 if epochs:
                     rest = sorted(epochs[1:])[len(epochs[1:]) // 2] if len(epochs) > 1 else epochs[0]
-                    print(f"{'':<40} {label} epochs: {', '.join(f'{e:.1f}' for e in epochs)} s; "
-                          f"first / median of the rest {epochs[0] / rest:.2f}")
+                    print(
+                        f"{'':<40} {label} epochs: {', '.join(f'{e:.1f}' for e in epochs)} s; "
+                        f"first / median of the rest {epochs[0] / rest:.2f}"
+                    )
 
     measure("plain PyTorch epoch (baseline)", lambda: plain_epoch_seconds("cpu"))
     measure("run train (gpu-training practice-run)", lambda: run_step("gpu-training", "practice-run"))

@@ -60,8 +60,10 @@ def main(argv: list[str] | None = None) -> int:
         runs.append((took, record))
         print(f"  run {i + 1}: command {took:.1f} s, of which measuring {record['seconds']:.1f} s")
     commands = [t for t, _ in runs]
-    print(f"  command: median {statistics.median(commands):.1f} s, worst {max(commands):.1f} s "
-          f"(goal {GOAL_S:.0f} s: {'ok' if max(commands) <= GOAL_S else 'OVER'})")
+    print(
+        f"  command: median {statistics.median(commands):.1f} s, worst {max(commands):.1f} s "
+        f"(goal {GOAL_S:.0f} s: {'ok' if max(commands) <= GOAL_S else 'OVER'})"
+    )
     record = runs[-1][1]
 
     import torch
@@ -73,8 +75,10 @@ def main(argv: list[str] | None = None) -> int:
 
     dev = devices.resolve(args.device)
     device = dev.torch_device
-    print(f"\nin this process: {record['device']}; torch {torch.__version__}, {torch.get_num_threads()} threads here, "
-          f"{record['threads']} in the command; {args.repeats} rounds, each calibration.measure() then the plain loops")
+    print(
+        f"\nin this process: {record['device']}; torch {torch.__version__}, {torch.get_num_threads()} threads here, "
+        f"{record['threads']} in the command; {args.repeats} rounds, each calibration.measure() then the plain loops"
+    )
 
     def plain(fn, work: float, seconds: float = 0.1, loops: int = 5) -> list[float]:
         """work per second of plain loops: a warm-up call, then `loops` timings of as many calls as fill
@@ -121,8 +125,10 @@ def main(argv: list[str] | None = None) -> int:
                 plain_rates.setdefault(key, []).extend(plain(lambda dst=dst, src=src: dst.copy_(src), 2 * nbytes / 1e9))
                 calibrated.setdefault(key, []).append(c.bandwidth.gbps)
                 del src, dst
-    print(f"{'figure (GFLOP/s, GB/s)':32} {'calibrated':>11} {'plain best':>11} {'plain median':>13} "
-          f"{'calibrated/plain best':>22}")
+    print(
+        f"{'figure (GFLOP/s, GB/s)':32} {'calibrated':>11} {'plain best':>11} {'plain median':>13} "
+        f"{'calibrated/plain best':>22}"
+    )
     for key, values in calibrated.items():
         cal, best, med = statistics.median(values), max(plain_rates[key]), statistics.median(plain_rates[key])
         at = f" ({', '.join(map(str, sorted(sizes[key])))})" if key in sizes else ""

@@ -35,8 +35,7 @@ def main() -> None:
     parser.add_argument("--device", default=None)
     args = parser.parse_args()
     engine = Engine()
-    print(f"goal: stopped within 500 ms; the engine's grace before it kills a busy run: "
-          f"{CANCEL_GRACE_S * 1000:.0f} ms")
+    print(f"goal: stopped within 500 ms; the engine's grace before it kills a busy run: {CANCEL_GRACE_S * 1000:.0f} ms")
     print(f"{'experiment':18} {'cancel -> ended':>16} {'median event gap':>17}")
     try:
         for name, params in CASES:
@@ -78,7 +77,8 @@ def sandbox_cases() -> None:
     from tutor.exercises.sandbox import run_code
 
     step = load_file(Path(__file__).resolve().parents[1] / "lessons" / "gpu-training-practice.yaml").step(
-        "ex4-portable-script")
+        "ex4-portable-script"
+    )
 
     def timed(fn) -> float:
         start = time.monotonic()
@@ -94,10 +94,14 @@ def sandbox_cases() -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         rows = [
-            ("sandbox: training", lambda c: run_code(TRAINING, Path(tmp) / "a", timeout=120, memory_mb=4096,
-                                                     cancelled=c)),
-            ("sandbox: asleep in C", lambda c: run_code(STUCK, Path(tmp) / "b", timeout=120, memory_mb=4096,
-                                                        cancelled=c)),
+            (
+                "sandbox: training",
+                lambda c: run_code(TRAINING, Path(tmp) / "a", timeout=120, memory_mb=4096, cancelled=c),
+            ),
+            (
+                "sandbox: asleep in C",
+                lambda c: run_code(STUCK, Path(tmp) / "b", timeout=120, memory_mb=4096, cancelled=c),
+            ),
             ("exercise 4, graded", lambda c: grade_exercise(step, step.solution, Path(tmp) / "c", cancelled=c)),
         ]
         for name, fn in rows:

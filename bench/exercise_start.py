@@ -61,8 +61,14 @@ def opened_then_run(step, workdir: Path, read_s: float) -> float:
 
 def end_to_end(path: Path, env: dict[str, str]) -> float:
     start = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "tutor", "exercise", LESSON, STEP, "--file", str(path), "--json"],
-                   env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+    subprocess.run(
+        [sys.executable, "-m", "tutor", "exercise", LESSON, STEP, "--file", str(path), "--json"],
+        env=env,
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        check=False,
+    )
     return time.perf_counter() - start
 
 
@@ -91,28 +97,38 @@ def main() -> None:
     lines: dict[str, list[float]] = {way: [] for way in WAYS}
     ends: dict[str, list[float]] = {way: [] for way in WAYS}
     for i in range(args.repeats):
-        for way, switch in (WAYS.items() if i % 2 == 0 else reversed(WAYS.items())):
+        for way, switch in WAYS.items() if i % 2 == 0 else reversed(WAYS.items()):
             os.environ["GPUTUTOR_FORKSERVER"] = switch
             lines[way].append(first_line(step, scratch / f"{way}-{i}"))
             ends[way].append(end_to_end(program, {**env, "GPUTUTOR_FORKSERVER": switch}))
     os.environ["GPUTUTOR_FORKSERVER"] = "1"
-    opened = {read_s: [opened_then_run(step, scratch / f"opened-{read_s}-{i}", read_s) for i in range(3)]
-              for read_s in (READ_S, 0.0)}
+    opened = {
+        read_s: [opened_then_run(step, scratch / f"opened-{read_s}-{i}", read_s) for i in range(3)]
+        for read_s in (READ_S, 0.0)
+    }
     load = os.getloadavg()
     os.environ["GPUTUTOR_FORKSERVER"] = "1"
-    print(f"machine: {os.cpu_count()} CPUs, load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}; "
-          f"Python {sys.version.split()[0]}; fork server {'' if forkserver.enabled() else 'not '}available here")
-    print(f"first run of a session (no server yet): first line {cold_line:.2f} s with the server starting, "
-          f"{cold_today:.2f} s today's start")
+    print(
+        f"machine: {os.cpu_count()} CPUs, load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}; "
+        f"Python {sys.version.split()[0]}; fork server {'' if forkserver.enabled() else 'not '}available here"
+    )
+    print(
+        f"first run of a session (no server yet): first line {cold_line:.2f} s with the server starting, "
+        f"{cold_today:.2f} s today's start"
+    )
     for read_s, times in opened.items():
-        print(f"the step opened {read_s:g} s before ctrl+r, no server before: first line "
-              f"{statistics.median(times):.2f} s ({min(times):.2f}-{max(times):.2f}, {len(times)} runs)")
+        print(
+            f"the step opened {read_s:g} s before ctrl+r, no server before: first line "
+            f"{statistics.median(times):.2f} s ({min(times):.2f}-{max(times):.2f}, {len(times)} runs)"
+        )
     print(f"{'':22} {'today (median, range)':>26} {'fork server':>26} {'ratio':>7}  goal")
     for name, table, goal in (("first line", lines, 0.5), ("gpututor exercise", ends, 1.5)):
         today, forked = statistics.median(table["today"]), statistics.median(table["fork server"])
         spread = {way: f"{statistics.median(v):.2f} ({min(v):.2f}-{max(v):.2f}) s" for way, v in table.items()}
-        print(f"{name:22} {spread['today']:>26} {spread['fork server']:>26} {today / forked:6.1f}x  "
-              f"<= {goal} s: {'met' if forked <= goal else 'not met'}")
+        print(
+            f"{name:22} {spread['today']:>26} {spread['fork server']:>26} {today / forked:6.1f}x  "
+            f"<= {goal} s: {'met' if forked <= goal else 'not met'}"
+        )
 
 
 if __name__ == "__main__":

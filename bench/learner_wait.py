@@ -48,7 +48,7 @@ def plain_epoch_seconds(device: str) -> float:
         for i, start in enumerate(range(0, x.shape[0], 64)):
             if count is not None and i == count:
                 break
-            idx = order[start:start + 64]
+            idx = order[start : start + 64]
             opt.zero_grad()
             loss_fn(model(x[idx]), y[idx]).backward()
             opt.step()
@@ -128,28 +128,42 @@ def main(argv: list[str] | None = None) -> int:
             if isinstance(step, ExerciseStep) and "exercise" in kinds:
                 jobs.append(("exercise solution", lambda s=step: timed_exercise(s, s.solution)))
                 if args.mistakes:
-                    jobs += [(f"mistake: {m.name}"[:30], lambda s=step, m=m: timed_exercise(s, m.code))
-                             for m in step.mistakes]
+                    jobs += [
+                        (f"mistake: {m.name}"[:30], lambda s=step, m=m: timed_exercise(s, m.code))
+                        for m in step.mistakes
+                    ]
             for what, job in jobs:
                 seconds, status = job()
-                row = {"lesson": lesson.id, "step": step.id, "what": what, "seconds": round(seconds, 1),
-                       "status": status}
+                row = {
+                    "lesson": lesson.id,
+                    "step": step.id,
+                    "what": what,
+                    "seconds": round(seconds, 1),
+                    "status": status,
+                }
                 rows.append(row)
                 flag = " OVER" if seconds > GOAL_S else ""
-                print(f"{lesson.id[:24]:<24} {step.id[:28]:<28} {what[:30]:<30} {seconds:8.1f} "
-                      f"{seconds / GOAL_S:7.2f}  {status}{flag}", flush=True)
+                print(
+                    f"{lesson.id[:24]:<24} {step.id[:28]:<28} {what[:30]:<30} {seconds:8.1f} "
+                    f"{seconds / GOAL_S:7.2f}  {status}{flag}",
+                    flush=True,
+                )
     if not rows:
         print("no steps matched")
         return 2
     worst = max(rows, key=lambda r: r["seconds"])
     over = [r for r in rows if r["seconds"] > GOAL_S]
     total = sum(r["seconds"] for r in rows)
-    print(f"\nworst: {worst['lesson']} / {worst['step']} ({worst['what']}): {worst['seconds']:.1f} s = "
-          f"{worst['seconds'] / GOAL_S:.2f} x the {GOAL_S:.0f} s goal = {worst['seconds'] / baseline:.1f} plain epochs")
+    print(
+        f"\nworst: {worst['lesson']} / {worst['step']} ({worst['what']}): {worst['seconds']:.1f} s = "
+        f"{worst['seconds'] / GOAL_S:.2f} x the {GOAL_S:.0f} s goal = {worst['seconds'] / baseline:.1f} plain epochs"
+    )
     print(f"steps over {GOAL_S:.0f} s: {len(over)} of {len(rows)}; all of them: {total / 60:.1f} min")
     if args.json:
-        Path(args.json).write_text(json.dumps({"device": dev.describe(), "baseline_epoch_s": baseline,
-                                               "rows": rows}, indent=1), encoding="utf-8")
+        Path(args.json).write_text(
+            json.dumps({"device": dev.describe(), "baseline_epoch_s": baseline, "rows": rows}, indent=1),
+            encoding="utf-8",
+        )
     return 0
 
 

@@ -62,8 +62,7 @@ def main() -> None:
     if exe is None:
         sys.exit("gpututor is not on PATH: pip install -e . first")
     with tempfile.TemporaryDirectory(prefix="gpututor-bench-") as home:
-        measure(exe, {"GPUTUTOR_HOME": home, "TERM": "xterm-256color", "COLUMNS": "80", "LINES": "24"},
-                args.repeats)
+        measure(exe, {"GPUTUTOR_HOME": home, "TERM": "xterm-256color", "COLUMNS": "80", "LINES": "24"}, args.repeats)
 
 
 def measure(exe: str, env: dict[str, str], repeats: int) -> None:

@@ -52,8 +52,10 @@ def main(argv: list[str] | None = None) -> int:
     from tutor import threads
 
     default_threads = torch.get_num_threads()  # before the tutor sets anything in this process
-    print(f"usable cores {threads.usable_cores()}; PyTorch's default threads {default_threads}; "
-          f"{args.rounds} alternated rounds each\n")
+    print(
+        f"usable cores {threads.usable_cores()}; PyTorch's default threads {default_threads}; "
+        f"{args.rounds} alternated rounds each\n"
+    )
     results: dict[str, dict[str, list[float]]] = {}
     for label, busy in (("idle", 0), ("one core busy", 1)):
         plain, tutor, used = [], [], []
@@ -65,8 +67,11 @@ def main(argv: list[str] | None = None) -> int:
                 used.append(n)
         results[label] = {"plain": plain, "tutor": tutor}
         p, t = statistics.median(plain), statistics.median(tutor)
-        print(f"{label:<14} plain {p:9,.0f} samples/s   tutor {t:9,.0f} samples/s ({'/'.join(map(str, used))} "
-              f"threads)   tutor/plain {t / p:.2f}", flush=True)
+        print(
+            f"{label:<14} plain {p:9,.0f} samples/s   tutor {t:9,.0f} samples/s ({'/'.join(map(str, used))} "
+            f"threads)   tutor/plain {t / p:.2f}",
+            flush=True,
+        )
     idle, busy = (statistics.median(results[k]["tutor"]) for k in ("idle", "one core busy"))
     print(f"\ntutor, one busy core against idle: epoch {idle / busy:.2f}x as long (goal <= 1.3x)")
     return 0

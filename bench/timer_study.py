@@ -64,31 +64,44 @@ def main() -> None:
     a, b, c = (torch.rand(n, device=device) for _ in range(3))
     size = 512 if device == "cpu" else 4096
     x, y, out = (torch.randn(size, size, device=device) for _ in range(3))
-    operations = {"c = a * b (64 MiB)": lambda: torch.mul(a, b, out=c),
-                  "device copy (64 MiB)": lambda: c.copy_(a),
-                  f"matmul {size}": lambda: torch.mm(x, y, out=out)}
-    print(f"torch {torch.__version__} on {device}, {torch.get_num_threads()} threads, {args.rounds} rounds, "
-          f"{REPEATS} repeats asked each way\n")
-    print(f"{'operation':22} {'way':6} {'median ms':>10} {'best ms':>9} {'IQR/med':>8} {'interval':>9} "
-          f"{'repeats':>8} {'wall s':>7}")
+    operations = {
+        "c = a * b (64 MiB)": lambda: torch.mul(a, b, out=c),
+        "device copy (64 MiB)": lambda: c.copy_(a),
+        f"matmul {size}": lambda: torch.mm(x, y, out=out),
+    }
+    print(
+        f"torch {torch.__version__} on {device}, {torch.get_num_threads()} threads, {args.rounds} rounds, "
+        f"{REPEATS} repeats asked each way\n"
+    )
+    print(
+        f"{'operation':22} {'way':6} {'median ms':>10} {'best ms':>9} {'IQR/med':>8} {'interval':>9} "
+        f"{'repeats':>8} {'wall s':>7}"
+    )
     for name, fn in operations.items():
         rows: dict[str, list[tuple]] = {"plain": [], "Timer": []}
         for _ in range(args.rounds):
             for way in ("plain", "Timer"):  # taking turns, so a slow moment falls on both
                 t0 = time.perf_counter()
-                times = (plain_loop(fn, device, REPEATS) if way == "plain"
-                         else list(timed_blocks(fn, device, REPEATS, 3.0).times))
+                times = (
+                    plain_loop(fn, device, REPEATS)
+                    if way == "plain"
+                    else list(timed_blocks(fn, device, REPEATS, 3.0).times)
+                )
                 wall = time.perf_counter() - t0
                 rows[way].append((statistics.median(times), min(times), spread(times), width(times), len(times), wall))
         for way, found in rows.items():
             med = [statistics.median(col) for col in zip(*found)]
-            print(f"{name:22} {way:6} {med[0] * 1e3:10.3f} {med[1] * 1e3:9.3f} {med[2]:8.1%} {med[3]:9.1%} "
-                  f"{med[4]:8.0f} {med[5]:7.2f}")
+            print(
+                f"{name:22} {way:6} {med[0] * 1e3:10.3f} {med[1] * 1e3:9.3f} {med[2]:8.1%} {med[3]:9.1%} "
+                f"{med[4]:8.0f} {med[5]:7.2f}"
+            )
         ratios_median = [t[0] / p[0] for t, p in zip(rows["Timer"], rows["plain"])]
         ratios_best = [t[1] / p[1] for t, p in zip(rows["Timer"], rows["plain"])]
-        print(f"{'':22} Timer / plain: median {statistics.median(ratios_median):.3f}x "
-              f"(rounds {min(ratios_median):.3f}-{max(ratios_median):.3f}), best "
-              f"{statistics.median(ratios_best):.3f}x\n")
+        print(
+            f"{'':22} Timer / plain: median {statistics.median(ratios_median):.3f}x "
+            f"(rounds {min(ratios_median):.3f}-{max(ratios_median):.3f}), best "
+            f"{statistics.median(ratios_best):.3f}x\n"
+        )
 
 
 if __name__ == "__main__":

@@ -87,8 +87,10 @@ def main() -> None:
     print(f"plain loop (baseline)    {b:6.3f} s/epoch")
     print(f"through the TUI          {t:6.3f} s/epoch   ratio {t / b:5.2f}   goal <= 1.03")
     print(f"event-loop lag p99 while training: {statistics.median(lag):.1f} ms   goal <= 50 ms")
-    print(f"UI process CPU while training: {statistics.median(ui):.0%} of one core "
-          f"(of {os.cpu_count()} cores; PyTorch's threads in the engine share them)")
+    print(
+        f"UI process CPU while training: {statistics.median(ui):.0%} of one core "
+        f"(of {os.cpu_count()} cores; PyTorch's threads in the engine share them)"
+    )
     print("ratios per repeat: " + ", ".join(f"{t_ / b_:.2f}" for b_, t_ in zip(base, tui)))
 
 

@@ -69,9 +69,15 @@ def run_steps(lessons: list[str], steps: list[str]) -> list[dict[str, Any]]:
                 continue
             seen.add(key)
             metrics = [m for m in dict.fromkeys([compare, *EXTRA.get(step.experiment, [])]) if m]
-            found.append({"lesson": lesson.id, "step": step.id, "experiment": step.experiment,
-                          "params": dict(step.params),
-                          "metrics": metrics or [next(iter(experiments.get(step.experiment).metrics))]})
+            found.append(
+                {
+                    "lesson": lesson.id,
+                    "step": step.id,
+                    "experiment": step.experiment,
+                    "params": dict(step.params),
+                    "metrics": metrics or [next(iter(experiments.get(step.experiment).metrics))],
+                }
+            )
     return found
 
 
@@ -99,9 +105,14 @@ class Tui:
         self._res_r, res_w = os.pipe()
         for fd in (req_r, res_w):
             os.set_inheritable(fd, True)
-        env = {"GPUTUTOR_HOME": home, "TERM": "xterm-256color", "BENCH_REQ_FD": str(req_r),
-               "BENCH_RES_FD": str(res_w), "BENCH_DEVICE": device or "",
-               "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH", "")]))}
+        env = {
+            "GPUTUTOR_HOME": home,
+            "TERM": "xterm-256color",
+            "BENCH_REQ_FD": str(req_r),
+            "BENCH_RES_FD": str(res_w),
+            "BENCH_DEVICE": device or "",
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH", "")])),
+        }
         self.pid, self.fd = pty.fork()
         if self.pid == 0:  # the child: the tutor on a terminal of its own
             os.environ.update(env)
@@ -192,8 +203,12 @@ def tui_child() -> None:
             if status != "running":
                 break
         wall = time.perf_counter() - start
-        return {"status": status, "metrics": metrics, "seconds": wall,
-                "ui_cpu": (time.process_time() - cpu) / wall if wall > 0 else 0.0}
+        return {
+            "status": status,
+            "metrics": metrics,
+            "seconds": wall,
+            "ui_cpu": (time.process_time() - cpu) / wall if wall > 0 else 0.0,
+        }
 
     def serve() -> None:
         while app.device is None:  # the engine has started and detected the device
@@ -282,7 +297,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("no run step matches")
     device = args.device
     runs: dict[tuple[str, str], dict[str, list[dict[str, Any]]]] = {
-        (s["lesson"], s["step"]): {"tui": [], "headless": []} for s in steps}
+        (s["lesson"], s["step"]): {"tui": [], "headless": []} for s in steps
+    }
     plain: list[float] = []
     tui = Tui(device, home.name)
     try:
@@ -294,18 +310,25 @@ def main(argv: list[str] | None = None) -> int:
                 for way in ways:
                     result = tui.run(step) if way == "tui" else headless(step, device)
                     runs[(step["lesson"], step["step"])][way].append(result)
-                    print(f"  {step['lesson']}/{step['step']} {way}: {result['status']} "
-                          f"{result['seconds']:.1f} s " + " ".join(f"{m}={result['metrics'].get(m)!r}"
-                                                                  for m in step["metrics"]),
-                          file=sys.stderr, flush=True)
+                    print(
+                        f"  {step['lesson']}/{step['step']} {way}: {result['status']} "
+                        f"{result['seconds']:.1f} s "
+                        + " ".join(f"{m}={result['metrics'].get(m)!r}" for m in step["metrics"]),
+                        file=sys.stderr,
+                        flush=True,
+                    )
     finally:
         tui.close()
 
     base = statistics.median(plain)
-    print(f"machine: {os.cpu_count()} CPU(s), training threads {threads.training_threads()}, device {device or 'best'}; "
-          f"plain PyTorch epoch before each round: {', '.join(f'{p:.2f}' for p in plain)} s")
-    head = (f"{'lesson/step':30} {'metric':22} {'headless':>22} {'TUI':>22} {'TUI/headless':>12}  "
-            f"{'goal':5}  run (plain epochs)")
+    print(
+        f"machine: {os.cpu_count()} CPU(s), training threads {threads.training_threads()}, device {device or 'best'}; "
+        f"plain PyTorch epoch before each round: {', '.join(f'{p:.2f}' for p in plain)} s"
+    )
+    head = (
+        f"{'lesson/step':30} {'metric':22} {'headless':>22} {'TUI':>22} {'TUI/headless':>12}  "
+        f"{'goal':5}  run (plain epochs)"
+    )
     print(head)
     print("-" * len(head))
     verdicts: list[str] = []
@@ -332,13 +355,19 @@ def main(argv: list[str] | None = None) -> int:
             name = ""
     if ui_wall_s:
         print(f"UI process CPU while runs streamed: {ui_cpu_s / ui_wall_s:.0%} of one core (all TUI runs together)")
-    print(f"{len(verdicts)} figures: {verdicts.count('ok')} within {GOAL:.0%}, {verdicts.count('noise')} outside it "
-          f"within run-to-run variation (the ranges overlap), {verdicts.count('OFF')} off")
+    print(
+        f"{len(verdicts)} figures: {verdicts.count('ok')} within {GOAL:.0%}, {verdicts.count('noise')} outside it "
+        f"within run-to-run variation (the ranges overlap), {verdicts.count('OFF')} off"
+    )
     off = verdicts.count("OFF")
     if args.json:
-        args.json.write_text(json.dumps({"plain_epoch_s": plain, "steps": steps,
-                                         "runs": {f"{k[0]}/{k[1]}": v for k, v in runs.items()}}, indent=1,
-                                        default=str))
+        args.json.write_text(
+            json.dumps(
+                {"plain_epoch_s": plain, "steps": steps, "runs": {f"{k[0]}/{k[1]}": v for k, v in runs.items()}},
+                indent=1,
+                default=str,
+            )
+        )
     return 0 if off == 0 else 1
 
 

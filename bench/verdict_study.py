@@ -73,12 +73,23 @@ def study(repeats: int, only: str = "") -> list[dict]:
         judged = player._noise_outcome(lesson, predict, runs)
         measured = [m for m in judged.measured if m[1] is not None]
         guard = max((excess(a[0], b[1], b[2]) for a in measured for b in measured if a is not b), default=0.0)
-        row = {"step": f"{lesson.id}/{predict.id}", "experiment": run.experiment, "metric": predict.compare,
-               "ok": judged.ok, "verdicts": judged.verdicts, "measured": judged.measured,
-               "guard_needed": guard, "seconds_per_run": seconds / repeats, "detail": judged.detail}
+        row = {
+            "step": f"{lesson.id}/{predict.id}",
+            "experiment": run.experiment,
+            "metric": predict.compare,
+            "ok": judged.ok,
+            "verdicts": judged.verdicts,
+            "measured": judged.measured,
+            "guard_needed": guard,
+            "seconds_per_run": seconds / repeats,
+            "detail": judged.detail,
+        }
         rows.append(row)
-        print(f"{row['step']} ({run.experiment}, {seconds / repeats:.1f} s a run): "
-              f"{'ok' if judged.ok else 'FAILS'}; guard needed {guard:.1%}\n    {judged.detail}", flush=True)
+        print(
+            f"{row['step']} ({run.experiment}, {seconds / repeats:.1f} s a run): "
+            f"{'ok' if judged.ok else 'FAILS'}; guard needed {guard:.1%}\n    {judged.detail}",
+            flush=True,
+        )
     return rows
 
 
@@ -89,9 +100,11 @@ def summary(rows: list[dict]) -> str:
     total = sum(sum(c.values()) for c in verdicts)
     guard = max((r["guard_needed"] for r in rows if "guard_needed" in r), default=0.0)
     slowest = max((r["seconds_per_run"] for r in rows if "seconds_per_run" in r), default=0.0)
-    return (f"{len(rows)} steps, {len(verdicts)} (step, option) pairs: {flips} flipped (hit in one run, miss in "
-            f"another); {undecided} of {total} verdicts undecided ({undecided / max(total, 1):.0%}); the largest "
-            f"guard any pair of runs needed: {guard:.1%}; the slowest run: {slowest:.1f} s")
+    return (
+        f"{len(rows)} steps, {len(verdicts)} (step, option) pairs: {flips} flipped (hit in one run, miss in "
+        f"another); {undecided} of {total} verdicts undecided ({undecided / max(total, 1):.0%}); the largest "
+        f"guard any pair of runs needed: {guard:.1%}; the slowest run: {slowest:.1f} s"
+    )
 
 
 def main() -> None:

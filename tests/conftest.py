@@ -19,8 +19,16 @@ SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 _NAMED = Path(os.environ.get("GPUTUTOR_DATA_DIR") or "/nonexistent")
 MNIST_DIR = SHARED_DATA if SHARED_DATA.is_dir() else _NAMED if (_NAMED / "MNIST" / "raw").is_dir() else None
 STRICT = os.environ.get("GPUTUTOR_STRICT_TESTS") == "1" or os.environ.get("CI", "").lower() == "true"
-_ENV = ("GPUTUTOR_HOME", "GPUTUTOR_DATA_DIR", "GPUTUTOR_CACHE_DIR", "GPUTUTOR_DEVICE", "GPUTUTOR_DEBUG", "NO_COLOR",
-        "GPUTUTOR_MEMORY_MB", "GPUTUTOR_GPU_MEMORY_MB")
+_ENV = (
+    "GPUTUTOR_HOME",
+    "GPUTUTOR_DATA_DIR",
+    "GPUTUTOR_CACHE_DIR",
+    "GPUTUTOR_DEVICE",
+    "GPUTUTOR_DEBUG",
+    "NO_COLOR",
+    "GPUTUTOR_MEMORY_MB",
+    "GPUTUTOR_GPU_MEMORY_MB",
+)
 
 
 def _restore(saved: dict[str, str | None]) -> None:
@@ -42,8 +50,9 @@ def _cores() -> int:
 # One program per core in all: under pytest-xdist each worker may run lesson test's exercise
 # programs side by side, so each gets its share of the cores, never a core each of its own.
 if os.environ.get("PYTEST_XDIST_WORKER_COUNT", "").isdigit():
-    os.environ.setdefault("GPUTUTOR_PROGRAMS_AT_ONCE",
-                          str(max(1, _cores() // int(os.environ["PYTEST_XDIST_WORKER_COUNT"]))))
+    os.environ.setdefault(
+        "GPUTUTOR_PROGRAMS_AT_ONCE", str(max(1, _cores() // int(os.environ["PYTEST_XDIST_WORKER_COUNT"])))
+    )
 
 
 # Every run decides its threads from the load as it starts (tutor/threads.py); in tests the load
@@ -140,8 +149,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 def pytest_sessionstart(session: pytest.Session) -> None:
     if STRICT and not SHARED_DATA.is_dir():
-        pytest.exit(f"CI needs real MNIST at {SHARED_DATA} (../shared/data beside the checkout): without it "
-                    "the MNIST tests would skip and the rest would train on the offline digits.", returncode=3)
+        pytest.exit(
+            f"CI needs real MNIST at {SHARED_DATA} (../shared/data beside the checkout): without it "
+            "the MNIST tests would skip and the rest would train on the offline digits.",
+            returncode=3,
+        )
 
 
 _skips: list[tuple[str, str, bool]] = []  # (test, reason, a gpu test)
@@ -211,14 +223,22 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
     gpu = sum(1 for _, _, g in _skips if g)
     others = [(test, reason) for test, reason, g in _skips if not g]
     if _tier_seconds:  # one worker's worth of time: with -n N the wall time is about 1/N of the sum
-        terminalreporter.write_line("test time by tier (summed over tests; CI's budget on 2 cores): " + ", ".join(
-            f"{tier} {seconds:.0f} s ({TIER_BUDGET_S[tier]} s{', over' if seconds > TIER_BUDGET_S[tier] else ''})"
-            if tier in TIER_BUDGET_S else f"{tier} {seconds:.0f} s"
-            for tier, seconds in sorted(_tier_seconds.items(), key=lambda kv: -kv[1])))
+        terminalreporter.write_line(
+            "test time by tier (summed over tests; CI's budget on 2 cores): "
+            + ", ".join(
+                f"{tier} {seconds:.0f} s ({TIER_BUDGET_S[tier]} s{', over' if seconds > TIER_BUDGET_S[tier] else ''})"
+                if tier in TIER_BUDGET_S
+                else f"{tier} {seconds:.0f} s"
+                for tier, seconds in sorted(_tier_seconds.items(), key=lambda kv: -kv[1])
+            )
+        )
     if _torch_in_the_fast_tier:
-        terminalreporter.write_line(f"torch was loaded in the fast tier, first found after {_loaded_torch[0]}: "
-                                    "torch tests belong in tests/experiments  <- fails the run")
+        terminalreporter.write_line(
+            f"torch was loaded in the fast tier, first found after {_loaded_torch[0]}: "
+            "torch tests belong in tests/experiments  <- fails the run"
+        )
     terminalreporter.write_line(f"skipped: {len(_skips)} ({gpu} need a GPU, {len(others)} other)")
     for test, reason in others:
-        terminalreporter.write_line(f"  not a GPU test, skipped: {test}: {reason}"
-                                    + ("  <- fails the run under CI" if STRICT else ""))
+        terminalreporter.write_line(
+            f"  not a GPU test, skipped: {test}: {reason}" + ("  <- fails the run under CI" if STRICT else "")
+        )

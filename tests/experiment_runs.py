@@ -14,8 +14,9 @@ from tutor import experiments
 from tutor.experiments.events import Event, Finished, Started
 
 
-def run_experiment(name: str, values: dict[str, Any] | None = None,
-                   device: str = "cpu") -> tuple[list[Event], dict[str, Any]]:
+def run_experiment(
+    name: str, values: dict[str, Any] | None = None, device: str = "cpu"
+) -> tuple[list[Event], dict[str, Any]]:
     """(events, metrics): the run must start with Started, end with Finished, and report every
     metric the registry declares for it; a run whose repeats spread (NAME_low, NAME_high) also
     says what else the machine was doing meanwhile (noise_why), and no other run does."""
@@ -36,8 +37,7 @@ def run_experiment(name: str, values: dict[str, Any] | None = None,
 SHARED = frozenset({"ddp-equivalence", "sampler-pitfalls", "ddp-scaling", "zero-sharding"})
 
 
-def shared_start(start, cache_dir: Path, name: str, values: dict[str, Any] | None = None,
-                 device: str | None = None):
+def shared_start(start, cache_dir: Path, name: str, values: dict[str, Any] | None = None, device: str | None = None):
     """`experiments.start` (passed as `start`), but a run of a SHARED experiment is made once per
     settings and device and its events kept in `cache_dir`, under a lock the workers share."""
     if name not in SHARED:
@@ -61,6 +61,10 @@ def shared_path(cache_dir: Path, name: str, values: dict[str, Any] | None = None
 
     params = experiments.get(name).make_params(values or {})
     dev = devices.resolve(params.device or device, free_memory=False)
-    key = hashlib.sha256(json.dumps([name, params.model_dump(mode="json"), dev.kind, dev.index,
-                                     os.environ.get("GPUTUTOR_THREADS")], sort_keys=True).encode()).hexdigest()[:20]
+    key = hashlib.sha256(
+        json.dumps(
+            [name, params.model_dump(mode="json"), dev.kind, dev.index, os.environ.get("GPUTUTOR_THREADS")],
+            sort_keys=True,
+        ).encode()
+    ).hexdigest()[:20]
     return cache_dir / f"{name}-{key}.pickle"

@@ -24,8 +24,16 @@ class ScriptedEngine:
     `fail={"train": "why"}` ends that experiment's runs as failed; `hold=True` keeps a run going
     until it is cancelled (for escape, quit and navigation tests)."""
 
-    def __init__(self, metrics: dict[str, dict[str, Any]] | None = None, *, fail: dict[str, str] | None = None,
-                 hold: bool = False, steps: int = 3, pace_s: float = 0.0, ranks: int = 0) -> None:
+    def __init__(
+        self,
+        metrics: dict[str, dict[str, Any]] | None = None,
+        *,
+        fail: dict[str, str] | None = None,
+        hold: bool = False,
+        steps: int = 3,
+        pace_s: float = 0.0,
+        ranks: int = 0,
+    ) -> None:
         self.metrics = metrics or {}
         self.fail = fail or {}
         self.hold = hold
@@ -39,8 +47,9 @@ class ScriptedEngine:
     def detect(self, requested: str | None) -> tuple[list[Device], Device, str | None]:
         return [TEST_CPU], TEST_CPU, None
 
-    def run(self, name: str, params: dict[str, Any], device: str | None,
-            cancelled: Callable[[], bool]) -> Iterator[tuple]:
+    def run(
+        self, name: str, params: dict[str, Any], device: str | None, cancelled: Callable[[], bool]
+    ) -> Iterator[tuple]:
         self.runs.append((name, dict(params), device))
         self.running.set()
         try:
@@ -86,8 +95,16 @@ class ScriptedGrader:
     def __init__(self) -> None:
         self.graded: list[str] = []  # the code each run was asked to grade
 
-    def __call__(self, step: Any, code: str, workdir: Any, *, on_output: Callable[[str], None] | None = None,
-                 cancelled: Callable[[], bool] = lambda: False, accuracy_bars: bool = True) -> Any:
+    def __call__(
+        self,
+        step: Any,
+        code: str,
+        workdir: Any,
+        *,
+        on_output: Callable[[str], None] | None = None,
+        cancelled: Callable[[], bool] = lambda: False,
+        accuracy_bars: bool = True,
+    ) -> Any:
         from tutor.exercises.grader import ExerciseResult, RequirementResult
         from tutor.exercises.sandbox import SandboxResult
 
@@ -95,7 +112,9 @@ class ScriptedGrader:
         passed = code.strip() == (step.solution or "").strip()
         if on_output is not None:
             on_output("scripted: no program ran\n")
-        requirements = [RequirementResult(r.id, r.type, passed, "" if passed else "not met (scripted)", title=r.title)
-                        for r in step.requirements]
+        requirements = [
+            RequirementResult(r.id, r.type, passed, "" if passed else "not met (scripted)", title=r.title)
+            for r in step.requirements
+        ]
         summary = f"all {len(requirements)} requirements met" if passed else "scripted: not the solution"
         return ExerciseResult(passed, requirements, SandboxResult(exit_code=0), summary)

@@ -25,5 +25,7 @@ def step_arrived(screen) -> bool:
     view = screen.view
     if view is None or not view.is_mounted:
         return False
-    return (screen.focused is (view.arrival_focus() or screen.query_one("#content"))
-            and str(screen.query_one("#keys-hint").content) == view.keys_hint())
+    return (
+        screen.focused is (view.arrival_focus() or screen.query_one("#content"))
+        and str(screen.query_one("#keys-hint").content) == view.keys_hint()
+    )

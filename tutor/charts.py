@@ -23,8 +23,9 @@ class Point:
     tflops: float  # achieved
 
 
-def roofline(peak_tflops: float, bandwidth_gbps: float, points: list[Point], *,
-             width: int = 64, height: int = 12) -> str:
+def roofline(
+    peak_tflops: float, bandwidth_gbps: float, points: list[Point], *, width: int = 64, height: int = 12
+) -> str:
     """A log-log roofline: x is FLOP/B, y is FLOP/s; the roof is min(peak, intensity x bandwidth),
     drawn '/' where memory bounds it and '_' where compute does; each point is its mark."""
     if peak_tflops <= 0 or bandwidth_gbps <= 0:
@@ -41,8 +42,7 @@ def roofline(peak_tflops: float, bandwidth_gbps: float, points: list[Point], *,
     plot_w = max(width - axis_w - 1, 16)
 
     def col(intensity: float) -> int:
-        return round((math.log10(intensity) - math.log10(x_lo)) / (math.log10(x_hi) - math.log10(x_lo))
-                     * (plot_w - 1))
+        return round((math.log10(intensity) - math.log10(x_lo)) / (math.log10(x_hi) - math.log10(x_lo)) * (plot_w - 1))
 
     def row(tflops: float) -> int:  # 0 at the top
         share = (math.log10(tflops) - math.log10(y_lo)) / (math.log10(y_hi) - math.log10(y_lo))
@@ -74,8 +74,7 @@ def roofline(peak_tflops: float, bandwidth_gbps: float, points: list[Point], *,
     for i, ch in enumerate(right):
         ticks[plot_w + 1 - len(right) + i] = ch
     lines.append(" " * axis_w + "".join(ticks).rstrip())
-    legend = [f"/ memory roof: {number(bandwidth_gbps, 'GB/s')} x FLOP/B",
-              f"_ compute roof: {flops_text(peak_tflops)}"]
+    legend = [f"/ memory roof: {number(bandwidth_gbps, 'GB/s')} x FLOP/B", f"_ compute roof: {flops_text(peak_tflops)}"]
     legend += [f"{p.mark} {p.label}: {flops_text(p.tflops)} at {number(p.intensity)} FLOP/B" for p in points]
     lines += [" " * axis_w + text for text in legend]
     return "\n".join(line[:width] if len(line) > width else line for line in lines)
@@ -102,8 +101,7 @@ CALIBRATION_ROWS = (
 )
 
 
-def calibration(misses: list[Miss], legend: list[tuple[str, str]], *, first: str, last: str,
-                width: int = 72) -> str:
+def calibration(misses: list[Miss], legend: list[tuple[str, str]], *, first: str, last: str, width: int = 72) -> str:
     """Predictions over time, oldest left, one column each: its mark in the row of the factor it
     was off by, overestimates above the dotted 'within 15%' row, underestimates below. When there
     are more predictions than columns, the latest are drawn and the first line says so."""
@@ -121,8 +119,11 @@ def calibration(misses: list[Miss], legend: list[tuple[str, str]], *, first: str
             factor, side = (math.inf, m.direction) if m.direction else (1.0, 0)
         if factor < 1.15:
             side = 0
-        return next(i for i, (_, s, low, high) in enumerate(CALIBRATION_ROWS)
-                    if s == side and (side == 0 or low <= factor < high or factor == high == math.inf))
+        return next(
+            i
+            for i, (_, s, low, high) in enumerate(CALIBRATION_ROWS)
+            if s == side and (side == 0 or low <= factor < high or factor == high == math.inf)
+        )
 
     grid = [[" "] * plot_w for _ in CALIBRATION_ROWS]
     middle = next(i for i, (_, s, *_) in enumerate(CALIBRATION_ROWS) if s == 0)

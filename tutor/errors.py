@@ -14,8 +14,12 @@ def is_out_of_memory(exc: BaseException) -> bool:
     text = str(exc).lower()
     # The CPU allocator says "DefaultCPUAllocator: can't allocate memory" (an address-space or
     # data limit, or an overcommit refusal); CUDA says "CUDA out of memory".
-    return (name in ("OutOfMemoryError", "MemoryError") or "out of memory" in text
-            or "can't allocate memory" in text or "cannot allocate memory" in text)
+    return (
+        name in ("OutOfMemoryError", "MemoryError")
+        or "out of memory" in text
+        or "can't allocate memory" in text
+        or "cannot allocate memory" in text
+    )
 
 
 # What CUDA's and MPS's allocators say when the GPU is full (torch.OutOfMemoryError, or a RuntimeError
@@ -34,8 +38,18 @@ def reports_device_out_of_memory(type_name: str | None, message: str | None) -> 
 
 
 # torch's allocators count in powers of two whatever they print (MPS writes "MB" for MiB).
-_UNITS = {"b": 1, "bytes": 1, "kb": 2**10, "mb": 2**20, "gb": 2**30, "tb": 2**40,
-          "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
+_UNITS = {
+    "b": 1,
+    "bytes": 1,
+    "kb": 2**10,
+    "mb": 2**20,
+    "gb": 2**30,
+    "tb": 2**40,
+    "kib": 2**10,
+    "mib": 2**20,
+    "gib": 2**30,
+    "tib": 2**40,
+}
 # CPU: "you tried to allocate 123 bytes"; CUDA: "Tried to allocate 2.00 GiB"; MPS: "Tried to allocate 256.00 MB".
 _ASKED = re.compile(r"tried to allocate ([\d.]+) ?(bytes|[kmgt]i?b|b)\b", re.I)
 _FREE = re.compile(r"of which ([\d.]+ ?[KMGT]i?B) is free", re.I)
@@ -79,8 +93,11 @@ def describe(exc: BaseException) -> str:
     if isinstance(exc, DeviceError):
         return str(exc)
     if type(exc).__name__ == "ValidationError" and hasattr(exc, "errors"):  # pydantic: bad parameters
-        parts = [f"{'.'.join(str(x) for x in e.get('loc', ())) or 'value'}: {e.get('msg', 'invalid')}"
-                 f" (got {e.get('input')!r})" for e in exc.errors()[:3]]
+        parts = [
+            f"{'.'.join(str(x) for x in e.get('loc', ())) or 'value'}: {e.get('msg', 'invalid')}"
+            f" (got {e.get('input')!r})"
+            for e in exc.errors()[:3]
+        ]
         return "Invalid parameter " + "; ".join(parts) + "."
     if isinstance(exc, KeyError) and exc.args:  # e.g. an unknown experiment: the message is the argument
         return str(exc.args[0])

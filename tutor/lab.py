@@ -86,8 +86,9 @@ def _datasets() -> tuple[Any, Any]:
     loaders' are; the first GPUTUTOR_LAB_*_SAMPLES of each when set."""
     from torch.utils.data import TensorDataset
 
-    data = _data.load_first(_samples("GPUTUTOR_LAB_TRAIN_SAMPLES") or 60_000,
-                            _samples("GPUTUTOR_LAB_TEST_SAMPLES") or 10_000)
+    data = _data.load_first(
+        _samples("GPUTUTOR_LAB_TRAIN_SAMPLES") or 60_000, _samples("GPUTUTOR_LAB_TEST_SAMPLES") or 10_000
+    )
     return TensorDataset(data.train_x, data.train_y), TensorDataset(data.test_x, data.test_y)
 
 
@@ -149,8 +150,9 @@ def epochs_here(gpu: int, cpu: int) -> int:
     said = os.environ.get("RANK", "0") in ("", "0")
     if device.type == "cpu" and cpu < gpu:
         if said:
-            print(f"epochs: {cpu} on this CPU ({gpu} on a GPU; a CPU epoch takes seconds, not milliseconds)",
-                  flush=True)
+            print(
+                f"epochs: {cpu} on this CPU ({gpu} on a GPU; a CPU epoch takes seconds, not milliseconds)", flush=True
+            )
         return cpu
     if said:
         print(f"epochs: {gpu} on {device.type}", flush=True)
@@ -172,15 +174,18 @@ def _plain(name: str, value: Any) -> float | int | str | bool:
     try:
         number = float(value)  # numpy scalars and the like
     except (TypeError, ValueError):
-        raise TypeError(f"report({name}=...): report a number, text or True/False, not {type(value).__name__}") from None
+        raise TypeError(
+            f"report({name}=...): report a number, text or True/False, not {type(value).__name__}"
+        ) from None
     return number
 
 
 def report(**values: Any) -> None:
     """Hand values to the tutor's checker: report(speedup=3.2, synchronized=True)."""
     plain = {k: _plain(k, v) for k, v in values.items()}
-    shown = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) and math.isfinite(v) else f"{k}={v}"
-                      for k, v in plain.items())
+    shown = ", ".join(
+        f"{k}={v:.4g}" if isinstance(v, float) and math.isfinite(v) else f"{k}={v}" for k, v in plain.items()
+    )
     print(f"reported: {shown}", flush=True)  # one line: the program's own output stays in view
     path = os.environ.get("GPUTUTOR_REPORT")
     if path:

@@ -13,8 +13,20 @@ from tutor.checks import (
     format_number as number,  # a learner's numbers: exact whole numbers, 3 digits, units
 )
 
-__all__ = ["METRIC_UNITS", "metric", "metric_description", "metric_label", "metric_value", "mib", "number", "seconds",
-           "setting", "significant", "size", "unit_from_name"]
+__all__ = [
+    "METRIC_UNITS",
+    "metric",
+    "metric_description",
+    "metric_label",
+    "metric_value",
+    "mib",
+    "number",
+    "seconds",
+    "setting",
+    "significant",
+    "size",
+    "unit_from_name",
+]
 
 MIB = 1 << 20
 

@@ -54,8 +54,11 @@ def load(path: Path | None = None) -> Settings:
         first = e.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
         known = ", ".join(_Model.model_fields)
-        what = f"unknown setting {where!r} (known: {known})" if first["type"] == "extra_forbidden" else \
-            f"{where}: {first['msg'].lower()}"
+        what = (
+            f"unknown setting {where!r} (known: {known})"
+            if first["type"] == "extra_forbidden"
+            else f"{where}: {first['msg'].lower()}"
+        )
         settings.problem = f"{path}: {what}; settings ignored"
         return settings
     except (ValueError, RecursionError) as e:  # TOMLDecodeError; a 5000-digit number; [[[[...

@@ -28,21 +28,73 @@ LESSON = ROOT / "lessons" / "gpu-lab.yaml"
 # The issue's outline, part by part.
 OUTLINE = {
     "basics": ["basics-predict", "basics-run", "basics-read", "check-tf32"],
-    "formats": ["formats-read", "autocast-read", "dtypes-predict", "dtypes-run", "check-dtypes", "formats-predict",
-                "formats-run", "check-formats"],
+    "formats": [
+        "formats-read",
+        "autocast-read",
+        "dtypes-predict",
+        "dtypes-run",
+        "check-dtypes",
+        "formats-predict",
+        "formats-run",
+        "check-formats",
+    ],
     "memory anatomy": ["memory-read", "memory-predict", "memory-run", "memory-reflect", "check-memory"],
-    "memory optimisation": ["sweep-predict", "sweep-run", "accum-read", "accum-predict", "accum-run",
-                            "ckpt-read", "ckpt-predict", "ckpt-run", "check-oom-options"],
-    "end to end": ["data-predict", "data-run", "roofline-predict", "roofline-run", "check-roofline",
-                   "calibrate-predict", "calibrate-run", "bench-predict",
-                   "bench-run", "bench-reflect", "check-bench", "profile-predict", "profile-run", "check-gpu-util"],
-    "pitfalls": ["pitfalls-read", "mismatch-predict", "mismatch-run", "oom-predict", "oom-run", "oom-read",
-                 "sync-predict", "sync-run", "check-sync", "leak-predict", "leak-run", "leak-read",
-                 "autocast-predict", "autocast-run", "autocast-reflect", "check-pitfalls"],
+    "memory optimisation": [
+        "sweep-predict",
+        "sweep-run",
+        "accum-read",
+        "accum-predict",
+        "accum-run",
+        "ckpt-read",
+        "ckpt-predict",
+        "ckpt-run",
+        "check-oom-options",
+    ],
+    "end to end": [
+        "data-predict",
+        "data-run",
+        "roofline-predict",
+        "roofline-run",
+        "check-roofline",
+        "calibrate-predict",
+        "calibrate-run",
+        "bench-predict",
+        "bench-run",
+        "bench-reflect",
+        "check-bench",
+        "profile-predict",
+        "profile-run",
+        "check-gpu-util",
+    ],
+    "pitfalls": [
+        "pitfalls-read",
+        "mismatch-predict",
+        "mismatch-run",
+        "oom-predict",
+        "oom-run",
+        "oom-read",
+        "sync-predict",
+        "sync-run",
+        "check-sync",
+        "leak-predict",
+        "leak-run",
+        "leak-read",
+        "autocast-predict",
+        "autocast-run",
+        "autocast-reflect",
+        "check-pitfalls",
+    ],
     "tips and ready": ["tips-read", "ready-memory", "ready-timing", "ready-amp", "ready-done"],
 }
-ISSUE_EXPERIMENTS = ["device-basics", "data-bottleneck", "memory-ledger", "batch-sweep", "grad-accum",
-                     "grad-checkpoint", "amp-benchmark"]
+ISSUE_EXPERIMENTS = [
+    "device-basics",
+    "data-bottleneck",
+    "memory-ledger",
+    "batch-sweep",
+    "grad-accum",
+    "grad-checkpoint",
+    "amp-benchmark",
+]
 PITFALL_RUNS = ["device-mismatch", "oom-recovery", "sync-timing", "graph-leak", "autocast-misuse"]
 
 
@@ -289,6 +341,10 @@ def _plain_texts(step) -> list[tuple[str, str]]:
 def test_plain_text_fields_carry_no_markdown(path):
     """Backticks and asterisks would be shown as typed in feedback, hints and options (every
     built-in lesson)."""
-    marked = [(s.id, kind, text) for s in load_file(path).steps for kind, text in _plain_texts(s)
-              if text and re.search(r"`|\*\w", text)]
+    marked = [
+        (s.id, kind, text)
+        for s in load_file(path).steps
+        for kind, text in _plain_texts(s)
+        if text and re.search(r"`|\*\w", text)
+    ]
     assert not marked

@@ -74,22 +74,29 @@ def test_placeholder_is_gone():
 def test_sections_follow_the_outline(lesson):
     order = [
         "context",
-        "hook-predict", "hook-run",
+        "hook-predict",
+        "hook-run",
         "device-basics",
-        "mismatch-predict", "mismatch-run",
+        "mismatch-predict",
+        "mismatch-run",
         "device-aware-loop",
-        "check-1-error", "check-1-loop",
+        "check-1-error",
+        "check-1-loop",
         "when-gpu-helps",
         "checkpoint-run",
-        "practice-predict", "practice-run",
+        "practice-predict",
+        "practice-run",
         "check-2",
         "fp16-range",
-        "underflow-predict", "underflow-run",
+        "underflow-predict",
+        "underflow-run",
         "autocast-and-scaler",
-        "amp-predict", "amp-run",
+        "amp-predict",
+        "amp-run",
         "amp-when",
         "check-3",
-        "summary", "whats-next",
+        "summary",
+        "whats-next",
     ]
     positions = [lesson.index(sid) for sid in order]
     assert positions == sorted(positions), list(zip(order, positions))
@@ -98,8 +105,7 @@ def test_sections_follow_the_outline(lesson):
 
 def test_runs_use_the_outline_experiments_in_order(lesson):
     runs = [s.experiment for s in lesson.steps if isinstance(s, RunStep)]
-    assert runs == ["crossover", "device-mismatch", "checkpoint-roundtrip", "train",
-                    "fp16-underflow", "amp-compare"]
+    assert runs == ["crossover", "device-mismatch", "checkpoint-roundtrip", "train", "fp16-underflow", "amp-compare"]
 
 
 def test_every_run_is_predicted_just_before(lesson):
@@ -182,8 +188,13 @@ def test_amp_compare_changes_only_the_amp_lines(lesson):
     _, right = step.compare.changed_lines()
     rows = step.compare.right.splitlines()
     changed = "\n".join(rows[i] for i in right)
-    for needed in ("GradScaler", "torch.autocast", "scaler.scale(loss).backward()",
-                   "scaler.step(optimizer)", "scaler.update()"):
+    for needed in (
+        "GradScaler",
+        "torch.autocast",
+        "scaler.scale(loss).backward()",
+        "scaler.step(optimizer)",
+        "scaler.update()",
+    ):
         assert needed in changed
     assert "half()" not in step.compare.right  # no manual casting
     # backward() is outside the autocast block (less indented than the forward pass)
@@ -208,7 +219,9 @@ def test_required_checks_exist_with_full_drafts(lesson):
     checks = [s.id for s in lesson.steps if isinstance(s, CheckStep)]
     # the plan's checks in its order, and the check on the course material's "robust" save
     assert [c for c in checks if c != "check-cpu-save"] == CHECK_IDS
-    assert checks.index("check-1-loop") < checks.index("check-cpu-save") < checks.index("check-2")  # after the checkpoint run
+    assert (
+        checks.index("check-1-loop") < checks.index("check-cpu-save") < checks.index("check-2")
+    )  # after the checkpoint run
 
 
 def test_check_prompts_are_the_issue_questions(lesson):
@@ -310,9 +323,24 @@ def test_doc_names_every_experiment_param_and_metric(doc):
 def test_doc_names_every_key_of_the_format(doc):
     from tutor.checks import answers
 
-    models = [Lesson, ReadStep, PredictStep, RunStep, CheckStep, CodeCompare, Verify,
-              answers.ChoiceAnswer, answers.ChoiceOption, answers.NumberAnswer, answers.NumberRange,
-              answers.TextAnswer, answers.Rubric, answers.Concept, answers.Misconception, answers.Examples]
+    models = [
+        Lesson,
+        ReadStep,
+        PredictStep,
+        RunStep,
+        CheckStep,
+        CodeCompare,
+        Verify,
+        answers.ChoiceAnswer,
+        answers.ChoiceOption,
+        answers.NumberAnswer,
+        answers.NumberRange,
+        answers.TextAnswer,
+        answers.Rubric,
+        answers.Concept,
+        answers.Misconception,
+        answers.Examples,
+    ]
     for model in models:
         for key in model.model_fields:
             assert f"`{key}`" in doc or f"`{key}:" in doc, (model.__name__, key)
@@ -327,12 +355,18 @@ def _doc_yaml_block(doc: str, marker: str) -> str:
 @pytest.mark.parametrize("path", AUTHOR_DOCS, ids=lambda p: p.name)
 def test_doc_step_examples_load(path):
     """Each step example in the reference and the tutorial is valid when put in a lesson."""
-    fragments = [lines for lang, lines in fenced(path.read_text(encoding="utf-8")) if lang == "yaml" and lines[:1]
-                 and lines[0].startswith("  - id:")]
+    fragments = [
+        lines
+        for lang, lines in fenced(path.read_text(encoding="utf-8"))
+        if lang == "yaml" and lines[:1] and lines[0].startswith("  - id:")
+    ]
     assert len(fragments) >= 3
     for lines in fragments:
-        text = ("id: t\ntitle: T\nsteps:\n" + "\n".join(lines)
-                + "\n  - id: zz-run\n    kind: run\n    experiment: crossover\n")
+        text = (
+            "id: t\ntitle: T\nsteps:\n"
+            + "\n".join(lines)
+            + "\n  - id: zz-run\n    kind: run\n    experiment: crossover\n"
+        )
         step = load_text(text, "fragment.yaml").steps[0]
         if isinstance(step, CheckStep):
             assert all(grade(a, step.answer).correct for a in step.examples.right)
@@ -341,12 +375,19 @@ def test_doc_step_examples_load(path):
 
 def test_doc_predict_answer_examples_lint_clean():
     """A prediction's `answer:` shown on its own (in either doc) is valid in a predict step before a run of train."""
-    fragments = [lines for path in AUTHOR_DOCS for lang, lines in fenced(path.read_text(encoding="utf-8"))
-                 if lang == "yaml" and lines[:1] == ["    answer:"]]
+    fragments = [
+        lines
+        for path in AUTHOR_DOCS
+        for lang, lines in fenced(path.read_text(encoding="utf-8"))
+        if lang == "yaml" and lines[:1] == ["    answer:"]
+    ]
     assert fragments
     for lines in fragments:
-        text = ("id: t\ntitle: T\nsteps:\n  - id: guess\n    kind: predict\n    prompt: P\n" + "\n".join(lines)
-                + "\n  - id: zz-run\n    kind: run\n    experiment: train\n")
+        text = (
+            "id: t\ntitle: T\nsteps:\n  - id: guess\n    kind: predict\n    prompt: P\n"
+            + "\n".join(lines)
+            + "\n  - id: zz-run\n    kind: run\n    experiment: train\n"
+        )
         assert isinstance(load_text(text, "fragment.yaml").steps[0], PredictStep)
 
 
@@ -355,8 +396,7 @@ def test_doc_lint_example_matches_the_loader(doc):
     from tutor.course.lesson import LessonError
 
     text = _doc_yaml_block(doc, "broken.yaml")
-    outputs = [lines for lang, lines in fenced(doc)
-               if lang == "text" and lines[:1] == ["$ gpututor lint broken.yaml"]]
+    outputs = [lines for lang, lines in fenced(doc) if lang == "text" and lines[:1] == ["$ gpututor lint broken.yaml"]]
     assert len(outputs) == 1, "no lint output example in the doc"
     shown = [line for line in outputs[0] if line.startswith("broken.yaml:")]
     assert shown
@@ -369,8 +409,13 @@ def test_doc_lint_example_matches_the_loader(doc):
 def test_doc_code_lines_fit_the_terminal(path):
     """Instructors read the reference and the tutorial in a terminal too: keep their YAML and Python
     narrow. (Tool output is shown as printed, however long.)"""
-    too_long = [line for lang, lines in fenced(path.read_text(encoding="utf-8")) if lang in ("yaml", "python")
-                for line in lines if len(line) > 100]
+    too_long = [
+        line
+        for lang, lines in fenced(path.read_text(encoding="utf-8"))
+        if lang in ("yaml", "python")
+        for line in lines
+        if len(line) > 100
+    ]
     assert not too_long
 
 
@@ -386,8 +431,10 @@ def test_readme_lists_every_built_in_lesson() -> None:
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     listed = re.findall(r"\*\*([^*]+)\*\*", readme.split("The lessons, in order:", 1)[1].split("\n| key", 1)[0])
     titles = [load_file(path).title for path in sorted((ROOT / "lessons").glob("*.yaml"))]
-    named = {title: max((name for name in listed if title == name or title.startswith(name + ":")), key=len,
-                        default=None) for title in titles}
+    named = {
+        title: max((name for name in listed if title == name or title.startswith(name + ":")), key=len, default=None)
+        for title in titles
+    }
     assert [title for title, name in named.items() if name is None] == []
     assert len(set(named.values())) == len(titles)
 
@@ -413,7 +460,7 @@ def test_readme_installs_pytorchs_cpu_build_before_the_tutor() -> None:
     install = readme.split("\n## Install\n", 1)[1].split("\n## ", 1)[0]
     cpu = "pip install torch torchvision --index-url https://download.pytorch.org/whl/cpu"
     assert cpu in install
-    assert "pip install ." in install[install.index(cpu):]
+    assert "pip install ." in install[install.index(cpu) :]
     deps = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["dependencies"]
     torch = next(Requirement(d) for d in deps if Requirement(d).name == "torch")
     assert torch.specifier.contains("2.14.1") and torch.specifier.contains("2.14.1+cpu")

@@ -29,8 +29,13 @@ def test_training_iron_law_loads_cleanly():
     lesson = load_file(builtin_lessons_dir() / "training-iron-law.yaml")  # raises on any issue
     assert lesson.id == "training-iron-law"
     steps = {s.id: s for s in lesson.steps}
-    for sid, name in (("ledger", "memory-ledger"), ("your-model", "memory-ledger"),
-                      ("pipeline", "pipeline"), ("measured-chart", "pipeline"), ("challenge", "memory-ledger")):
+    for sid, name in (
+        ("ledger", "memory-ledger"),
+        ("your-model", "memory-ledger"),
+        ("pipeline", "pipeline"),
+        ("measured-chart", "pipeline"),
+        ("challenge", "memory-ledger"),
+    ):
         assert isinstance(steps[sid], InstrumentStep) and steps[sid].instrument == name
     challenge = steps["challenge"]
     assert challenge.goal is not None and challenge.goal.output == "fits" and challenge.goal.equals is True
@@ -46,8 +51,12 @@ def test_training_iron_law_loads_cleanly():
 
 def test_training_iron_law_predictions_are_revealed_by_instruments():
     lesson = load_file(builtin_lessons_dir() / "training-iron-law.yaml")
-    for predict_id, revealer in (("act1-predict", "ledger"), ("act2-predict", "pipeline"),
-                                 ("measure-predict", "measure"), ("mfu-predict", "mfu-measure")):
+    for predict_id, revealer in (
+        ("act1-predict", "ledger"),
+        ("act2-predict", "pipeline"),
+        ("measure-predict", "measure"),
+        ("mfu-predict", "mfu-measure"),
+    ):
         after = lesson.run_after(lesson.index(predict_id))
         assert after is not None and after.id == revealer
         predict = lesson.step(predict_id)
@@ -62,19 +71,24 @@ def test_training_iron_law_predictions_are_revealed_by_instruments():
 # ---------------------------------------------------------------- lint: names and values
 
 
-@pytest.mark.parametrize("name, message", [
-    ("memory-ledgr", "unknown instrument 'memory-ledgr' (did you mean 'memory-ledger'?)"),
-    ("pipelines", "unknown instrument 'pipelines' (did you mean 'pipeline'?)"),
-    ("zzzz", "unknown instrument 'zzzz'; available: memory-ledger, pipeline"),
-])
+@pytest.mark.parametrize(
+    "name, message",
+    [
+        ("memory-ledgr", "unknown instrument 'memory-ledgr' (did you mean 'memory-ledger'?)"),
+        ("pipelines", "unknown instrument 'pipelines' (did you mean 'pipeline'?)"),
+        ("zzzz", "unknown instrument 'zzzz'; available: memory-ledger, pipeline"),
+    ],
+)
 def test_unknown_instrument(name, message):
     text = HEAD + f"  - id: i\n    kind: instrument\n    instrument: {name}\n"
     assert issues(text) == [f"t.yaml:6:17: step 'i': {message}"]
 
 
 def test_set_key_that_is_not_a_control():
-    text = HEAD + ("  - id: i\n    kind: instrument\n    instrument: memory-ledger\n"
-                   "    set:\n      optimizer: sgd\n      optimiser: adam\n")
+    text = HEAD + (
+        "  - id: i\n    kind: instrument\n    instrument: memory-ledger\n"
+        "    set:\n      optimizer: sgd\n      optimiser: adam\n"
+    )
     assert issues(text) == [
         "t.yaml:9:7: step 'i': instrument 'memory-ledger' has no control 'optimiser' (did you mean 'optimizer'?); "
         "it has: model, optimizer, precision, batch, checkpointing, parallel, gpus, budget",
@@ -82,13 +96,15 @@ def test_set_key_that_is_not_a_control():
 
 
 def test_bad_set_and_scenario_values():
-    text = HEAD + ("  - id: i\n    kind: instrument\n    instrument: memory-ledger\n"
-                   "    set:\n"
-                   "      optimizer: adamw\n"
-                   "      batch: 0\n"
-                   "      checkpointing: maybe\n"
-                   "      precision: fp16\n"
-                   "    scenario: {precision: fp8, batch: four}\n")
+    text = HEAD + (
+        "  - id: i\n    kind: instrument\n    instrument: memory-ledger\n"
+        "    set:\n"
+        "      optimizer: adamw\n"
+        "      batch: 0\n"
+        "      checkpointing: maybe\n"
+        "      precision: fp16\n"
+        "    scenario: {precision: fp8, batch: four}\n"
+    )
     largest = REGISTRY["memory-ledger"].control("batch").options[-1]
     assert issues(text) == [
         "t.yaml:8:18: step 'i': optimizer: 'adamw' is not one of sgd, momentum, adam",
@@ -100,8 +116,9 @@ def test_bad_set_and_scenario_values():
 
 
 def test_a_value_valid_for_one_instrument_is_checked_against_its_own():
-    text = HEAD + ("  - id: i\n    kind: instrument\n    instrument: pipeline\n"
-                   "    set: {precision: fp16, batch: 128}\n")
+    text = HEAD + (
+        "  - id: i\n    kind: instrument\n    instrument: pipeline\n    set: {precision: fp16, batch: 128}\n"
+    )
     assert issues(text) == [
         "t.yaml:7:22: step 'i': precision: 'fp16' is not one of fp32, mixed",
         "t.yaml:7:35: step 'i': batch: 128 is outside 1..64",
@@ -109,8 +126,10 @@ def test_a_value_valid_for_one_instrument_is_checked_against_its_own():
 
 
 def test_fixed_names_that_are_not_controls():
-    text = HEAD + ("  - id: i\n    kind: instrument\n    instrument: pipeline\n"
-                   "    fixed:\n      - profile\n      - prefech\n      - budget\n")
+    text = HEAD + (
+        "  - id: i\n    kind: instrument\n    instrument: pipeline\n"
+        "    fixed:\n      - profile\n      - prefech\n      - budget\n"
+    )
     assert issues(text) == [
         "t.yaml:9:9: step 'i': fixed names no control of 'pipeline': 'prefech' (did you mean 'prefetch'?)",
         "t.yaml:10:9: step 'i': fixed names no control of 'pipeline': 'budget'",
@@ -118,8 +137,10 @@ def test_fixed_names_that_are_not_controls():
 
 
 def test_goal_output_that_does_not_exist():
-    text = HEAD + ("  - id: i\n    kind: instrument\n    instrument: memory-ledger\n"
-                   "    goal:\n      output: fit\n      equals: true\n")
+    text = HEAD + (
+        "  - id: i\n    kind: instrument\n    instrument: memory-ledger\n"
+        "    goal:\n      output: fit\n      equals: true\n"
+    )
     assert issues(text) == [
         "t.yaml:8:15: step 'i': instrument 'memory-ledger' has no output 'fit' (did you mean 'fits'?)",
     ]
@@ -129,16 +150,18 @@ def test_goal_output_that_does_not_exist():
 
 
 def test_bad_ledger_expressions():
-    text = HEAD + ("  - id: i\n    kind: instrument\n    instrument: pipeline\n"
-                   "    ledger:\n"
-                   "      a: median:outputs.mfu\n"
-                   "      b: outputs.mfuu\n"
-                   "      c: mfu\n"
-                   "      d: settings.bach\n"
-                   "      e: output.mfu\n"
-                   "      ok1: first:outputs.mfu\n"
-                   "      ok2: settings.prefetch\n"
-                   "      ok3: any:outputs.fits\n")
+    text = HEAD + (
+        "  - id: i\n    kind: instrument\n    instrument: pipeline\n"
+        "    ledger:\n"
+        "      a: median:outputs.mfu\n"
+        "      b: outputs.mfuu\n"
+        "      c: mfu\n"
+        "      d: settings.bach\n"
+        "      e: output.mfu\n"
+        "      ok1: first:outputs.mfu\n"
+        "      ok2: settings.prefetch\n"
+        "      ok3: any:outputs.fits\n"
+    )
     assert issues(text) == [
         "t.yaml:8:10: step 'i': ledger 'a': unknown aggregate 'median'; use one of first, last, min, max, any",
         "t.yaml:9:10: step 'i': ledger 'b': no output 'mfuu' (did you mean 'mfu'?)",
@@ -149,17 +172,21 @@ def test_bad_ledger_expressions():
 
 
 def test_a_ledger_entry_that_is_not_text():
-    text = HEAD + ("  - id: i\n    kind: instrument\n    instrument: pipeline\n"
-                   "    ledger:\n      f: 3\n")
+    text = HEAD + ("  - id: i\n    kind: instrument\n    instrument: pipeline\n    ledger:\n      f: 3\n")
     found = issues(text)
-    assert "t.yaml:8:10: step 'i': ledger 'f': expected text such as 'outputs.mfu', 'min:outputs.total_gb' or 'prediction.STEP'" in found
+    assert (
+        "t.yaml:8:10: step 'i': ledger 'f': expected text such as 'outputs.mfu', 'min:outputs.total_gb' or 'prediction.STEP'"
+        in found
+    )
     # the schema also refuses it
     assert any(f.endswith("ledger.f: this reads as a number, not text: put it in quotes") for f in found)
 
 
 def test_schema_errors_inside_an_instrument_step_point_at_the_mistake():
-    text = HEAD + ("  - id: i\n    kind: instrument\n    instrument: pipeline\n"
-                   "    goal: {output: mfu, equalz: 1}\n    ledger:\n      f: 3\n")
+    text = HEAD + (
+        "  - id: i\n    kind: instrument\n    instrument: pipeline\n"
+        "    goal: {output: mfu, equalz: 1}\n    ledger:\n      f: 3\n"
+    )
     assert issues(text) == [
         "t.yaml:7:25: step 'i' goal: unknown key 'equalz' (did you mean 'equals'?)",
         "t.yaml:9:10: step 'i': ledger 'f': expected text such as 'outputs.mfu', 'min:outputs.total_gb' or 'prediction.STEP'",
@@ -168,8 +195,9 @@ def test_schema_errors_inside_an_instrument_step_point_at_the_mistake():
 
 
 def test_ledger_settings_of_the_other_instrument_are_refused():
-    text = HEAD + ("  - id: i\n    kind: instrument\n    instrument: memory-ledger\n"
-                   "    ledger: {p: last:settings.prefetch}\n")
+    text = HEAD + (
+        "  - id: i\n    kind: instrument\n    instrument: memory-ledger\n    ledger: {p: last:settings.prefetch}\n"
+    )
     assert issues(text) == ["t.yaml:7:17: step 'i': ledger 'p': no control 'prefetch'"]
 
 
@@ -177,10 +205,12 @@ def test_ledger_settings_of_the_other_instrument_are_refused():
 
 
 def test_predict_compares_an_output_the_instrument_does_not_have():
-    text = HEAD + ("  - id: p\n    kind: predict\n    prompt: How busy is the GPU?\n"
-                   "    answer: {type: number}\n    compare: compute_shar\n"
-                   "  - id: note\n    kind: read\n    body: hi\n"
-                   "  - id: i\n    kind: instrument\n    instrument: pipeline\n")
+    text = HEAD + (
+        "  - id: p\n    kind: predict\n    prompt: How busy is the GPU?\n"
+        "    answer: {type: number}\n    compare: compute_shar\n"
+        "  - id: note\n    kind: read\n    body: hi\n"
+        "  - id: i\n    kind: instrument\n    instrument: pipeline\n"
+    )
     outputs = ", ".join(REGISTRY["pipeline"].outputs)
     assert issues(text) == [
         "t.yaml:8:14: instrument 'pipeline' (step 'i') has no output 'compute_shar' "
@@ -189,10 +219,12 @@ def test_predict_compares_an_output_the_instrument_does_not_have():
 
 
 def test_predict_compare_against_the_next_instrument_not_a_later_run():
-    good = HEAD + ("  - id: p\n    kind: predict\n    prompt: q\n    answer: {type: number}\n"
-                   "    compare: adam_extra_gb\n"
-                   "  - id: i\n    kind: instrument\n    instrument: memory-ledger\n"
-                   "  - id: r\n    kind: run\n    experiment: memory-ledger\n")
+    good = HEAD + (
+        "  - id: p\n    kind: predict\n    prompt: q\n    answer: {type: number}\n"
+        "    compare: adam_extra_gb\n"
+        "  - id: i\n    kind: instrument\n    instrument: memory-ledger\n"
+        "  - id: r\n    kind: run\n    experiment: memory-ledger\n"
+    )
     lesson = load_text(good, "t.yaml")
     assert lesson.run_after(0).id == "i"
     bad = good.replace("adam_extra_gb", "bytes_per_param_adam")  # a metric of the run, not the instrument
@@ -204,16 +236,20 @@ def test_predict_compare_against_the_next_instrument_not_a_later_run():
 
 def test_predict_compare_with_nothing_after_it():
     text = HEAD + "  - id: p\n    kind: predict\n    prompt: q\n    answer: {type: number}\n    compare: mfu\n"
-    assert issues(text) == ["t.yaml:8:14: step 'p' compares 'mfu' but no run or instrument step follows it: a "
-                            "prediction is revealed by the next one after it (put this step before it)"]
+    assert issues(text) == [
+        "t.yaml:8:14: step 'p' compares 'mfu' but no run or instrument step follows it: a "
+        "prediction is revealed by the next one after it (put this step before it)"
+    ]
 
 
 # ---------------------------------------------------------------- lint: tweak on run steps
 
 
 def test_tweak_unknown_parameter():
-    text = HEAD + ("  - id: r\n    kind: run\n    experiment: pipeline-breakdown\n"
-                   "    params: {steps: 30}\n    tweak:\n      batch_sise: [64, 256]\n")
+    text = HEAD + (
+        "  - id: r\n    kind: run\n    experiment: pipeline-breakdown\n"
+        "    params: {steps: 30}\n    tweak:\n      batch_sise: [64, 256]\n"
+    )
     assert issues(text) == [
         "t.yaml:9:7: step 'r' tweak: experiment 'pipeline-breakdown' has no parameter 'batch_sise' "
         "(did you mean 'batch_size'?); it takes: device, seed, model, width, layers, batch_size, steps, "
@@ -222,8 +258,10 @@ def test_tweak_unknown_parameter():
 
 
 def test_tweak_value_the_experiment_rejects():
-    text = HEAD + ("  - id: r\n    kind: run\n    experiment: pipeline-breakdown\n"
-                   "    params: {steps: 30}\n    tweak:\n      batch_size: [64, 0]\n      model: [mlp, huge]\n")
+    text = HEAD + (
+        "  - id: r\n    kind: run\n    experiment: pipeline-breakdown\n"
+        "    params: {steps: 30}\n    tweak:\n      batch_size: [64, 0]\n      model: [mlp, huge]\n"
+    )
     found = issues(text)
     assert found[0] == "t.yaml:9:24: step 'r' tweak 'batch_size': 0: Input should be greater than or equal to 1"
     assert found[1] == "t.yaml:10:20: step 'r' tweak 'model': 'huge': Input should be 'mlp' or 'wide'"
@@ -231,16 +269,17 @@ def test_tweak_value_the_experiment_rejects():
 
 
 def test_tweak_needs_a_list_of_values():
-    text = HEAD + ("  - id: r\n    kind: run\n    experiment: pipeline-breakdown\n"
-                   "    tweak:\n      batch_size: []\n")
+    text = HEAD + ("  - id: r\n    kind: run\n    experiment: pipeline-breakdown\n    tweak:\n      batch_size: []\n")
     assert issues(text) == [
         "t.yaml:8:19: step 'r' tweak 'batch_size': give a list of values to offer, such as [64, 256]",
     ]
 
 
 def test_tweak_default_is_the_params_value_when_offered():
-    text = HEAD + ("  - id: r\n    kind: run\n    experiment: pipeline-breakdown\n"
-                   "    params: {batch_size: 256}\n    tweak: {batch_size: [64, 256], amp: ['off', auto]}\n")
+    text = HEAD + (
+        "  - id: r\n    kind: run\n    experiment: pipeline-breakdown\n"
+        "    params: {batch_size: 256}\n    tweak: {batch_size: [64, 256], amp: ['off', auto]}\n"
+    )
     run = load_text(text, "t.yaml").steps[0]
     assert isinstance(run, RunStep)
     assert run.tweak_default("batch_size") == 256
@@ -248,15 +287,19 @@ def test_tweak_default_is_the_params_value_when_offered():
 
 
 def test_a_list_as_the_instrument_name_is_an_issue_not_a_crash():
-    text = HEAD + ("  - id: p\n    kind: predict\n    prompt: q\n    answer: {type: number}\n    compare: mfu\n"
-                   "  - id: i\n    kind: instrument\n    instrument: [pipeline]\n")
+    text = HEAD + (
+        "  - id: p\n    kind: predict\n    prompt: q\n    answer: {type: number}\n    compare: mfu\n"
+        "  - id: i\n    kind: instrument\n    instrument: [pipeline]\n"
+    )
     assert issues(text) == ["t.yaml:11:17: step 'i' instrument: Input should be a valid string"]
 
 
 # ---------------------------------------------------------------- models
 
 
-LESSON = HEAD + """  - id: intro
+LESSON = (
+    HEAD
+    + """  - id: intro
     kind: read
     body: hi
   - id: p1
@@ -290,6 +333,7 @@ LESSON = HEAD + """  - id: intro
     prompt: Nothing reveals this one
     answer: {type: number}
 """
+)
 
 
 def test_run_after_and_predictions_before():
@@ -347,8 +391,11 @@ def test_goal_reached_on_real_readings():
     inst = REGISTRY["memory-ledger"]
     goal = Goal(output="fits", equals=True)
     assert not goal.reached(inst.compute({"budget": "laptop"}).outputs)
-    assert goal.reached(inst.compute({"budget": "laptop", "optimizer": "sgd", "precision": "fp16", "batch": 1,
-                                      "checkpointing": True}).outputs)
+    assert goal.reached(
+        inst.compute(
+            {"budget": "laptop", "optimizer": "sgd", "precision": "fp16", "batch": 1, "checkpointing": True}
+        ).outputs
+    )
 
 
 LINT_HEAD = "id: t\ntitle: T\nsteps:\n"
@@ -361,19 +408,23 @@ def _issues(text: str) -> list[str]:
 
 
 def test_a_goal_nobody_can_reach_is_an_error():
-    found = _issues(LINT_HEAD + (
-        "  - id: i\n    kind: instrument\n    instrument: pipeline\n"
-        "    fixed: [profile, prefetch, precision, checkpointing, batch]\n"
-        "    goal: {output: fits, equals: true}\n"))
+    found = _issues(
+        LINT_HEAD
+        + (
+            "  - id: i\n    kind: instrument\n    instrument: pipeline\n"
+            "    fixed: [profile, prefetch, precision, checkpointing, batch]\n"
+            "    goal: {output: fits, equals: true}\n"
+        )
+    )
     assert found == ["t.yaml:8:11: step 'i': a goal the learner cannot reach: every control is fixed"]
 
 
 def test_a_goal_on_a_yes_no_output_needs_true_or_false():
-    found = _issues(LINT_HEAD + (
-        "  - id: i\n    kind: instrument\n    instrument: memory-ledger\n"
-        "    goal: {output: fits, equals: 'true'}\n"))
-    assert found == ["t.yaml:7:34: step 'i': output 'fits' is true or false: write equals: true (or false), "
-                     "not 'true'"]
+    found = _issues(
+        LINT_HEAD
+        + ("  - id: i\n    kind: instrument\n    instrument: memory-ledger\n    goal: {output: fits, equals: 'true'}\n")
+    )
+    assert found == ["t.yaml:7:34: step 'i': output 'fits' is true or false: write equals: true (or false), not 'true'"]
 
 
 def test_ledger_entries_from_predictions_and_runs_are_checked():
@@ -382,7 +433,8 @@ def test_ledger_entries_from_predictions_and_runs_are_checked():
         "  - id: go\n    kind: run\n    experiment: pipeline-breakdown\n"
         "  - id: i\n    kind: instrument\n    instrument: pipeline\n    ledger:\n"
         "      a: prediction.guess\n      b: run.go.mfu\n"
-        "      c: prediction.gues\n      d: run.go.mfuu\n      e: run.nope.mfu\n")
+        "      c: prediction.gues\n      d: run.go.mfuu\n      e: run.nope.mfu\n"
+    )
     assert _issues(text) == [
         "t.yaml:17:10: step 'i': ledger 'c': no predict step 'gues' (did you mean 'guess'?)",
         "t.yaml:18:10: step 'i': ledger 'd': experiment 'pipeline-breakdown' has no metric 'mfuu' "
@@ -394,16 +446,20 @@ def test_ledger_entries_from_predictions_and_runs_are_checked():
 def test_a_ledger_name_filled_by_two_steps_is_an_error():
     text = LINT_HEAD + (
         "  - id: a\n    kind: instrument\n    instrument: pipeline\n    ledger: {mfu: outputs.mfu}\n"
-        "  - id: b\n    kind: instrument\n    instrument: pipeline\n    ledger: {mfu: outputs.mfu}\n")
+        "  - id: b\n    kind: instrument\n    instrument: pipeline\n    ledger: {mfu: outputs.mfu}\n"
+    )
     assert _issues(text) == ["t.yaml:11:14: step 'b': ledger 'mfu' is already filled by step 'a'"]
 
 
 def test_a_run_param_the_tweak_list_does_not_offer_is_an_error():
     text = LINT_HEAD + (
         "  - id: go\n    kind: run\n    experiment: pipeline-breakdown\n"
-        "    params: {batch_size: 128}\n    tweak: {batch_size: [64, 256]}\n")
-    assert _issues(text) == ["t.yaml:7:26: step 'go': params batch_size=128 is not one of the tweak values "
-                             "[64, 256]; the learner could not pick it again"]
+        "    params: {batch_size: 128}\n    tweak: {batch_size: [64, 256]}\n"
+    )
+    assert _issues(text) == [
+        "t.yaml:7:26: step 'go': params batch_size=128 is not one of the tweak values "
+        "[64, 256]; the learner could not pick it again"
+    ]
 
 
 def test_the_lessons_figures_are_what_the_instruments_compute():
@@ -425,11 +481,14 @@ def test_the_lessons_figures_are_what_the_instruments_compute():
         ratio = ml.activation_bytes(xl, precision, 1, False) / ml.activation_bytes(xl, precision, 1, True)
         assert 14 <= ratio <= 16.5  # "about 15x"
     assert "about 15x" in text
-    floors = {(o, p): ledger.compute({"optimizer": o, "precision": p}).outputs["static_gb"]
-              for o, p in (("adam", "fp32"), ("adam", "mixed"), ("sgd", "fp32"), ("sgd", "fp16"))}
+    floors = {
+        (o, p): ledger.compute({"optimizer": o, "precision": p}).outputs["static_gb"]
+        for o, p in (("adam", "fp32"), ("adam", "mixed"), ("sgd", "fp32"), ("sgd", "fp16"))
+    }
     assert floors == {("adam", "fp32"): 24, ("adam", "mixed"): 27, ("sgd", "fp32"): 12, ("sgd", "fp16"): 6}
-    assert "it is 24 GB with Adam in FP32 (16 B a parameter), 27 GB with Adam in mixed precision (18 B)" \
-        in " ".join(text.split())
+    assert "it is 24 GB with Adam in FP32 (16 B a parameter), 27 GB with Adam in mixed precision (18 B)" in " ".join(
+        text.split()
+    )
     assert "12 GB with SGD in FP32 (8 B), and 6 GB with SGD in pure FP16 (4 B)" in " ".join(text.split())
     assert "92 GB to 64 GB: 31 GB fewer activation bytes, 3 GB more for the copies" in " ".join(text.split())
     best = pipeline.compute({"prefetch": True, "precision": "mixed"}).outputs

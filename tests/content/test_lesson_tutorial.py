@@ -24,16 +24,21 @@ def tutorial() -> str:
 
 
 def _text_blocks(markdown: str, first_line: str) -> list[list[str]]:
-    return [lines for lang, lines in fenced(markdown)
-            if lang == "text" and lines[:1] and lines[0].startswith(first_line)]
+    return [
+        lines for lang, lines in fenced(markdown) if lang == "text" and lines[:1] and lines[0].startswith(first_line)
+    ]
 
 
 def _scaffold(tmp_path: Path, monkeypatch, capsys) -> Path:
     """Step 1 of the tutorial, as written: `mkdir my-lessons`, then its `gpututor new` line."""
     monkeypatch.chdir(tmp_path)
     (tmp_path / "my-lessons").mkdir()
-    command = next(line for lines in _text_blocks(TUTORIAL.read_text(encoding="utf-8"), "mkdir my-lessons")
-                   for line in lines if line.startswith("gpututor new "))
+    command = next(
+        line
+        for lines in _text_blocks(TUTORIAL.read_text(encoding="utf-8"), "mkdir my-lessons")
+        for line in lines
+        if line.startswith("gpututor new ")
+    )
     assert main(command.split()[1:]) == 0, capsys.readouterr().err
     capsys.readouterr()
     return Path("my-lessons/first-steps.yaml")
@@ -41,16 +46,20 @@ def _scaffold(tmp_path: Path, monkeypatch, capsys) -> Path:
 
 def _added_steps(tutorial: str) -> list[str]:
     """The step blocks the tutorial adds at the end of `steps:`, in order."""
-    return ["\n".join(lines) for lang, lines in fenced(tutorial)
-            if lang == "yaml" and lines[:1] and lines[0].startswith("  - id:")]
+    return [
+        "\n".join(lines)
+        for lang, lines in fenced(tutorial)
+        if lang == "yaml" and lines[:1] and lines[0].startswith("  - id:")
+    ]
 
 
 def test_the_tutorials_lesson_lints_clean(tutorial, tmp_path, monkeypatch, capsys):
     """The scaffold with every step the tutorial adds: no error, no warning, its check examples graded."""
     path = _scaffold(tmp_path, monkeypatch, capsys)
     added = _added_steps(tutorial)
-    path.write_text(path.read_text(encoding="utf-8").rstrip("\n") + "\n\n" + "\n\n".join(added) + "\n",
-                    encoding="utf-8")
+    path.write_text(
+        path.read_text(encoding="utf-8").rstrip("\n") + "\n\n" + "\n\n".join(added) + "\n", encoding="utf-8"
+    )
     lesson, warnings = lint_file(path)  # raises LessonError with every problem
     assert warnings == []
     kinds = [s.kind for s in lesson.steps]

@@ -60,15 +60,21 @@ def test_the_exercise_runs_under_torchrun_and_fits_the_editor(lesson: Lesson) ->
     step = lesson.step(STEP)
     assert isinstance(step, ExerciseStep) and step.nproc == 2
     assert step.timeout <= 180 and "____" in step.starter and len(step.tiered_hints) >= 2
-    for name, code in [("starter", step.starter), ("solution", step.solution)] + [(m.name, m.code)
-                                                                                for m in step.mistakes]:
+    for name, code in [("starter", step.starter), ("solution", step.solution)] + [
+        (m.name, m.code) for m in step.mistakes
+    ]:
         ast.parse(code, filename=name)
         assert not [line for line in code.splitlines() if len(line) > EDITOR_COLUMNS], name
     # The five mistakes the issue names, each failing the requirement about its cause.
     named = {r.id: r for r in step.requirements}
     checks = {getattr(named[m.fails], "check", named[m.fails].type) for m in step.mistakes}
-    assert {"ranks_split_data", "gradients_synchronized", "saves_on_rank_zero", "reshuffles_each_epoch",
-            "file"} <= checks
+    assert {
+        "ranks_split_data",
+        "gradients_synchronized",
+        "saves_on_rank_zero",
+        "reshuffles_each_epoch",
+        "file",
+    } <= checks
     assert {getattr(r, "check", "") for r in step.requirements} >= DISTRIBUTED
 
 
@@ -79,41 +85,68 @@ def test_every_distributed_check_has_a_judge_and_a_name_lint_knows() -> None:
 
 
 def test_lint_wants_launch_for_the_checks_that_compare_ranks_and_no_probe_under_it() -> None:
-    head = ("id: l\ntitle: L\nsteps:\n  - id: ex\n    kind: exercise\n    starter: \"x = 1\"\n"
-            "    solution: \"x = 1\"\n")
+    head = 'id: l\ntitle: L\nsteps:\n  - id: ex\n    kind: exercise\n    starter: "x = 1"\n    solution: "x = 1"\n'
     with pytest.raises(LessonError) as info:
-        load_text(head + "    requirements:\n      - {type: behaviour, id: b, check: ranks_split_data, "
-                  "feedback: x}\n")
+        load_text(head + "    requirements:\n      - {type: behaviour, id: b, check: ranks_split_data, feedback: x}\n")
     assert "launch: {nproc: 2}" in info.value.issues[0].message
     with pytest.raises(LessonError) as info:
-        load_text(head + "    launch: {nproc: 2}\n    requirements:\n      - {type: function, id: f, name: g, "
-                  "probe: picks_device, feedback: x}\n")
+        load_text(
+            head + "    launch: {nproc: 2}\n    requirements:\n      - {type: function, id: f, name: g, "
+            "probe: picks_device, feedback: x}\n"
+        )
     assert "a function probe calls the learner's function in one process" in info.value.issues[0].message
     with pytest.raises(LessonError) as info:
-        load_text(head + "    launch: {nproc: 1}\n    requirements:\n      - {type: report, id: r, name: x, "
-                  "feedback: x}\n")
+        load_text(
+            head + "    launch: {nproc: 1}\n    requirements:\n      - {type: report, id: r, name: x, feedback: x}\n"
+        )
     assert "greater than or equal to 2" in info.value.issues[0].message
-    assert load_text(head + "    launch: {}\n    requirements:\n      - {type: report, id: r, name: x, "
-                     "feedback: x}\n").steps[0].nproc == 2
+    assert (
+        load_text(head + "    launch: {}\n    requirements:\n      - {type: report, id: r, name: x, feedback: x}\n")
+        .steps[0]
+        .nproc
+        == 2
+    )
 
 
 # ---------------------------------------------------------------- the judges, on fabricated ranks
 
 
-def _rank(rank: int, epochs: list[list[int]], *, prints=(1.5, 2.5), saves=None, dataset=8,
-          sampler="DistributedSampler", sampler_epochs=None, joined=1, left=1, backend="gloo",
-          world_size=2, device="cpu") -> dict:
+def _rank(
+    rank: int,
+    epochs: list[list[int]],
+    *,
+    prints=(1.5, 2.5),
+    saves=None,
+    dataset=8,
+    sampler="DistributedSampler",
+    sampler_epochs=None,
+    joined=1,
+    left=1,
+    backend="gloo",
+    world_size=2,
+    device="cpu",
+) -> dict:
     sampler_epochs = sampler_epochs if sampler_epochs is not None else list(range(len(epochs)))
     return {
         "rank": rank,
         "models": [{"class": "DistributedDataParallel", "train_calls": 4, "devices": {f"{device}/{device}": 4}}],
-        "passes": [{"dataset": dataset, "sampler": sampler, "batches": 2, "samples": list(samples),
-                    "sampler_epoch": e, "trained": True} for samples, e in zip(epochs, sampler_epochs)],
-        "steps": len(prints), "step_prints": list(prints),
-        "saves": saves if saves is not None else ([{"line": 60, "path": "/w/saved_models/ddp.pth"}] if rank == 0
-                                                  else []),
-        "process_group": {"joined": joined, "left": left, "backend": backend, "world_size": world_size,
-                          "rank": rank},
+        "passes": [
+            {
+                "dataset": dataset,
+                "sampler": sampler,
+                "batches": 2,
+                "samples": list(samples),
+                "sampler_epoch": e,
+                "trained": True,
+            }
+            for samples, e in zip(epochs, sampler_epochs)
+        ],
+        "steps": len(prints),
+        "step_prints": list(prints),
+        "saves": saves
+        if saves is not None
+        else ([{"line": 60, "path": "/w/saved_models/ddp.pth"}] if rank == 0 else []),
+        "process_group": {"joined": joined, "left": left, "backend": backend, "world_size": world_size, "rank": rank},
     }
 
 
@@ -132,8 +165,10 @@ def test_the_judges_pass_what_ddp_with_a_distributed_sampler_does() -> None:
 
 
 def test_ranks_on_the_same_images_or_half_the_data_fail_with_the_count() -> None:
-    same = _ctx(_rank(0, [[1, 2, 3, 4, 5, 6, 7, 8]] * 2, sampler="RandomSampler"),
-                _rank(1, [[8, 7, 6, 5, 4, 3, 2, 1]] * 2, sampler="RandomSampler"))
+    same = _ctx(
+        _rank(0, [[1, 2, 3, 4, 5, 6, 7, 8]] * 2, sampler="RandomSampler"),
+        _rank(1, [[8, 7, 6, 5, 4, 3, 2, 1]] * 2, sampler="RandomSampler"),
+    )
     verdict = judge("ranks_split_data", same)
     assert verdict.cause.startswith("In epoch 1 ranks 0 and 1 trained on the same 8 images")
     assert "RandomSampler" in verdict.cause
@@ -144,8 +179,9 @@ def test_ranks_on_the_same_images_or_half_the_data_fail_with_the_count() -> None
 
 
 def test_the_same_order_twice_names_the_samplers_epoch() -> None:
-    stuck = _ctx(_rank(0, [[1, 2, 3, 4]] * 2, sampler_epochs=[0, 0]), _rank(1, [[5, 6, 7, 8]] * 2,
-                                                                              sampler_epochs=[0, 0]))
+    stuck = _ctx(
+        _rank(0, [[1, 2, 3, 4]] * 2, sampler_epochs=[0, 0]), _rank(1, [[5, 6, 7, 8]] * 2, sampler_epochs=[0, 0])
+    )
     verdict = judge("reshuffles_each_epoch", stuck)
     assert verdict.cause.startswith("Rank 0 trained on the same 4 images in the same order in epoch 2 as in epoch 1")
     assert "DistributedSampler's epoch was 0 both times" in verdict.cause
@@ -156,8 +192,10 @@ def test_the_same_order_twice_names_the_samplers_epoch() -> None:
 
 
 def test_weights_that_drift_apart_fail_at_the_first_step_they_differ() -> None:
-    apart = judge("gradients_synchronized", _ctx(_rank(0, [[1]], prints=(1.0, 2.0, 3.0)),
-                                                  _rank(1, [[2]], prints=(1.0, 2.001, 3.0))))
+    apart = judge(
+        "gradients_synchronized",
+        _ctx(_rank(0, [[1]], prints=(1.0, 2.0, 3.0)), _rank(1, [[2]], prints=(1.0, 2.001, 3.0))),
+    )
     assert apart.cause.startswith("After optimizer step 2 the weights in rank 1 differed from rank 0's")
     noise = _ctx(_rank(0, [[1]], prints=(1000.0,)), _rank(1, [[2]], prints=(1000.0000001,)))
     assert judge("gradients_synchronized", noise).passed
@@ -168,18 +206,28 @@ def test_weights_that_drift_apart_fail_at_the_first_step_they_differ() -> None:
 def test_saves_from_another_rank_are_named_with_their_line() -> None:
     both = [{"line": 44, "path": "/w/saved_models/ddp.pth"}]
     every = judge("saves_on_rank_zero", _ctx(_rank(0, [[1]]), _rank(1, [[2]], saves=both)))
-    assert every.cause == "Rank 1 called torch.save too (line 44), on the same file as rank 0: the processes " \
-                          "wrote it at the same time."
+    assert (
+        every.cause == "Rank 1 called torch.save too (line 44), on the same file as rank 0: the processes "
+        "wrote it at the same time."
+    )
     wrong = judge("saves_on_rank_zero", _ctx(_rank(0, [[1]], saves=[]), _rank(1, [[2]], saves=both)))
     assert wrong.cause.startswith("The checkpoint was written by rank 1 (line 44), not rank 0")
-    assert judge("saves_on_rank_zero", _ctx(_rank(0, [[1]], saves=[]), _rank(1, [[2]]))).cause == \
-        "No process called torch.save."
+    assert (
+        judge("saves_on_rank_zero", _ctx(_rank(0, [[1]], saves=[]), _rank(1, [[2]]))).cause
+        == "No process called torch.save."
+    )
 
 
 def test_the_process_group_joined_with_the_right_backend_and_left() -> None:
-    no_init = _ctx(_rank(0, [[1]], joined=0), _rank(1, [[2]], joined=0), stopped=True,
-                   error=("ValueError", ("Default process group has not been initialized, please make sure to "
-                                         "call init_process_group.")))
+    no_init = _ctx(
+        _rank(0, [[1]], joined=0),
+        _rank(1, [[2]], joined=0),
+        stopped=True,
+        error=(
+            "ValueError",
+            ("Default process group has not been initialized, please make sure to call init_process_group."),
+        ),
+    )
     verdict = judge("joins_process_group", no_init)
     assert verdict.explains_stop and verdict.cause.startswith("Rank 0 never called dist.init_process_group()")
     gloo_on_gpu = judge("joins_process_group", _ctx(_rank(0, [[1]], device="cuda"), _rank(1, [[2]], device="cuda")))
@@ -220,15 +268,18 @@ def _launch_dir(tmp_path: Path, *, started=(0, 1), exits=(), log="") -> Path:
 def test_torchrun_aborting_before_the_code_ran_is_a_failed_launch(tmp_path: Path) -> None:
     ran = sandbox._Ran(-signal.SIGABRT, False, False, "", 0)
     result = sandbox._launch_result(_launch_dir(tmp_path, started=()), ran, 2)
-    assert result.launch_problem == "the launch failed: torchrun stopped with SIGABRT before your code ran in " \
-                                    "every process"
+    assert (
+        result.launch_problem == "the launch failed: torchrun stopped with SIGABRT before your code ran in "
+        "every process"
+    )
     assert result.problem() == result.launch_problem and not result.ok
 
 
 def test_a_crash_after_the_code_started_is_the_programs_with_its_rank(tmp_path: Path) -> None:
     log = "Root Cause (first observed failure):\n[1]:\n  rank      : 1 (local_rank: 1)\n  exitcode  : -11 (pid: 9)\n"
-    result = sandbox._launch_result(_launch_dir(tmp_path, exits=[(0, "0")], log=log),
-                                    sandbox._Ran(1, False, False, "", 0), 2)
+    result = sandbox._launch_result(
+        _launch_dir(tmp_path, exits=[(0, "0")], log=log), sandbox._Ran(1, False, False, "", 0), 2
+    )
     assert result.launch_problem is None and result.signal == "SIGSEGV" and result.error_rank == 1
     assert result.problem() == "the program crashed (SIGSEGV) in rank 1"
 
@@ -238,8 +289,14 @@ def test_the_same_error_in_every_rank_is_said_once(tmp_path: Path) -> None:
 
     workdir = _launch_dir(tmp_path, exits=[(0, "1"), (1, "1")])
     for rank, at in ((0, 2.0), (1, 1.0)):
-        record = {"type": "NameError", "message": "name '____' is not defined", "line": 17, "rank": rank,
-                  "time": at, "traceback": f"rank {rank}'s traceback"}
+        record = {
+            "type": "NameError",
+            "message": "name '____' is not defined",
+            "line": 17,
+            "rank": rank,
+            "time": at,
+            "traceback": f"rank {rank}'s traceback",
+        }
         (workdir / f".error.json.{rank}").write_text(json.dumps(record))
     result = sandbox._launch_result(workdir, sandbox._Ran(1, False, False, "", 0), 2)
     assert result.traceback == "rank 1's traceback"  # the first to raise
@@ -252,12 +309,24 @@ def test_the_rank_that_failed_is_reported_though_the_one_waiting_on_it_was_stamp
     import json
 
     workdir = _launch_dir(tmp_path, exits=[(0, "1"), (1, "1")])
-    records = {0: ("RuntimeError", "[../third_party/gloo/gloo/transport/tcp/pair.cc:538] Connection closed by peer "
-                   "[127.0.0.1]:29500", 6, 1.0),
-               1: ("MemoryError", "", 5, 2.0)}
+    records = {
+        0: (
+            "RuntimeError",
+            "[../third_party/gloo/gloo/transport/tcp/pair.cc:538] Connection closed by peer [127.0.0.1]:29500",
+            6,
+            1.0,
+        ),
+        1: ("MemoryError", "", 5, 2.0),
+    }
     for rank, (kind, message, line, at) in records.items():
-        record = {"type": kind, "message": message, "line": line, "rank": rank, "time": at,
-                  "traceback": f"rank {rank}'s traceback"}
+        record = {
+            "type": kind,
+            "message": message,
+            "line": line,
+            "rank": rank,
+            "time": at,
+            "traceback": f"rank {rank}'s traceback",
+        }
         (workdir / f".error.json.{rank}").write_text(json.dumps(record))
     result = sandbox._launch_result(workdir, sandbox._Ran(1, False, False, "", 0), 2)
     assert result.error_rank == 1 and result.error_type == "MemoryError" and result.traceback == "rank 1's traceback"
@@ -270,17 +339,26 @@ def test_a_failed_launch_is_said_and_tried_once_more(tmp_path: Path, monkeypatch
     def fail_first(workdir, ran, nproc):
         attempts.append(ran)
         if len(attempts) == 1:
-            return real(_launch_dir(tmp_path / "fake", started=()), sandbox._Ran(-signal.SIGABRT, False, False, "", 0),
-                        nproc)
+            return real(
+                _launch_dir(tmp_path / "fake", started=()), sandbox._Ran(-signal.SIGABRT, False, False, "", 0), nproc
+            )
         return real(workdir, ran, nproc)
 
     monkeypatch.setattr(sandbox, "_launch_result", fail_first)
     said: list[str] = []
-    result = sandbox.run_code("print('hello from', __import__('os').environ['RANK'])\n", tmp_path / "w",
-                              timeout=90, memory_mb=1024, nproc=2, on_output=said.append)
+    result = sandbox.run_code(
+        "print('hello from', __import__('os').environ['RANK'])\n",
+        tmp_path / "w",
+        timeout=90,
+        memory_mb=1024,
+        nproc=2,
+        on_output=said.append,
+    )
     assert len(attempts) == 2 and result.ok and result.relaunched, result.output
-    note = ("[the launch failed: torchrun stopped with SIGABRT before your code ran in every process; starting "
-            "the 2 processes once more]")
+    note = (
+        "[the launch failed: torchrun stopped with SIGABRT before your code ran in every process; starting "
+        "the 2 processes once more]"
+    )
     assert note in "".join(said) and result.output.startswith(note)
     assert "hello from 0" in result.output and "hello from 1" in result.output
 
@@ -288,16 +366,19 @@ def test_a_failed_launch_is_said_and_tried_once_more(tmp_path: Path, monkeypatch
 def test_two_ranks_printing_at_once_keep_each_line_whole(tmp_path: Path) -> None:
     """print writes its pieces one by one; unbuffered, two ranks' lines mixed on the shared pipe
     ('hello fromhello from 1'). Each rank's output is buffered to the line: one write per line."""
-    code = ("import os\nimport torch.distributed as dist\nrank = os.environ['RANK']\n"
-            "dist.init_process_group('gloo')\ndist.barrier()  # both print at once\n"
-            "for i in range(100):\n    print('line', i, 'of rank', rank, 'says', *'x' * 40)  # 45 pieces a line\n"
-            "dist.destroy_process_group()\n")
+    code = (
+        "import os\nimport torch.distributed as dist\nrank = os.environ['RANK']\n"
+        "dist.init_process_group('gloo')\ndist.barrier()  # both print at once\n"
+        "for i in range(100):\n    print('line', i, 'of rank', rank, 'says', *'x' * 40)  # 45 pieces a line\n"
+        "dist.destroy_process_group()\n"
+    )
     result = sandbox.run_code(code, tmp_path / "w", timeout=90, memory_mb=1024, nproc=2)
     assert result.ok, result.output
     lines = [line for line in result.output.splitlines() if line.startswith("line ") or "of rank" in line]
     assert len(lines) == 200
-    assert all(re.fullmatch(r"line \d+ of rank [01] says( x){40}", line) for line in lines), \
-        next(line for line in lines if not re.fullmatch(r"line \d+ of rank [01] says( x){40}", line))
+    assert all(re.fullmatch(r"line \d+ of rank [01] says( x){40}", line) for line in lines), next(
+        line for line in lines if not re.fullmatch(r"line \d+ of rank [01] says( x){40}", line)
+    )
 
 
 # ---------------------------------------------------------------- launches: what is left behind
@@ -351,8 +432,14 @@ def test_a_timeout_ends_every_rank_and_what_it_forked(tmp_path: Path, limit_cloc
     # The limit passes once both ranks are up and have forked (torchrun and two ranks starting
     # torch take a loaded machine well past any fixed limit): the test clock moves it then.
     clock = limit_clock(sandbox)
-    result = sandbox.run_code(HANGS, tmp_path, timeout=120, memory_mb=1024, nproc=2,
-                              cancelled=clock.run_out_when(lambda: len(_pids(tmp_path, "grandchild-*.pid")) == 2))
+    result = sandbox.run_code(
+        HANGS,
+        tmp_path,
+        timeout=120,
+        memory_mb=1024,
+        nproc=2,
+        cancelled=clock.run_out_when(lambda: len(_pids(tmp_path, "grandchild-*.pid")) == 2),
+    )
     assert result.timed_out and not result.cancelled and not result.ok, result.output
     assert "several processes" in result.problem()
     pids = _pids(tmp_path / sandbox.RANKS_DIR, "*.pid") + _pids(tmp_path, "grandchild-*.pid")
@@ -383,10 +470,19 @@ def test_when_the_tutor_goes_away_every_rank_and_torchrun_end(tmp_path: Path) ->
     """The process that ran the sandbox is killed outright (the terminal closed, a kill -9): torchrun
     started each rank in a session of its own, so only the ranks' watch on that process ends them."""
     owner = subprocess.Popen(
-        [sys.executable, "-c", ("import sys; from pathlib import Path; from tutor.exercises.sandbox import run_code; "
-                                "run_code(sys.argv[1], Path(sys.argv[2]), timeout=300, memory_mb=1024, nproc=2)"),
-         HANGS, str(tmp_path)],
-        cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+        [
+            sys.executable,
+            "-c",
+            (
+                "import sys; from pathlib import Path; from tutor.exercises.sandbox import run_code; "
+                "run_code(sys.argv[1], Path(sys.argv[2]), timeout=300, memory_mb=1024, nproc=2)"
+            ),
+            HANGS,
+            str(tmp_path),
+        ],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     try:
         until = time.monotonic() + 90
         while len(_pids(tmp_path, "grandchild-*.pid")) < 2 and time.monotonic() < until:
@@ -436,8 +532,9 @@ def test_a_crash_in_one_rank_shows_that_ranks_traceback(tmp_path: Path) -> None:
     # Rank 0, waiting at the barrier, says so in one line, unless torchrun stopped it first (it
     # stops the other ranks as soon as one fails: a race CI once lost). Never a traceback.
     rank0 = [line for line in result.output.splitlines() if line.startswith("[rank 0 of 2]")]
-    assert all(line == "[rank 0 of 2] stopped at line 6: another process ended while this one waited for it"
-               for line in rank0), result.output
+    assert all(
+        line == "[rank 0 of 2] stopped at line 6: another process ended while this one waited for it" for line in rank0
+    ), result.output
     assert "ChildFailedError" not in result.output and "torch.distributed.elastic" not in result.output
     assert "ChildFailedError" in (tmp_path / sandbox.LAUNCH_DIR / sandbox.LAUNCHER_LOG).read_text()
     assert not _tagged_processes()

@@ -34,8 +34,9 @@ def by_id(result):
 
 
 def step_with(**kw) -> ExerciseStep:
-    return ExerciseStep.model_validate({"id": "t", "kind": "exercise", "starter": "", "solution": "",
-                                        "timeout": 60, "memory_mb": 2048, **kw})
+    return ExerciseStep.model_validate(
+        {"id": "t", "kind": "exercise", "starter": "", "solution": "", "timeout": 60, "memory_mb": 2048, **kw}
+    )
 
 
 def test_reference_solution_passes(lesson, tmp_path):
@@ -51,11 +52,12 @@ def test_reference_solution_passes(lesson, tmp_path):
 
 def test_typical_mistakes_get_their_feedback(lesson, tmp_path):
     step = lesson.step("train-and-save")
-    wrong = (step.solution
-             .replace("images, labels = images.to(device), labels.to(device)", "pass  # model.cuda()")
-             .replace('print(f"loss {loss:.3f} accuracy {accuracy:.3f}")', "")
-             .replace("report(accuracy=accuracy)", "")
-             .replace('{"model_state_dict": model.state_dict(), "accuracy": accuracy}', "model.state_dict()"))
+    wrong = (
+        step.solution.replace("images, labels = images.to(device), labels.to(device)", "pass  # model.cuda()")
+        .replace('print(f"loss {loss:.3f} accuracy {accuracy:.3f}")', "")
+        .replace("report(accuracy=accuracy)", "")
+        .replace('{"model_state_dict": model.state_dict(), "accuracy": accuracy}', "model.state_dict()")
+    )
     assert wrong != step.solution
     result = grade_exercise(step, wrong, tmp_path)
     got = by_id(result)
@@ -89,8 +91,10 @@ def test_exception_shows_marked_line_and_still_judges_source(lesson, tmp_path):
     assert got["defines-greet"].passed and got["defines-greet"].judged
     assert not got["prints-hello"].passed and not got["prints-hello"].judged
     assert got["prints-hello"].feedback == "not checked: the program stopped before it got this far"
-    assert result.summary == ("1 of 2 requirements met, 1 not checked; the program raised NameError at "
-                              "line 4: name 'undefined_name' is not defined")
+    assert result.summary == (
+        "1 of 2 requirements met, 1 not checked; the program raised NameError at "
+        "line 4: name 'undefined_name' is not defined"
+    )
     assert result.hint == "Fix this first: " + result.sandbox.problem() + "."
 
 
@@ -113,11 +117,13 @@ def test_source_check_ignores_comments():
 
 
 def test_report_bounds_and_equals(tmp_path):
-    step = step_with(requirements=[
-        {"type": "report", "id": "speedup", "name": "speedup", "min": 1.5, "feedback": "Too slow."},
-        {"type": "report", "id": "synced", "name": "synced", "equals": True, "feedback": "Synchronise."},
-        {"type": "report", "id": "dev", "name": "device", "equals": "cpu", "feedback": "Report the device."},
-    ])
+    step = step_with(
+        requirements=[
+            {"type": "report", "id": "speedup", "name": "speedup", "min": 1.5, "feedback": "Too slow."},
+            {"type": "report", "id": "synced", "name": "synced", "equals": True, "feedback": "Synchronise."},
+            {"type": "report", "id": "dev", "name": "device", "equals": "cpu", "feedback": "Report the device."},
+        ]
+    )
     code = "from tutor.lab import report\nreport(speedup=1.2, synced=False, device='cpu')\n"
     got = by_id(grade_exercise(step, code, tmp_path))
     assert not got["speedup"].passed and "speedup=1.2" in got["speedup"].feedback
@@ -126,23 +132,26 @@ def test_report_bounds_and_equals(tmp_path):
 
 
 def test_report_equals_a_number_matches_int_and_float_but_not_text_or_bool(tmp_path):
-    step = step_with(requirements=[
-        {"type": "report", "id": f"r{i}", "name": name, "equals": 938, "feedback": "Count the steps."}
-        for i, name in enumerate(["as_int", "as_float", "as_text", "as_bool", "wrong"])
-    ])
-    code = ("from tutor.lab import report\n"
-            "report(as_int=938, as_float=938.0, as_text='938', as_bool=True, wrong=937)\n")
+    step = step_with(
+        requirements=[
+            {"type": "report", "id": f"r{i}", "name": name, "equals": 938, "feedback": "Count the steps."}
+            for i, name in enumerate(["as_int", "as_float", "as_text", "as_bool", "wrong"])
+        ]
+    )
+    code = "from tutor.lab import report\nreport(as_int=938, as_float=938.0, as_text='938', as_bool=True, wrong=937)\n"
     got = by_id(grade_exercise(step, code, tmp_path))
     assert [got[f"r{i}"].passed for i in range(5)] == [True, True, False, False, False]
     assert "wrong=937" in got["r4"].feedback
 
 
 def test_output_absent_and_file_requirements(tmp_path):
-    step = step_with(requirements=[
-        {"type": "output", "id": "no-warning", "pattern": "WARNING", "absent": True, "feedback": "No warnings."},
-        {"type": "file", "id": "log", "path": "out/log.txt", "feedback": "Write out/log.txt."},
-        {"type": "file", "id": "escape", "path": "../outside.txt", "feedback": "Inside only."},
-    ])
+    step = step_with(
+        requirements=[
+            {"type": "output", "id": "no-warning", "pattern": "WARNING", "absent": True, "feedback": "No warnings."},
+            {"type": "file", "id": "log", "path": "out/log.txt", "feedback": "Write out/log.txt."},
+            {"type": "file", "id": "escape", "path": "../outside.txt", "feedback": "Inside only."},
+        ]
+    )
     (tmp_path / "outside.txt").write_text("x")
     code = "import os\nos.makedirs('out')\nopen('out/log.txt', 'w').write('x')\nprint('WARNING: slow')\n"
     got = by_id(grade_exercise(step, code, tmp_path / "work"))
@@ -152,11 +161,21 @@ def test_output_absent_and_file_requirements(tmp_path):
 
 
 def test_checkpoint_that_needs_pickle_and_accuracy_bar(tmp_path):
-    step = step_with(requirements=[
-        {"type": "file", "id": "pickled", "path": "a.pth", "checkpoint": True, "feedback": "Save tensors only."},
-        {"type": "file", "id": "untrained", "path": "b.pth", "checkpoint": True, "keys": ["model_state_dict"],
-         "min_accuracy": 0.9, "min_accuracy_synthetic": 0.9, "feedback": "Train it first."},
-    ])
+    step = step_with(
+        requirements=[
+            {"type": "file", "id": "pickled", "path": "a.pth", "checkpoint": True, "feedback": "Save tensors only."},
+            {
+                "type": "file",
+                "id": "untrained",
+                "path": "b.pth",
+                "checkpoint": True,
+                "keys": ["model_state_dict"],
+                "min_accuracy": 0.9,
+                "min_accuracy_synthetic": 0.9,
+                "feedback": "Train it first.",
+            },
+        ]
+    )
     code = (
         "import torch\nfrom tutor.lab import MNISTClassifier\n"
         "class Config:\n    pass\n"
@@ -170,10 +189,17 @@ def test_checkpoint_that_needs_pickle_and_accuracy_bar(tmp_path):
 
 
 def test_function_probe_needs_the_function(tmp_path):
-    step = step_with(requirements=[
-        {"type": "function", "id": "fn", "name": "train_one_epoch", "probe": "moves_batch_to_device",
-         "feedback": "Define train_one_epoch."},
-    ])
+    step = step_with(
+        requirements=[
+            {
+                "type": "function",
+                "id": "fn",
+                "name": "train_one_epoch",
+                "probe": "moves_batch_to_device",
+                "feedback": "Define train_one_epoch.",
+            },
+        ]
+    )
     got = by_id(grade_exercise(step, "def other():\n    pass\n", tmp_path))
     assert not got["fn"].passed and "defines no function train_one_epoch" in got["fn"].feedback
 
@@ -247,11 +273,25 @@ def test_probe_catches_a_dropped_to_result_even_on_the_cpu(tmp_path):
     from tutor.course.lesson import ExerciseStep
     from tutor.exercises.grader import grade_exercise
 
-    step = ExerciseStep.model_validate({
-        "id": "probe", "kind": "exercise", "starter": "", "solution": "", "timeout": 60, "memory_mb": 2048,
-        "requirements": [{"type": "function", "id": "moved", "name": "train_batches",
-                          "probe": "moves_batch_to_device", "feedback": "Move each batch to the device."}],
-    })
+    step = ExerciseStep.model_validate(
+        {
+            "id": "probe",
+            "kind": "exercise",
+            "starter": "",
+            "solution": "",
+            "timeout": 60,
+            "memory_mb": 2048,
+            "requirements": [
+                {
+                    "type": "function",
+                    "id": "moved",
+                    "name": "train_batches",
+                    "probe": "moves_batch_to_device",
+                    "feedback": "Move each batch to the device.",
+                }
+            ],
+        }
+    )
     loop = (
         "def train_batches(model, loader, optimizer, criterion, device):\n"
         "    for inputs, labels in loader:\n"
@@ -260,8 +300,9 @@ def test_probe_catches_a_dropped_to_result_even_on_the_cpu(tmp_path):
         "        criterion(model(inputs), labels).backward()\n"
         "        optimizer.step()\n"
     )
-    right = grade_exercise(step, loop.format(move="inputs, labels = inputs.to(device), labels.to(device)"),
-                           tmp_path / "right")
+    right = grade_exercise(
+        step, loop.format(move="inputs, labels = inputs.to(device), labels.to(device)"), tmp_path / "right"
+    )
     assert right.passed, right.summary
     dropped = grade_exercise(step, loop.format(move="inputs.to(device); labels.to(device)"), tmp_path / "dropped")
     assert not dropped.passed and "Move each batch" in dropped.requirements[0].feedback
@@ -269,10 +310,17 @@ def test_probe_catches_a_dropped_to_result_even_on_the_cpu(tmp_path):
 
 def test_error_requirement_wants_the_named_exception(tmp_path):
     """A "break it on purpose" exercise: the exception it names is success, anything else says what happened."""
-    step = step_with(requirements=[
-        {"type": "error", "id": "broke", "error": "RuntimeError", "pattern": "shapes cannot be multiplied",
-         "feedback": "Make it raise the shape error."},
-    ])
+    step = step_with(
+        requirements=[
+            {
+                "type": "error",
+                "id": "broke",
+                "error": "RuntimeError",
+                "pattern": "shapes cannot be multiplied",
+                "feedback": "Make it raise the shape error.",
+            },
+        ]
+    )
     broken = "import torch\ntorch.nn.Linear(784, 10)(torch.zeros(2, 28))\n"
     result = grade_exercise(step, broken, tmp_path / "a")
     assert result.passed, result.summary
@@ -281,8 +329,9 @@ def test_error_requirement_wants_the_named_exception(tmp_path):
 
     ran = grade_exercise(step, "print('fine')\n", tmp_path / "b")
     assert not ran.passed
-    assert ran.requirements[0].feedback == ("Make it raise the shape error. "
-                                            "(This time the program ran to the end without an error.)")
+    assert ran.requirements[0].feedback == (
+        "Make it raise the shape error. (This time the program ran to the end without an error.)"
+    )
 
     other = grade_exercise(step, "raise ValueError('nope')\n", tmp_path / "c")
     assert not other.passed and "it raised ValueError, not RuntimeError: nope" in other.requirements[0].feedback
@@ -292,9 +341,12 @@ def test_error_requirement_wants_the_named_exception(tmp_path):
 
 
 def test_an_expected_error_does_not_excuse_a_timeout(tmp_path):
-    step = step_with(timeout=2, requirements=[
-        {"type": "error", "id": "broke", "error": "RuntimeError", "feedback": "Raise it."},
-    ])
+    step = step_with(
+        timeout=2,
+        requirements=[
+            {"type": "error", "id": "broke", "error": "RuntimeError", "feedback": "Raise it."},
+        ],
+    )
     result = grade_exercise(step, "import time\ntime.sleep(30)\n", tmp_path)
     assert not result.passed and result.sandbox.timed_out
 
@@ -327,9 +379,24 @@ def test_cli_watch_grades_again_on_every_save_until_ctrl_c(tmp_path):
     import time
 
     env = {**os.environ, "GPUTUTOR_HOME": str(tmp_path), "PYTHONUNBUFFERED": "1"}
-    proc = subprocess.Popen([sys.executable, "-m", "tutor", "--lessons-dir", str(FIXTURE), "exercise",
-                             "exercise-fixture", "hello", "--watch"], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, cwd=Path(__file__).resolve().parents[2])
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tutor",
+            "--lessons-dir",
+            str(FIXTURE),
+            "exercise",
+            "exercise-fixture",
+            "hello",
+            "--watch",
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        cwd=Path(__file__).resolve().parents[2],
+    )
     lines: list[str] = []
 
     def wait_for(text: str, within: float = 90) -> None:
@@ -361,8 +428,9 @@ def test_best_epoch_check_takes_a_near_tie_for_a_tie():
     from tutor.course.lesson import FileRequirement
     from tutor.exercises.grader import _best_verdict
 
-    req = FileRequirement(type="file", id="best", path="best.pth", checkpoint=True, best=True,
-                          feedback="Keep the best.")
+    req = FileRequirement(
+        type="file", id="best", path="best.pth", checkpoint=True, best=True, feedback="Keep the best."
+    )
     near = {"saved_epoch": 3, "epoch_accuracies": "0.970000,0.980100,0.980000", "test_images": 10_000}
     notes: list[str] = []
     assert _best_verdict(req, near, notes) is None
@@ -388,14 +456,19 @@ def test_the_summary_and_the_cli_name_requirements_by_title_not_id():
     from tutor.exercises.grader import ExerciseResult, RequirementResult, _summary
     from tutor.exercises.sandbox import SandboxResult
 
-    results = [RequirementResult("process-group", "behaviour", False, "Join the group."),
-               RequirementResult("each-rank-its-share", "behaviour", False, "Split the data.",
-                                 title="Each rank trains on its own share"),
-               RequirementResult("trains", "behaviour", True, "")]
+    results = [
+        RequirementResult("process-group", "behaviour", False, "Join the group."),
+        RequirementResult(
+            "each-rank-its-share", "behaviour", False, "Split the data.", title="Each rank trains on its own share"
+        ),
+        RequirementResult("trains", "behaviour", True, ""),
+    ]
     summary = _summary(results, None)
     assert summary == "1 of 3 requirements met, “process group” and “Each rank trains on its own share” not yet"
     out = io.StringIO()
-    _print_exercise_result(Console(file=out, width=200), ExerciseResult(False, results, SandboxResult(exit_code=1), summary))
+    _print_exercise_result(
+        Console(file=out, width=200), ExerciseResult(False, results, SandboxResult(exit_code=1), summary)
+    )
     printed = out.getvalue()
     assert "FAIL process group: Join the group." in printed and "ok   trains" in printed
     assert "FAIL Each rank trains on its own share: Split the data." in printed

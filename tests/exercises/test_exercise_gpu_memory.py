@@ -27,18 +27,25 @@ def fake_gpu(monkeypatch):
     import torch
 
     set_fractions: list[tuple[str, float, int | None]] = []
-    monkeypatch.setattr(devices, "resolve", lambda requested=None: devices.Device(
-        "cuda", int((requested or "cuda:0").partition(":")[2] or 0), "fake GPU"))
+    monkeypatch.setattr(
+        devices,
+        "resolve",
+        lambda requested=None: devices.Device("cuda", int((requested or "cuda:0").partition(":")[2] or 0), "fake GPU"),
+    )
     monkeypatch.setattr(devices, "start_up", lambda dev: None)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
     monkeypatch.setattr(torch.cuda, "device", lambda index: contextlib.nullcontext())
     monkeypatch.setattr(torch.cuda, "get_device_properties", lambda index: SimpleNamespace(total_memory=80 * GIB))
-    monkeypatch.setattr(torch.cuda, "set_per_process_memory_fraction",
-                        lambda fraction, index=None: set_fractions.append(("cuda", fraction, index)))
+    monkeypatch.setattr(
+        torch.cuda,
+        "set_per_process_memory_fraction",
+        lambda fraction, index=None: set_fractions.append(("cuda", fraction, index)),
+    )
     monkeypatch.setattr(torch.mps, "recommended_max_memory", lambda: 16 * GIB)
-    monkeypatch.setattr(torch.mps, "set_per_process_memory_fraction",
-                        lambda fraction: set_fractions.append(("mps", fraction, None)))
+    monkeypatch.setattr(
+        torch.mps, "set_per_process_memory_fraction", lambda fraction: set_fractions.append(("mps", fraction, None))
+    )
     return set_fractions
 
 
@@ -95,9 +102,11 @@ def test_the_cap_reaches_the_exercises_process(tmp_path, monkeypatch):
     assert r.ok and r.output.split() == ["4096"], r.output
 
 
-CUDA_OOM = ("import torch\n"
-            "raise torch.OutOfMemoryError('CUDA out of memory. Tried to allocate 8.00 GiB. GPU 0 has a total '\n"
-            "                             'capacity of 79.19 GiB of which 70.00 GiB is free.')\n")
+CUDA_OOM = (
+    "import torch\n"
+    "raise torch.OutOfMemoryError('CUDA out of memory. Tried to allocate 8.00 GiB. GPU 0 has a total '\n"
+    "                             'capacity of 79.19 GiB of which 70.00 GiB is free.')\n"
+)
 
 
 def test_running_out_of_gpu_memory_is_not_blamed_on_the_exercises_memory_limit(tmp_path, monkeypatch):
@@ -116,10 +125,12 @@ def test_running_out_of_gpu_memory_is_not_blamed_on_the_exercises_memory_limit(t
 # ---------------------------------------------------------------- on a real GPU
 
 
-CAPPED = ("import torch\n"
-          "x = torch.empty(32 * 2**20, dtype=torch.uint8, device='cuda')  # 32 MiB: fits in 256\n"
-          "print('fits', flush=True)\n"
-          "y = torch.empty(1024 * 2**20, dtype=torch.uint8, device='cuda')  # 1 GiB: does not\n")
+CAPPED = (
+    "import torch\n"
+    "x = torch.empty(32 * 2**20, dtype=torch.uint8, device='cuda')  # 32 MiB: fits in 256\n"
+    "print('fits', flush=True)\n"
+    "y = torch.empty(1024 * 2**20, dtype=torch.uint8, device='cuda')  # 1 GiB: does not\n"
+)
 
 
 @pytest.mark.gpu

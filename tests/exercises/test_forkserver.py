@@ -134,8 +134,10 @@ def test_switched_off_or_off_linux_the_program_starts_as_today(tmp_path, monkeyp
 
 
 def test_the_memory_limit_holds_in_a_forked_program(tmp_path):
-    code = ("import os\nprint(open(f'/proc/{os.getppid()}/cmdline').read().replace(chr(0), ' '), flush=True)\n"
-            "x = bytearray(600 * 2**20)\n")
+    code = (
+        "import os\nprint(open(f'/proc/{os.getppid()}/cmdline').read().replace(chr(0), ' '), flush=True)\n"
+        "x = bytearray(600 * 2**20)\n"
+    )
     r = run(code, tmp_path, memory_mb=256)
     assert "tutor.exercises.forkserver" in r.output
     assert r.memory_error and r.error_type == "MemoryError" and r.error_line == 3, r.output
@@ -143,18 +145,25 @@ def test_the_memory_limit_holds_in_a_forked_program(tmp_path):
 
 @pytest.mark.parametrize("how", ["timeout", "cancel"])
 def test_a_timeout_or_a_cancel_kills_a_forked_program_and_its_children(tmp_path, how):
-    code = ("import os, time\n"
-            "if os.fork() == 0:\n"
-            "    open(f'child-{os.getpid()}.pid', 'w').close()\n"
-            "    time.sleep(600)\n"
-            "while not any(name.startswith('child-') for name in os.listdir('.')):\n"
-            "    time.sleep(0.01)\n"
-            "open(f'main-{os.getpid()}.pid', 'w').close()\n"
-            "print(open(f'/proc/{os.getppid()}/cmdline').read().replace(chr(0), ' '), flush=True)\n"
-            "time.sleep(600)\n")
+    code = (
+        "import os, time\n"
+        "if os.fork() == 0:\n"
+        "    open(f'child-{os.getpid()}.pid', 'w').close()\n"
+        "    time.sleep(600)\n"
+        "while not any(name.startswith('child-') for name in os.listdir('.')):\n"
+        "    time.sleep(0.01)\n"
+        "open(f'main-{os.getpid()}.pid', 'w').close()\n"
+        "print(open(f'/proc/{os.getppid()}/cmdline').read().replace(chr(0), ' '), flush=True)\n"
+        "time.sleep(600)\n"
+    )
     stop = threading.Event()
-    r = run(code, tmp_path, timeout=8 if how == "timeout" else 60, cancelled=stop.is_set,
-            on_output=lambda text: stop.set() if how == "cancel" else None)
+    r = run(
+        code,
+        tmp_path,
+        timeout=8 if how == "timeout" else 60,
+        cancelled=stop.is_set,
+        on_output=lambda text: stop.set() if how == "cancel" else None,
+    )
     assert (r.timed_out, r.cancelled) == ((True, False) if how == "timeout" else (False, True))
     assert "tutor.exercises.forkserver" in r.output and r.signal == "SIGKILL"
     pids = [int(p.stem.split("-")[1]) for p in (tmp_path / "work").glob("*-*.pid")]
@@ -170,13 +179,15 @@ def test_exit_codes_signals_and_errors_come_back_from_a_forked_program(tmp_path)
     assert r.exit_code is None and r.signal == "SIGSEGV"
     r = run("x = 1\nraise ValueError('no')\n", tmp_path)
     assert r.exit_code == 1 and r.error_type == "ValueError" and r.error_line == 2
-    r = run("import threading, time\n"
-            "threading.Thread(target=lambda: (time.sleep(0.5), print('thread done'))).start()\n", tmp_path)
+    r = run(
+        "import threading, time\nthreading.Thread(target=lambda: (time.sleep(0.5), print('thread done'))).start()\n",
+        tmp_path,
+    )
     assert r.ok and "thread done" in r.output  # the end waits for the program's threads, as Python's does
 
 
 def test_a_server_killed_mid_run_ends_the_run_and_the_next_run_starts_cleanly(tmp_path, own_servers):
-    code = ("import os, time\nprint(os.getpid(), os.getppid(), flush=True)\ntime.sleep(600)\n")
+    code = "import os, time\nprint(os.getpid(), os.getppid(), flush=True)\ntime.sleep(600)\n"
     seen_pids: list[int] = []
 
     def on_output(text: str) -> None:
@@ -199,14 +210,16 @@ def test_a_server_killed_mid_run_ends_the_run_and_the_next_run_starts_cleanly(tm
 
 
 def test_a_forked_program_gets_the_threads_its_environment_asks_for(tmp_path, monkeypatch):
-    code = ("import json, os, sys, torch, numpy as np\n"
-            "a, b = torch.randn(400, 400, dtype=torch.float64), torch.randn(400, 400, dtype=torch.float64)\n"
-            "c = a @ b\n"
-            "right = abs(c[3, 5].item() - sum(a[3, k].item() * b[k, 5].item() for k in range(400))) < 1e-9\n"
-            "x = np.random.rand(300, 300)\n"
-            "np_right = bool(abs((x @ x)[1, 2] - sum(x[1, k] * x[k, 2] for k in range(300))) < 1e-9)\n"
-            "print(json.dumps([torch.get_num_threads(), right, np_right, len(os.listdir('/proc/self/task')),\n"
-            "                  'tutor.exercises.forkserver' in open(f'/proc/{os.getppid()}/cmdline').read()]))\n")
+    code = (
+        "import json, os, sys, torch, numpy as np\n"
+        "a, b = torch.randn(400, 400, dtype=torch.float64), torch.randn(400, 400, dtype=torch.float64)\n"
+        "c = a @ b\n"
+        "right = abs(c[3, 5].item() - sum(a[3, k].item() * b[k, 5].item() for k in range(400))) < 1e-9\n"
+        "x = np.random.rand(300, 300)\n"
+        "np_right = bool(abs((x @ x)[1, 2] - sum(x[1, k] * x[k, 2] for k in range(300))) < 1e-9)\n"
+        "print(json.dumps([torch.get_num_threads(), right, np_right, len(os.listdir('/proc/self/task')),\n"
+        "                  'tutor.exercises.forkserver' in open(f'/proc/{os.getppid()}/cmdline').read()]))\n"
+    )
     env = {"OMP_NUM_THREADS": "2", "MKL_NUM_THREADS": "2"}
     forked = json.loads(run(code, tmp_path, env=env).output)
     monkeypatch.setenv("GPUTUTOR_FORKSERVER", "0")
@@ -237,9 +250,7 @@ def test_a_server_that_found_cuda_started_hands_the_run_back(tmp_path, monkeypat
     run starts today's way."""
     site = tmp_path / "site"
     site.mkdir()
-    (site / "sitecustomize.py").write_text(
-        "import torch\n"
-        "torch.cuda.is_initialized = lambda: True\n")
+    (site / "sitecustomize.py").write_text("import torch\ntorch.cuda.is_initialized = lambda: True\n")
     monkeypatch.setenv("PYTHONPATH", f"{site}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
     r = seen(SEEN, tmp_path)
     assert "tutor.exercises.forkserver" not in r["parent"]
@@ -258,13 +269,15 @@ def test_an_idle_server_ends(tmp_path, monkeypatch, own_servers):
 def test_a_forked_program_ends_as_python_does_its_files_flushed_its_randomness_its_own(tmp_path):
     """A file left open is flushed at the end (the interpreter's finalization would), and two runs
     draw different random numbers (a fork copies the server's generators)."""
-    code = ("import json, os, random, numpy as np\n"
-            "f = open('out.txt', 'w')\n"
-            "f.write('kept')\n"
-            "def uses_f():\n"
-            "    return f\n"
-            "print(json.dumps([random.random(), float(np.random.rand()),\n"
-            "                  'tutor.exercises.forkserver' in open(f'/proc/{os.getppid()}/cmdline').read()]))\n")
+    code = (
+        "import json, os, random, numpy as np\n"
+        "f = open('out.txt', 'w')\n"
+        "f.write('kept')\n"
+        "def uses_f():\n"
+        "    return f\n"
+        "print(json.dumps([random.random(), float(np.random.rand()),\n"
+        "                  'tutor.exercises.forkserver' in open(f'/proc/{os.getppid()}/cmdline').read()]))\n"
+    )
     first = json.loads(run(code, tmp_path).output)
     assert (tmp_path / "work" / "out.txt").read_text() == "kept"
     second = json.loads(run(code, tmp_path).output)
@@ -274,8 +287,10 @@ def test_a_forked_program_ends_as_python_does_its_files_flushed_its_randomness_i
 
 def test_a_run_cancelled_while_the_server_starts_returns_and_the_server_comes_up(tmp_path, own_servers):
     env = dict(os.environ)
-    assert forkserver.start_child(tmp_path, env, ["solution.py"], until=time.monotonic() + 60,
-                                  cancelled=lambda: True) is None
+    assert (
+        forkserver.start_child(tmp_path, env, ["solution.py"], until=time.monotonic() + 60, cancelled=lambda: True)
+        is None
+    )
     for _ in range(100):  # still starting, for the next run (a moment to exec)
         if _servers(own_servers):
             break

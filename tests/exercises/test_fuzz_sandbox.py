@@ -26,9 +26,11 @@ HOSTILE_PROGRAMS = {
     "flood": "import sys\nsys.stdout.write(('x' * 999 + '\\n') * 3000)\nsys.stdout.write('y' * 2_000_000)\n",
     "huge-exception": "raise RuntimeError('\\u202e\\x1b[31m' + 'é' * 100_000)\n",
     "exit-with-text": "raise SystemExit('\\x00bye')\n",
-    "reports-file": ("import json, os\nwith open(os.environ['GPUTUTOR_REPORT'], 'a') as f:\n    f.write("
-                     "'{\"speedup\": NaN}\\n{\"speedup\": \"' + 'x' * 100000 + '\"}\\n[1]\\nnot json\\n')\n"),
-    "error-file": "open('.error.json', 'w').write('{\"type\": 5, \"message\": [1], \"line\": \"x\"}')\n",
+    "reports-file": (
+        "import json, os\nwith open(os.environ['GPUTUTOR_REPORT'], 'a') as f:\n    f.write("
+        "'{\"speedup\": NaN}\\n{\"speedup\": \"' + 'x' * 100000 + '\"}\\n[1]\\nnot json\\n')\n"
+    ),
+    "error-file": 'open(\'.error.json\', \'w\').write(\'{"type": 5, "message": [1], "line": "x"}\')\n',
 }
 
 
@@ -37,14 +39,22 @@ def test_grading_hostile_learner_programs(name, tmp_path):
     from tutor.course.lesson import ExerciseStep
     from tutor.exercises.grader import grade_exercise
 
-    step = ExerciseStep.model_validate({
-        "id": "t", "kind": "exercise", "starter": "", "solution": "", "timeout": 30, "memory_mb": 1024,
-        "requirements": [
-            {"type": "output", "id": "out", "pattern": "x{3}", "feedback": "print it"},
-            {"type": "source", "id": "src", "pattern": "cuda", "absent": True, "feedback": "no cuda"},
-            {"type": "report", "id": "rep", "name": "speedup", "min": 1, "feedback": "report it"},
-            {"type": "error", "id": "err", "error": "RuntimeError", "pattern": "é", "feedback": "break it"},
-        ]})
+    step = ExerciseStep.model_validate(
+        {
+            "id": "t",
+            "kind": "exercise",
+            "starter": "",
+            "solution": "",
+            "timeout": 30,
+            "memory_mb": 1024,
+            "requirements": [
+                {"type": "output", "id": "out", "pattern": "x{3}", "feedback": "print it"},
+                {"type": "source", "id": "src", "pattern": "cuda", "absent": True, "feedback": "no cuda"},
+                {"type": "report", "id": "rep", "name": "speedup", "min": 1, "feedback": "report it"},
+                {"type": "error", "id": "err", "error": "RuntimeError", "pattern": "é", "feedback": "break it"},
+            ],
+        }
+    )
     result = grade_exercise(step, HOSTILE_PROGRAMS[name], tmp_path)
     assert isinstance(result.passed, bool) and isinstance(result.summary, str)
     assert len(result.sandbox.output) <= 64 * 1024 + 65_536 + 192 * 1024 + 100

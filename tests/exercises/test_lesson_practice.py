@@ -159,8 +159,6 @@ def test_no_requirement_reads_spelling(lesson: Lesson) -> None:
         assert not [r.id for r in step.requirements if isinstance(r, SourceRequirement)], step.id
 
 
-
-
 def test_issue_mistakes_are_all_covered(lesson: Lesson) -> None:
     covered = {(s.id, m.fails) for s in _exercises(lesson) for m in s.mistakes}
     assert covered >= ISSUE_MISTAKES
@@ -211,8 +209,9 @@ def _epochs(code: str, kind: str, monkeypatch: pytest.MonkeyPatch) -> int:
 
     monkeypatch.setattr(lab, "device", torch.device(kind))
     tree = ast.parse(code)
-    names = {t.id: n.value for n in ast.walk(tree) if isinstance(n, ast.Assign)
-             for t in n.targets if isinstance(t, ast.Name)}
+    names = {
+        t.id: n.value for n in ast.walk(tree) if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)
+    }
     loop = next(n for n in ast.walk(tree) if isinstance(n, ast.For) and getattr(n.target, "id", "") == "epoch")
     count = loop.iter.args[0]
     count = names.get(getattr(count, "id", ""), count)
@@ -249,9 +248,7 @@ def small_lab(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GPUTUTOR_LAB_TEST_SAMPLES", "500")
 
 
-def test_ex2_load_without_map_location_gets_its_feedback(
-    lesson: Lesson, small_lab: None, tmp_path: Path
-) -> None:
+def test_ex2_load_without_map_location_gets_its_feedback(lesson: Lesson, small_lab: None, tmp_path: Path) -> None:
     from tutor.exercises.grader import grade_exercise
 
     step = lesson.step("ex2-checkpoint")
@@ -305,18 +302,21 @@ def test_ex1_batches_left_behind_are_caught_by_running_the_learners_loop(
     assert result.hint == feedback["batches-moved"]
 
 
-def test_ex1_hard_coded_cuda_is_named_whatever_the_machine(
-    lesson: Lesson, small_lab: None, tmp_path: Path
-) -> None:
+def test_ex1_hard_coded_cuda_is_named_whatever_the_machine(lesson: Lesson, small_lab: None, tmp_path: Path) -> None:
     # Without a GPU the program crashes at .to("cuda"), and that crash is the mistake, named
     # first; with one, the run shows that the program never asked whether CUDA is there. The
     # speedup it never reported is "not checked" rather than blamed.
-    result = _grade(lesson, "ex1-move-and-time", _mistake(lesson, "ex1-move-and-time", "device hard-coded to cuda"),
-                    tmp_path)
+    result = _grade(
+        lesson, "ex1-move-and-time", _mistake(lesson, "ex1-move-and-time", "device hard-coded to cuda"), tmp_path
+    )
     assert not result.passed
     assert result.hint.endswith(_feedback(lesson, "ex1-move-and-time", "device-fallback"))
-    assert result.hint.startswith(("Your program asked for CUDA on this machine, which has none",
-                                   "Your program never asked torch.cuda.is_available()"))
+    assert result.hint.startswith(
+        (
+            "Your program asked for CUDA on this machine, which has none",
+            "Your program never asked torch.cuda.is_available()",
+        )
+    )
     judged_failures = [r.id for r in result.requirements if not r.passed and r.judged]
     assert judged_failures == ["device-fallback"]
 
@@ -328,9 +328,7 @@ def ex3_lab(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GPUTUTOR_LAB_TEST_SAMPLES", "1000")
 
 
-def test_ex3_solution_passes_with_both_accuracies_over_the_bar(
-    lesson: Lesson, ex3_lab: None, tmp_path: Path
-) -> None:
+def test_ex3_solution_passes_with_both_accuracies_over_the_bar(lesson: Lesson, ex3_lab: None, tmp_path: Path) -> None:
     result = _grade(lesson, "ex3-mixed-precision", lesson.step("ex3-mixed-precision").solution, tmp_path)
     assert result.passed, result.summary
     reports = result.sandbox.reports
@@ -345,13 +343,13 @@ def test_ex3_gradscaler_without_autocast_runs_but_is_not_mixed_precision(
     code = _mistake(lesson, "ex3-mixed-precision", "GradScaler used without autocast")
     result = _grade(lesson, "ex3-mixed-precision", code, tmp_path)
     assert result.sandbox.ok and _failed(result) == ["autocast-used"]
-    assert result.hint == ("No forward pass ran under torch.autocast: every operation ran in float32. "
-                           + _feedback(lesson, "ex3-mixed-precision", "autocast-used"))
+    assert result.hint == (
+        "No forward pass ran under torch.autocast: every operation ran in float32. "
+        + _feedback(lesson, "ex3-mixed-precision", "autocast-used")
+    )
 
 
-def test_ex3_model_cast_to_half_is_named_not_its_missing_reports(
-    lesson: Lesson, ex3_lab: None, tmp_path: Path
-) -> None:
+def test_ex3_model_cast_to_half_is_named_not_its_missing_reports(lesson: Lesson, ex3_lab: None, tmp_path: Path) -> None:
     code = _mistake(lesson, "ex3-mixed-precision", "model cast to half by hand")
     result = _grade(lesson, "ex3-mixed-precision", code, tmp_path)
     assert not result.passed

@@ -85,8 +85,11 @@ def test_every_mistake_the_lessons_show_is_a_real_run():
     runs = {s.experiment for p in LESSONS.values() for s in load_file(p).steps if isinstance(s, RunStep)}
     assert {"forgot-zero-grad", "shape-mismatch", "device-mismatch"} <= runs
     assert {"device-basics", "crossover", "sync-timing", "train"} <= runs
-    reverse = [s for s in load_file(LESSONS["devices"]).steps
-               if isinstance(s, RunStep) and s.experiment == "device-mismatch" and s.params.get("reverse")]
+    reverse = [
+        s
+        for s in load_file(LESSONS["devices"]).steps
+        if isinstance(s, RunStep) and s.experiment == "device-mismatch" and s.params.get("reverse")
+    ]
     assert reverse, "the reverse mistake (batch moved, model not) is run too"
 
 
@@ -116,8 +119,12 @@ def test_code_in_step_text_fits_an_80_column_terminal(path):
 
 def test_mps_is_taught_with_what_it_lacks():
     text = LESSONS["devices"].read_text(encoding="utf-8")
-    for needed in ("torch.backends.mps.is_available()", "torch.mps.synchronize()", "float64",
-                   "PYTORCH_ENABLE_MPS_FALLBACK"):
+    for needed in (
+        "torch.backends.mps.is_available()",
+        "torch.mps.synchronize()",
+        "float64",
+        "PYTORCH_ENABLE_MPS_FALLBACK",
+    ):
         assert needed in text, needed
 
 
@@ -143,11 +150,14 @@ def test_examples_grade_as_declared(lesson):
             assert not verdict.correct and verdict.feedback, (step.id, answer)
 
 
-@pytest.mark.parametrize("lesson_id, check_id, answer", [
-    ("cpu-vs-gpu", "interview-cpu-gpu", ""),
-    ("cpu-vs-gpu", "interview-bug", "?!"),
-    ("devices", "interview-mismatch", "x" * 5000),
-])
+@pytest.mark.parametrize(
+    "lesson_id, check_id, answer",
+    [
+        ("cpu-vs-gpu", "interview-cpu-gpu", ""),
+        ("cpu-vs-gpu", "interview-bug", "?!"),
+        ("devices", "interview-mismatch", "x" * 5000),
+    ],
+)
 def test_empty_or_silly_answers_get_feedback_not_credit(lesson_id, check_id, answer):
     step = load_file(LESSONS[lesson_id]).step(check_id)
     verdict = grade(answer, step.answer)

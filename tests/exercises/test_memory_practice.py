@@ -53,7 +53,11 @@ def _exercises(lesson: Lesson) -> list[ExerciseStep]:
 
 def test_lesson_identity_and_place(lesson: Lesson) -> None:
     assert (lesson.id, lesson.title, lesson.order, lesson.next) == (
-        "gpu-lab-practice", "GPU Lab: Practice", 35, "training-iron-law")
+        "gpu-lab-practice",
+        "GPU Lab: Practice",
+        35,
+        "training-iron-law",
+    )
     assert load_file(ROOT / "lessons" / "gpu-lab.yaml").next == lesson.id  # the lab leads here
     assert load_file(ROOT / "lessons" / "gpu-lab.yaml").order < lesson.order
     assert lesson.order < load_file(ROOT / "lessons" / "training-iron-law.yaml").order
@@ -121,10 +125,16 @@ def test_every_probe_has_a_judge_and_a_name_lint_knows() -> None:
 
 
 def _accumulation(steps_at, clears, *, backwards=8, close=True, ratio=1.0, cosine=1.0) -> dict:
-    return {"k": 4, "micro_batches": 8, "backwards": backwards,
-            "clears": [{"micro_batches": m, "cleared": c} for m, c in clears],
-            "steps": [{"micro_batches": m, "group": 4, "close": close, "ratio": ratio, "cosine": cosine,
-                       "max_diff": 0.1} for m in steps_at]}
+    return {
+        "k": 4,
+        "micro_batches": 8,
+        "backwards": backwards,
+        "clears": [{"micro_batches": m, "cleared": c} for m, c in clears],
+        "steps": [
+            {"micro_batches": m, "group": 4, "close": close, "ratio": ratio, "cosine": cosine, "max_diff": 0.1}
+            for m in steps_at
+        ],
+    }
 
 
 RIGHT_CLEARS = [(m, m in (1, 5)) for m in range(1, 9)]
@@ -143,8 +153,9 @@ def test_accumulation_judges_name_each_cause() -> None:
     assert wiped.cause.startswith("The gradients were cleared before micro-batch 2's backward")
     kept = judge_probe("zero_grad_once_per_k", _accumulation([4, 8], [(m, m == 1) for m in range(1, 9)]), "f")
     assert "still held the previous group's gradients" in kept.cause
-    undivided = judge_probe("accumulates_full_batch_gradient",
-                            _accumulation([4, 8], RIGHT_CLEARS, close=False, ratio=4.0), "f")
+    undivided = judge_probe(
+        "accumulates_full_batch_gradient", _accumulation([4, 8], RIGHT_CLEARS, close=False, ratio=4.0), "f"
+    )
     assert "was 4.00 times the full batch's" in undivided.cause and "not divided by 4" in undivided.cause
     summed = judge_probe("accumulates_full_batch_gradient", _accumulation([4, 8], RIGHT_CLEARS, backwards=2), "f")
     assert summed.cause.startswith("backward() ran 2 times for 8 micro-batches")
@@ -157,9 +168,11 @@ def test_a_gradient_wiped_inside_the_group_is_not_blamed_on_the_loss(lesson: Les
 
     wiped = _accumulation([4, 8], [(m, True) for m in range(1, 9)], close=False, ratio=0.3, cosine=0.5)
     verdict = judge_probe("accumulates_full_batch_gradient", wiped, "f")
-    assert verdict.cause == ("At optimizer step 1, the gradient was not the full batch's (4 micro-batches as one "
-                             "batch): the gradients were cleared before micro-batch 2's backward, inside the group, "
-                             "so it held only micro-batch 4's. Clear them once per group, after the step.")
+    assert verdict.cause == (
+        "At optimizer step 1, the gradient was not the full batch's (4 micro-batches as one "
+        "batch): the gradients were cleared before micro-batch 2's backward, inside the group, "
+        "so it held only micro-batch 4's. Clear them once per group, after the step."
+    )
     req = next(r for r in lesson.step("ex1-accumulate").requirements if r.id == "gradient-of-the-full-batch")
     ok, feedback = _check_function(req, {"probes": {req.id: wiped}}, SandboxResult.__new__(SandboxResult))
     assert not ok and feedback == verdict.cause  # no advice to divide the loss, which the program did
@@ -168,13 +181,24 @@ def test_a_gradient_wiped_inside_the_group_is_not_blamed_on_the_loss(lesson: Les
     for entry in every["steps"]:
         entry["group"] = 1
     early = judge_probe("accumulates_full_batch_gradient", every, "f")
-    assert early.cause == ("Optimizer step 1 came after 1 micro-batch, not 4: it stepped before the group was "
-                           "complete, so its gradient was not the full batch's.") and not early.advice
+    assert (
+        early.cause
+        == (
+            "Optimizer step 1 came after 1 micro-batch, not 4: it stepped before the group was "
+            "complete, so its gradient was not the full batch's."
+        )
+        and not early.advice
+    )
 
 
 def _search(answer, calls) -> dict:
-    return {"answer": answer, "answer_text": repr(answer), "fits": 700, "cap_bytes": 1,
-            "calls": [{"batch": b, "oom": o, "in_except": e, "held": h} for b, o, e, h in calls]}
+    return {
+        "answer": answer,
+        "answer_text": repr(answer),
+        "fits": 700,
+        "cap_bytes": 1,
+        "calls": [{"batch": b, "oom": o, "in_except": e, "held": h} for b, o, e, h in calls],
+    }
 
 
 GOOD_CALLS = [(512, False, False, 0), (1024, True, False, 0), (768, True, False, 0), (640, False, False, 0)]
@@ -189,11 +213,15 @@ def test_search_judges() -> None:
     assert "without ever running out of memory" in never.cause
     inside = _search(512, [(1024, True, False, 0), (768, True, True, 4096)])
     assert judge_probe("retries_outside_except", inside, "s").cause.startswith(
-        "train_step(768) was called inside the except block that caught train_step(1,024)'s")
-    assert "4.0 KiB of the failed step's tensors were still alive" in judge_probe(
-        "frees_memory_after_oom", inside, "s").cause
-    assert not judge_probe("catches_only_oom", {"propagated": False, "returned": "0", "bug": "RuntimeError: x"},
-                           "s").passed
+        "train_step(768) was called inside the except block that caught train_step(1,024)'s"
+    )
+    assert (
+        "4.0 KiB of the failed step's tensors were still alive"
+        in judge_probe("frees_memory_after_oom", inside, "s").cause
+    )
+    assert not judge_probe(
+        "catches_only_oom", {"propagated": False, "returned": "0", "bug": "RuntimeError: x"}, "s"
+    ).passed
 
 
 def test_a_result_the_program_overwrote_is_not_held_against_it() -> None:
@@ -283,8 +311,11 @@ def _checkpointed(fn):
     return probes._checkpointing(fn, "forward_checkpointed")
 
 
-@pytest.mark.parametrize("fn", [_per_block_loop, _per_block_aliased_reduce, _per_block_indexed_while,
-                                _per_block_sequential], ids=lambda f: f.__name__)
+@pytest.mark.parametrize(
+    "fn",
+    [_per_block_loop, _per_block_aliased_reduce, _per_block_indexed_while, _per_block_sequential],
+    ids=lambda f: f.__name__,
+)
 def test_each_block_under_its_own_checkpoint_passes_however_it_is_written(fn) -> None:
     result = _checkpointed(fn)
     for probe in ("checkpoints_each_block", "checkpoint_same_results"):
@@ -300,16 +331,19 @@ def test_one_checkpoint_around_the_stack_fails_though_it_keeps_little_until_back
     assert result["checkpointed_peak_bytes"] >= 0.99 * result["plain_peak_bytes"]  # the peak is the plain run's
     verdict = judge_probe("checkpoints_each_block", result, "forward_checkpointed")
     assert not verdict.passed
-    assert verdict.cause.startswith("Backward ran blocks 1 to 6 again together, before any of them got its gradient: "
-                                    "the whole stack ran under one checkpoint")
+    assert verdict.cause.startswith(
+        "Backward ran blocks 1 to 6 again together, before any of them got its gradient: "
+        "the whole stack ran under one checkpoint"
+    )
     assert "more than the plain forward's" in verdict.cause or "as much as the plain forward" in verdict.cause
     assert judge_probe("checkpoint_same_results", result, "forward_checkpointed").passed  # its results are right
 
 
 def test_each_partial_checkpointing_names_what_it_did() -> None:
     two = judge_probe("checkpoints_each_block", _checkpointed(_two_segments), "f")
-    assert two.cause.startswith("Backward ran blocks 4 to 6 again together") or \
-        two.cause.startswith("Backward ran blocks 1 to 3 again together"), two.cause
+    assert two.cause.startswith("Backward ran blocks 4 to 6 again together") or two.cause.startswith(
+        "Backward ran blocks 1 to 3 again together"
+    ), two.cause
     assert "they were under one checkpoint" in two.cause
     other = judge_probe("checkpoints_each_block", _checkpointed(_every_other_block), "f")
     assert other.cause.startswith("Backward never ran blocks 1, 3 and 5 again: they did not run under checkpoint")
@@ -319,8 +353,17 @@ def test_each_partial_checkpointing_names_what_it_did() -> None:
 
 
 def _compared(**seen) -> dict:
-    return {"compared": {"calls": 2, "outputs": 1, "gradients": [], "differences": 0, "other": 0,
-                         "weights_with_gradients": 4, **seen}}
+    return {
+        "compared": {
+            "calls": 2,
+            "outputs": 1,
+            "gradients": [],
+            "differences": 0,
+            "other": 0,
+            "weights_with_gradients": 4,
+            **seen,
+        }
+    }
 
 
 def test_the_comparison_judge() -> None:
@@ -332,8 +375,9 @@ def test_the_comparison_judge() -> None:
     assert verdict(_compared(gradients=[0, 1, 2, 3])).passed
     assert verdict(_compared(gradients=[0], differences=1)).passed  # stopped at a real difference: honest
     outputs_only = verdict(_compared())
-    assert outputs_only.cause.startswith("Your program compared the outputs of the two forward passes, but none of "
-                                         "the 4 weights' gradients")
+    assert outputs_only.cause.startswith(
+        "Your program compared the outputs of the two forward passes, but none of the 4 weights' gradients"
+    )
     assert "of 2 of the 4 weights" in verdict(_compared(gradients=[0, 1])).cause
     assert "not the outputs" in verdict(_compared(outputs=0, gradients=[0, 1, 2, 3])).cause
     assert verdict({"compared": {"calls": 0}}).cause.startswith("Your program never compares the two runs")
@@ -369,8 +413,9 @@ def test_the_observer_tells_outputs_and_gradients_apart_by_value() -> None:
         seen = observer.summary()["compared"]
     finally:
         observer.uninstall()
-    assert outputs_only.cause.startswith("Your program compared the outputs of the two forward passes, but none of "
-                                         "the 4 weights' gradients")
+    assert outputs_only.cause.startswith(
+        "Your program compared the outputs of the two forward passes, but none of the 4 weights' gradients"
+    )
     assert both.passed
     assert seen["calls"] == 3 and seen["other"] == 1
 
@@ -447,8 +492,16 @@ def _failed(result) -> dict[str, str]:
 # The notebook-style programs are the lessons' solutions (test above), which `lesson test` runs on
 # every built-in lesson (tests/system/test_cli_lesson_test.py): only the second style runs here.
 @pytest.mark.long
-@pytest.mark.parametrize("program", ["mem1_second_style.py", "mem2_second_style.py", "mem2_reduce_alias.py",
-                                     "mem2_recursive_calls.py", "mem3_second_style.py"])
+@pytest.mark.parametrize(
+    "program",
+    [
+        "mem1_second_style.py",
+        "mem2_second_style.py",
+        "mem2_reduce_alias.py",
+        "mem2_recursive_calls.py",
+        "mem3_second_style.py",
+    ],
+)
 def test_correct_code_passes_however_it_is_written(lesson, small_lab, tmp_path, program) -> None:
     result = _grade(lesson, program, tmp_path)
     assert result.sandbox.ok, result.sandbox.output[-2000:]
@@ -456,8 +509,9 @@ def test_correct_code_passes_however_it_is_written(lesson, small_lab, tmp_path, 
 
 
 @pytest.mark.long
-def test_the_checkpointing_program_measures_the_peak_and_trains_so_that_the_loss_moves(lesson, small_lab,
-                                                                                       tmp_path) -> None:
+def test_the_checkpointing_program_measures_the_peak_and_trains_so_that_the_loss_moves(
+    lesson, small_lab, tmp_path
+) -> None:
     result = _grade(lesson, "mem2_notebook_style.py", tmp_path)
     assert result.passed, _failed(result)
     output = result.sandbox.output
@@ -470,51 +524,98 @@ def test_the_checkpointing_program_measures_the_peak_and_trains_so_that_the_loss
 
 # (program, the requirement that names the mistake, the cause it says first, everything that fails)
 MISTAKES = [
-    ("mem1_mistake_loss_not_divided.py", "gradient-of-the-full-batch",
-     "At optimizer step 1, the gradient was 4.00 times the full batch's (4 micro-batches as one batch): each "
-     "micro-batch's loss was not divided by 4", {"gradient-of-the-full-batch"}),
-    ("mem1_mistake_zero_grad_every_micro_batch.py", "zero-grad-once-per-k",
-     "The gradients were cleared before micro-batch 2's backward, in the middle of a group of 4",
-     {"zero-grad-once-per-k", "gradient-of-the-full-batch"}),
-    ("mem1_mistake_step_every_micro_batch.py", "steps-once-per-k",
-     "optimizer.step() ran after every micro-batch: 8 steps for 8 micro-batches, where accumulation_steps=4 "
-     "wants 2", {"steps-once-per-k", "gradient-of-the-full-batch"}),
-    ("mem1_mistake_losses_summed.py", "gradient-of-the-full-batch",
-     "backward() ran 2 times for 8 micro-batches: the losses were added up", {"gradient-of-the-full-batch"}),
-    ("mem2_mistake_no_checkpoint.py", "checkpoints-every-block",
-     "Backward ran none of the blocks again, so none ran under checkpoint: forward_checkpointed held 969.2 KiB at "
-     "once during backward, as much as the plain forward (969.2 KiB)", {"checkpoints-every-block", "saving-measured"}),
-    ("mem2_mistake_one_checkpoint.py", "checkpoints-every-block",
-     "Backward ran blocks 1 to 6 again together, before any of them got its gradient: the whole stack ran under one "
-     "checkpoint", {"checkpoints-every-block", "saving-measured"}),
+    (
+        "mem1_mistake_loss_not_divided.py",
+        "gradient-of-the-full-batch",
+        "At optimizer step 1, the gradient was 4.00 times the full batch's (4 micro-batches as one batch): each "
+        "micro-batch's loss was not divided by 4",
+        {"gradient-of-the-full-batch"},
+    ),
+    (
+        "mem1_mistake_zero_grad_every_micro_batch.py",
+        "zero-grad-once-per-k",
+        "The gradients were cleared before micro-batch 2's backward, in the middle of a group of 4",
+        {"zero-grad-once-per-k", "gradient-of-the-full-batch"},
+    ),
+    (
+        "mem1_mistake_step_every_micro_batch.py",
+        "steps-once-per-k",
+        "optimizer.step() ran after every micro-batch: 8 steps for 8 micro-batches, where accumulation_steps=4 wants 2",
+        {"steps-once-per-k", "gradient-of-the-full-batch"},
+    ),
+    (
+        "mem1_mistake_losses_summed.py",
+        "gradient-of-the-full-batch",
+        "backward() ran 2 times for 8 micro-batches: the losses were added up",
+        {"gradient-of-the-full-batch"},
+    ),
+    (
+        "mem2_mistake_no_checkpoint.py",
+        "checkpoints-every-block",
+        "Backward ran none of the blocks again, so none ran under checkpoint: forward_checkpointed held 969.2 KiB at "
+        "once during backward, as much as the plain forward (969.2 KiB)",
+        {"checkpoints-every-block", "saving-measured"},
+    ),
+    (
+        "mem2_mistake_one_checkpoint.py",
+        "checkpoints-every-block",
+        "Backward ran blocks 1 to 6 again together, before any of them got its gradient: the whole stack ran under one "
+        "checkpoint",
+        {"checkpoints-every-block", "saving-measured"},
+    ),
     # use_reentrant left out: the program's own comparison honestly says False; only the real cause fails
-    ("mem2_mistake_reentrant.py", "same-outputs-and-gradients",
-     "checkpoint ran with use_reentrant=True (what checkpoint does when use_reentrant is not passed), and its input "
-     "did not require grad, so it built no graph through the blocks: none of the blocks' weights got a gradient",
-     {"same-outputs-and-gradients"}),
-    ("mem2_mistake_no_grad.py", "same-outputs-and-gradients",
-     "forward_checkpointed's output carries no graph (requires_grad is False)", {"same-outputs-and-gradients"}),
-    ("mem2_mistake_outputs_only.py", "results-compared",
-     "Your program compared the outputs of the two forward passes, but none of the 26 weights' gradients",
-     {"results-compared"}),
-    ("mem3_mistake_retry_in_except.py", "retries-outside-except",
-     "train_step(768) was called inside the except block that caught train_step(1,024)'s out-of-memory error",
-     {"retries-outside-except", "frees-memory-after-oom", "finds-largest-batch"}),
-    ("mem3_mistake_error_kept.py", "frees-memory-after-oom",
-     "When train_step(768) began after train_step(1,024) ran out of memory,",
-     {"frees-memory-after-oom", "finds-largest-batch"}),
-    ("mem3_mistake_catches_everything.py", "catches-only-oom",
-     "When train_step raised RuntimeError: mat1 and mat2 shapes cannot be multiplied", {"catches-only-oom"}),
-    ("mem3_mistake_powers_of_two.py", "finds-largest-batch",
-     "Under the checker's cap largest_batch(train_step) returned 512, the largest power of two that fits; 700 "
-     "fits too", {"finds-largest-batch", "pretend-gpu-limit"}),
+    (
+        "mem2_mistake_reentrant.py",
+        "same-outputs-and-gradients",
+        "checkpoint ran with use_reentrant=True (what checkpoint does when use_reentrant is not passed), and its input "
+        "did not require grad, so it built no graph through the blocks: none of the blocks' weights got a gradient",
+        {"same-outputs-and-gradients"},
+    ),
+    (
+        "mem2_mistake_no_grad.py",
+        "same-outputs-and-gradients",
+        "forward_checkpointed's output carries no graph (requires_grad is False)",
+        {"same-outputs-and-gradients"},
+    ),
+    (
+        "mem2_mistake_outputs_only.py",
+        "results-compared",
+        "Your program compared the outputs of the two forward passes, but none of the 26 weights' gradients",
+        {"results-compared"},
+    ),
+    (
+        "mem3_mistake_retry_in_except.py",
+        "retries-outside-except",
+        "train_step(768) was called inside the except block that caught train_step(1,024)'s out-of-memory error",
+        {"retries-outside-except", "frees-memory-after-oom", "finds-largest-batch"},
+    ),
+    (
+        "mem3_mistake_error_kept.py",
+        "frees-memory-after-oom",
+        "When train_step(768) began after train_step(1,024) ran out of memory,",
+        {"frees-memory-after-oom", "finds-largest-batch"},
+    ),
+    (
+        "mem3_mistake_catches_everything.py",
+        "catches-only-oom",
+        "When train_step raised RuntimeError: mat1 and mat2 shapes cannot be multiplied",
+        {"catches-only-oom"},
+    ),
+    (
+        "mem3_mistake_powers_of_two.py",
+        "finds-largest-batch",
+        "Under the checker's cap largest_batch(train_step) returned 512, the largest power of two that fits; 700 "
+        "fits too",
+        {"finds-largest-batch", "pretend-gpu-limit"},
+    ),
 ]
 
 
 @pytest.mark.long
 @pytest.mark.parametrize("program,req_id,cause,failing", MISTAKES, ids=[m[0] for m in MISTAKES])
-def test_each_real_mistake_fails_naming_its_cause_first(lesson, small_lab, tmp_path, program, req_id, cause,
-                                                        failing) -> None:
+def test_each_real_mistake_fails_naming_its_cause_first(
+    lesson, small_lab, tmp_path, program, req_id, cause, failing
+) -> None:
     result = _grade(lesson, program, tmp_path)
     failed = _failed(result)
     assert result.sandbox.ok, result.sandbox.output[-2000:]  # the run itself finishes: only the checker sees it

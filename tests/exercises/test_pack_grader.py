@@ -39,7 +39,8 @@ def lesson_with(folder: Path, grader: str, source: str, *, timeout: float = 10, 
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "grading.py").write_text(textwrap.dedent(source), encoding="utf-8")
     path = folder / "lesson.yaml"
-    path.write_text(textwrap.dedent(f"""\
+    path.write_text(
+        textwrap.dedent(f"""\
         id: graded
         title: A lesson with its own grader
         steps:
@@ -53,7 +54,9 @@ def lesson_with(folder: Path, grader: str, source: str, *, timeout: float = 10, 
                 grader: "{grader}"
                 timeout: {timeout}
                 feedback: The lesson's advice.
-        """), encoding="utf-8")
+        """),
+        encoding="utf-8",
+    )
     return path
 
 
@@ -69,8 +72,9 @@ def finished_run(**kw) -> SandboxResult:
 
 def grade(req: PythonRequirement, workdir: Path, run: SandboxResult | None = None, written=(), **kw):
     workdir.mkdir(parents=True, exist_ok=True)
-    return run_grader(req, step_id="ex", code="x = 1", run=run or finished_run(), workdir=workdir,
-                      written=list(written), **kw)
+    return run_grader(
+        req, step_id="ex", code="x = 1", run=run or finished_run(), workdir=workdir, written=list(written), **kw
+    )
 
 
 # ---------------------------------------------------------------- the example pack, run for real
@@ -118,16 +122,23 @@ def test_a_file_an_earlier_run_left_is_not_this_runs(tmp_path):
 def test_a_grader_that_raises_is_the_checkers_fault_and_its_traceback_is_kept_for_the_author(tmp_path):
     from tutor.ui.widgets.exercise_step import _results_text
 
-    path = lesson_with(tmp_path / "pack", "grading.py:check", """\
+    path = lesson_with(
+        tmp_path / "pack",
+        "grading.py:check",
+        """\
         def check(run):
             return run.output.split()[5] == "ok"
-        """, program="print(1)")
+        """,
+        program="print(1)",
+    )
     step = load_file(path).step("ex")
     result = grade_exercise(step, step.solution, tmp_path / "work")
     [verdict] = result.requirements
     assert not result.passed and not verdict.passed and not verdict.judged  # not held against the learner
-    assert verdict.feedback.startswith("This exercise's checker failed, so this was not checked: check() in "
-                                       "grading.py raised IndexError at grading.py line 2: list index out of range.")
+    assert verdict.feedback.startswith(
+        "This exercise's checker failed, so this was not checked: check() in "
+        "grading.py raised IndexError at grading.py line 2: list index out of range."
+    )
     assert "not in your program" in verdict.feedback and result.hint == verdict.feedback
     assert "Traceback" in verdict.checker_error and 'grading.py", line 2, in check' in verdict.checker_error
     assert result.as_dict()["requirements"][0]["checker_error"] == verdict.checker_error
@@ -138,14 +149,20 @@ def test_a_grader_that_raises_is_the_checkers_fault_and_its_traceback_is_kept_fo
 # ---------------------------------------------------------------- graders that fail, without a sandbox run
 
 
-@pytest.mark.parametrize("body, cause", [
-    ("return 'yes'", "check() in grading.py returned 'yes' (str); a grader returns True, False or (passed, feedback)"),
-    ("pass", "check() in grading.py returned None (no return reached?)"),
-    ("return (1, 'close')", "returned (1, 'close') (tuple)"),
-    ("raise SystemExit(3)", "check() in grading.py called sys.exit(3)"),
-    ("import os; os._exit(1)", "check() in grading.py ended without a verdict (exit code 1)"),
-    ("return {}['x']", "check() in grading.py raised KeyError at grading.py line 2: 'x'"),
-])
+@pytest.mark.parametrize(
+    "body, cause",
+    [
+        (
+            "return 'yes'",
+            "check() in grading.py returned 'yes' (str); a grader returns True, False or (passed, feedback)",
+        ),
+        ("pass", "check() in grading.py returned None (no return reached?)"),
+        ("return (1, 'close')", "returned (1, 'close') (tuple)"),
+        ("raise SystemExit(3)", "check() in grading.py called sys.exit(3)"),
+        ("import os; os._exit(1)", "check() in grading.py ended without a verdict (exit code 1)"),
+        ("return {}['x']", "check() in grading.py raised KeyError at grading.py line 2: 'x'"),
+    ],
+)
 def test_a_grader_that_misbehaves_gets_the_checker_failed_message(tmp_path, body, cause):
     req = requirement(lesson_with(tmp_path / "pack", "grading.py:check", f"def check(run):\n    {body}\n"))
     verdict = grade(req, tmp_path / "work")
@@ -155,7 +172,11 @@ def test_a_grader_that_misbehaves_gets_the_checker_failed_message(tmp_path, body
 
 
 def test_a_grader_past_its_time_limit_is_stopped_with_what_it_started(tmp_path, limit_clock):
-    req = requirement(lesson_with(tmp_path / "pack", "grading.py:check", """\
+    req = requirement(
+        lesson_with(
+            tmp_path / "pack",
+            "grading.py:check",
+            """\
         import subprocess, sys
 
         def check(run):
@@ -163,13 +184,19 @@ def test_a_grader_past_its_time_limit_is_stopped_with_what_it_started(tmp_path, 
             print("looking", child.pid, flush=True)
             while True:
                 pass
-        """, timeout=60))
+        """,
+            timeout=60,
+        )
+    )
     # The limit passes once check() is in its loop (it has printed): never during Python's start-up,
     # which the limit includes and a loaded machine stretches.
     log = tmp_path / "work" / pack_grader.CHECKER_DIR / req.id / pack_grader.JOB_LOG
     clock = limit_clock(pack_grader)
-    verdict = grade(req, tmp_path / "work",
-                    cancelled=clock.run_out_when(lambda: log.is_file() and "looking" in log.read_text(errors="replace")))
+    verdict = grade(
+        req,
+        tmp_path / "work",
+        cancelled=clock.run_out_when(lambda: log.is_file() and "looking" in log.read_text(errors="replace")),
+    )
     assert verdict.failure is not None and not verdict.cancelled
     assert "check() in grading.py ran past its 60 s time limit and was stopped" in verdict.failure
     assert "looking" in verdict.detail  # what it printed, for the author
@@ -198,7 +225,11 @@ def test_a_run_stopped_by_the_learner_gets_no_verdict(tmp_path):
 
 
 def test_what_the_grader_receives(tmp_path):
-    req = requirement(lesson_with(tmp_path / "pack", "grading.py:check", """\
+    req = requirement(
+        lesson_with(
+            tmp_path / "pack",
+            "grading.py:check",
+            """\
         from tutor.exercises.pack_grader import LearnerRun
 
         def check(run):
@@ -210,7 +241,9 @@ def test_what_the_grader_receives(tmp_path):
             assert run.files.read_text("out/losses.csv") == "0.5\\n" and run.files.open("out/losses.csv").read() == b"0.5\\n"
             assert "solution.py" not in run.files and "stale.txt" not in run.files
             return False, "read it all"
-        """))
+        """,
+        )
+    )
     work = tmp_path / "work"
     work.mkdir()
     (work / "stale.txt").write_text("from an earlier run", encoding="utf-8")
@@ -225,12 +258,18 @@ def test_what_the_grader_receives(tmp_path):
 def test_the_grader_sees_no_gpu(tmp_path, monkeypatch):
     """A checkpoint saved on CUDA must not load onto the class's card (a context, memory, an OOM)."""
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
-    req = requirement(lesson_with(tmp_path / "pack", "grading.py:check", """\
+    req = requirement(
+        lesson_with(
+            tmp_path / "pack",
+            "grading.py:check",
+            """\
         import os
 
         def check(run):
             return False, repr(os.environ.get("CUDA_VISIBLE_DEVICES"))
-        """))
+        """,
+        )
+    )
     verdict = grade(req, tmp_path / "work")
     assert (verdict.passed, verdict.feedback, verdict.failure) == (False, "''", None), verdict.detail
 
@@ -238,12 +277,19 @@ def test_the_grader_sees_no_gpu(tmp_path, monkeypatch):
 def test_the_grader_runs_float32_at_the_default_precision_in_nvidia_containers(tmp_path, monkeypatch):
     """TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1 (NVIDIA's containers) would make the grader's matmuls TF32."""
     monkeypatch.setenv("TORCH_ALLOW_TF32_CUBLAS_OVERRIDE", "1")
-    req = requirement(lesson_with(tmp_path / "pack", "grading.py:check", """\
+    req = requirement(
+        lesson_with(
+            tmp_path / "pack",
+            "grading.py:check",
+            """\
         import torch
 
         def check(run):
             return False, torch.get_float32_matmul_precision()
-        """, timeout=60))
+        """,
+            timeout=60,
+        )
+    )
     verdict = grade(req, tmp_path / "work")
     assert (verdict.passed, verdict.feedback, verdict.failure) == (False, "highest", None), verdict.detail
 
@@ -254,13 +300,20 @@ def test_a_checkpoint_saved_on_cuda_loads_in_the_grader_as_the_docs_show(tmp_pat
 
     if not torch.cuda.is_available():
         pytest.skip("needs CUDA")
-    req = requirement(lesson_with(tmp_path / "pack", "grading.py:check", """\
+    req = requirement(
+        lesson_with(
+            tmp_path / "pack",
+            "grading.py:check",
+            """\
         import torch
 
         def check(run):
             state = torch.load(run.files.open("model.pt"), map_location="cpu", weights_only=True)
             return False, f"{state['w'].device} {torch.cuda.is_available()}"
-        """, timeout=120))
+        """,
+            timeout=120,
+        )
+    )
     work = tmp_path / "work"
     work.mkdir()
     torch.save({"w": torch.ones(2, device="cuda")}, work / "model.pt")
@@ -269,20 +322,27 @@ def test_a_checkpoint_saved_on_cuda_loads_in_the_grader_as_the_docs_show(tmp_pat
 
 
 def test_a_report_the_program_did_not_make_is_the_learners_miss(tmp_path):
-    req = requirement(lesson_with(tmp_path / "pack", "grading.py:check", "def check(run):\n"
-                                  "    return run.reports['loss'] < 0.5\n"))
+    req = requirement(
+        lesson_with(tmp_path / "pack", "grading.py:check", "def check(run):\n    return run.reports['loss'] < 0.5\n")
+    )
     verdict = grade(req, tmp_path / "work")
     assert verdict.failure is None and not verdict.passed
-    assert verdict.feedback == ("Your program did not report loss: call report(loss=...) once it has the value. "
-                                "The lesson's advice.")
+    assert verdict.feedback == (
+        "Your program did not report loss: call report(loss=...) once it has the value. The lesson's advice."
+    )
 
 
 def test_a_file_the_program_wrote_cannot_stand_in_for_the_graders_modules(tmp_path):
     """The grader's folder is on its import path; the learner's folder (and the checker's scratch
     folder inside it) is not, so a program cannot plant a module the grader imports."""
     pack = tmp_path / "pack"
-    req = requirement(lesson_with(pack, "grading.py:check", "import helpers\n\ndef check(run):\n"
-                                  "    return helpers.WHO == 'pack', helpers.WHO\n"))
+    req = requirement(
+        lesson_with(
+            pack,
+            "grading.py:check",
+            "import helpers\n\ndef check(run):\n    return helpers.WHO == 'pack', helpers.WHO\n",
+        )
+    )
     (pack / "helpers.py").write_text("WHO = 'pack'\n", encoding="utf-8")
     work = tmp_path / "work"
     for planted in (work, work / ".checker" / "judged"):
@@ -320,15 +380,23 @@ def lint_messages(path: Path) -> list[str]:
     return [str(i) for i in e.value.issues]
 
 
-@pytest.mark.parametrize("grader, message", [
-    ("missing.py:check", "requirement 'judged': grader file 'missing.py' not found beside the lesson"),
-    ("grading.py:chek", "requirement 'judged': grading.py defines no function 'chek' (did you mean 'check'?)"),
-    ("grading.py:two", "requirement 'judged': two in grading.py (line 4) must take one argument, the learner's "
-                       "run: def two(run):"),
-    ("grading.py:waits", "requirement 'judged': waits in grading.py is async; a grader is a plain function"),
-])
+@pytest.mark.parametrize(
+    "grader, message",
+    [
+        ("missing.py:check", "requirement 'judged': grader file 'missing.py' not found beside the lesson"),
+        ("grading.py:chek", "requirement 'judged': grading.py defines no function 'chek' (did you mean 'check'?)"),
+        (
+            "grading.py:two",
+            "requirement 'judged': two in grading.py (line 4) must take one argument, the learner's run: def two(run):",
+        ),
+        ("grading.py:waits", "requirement 'judged': waits in grading.py is async; a grader is a plain function"),
+    ],
+)
 def test_lint_checks_the_grader_file_and_function_at_the_grader_key(tmp_path, grader, message):
-    path = lesson_with(tmp_path, grader, """\
+    path = lesson_with(
+        tmp_path,
+        grader,
+        """\
         def check(run):
             raise RuntimeError("lint never runs it")
 
@@ -337,7 +405,8 @@ def test_lint_checks_the_grader_file_and_function_at_the_grader_key(tmp_path, gr
 
         async def waits(run):
             return True
-        """)
+        """,
+    )
     [issue] = lint_messages(path)
     assert issue.startswith(f"{path}:11:17: step 'ex' {message}"), issue
 
@@ -348,11 +417,14 @@ def test_lint_points_into_a_grader_file_that_does_not_parse(tmp_path):
     assert issue.startswith(f"{tmp_path / 'grading.py'}:1:15: SyntaxError: ")
 
 
-@pytest.mark.parametrize("grader, message", [
-    ("grading.py", "write FILE.py:FUNCTION"),
-    ("../grading.py:check", "the grader file must be in the lesson's folder or below it"),
-    ("/abs/grading.py:check", "the grader file must be in the lesson's folder or below it"),
-])
+@pytest.mark.parametrize(
+    "grader, message",
+    [
+        ("grading.py", "write FILE.py:FUNCTION"),
+        ("../grading.py:check", "the grader file must be in the lesson's folder or below it"),
+        ("/abs/grading.py:check", "the grader file must be in the lesson's folder or below it"),
+    ],
+)
 def test_lint_says_how_to_write_the_grader(tmp_path, grader, message):
     [issue] = lint_messages(lesson_with(tmp_path, grader, "def check(run):\n    return True\n"))
     assert f":11:17: step 'ex' requirements[0].grader: {message}" in issue

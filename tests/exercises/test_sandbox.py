@@ -75,8 +75,13 @@ def test_infinite_loop_times_out(tmp_path, limit_clock):
     """The limit comes while the loop runs (the clock passes it once the program says it is looping),
     never during the sandbox's start-up: a limit that ran out there would pass with no loop at all."""
     clock, seen = limit_clock(sandbox), []
-    r = run("print('looping', flush=True)\nwhile True:\n    pass\n", tmp_path, timeout=120, on_output=seen.append,
-            cancelled=clock.run_out_when(lambda: "looping" in "".join(seen)))
+    r = run(
+        "print('looping', flush=True)\nwhile True:\n    pass\n",
+        tmp_path,
+        timeout=120,
+        on_output=seen.append,
+        cancelled=clock.run_out_when(lambda: "looping" in "".join(seen)),
+    )
     assert r.timed_out and not r.cancelled and r.signal == "SIGKILL" and r.exit_code is None and not r.ok
     assert r.output == "looping\n"
     assert "time limit" in r.problem()
@@ -91,8 +96,13 @@ def test_cancel_stops_the_run(tmp_path):
             cancelled_at.append(time.monotonic())
         return bool(cancelled_at)
 
-    r = run("import time\nprint('started', flush=True)\ntime.sleep(60)\n", tmp_path, timeout=120,
-            on_output=seen.append, cancelled=cancelled)
+    r = run(
+        "import time\nprint('started', flush=True)\ntime.sleep(60)\n",
+        tmp_path,
+        timeout=120,
+        on_output=seen.append,
+        cancelled=cancelled,
+    )
     stopped_after = time.monotonic() - cancelled_at[0]
     assert r.cancelled and not r.timed_out and r.signal == "SIGKILL"
     assert "started" in r.output
@@ -117,8 +127,13 @@ def test_output_flood_is_bounded_and_coalesced(tmp_path):
     calls: list[str] = []
     # Stopped once ten coalesced calls have come (the flood has run for a second at least, at
     # FLUSHES_PER_S): counted from the flood, never from the start, which torch's import can stretch.
-    r = run("while True:\n    print('x' * 1000)\n", tmp_path, timeout=120, on_output=calls.append,
-            cancelled=lambda: len(calls) >= 10)
+    r = run(
+        "while True:\n    print('x' * 1000)\n",
+        tmp_path,
+        timeout=120,
+        on_output=calls.append,
+        cancelled=lambda: len(calls) >= 10,
+    )
     assert r.cancelled
     assert r.dropped_bytes > 0 and "bytes of output not kept" in r.output
     lines = r.output.splitlines()
@@ -217,10 +232,12 @@ def test_environment_is_inherited_and_extended(tmp_path):
 def test_the_budget_is_the_programs_own_torch_is_up_before_it_is_counted(tmp_path):
     """memory_mb is what the program may allocate: torch (~770 MiB of data) and the device's
     start-up come first, so even the schema's smallest budget leaves the program room."""
-    code = ("import torch\n"
-            "x = torch.ones(64 * 2**20, dtype=torch.uint8)  # 64 MiB: fits in 256\n"
-            "print('fits', flush=True)\n"
-            "y = torch.ones(512 * 2**20, dtype=torch.uint8)  # 512 MiB: does not\n")
+    code = (
+        "import torch\n"
+        "x = torch.ones(64 * 2**20, dtype=torch.uint8)  # 64 MiB: fits in 256\n"
+        "print('fits', flush=True)\n"
+        "y = torch.ones(512 * 2**20, dtype=torch.uint8)  # 512 MiB: does not\n"
+    )
     r = run(code, tmp_path, memory_mb=256)
     assert "fits" in r.output
     assert r.memory_error and r.error_line == 4

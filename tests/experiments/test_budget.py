@@ -67,7 +67,8 @@ def test_crossover_times_what_fits_and_says_so(monkeypatch) -> None:
 
 
 def test_a_cut_note_shows_how_the_steps_budget_is_shared_and_squares_the_estimate_with_the_projection(
-        monkeypatch) -> None:
+    monkeypatch,
+) -> None:
     """Issue 35: "to keep this step within a minute ... all of them would take 6 s" beside a 2.85 s
     projected epoch did not add up: the minute is shared by cases x runs x epochs, and the first
     estimate (a few batches) can read slower than the timing it sized."""
@@ -78,12 +79,16 @@ def test_a_cut_note_shows_how_the_steps_budget_is_shared_and_squares_the_estimat
     events, m = run_experiment("crossover", {"model": "mlp", "mlp_samples": 6400, "repeats": 1}, "cpu")
     notes = " ".join(_notes(events).split())
     assert m["cpu_images_timed_mlp"] == 512  # 3 s / 10 ms = 300 images: the minimum of 8 batches
-    assert ("its 3 s of CPU timing are shared by 1 case x 1 run x 1 epoch, so an epoch may take 3.0 s "
-            "(10.00 ms per image measured here, so all of them would take 64 s, over the 3.0 s it may take)") in notes
+    assert (
+        "its 3 s of CPU timing are shared by 1 case x 1 run x 1 epoch, so an epoch may take 3.0 s "
+        "(10.00 ms per image measured here, so all of them would take 64 s, over the 3.0 s it may take)"
+    ) in notes
     projected = m["cpu_seconds_mlp"]
     if projected <= 3.0:  # 512 timed images of an MLP project far under 3 s on any CPU that runs the suite
-        assert (f"the 512 images timed project to {projected:.1f} s for all 6,400, within the 3.0 s it may take, "
-                "though the first estimate (from a few batches) said 64 s") in notes
+        assert (
+            f"the 512 images timed project to {projected:.1f} s for all 6,400, within the 3.0 s it may take, "
+            "though the first estimate (from a few batches) said 64 s"
+        ) in notes
 
 
 def test_a_projection_that_agrees_with_the_estimate_needs_no_second_note() -> None:
@@ -100,8 +105,11 @@ def test_crossover_with_room_to_spare_cuts_nothing(monkeypatch) -> None:
 
 def test_amp_benchmark_sizes_each_cpu_case_to_its_own_speed(monkeypatch) -> None:
     monkeypatch.setenv("GPUTUTOR_CPU_BUDGET_S", "0.05")
-    events, m = run_experiment("amp-benchmark", {"width": 256, "layers": 1, "batch_size": 64, "train_samples": 4096,
-                                                 "cpu_samples": 4096, "test_samples": 256}, "cpu")
+    events, m = run_experiment(
+        "amp-benchmark",
+        {"width": 256, "layers": 1, "batch_size": 64, "train_samples": 4096, "cpu_samples": 4096, "test_samples": 256},
+        "cpu",
+    )
     assert m["cpu_images_timed"] < 4096 and m["amp_images_timed"] < 4096
     text = _notes(events)
     assert f"Case cpu timed on {m['cpu_images_timed']:,} of 4,096 images" in text

@@ -51,13 +51,36 @@ def planted(dev, **changes) -> calibration.Calibration:
     name, threads = matmul_peak.identity(dev)
     then = time.time() - 86400
     day = datetime.date.fromtimestamp(then).isoformat()
-    peaks = tuple(matmul_peak.Peak(tflops=t, dtype=d, device=name, threads=threads, torch=torch.__version__,
-                                   measured_on=day, measured_at=then, best_size=512, sizes=(256, 512))
-                  for d, t in (("float32", 0.1), ("bfloat16", 0.4)))
-    record = calibration.Calibration(device=name, kind=dev.kind, name=dev.name, threads=threads, torch=torch.__version__,
-                                   cuda=None, driver=None, measured_on=day, measured_at=then, seconds=5.0, peaks=peaks,
-                                   bandwidth=calibration.Bandwidth(gbps=10.0, device_copy_gbps=10.0, elementwise_gbps=8.0,
-                                                                 megabytes=128, repeats=10))
+    peaks = tuple(
+        matmul_peak.Peak(
+            tflops=t,
+            dtype=d,
+            device=name,
+            threads=threads,
+            torch=torch.__version__,
+            measured_on=day,
+            measured_at=then,
+            best_size=512,
+            sizes=(256, 512),
+        )
+        for d, t in (("float32", 0.1), ("bfloat16", 0.4))
+    )
+    record = calibration.Calibration(
+        device=name,
+        kind=dev.kind,
+        name=dev.name,
+        threads=threads,
+        torch=torch.__version__,
+        cuda=None,
+        driver=None,
+        measured_on=day,
+        measured_at=then,
+        seconds=5.0,
+        peaks=peaks,
+        bandwidth=calibration.Bandwidth(
+            gbps=10.0, device_copy_gbps=10.0, elementwise_gbps=8.0, megabytes=128, repeats=10
+        ),
+    )
     return dataclasses.replace(record, **changes)
 
 
@@ -92,8 +115,20 @@ def test_the_stored_record_holds_device_versions_date_peaks_and_bandwidth(cpu, c
     raw = json.loads(caches[1].read_text())
     assert raw["version"] == calibration.CACHE_VERSION and len(raw["calibrations"]) == 1
     stored = raw["calibrations"][0]
-    assert {"device", "kind", "name", "threads", "torch", "cuda", "driver", "measured_on", "measured_at",
-            "seconds", "peaks", "bandwidth"} <= set(stored)
+    assert {
+        "device",
+        "kind",
+        "name",
+        "threads",
+        "torch",
+        "cuda",
+        "driver",
+        "measured_on",
+        "measured_at",
+        "seconds",
+        "peaks",
+        "bandwidth",
+    } <= set(stored)
     assert stored["torch"] == torch.__version__ and stored["measured_on"] == datetime.date.today().isoformat()
     assert {"tflops", "dtype", "best_size", "sizes"} <= set(stored["peaks"][0])
     assert {"gbps", "device_copy_gbps", "elementwise_gbps", "megabytes", "repeats"} <= set(stored["bandwidth"])
@@ -123,8 +158,11 @@ def test_the_memory_roof_is_measured_by_the_bandwidth_experiments_own_code(cpu, 
 def test_dtypes_per_device_kind():
     cuda = devices.Device(kind="cuda", index=0, name="GPU", capability=(9, 0), bf16=True)
     assert calibration.dtypes(cuda) == ["float32", "tfloat32", "bfloat16", "float16"]
-    assert calibration.dtypes(dataclasses.replace(cuda, capability=(8, 6), bf16=False)) == ["float32", "tfloat32",
-                                                                                          "float16"]
+    assert calibration.dtypes(dataclasses.replace(cuda, capability=(8, 6), bf16=False)) == [
+        "float32",
+        "tfloat32",
+        "float16",
+    ]
     # A T4 or V100 has no TF32: a "high" precision matmul there is float32, not a TF32 peak.
     t4 = devices.Device(kind="cuda", index=0, name="Tesla T4", capability=(7, 5), bf16=False)
     assert calibration.dtypes(t4) == ["float32", "float16"]
@@ -142,12 +180,17 @@ def test_a_fresh_record_of_this_device_is_not_stale(cpu, no_measuring):
     assert r["command"] == "gpututor calibrate" and r["calibration"]["ridge_point"] == pytest.approx(0.1e12 / 10e9)
 
 
-@pytest.mark.parametrize(("changes", "said"), [
-    ({"torch": "1.0.0"}, "measured with torch 1.0.0"),
-    ({"measured_at": time.time() - (calibration.MAX_AGE_DAYS + 1) * 86400, "measured_on": "2000-01-01"},
-     f"more than {calibration.MAX_AGE_DAYS} days ago"),
-    ({"threads": 97}, "measured with 97 CPU threads"),
-])
+@pytest.mark.parametrize(
+    ("changes", "said"),
+    [
+        ({"torch": "1.0.0"}, "measured with torch 1.0.0"),
+        (
+            {"measured_at": time.time() - (calibration.MAX_AGE_DAYS + 1) * 86400, "measured_on": "2000-01-01"},
+            f"more than {calibration.MAX_AGE_DAYS} days ago",
+        ),
+        ({"threads": 97}, "measured with 97 CPU threads"),
+    ],
+)
 def test_a_record_from_another_torch_an_old_date_or_other_threads_is_stale(cpu, no_measuring, changes, said):
     calibration.store(planted(cpu, **changes))
     r = calibration.report(cpu)
@@ -174,8 +217,12 @@ def test_an_unreadable_file_counts_as_no_calibration(cpu, caches, no_measuring):
     record_file = caches[1]
     record_file.parent.mkdir(parents=True)
     good = planted(cpu).as_dict()
-    for text in ("{not json", json.dumps({"version": 99, "calibrations": []}), json.dumps([1]),
-                 json.dumps({"version": calibration.CACHE_VERSION, "calibrations": [{"x": 1}, {**good, "peaks": []}]})):
+    for text in (
+        "{not json",
+        json.dumps({"version": 99, "calibrations": []}),
+        json.dumps([1]),
+        json.dumps({"version": calibration.CACHE_VERSION, "calibrations": [{"x": 1}, {**good, "peaks": []}]}),
+    ):
         record_file.write_text(text)
         assert calibration.load() == [] and calibration.report(cpu)["calibration"] is None
     record_file.write_text(json.dumps({"version": calibration.CACHE_VERSION, "calibrations": [{"x": 1}, good]}))
@@ -187,16 +234,36 @@ def test_an_unreadable_file_counts_as_no_calibration(cpu, caches, no_measuring):
 
 def _record_runs(progress: Progress, dev) -> None:
     here = dev.as_dict()  # as `gpututor run` stores it
-    progress.record_run(experiment="bandwidth", params={"megabytes": 128, "matmul_size": 512}, device=here,
-                        metrics={"elementwise_tflops": 0.0005, "elementwise_intensity": 1 / 12,
-                                 "matmul_tflops": 0.08, "matmul_intensity": 512 / 6}, status="finished")
-    progress.record_run(experiment="sync-timing", params={"size": 128}, device=here,
-                        metrics={"tflops": 0.05}, status="finished")
+    progress.record_run(
+        experiment="bandwidth",
+        params={"megabytes": 128, "matmul_size": 512},
+        device=here,
+        metrics={
+            "elementwise_tflops": 0.0005,
+            "elementwise_intensity": 1 / 12,
+            "matmul_tflops": 0.08,
+            "matmul_intensity": 512 / 6,
+        },
+        status="finished",
+    )
+    progress.record_run(
+        experiment="sync-timing", params={"size": 128}, device=here, metrics={"tflops": 0.05}, status="finished"
+    )
     # the TUI stores its Started event's device instead
-    progress.record_run(experiment="pipeline-breakdown", params={}, device={"device": "cpu", "name": dev.name},
-                        metrics={"achieved_tflops": 0.2, "dtype": "bfloat16"}, status="finished")
-    progress.record_run(experiment="profile-step", params={}, device={"kind": "cuda", "name": "NVIDIA H100"},
-                        metrics={"achieved_tflops": 30.0}, status="finished")
+    progress.record_run(
+        experiment="pipeline-breakdown",
+        params={},
+        device={"device": "cpu", "name": dev.name},
+        metrics={"achieved_tflops": 0.2, "dtype": "bfloat16"},
+        status="finished",
+    )
+    progress.record_run(
+        experiment="profile-step",
+        params={},
+        device={"kind": "cuda", "name": "NVIDIA H100"},
+        metrics={"achieved_tflops": 30.0},
+        status="finished",
+    )
     progress.record_run(experiment="train", params={}, device=here, metrics={"accuracy": 0.9}, status="finished")
 
 
@@ -228,10 +295,18 @@ def test_runs_with_an_intensity_are_points_others_are_listed_and_nothing_is_inve
 
 def test_a_run_above_the_calibrated_roof_says_why(cpu, tmp_path):
     with Progress(tmp_path / "progress.db") as progress:
-        progress.record_run(experiment="bandwidth", params={"megabytes": 8, "matmul_size": 256},
-                            device=cpu.as_dict(), metrics={"elementwise_tflops": 0.01, "elementwise_intensity": 1 / 12,
-                                                           "matmul_tflops": 0.05, "matmul_intensity": 256 / 6},
-                            status="finished")
+        progress.record_run(
+            experiment="bandwidth",
+            params={"megabytes": 8, "matmul_size": 256},
+            device=cpu.as_dict(),
+            metrics={
+                "elementwise_tflops": 0.01,
+                "elementwise_intensity": 1 / 12,
+                "matmul_tflops": 0.05,
+                "matmul_intensity": 256 / 6,
+            },
+            status="finished",
+        )
         run = progress.latest_run(experiment="bandwidth")
     placed = calibration.place_runs(planted(cpu), [run])
     e = next(p for p in placed["points"] if p["mark"] == "e")
@@ -276,15 +351,18 @@ def test_a_record_or_run_of_an_older_measurement_method_is_never_beside_new_ones
 
     old = calibration.Calibration.from_dict({k: v for k, v in planted(cpu).as_dict().items() if k != "method"})
     now = calibration.current(cpu)
-    assert old.method == 1 and "measured the older way" in old.stale_because(now["device"], now["threads"], now["torch"])
+    assert old.method == 1 and "measured the older way" in old.stale_because(
+        now["device"], now["threads"], now["torch"]
+    )
     assert planted(cpu).stale_because(now["device"], now["threads"], now["torch"]) is None
     with Progress(tmp_path / "progress.db") as progress:
         stamped = {**cpu.as_dict(), "host": "here", "torch_version": now["torch"]}
         metrics = {"elementwise_tflops": 0.0005, "elementwise_intensity": 1 / 12}
         progress.record_run(experiment="bandwidth", params={}, device=stamped, metrics=metrics, status="finished")
         older = progress.latest_run(experiment="bandwidth")
-        progress.record_run(experiment="bandwidth", params={}, device={**stamped, "method": METHOD}, metrics=metrics,
-                            status="finished")
+        progress.record_run(
+            experiment="bandwidth", params={}, device={**stamped, "method": METHOD}, metrics=metrics, status="finished"
+        )
         newer = progress.latest_run(experiment="bandwidth")
     placed = calibration.place_runs(planted(cpu), [older])
     assert placed["points"] == [] and [p["run_id"] for p in placed["older"]] == [older.id]

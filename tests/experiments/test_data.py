@@ -103,8 +103,13 @@ def test_describe_source_missing(monkeypatch, tmp_path):
 
 def test_describe_source_imports_no_torch(tmp_path):
     code = "import sys, tutor.experiments.data as d; d.describe_source(); print('torch' in sys.modules)"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
-                         env={"GPUTUTOR_DATA_DIR": str(tmp_path), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"GPUTUTOR_DATA_DIR": str(tmp_path), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "False"
 

@@ -33,8 +33,9 @@ def _module(tmp_path, body: str) -> str:
     pkg = tmp_path / "fake_ranks"
     pkg.mkdir(exist_ok=True)
     (pkg / "__init__.py").write_text("")
-    (pkg / "job.py").write_text("import os, sys, time, pathlib\n\ndef rank_main(ctx):\n"
-                                + textwrap.indent(textwrap.dedent(body), "    "))
+    (pkg / "job.py").write_text(
+        "import os, sys, time, pathlib\n\ndef rank_main(ctx):\n" + textwrap.indent(textwrap.dedent(body), "    ")
+    )
     return "fake_ranks.job"
 
 
@@ -92,13 +93,16 @@ def test_the_command_is_torchrun_standalone():
 
 
 def test_events_come_back_tagged_with_their_rank(importable):
-    module = _module(importable, """
+    module = _module(
+        importable,
+        """
         ctx.note(f"world {ctx.world_size}, backend {ctx.backend}, {os.environ['OMP_NUM_THREADS']} thread")
         ctx.step(1, 1, loss=float(ctx.rank), seconds=0.1, samples_per_s=10.0)
         for i in range(20):  # lines far over the pipe's atomic 4 KiB, from both ranks at once
             ctx.table(f"ids {ctx.rank}.{i}", ["id"], [[str(ctx.rank)] for _ in range(6000)])
         ctx.result(rank=ctx.rank, local=int(os.environ["LOCAL_RANK"]))
-    """)
+    """,
+    )
     events, job = _drain(distributed.launch(module, distributed.choose(CPU, 2)))
     assert job["results"] == {0: {"rank": 0, "local": 0}, 1: {"rank": 1, "local": 1}}
     assert job["attempts"] == 1 and 0 < job["ready_s"] <= job["seconds"]
@@ -110,12 +114,15 @@ def test_events_come_back_tagged_with_their_rank(importable):
 
 
 def test_an_error_in_a_rank_is_said_with_the_rank_and_not_retried(importable):
-    module = _module(importable, """
+    module = _module(
+        importable,
+        """
         (pathlib.Path(os.environ["MARK_DIR"]) / f"try-{ctx.rank}-{time.time_ns()}").touch()
         if ctx.rank == 1:
             raise ValueError("shapes do not match")
         ctx.result(ok=True)
-    """)
+    """,
+    )
     os.environ["MARK_DIR"] = str(importable)
     try:
         with pytest.raises(distributed.LaunchFailed, match=r"rank 1 of 2 failed.*ValueError: shapes do not match"):
@@ -128,7 +135,9 @@ def test_an_error_in_a_rank_is_said_with_the_rank_and_not_retried(importable):
 def test_the_rank_that_failed_is_named_not_the_one_left_waiting_on_it(importable):
     """Rank 1 raises while rank 0 waits for it in an all-reduce: gloo then fails rank 0 too
     ("Connection closed by peer"). The launch names rank 1's error, the cause."""
-    module = _module(importable, """
+    module = _module(
+        importable,
+        """
         import torch
         import torch.distributed as dist
         waiting = pathlib.Path(os.environ["MARK_DIR"]) / "rank-0-reduces"
@@ -139,7 +148,8 @@ def test_the_rank_that_failed_is_named_not_the_one_left_waiting_on_it(importable
         waiting.touch()
         dist.all_reduce(torch.ones(1))
         ctx.result(ok=True)
-    """)
+    """,
+    )
     os.environ["MARK_DIR"] = str(importable)
     try:
         with pytest.raises(distributed.LaunchFailed, match=r"rank 1 of 2 failed.*ValueError: shapes do not match"):
@@ -151,13 +161,16 @@ def test_the_rank_that_failed_is_named_not_the_one_left_waiting_on_it(importable
 
 @pytest.mark.long
 def test_a_start_that_aborts_is_said_and_tried_once_more(importable):
-    module = _module(importable, """
+    module = _module(
+        importable,
+        """
         mark = pathlib.Path(os.environ["MARK_DIR"]) / "aborted-once"
         if ctx.rank == 1 and not mark.exists():
             mark.touch()
             os.abort()  # SIGABRT, as torchrun's workers sometimes die at start on a busy machine
         ctx.result(ok=True)
-    """)
+    """,
+    )
     os.environ["MARK_DIR"] = str(importable)
     try:
         events, job = _drain(distributed.launch(module, distributed.choose(CPU, 2)))
@@ -184,13 +197,16 @@ def _rank_pids() -> set[int]:
 
 @pytest.mark.skipif(sys.platform != "linux", reason="pgrep and /proc")
 def test_a_cancelled_job_leaves_no_process_behind(importable):
-    module = _module(importable, """
+    module = _module(
+        importable,
+        """
         step = 0
         while True:  # runs until stopped
             step += 1
             ctx.step(step, 0, loss=1.0, seconds=0.1 * step, samples_per_s=1.0)
             time.sleep(0.1)
-    """)
+    """,
+    )
     gen = distributed.launch(module, distributed.choose(CPU, 2))
     while not isinstance(next(gen), Step):
         pass

@@ -108,7 +108,7 @@ def test_resource_tracker_warning_is_filtered_without_dropping_the_users_filters
     assert os.environ["PYTHONWARNINGS"] == "error::DeprecationWarning,ignore:resource_tracker:UserWarning"
 
 
-SLOW_PACK = '''
+SLOW_PACK = """
 import time
 from tutor.experiments.events import Finished, Started
 from tutor.experiments import Experiment, Params
@@ -122,7 +122,7 @@ def run(p, dev):
 
 EXPERIMENTS = [Experiment(name="slow", title="Slow", module="", params=Params,
                           metrics={"done": "1"}, run=run)]
-'''
+"""
 
 
 def test_a_run_busy_between_events_is_stopped_soon_after_a_cancel(tmp_path, monkeypatch):
@@ -150,7 +150,7 @@ def test_a_run_busy_between_events_is_stopped_soon_after_a_cancel(tmp_path, monk
         engine.close()
 
 
-SETUP_PACK = '''
+SETUP_PACK = """
 import multiprocessing
 from tutor.experiments.events import Finished, Started
 from tutor.experiments import Experiment, Params
@@ -165,7 +165,7 @@ def run(p, dev):
 
 EXPERIMENTS = [Experiment(name="setup", title="Setup", module="", params=Params,
                           metrics={"start_method": "how children start", "threads": "intra-op threads"}, run=run)]
-'''
+"""
 
 
 def test_the_engine_trains_as_an_in_process_run_does(tmp_path, monkeypatch):
@@ -230,7 +230,7 @@ def test_a_long_engine_log_is_rotated_when_an_engine_starts(tmp_path, monkeypatc
     assert not log.exists() or "old line" not in log.read_text()
 
 
-GPU_OOM_PACK = '''
+GPU_OOM_PACK = """
 from tutor.experiments.events import Started
 from tutor.experiments import Experiment, Params
 
@@ -246,7 +246,7 @@ def run(p, dev):
 
 
 EXPERIMENTS = [Experiment(name="gpu-oom", title="GPU OOM", module="", params=Params, metrics={}, run=run)]
-'''
+"""
 
 
 def test_a_gpu_out_of_memory_is_not_blamed_on_the_host_memory_budget(tmp_path, monkeypatch):
@@ -277,8 +277,9 @@ def test_the_engine_empties_the_gpu_cache_when_a_run_ends(monkeypatch):
     emptied = []
     monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
     monkeypatch.setattr(torch.cuda, "empty_cache", lambda: emptied.append("cuda"))
-    monkeypatch.setattr(torch._C, "_cuda_clearCublasWorkspaces", lambda: emptied.append("cublas workspaces"),
-                        raising=False)
+    monkeypatch.setattr(
+        torch._C, "_cuda_clearCublasWorkspaces", lambda: emptied.append("cublas workspaces"), raising=False
+    )
     monkeypatch.setattr(torch.backends.mps, "is_available", lambda: True)
     monkeypatch.setattr(torch.mps, "empty_cache", lambda: emptied.append("mps"))
     engine_module.release_device_memory()

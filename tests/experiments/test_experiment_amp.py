@@ -72,7 +72,8 @@ def mps_without_scaler(monkeypatch):
     """An MPS whose autocast works but whose GradScaler step fails as in torch 2.5-2.7."""
     monkeypatch.setattr(training, "_mps_autocast_ok", lambda dtype: True)
     monkeypatch.setattr(
-        training, "_scaler_step_error",
+        training,
+        "_scaler_step_error",
         lambda device: "TypeError: Cannot convert a MPS Tensor to float64 dtype",
     )
 
@@ -124,8 +125,11 @@ def test_amp_compare_on_cpu_uses_bf16():
     if not devices.resolve("cpu").bf16:
         assert "emulated" in notes
     # The result is explained whichever way it went.
-    assert any(e.level in ("result", "warning") and ("faster" in e.text or "slower" in e.text)
-               for e in events if isinstance(e, Note))
+    assert any(
+        e.level in ("result", "warning") and ("faster" in e.text or "slower" in e.text)
+        for e in events
+        if isinstance(e, Note)
+    )
 
 
 def test_fp16_on_cpu_uses_grad_scaler():
@@ -146,8 +150,9 @@ def test_the_speedup_is_the_median_of_rounds_in_turns_with_its_interval(monkeypa
     events = run({**SMALL, "train_samples": 512})  # one epoch each: the speedup does not need more
     m = events[-1].metrics
     assert m["speedup"] == pytest.approx(1.45) and (m["speedup_low"], m["speedup_high"]) == pytest.approx((1.1, 1.8))
-    assert any("the speedup is the median of 10 rounds, its 98% interval" in e.text
-               for e in events if isinstance(e, Note))
+    assert any(
+        "the speedup is the median of 10 rounds, its 98% interval" in e.text for e in events if isinstance(e, Note)
+    )
 
 
 def test_the_spread_is_declared_with_what_none_means():
@@ -216,8 +221,9 @@ def test_amp_compare_on_cuda_with_tf32_allowed_times_true_float32(monkeypatch):
 
     def spy(label, *args, **kwargs):
         for item in real(label, *args, **kwargs):
-            seen.setdefault(label, set()).add((torch.get_float32_matmul_precision(),
-                                               torch.backends.cuda.matmul.allow_tf32))
+            seen.setdefault(label, set()).add(
+                (torch.get_float32_matmul_precision(), torch.backends.cuda.matmul.allow_tf32)
+            )
             yield item
 
     monkeypatch.setattr(amp_compare, "_train_mode", spy)

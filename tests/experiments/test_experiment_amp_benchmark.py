@@ -44,8 +44,17 @@ def test_every_declared_metric_is_reported(cpu_run):
 
 def test_without_a_gpu_the_gpu_cases_are_none_and_said_so(cpu_run):
     events, m = cpu_run
-    for key in ("fp32_seconds", "tf32_seconds", "gpu_speedup", "tf32_speedup", "fp32_accuracy", "tf32_accuracy",
-                "fp32_peak_mb", "tf32_peak_mb", "amp_peak_mb"):
+    for key in (
+        "fp32_seconds",
+        "tf32_seconds",
+        "gpu_speedup",
+        "tf32_speedup",
+        "fp32_accuracy",
+        "tf32_accuracy",
+        "fp32_peak_mb",
+        "tf32_peak_mb",
+        "amp_peak_mb",
+    ):
         assert m[key] is None, key
     text = notes(events)
     if devices.accelerator() is None:
@@ -71,8 +80,7 @@ def test_one_epoch_has_no_speedup_spread(cpu_run):
 def test_two_epochs_take_turns_and_pair_their_ratios():
     """Issue 37: the cases train in turns, an epoch each, so the k-th epochs ran side by side; the
     speedup is the median of the paired ratios (2 here: their mean) and its interval their range."""
-    events, m = run_experiment("amp-benchmark", {**QUICK, "train_samples": 512, "cpu_samples": 256, "epochs": 2},
-                               "cpu")
+    events, m = run_experiment("amp-benchmark", {**QUICK, "train_samples": 512, "cpu_samples": 256, "epochs": 2}, "cpu")
     epochs = [e for e in events if isinstance(e, Epoch)]
     assert [e.label for e in epochs] == ["cpu", "amp", "cpu", "amp"]  # in turns, not one case then the other
     cpu, amp = ([e.seconds for e in epochs if e.label == k] for k in ("cpu", "amp"))
@@ -136,8 +144,11 @@ class _StandIn(Device):
 def test_accelerator_path_with_a_stand_in_device(monkeypatch):
     dev = _StandIn("mps", None, "Stand-in GPU")
     cpu = devices.resolve("cpu")
-    monkeypatch.setattr(amp_benchmark, "autocast_settings",
-                        lambda amp, d: Amp(True, torch.bfloat16, False, "autocast to bfloat16 (stand-in).", cpu))
+    monkeypatch.setattr(
+        amp_benchmark,
+        "autocast_settings",
+        lambda amp, d: Amp(True, torch.bfloat16, False, "autocast to bfloat16 (stand-in).", cpu),
+    )
     events = list(amp_benchmark.measure(experiments.get("amp-benchmark").make_params(QUICK), dev))
     m = events[-1].metrics
     assert set(experiments.get("amp-benchmark").metrics) <= set(m)
@@ -155,10 +166,14 @@ def test_accelerator_path_with_a_stand_in_device(monkeypatch):
 def test_accelerator_path_pairs_float32_on_the_device_with_autocast(monkeypatch):
     dev = _StandIn("mps", None, "Stand-in GPU")
     cpu = devices.resolve("cpu")
-    monkeypatch.setattr(amp_benchmark, "autocast_settings",
-                        lambda amp, d: Amp(True, torch.bfloat16, False, "autocast to bfloat16 (stand-in).", cpu))
-    params = experiments.get("amp-benchmark").make_params({**QUICK, "train_samples": 512, "cpu_samples": 256,
-                                                           "epochs": 2})
+    monkeypatch.setattr(
+        amp_benchmark,
+        "autocast_settings",
+        lambda amp, d: Amp(True, torch.bfloat16, False, "autocast to bfloat16 (stand-in).", cpu),
+    )
+    params = experiments.get("amp-benchmark").make_params(
+        {**QUICK, "train_samples": 512, "cpu_samples": 256, "epochs": 2}
+    )
     events = list(amp_benchmark.measure(params, dev))
     m = events[-1].metrics
     fp32, amp = ([e.seconds for e in events if isinstance(e, Epoch) and e.label == k] for k in ("fp32", "amp"))

@@ -19,8 +19,10 @@ def _notes(events) -> str:
 
 
 def _lists(m) -> dict[str, list[str]]:
-    return {kind: m[name].split(", ") for kind, name in
-            ((LOWERED, "lowered_ops"), (FLOAT32, "float32_ops"), (FOLLOWS, "input_dtype_ops"))}
+    return {
+        kind: m[name].split(", ")
+        for kind, name in ((LOWERED, "lowered_ops"), (FLOAT32, "float32_ops"), (FOLLOWS, "input_dtype_ops"))
+    }
 
 
 @pytest.fixture(scope="module")
@@ -86,12 +88,15 @@ def test_float16_autocast_on_the_cpu():
     assert m["autocast_dtype"] == "float16" and m["linear_dtype"] == "float16" and m["loss_dtype"] == "float32"
 
 
-@pytest.mark.parametrize("from_float32, from_low, expected", [
-    (torch.bfloat16, torch.bfloat16, LOWERED),
-    (torch.float32, torch.float32, FLOAT32),
-    (torch.float32, torch.bfloat16, FOLLOWS),
-    (torch.bfloat16, torch.float32, "bfloat16 / float32"),  # no rule autocast has: shown as measured
-])
+@pytest.mark.parametrize(
+    "from_float32, from_low, expected",
+    [
+        (torch.bfloat16, torch.bfloat16, LOWERED),
+        (torch.float32, torch.float32, FLOAT32),
+        (torch.float32, torch.bfloat16, FOLLOWS),
+        (torch.bfloat16, torch.float32, "bfloat16 / float32"),  # no rule autocast has: shown as measured
+    ],
+)
 def test_rule_from_the_two_output_dtypes(from_float32, from_low, expected):
     assert rule(from_float32, from_low, torch.bfloat16) == expected
 

@@ -82,8 +82,14 @@ def test_float16_weights_round_small_updates_away(cpu_run):
     events, m = cpu_run
     assert 0 < m["lost_update_share"] <= 1
     table = next(e for e in events if isinstance(e, Table) and "SGD step" in e.title)
-    assert [row[0] for row in table.rows] == ["fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias",
-                                              "fc3.weight", "fc3.bias"]
+    assert [row[0] for row in table.rows] == [
+        "fc1.weight",
+        "fc1.bias",
+        "fc2.weight",
+        "fc2.bias",
+        "fc3.weight",
+        "fc3.bias",
+    ]
 
 
 def test_lost_updates_follow_the_spacing_rule():
@@ -96,7 +102,7 @@ def test_lost_updates_follow_the_spacing_rule():
     # -lr * grad is +-0.01 * x: 1e-2, 1e-4, 1e-6, 1e-8. Only 1e-2 is over half the spacing (2**-11).
     share, rows = autocast_misuse.lost_updates(model, x, y, lr=0.02)
     assert share == pytest.approx(0.75)
-    assert rows == [["weight", "1.5", f"{2.0 ** -10:.1e}", "1.0e-06", "75%"]]
+    assert rows == [["weight", "1.5", f"{2.0**-10:.1e}", "1.0e-06", "75%"]]
     assert model.weight.grad is None  # the measurement leaves no gradient behind
 
 

@@ -54,8 +54,9 @@ def test_a_gpu_with_a_spec_sheet_gets_its_measured_share(monkeypatch):
     CPU run under an H100's name, so the arithmetic is checked without one)."""
     from tutor.measurement import vendor_peaks
 
-    monkeypatch.setattr(vendor_peaks, "for_device",
-                        lambda dev, dtype: (67.0, "NVIDIA H100 SXM") if dtype == "float32" else None)
+    monkeypatch.setattr(
+        vendor_peaks, "for_device", lambda dev, dtype: (67.0, "NVIDIA H100 SXM") if dtype == "float32" else None
+    )
     events, m = run_experiment("calibrate", {}, "cpu")
     assert m["float32_spec_share"] == pytest.approx(m["float32_peak_tflops"] / 67.0)
     table = next(e for e in events if isinstance(e, Table))

@@ -78,8 +78,14 @@ def test_scratch_file_is_written_in_the_cache_dir_and_removed(monkeypatch, tmp_p
     monkeypatch.setattr(paths, "cache_dir", lambda: tmp_path / "cache")
     written = []
     real_save = torch.save
-    monkeypatch.setattr(torch, "save", lambda obj, f, *a, **k: (
-        written.append(Path(f)) if isinstance(f, (str, Path)) else None, real_save(obj, f, *a, **k)))
+    monkeypatch.setattr(
+        torch,
+        "save",
+        lambda obj, f, *a, **k: (
+            written.append(Path(f)) if isinstance(f, (str, Path)) else None,
+            real_save(obj, f, *a, **k),
+        ),
+    )
     events = list(experiments.start("checkpoint-roundtrip", {"steps": 5}, device="cpu"))
     m = events[-1].metrics
     assert m["allclose"] is True and m["file_bytes"] > 0

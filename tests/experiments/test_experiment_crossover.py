@@ -33,8 +33,17 @@ def run(values: dict, dev) -> list:
 def test_cpu_only_reports_none_and_says_so(cpu_only):
     events = run(QUICK, cpu_only)
     m = events[-1].metrics
-    for key in ("accel_seconds_tiny", "speedup_tiny", "accel_seconds_mlp", "speedup_mlp", "speedup",
-                "speedup_low", "speedup_high", "speedup_tiny_low", "speedup_mlp_high"):
+    for key in (
+        "accel_seconds_tiny",
+        "speedup_tiny",
+        "accel_seconds_mlp",
+        "speedup_mlp",
+        "speedup",
+        "speedup_low",
+        "speedup_high",
+        "speedup_tiny_low",
+        "speedup_mlp_high",
+    ):
         assert m[key] is None, key
     assert m["accelerator"] == "none"
     assert m["cpu_seconds_tiny"] > 0 and m["cpu_seconds_mlp"] > 0

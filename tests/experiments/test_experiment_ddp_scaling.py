@@ -42,12 +42,23 @@ def test_the_real_run_measures_every_time_it_reports(cpu_run):
 
 # What rank 0 measured, made up so that every figure the experiment derives is worked out by hand below.
 RANK_0 = {
-    "parameters": 235_146, "bucket_bytes": [136_744, 803_840], "first_step_buckets": [136_744, 803_840],
-    "logged_buckets": None, "single_samples_per_s": 1_000.0, "ddp_samples_per_s": 1_500.0,
-    "single_step_s": 0.064, "ddp_round_step_s": 0.0853, "compute_seconds": 0.040, "allreduce_seconds": 0.010,
-    "ddp_step_seconds": 0.045, "exposed_comm_seconds": 0.005, "dataset": "made up",
-    "rows": [{"batch": 4, "compute_s": 0.002, "allreduce_s": 0.010, "ddp_s": 0.011, "exposed_s": 0.009},
-             {"batch": 64, "compute_s": 0.040, "allreduce_s": 0.010, "ddp_s": 0.045, "exposed_s": 0.005}],
+    "parameters": 235_146,
+    "bucket_bytes": [136_744, 803_840],
+    "first_step_buckets": [136_744, 803_840],
+    "logged_buckets": None,
+    "single_samples_per_s": 1_000.0,
+    "ddp_samples_per_s": 1_500.0,
+    "single_step_s": 0.064,
+    "ddp_round_step_s": 0.0853,
+    "compute_seconds": 0.040,
+    "allreduce_seconds": 0.010,
+    "ddp_step_seconds": 0.045,
+    "exposed_comm_seconds": 0.005,
+    "dataset": "made up",
+    "rows": [
+        {"batch": 4, "compute_s": 0.002, "allreduce_s": 0.010, "ddp_s": 0.011, "exposed_s": 0.009},
+        {"batch": 64, "compute_s": 0.040, "allreduce_s": 0.010, "ddp_s": 0.045, "exposed_s": 0.005},
+    ],
 }
 
 
@@ -111,15 +122,20 @@ def test_the_headline_reads_the_same_way_as_its_own_table():
 
     assert who_won(rows((4, 1, 2), (16, 3, 2), (64, 9, 2)), "1 MB") == (
         "Up to a per-rank batch of 4 the all-reduce of 1 MB took longer than the compute; from 16 up the compute "
-        "outweighed it.")
+        "outweighed it."
+    )
     flipping = who_won(rows((4, 3, 2), (16, 1, 2), (64, 9, 2)), "1 MB")
-    assert flipping.startswith("No clean switch in this sweep: the all-reduce of 1 MB took longer than the compute "
-                               "at per-rank batch 16, the compute outweighed it at 4 and 64.")
+    assert flipping.startswith(
+        "No clean switch in this sweep: the all-reduce of 1 MB took longer than the compute "
+        "at per-rank batch 16, the compute outweighed it at 4 and 64."
+    )
     assert "every" not in who_won(rows((4, 1, 2), (16, 3, 2), (64, 1, 2)), "1 MB")
     assert who_won(rows((4, 1, 2), (16, 1, 2)), "1 MB").startswith(
-        "The all-reduce of 1 MB took longer than the compute at every per-rank batch from 4 to 16")
+        "The all-reduce of 1 MB took longer than the compute at every per-rank batch from 4 to 16"
+    )
     assert who_won(rows((16, 5, 2), (4, 3, 2)), "1 MB").startswith(
-        "Compute outweighed the all-reduce at every per-rank batch from 4 to 16")
+        "Compute outweighed the all-reduce at every per-rank batch from 4 to 16"
+    )
 
 
 def test_the_sweep_is_checked_and_tidied():

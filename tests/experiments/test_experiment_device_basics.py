@@ -53,11 +53,14 @@ def test_cuda_run_places_every_parameter_on_the_gpu():
     assert "GiB free right now" in notes
 
 
-@pytest.mark.parametrize("brand,name", [
-    ("Apple M2", "Apple M2 GPU (MPS)"),  # sysctl's brand string already says Apple
-    ("Apple M3 Max", "Apple M3 Max GPU (MPS)"),
-    ("M1", "Apple M1 GPU (MPS)"),
-])
+@pytest.mark.parametrize(
+    "brand,name",
+    [
+        ("Apple M2", "Apple M2 GPU (MPS)"),  # sysctl's brand string already says Apple
+        ("Apple M3 Max", "Apple M3 Max GPU (MPS)"),
+        ("M1", "Apple M1 GPU (MPS)"),
+    ],
+)
 def test_the_mac_gpu_is_named_by_its_chip_once(brand, name):
     from tutor.experiments import devices
 
@@ -71,11 +74,14 @@ def test_any_accelerator_gets_every_parameter(accelerator):
     assert m["parameter_devices"].startswith(accelerator)
 
 
-@pytest.mark.parametrize("machine, cpuinfo, native", [
-    ("aarch64", "processor\t: 0\nFeatures\t: fp asimd evtstrm aes sve bf16 i8mm\n", True),  # Graviton 3
-    ("aarch64", "processor\t: 0\nFeatures\t: fp asimd evtstrm aes crc32\n", False),  # Graviton 2
-    ("x86_64", "flags\t\t: fpu sse avx2 avx512f avx512_bf16\n", False),  # x86 is read from its flags instead
-])
+@pytest.mark.parametrize(
+    "machine, cpuinfo, native",
+    [
+        ("aarch64", "processor\t: 0\nFeatures\t: fp asimd evtstrm aes sve bf16 i8mm\n", True),  # Graviton 3
+        ("aarch64", "processor\t: 0\nFeatures\t: fp asimd evtstrm aes crc32\n", False),  # Graviton 2
+        ("x86_64", "flags\t\t: fpu sse avx2 avx512f avx512_bf16\n", False),  # x86 is read from its flags instead
+    ],
+)
 def test_arm_bfloat16_is_detected_from_its_features(monkeypatch, machine, cpuinfo, native):
     """Native bfloat16 is not x86-only (AVX512-BF16/AMX): ARM has a BF16 extension (issue 25)."""
     import io

@@ -133,7 +133,10 @@ def test_every_statement_matches_the_values(gradient, scale):
     if "became inf" in text:
         assert math.isinf(scaled) or math.isinf(g16)
     assert ("lifts it back into the normal range" in text) == (
-        g16 != 0.0 and abs(g16) < m["fp16_smallest_normal"] and scaled != 0.0 and math.isfinite(scaled)
+        g16 != 0.0
+        and abs(g16) < m["fp16_smallest_normal"]
+        and scaled != 0.0
+        and math.isfinite(scaled)
         and abs(scaled) * scale >= m["fp16_smallest_normal"]
     )
     # bfloat16 is said to keep the gradient only when it did.

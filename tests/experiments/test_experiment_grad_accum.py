@@ -115,8 +115,9 @@ def test_told_where_the_verdicts_turn_it_adds_rounds_until_they_are_decided(monk
     monkeypatch.setattr(timing, "take_turns", alternating)
     monkeypatch.setattr(grad_accum, "take_turns", alternating)
     for edges, rounds, says in [((10.0,), 10, "clear of 10x"), ((1.5,), 40, "the most it makes")]:
-        events, m = run_experiment("grad-accum", {"batch_size": 64, "micro_batches": 4, "updates": 20,
-                                                  "decide": edges}, "cpu")
+        events, m = run_experiment(
+            "grad-accum", {"batch_size": 64, "micro_batches": 4, "updates": 20, "decide": edges}, "cpu"
+        )
         said = next(e.text for e in events if isinstance(e, Note) and e.text.startswith("Rounds: "))
         assert said.startswith(f"Rounds: {rounds} ") and says in said
         assert m["time_ratio_low"] <= m["time_ratio"] <= m["time_ratio_high"]

@@ -46,8 +46,13 @@ def test_components_match_their_formulas(cpu_run):
 
 def test_allocator_figures_are_absent_off_cuda_and_it_says_so(cpu_run):
     events, m = cpu_run
-    for key in ("allocator_param_bytes", "allocator_activation_bytes", "peak_bytes", "reserved_bytes",
-                "cublas_workspace_bytes"):
+    for key in (
+        "allocator_param_bytes",
+        "allocator_activation_bytes",
+        "peak_bytes",
+        "reserved_bytes",
+        "cublas_workspace_bytes",
+    ):
         assert m[key] is None
     assert any("no allocator counter" in e.text for e in events if isinstance(e, Note))
     ledger = next(e for e in events if isinstance(e, Table))

@@ -106,8 +106,10 @@ def fake_oom_for_big_batches(monkeypatch, seen):
     def randn(*shape, **kw):
         if shape and shape[0] > 10_000:  # warm-up and probe use 8 rows, the micro-batches fewer than 10,000
             seen.append(rlimit())
-            raise RuntimeError("[enforce fail at alloc_cpu.cpp:127] err == 0. DefaultCPUAllocator: can't allocate "
-                               "memory: you tried to allocate 43335680 bytes.")
+            raise RuntimeError(
+                "[enforce fail at alloc_cpu.cpp:127] err == 0. DefaultCPUAllocator: can't allocate "
+                "memory: you tried to allocate 43335680 bytes."
+            )
         return real_randn(*shape, **kw)
 
     monkeypatch.setattr(torch, "randn", randn)
@@ -177,11 +179,15 @@ def test_errors_in_the_measuring_process_reach_the_caller():
     with pytest.raises(RuntimeError, match="boom"):
         list(oom_recovery.child_events([sys.executable, "-c", f"print({line!r})"]))
     with pytest.raises(RuntimeError, match="exited with code 3: going"):
-        list(oom_recovery.child_events([sys.executable, "-c", "import sys; print('going', file=sys.stderr); "
-                                                              "sys.exit(3)"]))
+        list(
+            oom_recovery.child_events(
+                [sys.executable, "-c", "import sys; print('going', file=sys.stderr); sys.exit(3)"]
+            )
+        )
     note = json.dumps({"event": "note", "text": "hello", "level": "info"})
     assert list(oom_recovery.child_events([sys.executable, "-c", f"print('noise'); print({note!r})"])) == [
-        Note("hello")]
+        Note("hello")
+    ]
 
 
 @linux
@@ -205,8 +211,12 @@ def test_without_a_way_to_limit_memory_nothing_is_tried(monkeypatch):
 
 
 def test_out_of_memory_errors_are_told_apart():
-    assert oom_recovery.is_oom(RuntimeError("[enforce fail at alloc_cpu.cpp:127] DefaultCPUAllocator: can't "
-                                            "allocate memory: you tried to allocate 8 bytes."))
+    assert oom_recovery.is_oom(
+        RuntimeError(
+            "[enforce fail at alloc_cpu.cpp:127] DefaultCPUAllocator: can't "
+            "allocate memory: you tried to allocate 8 bytes."
+        )
+    )
     assert oom_recovery.is_oom(torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB"))
     assert oom_recovery.is_oom(MemoryError())
     assert not oom_recovery.is_oom(RuntimeError("mat1 and mat2 shapes cannot be multiplied"))

@@ -73,8 +73,9 @@ def test_the_table_and_notes(quick_run):
 def test_sgd_saves_memory_and_costs_steps(monkeypatch):
     """The course's trade, measured: plain SGD keeps no state and needs more steps than Adam."""
     monkeypatch.setenv("GPUTUTOR_CPU_BUDGET_S", "3600")  # never cut, however busy the machine
-    _, m = run_experiment("optimizer-trade", {"target_accuracy": 0.8, "max_steps": 400, "eval_every": 20,
-                                              "eval_samples": 500}, "cpu")
+    _, m = run_experiment(
+        "optimizer-trade", {"target_accuracy": 0.8, "max_steps": 400, "eval_every": 20, "eval_samples": 500}, "cpu"
+    )
     assert m["adam_steps"] is not None
     assert m["sgd_steps"] is None or m["sgd_steps"] > m["adam_steps"]
     assert m["sgd_state_bytes"] < m["momentum_state_bytes"] < m["adam_state_bytes"]
@@ -94,4 +95,3 @@ def test_an_accelerator_measures_the_same_state(accelerator):
     assert m["device"].startswith(accelerator) and m["step_cap"] == 2000  # never cut on a GPU
     assert m["adam_state_bytes"] == 2 * PARAMETERS * 4 + 6 * 4 and m["momentum_state_bytes"] == PARAMETERS * 4
     assert m["adam_steps"] is not None and (m["sgd_steps"] is None or m["sgd_steps"] > m["adam_steps"])
-

@@ -192,8 +192,9 @@ def test_the_loader_path_times_its_data_wait_and_ignores_pin_memory_off_cuda(mlp
     # Which path waits longer is a timing, and a timing under a loaded CI machine can go either
     # way over a few steps (it did: 2% against 5%): asserted here is what the run does, not speed.
     _, resident = mlp_run
-    events, loader = run_experiment("pipeline-breakdown",
-                                    {"steps": STEPS, "batch_size": 32, "data_path": "loader", "pin_memory": True})
+    events, loader = run_experiment(
+        "pipeline-breakdown", {"steps": STEPS, "batch_size": 32, "data_path": "loader", "pin_memory": True}
+    )
     assert loader["data_path"] == "loader" and resident["data_path"] == "resident"
     assert loader["data_wait_seconds"] > 0 and 0 < loader["data_wait_share"] < 1
     shares = [loader[f"{phase}_share"] for phase in PHASES]
@@ -221,8 +222,7 @@ def test_a_mig_slice_is_held_to_its_share_of_the_chip():
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 def test_cuda_phases_and_peak():
-    events, m = run_experiment("pipeline-breakdown", {"steps": 20, "data_path": "loader", "pin_memory": True},
-                               "cuda")
+    events, m = run_experiment("pipeline-breakdown", {"steps": 20, "data_path": "loader", "pin_memory": True}, "cuda")
     assert m["device"].startswith("cuda")
     for k in PHASES:
         assert m[f"{k}_seconds"] > 0
@@ -250,12 +250,15 @@ def test_accelerator_mfu_against_both_peaks(accelerator):
         assert m["peak_source"] == "measured matmul" and m["mfu"] == m["mfu_vs_measured"]
 
 
-@pytest.mark.parametrize("capability, precision, dtype", [
-    ((7, 5), "high", "float32"),  # a T4 (or a V100, 7.0) has no TF32, whatever the setting
-    ((7, 0), "medium", "float32"),
-    ((8, 0), "high", "tfloat32"),
-    ((9, 0), "highest", "float32"),
-])
+@pytest.mark.parametrize(
+    "capability, precision, dtype",
+    [
+        ((7, 5), "high", "float32"),  # a T4 (or a V100, 7.0) has no TF32, whatever the setting
+        ((7, 0), "medium", "float32"),
+        ((8, 0), "high", "tfloat32"),
+        ((9, 0), "highest", "float32"),
+    ],
+)
 def test_the_float32_peak_is_tf32_only_where_the_gpu_has_tf32(capability, precision, dtype):
     from tutor.experiments.training import float32_matmul_dtype
 
@@ -286,8 +289,10 @@ def test_a_synced_pass_faster_than_the_unsynced_one_is_said_to_be_noise():
     from tutor.experiments.pipeline_breakdown import synced_faster
 
     said = synced_faster(11_568, 9_038)
-    assert said.startswith("The synced pass came out faster (11,568/s against 9,038/s), which the syncs cannot "
-                           "cause") and "run it again" in said
+    assert (
+        said.startswith("The synced pass came out faster (11,568/s against 9,038/s), which the syncs cannot cause")
+        and "run it again" in said
+    )
     assert synced_faster(9_038, 11_568) is None and synced_faster(5.0, 5.0) is None
 
 

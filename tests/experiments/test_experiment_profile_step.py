@@ -157,8 +157,16 @@ def _event(name, thread, start_us, end_us, kernel_us=0.0, annotation=False, devi
     """A FunctionEvent as a CUDA profile makes one, with `kernel_us` of kernels it launched itself."""
     from torch.autograd.profiler_util import FunctionEvent
 
-    e = FunctionEvent(id=0, name=name, thread=thread, start_us=start_us, end_us=end_us, use_device="cuda",
-                      is_user_annotation=annotation, device_type=device)
+    e = FunctionEvent(
+        id=0,
+        name=name,
+        thread=thread,
+        start_us=start_us,
+        end_us=end_us,
+        use_device="cuda",
+        is_user_annotation=annotation,
+        device_type=device,
+    )
     if kernel_us:
         e.append_kernel("kernel", 0, kernel_us)
     return e
@@ -169,17 +177,19 @@ def test_kernels_go_to_the_phase_whose_window_holds_them_whatever_their_thread()
     (1) "backward" label as the profiler nests them: attributed by time, they count for backward."""
     from torch.autograd.profiler_util import EventList
 
-    events = EventList([
-        _event("forward", 1, 0, 50, annotation=True),
-        _event("aten::addmm", 1, 5, 15, kernel_us=3),
-        _event("backward", 1, 60, 160, annotation=True),
-        _event("aten::mm", 2, 70, 80, kernel_us=5),
-        _event("autograd::engine::evaluate_function", 2, 85, 120),  # a parent: its child's kernels once
-        _event("aten::mm", 2, 90, 100, kernel_us=4),
-        # the GPU-side copy of a label (30 us of device time): neither a window nor an operator
-        _event("backward", 0, 0, 30, annotation=True, device=torch.autograd.DeviceType.CUDA),
-        _event("aten::add_", 1, 200, 210, kernel_us=7),  # outside every phase
-    ])
+    events = EventList(
+        [
+            _event("forward", 1, 0, 50, annotation=True),
+            _event("aten::addmm", 1, 5, 15, kernel_us=3),
+            _event("backward", 1, 60, 160, annotation=True),
+            _event("aten::mm", 2, 70, 80, kernel_us=5),
+            _event("autograd::engine::evaluate_function", 2, 85, 120),  # a parent: its child's kernels once
+            _event("aten::mm", 2, 90, 100, kernel_us=4),
+            # the GPU-side copy of a label (30 us of device time): neither a window nor an operator
+            _event("backward", 0, 0, 30, annotation=True, device=torch.autograd.DeviceType.CUDA),
+            _event("aten::add_", 1, 200, 210, kernel_us=7),  # outside every phase
+        ]
+    )
     events._populate_cpu_children()  # as prof.events() does: nesting within each thread
     assert sum(e.device_time_total for e in events if e.name == "backward" and e.thread == 1) == 0  # the bug
     us = device_time_by_phase(list(events))
@@ -232,5 +242,7 @@ def test_the_mfu_note_says_why_the_same_mlps_mfu_differs_in_pipeline_breakdown(c
     """Issue 35: the same MLP's MFU was 22.5% here and 13.8% in the Iron Law's run, nothing said."""
     events, _ = cpu_run
     notes = " ".join(e.text for e in events if isinstance(e, Note))
-    assert ("pipeline-breakdown (the Iron Law's run) measures this same MLP with its data already on the device, "
-            "without this run's copy of each batch") in notes
+    assert (
+        "pipeline-breakdown (the Iron Law's run) measures this same MLP with its data already on the device, "
+        "without this run's copy of each batch"
+    ) in notes

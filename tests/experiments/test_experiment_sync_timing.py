@@ -101,11 +101,22 @@ def test_any_accelerator_runs_asynchronously_and_the_synced_timing_says_so(accel
     assert m["synced_seconds"] >= m["unsynced_seconds"]
 
 
-@pytest.mark.parametrize("unsynced, synced, says", [
-    ([0.100, 0.110], [0.098, 0.100], ["came out shorter here", "cannot make the work faster", "run-to-run noise",
-                                      "spread over 10% of their median"]),
-    ([0.100, 0.101], [0.150, 0.151], ["larger than the repeats' own spread (1% of their median)"]),
-])
+@pytest.mark.parametrize(
+    "unsynced, synced, says",
+    [
+        (
+            [0.100, 0.110],
+            [0.098, 0.100],
+            [
+                "came out shorter here",
+                "cannot make the work faster",
+                "run-to-run noise",
+                "spread over 10% of their median",
+            ],
+        ),
+        ([0.100, 0.101], [0.150, 0.151], ["larger than the repeats' own spread (1% of their median)"]),
+    ],
+)
 def test_on_the_cpu_the_note_explains_the_difference_with_the_measured_noise(monkeypatch, unsynced, synced, says):
     """A synchronised time shorter than the plain one (the issue saw it on the devices lesson)
     is explained, with the spread the repeats themselves measured."""
@@ -142,10 +153,13 @@ def test_from_6_repeats_it_measures_more_until_the_interval_is_precise_or_the_ti
     assert len([e for e in events if isinstance(e, Step)]) == 40
 
 
-@pytest.mark.parametrize("edges, repeats, says", [
-    ((10.0,), 9, "its interval was clear of 10x, where the predictions' verdicts turn"),
-    ((1.5,), 40, "still reaches one of 1.5x, where the verdicts turn"),
-])
+@pytest.mark.parametrize(
+    "edges, repeats, says",
+    [
+        ((10.0,), 9, "its interval was clear of 10x, where the predictions' verdicts turn"),
+        ((1.5,), 40, "still reaches one of 1.5x, where the verdicts turn"),
+    ],
+)
 def test_told_where_the_verdicts_turn_it_measures_until_they_are_decided(monkeypatch, edges, repeats, says):
     """Issue 37 item 2: ratios of 1x and 2x by turns are never precise, yet they decide an option
     edge at 10x at the first look; an edge at 1.5x, inside them, keeps it measuring to the most."""

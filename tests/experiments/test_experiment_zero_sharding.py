@@ -46,8 +46,12 @@ def test_fsdp_shards_everything_and_the_formulas_are_the_ledgers(cpu_run):
     assert m["fsdp_param_bytes"] == m["fsdp_grad_bytes"] == 2 * PSI
     assert m["fsdp_state_bytes"] == 4 * PSI + 6 * 4
     assert m["fsdp_total_bytes"] == 8 * PSI + 24
-    assert (m["ddp_formula_bytes"], m["zero1_formula_bytes"], m["zero2_formula_bytes"],
-            m["zero3_formula_bytes"]) == (16 * PSI, 12 * PSI, 10 * PSI, 8 * PSI)
+    assert (m["ddp_formula_bytes"], m["zero1_formula_bytes"], m["zero2_formula_bytes"], m["zero3_formula_bytes"]) == (
+        16 * PSI,
+        12 * PSI,
+        10 * PSI,
+        8 * PSI,
+    )
     assert m["ddp_total_bytes"] == 16 * PSI + 24
 
 
@@ -107,8 +111,9 @@ def test_fsdp_shards_on_the_plans_device_not_the_accelerator_torch_finds():
     dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
     try:
         with mock.patch.object(torch._C, "_get_accelerator", return_value=torch.device("cuda")):
-            zero_sharding.rank_main(Captured(0, 0, 1, "gloo", torch.device("cpu"),
-                                             {"world_size": 2, "batch_size": 8, "steps": 1}))
+            zero_sharding.rank_main(
+                Captured(0, 0, 1, "gloo", torch.device("cpu"), {"world_size": 2, "batch_size": 8, "steps": 1})
+            )
     finally:
         dist.destroy_process_group()
     assert "fsdp_error" not in results, results.get("fsdp_error")

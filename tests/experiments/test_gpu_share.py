@@ -10,8 +10,7 @@ from tutor.experiments import gpu_share
 from tutor.experiments.devices import Device
 
 GIB = 1 << 30
-H100 = Device("cuda", 0, "NVIDIA H100 80GB HBM3", total_memory=80 * GIB, free_memory=60 * GIB,
-              capability=(9, 0))
+H100 = Device("cuda", 0, "NVIDIA H100 80GB HBM3", total_memory=80 * GIB, free_memory=60 * GIB, capability=(9, 0))
 
 
 @pytest.fixture
@@ -26,8 +25,9 @@ def fake_cuda(monkeypatch):
 
     monkeypatch.setattr(torch.cuda, "get_device_properties", lambda index=0: Props())
     monkeypatch.setattr(torch.cuda, "get_per_process_memory_fraction", lambda index=0: 1.0, raising=False)
-    monkeypatch.setattr(torch.cuda, "set_per_process_memory_fraction",
-                        lambda fraction, index=0: fractions.append(fraction))
+    monkeypatch.setattr(
+        torch.cuda, "set_per_process_memory_fraction", lambda fraction, index=0: fractions.append(fraction)
+    )
     return fractions
 
 
@@ -42,14 +42,18 @@ def fake_mps(monkeypatch):
     return fractions
 
 
-@pytest.mark.parametrize("gpu,host,cap,source", [
-    (None, None, None, "GPUTUTOR_MEMORY_MB"),
-    ("4096", None, 4096, "GPUTUTOR_GPU_MEMORY_MB"),
-    (None, "2048", 2048, "GPUTUTOR_MEMORY_MB"),  # the host cap caps the GPU too, unless told otherwise
-    ("4096", "2048", 4096, "GPUTUTOR_GPU_MEMORY_MB"),
-    ("lots", None, None, "GPUTUTOR_MEMORY_MB"), ("²", None, None, "GPUTUTOR_MEMORY_MB"),
-    ("0", None, None, "GPUTUTOR_MEMORY_MB"),
-])
+@pytest.mark.parametrize(
+    "gpu,host,cap,source",
+    [
+        (None, None, None, "GPUTUTOR_MEMORY_MB"),
+        ("4096", None, 4096, "GPUTUTOR_GPU_MEMORY_MB"),
+        (None, "2048", 2048, "GPUTUTOR_MEMORY_MB"),  # the host cap caps the GPU too, unless told otherwise
+        ("4096", "2048", 4096, "GPUTUTOR_GPU_MEMORY_MB"),
+        ("lots", None, None, "GPUTUTOR_MEMORY_MB"),
+        ("²", None, None, "GPUTUTOR_MEMORY_MB"),
+        ("0", None, None, "GPUTUTOR_MEMORY_MB"),
+    ],
+)
 def test_the_cap_comes_from_the_gpu_setting_else_the_host_one(monkeypatch, gpu, host, cap, source):
     for name, value in ((gpu_share.GPU_MEMORY_ENV, gpu), (gpu_share.HOST_MEMORY_ENV, host)):
         if value is None:
@@ -102,7 +106,8 @@ def test_without_a_cap_or_a_gpu_nothing_is_set(fake_cuda, monkeypatch):
 def test_the_device_line_says_what_is_free_what_others_hold_and_the_cap():
     assert H100.sharing() == "60.0 of 80.0 GiB free (20.0 GiB held by other processes or the driver)"
     assert H100.sharing(4096, "GPUTUTOR_GPU_MEMORY_MB").endswith(
-        "; each run capped at 4,096 MiB (GPUTUTOR_GPU_MEMORY_MB)")
+        "; each run capped at 4,096 MiB (GPUTUTOR_GPU_MEMORY_MB)"
+    )
     assert Device("cpu", None, "CPU").sharing(4096, "x") is None
 
 
@@ -128,9 +133,14 @@ def test_a_run_past_the_cap_fails_in_one_sentence_and_the_next_run_works(tmp_pat
         big = {"width": 8192, "layers": 4, "batch_size": 64}  # 1 GiB of weights
         *_, ended = engine.run("memory-ledger", big, "cuda", cancelled=lambda: False)
         assert ended[:2] == ("ended", "failed")
-        assert ended[2].startswith("Out of GPU memory") and "GPUTUTOR_GPU_MEMORY_MB caps each run at 256 MiB" in ended[2]
+        assert (
+            ended[2].startswith("Out of GPU memory") and "GPUTUTOR_GPU_MEMORY_MB caps each run at 256 MiB" in ended[2]
+        )
         assert "over its limit of" in ended[2] and "other processes" not in ended[2]  # the cap, not the card
         small = {"width": 256, "layers": 2, "batch_size": 64}
-        assert list(engine.run("memory-ledger", small, "cuda", cancelled=lambda: False))[-1][:2] == ("ended", "finished")
+        assert list(engine.run("memory-ledger", small, "cuda", cancelled=lambda: False))[-1][:2] == (
+            "ended",
+            "finished",
+        )
     finally:
         engine.close()

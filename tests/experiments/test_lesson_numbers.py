@@ -85,6 +85,6 @@ def test_gpu_training_numbers_in_prose_match_the_code(gpu_training):
     f16 = torch.finfo(torch.float16)
     assert f"{f16.max:g}" in text  # 65504
     assert f"{f16.smallest_normal:.1e}" in text  # 6.1e-05
-    assert f"{2 ** -24:.2e}" in text  # 5.96e-08
+    assert f"{2**-24:.2e}" in text  # 5.96e-08
     assert f"{torch.finfo(torch.bfloat16).eps:.1e}" in text  # 7.8e-03
     assert f"{torch.amp.GradScaler('cpu').get_scale():,.0f}" in text  # 65,536

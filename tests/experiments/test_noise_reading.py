@@ -53,10 +53,10 @@ SLICE_UUIDS = ["MIG-aaaaaaaa-0000-0000-0000-000000000000", "MIG-bbbbbbbb-0000-00
 POWER_CAP = 0x4
 
 
-def fake_nvml(monkeypatch, *, mig=False, processes=None, event_reasons=True, torch_uuid=None, context=True,
-              reserved=0):
+def fake_nvml(monkeypatch, *, mig=False, processes=None, event_reasons=True, torch_uuid=None, context=True, reserved=0):
     """A pynvml in sys.modules and the torch.cuda calls noise.py makes: a card (with MIG, two
     slices, the second torch's), each handle's processes, held to its power limit."""
+
     class Error(Exception):
         pass
 
@@ -92,8 +92,9 @@ def fake_nvml(monkeypatch, *, mig=False, processes=None, event_reasons=True, tor
     nvml.nvmlDeviceGetCurrentClocksThrottleReasons = lambda h: POWER_CAP
     monkeypatch.setitem(sys.modules, "pynvml", nvml)
     # torch prints its CUDA UUID bare, without NVML's "GPU-" / "MIG-"
-    props = types.SimpleNamespace(pci_domain_id=0, pci_bus_id=0x1B, pci_device_id=0,
-                                  uuid=torch_uuid or SLICE_UUIDS[1].removeprefix("MIG-"))
+    props = types.SimpleNamespace(
+        pci_domain_id=0, pci_bus_id=0x1B, pci_device_id=0, uuid=torch_uuid or SLICE_UUIDS[1].removeprefix("MIG-")
+    )
     monkeypatch.setattr(torch.cuda, "get_device_properties", lambda index=0: props)
     monkeypatch.setattr(torch._C, "_cuda_hasPrimaryContext", lambda index: context, raising=False)
     monkeypatch.setattr(torch.cuda, "memory_reserved", lambda index=0: reserved)
@@ -101,8 +102,9 @@ def fake_nvml(monkeypatch, *, mig=False, processes=None, event_reasons=True, tor
 
 
 def test_on_a_mig_slice_its_own_processes_are_read_not_the_refused_cards(monkeypatch):
-    dev = fake_nvml(monkeypatch, mig=True, processes={"slice0": [(700, 9000)], "slice1": [(os.getpid(), 900),
-                                                                                            (800, 2048)]})
+    dev = fake_nvml(
+        monkeypatch, mig=True, processes={"slice0": [(700, 9000)], "slice1": [(os.getpid(), 900), (800, 2048)]}
+    )
     gpu = noise.read(dev).gpu
     assert gpu is not None, "the card's refused process list took every reading with it"
     assert (gpu.others, gpu.others_mib) == (1, 2048)  # the stranger on this slice, not the other slice's

@@ -85,7 +85,9 @@ def test_a_broken_pack_is_listed_with_its_line_and_the_rest_loads(capsys, tmp_pa
 
 def test_a_pack_cannot_take_a_built_in_experiments_name(tmp_path):
     pack = copy_pack(tmp_path)
-    text = (pack / "experiments.py").read_text(encoding="utf-8").replace('Experiment("pack-matmul"', 'Experiment("train"')
+    text = (
+        (pack / "experiments.py").read_text(encoding="utf-8").replace('Experiment("pack-matmul"', 'Experiment("train"')
+    )
     (pack / "experiments.py").write_text(text, encoding="utf-8")
     catalog = discover([pack])
     messages = [i.message for _, e in catalog.broken for i in e.issues]
@@ -112,7 +114,9 @@ def test_an_installed_pack_through_the_entry_point_group(tmp_path, monkeypatch):
     module.write_text(text, encoding="utf-8")
     monkeypatch.syspath_prepend(str(tmp_path))
     found = [EntryPoint("demo", "mypack_mod", packs.ENTRY_POINT_GROUP)]
-    monkeypatch.setattr("importlib.metadata.entry_points", lambda group=None: found if group == packs.ENTRY_POINT_GROUP else [])
+    monkeypatch.setattr(
+        "importlib.metadata.entry_points", lambda group=None: found if group == packs.ENTRY_POINT_GROUP else []
+    )
     catalog = discover([])
     assert not catalog.broken
     assert "pack-lesson" in [x.lesson.id for x in catalog.lessons]

@@ -38,9 +38,17 @@ def fake_sweep(monkeypatch, cpu):
         calls.append(dtype)
         name, threads = matmul_peak.identity(dev)
         now = time.time()
-        return matmul_peak.Peak(tflops=0.5 + len(calls), dtype=dtype, device=name, threads=threads,
-                                torch=torch.__version__, measured_on=datetime.date.today().isoformat(),
-                                measured_at=now, best_size=512, sizes=(256, 512))
+        return matmul_peak.Peak(
+            tflops=0.5 + len(calls),
+            dtype=dtype,
+            device=name,
+            threads=threads,
+            torch=torch.__version__,
+            measured_on=datetime.date.today().isoformat(),
+            measured_at=now,
+            best_size=512,
+            sizes=(256, 512),
+        )
 
     monkeypatch.setattr(matmul_peak, "sweep", sweep)
     return calls
@@ -74,8 +82,9 @@ def test_on_a_gpu_a_size_that_would_not_fit_the_runs_memory_is_cut_and_said(monk
     from tutor.experiments import gpu_share
 
     gpu = types.SimpleNamespace(kind="cuda", index=0, name="Fake GPU", torch_device="cpu")
-    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda index=0: types.SimpleNamespace(
-        multi_processor_count=132))
+    monkeypatch.setattr(
+        torch.cuda, "get_device_properties", lambda index=0: types.SimpleNamespace(multi_processor_count=132)
+    )
     room = 2 * 3 * 128 * 128 * 4 - 1  # three float32 128 x 128 matrices are just over half of it
     monkeypatch.setattr(gpu_share, "available", lambda kind, index=None: room)
     p = matmul_peak.sweep(gpu, "float32", sizes=(64, 128, 256), budget_s=600, repeats=1)
@@ -114,9 +123,12 @@ def test_a_peak_is_cached_with_its_date_and_torch_version_and_reused(cpu, cache,
 
 def test_a_stale_entry_is_not_reused_and_measuring_replaces_it(cpu, cache, fake_sweep):
     first = matmul_peak.measure(cpu, "float32")
-    for stale in (dataclasses.replace(first, torch="1.0.0"),
-                  dataclasses.replace(first, measured_at=time.time() - (matmul_peak.MAX_AGE_DAYS + 1) * 86400,
-                                      measured_on="2000-01-01")):
+    for stale in (
+        dataclasses.replace(first, torch="1.0.0"),
+        dataclasses.replace(
+            first, measured_at=time.time() - (matmul_peak.MAX_AGE_DAYS + 1) * 86400, measured_on="2000-01-01"
+        ),
+    ):
         matmul_peak.store(stale)
         assert matmul_peak.cached(cpu, "float32") is None
         assert stale.stale_because(torch.__version__)
@@ -135,8 +147,12 @@ def test_another_thread_count_is_another_entry(cpu, fake_sweep):
 
 def test_an_unreadable_cache_counts_as_empty(cpu, cache, fake_sweep):
     cache.parent.mkdir(parents=True)
-    for text in ("{not json", json.dumps({"version": 99, "peaks": []}), json.dumps([1, 2]),
-                 json.dumps({"version": matmul_peak.CACHE_VERSION, "peaks": [{"tflops": "nan"}, {"x": 1}]})):
+    for text in (
+        "{not json",
+        json.dumps({"version": 99, "peaks": []}),
+        json.dumps([1, 2]),
+        json.dumps({"version": matmul_peak.CACHE_VERSION, "peaks": [{"tflops": "nan"}, {"x": 1}]}),
+    ):
         cache.write_text(text)
         assert matmul_peak.load() == [] and matmul_peak.cached(cpu, "float32") is None
     assert matmul_peak.measure(cpu, "float32") == matmul_peak.cached(cpu, "float32")
@@ -194,8 +210,14 @@ assert torch.get_float32_matmul_precision() == "high" and torch.backends.cuda.ma
 """
     from pathlib import Path
 
-    done = subprocess.run([sys.executable, "-c", code], env={**os.environ, "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE": "1"},
-                          cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**os.environ, "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE": "1"},
+        cwd=Path(__file__).resolve().parents[2],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
 
 

@@ -15,8 +15,13 @@ from tutor.experiments.devices import Device
 
 MIB, GIB = 1 << 20, 1 << 30
 
-CPU_PATHS = {"device detection", "synchronised timing", "autocast + GradScaler step",
-             "checkpoint: save on the device, load on the CPU", "torchrun: processes that all-reduce"}
+CPU_PATHS = {
+    "device detection",
+    "synchronised timing",
+    "autocast + GradScaler step",
+    "checkpoint: save on the device, load on the CPU",
+    "torchrun: processes that all-reduce",
+}
 
 
 def test_on_this_cpu_each_path_that_applies_runs_for_real_and_the_rest_say_why_not(capsys):
@@ -30,8 +35,10 @@ def test_on_this_cpu_each_path_that_applies_runs_for_real_and_the_rest_say_why_n
     for check in checks.values():
         assert check["status"] in ("ok", "n/a") and check["detail"]  # n/a says why: never a silent pass
     assert checks["pinned non-blocking copy"]["status"] == "n/a"
-    assert "2 processes under torchrun, gloo on cpu: all-reduce gave 3 on every rank" in \
-        checks["torchrun: processes that all-reduce"]["detail"]
+    assert (
+        "2 processes under torchrun, gloo on cpu: all-reduce gave 3 on every rank"
+        in checks["torchrun: processes that all-reduce"]["detail"]
+    )
 
 
 def test_a_failing_check_is_said_with_its_reason_and_the_exit_code_is_1(monkeypatch, capsys):
@@ -171,8 +178,9 @@ def test_the_nvml_line_says_what_a_noisy_run_would_say_of_the_gpu(monkeypatch):
     gpu = Device("cuda", 0, "NVIDIA H100 80GB HBM3 MIG 1g.10gb")
     seen = noise.GpuReading(others=2, others_mib=3072.0, utilization=None, throttle=("held to its power limit",))
     monkeypatch.setattr(noise, "read", lambda dev: noise.Reading(0.0, None, None, 0.0, None, seen))
-    assert selftest._gpu_reading(gpu) == ("2 other process(es) hold 3,072 MiB; no utilisation (a MIG slice has "
-                                          "none); clocks held to its power limit")
+    assert selftest._gpu_reading(gpu) == (
+        "2 other process(es) hold 3,072 MiB; no utilisation (a MIG slice has none); clocks held to its power limit"
+    )
     monkeypatch.setattr(noise, "read", lambda dev: noise.Reading(0.0, None, None, 0.0, None, None))
     with pytest.raises(selftest.NotHere, match="NVML did not answer"):  # best effort: never a failure
         selftest._gpu_reading(gpu)
@@ -196,6 +204,8 @@ def test_the_cuda_cap_holds_with_freed_memory_cached_on_the_card():
     assert torch.cuda.memory_reserved(0) >= 300 * MIB
     said = selftest._caught_oom(Device("cuda", 0, torch.cuda.get_device_name(0)))
     # 512 MiB, plus what live tensors of earlier tests in this process still hold reserved
-    asked = re.match(r"([\d,]+) MiB under a 256 MiB cap: caught: “Out of GPU memory: an allocation of ([\d,]+) MiB", said)
+    asked = re.match(
+        r"([\d,]+) MiB under a 256 MiB cap: caught: “Out of GPU memory: an allocation of ([\d,]+) MiB", said
+    )
     assert asked and asked[1] == asked[2] and int(asked[1].replace(",", "")) >= 512, said
     assert "over its limit of" in said

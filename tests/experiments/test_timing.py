@@ -86,10 +86,16 @@ def test_median():
     assert median([]) != median([])  # NaN for no values
 
 
-@pytest.mark.parametrize("device,waits_on", [
-    ("mps", "mps"), ("mps:0", "mps"),  # "mps:0" is how an MPS tensor prints its device
-    ("cuda", "cuda"), ("cuda:1", "cuda"), ("cpu", None),
-])
+@pytest.mark.parametrize(
+    "device,waits_on",
+    [
+        ("mps", "mps"),
+        ("mps:0", "mps"),  # "mps:0" is how an MPS tensor prints its device
+        ("cuda", "cuda"),
+        ("cuda:1", "cuda"),
+        ("cpu", None),
+    ],
+)
 def test_synchronize_waits_on_the_device_type_however_it_is_spelled(monkeypatch, device, waits_on):
     import torch
 
@@ -122,6 +128,7 @@ class FakeClock:
             self.now += seconds
             if then is not None:
                 then()
+
         return fn
 
 
@@ -132,9 +139,14 @@ def test_ways_in_turns_are_warmed_up_until_steady_then_alternate_each_repeat(mon
     monkeypatch.setattr(timing, "time", clock)
     monkeypatch.setattr(timing, "synchronize", lambda device: synced.append(device))
     warmed: dict = {}
-    times = timing.seconds_in_turns({"a": clock.call(0.01, lambda: calls.append("a")),
-                                     "b": clock.call(0.02, lambda: calls.append("b"))},
-                                    "cuda", repeats=3, calls=2, warmup=1, warmed=warmed)
+    times = timing.seconds_in_turns(
+        {"a": clock.call(0.01, lambda: calls.append("a")), "b": clock.call(0.02, lambda: calls.append("b"))},
+        "cuda",
+        repeats=3,
+        calls=2,
+        warmup=1,
+        warmed=warmed,
+    )
     # steady calls settle at once: two looks of 3 calls each, then the ways take turns
     assert calls == ["a"] * 6 + ["b"] * 6 + ["a", "a", "b", "b"] * 3
     assert times == {"a": [pytest.approx(0.01)] * 3, "b": [pytest.approx(0.02)] * 3}
@@ -152,9 +164,10 @@ def test_a_warm_up_runs_until_the_call_times_stop_falling(monkeypatch):
     done = timing.warm_up(lambda: clock.call(next(durations))(), "cpu")
     assert len(done.times) == 8 and done.settled
     assert done.first == pytest.approx(0.040) and done.last == pytest.approx(0.002)
-    assert done.words(lambda s: f"{s * 1000:.0f} ms") == ("8 untimed calls until their times stopped falling (the "
-                                                            "first took 40 ms, the last 2 ms)")
-    halving = iter(0.1 / 2 ** k for k in range(100))
+    assert done.words(lambda s: f"{s * 1000:.0f} ms") == (
+        "8 untimed calls until their times stopped falling (the first took 40 ms, the last 2 ms)"
+    )
+    halving = iter(0.1 / 2**k for k in range(100))
     capped = timing.warm_up(lambda: clock.call(next(halving))(), "cpu", maximum=10)
     assert len(capped.times) == 10 and not capped.settled
     assert "still falling at the cap" in capped.words(str)

@@ -21,8 +21,10 @@ def test_no_cpu_has_a_spec_sheet():
 
 
 def test_the_words_give_the_share_the_figure_and_whose_it_is():
-    assert vendor_peaks.beside(33.5, H100, "float32") == \
-        "50.0% of the spec sheet's 67 TFLOP/s (NVIDIA H100 SXM, float32 dense)"
+    assert (
+        vendor_peaks.beside(33.5, H100, "float32")
+        == "50.0% of the spec sheet's 67 TFLOP/s (NVIDIA H100 SXM, float32 dense)"
+    )
 
 
 def test_a_mig_slice_gets_its_share_of_the_chips_figure():
@@ -31,11 +33,14 @@ def test_a_mig_slice_gets_its_share_of_the_chips_figure():
     assert vendor_peaks.vendor_peak_tflops("NVIDIA H100 80GB HBM3", "bfloat16", sms=132) == (989.4, "NVIDIA H100 SXM")
 
 
-@pytest.mark.parametrize("name,sms", [
-    ("NVIDIA GeForce RTX 4090 Laptop GPU", 76),  # another chip under the name: fewer SMs, not a slice
-    ("NVIDIA GeForce RTX 4090 D", 114),
-    ("NVIDIA GH200 480GB", 132),  # not an H200
-])
+@pytest.mark.parametrize(
+    "name,sms",
+    [
+        ("NVIDIA GeForce RTX 4090 Laptop GPU", 76),  # another chip under the name: fewer SMs, not a slice
+        ("NVIDIA GeForce RTX 4090 D", 114),
+        ("NVIDIA GH200 480GB", 132),  # not an H200
+    ],
+)
 def test_a_chip_whose_name_only_looks_known_gets_no_spec_sheet(name, sms):
     assert vendor_peaks.vendor_peak_tflops(name, "float32", sms) is None
 

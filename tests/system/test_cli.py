@@ -66,18 +66,28 @@ def test_no_sub_command_without_a_terminal(capsys):
 
 def test_real_process_help_and_no_tty():
     env = {**os.environ, "NO_COLOR": "1"}
-    helped = subprocess.run([sys.executable, "-m", "tutor", "--help"], capture_output=True, text=True,
-                            env=env, cwd=ROOT, timeout=60)
+    helped = subprocess.run(
+        [sys.executable, "-m", "tutor", "--help"], capture_output=True, text=True, env=env, cwd=ROOT, timeout=60
+    )
     assert helped.returncode == 0 and "doctor" in helped.stdout
-    tui = subprocess.run([sys.executable, "-m", "tutor"], stdin=subprocess.DEVNULL, capture_output=True,
-                         text=True, env=env, cwd=ROOT, timeout=60)
+    tui = subprocess.run(
+        [sys.executable, "-m", "tutor"],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=60,
+    )
     assert tui.returncode == 2
     assert "needs an interactive terminal" in tui.stderr and "Traceback" not in tui.stderr
 
 
 def test_help_does_not_import_torch():
-    code = ("import sys; from tutor.cli import main; rc = main(['--help']); "
-            "print('TORCH' if 'torch' in sys.modules else 'NO-TORCH', file=sys.stderr)")
+    code = (
+        "import sys; from tutor.cli import main; rc = main(['--help']); "
+        "print('TORCH' if 'torch' in sys.modules else 'NO-TORCH', file=sys.stderr)"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert done.stderr.strip().endswith("NO-TORCH")
 
@@ -86,8 +96,11 @@ def test_help_does_not_import_torch():
 
 
 def test_lint_fixtures_exact_lines_and_exit_2(capsys):
-    expected = [f"{LINT / line}" for line in (LINT / "expected.txt").read_text().splitlines()
-                if line.strip() and not line.startswith("#")]
+    expected = [
+        f"{LINT / line}"
+        for line in (LINT / "expected.txt").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
     files = len(list(LINT.glob("*.yaml")))
     code, out, err = run_cli(capsys, "lint", str(LINT))
     assert code == 2
@@ -121,8 +134,10 @@ def test_lint_clean_file_exits_0(capsys):
 
 def test_lint_warns_of_a_default_tolerance_and_still_exits_0(capsys, tmp_path: Path):
     lesson = tmp_path / "count.yaml"
-    lesson.write_text("id: count\ntitle: Count\nsteps:\n  - id: q\n    kind: check\n    prompt: How many?\n"
-                      "    answer:\n      type: number\n      value: 235\n")
+    lesson.write_text(
+        "id: count\ntitle: Count\nsteps:\n  - id: q\n    kind: check\n    prompt: How many?\n"
+        "    answer:\n      type: number\n      value: 235\n"
+    )
     code, out, err = run_cli(capsys, "lint", str(lesson))
     assert code == 0
     assert out.startswith(f"{lesson}:9:14: warning: step 'q': no tolerance given")
@@ -142,7 +157,9 @@ def test_lint_duplicate_lesson_ids_across_files(capsys, tmp_path: Path):
     (tmp_path / "two.yaml").write_text("# a copy\n" + text)
     code, out, _ = run_cli(capsys, "lint", str(tmp_path))
     assert code == 2
-    assert out == f"{tmp_path / 'two.yaml'}:2:5: duplicate lesson id 'fixture-valid' (also in {tmp_path / 'one.yaml'})\n"
+    assert (
+        out == f"{tmp_path / 'two.yaml'}:2:5: duplicate lesson id 'fixture-valid' (also in {tmp_path / 'one.yaml'})\n"
+    )
 
 
 def test_lint_missing_path_and_empty_directory(capsys, tmp_path: Path):
@@ -157,15 +174,23 @@ def test_lint_missing_path_and_empty_directory(capsys, tmp_path: Path):
 
 def test_lint_json_gives_each_issue_with_its_fix_then_a_summary(capsys, tmp_path: Path):
     count = tmp_path / "count.yaml"
-    count.write_text("id: count\ntitle: Count\nsteps:\n  - id: q\n    kind: check\n    prompt: How many?\n"
-                     "    answer:\n      type: number\n      value: 235\n")
+    count.write_text(
+        "id: count\ntitle: Count\nsteps:\n  - id: q\n    kind: check\n    prompt: How many?\n"
+        "    answer:\n      type: number\n      value: 235\n"
+    )
     misspelt = LINT / "unknown_key.yaml"
     code, out, err = run_cli(capsys, "lint", "--json", str(misspelt), str(count))
     assert code == 2
     *issues, summary = json_lines(out)
     issues = sorted(issues, key=lambda i: i["path"] != str(misspelt))  # the error, then the warning
-    assert issues[0] == {"path": str(misspelt), "line": 6, "column": 5, "severity": "error",
-                         "message": "step 'q': unknown key 'promt' (did you mean 'prompt'?)", "fix": "prompt"}
+    assert issues[0] == {
+        "path": str(misspelt),
+        "line": 6,
+        "column": 5,
+        "severity": "error",
+        "message": "step 'q': unknown key 'promt' (did you mean 'prompt'?)",
+        "fix": "prompt",
+    }
     assert issues[1]["severity"] == "warning" and issues[1]["fix"] is None and issues[1]["line"] == 9
     assert summary == {"errors": 1, "warnings": 1, "files": 2, "files_with_errors": 1, "lessons_ok": 1}
     assert "lint: 1 error in 1 of 2 files, 1 warning" in err
@@ -174,10 +199,12 @@ def test_lint_json_gives_each_issue_with_its_fix_then_a_summary(capsys, tmp_path
 def test_lint_a_pack_whose_experiments_do_not_import_is_one_error_at_its_line(capsys, tmp_path: Path):
     pack = tmp_path / "pack"
     pack.mkdir()
-    (pack / "experiments.py").write_text("from tutor.experiments import Experiment\n\nimport no_such_module_here\n"
-                                         "EXPERIMENTS = []\n", encoding="utf-8")
-    (pack / "lesson.yaml").write_text("id: pack-lesson\ntitle: Pack lesson\nsteps:\n"
-                                      "  - {id: r, kind: run, experiment: my-exp}\n", encoding="utf-8")
+    (pack / "experiments.py").write_text(
+        "from tutor.experiments import Experiment\n\nimport no_such_module_here\nEXPERIMENTS = []\n", encoding="utf-8"
+    )
+    (pack / "lesson.yaml").write_text(
+        "id: pack-lesson\ntitle: Pack lesson\nsteps:\n  - {id: r, kind: run, experiment: my-exp}\n", encoding="utf-8"
+    )
     code, out, err = run_cli(capsys, "lint", str(pack))
     assert code == 2
     # not also the lesson's "unknown experiment 'my-exp'": the pack that would define it did not load
@@ -187,8 +214,9 @@ def test_lint_a_pack_whose_experiments_do_not_import_is_one_error_at_its_line(ca
 
 def test_lint_in_a_real_process():
     path = LINT / "empty.yaml"
-    done = subprocess.run([sys.executable, "-m", "tutor", "lint", str(path)], capture_output=True, text=True,
-                          cwd=ROOT, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-m", "tutor", "lint", str(path)], capture_output=True, text=True, cwd=ROOT, timeout=60
+    )
     assert done.returncode == 2
     assert done.stdout == f"{path}:1:1: empty file: a lesson needs id, title and steps\n"
 
@@ -238,8 +266,8 @@ def test_list_says_where_each_lesson_came_from(capsys, tmp_path: Path, monkeypat
 def test_list_shows_a_title_with_brackets_as_written(capsys, tmp_path: Path):
     """Lesson text is not Rich markup: "[/]" used to crash `list`, "[link=...]" made a link."""
     (tmp_path / "l.yaml").write_text(
-        'id: brackets\ntitle: "Big [b]batch[/] [link=x]y"\n'
-        "steps:\n  - {id: r, kind: read, body: text}\n")
+        'id: brackets\ntitle: "Big [b]batch[/] [link=x]y"\nsteps:\n  - {id: r, kind: read, body: text}\n'
+    )
     code, out, err = run_cli(capsys, "--lessons-dir", str(tmp_path), "list")
     assert code == 0, err
     assert "Big [b]batch[/] [link=x]y" in out
@@ -354,7 +382,10 @@ def test_parse_value_is_yaml_1_2_scalars():
     assert parse_value("'3'") == "3" and parse_value("bf16") == "bf16"
     assert parse_value(".inf") == math.inf and math.isnan(parse_value(".nan"))
     assert parse_sets(["epochs=2", "train-samples=512", "checkpoint=/tmp/a=b.pt"]) == {
-        "epochs": 2, "train_samples": 512, "checkpoint": "/tmp/a=b.pt"}
+        "epochs": 2,
+        "train_samples": 512,
+        "checkpoint": "/tmp/a=b.pt",
+    }
 
 
 def test_run_unknown_experiment_suggests(capsys):
@@ -386,8 +417,10 @@ def test_run_values_that_conflict_name_both(capsys, tmp_path: Path):
     assert "bad values: batch_size (100) must be a multiple of micro_batches (3)" in err
     assert "'?'" not in err and "Value error" not in err
     lesson = tmp_path / "acc.yaml"
-    lesson.write_text("id: acc\ntitle: A\nsteps:\n  - id: s\n    kind: run\n    title: T\n"
-                      "    experiment: grad-accum\n    params: {batch_size: 100, micro_batches: 3}\n")
+    lesson.write_text(
+        "id: acc\ntitle: A\nsteps:\n  - id: s\n    kind: run\n    title: T\n"
+        "    experiment: grad-accum\n    params: {batch_size: 100, micro_batches: 3}\n"
+    )
     code, out, err = run_cli(capsys, "lint", str(lesson))
     assert code == 2
     assert f"{lesson}:8:13: experiment 'grad-accum' params: batch_size (100) must be a multiple" in out + err
@@ -454,8 +487,20 @@ def test_run_fp16_underflow_json(capsys):
 
 
 def test_run_train_json_small(capsys):
-    code, out, _ = run_cli(capsys, "run", "train", "--device", "cpu", "--set", "epochs=1",
-                           "--set", "train_samples=512", "--set", "test_samples=256", "--json")
+    code, out, _ = run_cli(
+        capsys,
+        "run",
+        "train",
+        "--device",
+        "cpu",
+        "--set",
+        "epochs=1",
+        "--set",
+        "train_samples=512",
+        "--set",
+        "test_samples=256",
+        "--json",
+    )
     assert code == 0
     events = json_lines(out)
     assert events[-1]["event"] == "finished"
@@ -482,7 +527,7 @@ def test_run_results_table_shows_labels_and_units_not_metric_names(capsys):
     """Was: `flushed_to_zero True`, `fp16_smallest_subnormal 5.96e-08`: the registry's names."""
     code, out, err = run_cli(capsys, "run", "fp16-underflow", "--set", "gradient=1e-9")
     assert code == 0, err
-    table = out[out.index("measured (run took"):]
+    table = out[out.index("measured (run took") :]
     assert re.search(r"float16 lost the gradient\s+│ yes", table) and re.search(r"loss scale\s+│ 65,536", table)
     for name in experiments.get("fp16-underflow").metrics:
         assert "_" not in name or name not in table, name
@@ -531,9 +576,26 @@ def test_run_ctrl_c_is_clean():
     import signal
 
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)}
-    proc = subprocess.Popen([sys.executable, "-m", "tutor", "run", "train", "--device", "cpu", "--json",
-                             "--set", "epochs=100", "--set", "train_samples=6400"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tutor",
+            "run",
+            "train",
+            "--device",
+            "cpu",
+            "--json",
+            "--set",
+            "epochs=100",
+            "--set",
+            "train_samples=6400",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     try:
         for line in proc.stdout:  # training has started: its first step is on screen
             if json.loads(line)["event"] == "step":
@@ -565,6 +627,7 @@ def test_ctrl_c_while_torch_imports_lets_the_import_finish_then_cancels(capsys, 
             os.kill(os.getpid(), signal.SIGINT)
             finished.append(name)  # not reached if the interrupt lands here
             return real(*args, **kwargs)
+
         return importing
 
     if during == "device":
@@ -586,8 +649,10 @@ def test_unexpected_errors_are_one_line_unless_debugging(capsys, monkeypatch):
     monkeypatch.setattr(learner, "cmd_list", broken)
     code, out, err = run_cli(capsys, "list")
     assert code == 1 and out == ""
-    assert err.splitlines() == ["gpututor: unexpected error: ValueError: something internal",
-                                "run with GPUTUTOR_DEBUG=1 for details"]
+    assert err.splitlines() == [
+        "gpututor: unexpected error: ValueError: something internal",
+        "run with GPUTUTOR_DEBUG=1 for details",
+    ]
     monkeypatch.setenv("GPUTUTOR_DEBUG", "1")
     code, _, err = run_cli(capsys, "list")
     assert code == 1 and "Traceback" in err
@@ -629,8 +694,10 @@ def test_a_prediction_checked_before_its_run_is_not_graded_and_says_which_run(ca
     code, out, _ = run_cli(capsys, *base, "yes", "--json")
     before = json.loads(out)
     assert code == 0 and before["judged"] is False and before["correct"] is False
-    assert "no run of it on this machine yet: run step 'underflow' first (`gpututor run fp16-underflow`)" in \
-        before["feedback"]
+    assert (
+        "no run of it on this machine yet: run step 'underflow' first (`gpututor run fp16-underflow`)"
+        in before["feedback"]
+    )
     code, out, _ = run_cli(capsys, *base, "no")
     assert code == 0 and out.startswith("not graded")  # neither option is wrong before anything is measured
     assert run_cli(capsys, "run", "fp16-underflow", "--set", "gradient=1e-8", "--json")[0] == 0
@@ -641,21 +708,24 @@ def test_a_prediction_checked_before_its_run_is_not_graded_and_says_which_run(ca
 
 @pytest.mark.parametrize("answer", ["", "   "])
 def test_an_empty_answer_is_bad_input(capsys, answer):
-    code, out, err = run_cli(capsys, "--lessons-dir", str(DATA), "check", FIXTURE_LESSON, "why-scale",
-                             "--answer", answer)
+    code, out, err = run_cli(
+        capsys, "--lessons-dir", str(DATA), "check", FIXTURE_LESSON, "why-scale", "--answer", answer
+    )
     assert code == 2 and out == "" and "the answer is empty" in err
 
 
 def test_check_human(capsys):
-    code, out, _ = run_cli(capsys, "--lessons-dir", str(DATA), "check", FIXTURE_LESSON, "why-scale",
-                           "--answer", "it is faster")
+    code, out, _ = run_cli(
+        capsys, "--lessons-dir", str(DATA), "check", FIXTURE_LESSON, "why-scale", "--answer", "it is faster"
+    )
     assert code == 0
     assert "not yet" in out and "float16" in out  # the rubric's `missing` feedback
 
 
 def test_check_unknown_lesson_or_step(capsys):
-    code, out, err = run_cli(capsys, "--lessons-dir", str(DATA), "check", "fixture-vaild", "why-scale",
-                             "--answer", "x", "--json")
+    code, out, err = run_cli(
+        capsys, "--lessons-dir", str(DATA), "check", "fixture-vaild", "why-scale", "--answer", "x", "--json"
+    )
     assert code == 2
     assert "did you mean 'fixture-valid'" in json.loads(out)["error"] and FIXTURE_LESSON in err
     code, _, err = run_cli(capsys, "--lessons-dir", str(DATA), "check", FIXTURE_LESSON, "why-scal", "--answer", "x")
@@ -668,8 +738,10 @@ def test_check_builtin_lesson_check_3(capsys):
     from tutor.course.catalog import discover
 
     discover().get("gpu-training").lesson.step("check-3")  # a renamed check fails here, never skips
-    good = ("float16 cannot represent very small gradients: they underflow to zero. Scaling the loss "
-            "scales every gradient into float16's range, and they are unscaled before optimizer.step().")
+    good = (
+        "float16 cannot represent very small gradients: they underflow to zero. Scaling the loss "
+        "scales every gradient into float16's range, and they are unscaled before optimizer.step()."
+    )
     code, out, _ = run_cli(capsys, "check", "gpu-training", "check-3", "--answer", good, "--json")
     assert code == 0 and json.loads(out)["correct"] is True
     code, out, _ = run_cli(capsys, "check", "gpu-training", "check-3", "--answer", "to make it faster", "--json")
@@ -678,8 +750,9 @@ def test_check_builtin_lesson_check_3(capsys):
 
 def test_progress_without_a_loss_shows_neither_nan_nor_a_rate(capsys):
     """sync-timing reports progress (repeats) that has no loss and no samples: the line says neither."""
-    code, out, _ = run_cli(capsys, "run", "sync-timing", "--device", "cpu",
-                           "--set", "size=64", "--set", "calls=2", "--set", "repeats=2")
+    code, out, _ = run_cli(
+        capsys, "run", "sync-timing", "--device", "cpu", "--set", "size=64", "--set", "calls=2", "--set", "repeats=2"
+    )
     assert code == 0
     steps = [line for line in out.splitlines() if line.startswith("[repeat] step")]
     assert steps and not any("nan" in line or "samples/s" in line for line in steps)
@@ -738,9 +811,25 @@ def test_a_checkpoint_path_that_cannot_be_written_is_bad_input_and_records_no_ru
 def test_a_reader_that_goes_away_stops_the_run_quietly_with_141(json_mode):
     """`gpututor run ... | head -1`: the same quiet exit, for people's lines (Rich's) and for --json."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)}
-    proc = subprocess.Popen([sys.executable, "-m", "tutor", "run", "train", "--device", "cpu", "--set", "epochs=50",
-                             "--set", "train_samples=640", *(["--json"] if json_mode else [])],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tutor",
+            "run",
+            "train",
+            "--device",
+            "cpu",
+            "--set",
+            "epochs=50",
+            "--set",
+            "train_samples=640",
+            *(["--json"] if json_mode else []),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
     try:
         assert proc.stdout.readline()  # the first line, then the reader leaves
         proc.stdout.close()

@@ -51,12 +51,18 @@ def test_every_lesson_we_ship_validates_against_the_schema(validator, path):
     assert not errors
 
 
-@pytest.mark.parametrize("text, lint_says", [
-    ("id: x\ntitle: X\nsteps:\n  - id: a\n    kind: read\n    bdy: typo\n", "bdy"),
-    ("id: x\ntitle: X\nsteps:\n  - id: a\n    kind: chek\n", "chek"),
-    ("id: x\ntitle: X\nsteps:\n  - id: a\n    kind: exercise\n    starter: s\n    solution: s\n"
-     "    requirements:\n      - {type: behavior, id: b, check: model_on_device, feedback: f}\n", "behavior"),
-])
+@pytest.mark.parametrize(
+    "text, lint_says",
+    [
+        ("id: x\ntitle: X\nsteps:\n  - id: a\n    kind: read\n    bdy: typo\n", "bdy"),
+        ("id: x\ntitle: X\nsteps:\n  - id: a\n    kind: chek\n", "chek"),
+        (
+            "id: x\ntitle: X\nsteps:\n  - id: a\n    kind: exercise\n    starter: s\n    solution: s\n"
+            "    requirements:\n      - {type: behavior, id: b, check: model_on_device, feedback: f}\n",
+            "behavior",
+        ),
+    ],
+)
 def test_the_schema_rejects_what_lint_rejects(validator, text, lint_says):
     from tutor.course.lesson import LessonError
     from tutor.course.loader import load_text
@@ -70,9 +76,11 @@ def test_the_schema_rejects_what_lint_rejects(validator, text, lint_says):
 
 def test_the_schema_knows_where_a_mistake_is_one(validator):
     """`only_on` (the device kinds where a mistake is one) is in the schema an editor uses."""
-    text = ("id: x\ntitle: X\nsteps:\n  - id: a\n    kind: exercise\n    starter: s\n    solution: s\n"
-            "    requirements:\n      - {type: output, id: o, pattern: a, feedback: f}\n"
-            "    mistakes:\n      - {name: m, code: x, fails: o, only_on: %s}\n")
+    text = (
+        "id: x\ntitle: X\nsteps:\n  - id: a\n    kind: exercise\n    starter: s\n    solution: s\n"
+        "    requirements:\n      - {type: output, id: o, pattern: a, feedback: f}\n"
+        "    mistakes:\n      - {name: m, code: x, fails: o, only_on: %s}\n"
+    )
     assert not list(validator.iter_errors(parse_yaml(text % "[cpu, mps]", "x.yaml")[0]))
     assert list(validator.iter_errors(parse_yaml(text % "[gpu]", "x.yaml")[0]))
 

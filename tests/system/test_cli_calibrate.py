@@ -94,12 +94,33 @@ def _plant(caches: Path, **changes) -> None:
     name, threads = matmul_peak.identity(dev)
     then = time.time() - 86400
     day = datetime.date.fromtimestamp(then).isoformat()
-    peak = matmul_peak.Peak(tflops=0.1, dtype="float32", device=name, threads=threads, torch=torch.__version__,
-                            measured_on=day, measured_at=then, best_size=512, sizes=(256, 512))
-    fields = {"device": name, "kind": "cpu", "name": dev.name, "threads": threads, "torch": torch.__version__,
-              "cuda": None, "driver": None, "measured_on": day, "measured_at": then, "seconds": 5.0,
-              "peaks": (peak,), "bandwidth": calibration.Bandwidth(gbps=10.0, device_copy_gbps=10.0,
-                                                                 elementwise_gbps=8.0, megabytes=128, repeats=10)}
+    peak = matmul_peak.Peak(
+        tflops=0.1,
+        dtype="float32",
+        device=name,
+        threads=threads,
+        torch=torch.__version__,
+        measured_on=day,
+        measured_at=then,
+        best_size=512,
+        sizes=(256, 512),
+    )
+    fields = {
+        "device": name,
+        "kind": "cpu",
+        "name": dev.name,
+        "threads": threads,
+        "torch": torch.__version__,
+        "cuda": None,
+        "driver": None,
+        "measured_on": day,
+        "measured_at": then,
+        "seconds": 5.0,
+        "peaks": (peak,),
+        "bandwidth": calibration.Bandwidth(
+            gbps=10.0, device_copy_gbps=10.0, elementwise_gbps=8.0, megabytes=128, repeats=10
+        ),
+    }
     calibration.store(calibration.Calibration(**{**fields, **changes}))
 
 
@@ -137,11 +158,25 @@ def test_roofline_places_the_stored_runs_and_lists_a_flops_without_intensity(cap
     _plant(caches)
     here = devices.resolve("cpu").as_dict()
     with Progress() as progress:  # the learner's database in this test's GPUTUTOR_HOME
-        progress.record_run(experiment="bandwidth", params={"megabytes": 128, "matmul_size": 512}, device=here,
-                            metrics={"elementwise_tflops": 0.0005, "elementwise_intensity": 1 / 12,
-                                     "matmul_tflops": 0.08, "matmul_intensity": 512 / 6}, status="finished")
-        progress.record_run(experiment="pipeline-breakdown", params={}, device=here,
-                            metrics={"achieved_tflops": 0.02, "dtype": "float32"}, status="finished")
+        progress.record_run(
+            experiment="bandwidth",
+            params={"megabytes": 128, "matmul_size": 512},
+            device=here,
+            metrics={
+                "elementwise_tflops": 0.0005,
+                "elementwise_intensity": 1 / 12,
+                "matmul_tflops": 0.08,
+                "matmul_intensity": 512 / 6,
+            },
+            status="finished",
+        )
+        progress.record_run(
+            experiment="pipeline-breakdown",
+            params={},
+            device=here,
+            metrics={"achieved_tflops": 0.02, "dtype": "float32"},
+            status="finished",
+        )
     code, out, err = run_cli(capsys, "roofline", "--device", "cpu", "--json")
     assert code == 0, err
     report = json.loads(out)
@@ -160,11 +195,13 @@ def test_roofline_places_the_stored_runs_and_lists_a_flops_without_intensity(cap
 
 
 def test_calibrate_and_roofline_help_import_no_torch_and_say_why_roofline_is_a_verb():
-    code = ("import sys; from tutor.cli import main\n"
-            "for verb in ('calibrate', 'roofline'):\n"
-            "    try: main([verb, '--help'])\n"
-            "    except SystemExit: pass\n"
-            "print('TORCH' if 'torch' in sys.modules else 'NO-TORCH', file=sys.stderr)")
+    code = (
+        "import sys; from tutor.cli import main\n"
+        "for verb in ('calibrate', 'roofline'):\n"
+        "    try: main([verb, '--help'])\n"
+        "    except SystemExit: pass\n"
+        "print('TORCH' if 'torch' in sys.modules else 'NO-TORCH', file=sys.stderr)"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert done.stderr.strip().endswith("NO-TORCH")
     words = " ".join(done.stdout.split())

@@ -52,8 +52,9 @@ def test_instrument_list_as_json(capsys, home):
 
 
 def test_instrument_json_is_what_compute_gives(capsys, home):
-    code, out, err = run_cli(capsys, "instrument", "memory-ledger", "--set", "optimizer=sgd",
-                             "--set", "precision=fp16", "--json")
+    code, out, err = run_cli(
+        capsys, "instrument", "memory-ledger", "--set", "optimizer=sgd", "--set", "precision=fp16", "--json"
+    )
     assert code == 0, err
     doc = json.loads(out)
     inst = REGISTRY["memory-ledger"]
@@ -69,8 +70,9 @@ def test_instrument_json_is_what_compute_gives(capsys, home):
 
 
 def test_instrument_zero3_over_8_gpus_json(capsys, home):
-    code, out, err = run_cli(capsys, "instrument", "memory-ledger", "--set", "parallel=zero3", "--set", "gpus=8",
-                             "--json")
+    code, out, err = run_cli(
+        capsys, "instrument", "memory-ledger", "--set", "parallel=zero3", "--set", "gpus=8", "--json"
+    )
     assert code == 0, err
     doc = json.loads(out)
     inst = REGISTRY["memory-ledger"]
@@ -150,11 +152,14 @@ def test_instrument_human_output_has_the_verdict(capsys, home):
 
 def test_instrument_mine_uses_the_latest_memory_ledger_run(capsys, home):
     with Progress() as p:
-        p.record_run(experiment="memory-ledger", params={"width": 1024, "layers": 3, "batch_size": 64},
-                     device={"name": "cpu"}, metrics={"parameters": 3_150_848, "activation_bytes": 64 * 16384},
-                     status="finished")
-    code, out, err = run_cli(capsys, "instrument", "memory-ledger", "--set", "model=mine",
-                             "--set", "batch=8", "--json")
+        p.record_run(
+            experiment="memory-ledger",
+            params={"width": 1024, "layers": 3, "batch_size": 64},
+            device={"name": "cpu"},
+            metrics={"parameters": 3_150_848, "activation_bytes": 64 * 16384},
+            status="finished",
+        )
+    code, out, err = run_cli(capsys, "instrument", "memory-ledger", "--set", "model=mine", "--set", "batch=8", "--json")
     assert code == 0, err
     o = json.loads(out)["outputs"]
     assert o["parameters"] == 3_150_848
@@ -170,12 +175,24 @@ def test_instrument_mine_without_a_run_is_a_warning_not_an_error(capsys, home):
 
 
 def test_instrument_measured_pipeline_from_the_latest_run(capsys, home):
-    metrics = {"mfu": 0.01, "data_wait_share": 0.5, "copy_share": 0.1, "forward_share": 0.2,
-               "backward_share": 0.15, "optimizer_share": 0.05, "peak_tflops": 19.5, "achieved_tflops": 0.195,
-               "model": "mlp", "batch_size": 64, "dtype": "float32", "data_path": "loader"}
+    metrics = {
+        "mfu": 0.01,
+        "data_wait_share": 0.5,
+        "copy_share": 0.1,
+        "forward_share": 0.2,
+        "backward_share": 0.15,
+        "optimizer_share": 0.05,
+        "peak_tflops": 19.5,
+        "achieved_tflops": 0.195,
+        "model": "mlp",
+        "batch_size": 64,
+        "dtype": "float32",
+        "data_path": "loader",
+    }
     with Progress() as p:
-        p.record_run(experiment="pipeline-breakdown", params={}, device={"name": "Test GPU"}, metrics=metrics,
-                     status="finished")
+        p.record_run(
+            experiment="pipeline-breakdown", params={}, device={"name": "Test GPU"}, metrics=metrics, status="finished"
+        )
     code, out, err = run_cli(capsys, "instrument", "pipeline", "--set", "profile=measured", "--json")
     assert code == 0, err
     doc = json.loads(out)
@@ -202,8 +219,15 @@ def record_progress() -> list[dict]:
         p.lock_prediction(LESSON, "act1-predict", "about 12 GB", None)
         p.lock_prediction(LESSON, "act2-predict", "35", 35.0)
         p.lock_prediction(LESSON, "mfu-predict", "2.5%", 2.5)
-        p.record_run(experiment="pipeline-breakdown", params={}, device={}, metrics={"mfu": 0.0123},
-                     status="finished", lesson_id=LESSON, step_id="mfu-measure")
+        p.record_run(
+            experiment="pipeline-breakdown",
+            params={},
+            device={},
+            metrics={"mfu": 0.0123},
+            status="finished",
+            lesson_id=LESSON,
+            step_id="mfu-measure",
+        )
         p.record_answer(LESSON, "act1-reflect", "about half of everything", False, "Not every tensor.")
         p.record_answer(LESSON, "act1-reflect", "about half of the activations", True, "Right.")
         p.record_aid(LESSON, "check-trade", "hint")
@@ -244,7 +268,9 @@ def test_export_to_a_file_has_the_design_ledger(capsys, home, tmp_path):
     assert ledger["precision"] == "mixed" and ledger["checkpointing"] is True and ledger["batch"] == 2
     pipe = REGISTRY["pipeline"]
     assert ledger["first_mfu_estimate"] == 2.5  # the learner's locked mfu-predict
-    assert ledger["modelled_mfu"] == pytest.approx(pipe.compute({"prefetch": True, "precision": "mixed"}).outputs["mfu"])
+    assert ledger["modelled_mfu"] == pytest.approx(
+        pipe.compute({"prefetch": True, "precision": "mixed"}).outputs["mfu"]
+    )
     assert ledger["final_mfu"] == 0.0123  # the latest measured run of the step
     # nothing done on the act 1 ledger step: its entries are null, not missing
     assert ledger["act1_last_optimizer"] is None and ledger["act1_last_precision"] is None
@@ -252,13 +278,17 @@ def test_export_to_a_file_has_the_design_ledger(capsys, home, tmp_path):
     history = record["instruments"]["challenge"]["history"]
     inst = REGISTRY["memory-ledger"]
     assert [h["settings"] for h in history] == [  # every move, in order
-        inst.settings({**m, "model": "gpt2-xl", "budget": "laptop"}) for m in challenge_moves()]
+        inst.settings({**m, "model": "gpt2-xl", "budget": "laptop"}) for m in challenge_moves()
+    ]
     assert record["instruments"]["challenge"]["goal_reached"] is True
     assert record["predictions"]["act1-predict"]["answer"] == "about 12 GB"
     assert record["predictions"]["act1-predict"]["value"] is None
     assert record["predictions"]["act2-predict"]["value"] == 35.0
-    assert record["answers"]["act1-reflect"] == {"attempts": 2, "correct": True,
-                                                 "last_answer": "about half of the activations"}
+    assert record["answers"]["act1-reflect"] == {
+        "attempts": 2,
+        "correct": True,
+        "last_answer": "about half of the activations",
+    }
     assert record["answers"]["check-trade"] == {"hints": 2, "solution_shown": True}  # help taken, no answer
     assert record["completed"] == ["welcome"]
     challenge = record["instruments"]["challenge"]
@@ -349,12 +379,17 @@ def test_export_failure_leaves_no_temporary_file(capsys, home, tmp_path, monkeyp
     assert code == 2 and "No space left on device" in err
     assert not target.exists() and not (tmp_path / "ledger.json.tmp").exists()
 
+
 def test_a_stored_run_that_makes_no_sense_is_left_out_not_a_crash(capsys, home):
     with Progress() as p:
-        p.record_run(experiment="memory-ledger", params={"batch_size": 0}, device={},
-                     metrics={"parameters": "many", "activation_bytes": None}, status="finished")
-        p.record_run(experiment="pipeline-breakdown", params={}, device={}, metrics={"mfu": "high"},
-                     status="finished")
+        p.record_run(
+            experiment="memory-ledger",
+            params={"batch_size": 0},
+            device={},
+            metrics={"parameters": "many", "activation_bytes": None},
+            status="finished",
+        )
+        p.record_run(experiment="pipeline-breakdown", params={}, device={}, metrics={"mfu": "high"}, status="finished")
     code, out, _err = run_cli(capsys, "instrument", "memory-ledger", "--set", "model=mine", "--json")
     assert code == 0 and "No measurement of your model yet" in json.loads(out)["verdict"]
     code, out, _err = run_cli(capsys, "instrument", "pipeline", "--set", "profile=measured", "--json")
@@ -380,5 +415,8 @@ def test_export_includes_review_answers(capsys, home):
     bug = answers["interview-bug"]
     assert bug["attempts"] == 1 and bug["correct"] is False
     assert [(r["answer"], r["correct"]) for r in bug["reviews"]] == [("forgot zero_grad; the grad norm grows", True)]
-    assert answers["intermediate-check"] == {"reviews": [{"at": answers["intermediate-check"]["reviews"][0]["at"],
-                                                          "answer": "it grew about 3x", "correct": True}]}
+    assert answers["intermediate-check"] == {
+        "reviews": [
+            {"at": answers["intermediate-check"]["reviews"][0]["at"], "answer": "it grew about 3x", "correct": True}
+        ]
+    }

@@ -44,8 +44,10 @@ def test_the_scaffold_passes_with_a_table(capsys, scaffold, monkeypatch):
 def test_a_mistake_not_for_this_machine_is_counted_as_skipped(capsys, scaffold, monkeypatch):
     monkeypatch.setenv("GPUTUTOR_DEVICE", "cpu")
     text = scaffold.read_text(encoding="utf-8")
-    scaffold.write_text(text.replace("        fails: checks-cuda\n", "        fails: checks-cuda\n        only_on: [mps]\n"),
-                        encoding="utf-8")
+    scaffold.write_text(
+        text.replace("        fails: checks-cuda\n", "        fails: checks-cuda\n        only_on: [mps]\n"),
+        encoding="utf-8",
+    )
     code, out, err = run_cli(capsys, "lesson", "test", str(scaffold.parent))
     assert code == 0, out + err
     assert "- demo · practice · exercise: mistake 'hard-coded' fails checks-cuda" in out
@@ -56,8 +58,10 @@ def test_a_mistake_not_for_this_machine_is_counted_as_skipped(capsys, scaffold, 
 def test_a_mistake_that_passes_fails_the_test(capsys, scaffold):
     text = scaffold.read_text(encoding="utf-8")
     # The "hard-coded" mistake now asks torch.cuda.is_available(): run, it meets the requirement it should fail.
-    broken = text.replace('          report(device="cpu")',
-                          '          import torch\n          torch.cuda.is_available()\n          report(device="cpu")')
+    broken = text.replace(
+        '          report(device="cpu")',
+        '          import torch\n          torch.cuda.is_available()\n          report(device="cpu")',
+    )
     assert broken != text
     scaffold.write_text(broken, encoding="utf-8")
     code, out, _ = run_cli(capsys, "lesson", "test", str(scaffold), "--json")
@@ -76,7 +80,9 @@ def test_a_lesson_that_does_not_lint_fails_with_its_lines(capsys, scaffold):
     scaffold.write_text(text.replace("        - Move it.\n", accepted), encoding="utf-8")
     code, out, _ = run_cli(capsys, "lesson", "test", str(scaffold))
     assert code == 1
-    assert "✗" in out and "lint: loads and lints clean" in out and "is listed as wrong, but the rubric accepts it" in out
+    assert (
+        "✗" in out and "lint: loads and lints clean" in out and "is listed as wrong, but the rubric accepts it" in out
+    )
 
 
 def test_bad_input_exits_2(capsys, tmp_path):
@@ -87,8 +93,10 @@ def test_bad_input_exits_2(capsys, tmp_path):
 
 
 # The exercise lessons first: their sandboxed programs (21; 6 torchrun jobs) make them the longest tests.
-BUILT_IN = sorted((Path(__file__).resolve().parents[2] / "lessons").glob("*.yaml"),
-                  key=lambda p: (p.stem not in ("gpu-training-practice", "beyond-one-gpu"), p.stem))
+BUILT_IN = sorted(
+    (Path(__file__).resolve().parents[2] / "lessons").glob("*.yaml"),
+    key=lambda p: (p.stem not in ("gpu-training-practice", "beyond-one-gpu"), p.stem),
+)
 
 
 @pytest.mark.long
@@ -107,9 +115,16 @@ def test_every_built_in_lesson_passes(capsys, monkeypatch, path):
 
 
 def test_the_built_in_lessons_are_the_seven_the_course_has_and_the_step_beyond():
-    assert sorted(p.stem for p in BUILT_IN) == ["beyond-one-gpu", "cpu-vs-gpu", "devices", "gpu-lab",
-                                                "gpu-lab-practice", "gpu-training", "gpu-training-practice",
-                                                "training-iron-law"]
+    assert sorted(p.stem for p in BUILT_IN) == [
+        "beyond-one-gpu",
+        "cpu-vs-gpu",
+        "devices",
+        "gpu-lab",
+        "gpu-lab-practice",
+        "gpu-training",
+        "gpu-training-practice",
+        "training-iron-law",
+    ]
 
 
 def test_a_prediction_no_measurement_can_match_fails_the_test(capsys, tmp_path, monkeypatch):
@@ -123,7 +138,8 @@ def test_a_prediction_no_measurement_can_match_fails_the_test(capsys, tmp_path, 
         "  - {id: cuda, kind: predict, prompt: A CUDA GPU here?, compare: cuda_available,\n"
         "     answer: {type: choice, options: ['yes', 'no']}}\n"  # a true/false metric: yes or no matches
         "  - {id: basics, kind: run, experiment: device-basics}\n",
-        encoding="utf-8")
+        encoding="utf-8",
+    )
     code, out, _ = run_cli(capsys, "lesson", "test", str(path), "--json")
     results = {r["step"]: r for r in map(json.loads, out.splitlines()[:-1]) if r["kind"] == "predict"}
     assert code == 1
@@ -141,9 +157,13 @@ def test_exercise_programs_run_side_by_side_and_report_in_the_lessons_order(monk
     from tutor.course.loader import load_text
     from tutor.exercises import grader
 
-    lesson: Lesson = load_text((Path(__file__).resolve().parents[2] / "tutor" / "authoring" / "templates" /
-                                "new-lesson.yaml").read_text(encoding="utf-8").replace("LESSON_ID", "demo")
-                               .replace("LESSON_TITLE", "Demo"), "demo.yaml")
+    lesson: Lesson = load_text(
+        (Path(__file__).resolve().parents[2] / "tutor" / "authoring" / "templates" / "new-lesson.yaml")
+        .read_text(encoding="utf-8")
+        .replace("LESSON_ID", "demo")
+        .replace("LESSON_TITLE", "Demo"),
+        "demo.yaml",
+    )
     step = next(s for s in lesson.steps if isinstance(s, ExerciseStep))
     mistakes = [step.mistakes[0].model_copy(update={"name": f"m{i}"}) for i in range(3)]
     step = step.model_copy(update={"mistakes": mistakes})
@@ -156,12 +176,15 @@ def test_exercise_programs_run_side_by_side_and_report_in_the_lessons_order(monk
             running[0] += 1
             most[0] = max(most[0], running[0])
         import time
+
         time.sleep(0.2 + 0.1 * order.get(code, 0))
         with lock:
             running[0] -= 1
         passed = code == step.solution
-        reqs = [grader.RequirementResult(r.id, r.type, passed, "" if passed else f"Cause. {r.feedback}")
-                for r in step.requirements]  # as the grader words a failure: the cause, then the advice
+        reqs = [
+            grader.RequirementResult(r.id, r.type, passed, "" if passed else f"Cause. {r.feedback}")
+            for r in step.requirements
+        ]  # as the grader words a failure: the cause, then the advice
         return grader.ExerciseResult(passed, reqs, None, "ok" if passed else "not yet")
 
     monkeypatch.setattr(grader, "grade_exercise", fake_grade)
@@ -169,7 +192,8 @@ def test_exercise_programs_run_side_by_side_and_report_in_the_lessons_order(monk
     player = lesson_test.Player("cpu", full=True)  # full: every mistake runs, none is read
     outcomes = list(player._exercise_outcomes(lesson, step))
     assert [o.what for o in outcomes] == ["solution passes", "starter does not pass yet"] + [
-        f"mistake 'm{i}' fails {mistakes[0].fails}" for i in range(3)]
+        f"mistake 'm{i}' fails {mistakes[0].fails}" for i in range(3)
+    ]
     assert all(o.ok for o in outcomes)
     assert most[0] == 2
 
@@ -186,7 +210,9 @@ def test_every_tweak_value_is_run_and_judged(tmp_path):
         "  - {id: guess, kind: predict, prompt: How fast?, compare: resident_speedup,\n"
         "     answer: {type: choice, options: [{text: slower, min: 0, max: 1}, {text: faster, min: 1}]}}\n"
         "  - id: run\n    kind: run\n    experiment: data-bottleneck\n    params: {batch_size: 256}\n"
-        "    tweak: {batch_size: [64, 256], workers: [1, 2]}\n", "tweaks.yaml")
+        "    tweak: {batch_size: [64, 256], workers: [1, 2]}\n",
+        "tweaks.yaml",
+    )
     asked = []
 
     def fake_run(experiment, params, keep=None):
@@ -200,12 +226,17 @@ def test_every_tweak_value_is_run_and_judged(tmp_path):
     outcomes = list(player.play(lesson))
     # The first run is the screen's start: batch 256 from params, workers at its first offered value.
     start = {"batch_size": 256, "workers": 1}
-    assert asked == [(start, start), ({**start, "batch_size": 64}, {**start, "batch_size": 64}),
-                     ({**start, "workers": 2}, {**start, "workers": 2})]
+    assert asked == [
+        (start, start),
+        ({**start, "batch_size": 64}, {**start, "batch_size": 64}),
+        ({**start, "workers": 2}, {**start, "workers": 2}),
+    ]
     said = [(o.what, o.detail) for o in outcomes if o.kind == "predict"]
     assert said[0] == ("resident_speedup can be judged against the prediction", "measured 0.5: 'slower' is right here")
-    assert said[2] == ("resident_speedup can be judged against the prediction with workers=2",
-                       "measured 3: 'faster' is right here")
+    assert said[2] == (
+        "resident_speedup can be judged against the prediction with workers=2",
+        "measured 3: 'faster' is right here",
+    )
     assert [o.what for o in outcomes if o.kind == "run"][1] == "runs data-bottleneck with batch_size=64 (quick)"
 
 
@@ -241,14 +272,17 @@ def test_a_band_no_answer_can_reach_and_an_unreachable_goal_fail_the_test(capsys
         "    goal: {output: total_gb, min: 1}\n"
         "  - id: reachable\n    kind: instrument\n    instrument: memory-ledger\n    fixed: [model]\n"
         "    goal: {output: fits, equals: true}\n",
-        encoding="utf-8")
+        encoding="utf-8",
+    )
     code, out, _ = run_cli(capsys, "lesson", "test", str(path), "--json")
     assert code == 1
     results = {(r["step"], r["what"]): r for r in map(json.loads, out.splitlines()[:-1])}
     bands = results[("count", "each of 2 ranges is reached")]
     assert not bands["ok"]
-    assert bands["detail"] == ("range 1 (234..234) can never be reached: answers from 211.5 to 258.5 are graded "
-                               "right (the default tolerance 0.1 (10% relative) of 235)")
+    assert bands["detail"] == (
+        "range 1 (234..234) can never be reached: answers from 211.5 to 258.5 are graded "
+        "right (the default tolerance 0.1 (10% relative) of 235)"
+    )
     impossible = results[("impossible", "goal total_gb <= -1 can be met")]
     assert not impossible["ok"] and "no setting reaches it" in impossible["detail"]
     already = results[("done-already", "goal total_gb >= 1 can be met")]
@@ -265,16 +299,22 @@ def test_a_mistake_whose_pack_grader_crashed_is_not_counted_as_failing_it(monkey
     from tutor.course.loader import load_text
     from tutor.exercises import grader
 
-    lesson: Lesson = load_text((Path(__file__).resolve().parents[2] / "tutor" / "authoring" / "templates" /
-                                "new-lesson.yaml").read_text(encoding="utf-8").replace("LESSON_ID", "demo")
-                               .replace("LESSON_TITLE", "Demo"), "demo.yaml")
+    lesson: Lesson = load_text(
+        (Path(__file__).resolve().parents[2] / "tutor" / "authoring" / "templates" / "new-lesson.yaml")
+        .read_text(encoding="utf-8")
+        .replace("LESSON_ID", "demo")
+        .replace("LESSON_TITLE", "Demo"),
+        "demo.yaml",
+    )
     step = next(s for s in lesson.steps if isinstance(s, ExerciseStep))
 
     def fake_grade(step_, code, workdir, **_):
         passed = code == step.solution
         crash = "" if passed else "Traceback (most recent call last):\n  ...\nKeyError: 'loss'"
-        reqs = [grader.RequirementResult(r.id, r.type, passed, "" if passed else "checker failed", not crash, crash)
-                for r in step.requirements]
+        reqs = [
+            grader.RequirementResult(r.id, r.type, passed, "" if passed else "checker failed", not crash, crash)
+            for r in step.requirements
+        ]
         return grader.ExerciseResult(passed, reqs, None, "ok" if passed else "not checked")
 
     monkeypatch.setattr(grader, "grade_exercise", fake_grade)
@@ -292,9 +332,13 @@ def test_a_mistake_is_run_only_on_the_devices_where_it_is_one(monkeypatch):
     from tutor.course.loader import load_text
     from tutor.exercises import grader
 
-    lesson: Lesson = load_text((Path(__file__).resolve().parents[2] / "tutor" / "authoring" / "templates" /
-                                "new-lesson.yaml").read_text(encoding="utf-8").replace("LESSON_ID", "demo")
-                               .replace("LESSON_TITLE", "Demo"), "demo.yaml")
+    lesson: Lesson = load_text(
+        (Path(__file__).resolve().parents[2] / "tutor" / "authoring" / "templates" / "new-lesson.yaml")
+        .read_text(encoding="utf-8")
+        .replace("LESSON_ID", "demo")
+        .replace("LESSON_TITLE", "Demo"),
+        "demo.yaml",
+    )
     step = next(s for s in lesson.steps if isinstance(s, ExerciseStep))
     step.mistakes[0] = step.mistakes[0].model_copy(update={"only_on": ["cpu", "mps"]})
     graded = []
@@ -347,15 +391,21 @@ def _played_with(text: str, measured: dict) -> list:
     return list(player.play(load_text(text, "number.yaml")))
 
 
-NUMBER_PREDICTION = ("id: number\ntitle: Number\nsteps:\n"
-                     "  - {id: guess, kind: predict, prompt: How much?, compare: METRIC, unit: UNIT,\n"
-                     "     answer: {type: number, unit: UNIT, min: LOW, max: HIGH}}\n"
-                     "  - {id: run, kind: run, experiment: data-bottleneck}\n")
+NUMBER_PREDICTION = (
+    "id: number\ntitle: Number\nsteps:\n"
+    "  - {id: guess, kind: predict, prompt: How much?, compare: METRIC, unit: UNIT,\n"
+    "     answer: {type: number, unit: UNIT, min: LOW, max: HIGH}}\n"
+    "  - {id: run, kind: run, experiment: data-bottleneck}\n"
+)
 
 
 def _number_prediction(metric: str, unit: str, low: float, high: float) -> str:
-    return (NUMBER_PREDICTION.replace("METRIC", metric).replace("UNIT", f'"{unit}"')
-            .replace("LOW", str(low)).replace("HIGH", str(high)))
+    return (
+        NUMBER_PREDICTION.replace("METRIC", metric)
+        .replace("UNIT", f'"{unit}"')
+        .replace("LOW", str(low))
+        .replace("HIGH", str(high))
+    )
 
 
 def test_a_number_prediction_whose_range_excludes_the_measurement_fails():
@@ -383,7 +433,8 @@ def test_a_failure_says_the_path_and_line_of_its_step(capsys, tmp_path):
         "  - id: count\n    kind: check\n    prompt: How many steps?\n"
         "    answer:\n      type: number\n      value: 235\n      ranges:\n"
         "        - {min: 234, max: 234, feedback: Off by one.}\n",  # inside 211.5..258.5: never shown
-        encoding="utf-8")
+        encoding="utf-8",
+    )
     code, out, _ = run_cli(capsys, "lesson", "test", str(path))
     assert code == 1
     assert f"\n    {path}:7: range 1 (234..234) can never be reached" in out
@@ -398,7 +449,8 @@ def test_a_pack_whose_experiments_do_not_import_is_one_failure_at_its_line(capsy
     assert code == 1
     results = [json.loads(line) for line in out.splitlines()]
     assert [(r["where"], r["detail"]) for r in results[:-1]] == [
-        (f"{pack / 'experiments.py'}:3", "ModuleNotFoundError: No module named 'no_such_module_here'")]
+        (f"{pack / 'experiments.py'}:3", "ModuleNotFoundError: No module named 'no_such_module_here'")
+    ]
     assert results[-1]["failed"] == 1
 
 
@@ -406,10 +458,12 @@ def _broken_pack(tmp_path: Path) -> Path:
     """A folder pack whose experiments.py fails on its third line, and a lesson that runs its experiment."""
     pack = tmp_path / "pack"
     pack.mkdir()
-    (pack / "experiments.py").write_text("from tutor.experiments import Experiment\n\nimport no_such_module_here\n"
-                                         "EXPERIMENTS = []\n", encoding="utf-8")
-    (pack / "lesson.yaml").write_text("id: pack-lesson\ntitle: Pack lesson\nsteps:\n"
-                                      "  - {id: r, kind: run, experiment: my-exp}\n", encoding="utf-8")
+    (pack / "experiments.py").write_text(
+        "from tutor.experiments import Experiment\n\nimport no_such_module_here\nEXPERIMENTS = []\n", encoding="utf-8"
+    )
+    (pack / "lesson.yaml").write_text(
+        "id: pack-lesson\ntitle: Pack lesson\nsteps:\n  - {id: r, kind: run, experiment: my-exp}\n", encoding="utf-8"
+    )
     return pack
 
 
@@ -511,7 +565,9 @@ def _noisy_lesson(pack: Path, edge: float, center: float) -> Path:
         "  - id: guess\n    kind: predict\n    prompt: How many times?\n    compare: ratio\n    unit: x\n"
         f"    answer:\n      type: choice\n      options:\n        - {{text: 'below {edge:g}x', min: 0, max: {edge}}}\n"
         f"        - {{text: '{edge:g}x or more', min: {edge}}}\n"
-        f"  - {{id: measure, kind: run, experiment: noisy-ratio, params: {{center: {center}}}}}\n", encoding="utf-8")
+        f"  - {{id: measure, kind: run, experiment: noisy-ratio, params: {{center: {center}}}}}\n",
+        encoding="utf-8",
+    )
     return pack
 
 
@@ -546,9 +602,11 @@ def test_a_passing_result_without_words_prints_no_bare_path(capsys, tmp_path, mo
     """A check whose answers grade as listed passes with nothing to add: its line ends there, not
     with an empty 'path:line:' line under it, which reads like a failure."""
     path = tmp_path / "plain.yaml"
-    path.write_text("id: plain\ntitle: Plain\nsteps:\n"
-                    "  - {id: ask, kind: check, prompt: Which?, answer: {type: choice, options: [{text: a, correct: true}, b]}}\n",
-                    encoding="utf-8")
+    path.write_text(
+        "id: plain\ntitle: Plain\nsteps:\n"
+        "  - {id: ask, kind: check, prompt: Which?, answer: {type: choice, options: [{text: a, correct: true}, b]}}\n",
+        encoding="utf-8",
+    )
     code, out, _ = run_cli(capsys, "lesson", "test", str(path))
     assert code == 0 and "grades 2 answers as listed" in out
     assert f"{path}:4:" not in out
@@ -575,4 +633,3 @@ def test_a_starter_that_already_passes_fails_the_test(capsys, scaffold):
     scaffold.write_text(marked, encoding="utf-8")
     code, out, _ = run_cli(capsys, "lesson", "test", str(scaffold))
     assert code == 0 and "✓ demo · practice · exercise: starter passes as given (complete: true)" in out
-

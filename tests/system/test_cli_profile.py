@@ -88,12 +88,15 @@ def test_the_profile_as_json(capsys, measured):
 
 
 def test_profile_is_listed_and_runs_without_torch_or_a_traceback():
-    code = ("import sys; from tutor.cli import main; rc = main(['profile']); "
-            "print('TORCH' if 'torch' in sys.modules else 'NO-TORCH', file=sys.stderr); sys.exit(rc)")
+    code = (
+        "import sys; from tutor.cli import main; rc = main(['profile']); "
+        "print('TORCH' if 'torch' in sys.modules else 'NO-TORCH', file=sys.stderr); sys.exit(rc)"
+    )
     env = {**os.environ, "NO_COLOR": "1"}
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=env, timeout=60)
     assert done.returncode == 0 and "NO-TORCH" in done.stderr and "Traceback" not in done.stderr
     assert NOTHING_YET in done.stdout
-    helped = subprocess.run([sys.executable, "-m", "tutor", "--help"], capture_output=True, text=True, cwd=ROOT,
-                            env=env, timeout=60)
+    helped = subprocess.run(
+        [sys.executable, "-m", "tutor", "--help"], capture_output=True, text=True, cwd=ROOT, env=env, timeout=60
+    )
     assert "profile" in helped.stdout

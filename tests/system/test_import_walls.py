@@ -26,16 +26,29 @@ def _tops(modules: set[str]) -> set[str]:
 
 def test_answer_grading_is_pure_python():
     """Of the tutor, grading loads only the pure-Python statistics a prediction is decided by."""
-    loaded = _loaded_after("import tutor.checks, tutor.checks.grade, tutor.checks.text, tutor.checks.number, "
-                           "tutor.checks.choice, tutor.checks.predict, tutor.checks.answers")
+    loaded = _loaded_after(
+        "import tutor.checks, tutor.checks.grade, tutor.checks.text, tutor.checks.number, "
+        "tutor.checks.choice, tutor.checks.predict, tutor.checks.answers"
+    )
     assert not _tops(loaded) & {"textual", "torch"}
     ours = {m for m in loaded if m.split(".")[0] == "tutor" and not m.startswith("tutor.checks")}
     assert ours <= {"tutor", "tutor.measurement", "tutor.measurement.intervals"}
 
 
-@pytest.mark.parametrize("module", ["tutor.ui.app", "tutor.ui.screens.lesson", "tutor.ui.screens.review",
-                                    "tutor.ui.widgets.exercise_step", "tutor.ui.widgets.run_panel", "tutor.exercises.grader",
-                                    "tutor.exercises.behaviour", "tutor.exercises.sandbox", "tutor.cli"])
+@pytest.mark.parametrize(
+    "module",
+    [
+        "tutor.ui.app",
+        "tutor.ui.screens.lesson",
+        "tutor.ui.screens.review",
+        "tutor.ui.widgets.exercise_step",
+        "tutor.ui.widgets.run_panel",
+        "tutor.exercises.grader",
+        "tutor.exercises.behaviour",
+        "tutor.exercises.sandbox",
+        "tutor.cli",
+    ],
+)
 def test_the_ui_side_never_imports_torch(module):
     assert "torch" not in _tops(_loaded_after(f"import {module}"))
 
@@ -48,8 +61,10 @@ def test_the_registry_imports_no_torch():
 
 def test_experiments_never_import_textual():
     names = sorted(p.stem for p in (ROOT / "tutor" / "experiments").glob("*.py") if p.stem != "__init__")
-    loaded = _loaded_after("import tutor.experiments.engine, tutor.exercises.observe, tutor.exercises.probes\n"
-                           + "\n".join(f"import tutor.experiments.{n}" for n in names))
+    loaded = _loaded_after(
+        "import tutor.experiments.engine, tutor.exercises.observe, tutor.exercises.probes\n"
+        + "\n".join(f"import tutor.experiments.{n}" for n in names)
+    )
     assert "textual" not in _tops(loaded) and "torch" in _tops(loaded)
 
 

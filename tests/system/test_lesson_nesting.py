@@ -17,7 +17,9 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_lesson_nested_too_deeply_is_reported_not_a_crash(chunk):
     """Was: tutor/course/lesson.py:_compose with libyaml overflowed the C stack past ~24,700 levels: '[' * 30000
     killed the process (SIGSEGV) instead of the 'YAML nested too deeply' issue. Run in a subprocess."""
-    code = ("import sys\nfrom tutor.course.lesson import LessonError\nfrom tutor.course.loader import load_text\n"
-            f"try:\n    load_text({chunk!r} * 30000, 'deep.yaml')\nexcept LessonError as e:\n    print(e)\n")
+    code = (
+        "import sys\nfrom tutor.course.lesson import LessonError\nfrom tutor.course.loader import load_text\n"
+        f"try:\n    load_text({chunk!r} * 30000, 'deep.yaml')\nexcept LessonError as e:\n    print(e)\n"
+    )
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and "nested too deeply" in done.stdout, (done.returncode, done.stderr[-300:])

@@ -340,10 +340,19 @@ def test_it_writes_only_to_its_home_its_cache_and_exercise_scratch_dirs(tmp_path
     lesson = yaml.safe_load((Path(__file__).parents[2] / "lessons" / "gpu-training-practice.yaml").read_text())
     solution.write_text(next(s for s in lesson["steps"] if s["id"] == "ex1-move-and-time")["solution"])
     env: dict[str, str | None] = {
-        "HOME": str(home), "TMPDIR": str(tmp), "GPUTUTOR_HOME": str(gt), "GPUTUTOR_DATA_DIR": str(data),
-        "GPUTUTOR_DEVICE": "cpu", "TERM": "xterm-256color", "XDG_DATA_HOME": None, "XDG_CACHE_HOME": None,
-        "XDG_CONFIG_HOME": None, "XDG_STATE_HOME": None, "TORCHINDUCTOR_CACHE_DIR": None,
-        "TRITON_CACHE_DIR": None, "GPUTUTOR_CACHE_DIR": None,  # the default cache dir, under HOME
+        "HOME": str(home),
+        "TMPDIR": str(tmp),
+        "GPUTUTOR_HOME": str(gt),
+        "GPUTUTOR_DATA_DIR": str(data),
+        "GPUTUTOR_DEVICE": "cpu",
+        "TERM": "xterm-256color",
+        "XDG_DATA_HOME": None,
+        "XDG_CACHE_HOME": None,
+        "XDG_CONFIG_HOME": None,
+        "XDG_STATE_HOME": None,
+        "TORCHINDUCTOR_CACHE_DIR": None,
+        "TRITON_CACHE_DIR": None,
+        "GPUTUTOR_CACHE_DIR": None,  # the default cache dir, under HOME
     }
 
     term = Terminal(exe, env, cwd=cwd)
@@ -366,8 +375,10 @@ def test_it_writes_only_to_its_home_its_cache_and_exercise_scratch_dirs(tmp_path
 
     child_env = {k: v for k, v in os.environ.items() if k not in env or env[k] is not None}
     child_env.update({k: v for k, v in _with_checkout(env).items() if v is not None})
-    for argv in (["exercise", "gpu-training-practice", "ex1-move-and-time", "--file", str(solution)],
-                 ["run", "checkpoint-roundtrip", "--set", "steps=20"]):
+    for argv in (
+        ["exercise", "gpu-training-practice", "ex1-move-and-time", "--file", str(solution)],
+        ["run", "checkpoint-roundtrip", "--set", "steps=20"],
+    ):
         done = subprocess.run([*exe, *argv], env=child_env, cwd=cwd, capture_output=True, text=True, timeout=300)
         assert done.returncode == 0, (argv, done.stdout[-2000:], done.stderr[-2000:])
 

@@ -65,8 +65,9 @@ def test_the_decision_reads_the_load_and_leaves_a_users_setting_alone(monkeypatc
 @pytest.mark.skipif(not os.path.exists("/proc/stat"), reason="no /proc/stat (macOS): the cautious count is used")
 def test_another_programs_busy_core_is_seen():
     """The real reading, with a process spinning beside it: at least half a core is others'."""
-    spinner = subprocess.Popen([sys.executable, "-c", "print('spinning', flush=True)\nwhile True: pass"],
-                               stdout=subprocess.PIPE, text=True)
+    spinner = subprocess.Popen(
+        [sys.executable, "-c", "print('spinning', flush=True)\nwhile True: pass"], stdout=subprocess.PIPE, text=True
+    )
     try:
         assert spinner.stdout.readline() == "spinning\n"  # it has started: from here it spins
         assert threads.others_busy(look_s=0.3) >= threads.BUSY_CORE
@@ -106,8 +107,10 @@ def test_a_learners_program_runs_with_the_policy_and_can_change_it(tmp_path, mon
 
     monkeypatch.setenv("GPUTUTOR_THREADS", "1")
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
-    code = ("import torch\nfrom tutor.lab import report\nbefore = torch.get_num_threads()\n"
-            "torch.set_num_threads(2)\nreport(before=before, after=torch.get_num_threads())\n")
+    code = (
+        "import torch\nfrom tutor.lab import report\nbefore = torch.get_num_threads()\n"
+        "torch.set_num_threads(2)\nreport(before=before, after=torch.get_num_threads())\n"
+    )
     result = run_code(code, tmp_path, timeout=120, memory_mb=4096)
     assert result.ok, result.output
     assert result.reports == {"before": 1, "after": 2}
@@ -116,8 +119,9 @@ def test_a_learners_program_runs_with_the_policy_and_can_change_it(tmp_path, mon
 def test_the_tutors_own_processes_train_with_the_policy(monkeypatch):
     env = {**os.environ, "GPUTUTOR_THREADS": "1", "PYTHONPATH": str(ROOT)}
     env.pop("OMP_NUM_THREADS", None)
-    done = subprocess.run([sys.executable, "-m", "tutor", "doctor", "--json"], env=env, capture_output=True,
-                          text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "tutor", "doctor", "--json"], env=env, capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0, done.stderr
     [cpu] = [d for d in json.loads(done.stdout)["devices"] if d["kind"] == "cpu"]
     assert cpu["threads"] == 1 and cpu["cores"] == threads.usable_cores()

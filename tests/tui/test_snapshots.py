@@ -18,8 +18,12 @@ SIZE = (80, 24)
 
 
 def _app(tmp_path: Path) -> TutorApp:
-    return TutorApp(lessons_dirs=[HERE / "tui_lessons", HERE / "tui_exercise_lessons"], home=tmp_path,
-                    device="cpu", engine=ScriptedEngine())
+    return TutorApp(
+        lessons_dirs=[HERE / "tui_lessons", HERE / "tui_exercise_lessons"],
+        home=tmp_path,
+        device="cpu",
+        engine=ScriptedEngine(),
+    )
 
 
 async def _settle(pilot) -> None:
@@ -42,6 +46,7 @@ def _at(lesson_id: str, step_id: str, before=None):
         screen.show_step(screen.lesson.index(step_id))
         await wait_for(pilot, lambda: step_arrived(screen))  # its keys line is written after its first refresh
         await _settle(pilot)
+
     return run_before
 
 
@@ -49,13 +54,17 @@ def test_home(snap_compare, tmp_path):
     assert snap_compare(_app(tmp_path), terminal_size=SIZE, run_before=_settle)
 
 
-@pytest.mark.parametrize("lesson_id, step_id", [
-    ("tui-demo", "intro"),  # read, with a code comparison
-    ("tui-demo", "guess-acc"),  # predict, a choice
-    ("tui-demo", "short-run"),  # run, before r
-    ("tui-demo", "why-scale"),  # check, words
-    ("ex-demo", "ex-sum"),  # exercise, the editor
-], ids=["read", "predict", "run", "check", "exercise"])
+@pytest.mark.parametrize(
+    "lesson_id, step_id",
+    [
+        ("tui-demo", "intro"),  # read, with a code comparison
+        ("tui-demo", "guess-acc"),  # predict, a choice
+        ("tui-demo", "short-run"),  # run, before r
+        ("tui-demo", "why-scale"),  # check, words
+        ("ex-demo", "ex-sum"),  # exercise, the editor
+    ],
+    ids=["read", "predict", "run", "check", "exercise"],
+)
 def test_each_step_kind(snap_compare, tmp_path, lesson_id, step_id):
     assert snap_compare(_app(tmp_path), terminal_size=SIZE, run_before=_at(lesson_id, step_id))
 
@@ -66,5 +75,6 @@ def test_instrument(snap_compare, tmp_path):
         for step in lesson.predictions_before(lesson.index("ledger")):
             app.progress.lock_prediction(lesson.id, step.id, "16", 16.0)
 
-    assert snap_compare(_app(tmp_path), terminal_size=SIZE,
-                        run_before=_at("training-iron-law", "ledger", lock_the_acts_predictions))
+    assert snap_compare(
+        _app(tmp_path), terminal_size=SIZE, run_before=_at("training-iron-law", "ledger", lock_the_acts_predictions)
+    )

@@ -29,8 +29,9 @@ LESSONS = Path(__file__).parent / "tui_lessons"
 def make_app(tmp_path: Path, *, real_engine: bool = False) -> TutorApp:
     """The demo lesson's app. Runs are scripted unless the test is about the engine path: then the
     real engine process trains for real."""
-    return TutorApp(lessons_dirs=[LESSONS], home=tmp_path, device="cpu",
-                    engine=None if real_engine else ScriptedEngine())
+    return TutorApp(
+        lessons_dirs=[LESSONS], home=tmp_path, device="cpu", engine=None if real_engine else ScriptedEngine()
+    )
 
 
 def text_of(widget: Static) -> str:
@@ -68,8 +69,17 @@ async def test_home_on_a_shared_gpu_shows_what_is_free_and_the_cap(tmp_path, mon
     from tutor.experiments.devices import Device
 
     gib = 1 << 30
-    h100 = Device("cuda", 0, "NVIDIA H100 80GB HBM3", total_memory=80 * gib, free_memory=50 * gib,
-                  capability=(9, 0), bf16=True, fp16=True, tensor_cores=True)
+    h100 = Device(
+        "cuda",
+        0,
+        "NVIDIA H100 80GB HBM3",
+        total_memory=80 * gib,
+        free_memory=50 * gib,
+        capability=(9, 0),
+        bf16=True,
+        fp16=True,
+        tensor_cores=True,
+    )
 
     class SharedGpu(ScriptedEngine):
         def detect(self, requested):
@@ -282,8 +292,10 @@ async def test_input_feedback_scrolls_into_view_at_80x24(tmp_path):
         box.value = "nnnnnn"
         await pilot.press("enter")
         feedback = screen.query_one("#feedback", Static)
-        await wait_for(pilot, lambda: "couldn't read a number" in text_of(feedback)
-                       and screen.region.contains_region(feedback.region))
+        await wait_for(
+            pilot,
+            lambda: "couldn't read a number" in text_of(feedback) and screen.region.contains_region(feedback.region),
+        )
         assert "couldn't read a number" in text_of(feedback)
         assert screen.region.contains_region(feedback.region) and feedback.region.height > 0
         assert app.progress.prediction("gpu-lab", "basics-predict") is None  # nothing locked
@@ -328,7 +340,8 @@ async def test_a_key_pressed_again_does_not_stack_copies_of_its_message(tmp_path
         await pilot.pause()  # whatever the five asked for is handled
         assert screen.index == screen.lesson.index("act1-predict")
         assert [n.message for n in app._notifications].count(
-            "Lock in a prediction first (enter): the result comes after your guess, never before.") == 1
+            "Lock in a prediction first (enter): the result comes after your guess, never before."
+        ) == 1
 
 
 async def test_an_answer_step_arrives_with_its_answer_focused_so_enter_answers(tmp_path):
@@ -440,7 +453,8 @@ async def test_choice_options_show_brackets_as_written(tmp_path):
         "  - id: q\n    kind: check\n    prompt: Which one?\n    answer:\n      type: choice\n"
         "      options:\n"
         '        - {text: "[b]bold[/b] and [/]", correct: true}\n'
-        '        - {text: "torch.Size([64, 1, 28, 28])"}\n')
+        '        - {text: "torch.Size([64, 1, 28, 28])"}\n'
+    )
     app = TutorApp(lessons_dirs=[lessons], home=tmp_path, device="cpu", engine=ScriptedEngine())
     async with app.run_test(size=(100, 30)) as pilot:
         app.open_lesson("brackets")
@@ -597,8 +611,10 @@ async def test_escape_leaves_a_lesson_only_when_pressed_twice(tmp_path):
         screen.show_step(screen.lesson.index("interview-cpu-gpu"))
         await wait_for(pilot, lambda: step_arrived(screen))
         box = screen.query_one("#answer", Input)
-        box.value = ("A GPU has thousands of cores for parallel matrix multiplications; the model and the data "
-                     "must be moved to the device with .to(device); tiny models can be faster on the CPU.")
+        box.value = (
+            "A GPU has thousands of cores for parallel matrix multiplications; the model and the data "
+            "must be moved to the device with .to(device); tiny models can be faster on the CPU."
+        )
         await pilot.press("enter")
         await wait_for(pilot, lambda: screen.view.solved)
         await pilot.press("escape")
@@ -610,13 +626,16 @@ async def test_escape_leaves_a_lesson_only_when_pressed_twice(tmp_path):
         assert not [n for n in app._notifications if "escape again" in n.message]
 
 
-@pytest.mark.parametrize("feedback,shown", [
-    ("Right: 35%.", "35%."),  # after "✓ Correct." the grader's own "Right" said it twice
-    ("Right.", ""),
-    ("Not quite: 12 GB is the weights alone.", "12 GB is the weights alone."),
-    ("No GPU is needed here.", "No GPU is needed here."),  # a sentence that starts with No keeps it
-    ("Right, that one.", "Right, that one."),
-])
+@pytest.mark.parametrize(
+    "feedback,shown",
+    [
+        ("Right: 35%.", "35%."),  # after "✓ Correct." the grader's own "Right" said it twice
+        ("Right.", ""),
+        ("Not quite: 12 GB is the weights alone.", "12 GB is the weights alone."),
+        ("No GPU is needed here.", "No GPU is needed here."),  # a sentence that starts with No keeps it
+        ("Right, that one.", "Right, that one."),
+    ],
+)
 def test_feedback_does_not_repeat_the_verdict_the_mark_gives(feedback, shown):
     from tutor.ui.widgets.answer_box import after_the_mark
 
@@ -665,8 +684,16 @@ async def test_the_ranks_of_a_distributed_run_share_one_chart(tmp_path):
 
 async def test_the_measured_table_speaks_in_words_and_units_not_python(tmp_path):
     """Was: `best_accuracy 0.97 …`, `checkpoint None`: a metric's name and Python values on screen."""
-    measured = {"accuracy": 0.9712, "best_accuracy": 0.9712, "final_loss": 0.0931, "seconds_per_epoch": 12.34,
-                "samples_per_s": 4862.0, "total_seconds": 12.34, "steps": 16, "amp_dtype": "off"}
+    measured = {
+        "accuracy": 0.9712,
+        "best_accuracy": 0.9712,
+        "final_loss": 0.0931,
+        "seconds_per_epoch": 12.34,
+        "samples_per_s": 4862.0,
+        "total_seconds": 12.34,
+        "steps": 16,
+        "amp_dtype": "off",
+    }
     engine = ScriptedEngine(metrics={"train": measured})
     app = TutorApp(home=tmp_path, lessons_dirs=[LESSONS], device="cpu", engine=engine)
     async with app.run_test(size=(100, 30)) as pilot:
@@ -695,10 +722,12 @@ def test_a_reveal_names_what_was_measured_in_words_not_its_metric_id(tmp_path):
     from tutor.course.session import LessonSession, RunOutcome
     from tutor.ui.widgets.reveal import reveal_text
 
-    lesson = load_text("id: r\ntitle: R\nsteps:\n"
-                       "  - {id: guess, kind: predict, prompt: Seconds?, compare: seconds_per_epoch, unit: s,\n"
-                       "     answer: {type: number, unit: s}}\n"
-                       "  - {id: measure, kind: run, experiment: train}\n")
+    lesson = load_text(
+        "id: r\ntitle: R\nsteps:\n"
+        "  - {id: guess, kind: predict, prompt: Seconds?, compare: seconds_per_epoch, unit: s,\n"
+        "     answer: {type: number, unit: s}}\n"
+        "  - {id: measure, kind: run, experiment: train}\n"
+    )
     with Progress(tmp_path / "p.db") as progress:
         session = LessonSession(lesson, progress)
         session.lock(lesson.step("guess"), "3 s")
@@ -715,16 +744,19 @@ def test_a_reveal_of_a_run_at_other_settings_says_not_scored_not_a_tick(tmp_path
     from tutor.course.session import LessonSession, RunOutcome
     from tutor.ui.widgets.reveal import reveal_text
 
-    lesson = load_text("id: r\ntitle: R\nsteps:\n"
-                       "  - {id: guess, kind: predict, prompt: Seconds?, compare: seconds_per_epoch, unit: s,\n"
-                       "     answer: {type: number, unit: s}}\n"
-                       "  - {id: measure, kind: run, experiment: train, params: {batch_size: 64},\n"
-                       "     tweak: {batch_size: [64, 512]}}\n")
+    lesson = load_text(
+        "id: r\ntitle: R\nsteps:\n"
+        "  - {id: guess, kind: predict, prompt: Seconds?, compare: seconds_per_epoch, unit: s,\n"
+        "     answer: {type: number, unit: s}}\n"
+        "  - {id: measure, kind: run, experiment: train, params: {batch_size: 64},\n"
+        "     tweak: {batch_size: [64, 512]}}\n"
+    )
     with Progress(tmp_path / "p.db") as progress:
         session = LessonSession(lesson, progress)
         session.lock(lesson.step("guess"), "3 s")
-        reveal = session.record_run(lesson.step("measure"), RunOutcome(
-            "train", {"batch_size": 512}, "finished", {"seconds_per_epoch": 2.9}, {}))[0]
+        reveal = session.record_run(
+            lesson.step("measure"), RunOutcome("train", {"batch_size": 512}, "finished", {"seconds_per_epoch": 2.9}, {})
+        )[0]
         shown = reveal_text(reveal).plain
         on_the_step = reveal_text(session.reveal(lesson.step("guess"))).plain
     for text in (shown, on_the_step):
@@ -732,20 +764,25 @@ def test_a_reveal_of_a_run_at_other_settings_says_not_scored_not_a_tick(tmp_path
         assert "(with batch_size=512)" in text and "Not scored: the run was with batch_size=512" in text
 
 
-@pytest.mark.parametrize("measured,shown", [
-    (None, "peak allocated: n/a off CUDA"),  # was "n/a": the metric says why
-    (3 << 20, "peak allocated: 3.0 MiB (3,145,728 B)"),  # no unit on the step: the metric's own
-])
+@pytest.mark.parametrize(
+    "measured,shown",
+    [
+        (None, "peak allocated: n/a off CUDA"),  # was "n/a": the metric says why
+        (3 << 20, "peak allocated: 3.0 MiB (3,145,728 B)"),  # no unit on the step: the metric's own
+    ],
+)
 def test_a_reveal_shows_the_value_in_the_metrics_unit_and_its_words_for_none(tmp_path, measured, shown):
     from tutor.course.loader import load_text
     from tutor.course.progress import Progress
     from tutor.course.session import LessonSession, RunOutcome
     from tutor.ui.widgets.reveal import reveal_text
 
-    lesson = load_text("id: r\ntitle: R\nsteps:\n"
-                       "  - {id: guess, kind: predict, prompt: Peak?, compare: peak_bytes,\n"
-                       "     answer: {type: text, reference: about the weights}}\n"
-                       "  - {id: measure, kind: run, experiment: memory-ledger}\n")
+    lesson = load_text(
+        "id: r\ntitle: R\nsteps:\n"
+        "  - {id: guess, kind: predict, prompt: Peak?, compare: peak_bytes,\n"
+        "     answer: {type: text, reference: about the weights}}\n"
+        "  - {id: measure, kind: run, experiment: memory-ledger}\n"
+    )
     with Progress(tmp_path / "p.db") as progress:
         session = LessonSession(lesson, progress)
         session.lock(lesson.step("guess"), "a few MB")
@@ -758,9 +795,15 @@ def test_a_reveal_shows_the_value_in_the_metrics_unit_and_its_words_for_none(tmp
 async def test_the_last_run_line_on_return_speaks_in_labels_and_units(tmp_path):
     """Was: `Your last run (...): accuracy: 0.97; checkpoint: None; ...`, on coming back to a step."""
     app = make_app(tmp_path)
-    app.progress.record_run(experiment="train", params={}, device={"name": "Test CPU"}, status="finished",
-                            metrics={"accuracy": 0.9712, "checkpoint": None, "seconds_per_epoch": 12.34},
-                            lesson_id="tui-demo", step_id="short-run")
+    app.progress.record_run(
+        experiment="train",
+        params={},
+        device={"name": "Test CPU"},
+        status="finished",
+        metrics={"accuracy": 0.9712, "checkpoint": None, "seconds_per_epoch": 12.34},
+        lesson_id="tui-demo",
+        step_id="short-run",
+    )
     async with app.run_test(size=(100, 30)) as pilot:
         screen = await open_demo(pilot)
         screen.show_step(2)
@@ -801,7 +844,8 @@ async def test_a_run_steps_settings_read_in_words_not_python(tmp_path):
     (lessons / "s.yaml").write_text(
         "id: settings\ntitle: Settings\nsteps:\n"
         "  - id: measure\n    kind: run\n    experiment: pipeline-breakdown\n    params: {steps: 30}\n"
-        "    tweak:\n      pin_memory: [false, true]\n      amp: [auto, 'off']\n")
+        "    tweak:\n      pin_memory: [false, true]\n      amp: [auto, 'off']\n"
+    )
     app = TutorApp(lessons_dirs=[lessons], home=tmp_path, device="cpu", engine=ScriptedEngine())
     async with app.run_test(size=(80, 24)) as pilot:
         app.open_lesson("settings")
@@ -819,18 +863,26 @@ async def test_a_run_steps_settings_read_in_words_not_python(tmp_path):
         assert "pin memory on" in text_of(view.query_one("#run-title", Static))
 
 
-@pytest.mark.parametrize("kind,title,shown", [
-    ("check", "Reflect: what mixed precision saves", "Reflect: what mixed precision saves"),  # was "Check: Reflect: …"
-    ("read", "Measure it: your loop by phase", "Measure it: your loop by phase"),  # was "Read: Measure it: …"
-    ("check", "Check: why only rank 0 saves", "Check: why only rank 0 saves"),
-    ("check", "why only rank 0 saves", "Check: why only rank 0 saves"),
-])
+@pytest.mark.parametrize(
+    "kind,title,shown",
+    [
+        (
+            "check",
+            "Reflect: what mixed precision saves",
+            "Reflect: what mixed precision saves",
+        ),  # was "Check: Reflect: …"
+        ("read", "Measure it: your loop by phase", "Measure it: your loop by phase"),  # was "Read: Measure it: …"
+        ("check", "Check: why only rank 0 saves", "Check: why only rank 0 saves"),
+        ("check", "why only rank 0 saves", "Check: why only rank 0 saves"),
+    ],
+)
 async def test_a_step_title_with_its_own_lead_gets_no_second_one(tmp_path, kind, title, shown):
     lessons = tmp_path / "lessons"
     lessons.mkdir()
     body = "    prompt: Why?\n    answer: {type: text, reference: because}\n" if kind == "check" else "    body: Hi.\n"
-    (lessons / "t.yaml").write_text(f"id: titles\ntitle: T\nsteps:\n  - id: s\n    kind: {kind}\n"
-                                    f"    title: \"{title}\"\n{body}")
+    (lessons / "t.yaml").write_text(
+        f'id: titles\ntitle: T\nsteps:\n  - id: s\n    kind: {kind}\n    title: "{title}"\n{body}'
+    )
     app = TutorApp(lessons_dirs=[lessons], home=tmp_path, device="cpu", engine=ScriptedEngine())
     async with app.run_test(size=(80, 24)) as pilot:
         app.open_lesson("titles")

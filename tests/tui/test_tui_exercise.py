@@ -43,8 +43,9 @@ async def test_fix_the_starter_and_pass(tmp_path):
         editor.load_text(view.step.solution)
         await wait_for(pilot, lambda: app.progress.draft("ex-demo", "ex-sum") == view.step.solution)  # autosaved
         await pilot.press("ctrl+r")
-        await wait_for(pilot, lambda: view.passed or (not view.running and "✗" in text_of(
-            view.query_one("#results", Static))))
+        await wait_for(
+            pilot, lambda: view.passed or (not view.running and "✗" in text_of(view.query_one("#results", Static)))
+        )
         assert view.passed, text_of(view.query_one("#results", Static))
         # the step is marked done when the screen handles the view's Completed message
         await wait_for(pilot, lambda: "ex-sum" in app.progress.completed_steps("ex-demo"), timeout=10)
@@ -74,7 +75,8 @@ async def test_escape_stops_a_program_started_from_the_editor(tmp_path):
     app = TutorApp(lessons_dirs=[LESSONS], home=tmp_path, device="cpu", engine=ScriptedEngine())
     async with app.run_test(size=(80, 24)) as pilot:
         view = await start_program(
-            pilot, "import time\nprint('started', flush=True)\nwhile True:\n    time.sleep(0.1)\n", "started")
+            pilot, "import time\nprint('started', flush=True)\nwhile True:\n    time.sleep(0.1)\n", "started"
+        )
         assert view.running and not isinstance(app.focused, TextArea)  # the editor is read-only meanwhile
         await pilot.press("escape")
         await wait_for(pilot, lambda: not view.running, timeout=20)
@@ -86,7 +88,8 @@ async def test_keys_work_while_the_learners_program_runs(tmp_path):
     app = TutorApp(lessons_dirs=[LESSONS], home=tmp_path, device="cpu", engine=ScriptedEngine())
     async with app.run_test(size=(80, 24)) as pilot:
         view = await start_program(
-            pilot, "print('busy', flush=True)\nwhile True:\n    sum(range(10**6))\n", "busy")  # burns a core
+            pilot, "print('busy', flush=True)\nwhile True:\n    sum(range(10**6))\n", "busy"
+        )  # burns a core
         await pilot.press("escape")  # stops it; pressing h then shows the hint at once
         await wait_for(pilot, lambda: not view.running, timeout=20)
         await pilot.press("ctrl+r")
@@ -209,8 +212,7 @@ async def test_e_opens_the_file_in_the_learners_editor_and_its_save_is_graded(tm
     from fakes import ScriptedGrader
 
     grader = ScriptedGrader()
-    app = TutorApp(lessons_dirs=[LESSONS], home=tmp_path / "home", device="cpu", engine=ScriptedEngine(),
-                   grader=grader)
+    app = TutorApp(lessons_dirs=[LESSONS], home=tmp_path / "home", device="cpu", engine=ScriptedEngine(), grader=grader)
     async with app.run_test(size=(80, 24)) as pilot:
         app.open_lesson("ex-demo")
         await pilot.pause()
@@ -303,9 +305,11 @@ async def test_requirements_are_named_by_their_titles_not_their_ids(tmp_path):
         "    solution: 'x = 2'\n    requirements:\n"
         "      - {type: output, id: process-group, pattern: a, feedback: Join the group.}\n"
         "      - {type: output, id: each-rank-its-share, title: Each rank trains on its own share, pattern: b,\n"
-        "         feedback: Give each rank its own share.}\n")
-    app = TutorApp(lessons_dirs=[lessons], home=tmp_path, device="cpu", engine=ScriptedEngine(),
-                   grader=ScriptedGrader())
+        "         feedback: Give each rank its own share.}\n"
+    )
+    app = TutorApp(
+        lessons_dirs=[lessons], home=tmp_path, device="cpu", engine=ScriptedEngine(), grader=ScriptedGrader()
+    )
     async with app.run_test(size=(80, 24)) as pilot:
         app.open_lesson("reqs")
         await pilot.pause()
@@ -330,8 +334,9 @@ async def test_program_output_wraps_inside_its_box_at_80x24(tmp_path):
             on_output(launch + "\n")
             return super().__call__(step, code, workdir, on_output=on_output, **kw)
 
-    app = TutorApp(lessons_dirs=[LESSONS], home=tmp_path, device="cpu", engine=ScriptedEngine(),
-                   grader=LaunchingGrader())
+    app = TutorApp(
+        lessons_dirs=[LESSONS], home=tmp_path, device="cpu", engine=ScriptedEngine(), grader=LaunchingGrader()
+    )
     async with app.run_test(size=(80, 24)) as pilot:
         app.open_lesson("ex-demo")
         await pilot.pause()
@@ -358,8 +363,9 @@ async def test_opening_an_exercise_warms_its_sandbox_and_a_scripted_grader_is_le
         assert warmed == [("ex-sum", view.workdir)]  # where its runs will go: the same fork server
 
     warmed.clear()
-    scripted = TutorApp(lessons_dirs=[LESSONS], home=tmp_path, device="cpu", engine=ScriptedEngine(),
-                        grader=lambda *a, **k: None)
+    scripted = TutorApp(
+        lessons_dirs=[LESSONS], home=tmp_path, device="cpu", engine=ScriptedEngine(), grader=lambda *a, **k: None
+    )
     async with scripted.run_test(size=(80, 24)) as pilot:
         scripted.open_lesson("ex-demo")
         await wait_for(pilot, lambda: isinstance(scripted.screen.view, ExerciseStepView))

@@ -40,8 +40,9 @@ def _app(tmp_path: Path) -> TutorApp:
     lessons = tmp_path / "lessons"
     lessons.mkdir()
     (lessons / "hinted.yaml").write_text(LESSON)
-    return TutorApp(lessons_dirs=[lessons], home=tmp_path / "home", device="cpu", engine=ScriptedEngine(),
-                    grader=ScriptedGrader())
+    return TutorApp(
+        lessons_dirs=[lessons], home=tmp_path / "home", device="cpu", engine=ScriptedEngine(), grader=ScriptedGrader()
+    )
 
 
 async def test_h_shows_one_more_tier_each_time_and_they_stay_on_return(tmp_path):
@@ -126,8 +127,10 @@ async def test_no_hint_line_goes_once_the_answer_is_shown(tmp_path):
     """Was: "Hint: No hint for this one" stayed under the answer and its explanation."""
     lessons = tmp_path / "lessons"
     lessons.mkdir()
-    (lessons / "n.yaml").write_text("id: nohint\ntitle: N\nsteps:\n  - id: q\n    kind: check\n"
-                                    "    prompt: Two plus two?\n    answer: {type: number, value: 4}\n")
+    (lessons / "n.yaml").write_text(
+        "id: nohint\ntitle: N\nsteps:\n  - id: q\n    kind: check\n"
+        "    prompt: Two plus two?\n    answer: {type: number, value: 4}\n"
+    )
     app = TutorApp(lessons_dirs=[lessons], home=tmp_path / "home", device="cpu", engine=ScriptedEngine())
     async with app.run_test(size=(80, 24)) as pilot:
         app.open_lesson("nohint")
@@ -146,8 +149,10 @@ async def test_g_on_a_long_check_brings_its_message_into_view_at_80x24(tmp_path)
     lessons = tmp_path / "lessons"
     lessons.mkdir()
     body = "\\n\\n".join(f"Paragraph {i} of the reading before the question." for i in range(20))
-    (lessons / "l.yaml").write_text(f"id: long\ntitle: L\nsteps:\n  - id: q\n    kind: check\n    body: \"{body}\"\n"
-                                    "    prompt: Two plus two?\n    answer: {type: number, value: 4}\n")
+    (lessons / "l.yaml").write_text(
+        f'id: long\ntitle: L\nsteps:\n  - id: q\n    kind: check\n    body: "{body}"\n'
+        "    prompt: Two plus two?\n    answer: {type: number, value: 4}\n"
+    )
     app = TutorApp(lessons_dirs=[lessons], home=tmp_path / "home", device="cpu", engine=ScriptedEngine())
     async with app.run_test(size=(80, 24)) as pilot:
         app.open_lesson("long")

@@ -69,8 +69,12 @@ async def test_an_edit_is_shown_and_the_position_kept(tmp_path, monkeypatch):
         assert screen.lesson.steps[screen.index].id == "two"
 
         # The instructor rewrites step two and adds a step before it: the learner stays on "two".
-        save(path, LESSON.replace("version 1", "version 2").replace(
-            "  - id: two\n", "  - id: zero\n    kind: read\n    body: Inserted.\n  - id: two\n"))
+        save(
+            path,
+            LESSON.replace("version 1", "version 2").replace(
+                "  - id: two\n", "  - id: zero\n    kind: read\n    body: Inserted.\n  - id: two\n"
+            ),
+        )
         await wait_for(pilot, lambda: "version 2" in body_text(screen))
         assert screen.lesson.steps[screen.index].id == "two" and screen.index == 2
         assert "step 3 of 4" in text_of(screen.query_one("#where", Static))

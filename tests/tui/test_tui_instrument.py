@@ -39,8 +39,14 @@ async def open_at(pilot, step_id: str) -> LessonScreen:
     await pilot.pause()
     assert isinstance(app.screen, LessonScreen)
     # On a busy machine the step can still be mounting: an instrument has drawn once it has a reading.
-    await wait_for(pilot, lambda: (view := app.screen.view) is not None and view.is_mounted
-                   and (getattr(view, "locked", False) or getattr(view, "reading", True) is not None))
+    await wait_for(
+        pilot,
+        lambda: (
+            (view := app.screen.view) is not None
+            and view.is_mounted
+            and (getattr(view, "locked", False) or getattr(view, "reading", True) is not None)
+        ),
+    )
     await pilot.pause()
     return app.screen
 
@@ -197,8 +203,14 @@ async def test_run_step_settings_switch_and_are_remembered(tmp_path: Path, monke
         view = screen.view
         assert isinstance(view, RunStepView)
         rows = list(view.query(ControlRow))
-        assert [r.control.name for r in rows] == ["model", "data_path", "num_workers", "pin_memory", "amp",
-                                                  "batch_size"]
+        assert [r.control.name for r in rows] == [
+            "model",
+            "data_path",
+            "num_workers",
+            "pin_memory",
+            "amp",
+            "batch_size",
+        ]
         assert app.focused is not rows[0]
         await pilot.press("tab")
         assert app.focused is rows[0]
@@ -210,8 +222,15 @@ async def test_run_step_settings_switch_and_are_remembered(tmp_path: Path, monke
         title = text_of(view.query_one("#run-title", Static))
         assert "model wide" in title and "amp auto" in title
         # The learner's last run's settings come back with the step.
-        app.progress.record_run(experiment="pipeline-breakdown", params=started[-1], device={}, metrics={},
-                                status="failed", lesson_id=LESSON, step_id="mfu-measure")
+        app.progress.record_run(
+            experiment="pipeline-breakdown",
+            params=started[-1],
+            device={},
+            metrics={},
+            status="failed",
+            lesson_id=LESSON,
+            step_id="mfu-measure",
+        )
         await pilot.press("escape", "p", "n")
         await pilot.pause()
         assert {r.control.name: r.value for r in screen.view.query(ControlRow)}["model"] == "wide"
@@ -237,9 +256,15 @@ async def test_my_model_against_this_machine_once_the_device_is_known(tmp_path: 
     app = TutorApp(home=tmp_path, device="cpu", engine=ScriptedEngine())
     async with app.run_test(size=(80, 24)) as pilot:
         # what the lesson's memory-ledger run records (width 1024, batch 64)
-        app.progress.record_run(experiment="memory-ledger", params={"width": 1024, "batch_size": 64},
-                                device={"name": "cpu"}, metrics={"parameters": 3_148_800, "activation_bytes": 1_048_576},
-                                status="finished", lesson_id=LESSON, step_id="measure")
+        app.progress.record_run(
+            experiment="memory-ledger",
+            params={"width": 1024, "batch_size": 64},
+            device={"name": "cpu"},
+            metrics={"parameters": 3_148_800, "activation_bytes": 1_048_576},
+            status="finished",
+            lesson_id=LESSON,
+            step_id="measure",
+        )
         screen = await open_at(pilot, "your-model")
         view = screen.view
         assert isinstance(view, InstrumentStepView)
@@ -271,8 +296,16 @@ async def test_a_goal_met_earlier_is_done_when_the_learner_comes_back(tmp_path: 
     app = TutorApp(home=tmp_path, device="cpu", engine=ScriptedEngine())
     async with app.run_test(size=(80, 24)) as pilot:
         inst = REGISTRY["memory-ledger"]
-        fit = inst.settings({"model": "gpt2-xl", "budget": "laptop", "optimizer": "sgd", "precision": "fp16",
-                             "batch": 1, "checkpointing": True})
+        fit = inst.settings(
+            {
+                "model": "gpt2-xl",
+                "budget": "laptop",
+                "optimizer": "sgd",
+                "precision": "fp16",
+                "batch": 1,
+                "checkpointing": True,
+            }
+        )
         app.progress.record_move(LESSON, "challenge", inst.name, fit, inst.compute(fit).outputs)
         screen = await open_at(pilot, "challenge")
         await pilot.pause()

@@ -52,8 +52,10 @@ def _hidden(screen) -> str | None:
     shown = region.intersection(content.region)
     if region.height and shown.height >= min(region.height, content.region.height):
         return None
-    return (f"{type(focused).__name__} at rows {region.y}-{region.bottom}, "
-            f"the lesson shows rows {content.region.y}-{content.region.bottom}")
+    return (
+        f"{type(focused).__name__} at rows {region.y}-{region.bottom}, "
+        f"the lesson shows rows {content.region.y}-{content.region.bottom}"
+    )
 
 
 async def focus_in_view(pilot, screen) -> str | None:

@@ -33,8 +33,12 @@ steps:
 
 WHY = "Other programs took 61% of this machine's 2 cores while it ran."
 NOISY = {"ratio": 1.0, "ratio_low": 0.4, "ratio_high": 1.3, "noise_why": WHY}
-QUIET = {"ratio": 1.0, "ratio_low": 0.97, "ratio_high": 1.03,
-         "noise_why": "Nothing else was seen using the machine (other programs took 3% of the CPU): ..."}
+QUIET = {
+    "ratio": 1.0,
+    "ratio_low": 0.97,
+    "ratio_high": 1.03,
+    "noise_why": "Nothing else was seen using the machine (other programs took 3% of the CPU): ...",
+}
 
 
 async def test_an_undecided_run_is_not_graded_says_why_and_r_measures_again(tmp_path: Path):

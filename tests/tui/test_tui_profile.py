@@ -117,11 +117,15 @@ async def test_each_prediction_has_one_verdict_on_the_profile_at_80x24(tmp_path)
         await pilot.pause()
         shown = "\n".join(text_of(s) for s in app.screen.query(".profile-text").results(Static))
         assert "✓" not in shown and "within 15%" not in shown.split("Over time")[0]
-        assert ("≈ Your predictions of GPU speed-ups are close, typically off 12%, but not all within what "
-                "their steps ask (1 prediction, 0 on target)") in shown
+        assert (
+            "≈ Your predictions of GPU speed-ups are close, typically off 12%, but not all within what "
+            "their steps ask (1 prediction, 0 on target)"
+        ) in shown
         assert "x1,010" not in shown
-        assert ("Gradient sizes: 1 prediction, 0 on target, 1 too low (a zero, such as an underflow, has no "
-                "ratio to be off by)") in shown
+        assert (
+            "Gradient sizes: 1 prediction, 0 on target, 1 too low (a zero, such as an underflow, has no "
+            "ratio to be off by)"
+        ) in shown
         assert "1 prediction not in the profile: 1 on a step with no concept." in shown
         content = app.screen.query_one("#content", VerticalScroll)
         assert content.virtual_size.width <= content.size.width

@@ -67,7 +67,9 @@ def make_app(tmp_path: Path, finished: bool = True) -> TutorApp:
         progress.record_answer("rev", "say", "no idea", False, "What does backward() do?")
         progress.record_answer("rev", "say", "gradients add up", True, "")
         progress.record_answer("rev", "pick", "the GPU", True, "")
-    return TutorApp(lessons_dirs=[lessons], home=tmp_path / "home", device="cpu", progress=progress, engine=ScriptedEngine())
+    return TutorApp(
+        lessons_dirs=[lessons], home=tmp_path / "home", device="cpu", progress=progress, engine=ScriptedEngine()
+    )
 
 
 async def answer_current(pilot, right: bool) -> ReviewQuestion:
@@ -195,11 +197,17 @@ async def test_a_check_of_a_badly_predicted_concept_comes_first_and_says_why(tmp
     from tutor.course.loader import load_text
     from tutor.course.session import LessonSession, RunOutcome
 
-    text = LESSON.replace("  - id: pick\n    kind: check\n", "  - id: pick\n    kind: check\n    concept: gpu-speedup\n")
-    text = text.replace("steps:\n", "steps:\n"
-                        "  - {id: guess, kind: predict, prompt: Speedup?, compare: speedup, unit: x,\n"
-                        "     concept: gpu-speedup, answer: {type: number, unit: x, min: 0, max: 1000}}\n"
-                        "  - {id: measure, kind: run, experiment: crossover}\n", 1)
+    text = LESSON.replace(
+        "  - id: pick\n    kind: check\n", "  - id: pick\n    kind: check\n    concept: gpu-speedup\n"
+    )
+    text = text.replace(
+        "steps:\n",
+        "steps:\n"
+        "  - {id: guess, kind: predict, prompt: Speedup?, compare: speedup, unit: x,\n"
+        "     concept: gpu-speedup, answer: {type: number, unit: x, min: 0, max: 1000}}\n"
+        "  - {id: measure, kind: run, experiment: crossover}\n",
+        1,
+    )
     monkeypatch.setattr(sys.modules[__name__], "LESSON", text)  # make_app writes and loads it
     app = make_app(tmp_path)
     lesson = load_text(text, "rev.yaml")

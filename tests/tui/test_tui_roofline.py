@@ -31,13 +31,35 @@ def plant(torch_version: str) -> None:
     then = time.time() - 3600
     day = time.strftime("%Y-%m-%d", time.localtime(then))
     name = f"cpu {TEST_CPU.name}"
-    peak = matmul_peak.Peak(tflops=0.1, dtype="float32", device=name, threads=TEST_CPU.threads,
-                            torch=torch_version, measured_on=day, measured_at=then, best_size=512, sizes=(256, 512))
-    calibration.store(calibration.Calibration(
-        device=name, kind="cpu", name=TEST_CPU.name, threads=TEST_CPU.threads, torch=torch_version, cuda=None,
-        driver=None, measured_on=day, measured_at=then, seconds=5.0, peaks=(peak,),
-        bandwidth=calibration.Bandwidth(gbps=10.0, device_copy_gbps=10.0, elementwise_gbps=8.0, megabytes=128,
-                                      repeats=10)))
+    peak = matmul_peak.Peak(
+        tflops=0.1,
+        dtype="float32",
+        device=name,
+        threads=TEST_CPU.threads,
+        torch=torch_version,
+        measured_on=day,
+        measured_at=then,
+        best_size=512,
+        sizes=(256, 512),
+    )
+    calibration.store(
+        calibration.Calibration(
+            device=name,
+            kind="cpu",
+            name=TEST_CPU.name,
+            threads=TEST_CPU.threads,
+            torch=torch_version,
+            cuda=None,
+            driver=None,
+            measured_on=day,
+            measured_at=then,
+            seconds=5.0,
+            peaks=(peak,),
+            bandwidth=calibration.Bandwidth(
+                gbps=10.0, device_copy_gbps=10.0, elementwise_gbps=8.0, megabytes=128, repeats=10
+            ),
+        )
+    )
 
 
 def shown(screen: RooflineScreen) -> str:
@@ -72,10 +94,18 @@ async def test_an_uncalibrated_machine_is_told_how_to_calibrate(tmp_path: Path, 
 async def test_the_learners_runs_are_placed_on_the_calibrated_roofline(tmp_path: Path, cache: Path):
     plant(metadata.version("torch"))
     app = TutorApp(lessons_dirs=[LESSONS], home=tmp_path, device="cpu", engine=ScriptedEngine())
-    app.progress.record_run(experiment="bandwidth", params={"megabytes": 128, "matmul_size": 512},
-                            device=TEST_CPU.as_dict(), status="finished",
-                            metrics={"elementwise_tflops": 0.0005, "elementwise_intensity": 1 / 12,
-                                     "matmul_tflops": 0.08, "matmul_intensity": 512 / 6})
+    app.progress.record_run(
+        experiment="bandwidth",
+        params={"megabytes": 128, "matmul_size": 512},
+        device=TEST_CPU.as_dict(),
+        status="finished",
+        metrics={
+            "elementwise_tflops": 0.0005,
+            "elementwise_intensity": 1 / 12,
+            "matmul_tflops": 0.08,
+            "matmul_intensity": 512 / 6,
+        },
+    )
     async with app.run_test(size=(80, 24)) as pilot:
         screen = await _open(pilot)
         text = shown(screen)
@@ -87,8 +117,10 @@ async def test_the_learners_runs_are_placed_on_the_calibrated_roofline(tmp_path:
         flat = " ".join(text.split())
         assert "run #" not in text and "e c = a * b, your bandwidth run of " in flat
         assert "m matmul 512, your bandwidth run of " in flat
-        assert "0.5 GFLOP/s achieved at 0.0833 FLOP/B; the roof there is 0.833 GFLOP/s (10 GB/s of memory " \
-               "bandwidth x 0.0833 FLOP/B), so it reached 60.0% of it: memory-bound" in flat
+        assert (
+            "0.5 GFLOP/s achieved at 0.0833 FLOP/B; the roof there is 0.833 GFLOP/s (10 GB/s of memory "
+            "bandwidth x 0.0833 FLOP/B), so it reached 60.0% of it: memory-bound" in flat
+        )
         assert "the roof there is 100 GFLOP/s (the calibrated float32 matmul peak), so it reached 80.0% of it" in flat
         assert "memory-bound" in text and "compute-bound" in text
         assert "not run yet" in text and "sync-timing" in text

@@ -116,45 +116,65 @@ def test_grade_choice_never_raises_on_huge_text(chunk):
 
 # ----------------------------------------------------------------------------- typed on a list (issue 35)
 
-SPEEDUP = ChoiceAnswer(type="choice", options=[
-    {"text": "slower", "max": 1}, {"text": "about the same", "min": 1, "max": 1.5},
-    {"text": "1.5x to 5x", "min": 1.5, "max": 5}, {"text": "10x or more", "min": 10},
-    {"text": "5x to 10x", "min": 5, "max": 10}])
-ADAM = ChoiceAnswer(type="choice", options=[
-    {"text": "about the same", "max": 1.5}, {"text": "about 3 GB", "min": 1.5, "max": 6},
-    {"text": "about 12 GB", "min": 6, "max": 18}, {"text": "about 24 GB", "min": 18}])
+SPEEDUP = ChoiceAnswer(
+    type="choice",
+    options=[
+        {"text": "slower", "max": 1},
+        {"text": "about the same", "min": 1, "max": 1.5},
+        {"text": "1.5x to 5x", "min": 1.5, "max": 5},
+        {"text": "10x or more", "min": 10},
+        {"text": "5x to 10x", "min": 5, "max": 10},
+    ],
+)
+ADAM = ChoiceAnswer(
+    type="choice",
+    options=[
+        {"text": "about the same", "max": 1.5},
+        {"text": "about 3 GB", "min": 1.5, "max": 6},
+        {"text": "about 12 GB", "min": 6, "max": 18},
+        {"text": "about 24 GB", "min": 18},
+    ],
+)
 NAMED = ChoiceAnswer(type="choice", options=["about 3 GB", "about 12 GB", "about 24 GB"])  # values, no ranges
-BOUNDED = ChoiceAnswer(type="choice", options=[{"text": "1x to 2x", "min": 1, "max": 2}, {"text": "2x or more", "min": 2}])
+BOUNDED = ChoiceAnswer(
+    type="choice", options=[{"text": "1x to 2x", "min": 1, "max": 2}, {"text": "2x or more", "min": 2}]
+)
 WORDS = ChoiceAnswer(type="choice", options=["RuntimeError", "It works", "A warning"])
 
 
-@pytest.mark.parametrize("spec, unit, typed, index", [
-    (SPEEDUP, "x", "4x", 2),  # the value, never option 4 (the report: it locked '10x or more')
-    (SPEEDUP, "x", "~2.5", 2),
-    (SPEEDUP, "x", "12 times", 3),
-    (SPEEDUP, "x", "option 4", 3),
-    (SPEEDUP, "x", "#5", 4),
-    (SPEEDUP, "x", "c", 2),
-    (ADAM, "GB", "about 3", 1),  # the report: it locked 'about 12 GB'
-    (ADAM, "GB", "3 GB", 1),
-    (ADAM, "GB", "12000 MB", 2),
-    (ADAM, "GB", "2", 1),  # option 2 and 2 GB are the same option: nothing to ask
-    (ADAM, "GB", "about 12 GB", 2),  # the option's own words
-    (NAMED, "GB", "about 12", 1),  # no ranges: the value an option names
-    (WORDS, "", "a RuntimeError", 0),
-    (WORDS, "", "2", 1),  # no option stands for a value: a bare number is its number
-])
+@pytest.mark.parametrize(
+    "spec, unit, typed, index",
+    [
+        (SPEEDUP, "x", "4x", 2),  # the value, never option 4 (the report: it locked '10x or more')
+        (SPEEDUP, "x", "~2.5", 2),
+        (SPEEDUP, "x", "12 times", 3),
+        (SPEEDUP, "x", "option 4", 3),
+        (SPEEDUP, "x", "#5", 4),
+        (SPEEDUP, "x", "c", 2),
+        (ADAM, "GB", "about 3", 1),  # the report: it locked 'about 12 GB'
+        (ADAM, "GB", "3 GB", 1),
+        (ADAM, "GB", "12000 MB", 2),
+        (ADAM, "GB", "2", 1),  # option 2 and 2 GB are the same option: nothing to ask
+        (ADAM, "GB", "about 12 GB", 2),  # the option's own words
+        (NAMED, "GB", "about 12", 1),  # no ranges: the value an option names
+        (WORDS, "", "a RuntimeError", 0),
+        (WORDS, "", "2", 1),  # no option stands for a value: a bare number is its number
+    ],
+)
 def test_what_is_typed_on_a_list_reads_as_the_option_it_means(spec, unit, typed, index):
     reading = read_typed(typed, spec, unit)
     assert reading.index == index, reading
     assert not reading.problem
 
 
-@pytest.mark.parametrize("spec, unit, typed, said", [
-    (SPEEDUP, "x", "4", ["option 4, '10x or more'", "4x, which is in '1.5x to 5x'"]),
-    (ADAM, "GB", "3", ["option 3, 'about 12 GB'", "3 GB, which is in 'about 3 GB'"]),
-    (NAMED, "GB", "3", ["option 3, 'about 24 GB'", "3 GB, which is 'about 3 GB'"]),
-])
+@pytest.mark.parametrize(
+    "spec, unit, typed, said",
+    [
+        (SPEEDUP, "x", "4", ["option 4, '10x or more'", "4x, which is in '1.5x to 5x'"]),
+        (ADAM, "GB", "3", ["option 3, 'about 12 GB'", "3 GB, which is in 'about 3 GB'"]),
+        (NAMED, "GB", "3", ["option 3, 'about 24 GB'", "3 GB, which is 'about 3 GB'"]),
+    ],
+)
 def test_a_bare_number_an_option_range_could_mean_is_asked_about(spec, unit, typed, said):
     reading = read_typed(typed, spec, unit)
     assert reading.index is None and not reading.problem
@@ -164,16 +184,19 @@ def test_a_bare_number_an_option_range_could_mean_is_asked_about(spec, unit, typ
     assert [read_typed(r.exact, spec, unit).index for r in reading.readings] == [r.index for r in reading.readings]
 
 
-@pytest.mark.parametrize("spec, unit, typed, problem", [
-    (SPEEDUP, "x", "", "Pick one of the 5 options"),
-    (SPEEDUP, "x", "   ", "Pick one of the 5 options"),
-    (SPEEDUP, "x", "zzz", "I could not tell which option you mean"),
-    (ADAM, "GB", "3 ms", "'3 ms' is not a value these options can hold: they are in GB"),
-    (SPEEDUP, "x", "option 9", "There is no option 9"),
-    (WORDS, "", "7", "There is no option 7"),
-    (BOUNDED, "x", "-5x", "-5x is in none of the options"),
-    (BOUNDED, "x", "0.5 times", "0.5x is in none of the options"),
-])
+@pytest.mark.parametrize(
+    "spec, unit, typed, problem",
+    [
+        (SPEEDUP, "x", "", "Pick one of the 5 options"),
+        (SPEEDUP, "x", "   ", "Pick one of the 5 options"),
+        (SPEEDUP, "x", "zzz", "I could not tell which option you mean"),
+        (ADAM, "GB", "3 ms", "'3 ms' is not a value these options can hold: they are in GB"),
+        (SPEEDUP, "x", "option 9", "There is no option 9"),
+        (WORDS, "", "7", "There is no option 7"),
+        (BOUNDED, "x", "-5x", "-5x is in none of the options"),
+        (BOUNDED, "x", "0.5 times", "0.5x is in none of the options"),
+    ],
+)
 def test_what_cannot_be_read_on_a_list_says_why(spec, unit, typed, problem):
     reading = read_typed(typed, spec, unit)
     assert reading.readings == () and problem in reading.problem
@@ -194,9 +217,15 @@ def test_reading_what_is_typed_never_raises_and_says_one_thing(typed):
 
 @pytest.mark.parametrize("typed, index", [("runtime", 3), ("runt", 3), ("a warn", 2), ("moves the mod", 2)])
 def test_the_start_of_an_options_words_finds_it_as_a_search_box_would(typed, index):
-    spec = ChoiceAnswer(type="choice", options=[
-        "It works: PyTorch copies each batch", "It works, but slowly", "A warning, and PyTorch moves the model back",
-        "RuntimeError"])
+    spec = ChoiceAnswer(
+        type="choice",
+        options=[
+            "It works: PyTorch copies each batch",
+            "It works, but slowly",
+            "A warning, and PyTorch moves the model back",
+            "RuntimeError",
+        ],
+    )
     assert read_typed(typed, spec).index == index
     assert read_typed("it works", spec).index is None  # two options begin so: not a guess
     assert read_typed("ru", spec).index is None  # too short to be sure

@@ -70,7 +70,16 @@ def test_parse_number(text, unit, expected):
 
 @pytest.mark.parametrize(
     "text,unit",
-    [("", ""), ("   ", "GB"), ("no idea", "x"), ("fp16", ""), ("12 ms", "GB"), ("3 GB", "s"), ("1e999", ""), ("inf", "")],
+    [
+        ("", ""),
+        ("   ", "GB"),
+        ("no idea", "x"),
+        ("fp16", ""),
+        ("12 ms", "GB"),
+        ("3 GB", "s"),
+        ("1e999", ""),
+        ("inf", ""),
+    ],
 )
 def test_parse_number_returns_none_when_nothing_fits(text, unit):
     assert parse_number(text, unit) is None
@@ -213,8 +222,12 @@ def test_whole_numbers_are_shown_exactly(value, unit):
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.one_of(st.text(max_size=500),
-                 st.builds("{:g} {}".format, st.floats(-5, 30), st.sampled_from(["GB", "GiB", "MB", "", "x"]))))
+@given(
+    st.one_of(
+        st.text(max_size=500),
+        st.builds("{:g} {}".format, st.floats(-5, 30), st.sampled_from(["GB", "GiB", "MB", "", "x"])),
+    )
+)
 @example("12 GB")
 @example("0.5 GB")
 def test_grade_number_never_raises(text):
@@ -239,6 +252,7 @@ def test_grade_number_never_raises(text):
 
 # ------------------------------------------------------------------ bands an answer can reach
 
+
 def _spec(**kw):
     from tutor.checks.answers import NumberAnswer
 
@@ -258,9 +272,16 @@ def test_a_band_inside_the_default_tolerance_is_never_reached():
 def test_a_band_covered_by_earlier_bands_is_named():
     from tutor.checks.number import band_reach
 
-    spec = _spec(value=10, abs_tolerance=0.5,
-                 ranges=[{"min": 0, "max": 5, "feedback": "a"}, {"min": 1, "max": 4, "feedback": "b"},
-                         {"min": 20, "feedback": "c"}, {"min": 9, "max": 8, "feedback": "d"}])
+    spec = _spec(
+        value=10,
+        abs_tolerance=0.5,
+        ranges=[
+            {"min": 0, "max": 5, "feedback": "a"},
+            {"min": 1, "max": 4, "feedback": "b"},
+            {"min": 20, "feedback": "c"},
+            {"min": 9, "max": 8, "feedback": "d"},
+        ],
+    )
     first, covered, open_ended, upside_down = band_reach(spec, 10)
     assert first.example is not None and grade(f"{first.example:g}", spec).feedback == "a"
     assert covered.example is None and "earlier band 1" in covered.why
@@ -271,8 +292,12 @@ def test_a_band_covered_by_earlier_bands_is_named():
 def test_a_reachable_band_gets_an_example_its_own_feedback_grades():
     from tutor.checks.number import band_reach
 
-    spec = _spec(value=20.8, tolerance=0.08, unit="GB",
-                 ranges=[{"max": 6, "feedback": "weights"}, {"min": 19, "max": 30, "feedback": "near"}])
+    spec = _spec(
+        value=20.8,
+        tolerance=0.08,
+        unit="GB",
+        ranges=[{"max": 6, "feedback": "weights"}, {"min": 19, "max": 30, "feedback": "near"}],
+    )
     low, near = band_reach(spec, 20.8)
     assert grade(f"{low.example:g} GB", spec).feedback == "weights"
     # part of "near" is graded right (19.14..22.46); an answer outside that part still reaches it
@@ -282,11 +307,15 @@ def test_a_reachable_band_gets_an_example_its_own_feedback_grades():
 
 # ------------------------------------------------------------------ a factor of 1000 hidden in a bare number
 
-@pytest.mark.parametrize("answer, spec_kw", [
-    ("0.5", {"unit": "ms", "value": 500}),  # worked in seconds
-    ("20800", {"unit": "GB", "value": 20.8, "tolerance": 0.08}),  # worked in MB
-    ("2", {"unit": "s", "value": 120}),  # worked in minutes
-])
+
+@pytest.mark.parametrize(
+    "answer, spec_kw",
+    [
+        ("0.5", {"unit": "ms", "value": 500}),  # worked in seconds
+        ("20800", {"unit": "GB", "value": 20.8, "tolerance": 0.08}),  # worked in MB
+        ("2", {"unit": "s", "value": 120}),  # worked in minutes
+    ],
+)
 def test_a_bare_number_right_only_in_another_unit_is_asked_about_not_graded(answer, spec_kw):
     from tutor.checks.answers import NumberAnswer
 
@@ -320,10 +349,13 @@ def test_about_1_mb_says_which_megabyte_and_why_a_check_and_a_prediction_differ(
 
     check = NumberAnswer(type="number", unit="B", value=940584, tolerance=0.01)
     said = grade_number("about 1 MB", check).feedback
-    assert said == ("Not quite: 1,000,000 B (1 MB is read as 10^6 B, 1 MiB would be 2^20) is 6.3% too high; "
-                    "this question wants it within 1%.")
+    assert said == (
+        "Not quite: 1,000,000 B (1 MB is read as 10^6 B, 1 MiB would be 2^20) is 6.3% too high; "
+        "this question wants it within 1%."
+    )
     assert "1 MiB is read as 2^20 B) is 11% too high" in grade_number("1 MiB", check).feedback
     assert grade_number("5 MB", check).feedback.endswith("is too high.")  # far off: no percentage to weigh
     prediction = NumberAnswer(type="number", unit="B", min=1, max=1e12)  # the default 10%
     assert score_prediction("about 1 MB", prediction, 940584, "B").summary == (
-        "within 7% (you said 1,000,000 B, measured 940,584 B; 1 MB is read as 10^6 B, 1 MiB would be 2^20)")
+        "within 7% (you said 1,000,000 B, measured 940,584 B; 1 MB is read as 10^6 B, 1 MiB would be 2^20)"
+    )

@@ -149,8 +149,12 @@ MEASURED = st.one_of(
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.text(max_size=2000), st.sampled_from([SPEEDUP, RANGED, TextAnswer(type="text")]), MEASURED,
-       st.sampled_from(["", "x", "GB", "MB", "s", "%"]))
+@given(
+    st.text(max_size=2000),
+    st.sampled_from([SPEEDUP, RANGED, TextAnswer(type="text")]),
+    MEASURED,
+    st.sampled_from(["", "x", "GB", "MB", "s", "%"]),
+)
 def test_score_prediction_never_raises(answer, spec, measured, unit):
     s = score_prediction(answer, spec, measured, unit)
     assert isinstance(s.summary, str) and s.summary
@@ -160,8 +164,9 @@ def test_score_prediction_never_raises(answer, spec, measured, unit):
 def test_percent_step_compares_a_fraction_metric_in_percent():
     from tutor.checks.answers import ChoiceAnswer, NumberAnswer
 
-    choice = ChoiceAnswer(type="choice", options=[{"text": "90-96%", "min": 90, "max": 96},
-                                                  {"text": "96-99%", "min": 96, "max": 99}])
+    choice = ChoiceAnswer(
+        type="choice", options=[{"text": "90-96%", "min": 90, "max": 96}, {"text": "96-99%", "min": 96, "max": 99}]
+    )
     hit = score_prediction("96-99%", choice, 0.9771, "%")
     assert hit.hit and "97.7%" in hit.summary
     miss = score_prediction("90-96%", choice, 0.9771, "%")
@@ -176,8 +181,13 @@ def test_percent_step_compares_a_fraction_metric_in_percent():
 
 def test_checkpoint_size_reveal_shows_the_exact_byte_count():
     """The reveal shows the same figure as the run's panel, not one rounded to 3 digits."""
-    sizes = ChoiceAnswer(type="choice", options=[{"text": "About 1 MB", "min": 0, "max": 1500000},
-                                                 {"text": "About 3 MB", "min": 1500000, "max": 4500000}])
+    sizes = ChoiceAnswer(
+        type="choice",
+        options=[
+            {"text": "About 1 MB", "min": 0, "max": 1500000},
+            {"text": "About 3 MB", "min": 1500000, "max": 4500000},
+        ],
+    )
     s = score_prediction("About 3 MB", sizes, 2828323, "B")
     assert s.hit and s.summary == "you chose 'About 3 MB'; measured 2,828,323 B, which is in that range"
 
@@ -192,9 +202,15 @@ def test_an_exact_prediction_says_so():
 
 
 def test_choice_miss_says_the_ratio_to_the_number_the_option_names():
-    spec = ChoiceAnswer(type="choice", options=[
-        {"text": "about the same", "max": 1.5}, {"text": "about 3 GB", "min": 1.5, "max": 6},
-        {"text": "about 12 GB", "min": 6, "max": 18}, {"text": "about 24 GB", "min": 18}])
+    spec = ChoiceAnswer(
+        type="choice",
+        options=[
+            {"text": "about the same", "max": 1.5},
+            {"text": "about 3 GB", "min": 1.5, "max": 6},
+            {"text": "about 12 GB", "min": 6, "max": 18},
+            {"text": "about 24 GB", "min": 18},
+        ],
+    )
     low = score_prediction("about 3 GB", spec, 12.0, "GB")
     assert not low.hit and low.ratio == 4.0 and low.summary.endswith("which is in 'about 12 GB': 4x what you guessed")
     high = score_prediction("about 24 GB", spec, 12.0, "GB")
@@ -206,11 +222,19 @@ def test_choice_miss_says_the_ratio_to_the_number_the_option_names():
 
 def test_a_range_option_is_compared_with_the_edge_the_measurement_lies_beyond():
     # '1.5x to 5x' guesses no one number: 12x is 2.4x its top, not 8x its first number
-    spec = ChoiceAnswer(type="choice", options=[
-        {"text": "About the same (below 1.5x)", "min": 0, "max": 1.5}, {"text": "1.5x to 5x", "min": 1.5, "max": 5},
-        {"text": "5x to 10x", "min": 5, "max": 10}, {"text": "10x or more", "min": 10}])
+    spec = ChoiceAnswer(
+        type="choice",
+        options=[
+            {"text": "About the same (below 1.5x)", "min": 0, "max": 1.5},
+            {"text": "1.5x to 5x", "min": 1.5, "max": 5},
+            {"text": "5x to 10x", "min": 5, "max": 10},
+            {"text": "10x or more", "min": 10},
+        ],
+    )
     above = score_prediction("1.5x to 5x", spec, 12.0, "x")
-    assert above.ratio == 12 / 5 and above.summary.endswith("which is in '10x or more': 2.4x the top of your range (5x)")
+    assert above.ratio == 12 / 5 and above.summary.endswith(
+        "which is in '10x or more': 2.4x the top of your range (5x)"
+    )
     below = score_prediction("10x or more", spec, 2.5, "x")
     assert below.ratio == 0.25
     assert below.summary.endswith("which is in '1.5x to 5x': the bottom of your range (10x) was 4x too high")
@@ -228,8 +252,14 @@ def test_the_edges_a_verdict_turns_at_are_every_options_ends_or_the_numbers_tole
     """What a run is told to decide (measurement.repeats): in the metric's own unit."""
     from tutor.checks import judged_edges
 
-    choice = ChoiceAnswer(type="choice", options=[{"text": "under 2x", "max": 2}, {"text": "2x to 10x", "min": 2, "max": 10},
-                                                  {"text": "over 10x", "min": 10}])
+    choice = ChoiceAnswer(
+        type="choice",
+        options=[
+            {"text": "under 2x", "max": 2},
+            {"text": "2x to 10x", "min": 2, "max": 10},
+            {"text": "over 10x", "min": 10},
+        ],
+    )
     assert judged_edges(choice) == (2.0, 10.0)
     shares = ChoiceAnswer(type="choice", options=[{"text": "under 10%", "max": 10}, {"text": "10% or more", "min": 10}])
     assert judged_edges(shares, "%") == (0.1,)  # the run reports a share

@@ -31,6 +31,7 @@ def matches(answer: str, phrase: str) -> bool:
 
 # ----------------------------------------------------------------------------- normalise / stem
 
+
 def test_normalise_plain_quotes_dashes_and_contractions():
     text = normalise("It doesn\u2019t \u2014 \u201cwon\u2019t\u201d; CAN'T, isnt, cannot")
     assert text == 'it does not - "will not"; can not, is not, can not'
@@ -69,6 +70,7 @@ def test_stemming_keeps_distinct_words_apart():
 
 
 # ----------------------------------------------------------------------------- matching
+
 
 def test_prose_phrases_ignore_case_punctuation_plurals_and_order():
     assert matches("Small GRADIENTS... underflowed!", "small gradient underflow")
@@ -121,6 +123,7 @@ def test_typos_in_long_words_are_tolerated_but_not_in_short_or_numeric_ones():
 
 
 # ----------------------------------------------------------------------------- negation
+
 
 @pytest.mark.parametrize(
     "answer",
@@ -265,6 +268,7 @@ def test_lint_flags_phrases_that_lose_words_and_bad_regexes():
 
 # ----------------------------------------------------------------------------- properties
 
+
 @settings(max_examples=150, deadline=None)
 @given(st.text(alphabet=st.characters(codec=None), max_size=3000))
 def test_grade_never_raises_on_arbitrary_text(answer):
@@ -287,11 +291,14 @@ def test_grade_never_raises_on_huge_text(chunk):
 
 # ------------------------------------------------------------------ "not enough" and why a negation removed a match
 
+
 def _cores_rubric():
     from tutor.checks.answers import Rubric
 
-    return Rubric(require=[{"name": "few-cores", "any": ["core*"]}],
-                  misconceptions=[{"name": "too-few", "any": ["too few worker*"], "feedback": "Workers are not it."}])
+    return Rubric(
+        require=[{"name": "few-cores", "any": ["core*"]}],
+        misconceptions=[{"name": "too-few", "any": ["too few worker*"], "feedback": "Workers are not it."}],
+    )
 
 
 def test_not_enough_x_says_too_few_x_and_is_not_a_negation():
@@ -312,8 +319,10 @@ def test_explain_negations_names_the_phrase_and_the_words_that_removed_it():
 
     rubric = _cores_rubric()
     assert explain_negations("The GPU has no cores free.", rubric, ["few-cores"]) == [
-        "concept 'few-cores': 'core*' matched 'cores', but 'no' negates it there"]
+        "concept 'few-cores': 'core*' matched 'cores', but 'no' negates it there"
+    ]
     assert explain_negations("More cores will not help.", rubric, ["few-cores"]) == [
-        "concept 'few-cores': 'core*' matched 'cores', but 'not help' negates it there"]
+        "concept 'few-cores': 'core*' matched 'cores', but 'not help' negates it there"
+    ]
     assert explain_negations("Cores are plenty.", rubric, ["few-cores"]) == []  # it matched: nothing to explain
     assert explain_negations("The disk is slow.", rubric, ["few-cores"]) == []  # no match even without negation

@@ -62,18 +62,117 @@ FEEDBACK_LIMIT = 1_000  # no grader here echoes more than this much of a learner
 # ----------------------------------------------------------------------------- input strategies
 
 NASTY = [
-    "", " ", "\n", "\t", "\x00", "a\x00b", "\x00" * 50, "\x1b[31mred\x1b[0m", "\x1b]0;title\x07", "\x1b[2J",
-    "\u202e3x\u202c", "\u200f12 GB\u200e", "\u200b\u200b", "\ufeff", "\u2028", "\u2029", "\x0c", "\x0b", "\x85",
-    "\r", "\r\n", "nan", "NaN", "-nan", "inf", "-inf", "Infinity", "1e999", "-1e999", "1e-999", "-0", "+0",
-    "0", "-0.0", "0x10", "1_000", "9" * 4300, "1" + "0" * 400, "0." + "0" * 400 + "1", "-" + "9" * 1000,
-    "²", "٣", "１２", "Ⅻ", "1,5", "12,000", "1,000,000,000,000,000,000", "2^99999", "10^-99999", "2**1024",
-    "1.5 x 10^308", "1.5 x 10^-400", "between 1e308 and 1e308", "3 to 1e999x", "x9999", "9999x" * 3,
-    "é" * 10, "🙂" * 50, "\U0010ffff", "\ud7ff", "-" * 100, "(" * 100, "[" * 100, "re:(", "'\"\\",
-    "None", "null", "true", "yes", "1)", "option 3", "(a)", "z", "#1", "no. 2", "twice", "half",
-    "a thousand", "twelve GiB", "12 ms", "35%", "0.35", "3 times", "3-fold", "x3", "3×",
+    "",
+    " ",
+    "\n",
+    "\t",
+    "\x00",
+    "a\x00b",
+    "\x00" * 50,
+    "\x1b[31mred\x1b[0m",
+    "\x1b]0;title\x07",
+    "\x1b[2J",
+    "\u202e3x\u202c",
+    "\u200f12 GB\u200e",
+    "\u200b\u200b",
+    "\ufeff",
+    "\u2028",
+    "\u2029",
+    "\x0c",
+    "\x0b",
+    "\x85",
+    "\r",
+    "\r\n",
+    "nan",
+    "NaN",
+    "-nan",
+    "inf",
+    "-inf",
+    "Infinity",
+    "1e999",
+    "-1e999",
+    "1e-999",
+    "-0",
+    "+0",
+    "0",
+    "-0.0",
+    "0x10",
+    "1_000",
+    "9" * 4300,
+    "1" + "0" * 400,
+    "0." + "0" * 400 + "1",
+    "-" + "9" * 1000,
+    "²",
+    "٣",
+    "１２",
+    "Ⅻ",
+    "1,5",
+    "12,000",
+    "1,000,000,000,000,000,000",
+    "2^99999",
+    "10^-99999",
+    "2**1024",
+    "1.5 x 10^308",
+    "1.5 x 10^-400",
+    "between 1e308 and 1e308",
+    "3 to 1e999x",
+    "x9999",
+    "9999x" * 3,
+    "é" * 10,
+    "🙂" * 50,
+    "\U0010ffff",
+    "\ud7ff",
+    "-" * 100,
+    "(" * 100,
+    "[" * 100,
+    "re:(",
+    "'\"\\",
+    "None",
+    "null",
+    "true",
+    "yes",
+    "1)",
+    "option 3",
+    "(a)",
+    "z",
+    "#1",
+    "no. 2",
+    "twice",
+    "half",
+    "a thousand",
+    "twelve GiB",
+    "12 ms",
+    "35%",
+    "0.35",
+    "3 times",
+    "3-fold",
+    "x3",
+    "3×",
 ]
-WORDS = ["the", "not", "no", "gpu", "gradients", "underflow", "float16", "loss", "scale", "faster", "2x", "GB",
-         "because", ",", ".", ";", "\n", "doesn't", "never", "is", "a", "myth"]
+WORDS = [
+    "the",
+    "not",
+    "no",
+    "gpu",
+    "gradients",
+    "underflow",
+    "float16",
+    "loss",
+    "scale",
+    "faster",
+    "2x",
+    "GB",
+    "because",
+    ",",
+    ".",
+    ";",
+    "\n",
+    "doesn't",
+    "never",
+    "is",
+    "a",
+    "myth",
+]
 
 NASTY_SHORT = [n for n in NASTY if len(n) <= 100]  # for joining and repeating (long digit runs parse slowly)
 
@@ -104,39 +203,89 @@ METRIC_VALUES = st.one_of(
 
 # ----------------------------------------------------------------------------- answer specs
 
-CHOICE = ChoiceAnswer(type="choice", options=[
-    {"text": "slower", "feedback": "no"}, {"text": "about 2x", "correct": True}, {"text": "2"}, {"text": "a"},
-])
-RANGED = ChoiceAnswer(type="choice", options=[
-    {"text": "slower", "max": 1}, {"text": "about 2x", "min": 1, "max": 3.5},
-    {"text": "about 5x", "min": 3.5, "max": 10}, {"text": "10x or more", "min": 10},
-])
+CHOICE = ChoiceAnswer(
+    type="choice",
+    options=[
+        {"text": "slower", "feedback": "no"},
+        {"text": "about 2x", "correct": True},
+        {"text": "2"},
+        {"text": "a"},
+    ],
+)
+RANGED = ChoiceAnswer(
+    type="choice",
+    options=[
+        {"text": "slower", "max": 1},
+        {"text": "about 2x", "min": 1, "max": 3.5},
+        {"text": "about 5x", "min": 3.5, "max": 10},
+        {"text": "10x or more", "min": 10},
+    ],
+)
 YES_NO = ChoiceAnswer(type="choice", options=["yes", "no"])
 MANY = ChoiceAnswer(type="choice", options=[f"option {i}" for i in range(30)])
 NUMBER_GB = NumberAnswer(type="number", unit="GB", value=12, ranges=[NumberRange(max=1, feedback="tiny")])
-NUMBER_PCT = NumberAnswer(type="number", unit="%", value=35, abs_tolerance=5,
-                          ranges=[NumberRange(min=90, correct=True, feedback="fine")])
+NUMBER_PCT = NumberAnswer(
+    type="number", unit="%", value=35, abs_tolerance=5, ranges=[NumberRange(min=90, correct=True, feedback="fine")]
+)
 NUMBER_TIME = NumberAnswer(type="number", unit="ms", value=0.0, abs_tolerance=0.0)
 NUMBER_PLAIN = NumberAnswer(type="number", value=-3e-8, tolerance=0.0)
 NUMBER_NOVALUE = NumberAnswer(type="number", unit="params")
 FROM_METRIC = NumberAnswer(type="number", unit="x", from_metric="speedup", tolerance=0.1)
-FROM_METRIC_RANGED = NumberAnswer(type="number", unit="GiB", from_metric="peak",
-                                  ranges=[NumberRange(min=100, feedback="way too high")])
-RUBRIC = TextAnswer(type="text", max_length=2000, rubric=Rubric(
-    require=[Concept(name="underflow", any=["small gradients underflow", "flush* to zero", "re:under-?flow"],
-                     missing="Say what happens to small gradients."),
-             Concept(name="scale", any=["scale the loss", "loss.scale()", "re:(?i)scal(e|ing)"])],
-    misconceptions=[Misconception(name="faster", any=["gpu always faster", "re:\\bspeed"], feedback="Not speed.")],
-    bonus=[Concept(name="unscale", any=["unscale before step"])],
-    min_concepts=1,
-))
+FROM_METRIC_RANGED = NumberAnswer(
+    type="number", unit="GiB", from_metric="peak", ranges=[NumberRange(min=100, feedback="way too high")]
+)
+RUBRIC = TextAnswer(
+    type="text",
+    max_length=2000,
+    rubric=Rubric(
+        require=[
+            Concept(
+                name="underflow",
+                any=["small gradients underflow", "flush* to zero", "re:under-?flow"],
+                missing="Say what happens to small gradients.",
+            ),
+            Concept(name="scale", any=["scale the loss", "loss.scale()", "re:(?i)scal(e|ing)"]),
+        ],
+        misconceptions=[Misconception(name="faster", any=["gpu always faster", "re:\\bspeed"], feedback="Not speed.")],
+        bonus=[Concept(name="unscale", any=["unscale before step"])],
+        min_concepts=1,
+    ),
+)
 FREE_TEXT = TextAnswer(type="text")  # predict steps: saved, not graded
 TINY_TEXT = TextAnswer(type="text", max_length=0, rubric=Rubric(require=[Concept(name="c", any=["x"])]))
 
-SPECS = [CHOICE, RANGED, YES_NO, MANY, NUMBER_GB, NUMBER_PCT, NUMBER_TIME, NUMBER_PLAIN, NUMBER_NOVALUE,
-         FROM_METRIC, FROM_METRIC_RANGED, RUBRIC, FREE_TEXT, TINY_TEXT]
-SPEC_IDS = ["choice", "ranged", "yes-no", "30-options", "GB", "%", "ms-zero", "plain", "no-value",
-            "from-metric", "from-metric-ranged", "rubric", "free-text", "max-length-0"]
+SPECS = [
+    CHOICE,
+    RANGED,
+    YES_NO,
+    MANY,
+    NUMBER_GB,
+    NUMBER_PCT,
+    NUMBER_TIME,
+    NUMBER_PLAIN,
+    NUMBER_NOVALUE,
+    FROM_METRIC,
+    FROM_METRIC_RANGED,
+    RUBRIC,
+    FREE_TEXT,
+    TINY_TEXT,
+]
+SPEC_IDS = [
+    "choice",
+    "ranged",
+    "yes-no",
+    "30-options",
+    "GB",
+    "%",
+    "ms-zero",
+    "plain",
+    "no-value",
+    "from-metric",
+    "from-metric-ranged",
+    "rubric",
+    "free-text",
+    "max-length-0",
+]
 UNCAUGHT = "could not be graded"  # grade()'s catch-all: an exception inside a grader, masked
 
 
@@ -173,10 +322,16 @@ def test_grade_every_answer_kind_on_huge_text(answer, spec):
 
 @pytest.mark.parametrize("spec", [FROM_METRIC, FROM_METRIC_RANGED], ids=["from-metric", "from-metric-ranged"])
 @FAST
-@given(answer=ANSWERS, metrics=st.one_of(
-    st.dictionaries(st.sampled_from(["speedup", "peak", "other", ""]), METRIC_VALUES, max_size=3),
-    st.none(), st.lists(st.integers(), max_size=2), st.text(max_size=5), st.integers(),
-))
+@given(
+    answer=ANSWERS,
+    metrics=st.one_of(
+        st.dictionaries(st.sampled_from(["speedup", "peak", "other", ""]), METRIC_VALUES, max_size=3),
+        st.none(),
+        st.lists(st.integers(), max_size=2),
+        st.text(max_size=5),
+        st.integers(),
+    ),
+)
 def test_grade_number_from_metric_with_arbitrary_metrics(spec, answer, metrics):
     v = grade(answer, spec, metrics)
     assert_verdict(v)
@@ -188,8 +343,12 @@ def test_grade_number_from_metric_with_arbitrary_metrics(spec, answer, metrics):
 
 
 @FAST
-@given(text=ANSWERS, unit=st.sampled_from(["", "x", "%", "GB", "GiB", "MiB", "B", "s", "ms", "us", "h", "params",
-                                           "\x00", "\u202e", "GB\x1b[0m"]))
+@given(
+    text=ANSWERS,
+    unit=st.sampled_from(
+        ["", "x", "%", "GB", "GiB", "MiB", "B", "s", "ms", "us", "h", "params", "\x00", "\u202e", "GB\x1b[0m"]
+    ),
+)
 def test_parse_number_and_read_quantity_on_nasty_numbers(text, unit):
     value = parse_number(text, unit)
     assert value is None or (isinstance(value, float) and math.isfinite(value))
@@ -208,11 +367,15 @@ def test_read_quantity_on_huge_text(text, unit):
 
 
 @FAST
-@given(answer=ANSWERS, phrase_words=st.lists(st.sampled_from([*WORDS, "re:(", "re:a{99999}", "x*", "to(device)"]),
-                                             min_size=1, max_size=4))
+@given(
+    answer=ANSWERS,
+    phrase_words=st.lists(st.sampled_from([*WORDS, "re:(", "re:a{99999}", "x*", "to(device)"]), min_size=1, max_size=4),
+)
 def test_explain_matches_and_describe_spec_on_arbitrary_text(answer, phrase_words):
-    rubric = Rubric(require=[Concept(name="c", any=[" ".join(phrase_words)])],
-                    misconceptions=[Misconception(name="m", any=phrase_words, feedback="f")])
+    rubric = Rubric(
+        require=[Concept(name="c", any=[" ".join(phrase_words)])],
+        misconceptions=[Misconception(name="m", any=phrase_words, feedback="f")],
+    )
     out = explain_matches(answer, rubric, max_length=2000)
     assert set(out) == {"c", "!m"} and all(v is None or isinstance(v, str) for v in out.values())
     for spec in SPECS:
@@ -221,11 +384,20 @@ def test_explain_matches_and_describe_spec_on_arbitrary_text(answer, phrase_word
 
 # ============================================================================= checks: score_prediction()
 
-PREDICT_SPECS = [NumberAnswer(type="number", unit="x"), NumberAnswer(type="number", unit="GB", abs_tolerance=1),
-                 NumberAnswer(type="number", unit="%"), NumberAnswer(type="number"), RANGED, YES_NO, CHOICE,
-                 MANY, FREE_TEXT]
-MEASURED = st.one_of(METRIC_VALUES, st.sampled_from([0, -0.0, 5e-324, 1.7976931348623157e308, -1e308, 10**300,
-                                                      10**400, -(10**400)]))
+PREDICT_SPECS = [
+    NumberAnswer(type="number", unit="x"),
+    NumberAnswer(type="number", unit="GB", abs_tolerance=1),
+    NumberAnswer(type="number", unit="%"),
+    NumberAnswer(type="number"),
+    RANGED,
+    YES_NO,
+    CHOICE,
+    MANY,
+    FREE_TEXT,
+]
+MEASURED = st.one_of(
+    METRIC_VALUES, st.sampled_from([0, -0.0, 5e-324, 1.7976931348623157e308, -1e308, 10**300, 10**400, -(10**400)])
+)
 
 
 def assert_score(s: PredictionScore) -> None:
@@ -237,8 +409,12 @@ def assert_score(s: PredictionScore) -> None:
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(answer=ANSWERS, spec=st.sampled_from(PREDICT_SPECS), measured=MEASURED,
-       unit=st.sampled_from(["", "x", "GB", "GiB", "MB", "s", "ms", "%", "params", "\x1b[31m"]))
+@given(
+    answer=ANSWERS,
+    spec=st.sampled_from(PREDICT_SPECS),
+    measured=MEASURED,
+    unit=st.sampled_from(["", "x", "GB", "GiB", "MB", "s", "ms", "%", "params", "\x1b[31m"]),
+)
 def test_score_prediction_on_arbitrary_answers_and_measurements(answer, spec, measured, unit):
     assert_score(score_prediction(answer, spec, measured, unit))
 
@@ -252,8 +428,9 @@ def test_score_prediction_on_huge_answers_and_measurements(answer, spec, measure
 # ----------------------------------------------------------------------------- checks: regressions
 
 
-@pytest.mark.parametrize("spec", [NumberAnswer(type="number", unit="x"), YES_NO, FREE_TEXT], ids=["number", "choice",
-                                                                                                    "text"])
+@pytest.mark.parametrize(
+    "spec", [NumberAnswer(type="number", unit="x"), YES_NO, FREE_TEXT], ids=["number", "choice", "text"]
+)
 def test_score_prediction_with_an_int_metric_beyond_float_range_is_scored_not_raised(spec):
     """Was: tutor/checks/predict.py:_number raised OverflowError (math.isfinite(10**400)), even from
     score_prediction's own except-handler."""
@@ -311,9 +488,17 @@ def test_grade_check_on_typed_choice_answers(answer):
     assert_verdict(verdict)
 
 
-@pytest.mark.parametrize("answer", [
-    "9", "²", "0", "-1", "1" * 5000, "0000010",
-])
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "9",
+        "²",
+        "0",
+        "-1",
+        "1" * 5000,
+        "0000010",
+    ],
+)
 def test_grade_check_shows_a_choice_number_beyond_the_options_as_typed(answer):
     """Was: the check step's grade_check indexed options[int(answer) - 1] for any isdigit() answer:
     '9' (of 4) raised IndexError, '²' ValueError, '0' showed the last option; then '0000010' (read as 1 for
@@ -365,7 +550,12 @@ def test_strip_comments_never_raises_and_only_removes(code):
 
 
 @FAST
-@given(code=st.text(alphabet=st.sampled_from([*list("ab =()#'\"\n\t:x1.é"), "\x00", "\x1b", "\r", "\x0c", "\x85", "\u2028"]), max_size=200))
+@given(
+    code=st.text(
+        alphabet=st.sampled_from([*list("ab =()#'\"\n\t:x1.é"), "\x00", "\x1b", "\r", "\x0c", "\x85", "\u2028"]),
+        max_size=200,
+    )
+)
 @example(code="model.to(device)  # model.cuda()\n")
 def test_strip_comments_leaves_no_comment_in_code_that_tokenizes(code):
     from tutor.exercises.grader import strip_comments
@@ -379,8 +569,9 @@ def test_strip_comments_leaves_no_comment_in_code_that_tokenizes(code):
     assert not [t for t in tokens if t.type == tokenize.COMMENT]
 
 
-@pytest.mark.parametrize("code", ["x = 1 \x0c # model.cuda()\n", "s = '\u2028'  # model.cuda()\n",
-                                  "a = 1\r# model.cuda()\n"])
+@pytest.mark.parametrize(
+    "code", ["x = 1 \x0c # model.cuda()\n", "s = '\u2028'  # model.cuda()\n", "a = 1\r# model.cuda()\n"]
+)
 def test_strip_comments_removes_a_comment_after_a_splitlines_only_line_break(code):
     """Was: tutor/exercises/grader.py:strip_comments split lines with str.splitlines() (also at \\r, \\x0c, \\u2028, ...)
     but took positions from tokenize (rows at \\n only): the comment stayed, or other characters were blanked."""
@@ -392,9 +583,11 @@ def test_strip_comments_removes_a_comment_after_a_splitlines_only_line_break(cod
 
 
 @FAST
-@given(code=st.one_of(ANSWERS, HUGE.map(lambda s: s[:5_000])),
-       pattern=st.sampled_from([r"\.to\(device\)", r"(?m)^\s*print", "(", "[", r"a{1,99999}", "", "\x00", "é+"]),
-       absent=st.booleans())
+@given(
+    code=st.one_of(ANSWERS, HUGE.map(lambda s: s[:5_000])),
+    pattern=st.sampled_from([r"\.to\(device\)", r"(?m)^\s*print", "(", "[", r"a{1,99999}", "", "\x00", "é+"]),
+    absent=st.booleans(),
+)
 def test_source_requirement_met(code, pattern, absent):
     from tutor.course.lesson import SourceRequirement
     from tutor.exercises.grader import source_requirement_met
@@ -403,24 +596,40 @@ def test_source_requirement_met(code, pattern, absent):
     assert source_requirement_met(req, code) in (True, False, None)
 
 
-REPORT_VALUES = st.one_of(st.none(), st.booleans(), st.floats(allow_nan=True, allow_infinity=True), INTS,
-                          st.sampled_from(NASTY), TEXT, st.lists(st.integers(), max_size=3),
-                          st.dictionaries(st.text(max_size=3), st.integers(), max_size=2))
+REPORT_VALUES = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.floats(allow_nan=True, allow_infinity=True),
+    INTS,
+    st.sampled_from(NASTY),
+    TEXT,
+    st.lists(st.integers(), max_size=3),
+    st.dictionaries(st.text(max_size=3), st.integers(), max_size=2),
+)
 
 
 def _report_req(kind: str, target):
     from tutor.course.lesson import ReportRequirement
 
-    fields = {"equals": {"equals": target}, "min": {"min": target}, "max": {"max": target},
-              "range": {"min": -1.0, "max": target}, "present": {}}[kind]
+    fields = {
+        "equals": {"equals": target},
+        "min": {"min": target},
+        "max": {"max": target},
+        "range": {"min": -1.0, "max": target},
+        "present": {},
+    }[kind]
     return ReportRequirement(type="report", id="rep", name="speedup", feedback="Report the speedup.", **fields)
 
 
 @FAST
-@given(kind=st.sampled_from(["equals", "min", "max", "range", "present"]),
-       target=st.one_of(st.booleans(), st.floats(allow_nan=False, allow_infinity=False), st.sampled_from(NASTY)),
-       reports=st.one_of(st.dictionaries(st.sampled_from(["speedup", "other"]), REPORT_VALUES, max_size=2),
-                         st.builds(lambda v: {"speedup": v}, REPORT_VALUES)))
+@given(
+    kind=st.sampled_from(["equals", "min", "max", "range", "present"]),
+    target=st.one_of(st.booleans(), st.floats(allow_nan=False, allow_infinity=False), st.sampled_from(NASTY)),
+    reports=st.one_of(
+        st.dictionaries(st.sampled_from(["speedup", "other"]), REPORT_VALUES, max_size=2),
+        st.builds(lambda v: {"speedup": v}, REPORT_VALUES),
+    ),
+)
 def test_check_report_on_arbitrary_reported_values(kind, target, reports):
     from tutor.exercises.grader import _check_report
 
@@ -442,16 +651,29 @@ def test_check_report_with_an_int_beyond_float_range_fails_with_feedback(kind):
 
     ok, feedback = _check_report(_report_req(kind, 3.0), {"speedup": 10**400})
     assert not ok
-    assert feedback.startswith("You reported speedup=") and "Report the speedup." in feedback and len(feedback) <= FEEDBACK_LIMIT
+    assert (
+        feedback.startswith("You reported speedup=")
+        and "Report the speedup." in feedback
+        and len(feedback) <= FEEDBACK_LIMIT
+    )
 
 
 @FAST
-@given(error_type=st.one_of(st.none(), st.sampled_from(["RuntimeError", "ValueError", "", "\x00", "é"]), TEXT),
-       message=st.one_of(st.none(), ANSWERS), pattern=st.sampled_from(["", "CUDA", "(", r"\d+", "\x1b"]),
-       fields=st.fixed_dictionaries({
-           "exit_code": st.one_of(st.none(), st.integers(-300, 300)), "signal": st.one_of(st.none(), TEXT),
-           "timed_out": st.booleans(), "cancelled": st.booleans(), "memory_error": st.booleans(),
-           "error_line": st.one_of(st.none(), st.integers())}))
+@given(
+    error_type=st.one_of(st.none(), st.sampled_from(["RuntimeError", "ValueError", "", "\x00", "é"]), TEXT),
+    message=st.one_of(st.none(), ANSWERS),
+    pattern=st.sampled_from(["", "CUDA", "(", r"\d+", "\x1b"]),
+    fields=st.fixed_dictionaries(
+        {
+            "exit_code": st.one_of(st.none(), st.integers(-300, 300)),
+            "signal": st.one_of(st.none(), TEXT),
+            "timed_out": st.booleans(),
+            "cancelled": st.booleans(),
+            "memory_error": st.booleans(),
+            "error_line": st.one_of(st.none(), st.integers()),
+        }
+    ),
+)
 def test_expected_error_requirements_and_problem_sentence(error_type, message, pattern, fields):
     from tutor.course.lesson import ErrorRequirement
     from tutor.exercises.grader import _error_feedback, _error_matches, _summary
@@ -493,14 +715,32 @@ def test_sandbox_output_capture_stays_bounded(chunks):
 
 
 @FAST
-@given(content=st.one_of(
-    st.binary(max_size=300),
-    st.lists(st.one_of(
-        st.dictionaries(st.text(max_size=8), REPORT_VALUES, max_size=3).map(json.dumps),
-        st.sampled_from(["NaN", "[1e999]", '{"a": Infinity}', "{", "\x00", '"\\ud800"', "9" * 5000, "",
-                         "[" * 100_000, '{"a": ' * 5000]),
-        TEXT), max_size=6).map(lambda lines: "\n".join(lines).encode("utf-8", "surrogatepass")),
-))
+@given(
+    content=st.one_of(
+        st.binary(max_size=300),
+        st.lists(
+            st.one_of(
+                st.dictionaries(st.text(max_size=8), REPORT_VALUES, max_size=3).map(json.dumps),
+                st.sampled_from(
+                    [
+                        "NaN",
+                        "[1e999]",
+                        '{"a": Infinity}',
+                        "{",
+                        "\x00",
+                        '"\\ud800"',
+                        "9" * 5000,
+                        "",
+                        "[" * 100_000,
+                        '{"a": ' * 5000,
+                    ]
+                ),
+                TEXT,
+            ),
+            max_size=6,
+        ).map(lambda lines: "\n".join(lines).encode("utf-8", "surrogatepass")),
+    )
+)
 def test_reading_the_files_a_learner_program_may_write(content):
     from tutor.exercises.sandbox import _read_error, _read_reports
 
@@ -532,8 +772,14 @@ def _instruments():
     return REGISTRY
 
 
-RAW_SETTINGS = st.one_of(ANSWERS, st.booleans(), st.none(), st.integers(), st.floats(allow_nan=True),
-                         st.sampled_from(["on", "OFF", " adam ", "1,024", "1_0", "65536", "0", "-1", "²", "٣"]))
+RAW_SETTINGS = st.one_of(
+    ANSWERS,
+    st.booleans(),
+    st.none(),
+    st.integers(),
+    st.floats(allow_nan=True),
+    st.sampled_from(["on", "OFF", " adam ", "1,024", "1_0", "65536", "0", "-1", "²", "٣"]),
+)
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -567,14 +813,21 @@ def test_instrument_settings_compute_and_render_for_any_given_values(data):
 
     inst = data.draw(st.sampled_from(sorted(_instruments().values(), key=lambda i: i.name)))
     names = [c.name for c in inst.controls] + ["", "nope", "\x00"]
-    given_ = data.draw(st.dictionaries(st.sampled_from(names), st.one_of(
-        RAW_SETTINGS, st.sampled_from([o for c in inst.controls for o in c.options])), max_size=4))
+    given_ = data.draw(
+        st.dictionaries(
+            st.sampled_from(names),
+            st.one_of(RAW_SETTINGS, st.sampled_from([o for c in inst.controls for o in c.options])),
+            max_size=4,
+        )
+    )
     try:
         chosen = inst.settings(given_)
     except SettingsError:
         return
-    ctx = Context(device_name=data.draw(st.one_of(st.none(), TEXT)),
-                  device_memory=data.draw(st.one_of(st.none(), st.integers(0, 2**50))))
+    ctx = Context(
+        device_name=data.draw(st.one_of(st.none(), TEXT)),
+        device_memory=data.draw(st.one_of(st.none(), st.integers(0, 2**50))),
+    )
     r = inst.compute(chosen, ctx)
     assert r.level in ("ok", "warning", "error") and isinstance(r.verdict, str)
     json.dumps(r.outputs)
@@ -583,24 +836,45 @@ def test_instrument_settings_compute_and_render_for_any_given_values(data):
 
 
 # Any value: nan, inf, 1e999 as text, ints past float range; shares and MFU also small ones (the usual case).
-_MEASURED_METRICS = st.one_of(st.none(), st.booleans(), INTS, st.floats(allow_nan=True, allow_infinity=True),
-                              st.sampled_from(NASTY), TEXT)
+_MEASURED_METRICS = st.one_of(
+    st.none(), st.booleans(), INTS, st.floats(allow_nan=True, allow_infinity=True), st.sampled_from(NASTY), TEXT
+)
 _SHARES = st.one_of(_MEASURED_METRICS, st.integers(-10, 10), st.floats(min_value=-10, max_value=10))
 _PIPELINE_KEYS = ["mfu", "data_wait_share", "copy_share", "forward_share", "backward_share", "optimizer_share"]
 
 
 @FAST
-@given(ledger_metrics=st.dictionaries(st.sampled_from(["parameters", "activation_bytes", "x"]), _MEASURED_METRICS,
-                                      max_size=3),
-       pipeline_metrics=st.dictionaries(st.sampled_from(_PIPELINE_KEYS), _SHARES, max_size=6),
-       pipeline_text=st.dictionaries(st.sampled_from(["peak_tflops", "achieved_tflops", "model", "batch_size", "dtype",
-                                                      "data_path", "peak_source", "device_name"]),
-                                     _MEASURED_METRICS, max_size=4),
-       params=st.dictionaries(st.sampled_from(["width", "layers", "batch_size", "seed"]),
-                              st.one_of(st.integers(-5, 10**6), st.sampled_from(NASTY), st.none()), max_size=3),
-       device=st.one_of(st.none(), st.dictionaries(st.sampled_from(["name", "kind"]), st.one_of(TEXT, st.integers()))))
-def test_instruments_on_stored_runs_of_any_shape(progress_db, ledger_metrics, pipeline_metrics, pipeline_text,
-                                                 params, device):
+@given(
+    ledger_metrics=st.dictionaries(
+        st.sampled_from(["parameters", "activation_bytes", "x"]), _MEASURED_METRICS, max_size=3
+    ),
+    pipeline_metrics=st.dictionaries(st.sampled_from(_PIPELINE_KEYS), _SHARES, max_size=6),
+    pipeline_text=st.dictionaries(
+        st.sampled_from(
+            [
+                "peak_tflops",
+                "achieved_tflops",
+                "model",
+                "batch_size",
+                "dtype",
+                "data_path",
+                "peak_source",
+                "device_name",
+            ]
+        ),
+        _MEASURED_METRICS,
+        max_size=4,
+    ),
+    params=st.dictionaries(
+        st.sampled_from(["width", "layers", "batch_size", "seed"]),
+        st.one_of(st.integers(-5, 10**6), st.sampled_from(NASTY), st.none()),
+        max_size=3,
+    ),
+    device=st.one_of(st.none(), st.dictionaries(st.sampled_from(["name", "kind"]), st.one_of(TEXT, st.integers()))),
+)
+def test_instruments_on_stored_runs_of_any_shape(
+    progress_db, ledger_metrics, pipeline_metrics, pipeline_text, params, device
+):
     """instrument_context: 'a stored run that does not make sense (an old or hand-edited database) is left out:
     the instrument then says there is no measurement yet, never shows a traceback'."""
     from rich.console import Console
@@ -608,10 +882,16 @@ def test_instruments_on_stored_runs_of_any_shape(progress_db, ledger_metrics, pi
     from tutor.course.ledger import instrument_context
     from tutor.instruments.render import reading
 
-    progress_db.record_run(experiment="memory-ledger", params=params, device=device or {}, metrics=ledger_metrics,
-                           status="finished")
-    progress_db.record_run(experiment="pipeline-breakdown", params=params, device=device or {},
-                           metrics={**pipeline_text, **pipeline_metrics}, status="finished")
+    progress_db.record_run(
+        experiment="memory-ledger", params=params, device=device or {}, metrics=ledger_metrics, status="finished"
+    )
+    progress_db.record_run(
+        experiment="pipeline-breakdown",
+        params=params,
+        device=device or {},
+        metrics={**pipeline_text, **pipeline_metrics},
+        status="finished",
+    )
     ctx = instrument_context(progress_db)
     for name, settings_ in (("memory-ledger", {"model": "mine"}), ("pipeline", {"profile": "measured"})):
         inst = _instruments()[name]
@@ -632,8 +912,10 @@ def _reading_of_a_stored_run(progress, experiment: str, metrics: dict):
     from tutor.instruments.render import reading
 
     progress.record_run(experiment=experiment, params={}, device={}, metrics=metrics, status="finished")
-    name, settings_ = {"memory-ledger": ("memory-ledger", {"model": "mine"}),
-                       "pipeline-breakdown": ("pipeline", {"profile": "measured"})}[experiment]
+    name, settings_ = {
+        "memory-ledger": ("memory-ledger", {"model": "mine"}),
+        "pipeline-breakdown": ("pipeline", {"profile": "measured"}),
+    }[experiment]
     inst = _instruments()[name]
     ctx = instrument_context(progress)
     r = inst.compute(inst.settings(settings_), ctx)
@@ -642,13 +924,17 @@ def _reading_of_a_stored_run(progress, experiment: str, metrics: dict):
     return ctx, out.getvalue()
 
 
-@pytest.mark.parametrize("experiment, metrics", [
-    ("memory-ledger", {"parameters": 100, "activation_bytes": math.inf}),
-    ("memory-ledger", {"parameters": 10**400, "activation_bytes": 5}),
-    ("pipeline-breakdown", {"mfu": 0.5, "data_wait_share": math.nan}),
-    ("pipeline-breakdown", {"mfu": 0.5, "forward_share": math.inf}),
-    ("pipeline-breakdown", {"mfu": 10**400}),
-], ids=["activation-inf", "parameters-huge-int", "share-nan", "share-inf", "mfu-huge-int"])
+@pytest.mark.parametrize(
+    "experiment, metrics",
+    [
+        ("memory-ledger", {"parameters": 100, "activation_bytes": math.inf}),
+        ("memory-ledger", {"parameters": 10**400, "activation_bytes": 5}),
+        ("pipeline-breakdown", {"mfu": 0.5, "data_wait_share": math.nan}),
+        ("pipeline-breakdown", {"mfu": 0.5, "forward_share": math.inf}),
+        ("pipeline-breakdown", {"mfu": 10**400}),
+    ],
+    ids=["activation-inf", "parameters-huge-int", "share-nan", "share-inf", "mfu-huge-int"],
+)
 def test_instruments_leave_out_a_stored_run_with_non_finite_or_huge_metrics(progress_db, experiment, metrics):
     """Was: inf/nan or 10**400 in a stored run raised OverflowError/ValueError (memory_ledger.compute -> base.gb
     -> _sig3 log10(inf); float(10**400) in memory_ledger/pipeline._num; render._bar_line round(nan))."""
@@ -661,8 +947,11 @@ def test_instruments_leave_out_a_stored_run_with_non_finite_or_huge_metrics(prog
     assert len(shown) <= _READING_LIMIT
 
 
-@pytest.mark.parametrize("metrics", [{"mfu": -1e15}, {"mfu": 0.5, "data_wait_share": -1e15, "copy_share": 2e15},
-                                     {"mfu": -3.7e9}], ids=["negative-mfu", "huge-shares", "found-by-fuzzing"])
+@pytest.mark.parametrize(
+    "metrics",
+    [{"mfu": -1e15}, {"mfu": 0.5, "data_wait_share": -1e15, "copy_share": 2e15}, {"mfu": -3.7e9}],
+    ids=["negative-mfu", "huge-shares", "found-by-fuzzing"],
+)
 def test_instruments_draw_a_stored_run_with_out_of_range_shares_within_the_bar(progress_db, metrics):
     """Was: tutor/instruments/render.py gauge()/_bar_line() drew cells in proportion to an unclamped value:
     a stored mfu of -1e15 raised MemoryError, -3.7e9 hung the process until the OOM killer."""
@@ -674,8 +963,14 @@ def test_instruments_draw_a_stored_run_with_out_of_range_shares_within_the_bar(p
 
 
 @settings(max_examples=200, deadline=None)
-@given(text=st.one_of(ANSWERS, st.sampled_from(["0x" + "f" * 5000, "0b2", "0o9", "'", "''", "\"x\"", ".NaN",
-                                                "+.inf", "~", "1" * 4301, "1e309", "0_1"])))
+@given(
+    text=st.one_of(
+        ANSWERS,
+        st.sampled_from(
+            ["0x" + "f" * 5000, "0b2", "0o9", "'", "''", '"x"', ".NaN", "+.inf", "~", "1" * 4301, "1e309", "0_1"]
+        ),
+    )
+)
 def test_parse_value(text):
     from tutor.cli.run import parse_value
 
@@ -684,10 +979,21 @@ def test_parse_value(text):
 
 
 @FAST
-@given(items=st.lists(st.one_of(ANSWERS, st.tuples(st.sampled_from(["epochs", "batch-size", "lr", "seed", "device",
-                                                                     "amp", "", "nope", "__class__", "model_config"]),
-                                                    ANSWERS).map("=".join)), max_size=4),
-       name=st.sampled_from(["train", "memory-ledger", "grad-accum", "crossover", "fp16-underflow", "batch-sweep"]))
+@given(
+    items=st.lists(
+        st.one_of(
+            ANSWERS,
+            st.tuples(
+                st.sampled_from(
+                    ["epochs", "batch-size", "lr", "seed", "device", "amp", "", "nope", "__class__", "model_config"]
+                ),
+                ANSWERS,
+            ).map("=".join),
+        ),
+        max_size=4,
+    ),
+    name=st.sampled_from(["train", "memory-ledger", "grad-accum", "crossover", "fp16-underflow", "batch-sweep"]),
+)
 def test_parse_sets_and_experiment_params(items, name):
     from pydantic import ValidationError
 
@@ -717,8 +1023,10 @@ def _cli(*argv: str) -> tuple[int, str, str]:
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(answer=st.one_of(ANSWERS, HUGE).filter(lambda a: a != "-"),  # "-" reads stdin
-       step=st.sampled_from(["why-scale", "smallest", "guess"]))
+@given(
+    answer=st.one_of(ANSWERS, HUGE).filter(lambda a: a != "-"),  # "-" reads stdin
+    step=st.sampled_from(["why-scale", "smallest", "guess"]),
+)
 def test_cli_check_answer(answer, step):
     code, out, err = _cli("--lessons-dir", str(DATA), "check", FIXTURE_LESSON, step, "--json", f"--answer={answer}")
     if not answer.strip():
@@ -731,9 +1039,13 @@ def test_cli_check_answer(answer, step):
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(answer=ANSWERS.filter(lambda a: a != "-"), step=st.sampled_from(["smallest", "guess"]),
-       metrics=st.dictionaries(st.sampled_from(["fp16_smallest_subnormal", "flushed_to_zero"]),
-                               MEASURED, min_size=1, max_size=2))
+@given(
+    answer=ANSWERS.filter(lambda a: a != "-"),
+    step=st.sampled_from(["smallest", "guess"]),
+    metrics=st.dictionaries(
+        st.sampled_from(["fp16_smallest_subnormal", "flushed_to_zero"]), MEASURED, min_size=1, max_size=2
+    ),
+)
 def test_cli_check_against_a_recorded_run_with_any_metrics(answer, step, metrics):
     from tutor.course.progress import Progress
 
@@ -749,10 +1061,33 @@ def test_cli_check_against_a_recorded_run_with_any_metrics(answer, step, metrics
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(name=st.sampled_from(["memory-ledger", "pipeline"]),
-       items=st.lists(st.one_of(ANSWERS, st.tuples(
-           st.sampled_from(["model", "optimizer", "precision", "batch", "checkpointing", "budget", "prefetch",
-                            "profile", " batch ", "", "nope"]), RAW_SETTINGS.map(str)).map("=".join)), max_size=4))
+@given(
+    name=st.sampled_from(["memory-ledger", "pipeline"]),
+    items=st.lists(
+        st.one_of(
+            ANSWERS,
+            st.tuples(
+                st.sampled_from(
+                    [
+                        "model",
+                        "optimizer",
+                        "precision",
+                        "batch",
+                        "checkpointing",
+                        "budget",
+                        "prefetch",
+                        "profile",
+                        " batch ",
+                        "",
+                        "nope",
+                    ]
+                ),
+                RAW_SETTINGS.map(str),
+            ).map("=".join),
+        ),
+        max_size=4,
+    ),
+)
 def test_cli_instrument_set(name, items):
     assume(not any(re.search(r"budget\s*=\s*this\s*$", i.strip().lower()) for i in items))  # loads torch: slow
     code, out, err = _cli("instrument", name, "--json", *[f"--set={i}" for i in items])
@@ -765,8 +1100,15 @@ def test_cli_instrument_set(name, items):
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(requested=st.one_of(st.none(), ANSWERS, st.sampled_from(["cpu", "CUDA", "cuda:1", "cuda:", "mps", "auto",
-                                                                  "cuda:99999999999999999999", " cpu ", "cpu:0"])))
+@given(
+    requested=st.one_of(
+        st.none(),
+        ANSWERS,
+        st.sampled_from(
+            ["cpu", "CUDA", "cuda:1", "cuda:", "mps", "auto", "cuda:99999999999999999999", " cpu ", "cpu:0"]
+        ),
+    )
+)
 def test_device_resolve(requested, monkeypatch_available):
     from tutor.experiments import devices
 
@@ -789,8 +1131,12 @@ def monkeypatch_available(monkeypatch):
 
 
 @FAST
-@given(value=st.one_of(ANSWERS.filter(lambda s: "\x00" not in s),  # the environment cannot hold NUL
-                       st.sampled_from(["2048", " 512 ", "0", "٣", "²", "1" * 4301])))
+@given(
+    value=st.one_of(
+        ANSWERS.filter(lambda s: "\x00" not in s),  # the environment cannot hold NUL
+        st.sampled_from(["2048", " 512 ", "0", "٣", "²", "1" * 4301]),
+    )
+)
 def test_engine_memory_budget_from_the_environment(value):
     from tutor.experiments import engine
 
@@ -834,20 +1180,39 @@ def _load_settings(content: bytes):
         return user_settings.load(path)
 
 
-SETTINGS_DIRS = st.lists(st.one_of(TEXT, st.sampled_from([*NASTY, "~nosuchuser-gpututor/x", "~", "a" * 300])),
-                         max_size=3)
+SETTINGS_DIRS = st.lists(
+    st.one_of(TEXT, st.sampled_from([*NASTY, "~nosuchuser-gpututor/x", "~", "a" * 300])), max_size=3
+)
 
 
 @FAST
-@given(content=st.one_of(
-    st.binary(max_size=300),
-    TEXT.map(lambda s: s.encode("utf-8")),
-    SETTINGS_DIRS.map(lambda dirs: f"lessons_dirs = {json.dumps(dirs, ensure_ascii=False)}\n".encode()),
-    st.tuples(st.sampled_from(["lessons_dirs", "lessons_dir", "x", '"\\u0000"']),
-              st.sampled_from(["1", "[1]", "nan", "inf", "1e999", "'a'", "{a = 1}", "true", "1979-05-27",
-                               "[" * 50 + "]" * 50, "[" * 1000, "9" * 4000, "9" * 4301])
-              ).map(lambda kv: f"{kv[0]} = {kv[1]}".encode()),
-))
+@given(
+    content=st.one_of(
+        st.binary(max_size=300),
+        TEXT.map(lambda s: s.encode("utf-8")),
+        SETTINGS_DIRS.map(lambda dirs: f"lessons_dirs = {json.dumps(dirs, ensure_ascii=False)}\n".encode()),
+        st.tuples(
+            st.sampled_from(["lessons_dirs", "lessons_dir", "x", '"\\u0000"']),
+            st.sampled_from(
+                [
+                    "1",
+                    "[1]",
+                    "nan",
+                    "inf",
+                    "1e999",
+                    "'a'",
+                    "{a = 1}",
+                    "true",
+                    "1979-05-27",
+                    "[" * 50 + "]" * 50,
+                    "[" * 1000,
+                    "9" * 4000,
+                    "9" * 4301,
+                ]
+            ),
+        ).map(lambda kv: f"{kv[0]} = {kv[1]}".encode()),
+    )
+)
 def test_settings_file_of_any_content(content):
     s = _load_settings(content)
     # a broken file is ignored whole; a directory that is no usable path is skipped alone
@@ -857,11 +1222,16 @@ def test_settings_file_of_any_content(content):
         assert s.lessons_dirs == []
 
 
-@pytest.mark.parametrize("content, problem", [
-    ('lessons_dirs = ["a\\u0000b"]', "not a usable path"),
-    ('lessons_dirs = ["~nosuchuser-gpututor/x"]', "not a usable path"),
-    ("a = " + "[" * 1000, "not valid TOML"), ("a = " + "9" * 4301, "not valid TOML"),
-], ids=["nul", "tilde-user", "deep", "long-int"])
+@pytest.mark.parametrize(
+    "content, problem",
+    [
+        ('lessons_dirs = ["a\\u0000b"]', "not a usable path"),
+        ('lessons_dirs = ["~nosuchuser-gpututor/x"]', "not a usable path"),
+        ("a = " + "[" * 1000, "not valid TOML"),
+        ("a = " + "9" * 4301, "not valid TOML"),
+    ],
+    ids=["nul", "tilde-user", "deep", "long-int"],
+)
 def test_settings_file_that_used_to_escape_the_error_handling_is_reported(content, problem):
     """Was: tutor/settings.py:load caught only TOMLDecodeError/ValidationError; a NUL or '~nosuchuser' in a
     directory, '[' * 1000 or a 4301-digit int raised, and every gpututor command stopped 'unexpected error'."""
@@ -896,8 +1266,11 @@ def _loads_or_positioned_error(text: str, path: str = "fuzz.yaml") -> None:
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(chunk=st.one_of(st.text(min_size=1, max_size=12),
-                       st.sampled_from([n for n in NASTY if n] + ["[", "- ", "? ", "{a: ", "1_000"])))
+@given(
+    chunk=st.one_of(
+        st.text(min_size=1, max_size=12), st.sampled_from([n for n in NASTY if n] + ["[", "- ", "? ", "{a: ", "1_000"])
+    )
+)
 def test_lesson_loader_on_huge_text(chunk):
     _loads_or_positioned_error(chunk * (100_000 // len(chunk) + 1))
 
@@ -916,16 +1289,26 @@ def test_lesson_loader_with_hostile_values_in_a_valid_lesson(data):
     new = json.dumps(value) if quoted else value
     matches = list(_SCALARS.finditer(_VALID))
     m = matches[i]
-    _loads_or_positioned_error(_VALID[: m.start()] + new + _VALID[m.end():])
+    _loads_or_positioned_error(_VALID[: m.start()] + new + _VALID[m.end() :])
 
 
 @FAST
-@given(content=st.one_of(
-    st.binary(max_size=400),
-    st.sampled_from([b"\xef\xbb\xbf" + _VALID.encode(), b"\xff\xfe" + _VALID.encode("utf-16-le"),
-                     _VALID.encode("utf-16"), _VALID.encode().replace(b"fixture", b"fix\xffture"),
-                     _VALID.encode().replace(b"intro", b"in\x00tro"), b"\x00" * 1000, b""]),
-))
+@given(
+    content=st.one_of(
+        st.binary(max_size=400),
+        st.sampled_from(
+            [
+                b"\xef\xbb\xbf" + _VALID.encode(),
+                b"\xff\xfe" + _VALID.encode("utf-16-le"),
+                _VALID.encode("utf-16"),
+                _VALID.encode().replace(b"fixture", b"fix\xffture"),
+                _VALID.encode().replace(b"intro", b"in\x00tro"),
+                b"\x00" * 1000,
+                b"",
+            ]
+        ),
+    )
+)
 @example(content=b"[" * 30_000)  # nested deep: once each (a second apiece), not drawn again and again
 @example(content=b"- " * 30_000)
 def test_lesson_loader_on_arbitrary_file_bytes(content):
@@ -954,22 +1337,68 @@ def test_lesson_with_an_integer_of_more_than_4300_digits_loads_or_gives_a_positi
 
 JSONISH = st.recursive(
     st.one_of(st.none(), st.booleans(), INTS, st.floats(allow_nan=True, allow_infinity=True), TEXT),
-    lambda children: st.one_of(st.lists(children, max_size=3),
-                               st.dictionaries(st.sampled_from(["models", "devices", "timings", "saves", "loads",
-                                                                "probes", "answers", "train_calls", "autocast",
-                                                                "start_line", "stop_line", "with_work",
-                                                                "unsynced_stops", "scalers", "optimizers",
-                                                                "criteria", "backward", "comparisons",
-                                                                "cuda_asked", "x"]), children, max_size=4)),
-    max_leaves=12)
+    lambda children: st.one_of(
+        st.lists(children, max_size=3),
+        st.dictionaries(
+            st.sampled_from(
+                [
+                    "models",
+                    "devices",
+                    "timings",
+                    "saves",
+                    "loads",
+                    "probes",
+                    "answers",
+                    "train_calls",
+                    "autocast",
+                    "start_line",
+                    "stop_line",
+                    "with_work",
+                    "unsynced_stops",
+                    "scalers",
+                    "optimizers",
+                    "criteria",
+                    "backward",
+                    "comparisons",
+                    "cuda_asked",
+                    "x",
+                ]
+            ),
+            children,
+            max_size=4,
+        ),
+    ),
+    max_leaves=12,
+)
 
 
 @FAST
-@given(observed=st.dictionaries(st.sampled_from(["models", "timings", "saves", "loads", "scalers", "optimizers",
-                                                 "criteria", "backward", "comparisons", "autocast_blocks",
-                                                 "cuda_asked", "mps_asked", "tensor_moves", "probes"]),
-                                JSONISH, max_size=6),
-       stopped=st.booleans(), message=st.one_of(st.none(), TEXT))
+@given(
+    observed=st.dictionaries(
+        st.sampled_from(
+            [
+                "models",
+                "timings",
+                "saves",
+                "loads",
+                "scalers",
+                "optimizers",
+                "criteria",
+                "backward",
+                "comparisons",
+                "autocast_blocks",
+                "cuda_asked",
+                "mps_asked",
+                "tensor_moves",
+                "probes",
+            ]
+        ),
+        JSONISH,
+        max_size=6,
+    ),
+    stopped=st.booleans(),
+    message=st.one_of(st.none(), TEXT),
+)
 def test_behaviour_judges_take_any_summary(observed, stopped, message):
     from tutor.exercises.behaviour import BEHAVIOUR_JUDGES, Context, judge
 

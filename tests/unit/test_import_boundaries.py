@@ -25,7 +25,8 @@ MODULES = {_module_name(p): p for p in (ROOT / "tutor").rglob("*.py")}
 def _is_type_checking(node: ast.If) -> bool:
     test = node.test
     return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
 
 
 def _imports(path: Path, *, module_level_only: bool) -> set[str]:
@@ -67,23 +68,70 @@ RULES = {
     "tutor.checks": {"tutor.checks", "tutor.measurement.intervals", "tutor"},
     # the statistics that decide are pure Python; the timers, peaks and calibration measure with
     # torch and read devices and the GPU cap where they measure (lazily)
-    "tutor.measurement": {"tutor.measurement", "tutor", "tutor.paths", "tutor.cpu_load", "tutor.threads",
-                          "tutor.present", "tutor.charts", "tutor.experiments"},
-    "tutor.course": {"tutor.checks", "tutor.course", "tutor.experiments", "tutor.instruments", "tutor.exercises.names",
-                     "tutor.measurement",
-                     "tutor.paths", "tutor.errors", "tutor.settings", "tutor.present", "tutor.charts", "tutor"},
-    "tutor.experiments": {"tutor.experiments", "tutor.measurement", "tutor.paths", "tutor.errors", "tutor.threads",
-                          "tutor.present", "tutor.charts", "tutor"},
-    "tutor.exercises": {"tutor.exercises", "tutor.course.lesson", "tutor.experiments", "tutor.measurement.timing",
-                        "tutor.paths", "tutor.errors", "tutor.threads", "tutor.lab", "tutor.present", "tutor"},
+    "tutor.measurement": {
+        "tutor.measurement",
+        "tutor",
+        "tutor.paths",
+        "tutor.cpu_load",
+        "tutor.threads",
+        "tutor.present",
+        "tutor.charts",
+        "tutor.experiments",
+    },
+    "tutor.course": {
+        "tutor.checks",
+        "tutor.course",
+        "tutor.experiments",
+        "tutor.instruments",
+        "tutor.exercises.names",
+        "tutor.measurement",
+        "tutor.paths",
+        "tutor.errors",
+        "tutor.settings",
+        "tutor.present",
+        "tutor.charts",
+        "tutor",
+    },
+    "tutor.experiments": {
+        "tutor.experiments",
+        "tutor.measurement",
+        "tutor.paths",
+        "tutor.errors",
+        "tutor.threads",
+        "tutor.present",
+        "tutor.charts",
+        "tutor",
+    },
+    "tutor.exercises": {
+        "tutor.exercises",
+        "tutor.course.lesson",
+        "tutor.experiments",
+        "tutor.measurement.timing",
+        "tutor.paths",
+        "tutor.errors",
+        "tutor.threads",
+        "tutor.lab",
+        "tutor.present",
+        "tutor",
+    },
     "tutor.instruments": {"tutor.instruments", "tutor"},
 }
 # torch is for the processes that train: the engine, the sandbox, and the headless CLI verbs
 # that run experiments in their own process (lazily, inside the verb). An experiment's spec is
 # read by the UI and the linter, so it never imports torch; its measurement module does.
-NO_TORCH = ("tutor.checks", "tutor.measurement.intervals", "tutor.measurement.method", "tutor.measurement.warmup",
-            "tutor.measurement.repeats", "tutor.ui", "tutor.course", "tutor.instruments", "tutor.authoring",
-            "tutor.experiments.spec", "tutor.experiments.specs")
+NO_TORCH = (
+    "tutor.checks",
+    "tutor.measurement.intervals",
+    "tutor.measurement.method",
+    "tutor.measurement.warmup",
+    "tutor.measurement.repeats",
+    "tutor.ui",
+    "tutor.course",
+    "tutor.instruments",
+    "tutor.authoring",
+    "tutor.experiments.spec",
+    "tutor.experiments.specs",
+)
 
 
 def _ours(name: str) -> bool:
@@ -176,7 +224,10 @@ def test_no_module_name_repeats_outside_the_patterns():
     for name in MODULES:
         if name.split(".")[-1] not in ("tutor",) and MODULES[name].name != "__init__.py":
             by_name.setdefault(name.split(".")[-1], []).append(name)
-    clashes = [f"{short}: {', '.join(sorted(full))}" for short, full in sorted(by_name.items())
-               if len(full) > 1 and not all(_pattern_pair(a, b) for i, a in enumerate(full) for b in full[i + 1:])]
+    clashes = [
+        f"{short}: {', '.join(sorted(full))}"
+        for short, full in sorted(by_name.items())
+        if len(full) > 1 and not all(_pattern_pair(a, b) for i, a in enumerate(full) for b in full[i + 1 :])
+    ]
     assert not clashes, "\n".join(clashes)
     assert sorted(p.name for p in ROOT.iterdir() if (p / "__init__.py").exists()) == ["tutor"]

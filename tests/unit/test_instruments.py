@@ -83,11 +83,20 @@ def test_mixed_precision_is_torch_amps_layout_and_saves_only_activations():
     assert mixed["total_bytes"] < fp32["total_bytes"]
 
 
-@pytest.mark.parametrize("optimizer, precision, per_param", [
-    ("sgd", "fp32", 8), ("momentum", "fp32", 12), ("adam", "fp32", 16),
-    ("sgd", "fp16", 4), ("momentum", "fp16", 6), ("adam", "fp16", 8),
-    ("sgd", "mixed", 10), ("momentum", "mixed", 14), ("adam", "mixed", 18),
-])
+@pytest.mark.parametrize(
+    "optimizer, precision, per_param",
+    [
+        ("sgd", "fp32", 8),
+        ("momentum", "fp32", 12),
+        ("adam", "fp32", 16),
+        ("sgd", "fp16", 4),
+        ("momentum", "fp16", 6),
+        ("adam", "fp16", 8),
+        ("sgd", "mixed", 10),
+        ("momentum", "mixed", 14),
+        ("adam", "mixed", 18),
+    ],
+)
 def test_bytes_per_parameter_table(optimizer, precision, per_param):
     o = mem(optimizer=optimizer, precision=precision).outputs
     assert o["bytes_per_param"] == per_param
@@ -155,8 +164,11 @@ def test_checkpointing_cuts_activations_more_than_4x():
         ckpt = mem(precision=precision, batch=4, checkpointing=True).outputs["activations_bytes"]
         assert full / ckpt > 4
         # it keeps each layer's input plus one layer's activations
-        expected = 4 * (XL.layers * XL.seq * XL.hidden * ml.ELEMENT_BYTES[precision]
-                        + ml.layer_activation_bytes(XL, precision) + ml.output_bytes(XL, precision))
+        expected = 4 * (
+            XL.layers * XL.seq * XL.hidden * ml.ELEMENT_BYTES[precision]
+            + ml.layer_activation_bytes(XL, precision)
+            + ml.output_bytes(XL, precision)
+        )
         assert ckpt == pytest.approx(expected)
 
 
@@ -216,8 +228,9 @@ def test_a_tight_fit_is_noted():
     roomy = mem(optimizer="sgd", precision="fp16", batch=1, checkpointing=True, budget="laptop")
     assert not any(n.startswith("Tight") for n in roomy.notes)
     ctx = Context(device_name="Small GPU", device_memory=int(roomy.outputs["total_bytes"] / 0.9))
-    tight = LEDGER.compute({"optimizer": "sgd", "precision": "fp16", "batch": 1, "checkpointing": True,
-                            "budget": "this"}, ctx)
+    tight = LEDGER.compute(
+        {"optimizer": "sgd", "precision": "fp16", "batch": 1, "checkpointing": True, "budget": "this"}, ctx
+    )
     assert tight.outputs["fits"] is True
     assert any(n.startswith("Tight") and "CUDA context" in n for n in tight.notes)
 
@@ -247,8 +260,13 @@ def test_gb_and_gib_are_labelled():
 def test_memory_chart_segments_add_up_to_the_total():
     r = mem(precision="mixed", optimizer="adam", batch=4)
     (bar,) = r.chart.bars
-    assert [s.name for s in bar.segments] == ["weights", "gradients", "16-bit weight copies", "optimizer state",
-                                              "activations"]
+    assert [s.name for s in bar.segments] == [
+        "weights",
+        "gradients",
+        "16-bit weight copies",
+        "optimizer state",
+        "activations",
+    ]
     assert bar.total == pytest.approx(r.outputs["total_bytes"])
     assert r.chart.limit == 80 * GIB
     fp32 = mem(precision="fp32").chart.bars[0]
@@ -258,8 +276,11 @@ def test_memory_chart_segments_add_up_to_the_total():
 # ---------------------------------------------------------------- memory ledger: my model
 
 
-MY_MODEL = {"label": "your MLP (3 x 1024 wide, measured)", "parameters": 3_150_848,
-            "activation_bytes_per_sample": 16384.0}
+MY_MODEL = {
+    "label": "your MLP (3 x 1024 wide, measured)",
+    "parameters": 3_150_848,
+    "activation_bytes_per_sample": 16384.0,
+}
 
 
 def test_my_model_without_a_measurement_says_how_to_get_one():
@@ -357,8 +378,9 @@ def test_zero_papers_static_accounting_in_fp32():
     """Per GPU (4 + 4 + 8)Psi for DDP, 4Psi + 4Psi + 8Psi/d, 4Psi + 12Psi/d, 16Psi/d + the gather:
     the ZeRO paper's (2 + 2 + K) columns with this ledger's FP32 bytes."""
     for d in ml.GPUS:
-        static = {m: mem(parallel=m, gpus=d, optimizer="adam", precision="fp32").outputs["static_bytes"]
-                  for m in ml.PARALLEL}
+        static = {
+            m: mem(parallel=m, gpus=d, optimizer="adam", precision="fp32").outputs["static_bytes"] for m in ml.PARALLEL
+        }
         assert static["ddp"] == static["single"] == 16 * PSI
         assert static["zero1"] == pytest.approx((4 + 4) * PSI + 8 * PSI / d)
         assert static["zero2"] == pytest.approx(4 * PSI + (4 + 8) * PSI / d)
@@ -389,10 +411,11 @@ def test_more_sharding_never_costs_more_per_gpu(name):
     """ZeRO-3 <= ZeRO-2 <= ZeRO-1 <= DDP per GPU, at every precision, optimizer and GPU count
     (the gathered weights included), and more GPUs never cost more."""
     order = ("ddp", "zero1", "zero2", "zero3")
-    for precision, optimizer, d in itertools.product(("fp32", "fp16", "mixed"), ("sgd", "momentum", "adam"),
-                                                     ml.GPUS):
-        totals = [mem(model=name, precision=precision, optimizer=optimizer, parallel=m, gpus=d).outputs["total_bytes"]
-                  for m in order]
+    for precision, optimizer, d in itertools.product(("fp32", "fp16", "mixed"), ("sgd", "momentum", "adam"), ml.GPUS):
+        totals = [
+            mem(model=name, precision=precision, optimizer=optimizer, parallel=m, gpus=d).outputs["total_bytes"]
+            for m in order
+        ]
         assert totals == sorted(totals, reverse=True), (precision, optimizer, d, totals)
         if d > 1 and optimizer != "sgd":
             assert totals[0] > totals[1] > totals[2] > totals[3]
@@ -405,8 +428,9 @@ def test_gpt2_xl_on_8_laptop_gpus_fits_with_zero3_and_checkpointing_not_with_ddp
     """The laptop challenge across 8 GPUs: DDP's replicas each hold 24 GB of states and never fit
     with Adam; ZeRO-3 with checkpointing fits in FP32 at batch 4 per GPU."""
     laptop = dict(model="gpt2-xl", optimizer="adam", budget="laptop", gpus=8)
-    for precision, batch, ckpt in itertools.product(("fp32", "fp16", "mixed"), LEDGER.control("batch").options,
-                                                    (False, True)):
+    for precision, batch, ckpt in itertools.product(
+        ("fp32", "fp16", "mixed"), LEDGER.control("batch").options, (False, True)
+    ):
         r = mem(parallel="ddp", precision=precision, batch=batch, checkpointing=ckpt, **laptop)
         assert r.outputs["fits"] is False and r.outputs["breaks"] == "static floor"
     r = mem(parallel="ddp", precision="fp32", **laptop)
@@ -447,10 +471,24 @@ def test_goal_search_with_the_parallel_controls_is_fast_and_finds_the_fewest_mov
     from tutor.authoring.lesson_test import goal_settings
     from tutor.course.lesson import InstrumentStep
 
-    start = dict(model="gpt2-xl", optimizer="adam", precision="fp32", batch=4, checkpointing=False,
-                 parallel="ddp", gpus=8, budget="laptop")
-    step = InstrumentStep(id="x", kind="instrument", instrument="memory-ledger", set=start,
-                          fixed=["model", "budget", "gpus", "optimizer"], goal={"output": "fits", "equals": True})
+    start = dict(
+        model="gpt2-xl",
+        optimizer="adam",
+        precision="fp32",
+        batch=4,
+        checkpointing=False,
+        parallel="ddp",
+        gpus=8,
+        budget="laptop",
+    )
+    step = InstrumentStep(
+        id="x",
+        kind="instrument",
+        instrument="memory-ledger",
+        set=start,
+        fixed=["model", "budget", "gpus", "optimizer"],
+        goal={"output": "fits", "equals": True},
+    )
     best, tried = goal_settings(step)
     assert {k: v for k, v in best.items() if start[k] != v} == {"checkpointing": True, "parallel": "zero3"}
     assert tried < 100  # one and two moves, not the product of every control's options
@@ -484,8 +522,14 @@ def test_zero_stage_math_and_figures_say_per_gpu_and_the_global_batch():
 def test_zero3_draws_the_gathered_weights_and_mixed_says_how_fsdp_casts():
     r = mem(parallel="zero3", gpus=8, precision="mixed", optimizer="adam", batch=4)
     (bar,) = r.chart.bars
-    assert [s.name for s in bar.segments] == ["weights", "gradients", "16-bit weight copies", "optimizer state",
-                                              "gathered weights", "activations"]
+    assert [s.name for s in bar.segments] == [
+        "weights",
+        "gradients",
+        "16-bit weight copies",
+        "optimizer state",
+        "gathered weights",
+        "activations",
+    ]
     assert bar.total == pytest.approx(r.outputs["total_bytes"])
     notes = " ".join(r.notes)
     assert "MixedPrecision(param_dtype=bfloat16)" in notes and "3.00 GB per GPU, unsharded" in notes
@@ -499,8 +543,9 @@ def test_zero3_draws_the_gathered_weights_and_mixed_says_how_fsdp_casts():
 
 def test_my_model_under_zero3_is_one_unit_gathered_whole():
     ctx = Context(my_model=MY_MODEL)
-    r = LEDGER.compute({"model": "mine", "parallel": "zero3", "gpus": 4, "precision": "fp32", "optimizer": "adam",
-                        "batch": 64}, ctx)
+    r = LEDGER.compute(
+        {"model": "mine", "parallel": "zero3", "gpus": 4, "precision": "fp32", "optimizer": "adam", "batch": 64}, ctx
+    )
     n = MY_MODEL["parameters"]
     assert r.outputs["gathered_bytes"] == 4 * n
     assert r.outputs["static_bytes"] == pytest.approx(16 * n / 4 + 4 * n)
@@ -560,8 +605,10 @@ def test_prefetch_removes_the_data_wait_in_the_baseline():
     assert compute_seconds(after) == pytest.approx(compute_seconds(before))
 
 
-@pytest.mark.parametrize("prefetch, precision, checkpointing, batch",
-                         list(itertools.product((False, True), ("fp32", "mixed"), (False, True), (1, 4, 64))))
+@pytest.mark.parametrize(
+    "prefetch, precision, checkpointing, batch",
+    list(itertools.product((False, True), ("fp32", "mixed"), (False, True), (1, 4, 64))),
+)
 def test_mfu_never_exceeds_compute_share_times_efficiency(prefetch, precision, checkpointing, batch):
     o = pipe(prefetch=prefetch, precision=precision, checkpointing=checkpointing, batch=batch).outputs
     assert 0 < o["mfu"] <= o["compute_share"] * pl.EFFICIENCY + 1e-12
@@ -569,8 +616,9 @@ def test_mfu_never_exceeds_compute_share_times_efficiency(prefetch, precision, c
     assert all(0 <= o[k] <= 1 for k in ("data_share", "transfer_share", "compute_share", "mfu"))
 
 
-@pytest.mark.parametrize("prefetch, precision, checkpointing",
-                         list(itertools.product((False, True), ("fp32", "mixed"), (False, True))))
+@pytest.mark.parametrize(
+    "prefetch, precision, checkpointing", list(itertools.product((False, True), ("fp32", "mixed"), (False, True)))
+)
 def test_batch_size_moves_memory_not_shares(prefetch, precision, checkpointing):
     small = pipe(prefetch=prefetch, precision=precision, checkpointing=checkpointing, batch=1).outputs
     big = pipe(prefetch=prefetch, precision=precision, checkpointing=checkpointing, batch=64).outputs
@@ -624,12 +672,17 @@ def test_the_gauges_marks_are_the_chapters_claims_beside_what_its_profiles_give(
     assert measured.notes[0] == note  # the marks are on that gauge too
 
 
-@pytest.mark.parametrize("optimizer, line", [
-    ("adam", ("Adam adds", "12.0 GB over plain SGD at this precision")),
-    ("sgd", ("Adam instead", "would add 12.0 GB to this plain SGD, at this precision")),
-    ("momentum", ("Adam instead", "would add 6.00 GB to this SGD + momentum (12.0 GB over plain SGD), at this "
-                                  "precision")),
-])
+@pytest.mark.parametrize(
+    "optimizer, line",
+    [
+        ("adam", ("Adam adds", "12.0 GB over plain SGD at this precision")),
+        ("sgd", ("Adam instead", "would add 12.0 GB to this plain SGD, at this precision")),
+        (
+            "momentum",
+            ("Adam instead", "would add 6.00 GB to this SGD + momentum (12.0 GB over plain SGD), at this precision"),
+        ),
+    ],
+)
 def test_what_adam_adds_is_said_against_the_optimizer_chosen(optimizer, line):
     """Issue 35: "Adam adds 12.0 GB over SGD" with SGD + momentum selected, which keeps one of Adam's
     two buffers already."""
@@ -647,9 +700,18 @@ def test_pipeline_chart_shares_sum_to_one():
 
 
 MEASURED = {
-    "mfu": 0.0042, "data_wait_share": 0.30, "copy_share": 0.10, "forward_share": 0.25,
-    "backward_share": 0.25, "optimizer_share": 0.10, "peak_tflops": 19.5, "achieved_tflops": 0.0819,
-    "model": "mlp", "batch_size": 64, "dtype": "float32", "data_path": "loader",
+    "mfu": 0.0042,
+    "data_wait_share": 0.30,
+    "copy_share": 0.10,
+    "forward_share": 0.25,
+    "backward_share": 0.25,
+    "optimizer_share": 0.10,
+    "peak_tflops": 19.5,
+    "achieved_tflops": 0.0819,
+    "model": "mlp",
+    "batch_size": 64,
+    "dtype": "float32",
+    "data_path": "loader",
 }
 
 
@@ -778,15 +840,18 @@ READINGS = {
     "ledger laptop oom": lambda: mem(budget="laptop"),
     "ledger fits": lambda: mem(optimizer="sgd", precision="fp16", batch=1, checkpointing=True, budget="laptop"),
     "ledger largest batch": lambda: mem(precision="mixed", batch=LEDGER.control("batch").options[-1]),
-    "ledger mine": lambda: LEDGER.compute({"model": "mine", "budget": "this"},
-                                          Context(my_model=MY_MODEL, device_name="Test GPU", device_memory=8 * GIB)),
+    "ledger mine": lambda: LEDGER.compute(
+        {"model": "mine", "budget": "this"}, Context(my_model=MY_MODEL, device_name="Test GPU", device_memory=8 * GIB)
+    ),
     "ledger no model": lambda: LEDGER.compute({"model": "mine"}),
     "ledger ddp": lambda: mem(parallel="ddp", gpus=8, budget="laptop"),
-    "ledger zero3 mixed": lambda: mem(parallel="zero3", gpus=64, precision="mixed", batch=1, checkpointing=True,
-                                      budget="laptop"),
+    "ledger zero3 mixed": lambda: mem(
+        parallel="zero3", gpus=64, precision="mixed", batch=1, checkpointing=True, budget="laptop"
+    ),
     "ledger zero1 mixed": lambda: mem(parallel="zero1", gpus=8, precision="mixed"),
-    "ledger zero3 mine": lambda: LEDGER.compute({"model": "mine", "parallel": "zero3", "gpus": 2, "budget": "this"},
-                                                Context(my_model=MY_MODEL)),
+    "ledger zero3 mine": lambda: LEDGER.compute(
+        {"model": "mine", "parallel": "zero3", "gpus": 2, "budget": "this"}, Context(my_model=MY_MODEL)
+    ),
     "pipeline default": lambda: pipe(),
     "pipeline best": lambda: pipe(prefetch=True, precision="mixed", checkpointing=True, batch=64),
     "pipeline measured": lambda: PIPELINE.compute({"profile": "measured"}, Context(my_pipeline=MEASURED)),

@@ -53,13 +53,16 @@ def test_an_even_count_has_the_middle_pair_as_median_and_nan_is_no_repeat():
     assert median_interval([math.nan, math.inf]) is None and median_interval([]) is None
 
 
-@pytest.mark.parametrize("low, high, verdict", [
-    (1.0, 2.0, Decision.HIT),  # all of [1.2, 1.6] inside
-    (2.0, None, Decision.MISS),  # all of it below 2
-    (None, 1.0, Decision.MISS),
-    (1.5, 3.0, Decision.UNDECIDED),  # the boundary 1.5 falls inside the interval
-    (None, None, Decision.HIT),
-])
+@pytest.mark.parametrize(
+    "low, high, verdict",
+    [
+        (1.0, 2.0, Decision.HIT),  # all of [1.2, 1.6] inside
+        (2.0, None, Decision.MISS),  # all of it below 2
+        (None, 1.0, Decision.MISS),
+        (1.5, 3.0, Decision.UNDECIDED),  # the boundary 1.5 falls inside the interval
+        (None, None, Decision.HIT),
+    ],
+)
 def test_inside_outside_straddling(low, high, verdict):
     interval = MedianInterval(1.4, 1.2, 1.6, 0.96, 9, False)
     assert judge(interval, low, high) is verdict

@@ -63,9 +63,14 @@ def test_every_builtin_exercise_requirement_has_a_title():
     own share of the data"), not by its id ("each-rank-its-share")."""
     from tutor.course.lesson import ExerciseStep
 
-    untitled = [(path.name, step.id, req.id) for path in sorted(builtin_lessons_dir().glob("*.yaml"))
-                for step in load_file(path).steps if isinstance(step, ExerciseStep)
-                for req in step.requirements if not req.title.strip()]
+    untitled = [
+        (path.name, step.id, req.id)
+        for path in sorted(builtin_lessons_dir().glob("*.yaml"))
+        for step in load_file(path).steps
+        if isinstance(step, ExerciseStep)
+        for req in step.requirements
+        if not req.title.strip()
+    ]
     assert untitled == []
 
 
@@ -103,7 +108,9 @@ def test_tabs_unterminated_quote_and_top_level_list():
     assert only("id: t\ntitle: T\nsteps:\n\t- id: a\n").startswith("t.yaml:4:1: YAML syntax:")
     assert "tabs cannot indent YAML" in only("id: t\ntitle: T\nsteps:\n\t- id: a\n")
     # the mistake is where the quote opens, not at the end of the file
-    assert only('id: x\ntitle: "unterminated\nsteps:\n') == "t.yaml:2:8: YAML syntax: this quoted string is never closed"
+    assert (
+        only('id: x\ntitle: "unterminated\nsteps:\n') == "t.yaml:2:8: YAML syntax: this quoted string is never closed"
+    )
     assert only("- a\n- b\n") == "t.yaml:1:1: a lesson file must be a mapping with id, title and steps"
 
 
@@ -120,17 +127,23 @@ CHECK_STEP = "id: t\ntitle: T\nsteps:\n  - id: q\n    kind: check\n    prompt: W
 def test_a_misaligned_line_is_said_in_plain_words_with_the_columns_it_could_start_at():
     # PyYAML: "while parsing a block collection expected <block end>, but found '?'"
     said = _only_issue(CHECK_STEP + "  hint: this\n    answer: {type: text}\n")
-    assert said == ("t.yaml:7:3: YAML syntax: bad indentation: this line starts at column 3, where the '- ' items of "
-                    "a list start: begin a new item with '- ', or line it up with the keys above it (columns 1 or 5)")
+    assert said == (
+        "t.yaml:7:3: YAML syntax: bad indentation: this line starts at column 3, where the '- ' items of "
+        "a list start: begin a new item with '- ', or line it up with the keys above it (columns 1 or 5)"
+    )
     # "... but found '<block mapping start>'"
     said = _only_issue(CHECK_STEP + "   hint: this\n    answer: {type: text}\n")
-    assert said == ("t.yaml:7:4: YAML syntax: bad indentation: this line starts at column 4, which lines up with no "
-                    "line above it (they start at columns 1, 3 or 5): line it up with the keys of the mapping it "
-                    "belongs to, or with the '- ' of its list")
+    assert said == (
+        "t.yaml:7:4: YAML syntax: bad indentation: this line starts at column 4, which lines up with no "
+        "line above it (they start at columns 1, 3 or 5): line it up with the keys of the mapping it "
+        "belongs to, or with the '- ' of its list"
+    )
     # "mapping values are not allowed here": a key indented under the text of the key above
     said = _only_issue(CHECK_STEP + "      hint: this\n    answer: {type: text}\n")
-    assert said.startswith("t.yaml:7:7: YAML syntax: bad indentation: this line starts at column 7, deeper than the "
-                           "key above it (column 5)")
+    assert said.startswith(
+        "t.yaml:7:7: YAML syntax: bad indentation: this line starts at column 7, deeper than the "
+        "key above it (column 5)"
+    )
     for text in (CHECK_STEP + "  hint: this\n", CHECK_STEP + "   hint: this\n", CHECK_STEP + "      hint: this\n"):
         assert "found" not in _only_issue(text) and "block" not in _only_issue(text)
     # a ': ' in a value on its own line is not an indentation problem
@@ -138,14 +151,21 @@ def test_a_misaligned_line_is_said_in_plain_words_with_the_columns_it_could_star
 
 
 def test_a_list_under_hint_asks_whether_hints_was_meant():
-    said = _only_issue(CHECK_STEP + "    hint:\n      - Look at the dtype.\n      - Then the scale.\n"
-                       "    answer: {type: number, value: 1, abs_tolerance: 0}\n")
-    assert said == ("t.yaml:7:5: step 'q': hint is one text, and this is a list (did you mean hints: "
-                    "['Look at the dtype.', 'Then the scale.']? a learner sees them one at a time)")
-    said = _only_issue(CHECK_STEP + "    hints: Look at the dtype.\n"
-                       "    answer: {type: number, value: 1, abs_tolerance: 0}\n")
-    assert said == ("t.yaml:7:5: step 'q': hints is a list, shown one at a time: write hints: [...] with each hint "
-                    "an item (or hint: for one)")
+    said = _only_issue(
+        CHECK_STEP + "    hint:\n      - Look at the dtype.\n      - Then the scale.\n"
+        "    answer: {type: number, value: 1, abs_tolerance: 0}\n"
+    )
+    assert said == (
+        "t.yaml:7:5: step 'q': hint is one text, and this is a list (did you mean hints: "
+        "['Look at the dtype.', 'Then the scale.']? a learner sees them one at a time)"
+    )
+    said = _only_issue(
+        CHECK_STEP + "    hints: Look at the dtype.\n    answer: {type: number, value: 1, abs_tolerance: 0}\n"
+    )
+    assert said == (
+        "t.yaml:7:5: step 'q': hints is a list, shown one at a time: write hints: [...] with each hint "
+        "an item (or hint: for one)"
+    )
 
 
 def test_duplicate_yaml_keys_are_reported():
@@ -199,8 +219,7 @@ steps:
         "v.yaml:1:5: id: ids use lowercase letters, digits and dashes, like 'check-1' (got 'Bad_Id')",
         "v.yaml:3:8: order: Input should be a valid integer, unable to parse string as an integer (got 'first')",
         "v.yaml:10:16: step 'c' answer.options: List should have at least 2 items, not 1",
-        "v.yaml:11:53: experiment 'crossover' parameter 'model': Input should be 'tiny', 'mlp' or 'both' "
-        "(got 'huge')",
+        "v.yaml:11:53: experiment 'crossover' parameter 'model': Input should be 'tiny', 'mlp' or 'both' (got 'huge')",
     ]
 
 
@@ -248,7 +267,8 @@ def test_a_mistake_names_the_device_kinds_where_it_is_one():
     with pytest.raises(LessonError) as info:
         load_text(ONLY_ON % "[cpu, gpu]", "t.yaml")
     assert [str(i) for i in info.value.issues] == [
-        "t.yaml:14:24: step 'ex' mistakes[0].only_on[1]: Input should be 'cuda', 'mps' or 'cpu' (got 'gpu')"]
+        "t.yaml:14:24: step 'ex' mistakes[0].only_on[1]: Input should be 'cuda', 'mps' or 'cpu' (got 'gpu')"
+    ]
 
 
 def test_alias_bomb_is_refused():
@@ -297,7 +317,9 @@ def test_two_files_of_one_folder_with_one_id_keep_the_first_and_say_so(tmp_path:
     (two / "z.yaml").write_text((DATA / "valid.yaml").read_text().replace("A valid fixture lesson", "Later"))
     catalog = discover([one, two])
     assert catalog.get("fixture-valid").lesson.title == "Later" and not catalog.broken
-    (one / "x.yaml").write_text((builtin_lessons_dir() / "devices.yaml").read_text().replace("title:", "title: Mine", 1))
+    (one / "x.yaml").write_text(
+        (builtin_lessons_dir() / "devices.yaml").read_text().replace("title:", "title: Mine", 1)
+    )
     assert discover([one]).get("devices").path == one / "x.yaml"
 
 
@@ -309,7 +331,7 @@ def test_lint_reports_a_rubric_regex_that_cannot_compile(tmp_path):
     path.write_text(
         "id: bad-rubric\ntitle: Bad rubric\nsteps:\n  - id: c\n    kind: check\n    prompt: Why?\n"
         "    answer:\n      type: text\n      rubric:\n        require:\n          - name: x\n"
-        "            any: [\"re:(unclosed\"]\n",
+        '            any: ["re:(unclosed"]\n',
         encoding="utf-8",
     )
     with pytest.raises(LessonError) as info:
@@ -347,10 +369,10 @@ def test_lint_reports_exercise_requirements_the_checker_cannot_run(tmp_path):
     path = tmp_path / "bad-ex.yaml"
     path.write_text(
         "id: bad-ex\ntitle: Bad exercise\nsteps:\n  - id: ex\n    kind: exercise\n"
-        "    starter: \"x = 1\"\n    solution: \"x = 1\"\n    requirements:\n"
+        '    starter: "x = 1"\n    solution: "x = 1"\n    requirements:\n'
         "      - {type: function, id: f, name: g, probe: nope, feedback: x}\n"
-        "      - {type: source, id: s, pattern: \"(unclosed\", feedback: x}\n"
-        "    mistakes:\n      - {name: m, code: \"x\", fails: missing}\n",
+        '      - {type: source, id: s, pattern: "(unclosed", feedback: x}\n'
+        '    mistakes:\n      - {name: m, code: "x", fails: missing}\n',
         encoding="utf-8",
     )
     with pytest.raises(LessonError) as info:
@@ -363,9 +385,11 @@ def test_lint_reports_exercise_requirements_the_checker_cannot_run(tmp_path):
 
 
 def test_a_misspelt_behaviour_check_or_probe_gets_a_suggestion_at_its_value():
-    text = ("id: t\ntitle: T\nsteps:\n  - id: ex\n    kind: exercise\n    starter: x = 1\n    solution: x = 1\n"
-            "    requirements:\n      - type: behaviour\n        id: b\n        check: device_fallbak\n"
-            "        feedback: f\n      - {type: function, id: p, name: g, probe: picks_devic, feedback: f}\n")
+    text = (
+        "id: t\ntitle: T\nsteps:\n  - id: ex\n    kind: exercise\n    starter: x = 1\n    solution: x = 1\n"
+        "    requirements:\n      - type: behaviour\n        id: b\n        check: device_fallbak\n"
+        "        feedback: f\n      - {type: function, id: p, name: g, probe: picks_devic, feedback: f}\n"
+    )
     with pytest.raises(LessonError) as info:
         load_text(text, "t.yaml")
     assert [str(i) for i in info.value.issues] == [
@@ -375,10 +399,13 @@ def test_a_misspelt_behaviour_check_or_probe_gets_a_suggestion_at_its_value():
     ]
 
 
-@pytest.mark.parametrize("name, expected", [
-    ("trian", "unknown experiment 'trian' (did you mean 'train'?)"),  # the likely fix, no list
-    ("zzzz", "unknown experiment 'zzzz'; available: amp-benchmark, amp-compare, "),  # no close match: all
-])
+@pytest.mark.parametrize(
+    "name, expected",
+    [
+        ("trian", "unknown experiment 'trian' (did you mean 'train'?)"),  # the likely fix, no list
+        ("zzzz", "unknown experiment 'zzzz'; available: amp-benchmark, amp-compare, "),  # no close match: all
+    ],
+)
 def test_unknown_experiment_names_the_fix(name, expected):
     text = f"id: x\ntitle: T\nsteps:\n  - id: r\n    kind: run\n    experiment: {name}\n"
     with pytest.raises(LessonError) as info:
@@ -392,11 +419,14 @@ def test_lint_reports_an_error_requirement_pattern_that_cannot_compile(tmp_path)
     from tutor.course.lesson import LessonError
     from tutor.course.loader import load_file
 
-    head = ("id: bad-error\ntitle: Break it\nsteps:\n  - id: ex\n    kind: exercise\n"
-            "    starter: \"x = 1\"\n    solution: \"raise RuntimeError('boom')\"\n    requirements:\n")
+    head = (
+        "id: bad-error\ntitle: Break it\nsteps:\n  - id: ex\n    kind: exercise\n"
+        '    starter: "x = 1"\n    solution: "raise RuntimeError(\'boom\')"\n    requirements:\n'
+    )
     path = tmp_path / "bad-error.yaml"
-    path.write_text(head + "      - {type: error, id: e, error: RuntimeError, pattern: \"(boom\", feedback: x}\n",
-                    encoding="utf-8")
+    path.write_text(
+        head + '      - {type: error, id: e, error: RuntimeError, pattern: "(boom", feedback: x}\n', encoding="utf-8"
+    )
     with pytest.raises(LessonError) as info:
         load_file(path)
     [issue] = info.value.issues
@@ -419,8 +449,8 @@ def test_lint_reports_a_reference_or_example_its_own_rubric_grades_the_other_way
         "id: sc\ntitle: Self-contradicting\nsteps:\n  - id: c\n    kind: check\n    prompt: Why scale?\n"
         "    answer:\n      type: text\n      reference: It makes training faster.\n      rubric:\n"
         "        require:\n          - {name: u, any: [underflow], missing: Say what happens to small values.}\n"
-        "    examples:\n      right: [\"small gradients underflow\", \"it is quicker\"]\n"
-        "      wrong: [\"fp16 gradients underflow to zero\"]\n",
+        '    examples:\n      right: ["small gradients underflow", "it is quicker"]\n'
+        '      wrong: ["fp16 gradients underflow to zero"]\n',
         encoding="utf-8",
     )
     with pytest.raises(LessonError) as info:
@@ -431,16 +461,24 @@ def test_lint_reports_a_reference_or_example_its_own_rubric_grades_the_other_way
     found = [(i.line, i.message) for i in info.value.issues]
     assert found == [
         (9, "step 'c': its reference answer fails its own rubric (Say what happens to small values.)"),
-        (14, "step 'c': example right[1] 'it is quicker' is listed as right, but the rubric rejects it "
-             "(Say what happens to small values.)"),
-        (15, "step 'c': example wrong[0] 'fp16 gradients underflow to zero' is listed as wrong, but the rubric "
-             "accepts it"),
+        (
+            14,
+            "step 'c': example right[1] 'it is quicker' is listed as right, but the rubric rejects it "
+            "(Say what happens to small values.)",
+        ),
+        (
+            15,
+            "step 'c': example wrong[0] 'fp16 gradients underflow to zero' is listed as wrong, but the rubric "
+            "accepts it",
+        ),
     ]
 
 
 def test_yaml_tags_are_refused_where_they_are_written():
-    text = ("id: !!python/object:os.system x\ntitle: !custom T\nsummary: !!binary aGVsbG8=\n"
-            "steps:\n  - {id: r, kind: read, body: hi}\n")
+    text = (
+        "id: !!python/object:os.system x\ntitle: !custom T\nsummary: !!binary aGVsbG8=\n"
+        "steps:\n  - {id: r, kind: read, body: hi}\n"
+    )
     with pytest.raises(LessonError) as info:
         load_text(text, "t.yaml")
     assert [str(i) for i in info.value.issues] == [
@@ -460,8 +498,10 @@ def test_a_date_or_yes_where_text_belongs_asks_for_quotes():
 
 
 def test_an_unquoted_off_where_a_parameter_wants_the_word_says_to_quote_it():
-    text = ("id: t\ntitle: T\nsteps:\n  - id: r\n    kind: run\n    experiment: train\n    params: {amp: off}\n"
-            "    tweak:\n      amp: [off, auto]\n")
+    text = (
+        "id: t\ntitle: T\nsteps:\n  - id: r\n    kind: run\n    experiment: train\n    params: {amp: off}\n"
+        "    tweak:\n      amp: [off, auto]\n"
+    )
     with pytest.raises(LessonError) as info:
         load_text(text, "t.yaml")
     said = [str(i) for i in info.value.issues]
@@ -471,12 +511,14 @@ def test_an_unquoted_off_where_a_parameter_wants_the_word_says_to_quote_it():
 
 
 def test_an_unknown_key_is_matched_against_the_keys_of_its_own_mapping():
-    text = ("id: t\ntitle: T\nsteps:\n  - id: q\n    kind: check\n    prompt: Which?\n    answer:\n"
-            "      type: choice\n      options:\n        - {text: a, corect: true}\n        - {text: b, colour: red}\n"
-            "  - id: w\n    kind: check\n    prompt: Why?\n    answer:\n      type: text\n"
-            "      reference: the gradients underflow\n      rubric:\n"
-            "        require:\n          - {name: u, any: [underflow], mising: say underflow}\n"
-            "        misconception:\n          - {name: m, any: [faster]}\n")
+    text = (
+        "id: t\ntitle: T\nsteps:\n  - id: q\n    kind: check\n    prompt: Which?\n    answer:\n"
+        "      type: choice\n      options:\n        - {text: a, corect: true}\n        - {text: b, colour: red}\n"
+        "  - id: w\n    kind: check\n    prompt: Why?\n    answer:\n      type: text\n"
+        "      reference: the gradients underflow\n      rubric:\n"
+        "        require:\n          - {name: u, any: [underflow], mising: say underflow}\n"
+        "        misconception:\n          - {name: m, any: [faster]}\n"
+    )
     with pytest.raises(LessonError) as info:
         load_text(text, "t.yaml")
     assert [str(i) for i in info.value.issues] == [
@@ -490,9 +532,11 @@ def test_an_unknown_key_is_matched_against_the_keys_of_its_own_mapping():
 
 
 def test_a_valid_step_s_requirements_are_checked_while_another_step_is_broken():
-    text = ("id: t\ntitle: T\nsteps:\n  - id: r\n    kind: run\n    experiment: train\n    parms: {epochs: 1}\n"
-            "  - id: ex\n    kind: exercise\n    starter: x = 1\n    solution: x = 1\n    requirements:\n"
-            "      - {type: source, id: s, pattern: \"(unclosed\", feedback: f}\n")
+    text = (
+        "id: t\ntitle: T\nsteps:\n  - id: r\n    kind: run\n    experiment: train\n    parms: {epochs: 1}\n"
+        "  - id: ex\n    kind: exercise\n    starter: x = 1\n    solution: x = 1\n    requirements:\n"
+        '      - {type: source, id: s, pattern: "(unclosed", feedback: f}\n'
+    )
     with pytest.raises(LessonError) as info:
         load_text(text, "t.yaml")
     said = [str(i) for i in info.value.issues]
@@ -502,20 +546,25 @@ def test_a_valid_step_s_requirements_are_checked_while_another_step_is_broken():
 
 
 def test_a_number_predicted_with_options_that_have_no_range_is_an_error():
-    text = ("id: t\ntitle: T\nsteps:\n  - id: guess\n    kind: predict\n    prompt: How many steps?\n"
-            "    answer:\n      type: choice\n      options: [about 100, about 1000]\n    compare: steps\n"
-            "  - id: r\n    kind: run\n    experiment: train\n")
+    text = (
+        "id: t\ntitle: T\nsteps:\n  - id: guess\n    kind: predict\n    prompt: How many steps?\n"
+        "    answer:\n      type: choice\n      options: [about 100, about 1000]\n    compare: steps\n"
+        "  - id: r\n    kind: run\n    experiment: train\n"
+    )
     with pytest.raises(LessonError) as info:
         load_text(text, "t.yaml")
     assert [str(i) for i in info.value.issues] == [
         "t.yaml:9:7: step 'guess' compares the number 'steps' with options that have no `min`/`max`, so no "
-        "measurement can land in one: give each option the range it stands for"]
+        "measurement can land in one: give each option the range it stands for"
+    ]
     # a text metric is matched by an option's text: no range needed
     load_text(text.replace("compare: steps", "compare: device").replace("[about 100, about 1000]", "[cpu, cuda]"))
 
 
-UNIT_STEP = ("id: t\ntitle: T\nsteps:\n  - id: guess\n    kind: predict\n    prompt: P\n    compare: METRIC\n"
-             "    unit: UNIT\n    answer: ANSWER\n  - {id: r, kind: run, experiment: data-bottleneck}\n")
+UNIT_STEP = (
+    "id: t\ntitle: T\nsteps:\n  - id: guess\n    kind: predict\n    prompt: P\n    compare: METRIC\n"
+    "    unit: UNIT\n    answer: ANSWER\n  - {id: r, kind: run, experiment: data-bottleneck}\n"
+)
 
 
 def _unit_lesson(metric: str, unit: str, answer: str) -> str:
@@ -529,8 +578,9 @@ def test_a_predict_unit_that_reads_the_metric_as_the_registry_declares_it_loads(
     load_text(_unit_lesson("loader_wait_share", "%", PERCENT_RANGES))  # a share, read in percent
     load_text(_unit_lesson("loader_epoch_seconds", "s", "{type: number, unit: ms}"))  # converted s -> ms
     load_text(_unit_lesson("loader_epoch_seconds", "seconds", "{type: number, unit: s}"))  # the same unit's word
-    load_text(_unit_lesson("resident_speedup", "", "{type: choice, options: [{text: a, min: 0, max: 1}, "
-                                                   "{text: b, min: 1}]}"))  # read as measured: no scale changes
+    load_text(
+        _unit_lesson("resident_speedup", "", "{type: choice, options: [{text: a, min: 0, max: 1}, {text: b, min: 1}]}")
+    )  # read as measured: no scale changes
     load_text(_unit_lesson("loader_wait_share", "", "{type: text}"))  # words: no number is read in a unit
 
 
@@ -543,23 +593,29 @@ def test_a_predict_unit_that_misreads_the_metric_is_an_error():
 
     assert issue("loader_wait_share", "", PERCENT_RANGES).startswith(
         "t.yaml:8:11: step 'guess': 'loader_wait_share' of experiment 'data-bottleneck' is a share from 0 to 1, "
-        "shown in percent; with no unit")
+        "shown in percent; with no unit"
+    )
     assert issue("loader_epoch_seconds", "ms", "{type: number, unit: ms}") == (
         "t.yaml:8:11: step 'guess': 'loader_epoch_seconds' of experiment 'data-bottleneck' is measured in \"s\" "
-        "(a duration in seconds, shown in ms below one second), and this step has unit \"ms\": write unit: \"s\", "
-        "the unit the measurement is read in (the answer may use another of the same kind)")
+        '(a duration in seconds, shown in ms below one second), and this step has unit "ms": write unit: "s", '
+        "the unit the measurement is read in (the answer may use another of the same kind)"
+    )
     assert issue("loader_epoch_seconds", "s", "{type: number, unit: GB}").endswith(
-        "is read in \"s\", and the answer's unit \"GB\" is not one it converts to: give the answer a unit of the "
-        "same kind (time)")
+        'is read in "s", and the answer\'s unit "GB" is not one it converts to: give the answer a unit of the '
+        "same kind (time)"
+    )
 
 
 def test_a_rule_across_keys_points_at_the_later_key_it_names():
-    text = ("id: t\ntitle: T\nsteps:\n  - id: q\n    kind: check\n    prompt: P\n    hint: a\n    hints: [b, c]\n"
-            "    answer: {type: number, value: 1}\n")
+    text = (
+        "id: t\ntitle: T\nsteps:\n  - id: q\n    kind: check\n    prompt: P\n    hint: a\n    hints: [b, c]\n"
+        "    answer: {type: number, value: 1}\n"
+    )
     with pytest.raises(LessonError) as info:
         load_text(text, "t.yaml")
     assert [str(i) for i in info.value.issues] == [
-        "t.yaml:8:5: step 'q': give `hints` (a list, shown one at a time) or `hint`, not both"]
+        "t.yaml:8:5: step 'q': give `hints` (a list, shown one at a time) or `hint`, not both"
+    ]
 
 
 def test_utf16_is_named(tmp_path: Path):
@@ -612,12 +668,17 @@ def test_an_exact_count_lints_clean():
 def test_a_band_the_tolerance_partly_swallows_is_a_warning():
     from tutor.course.loader import lint_text
 
-    text = NUMBER_CHECK.replace("value: 235", "value: 2.5\n      tolerance: 0.2").replace("min: 234", "min: 1.5") \
+    text = (
+        NUMBER_CHECK.replace("value: 235", "value: 2.5\n      tolerance: 0.2")
+        .replace("min: 234", "min: 1.5")
         .replace("max: 234", "max: 2.1")
+    )
     _, warnings = lint_text(text)
     (warning,) = warnings
-    assert "range 1 (1.5..2.1) overlaps the answers graded right (2 to 3, tolerance 0.2 (20% relative) of 2.5): " \
-           "from 2 to 2.1 its feedback is never shown" in warning.message
+    assert (
+        "range 1 (1.5..2.1) overlaps the answers graded right (2 to 3, tolerance 0.2 (20% relative) of 2.5): "
+        "from 2 to 2.1 its feedback is never shown" in warning.message
+    )
 
 
 def test_every_builtin_lesson_lints_without_warnings():
@@ -648,6 +709,8 @@ steps:
         load_text(text, "why.yaml", grade_examples=True)
     (issue,) = info.value.issues  # "Not enough cores." passes: it says too few cores
     assert issue.line == 14
-    assert "example right[1] 'No spare cores for the workers.' is listed as right, but the rubric rejects it" \
+    assert (
+        "example right[1] 'No spare cores for the workers.' is listed as right, but the rubric rejects it"
         in issue.message
+    )
     assert "concept 'cores': 'core*' matched 'cores', but 'no' negates it there" in issue.message

@@ -69,8 +69,14 @@ def _pack(metrics):
 
 
 def test_a_packs_description_strings_still_work():
-    exp = _pack({"seconds": "seconds per product", "gflops": "achieved GFLOP/s (higher is better)",
-                 "peak_bytes": "peak memory (CUDA; None elsewhere)", "ok": "True if it matched"})
+    exp = _pack(
+        {
+            "seconds": "seconds per product",
+            "gflops": "achieved GFLOP/s (higher is better)",
+            "peak_bytes": "peak memory (CUDA; None elsewhere)",
+            "ok": "True if it matched",
+        }
+    )
     assert exp.metrics["seconds"] == Metric("seconds per product", "s", "seconds per product")
     assert exp.metrics["gflops"].label == "achieved GFLOP/s" and exp.metrics["gflops"].unit == ""
     assert exp.metrics["peak_bytes"].unit == "B" and exp.metrics["ok"].label == "it matched"
@@ -88,26 +94,29 @@ def test_a_pack_may_mix_metrics_and_strings_and_a_bad_one_is_said():
         _pack({"n": 3})
 
 
-@pytest.mark.parametrize("unit,value,shown", [
-    ("B", 3_151_872, "3.0 MiB (3,151,872 B)"),  # binary units, the exact count beside
-    ("B", 0, "0 B"),
-    ("MB", 123.456, "123 MB"),  # a run that reports MB (1e6 bytes) keeps them
-    ("GiB", 79.19, "79.2 GiB"),
-    ("s", 0.0123, "12.3 ms"),
-    ("s", 12.34, "12.34 s"),
-    ("%", 0.9712, "97.1%"),
-    ("x", 3.214, "3.21x"),
-    ("/s", 4862.0, "4,862/s"),
-    ("TFLOP/s", 12.34, "12.3 TFLOP/s"),
-    ("", 787_968, "787,968"),
-    ("", 16.0001, "16"),
-    ("bool", True, "yes"),
-    ("bool", False, "no"),
-    ("text", "storage accounting", "storage accounting"),
-    ("B", math.nan, "nan"),  # never a made-up size
-    ("s", math.inf, "inf"),
-    ("B", "n/a", "n/a"),  # a value of another type than declared is shown as it is
-])
+@pytest.mark.parametrize(
+    "unit,value,shown",
+    [
+        ("B", 3_151_872, "3.0 MiB (3,151,872 B)"),  # binary units, the exact count beside
+        ("B", 0, "0 B"),
+        ("MB", 123.456, "123 MB"),  # a run that reports MB (1e6 bytes) keeps them
+        ("GiB", 79.19, "79.2 GiB"),
+        ("s", 0.0123, "12.3 ms"),
+        ("s", 12.34, "12.34 s"),
+        ("%", 0.9712, "97.1%"),
+        ("x", 3.214, "3.21x"),
+        ("/s", 4862.0, "4,862/s"),
+        ("TFLOP/s", 12.34, "12.3 TFLOP/s"),
+        ("", 787_968, "787,968"),
+        ("", 16.0001, "16"),
+        ("bool", True, "yes"),
+        ("bool", False, "no"),
+        ("text", "storage accounting", "storage accounting"),
+        ("B", math.nan, "nan"),  # never a made-up size
+        ("s", math.inf, "inf"),
+        ("B", "n/a", "n/a"),  # a value of another type than declared is shown as it is
+    ],
+)
 def test_present_shows_each_unit(unit, value, shown):
     assert present.metric_value(Metric("m", unit), value) == shown
 

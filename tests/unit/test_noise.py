@@ -15,12 +15,27 @@ from tutor.checks.answers import ChoiceAnswer, NumberAnswer
 from tutor.measurement.intervals import GUARD, bounds, median_interval
 
 SPEEDUP = NumberAnswer(type="number", unit="x", min=0, max=1000)
-BANDS = ChoiceAnswer.model_validate({"type": "choice", "options": [
-    {"text": "below 1.5x", "min": 0, "max": 1.5}, {"text": "1.5x to 5x", "min": 1.5, "max": 5},
-    {"text": "5x or more", "min": 5}]})
-SYNC = ChoiceAnswer.model_validate({"type": "choice", "options": [
-    {"text": "below 2x", "min": 0, "max": 2}, {"text": "2x to 10x", "min": 2, "max": 10},
-    {"text": "10x to 100x", "min": 10, "max": 100}, {"text": "100x or more", "min": 100}]})
+BANDS = ChoiceAnswer.model_validate(
+    {
+        "type": "choice",
+        "options": [
+            {"text": "below 1.5x", "min": 0, "max": 1.5},
+            {"text": "1.5x to 5x", "min": 1.5, "max": 5},
+            {"text": "5x or more", "min": 5},
+        ],
+    }
+)
+SYNC = ChoiceAnswer.model_validate(
+    {
+        "type": "choice",
+        "options": [
+            {"text": "below 2x", "min": 0, "max": 2},
+            {"text": "2x to 10x", "min": 2, "max": 10},
+            {"text": "10x to 100x", "min": 10, "max": 100},
+            {"text": "100x or more", "min": 100},
+        ],
+    }
+)
 
 
 def test_the_interval_is_read_from_the_two_metrics_beside_the_one_predicted():

@@ -55,8 +55,14 @@ def test_the_undecided_verdict_carries_the_runs_own_reason_and_offers_a_rerun():
     why = "Other programs took 61% of this machine's 2 cores while it ran."
     score = score_prediction("1.2", SPEEDUP, 1.0, "x", interval=(0.4, 1.3), why=why)
     assert score.undecided and why in score.summary and "Run it again (r) when it is quieter" in score.summary
-    calm = score_prediction("1.2", SPEEDUP, 1.0, "x", interval=(0.4, 1.3),
-                            why="Nothing else was seen using the machine (other programs took 3% of the CPU): x.")
+    calm = score_prediction(
+        "1.2",
+        SPEEDUP,
+        1.0,
+        "x",
+        interval=(0.4, 1.3),
+        why="Nothing else was seen using the machine (other programs took 3% of the CPU): x.",
+    )
     assert "the spread is this machine's own" in calm.summary and "run it again (r) to measure more" in calm.summary
     unknown = score_prediction("1.2", SPEEDUP, 1.0, "x", interval=(0.4, 1.3))
     assert "Run it again (r) to measure more" in unknown.summary
@@ -70,7 +76,8 @@ def test_a_gpu_slowed_for_heat_or_busy_with_another_program_gates_every_verdict(
     busy = GpuReading(others=1, others_mib=2048, utilization=87, throttle=())
     quiet = GpuReading(others=1, others_mib=2048, utilization=0, throttle=())  # present, not working
     assert noise.gate(reading(gpu=quiet), reading(wall=5, gpu=hot)).startswith(
-        "The GPU slowed its clocks (too hot (hardware thermal limit))")
+        "The GPU slowed its clocks (too hot (hardware thermal limit))"
+    )
     assert "Another program's work had the GPU 87% busy" in noise.gate(reading(gpu=busy), reading(wall=5, gpu=quiet))
     assert noise.gate(reading(gpu=quiet), reading(wall=5, gpu=capped)) is None
     assert noise.gate(reading(gpu=quiet), reading(wall=5, gpu=quiet)) is None

@@ -9,19 +9,22 @@ import pytest
 from tutor import present
 
 
-@pytest.mark.parametrize("value,unit,shown", [
-    (None, "", "n/a"),  # not measured: never a made-up number
-    (True, "", "yes"),
-    (False, "", "no"),
-    (0.3521, "%", "35.2%"),  # shares are measured as fractions
-    (3.214, "x", "3.21x"),
-    (2828323, "B", "2,828,323 B"),  # whole numbers exactly, as the reveal shows them
-    (2828323.0, "", "2,828,323"),
-    (0.000123, "s", "0.000123 s"),
-    (123.4, "", "123"),
-    (12.345, "ms", "12.3 ms"),
-    ("cuda:0", "", "cuda:0"),
-])
+@pytest.mark.parametrize(
+    "value,unit,shown",
+    [
+        (None, "", "n/a"),  # not measured: never a made-up number
+        (True, "", "yes"),
+        (False, "", "no"),
+        (0.3521, "%", "35.2%"),  # shares are measured as fractions
+        (3.214, "x", "3.21x"),
+        (2828323, "B", "2,828,323 B"),  # whole numbers exactly, as the reveal shows them
+        (2828323.0, "", "2,828,323"),
+        (0.000123, "s", "0.000123 s"),
+        (123.4, "", "123"),
+        (12.345, "ms", "12.3 ms"),
+        ("cuda:0", "", "cuda:0"),
+    ],
+)
 def test_a_metric_reads_the_same_everywhere(value, unit, shown):
     assert present.metric(value, unit) == shown
 
@@ -30,8 +33,18 @@ def test_nan_and_inf_are_said_as_they_are():
     assert present.metric(math.nan) == "nan" and present.metric(math.inf) == "inf"
 
 
-@pytest.mark.parametrize("s,shown", [(None, "-"), (0.0123, "12.3 ms"), (1.234, "1.23 s"), (1234.0, "1,234 s"),
-                                     (0.000042, "42.0 µs"), (0.00000015, "0.1 µs"), (0.001, "1.0 ms")])
+@pytest.mark.parametrize(
+    "s,shown",
+    [
+        (None, "-"),
+        (0.0123, "12.3 ms"),
+        (1.234, "1.23 s"),
+        (1234.0, "1,234 s"),
+        (0.000042, "42.0 µs"),
+        (0.00000015, "0.1 µs"),
+        (0.001, "1.0 ms"),
+    ],
+)
 def test_seconds_carry_their_unit(s, shown):
     assert present.seconds(s) == shown
 

@@ -66,18 +66,34 @@ steps:
 
 
 def number_step(unit: str = "x", answer_unit: str | None = None, tolerance: float = 0.1) -> PredictStep:
-    return PredictStep(id="n", kind="predict", prompt="?", compare="m", unit=unit, concept="c",
-                       answer={"type": "number", "unit": unit if answer_unit is None else answer_unit,
-                               "tolerance": tolerance})
+    return PredictStep(
+        id="n",
+        kind="predict",
+        prompt="?",
+        compare="m",
+        unit=unit,
+        concept="c",
+        answer={"type": "number", "unit": unit if answer_unit is None else answer_unit, "tolerance": tolerance},
+    )
 
 
 def choice_step(options: list[dict], unit: str = "x") -> PredictStep:
-    return PredictStep(id="c", kind="predict", prompt="?", compare="m", unit=unit, concept="c",
-                       answer={"type": "choice", "options": options})
+    return PredictStep(
+        id="c",
+        kind="predict",
+        prompt="?",
+        compare="m",
+        unit=unit,
+        concept="c",
+        answer={"type": "choice", "options": options},
+    )
 
 
-SPEEDUP_OPTIONS = [{"text": "slower", "min": 0, "max": 1}, {"text": "1x to 5x", "min": 1, "max": 5},
-                   {"text": "5x or more", "min": 5}]
+SPEEDUP_OPTIONS = [
+    {"text": "slower", "min": 0, "max": 1},
+    {"text": "1x to 5x", "min": 1, "max": 5},
+    {"text": "5x or more", "min": 5},
+]
 
 
 # ---------------------------------------------------------------- one prediction's signed error
@@ -143,13 +159,16 @@ def test_a_factor_beyond_a_float_has_no_ratio():
     assert ConceptProfile("c", (scored("c", e.log_error, 1, direction=1),)).bias is None
 
 
-@pytest.mark.parametrize("step, answer, measured, why", [
-    (number_step(), "2x", None, "nothing was measured"),
-    (number_step(), "2x", float("nan"), "nothing was measured"),
-    (number_step(), "2x", "RuntimeError", "not a number"),
-    (choice_step([{"text": "float32"}, {"text": "float16"}], ""), "float32", 1.0, "not a quantity"),
-    (choice_step([*SPEEDUP_OPTIONS, {"text": "it crashes"}]), "it crashes", 2.0, "names no range"),
-])
+@pytest.mark.parametrize(
+    "step, answer, measured, why",
+    [
+        (number_step(), "2x", None, "nothing was measured"),
+        (number_step(), "2x", float("nan"), "nothing was measured"),
+        (number_step(), "2x", "RuntimeError", "not a number"),
+        (choice_step([{"text": "float32"}, {"text": "float16"}], ""), "float32", 1.0, "not a quantity"),
+        (choice_step([*SPEEDUP_OPTIONS, {"text": "it crashes"}]), "it crashes", 2.0, "names no range"),
+    ],
+)
 def test_what_has_no_signed_error_says_why(step, answer, measured, why):
     with pytest.raises(NotComparable, match=why):
         signed_error(step, answer, measured)
@@ -158,12 +177,25 @@ def test_what_has_no_signed_error_says_why(step, answer, measured, why):
 # ---------------------------------------------------------------- per concept
 
 
-def scored(concept: str, log_error: float | None, at: float, *, hit: bool = False, direction: int | None = None,
-           step: str = "s") -> Scored:
+def scored(
+    concept: str,
+    log_error: float | None,
+    at: float,
+    *,
+    hit: bool = False,
+    direction: int | None = None,
+    step: str = "s",
+) -> Scored:
     if direction is None:
         direction = 0 if hit or not log_error else (1 if log_error > 0 else -1)
-    return Scored(Place("l", "Lesson", step, step.title(), concept), "answer", 1.0,
-                  SignedError(log_error, direction, hit, ""), at, "measured")
+    return Scored(
+        Place("l", "Lesson", step, step.title(), concept),
+        "answer",
+        1.0,
+        SignedError(log_error, direction, hit, ""),
+        at,
+        "measured",
+    )
 
 
 def test_the_factors_of_a_concept_are_geometric_means():
@@ -182,8 +214,9 @@ def test_an_underestimate_reads_as_the_factor_it_is_under():
 def test_errors_both_ways_are_not_called_a_bias():
     c = ConceptProfile("time", (scored("time", math.log(3), 1), scored("time", -math.log(3), 2)))
     assert c.bias == pytest.approx(1.0) and c.typical == pytest.approx(3.0) and c.verdict == "both"
-    assert c.sentence() == ("Your predictions of how long things take are off x3, either way "
-                            "(2 predictions, 0 on target)")
+    assert c.sentence() == (
+        "Your predictions of how long things take are off x3, either way (2 predictions, 0 on target)"
+    )
 
 
 def test_small_errors_read_within_15_percent():
@@ -198,16 +231,20 @@ def test_a_zero_counts_as_a_miss_but_not_in_the_factor():
     assert "1 with a zero (an underflow), not in the factor" in c.sentence()
     only_zero = ConceptProfile("gradients", (scored("gradients", None, 1, direction=1),))
     assert only_zero.bias is None and only_zero.verdict == "unrated"
-    assert only_zero.sentence() == ("Gradient sizes: 1 prediction, 0 on target, 1 too high "
-                                    "(a zero, such as an underflow, has no ratio to be off by)")
+    assert only_zero.sentence() == (
+        "Gradient sizes: 1 prediction, 0 on target, 1 too high "
+        "(a zero, such as an underflow, has no ratio to be off by)"
+    )
 
 
 def test_close_on_average_but_off_target_is_not_called_within():
     """Issue 35: "✓ within 15% (1 prediction, 0 on target)" said two verdicts of one prediction."""
     missed = ConceptProfile("memory", (scored("memory", math.log(1.1), 1, direction=1),))
     assert missed.verdict == "close"
-    assert missed.sentence() == ("Your predictions of memory are close, typically off 10%, but not all within "
-                                 "what their steps ask (1 prediction, 0 on target)")
+    assert missed.sentence() == (
+        "Your predictions of memory are close, typically off 10%, but not all within "
+        "what their steps ask (1 prediction, 0 on target)"
+    )
     assert from_scored(missed.predictions).worst() is None  # not off by 15%: nothing to revisit first
 
 
@@ -224,23 +261,29 @@ def test_a_chosen_zero_is_a_miss_by_no_factor_not_by_the_options_edge():
 
 
 def test_an_unknown_concept_reads_as_its_words():
-    assert ConceptProfile("kernel-launch", (scored("kernel-launch", math.log(2), 1),)).sentence().startswith(
-        "You overestimate kernel launch x2")
+    assert (
+        ConceptProfile("kernel-launch", (scored("kernel-launch", math.log(2), 1),))
+        .sentence()
+        .startswith("You overestimate kernel launch x2")
+    )
 
 
 def test_concepts_come_worst_first_and_predictions_oldest_first():
-    found = from_scored([
-        scored("memory", 0.0, 5, hit=True),
-        scored("gpu-speedup", math.log(2), 9, step="late"),
-        scored("gpu-speedup", math.log(8), 3, step="early"),
-        scored("time", -math.log(1.5), 1),
-    ])
+    found = from_scored(
+        [
+            scored("memory", 0.0, 5, hit=True),
+            scored("gpu-speedup", math.log(2), 9, step="late"),
+            scored("gpu-speedup", math.log(8), 3, step="early"),
+            scored("time", -math.log(1.5), 1),
+        ]
+    )
     assert [c.concept for c in found.concepts] == ["gpu-speedup", "time", "memory"]
     assert [p.place.step_id for p in found.concepts[0].predictions] == ["early", "late"]
     assert [p.locked_at for p in found.scored] == [1, 3, 5, 9]
     assert found.worst().concept == "gpu-speedup"
-    assert found.advice() == ("Worst calibrated: GPU speed-ups (typically off x4). "
-                              "Revisit “Lesson › Early”, “Lesson › Late”.")
+    assert found.advice() == (
+        "Worst calibrated: GPU speed-ups (typically off x4). Revisit “Lesson › Early”, “Lesson › Late”."
+    )
 
 
 def test_no_worst_concept_when_every_one_is_within_15_percent():
@@ -320,8 +363,12 @@ def test_no_predictions_at_all(store):
 
 
 def test_the_chart_puts_each_prediction_in_its_band_in_time_order():
-    text = calibration([Miss("G", math.log(8), 1), Miss("M", 0.0, 0), Miss("T", -math.log(3), -1),
-                        Miss("R", None, 1)], [("G", "GPU speed-ups")], first="2025-01-01", last="2025-02-01")
+    text = calibration(
+        [Miss("G", math.log(8), 1), Miss("M", 0.0, 0), Miss("T", -math.log(3), -1), Miss("R", None, 1)],
+        [("G", "GPU speed-ups")],
+        first="2025-01-01",
+        last="2025-02-01",
+    )
     rows = text.splitlines()
     assert rows[0].endswith("|G     R") and rows[0].startswith("  over x5+")  # a zero measured: off the scale
     assert "M" in rows[3] and rows[3].index("M") == rows[0].index("G") + 2  # one column each, in order
@@ -330,8 +377,7 @@ def test_the_chart_puts_each_prediction_in_its_band_in_time_order():
     assert all(len(line) <= 72 for line in rows)
     # A zero sits on the x5+ row for want of a factor; the chart says so (issue 35), and only then.
     assert rows[-1].strip() == "x5+ also holds a zero (an underflow): off by no factor"
-    no_zero = calibration([Miss("G", math.log(8), 1)], [("G", "GPU speed-ups")], first="2025-01-01",
-                          last="2025-01-01")
+    no_zero = calibration([Miss("G", math.log(8), 1)], [("G", "GPU speed-ups")], first="2025-01-01", last="2025-01-01")
     assert "zero" not in no_zero
 
 
@@ -343,7 +389,11 @@ def test_more_predictions_than_columns_show_the_latest():
 
 def test_marks_are_one_letter_per_concept():
     assert concept_marks(["gpu-speedup", "gradients", "memory", "mfu"]) == {
-        "gpu-speedup": "G", "gradients": "R", "memory": "M", "mfu": "F"}
+        "gpu-speedup": "G",
+        "gradients": "R",
+        "memory": "M",
+        "mfu": "F",
+    }
 
 
 # ---------------------------------------------------------------- the lesson format
@@ -357,8 +407,10 @@ def test_a_concept_is_lower_case_with_dashes():
 
 def test_lint_warns_of_a_concept_the_profile_can_never_count():
     words = LESSON.replace("    concept: accuracy\n", "").replace(
-        "  - id: measure", "  - id: why\n    kind: predict\n    prompt: Why?\n    answer: {type: text}\n"
-        "    concept: memory\n  - id: measure")
+        "  - id: measure",
+        "  - id: why\n    kind: predict\n    prompt: Why?\n    answer: {type: text}\n"
+        "    concept: memory\n  - id: measure",
+    )
     _, warnings = lint_text(words)
     line = words.splitlines().index("    concept: memory") + 1
     assert [(w.line, w.severity) for w in warnings] == [(line, "warning")]
@@ -379,8 +431,9 @@ def test_every_quantity_the_built_in_lessons_predict_has_a_concept_from_a_small_
             if not isinstance(step, PredictStep) or not step.compare:
                 continue
             spec = step.answer
-            quantity = spec.type == "number" or (spec.type == "choice" and any(
-                o.min is not None or o.max is not None for o in spec.options))
+            quantity = spec.type == "number" or (
+                spec.type == "choice" and any(o.min is not None or o.max is not None for o in spec.options)
+            )
             if quantity and not step.concept and f"{lesson.id}:{step.id}" not in NOT_CALIBRATION:
                 missing.append(f"{lesson.id}:{step.id}")
             if step.concept:
@@ -396,7 +449,11 @@ def test_the_built_in_checks_tagged_with_a_concept_use_one_the_predictions_rate(
 
     lessons = [load_file(path) for path in sorted(builtin_lessons_dir().glob("*.yaml"))]
     predicted = {s.concept for lesson in lessons for s in lesson.steps if isinstance(s, PredictStep) and s.concept}
-    tagged = {f"{lesson.id}:{s.id}": s.concept for lesson in lessons for s in lesson.steps
-              if isinstance(s, CheckStep) and s.concept}
+    tagged = {
+        f"{lesson.id}:{s.id}": s.concept
+        for lesson in lessons
+        for s in lesson.steps
+        if isinstance(s, CheckStep) and s.concept
+    }
     assert len(tagged) >= 15
     assert {c for c in tagged.values()} <= predicted, set(tagged.values()) - predicted

@@ -106,13 +106,27 @@ def test_answers_are_kept_in_order(db: Path):
 def test_runs_recorded_and_latest_run_filters(db: Path):
     dev = {"kind": "cpu", "name": "test cpu", "capability": (8, 0)}
     with Progress(db) as p:
-        a = p.record_run(experiment="train", params={"epochs": 1}, device=dev,
-                         metrics={"accuracy": 0.9, "loss": float("nan"), "peak": float("inf")},
-                         status="finished", lesson_id="l", step_id="run-1")
-        b = p.record_run(experiment="train", params={"epochs": 2}, device=dev, metrics={},
-                         status="failed", error="out of memory")
-        c = p.record_run(experiment="crossover", params={}, device=dev, metrics={"speedup": None},
-                         status="finished", lesson_id="l", step_id="check-2")
+        a = p.record_run(
+            experiment="train",
+            params={"epochs": 1},
+            device=dev,
+            metrics={"accuracy": 0.9, "loss": float("nan"), "peak": float("inf")},
+            status="finished",
+            lesson_id="l",
+            step_id="run-1",
+        )
+        b = p.record_run(
+            experiment="train", params={"epochs": 2}, device=dev, metrics={}, status="failed", error="out of memory"
+        )
+        c = p.record_run(
+            experiment="crossover",
+            params={},
+            device=dev,
+            metrics={"speedup": None},
+            status="finished",
+            lesson_id="l",
+            step_id="check-2",
+        )
         assert a < b < c
     with Progress(db) as p:
         latest = p.latest_run()

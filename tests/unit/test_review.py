@@ -138,11 +138,15 @@ def test_a_schema_3_database_gains_the_reviews_table(tmp_path):
 
     path = tmp_path / "old.db"
     conn = sqlite3.connect(path)
-    conn.execute("CREATE TABLE answers (id INTEGER PRIMARY KEY AUTOINCREMENT, lesson_id TEXT NOT NULL, "
-                 "step_id TEXT NOT NULL, answer TEXT NOT NULL, correct INTEGER NOT NULL, feedback TEXT NOT NULL, "
-                 "at REAL NOT NULL)")
-    conn.execute("INSERT INTO answers (lesson_id, step_id, answer, correct, feedback, at) "
-                 "VALUES ('rev', 'c1', 'the CPU', 0, 'x', 1.0)")
+    conn.execute(
+        "CREATE TABLE answers (id INTEGER PRIMARY KEY AUTOINCREMENT, lesson_id TEXT NOT NULL, "
+        "step_id TEXT NOT NULL, answer TEXT NOT NULL, correct INTEGER NOT NULL, feedback TEXT NOT NULL, "
+        "at REAL NOT NULL)"
+    )
+    conn.execute(
+        "INSERT INTO answers (lesson_id, step_id, answer, correct, feedback, at) "
+        "VALUES ('rev', 'c1', 'the CPU', 0, 'x', 1.0)"
+    )
     conn.execute("PRAGMA user_version = 3")
     conn.commit()
     conn.close()
@@ -163,8 +167,9 @@ def test_a_check_answered_with_hints_comes_back_sooner_than_one_answered_alone(t
     assert capped.weight == Question(None, None, wrong=3, streak=0, reviewed=0, answered=1).weight
 
 
-CONCEPTS = LESSON.replace("  - id: c1\n    kind: check\n", "  - id: c1\n    kind: check\n    concept: gpu-speedup\n").replace(
-    "  - id: c2\n    kind: check\n", "  - id: c2\n    kind: check\n    concept: memory\n")
+CONCEPTS = LESSON.replace(
+    "  - id: c1\n    kind: check\n", "  - id: c1\n    kind: check\n    concept: gpu-speedup\n"
+).replace("  - id: c2\n    kind: check\n", "  - id: c2\n    kind: check\n    concept: memory\n")
 
 
 def test_checks_of_a_badly_predicted_concept_weigh_more_and_come_first(progress):
@@ -187,10 +192,14 @@ def test_the_profile_decides_which_concepts_are_misjudged(progress):
     from tutor import experiments
     from tutor.course.session import LessonSession, RunOutcome
 
-    text = CONCEPTS.replace("steps:\n", "steps:\n"
-                            "  - {id: guess, kind: predict, prompt: Speedup?, compare: speedup, unit: x,\n"
-                            "     concept: gpu-speedup, answer: {type: number, unit: x, min: 0, max: 1000}}\n"
-                            "  - {id: measure, kind: run, experiment: crossover}\n", 1)
+    text = CONCEPTS.replace(
+        "steps:\n",
+        "steps:\n"
+        "  - {id: guess, kind: predict, prompt: Speedup?, compare: speedup, unit: x,\n"
+        "     concept: gpu-speedup, answer: {type: number, unit: x, min: 0, max: 1000}}\n"
+        "  - {id: measure, kind: run, experiment: crossover}\n",
+        1,
+    )
     lesson = load_text(text, "rev.yaml")
     session = LessonSession(lesson, progress)
     session.lock(lesson.step("guess"), "30")
@@ -209,11 +218,14 @@ def _options(*texts: str):
     return [ChoiceOption(text=t) for t in texts]
 
 
-@pytest.mark.parametrize("texts", [
-    ("DDP needs less memory", "DataParallel runs every GPU from one process", "DataParallel sums wrongly"),
-    ("the GPU", "the CPU"),
-    ("about half of everything", "about 75%", "nothing, because autocast only changes the compute"),
-])
+@pytest.mark.parametrize(
+    "texts",
+    [
+        ("DDP needs less memory", "DataParallel runs every GPU from one process", "DataParallel sums wrongly"),
+        ("the GPU", "the CPU"),
+        ("about half of everything", "about 75%", "nothing, because autocast only changes the compute"),
+    ],
+)
 def test_a_review_shows_statements_in_a_new_order(texts):
     """Was: the options in the lesson's order, so the learner answered from where the right one stood."""
     options = _options(*texts)
@@ -221,12 +233,15 @@ def test_a_review_shows_statements_in_a_new_order(texts):
     assert len(orders) > 1 and all(sorted(o) == list(range(len(texts))) for o in orders)
 
 
-@pytest.mark.parametrize("texts", [
-    ("about the same", "about three times as big", "about nine times as big"),
-    ("under 1 ms", "1 to 10 ms", "over 10 ms"),
-    ("2x", "4x", "8x", "16x"),
-    ("half", "the same", "twice as much"),
-])
+@pytest.mark.parametrize(
+    "texts",
+    [
+        ("about the same", "about three times as big", "about nine times as big"),
+        ("under 1 ms", "1 to 10 ms", "over 10 ms"),
+        ("2x", "4x", "8x", "16x"),
+        ("half", "the same", "twice as much"),
+    ],
+)
 def test_a_review_keeps_a_scale_in_its_order(texts):
     options = _options(*texts)
     assert all(review.shown_order(options, random.Random(seed)) == list(range(len(texts))) for seed in range(20))

@@ -7,9 +7,14 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-SOURCES = [*ROOT.glob("tutor/**/*.py"), *ROOT.glob("bench/*.py"),
-           *ROOT.glob("lessons/*.yaml"), *ROOT.glob("docs/*.md"), ROOT / "README.md",
-           *ROOT.glob("tutor/authoring/templates/**/*")]
+SOURCES = [
+    *ROOT.glob("tutor/**/*.py"),
+    *ROOT.glob("bench/*.py"),
+    *ROOT.glob("lessons/*.yaml"),
+    *ROOT.glob("docs/*.md"),
+    ROOT / "README.md",
+    *ROOT.glob("tutor/authoring/templates/**/*"),
+]
 
 
 def _calls(text: str, name: str) -> list[str]:
@@ -20,7 +25,7 @@ def _calls(text: str, name: str) -> list[str]:
         while depth and i < len(text):
             depth += {"(": 1, ")": -1}.get(text[i], 0)
             i += 1
-        out.append(text[m.end(): i - 1])
+        out.append(text[m.end() : i - 1])
     return out
 
 

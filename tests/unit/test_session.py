@@ -68,12 +68,15 @@ def _finished(metrics, params=None, experiment="train"):
 # ---------------------------------------------------------------- predictions
 
 
-@pytest.mark.parametrize("typed, says", [
-    ("", "Type your prediction first"),
-    ("   ", "Type your prediction first"),
-    ("fast", "couldn't read a number"),
-    ("1e9", "outside the range"),
-])
+@pytest.mark.parametrize(
+    "typed, says",
+    [
+        ("", "Type your prediction first"),
+        ("   ", "Type your prediction first"),
+        ("fast", "couldn't read a number"),
+        ("1e9", "outside the range"),
+    ],
+)
 def test_a_prediction_that_cannot_be_one_is_said_and_not_locked(session, typed, says):
     step = _step(session, "guess-time")
     with pytest.raises(Unreadable, match=says):
@@ -93,25 +96,31 @@ def test_a_choice_is_locked_as_the_option_the_list_submitted(session):
     assert session.lock(step, "above 80%").answer == "above 80%"
 
 
-@pytest.mark.parametrize("typed, locked", [
-    ("option 2", "above 80%"),  # said as an option's number
-    ("b", "above 80%"),  # its letter
-    ("95%", "above 80%"),  # a value: never its digits as an option's number
-    ("about 30%", "about chance"),
-    ("2.", "above 80%"),
-    ("7", "about chance"),  # no option 7, so the one reading is 7%
-])
+@pytest.mark.parametrize(
+    "typed, locked",
+    [
+        ("option 2", "above 80%"),  # said as an option's number
+        ("b", "above 80%"),  # its letter
+        ("95%", "above 80%"),  # a value: never its digits as an option's number
+        ("about 30%", "about chance"),
+        ("2.", "above 80%"),
+        ("7", "about chance"),  # no option 7, so the one reading is 7%
+    ],
+)
 def test_a_typed_choice_is_locked_as_the_option_it_means(session, typed, locked):
     assert session.lock(_step(session, "guess-acc"), typed).answer == locked
 
 
-@pytest.mark.parametrize("typed, said", [
-    # "2" is option 2 or 2%, which lies in the other option: asked, never guessed (issue 35)
-    ("2", "Did you mean option 2, 'above 80%', or 2%, which is in 'about chance'? Say which: “option 2” or “2%”."),
-    ("zzz", "I could not tell which option you mean"),
-    ("3 ms", "'3 ms' is not a value these options can hold"),
-    ("option 7", "There is no option 7"),
-])
+@pytest.mark.parametrize(
+    "typed, said",
+    [
+        # "2" is option 2 or 2%, which lies in the other option: asked, never guessed (issue 35)
+        ("2", "Did you mean option 2, 'above 80%', or 2%, which is in 'about chance'? Say which: “option 2” or “2%”."),
+        ("zzz", "I could not tell which option you mean"),
+        ("3 ms", "'3 ms' is not a value these options can hold"),
+        ("option 7", "There is no option 7"),
+    ],
+)
 def test_a_typed_choice_that_could_mean_two_options_or_none_is_said_not_locked(session, typed, said):
     step = _step(session, "guess-acc")
     with pytest.raises(Unreadable) as problem:
@@ -124,14 +133,19 @@ def test_a_prediction_is_revealed_by_this_lessons_run_only(session):
     guess, run = _step(session, "guess-time"), _step(session, "measure")
     session.lock(guess, "3 s")
     # A run of the same experiment elsewhere (`gpututor run`) does not reveal: the learner measures it here.
-    session.progress.record_run(experiment="train", params={}, device={}, metrics={"seconds_per_epoch": 9.0},
-                                status="finished")
+    session.progress.record_run(
+        experiment="train", params={}, device={}, metrics={"seconds_per_epoch": 9.0}, status="finished"
+    )
     pending = session.reveal(guess)
     assert isinstance(pending, Pending) and "measure" in pending.text
     reveals = session.record_run(run, _finished({"seconds_per_epoch": 2.5, "accuracy": 91.0}))
     assert [r.step.id for r in reveals] == ["guess-time"]  # guess-acc is not locked
     shown = session.reveal(guess)
-    assert isinstance(shown, Reveal) and shown.evidence.metrics["seconds_per_epoch"] == 2.5 and shown.device["name"] == "Test CPU"
+    assert (
+        isinstance(shown, Reveal)
+        and shown.evidence.metrics["seconds_per_epoch"] == 2.5
+        and shown.device["name"] == "Test CPU"
+    )
 
 
 def test_a_reveal_says_when_the_learner_changed_the_runs_settings(session):
@@ -159,13 +173,26 @@ def test_a_run_at_other_settings_is_one_verdict_everywhere_not_scored(session):
 # ---------------------------------------------------------------- runs
 
 
-@pytest.mark.parametrize("status, recorded, complete", [
-    ("finished", True, True), ("failed", True, False), ("cancelled", False, False),
-])
+@pytest.mark.parametrize(
+    "status, recorded, complete",
+    [
+        ("finished", True, True),
+        ("failed", True, False),
+        ("cancelled", False, False),
+    ],
+)
 def test_how_a_run_ended_decides_what_is_kept(session, status, recorded, complete):
     run = _step(session, "measure")
-    session.record_run(run, RunOutcome("train", {"batch_size": 64}, status, {"seconds_per_epoch": 2.0} if status ==
-                                       "finished" else {}, error="boom" if status == "failed" else None))
+    session.record_run(
+        run,
+        RunOutcome(
+            "train",
+            {"batch_size": 64},
+            status,
+            {"seconds_per_epoch": 2.0} if status == "finished" else {},
+            error="boom" if status == "failed" else None,
+        ),
+    )
     assert (session.latest_run(run, any_status=True) is not None) is recorded
     assert (run.id in session.completed()) is complete
 
@@ -211,9 +238,15 @@ def test_giving_up_without_trying_takes_the_learners_word_for_it(session):
 def test_hints_come_one_tier_at_a_time_and_are_remembered(session, tmp_path):
     from tutor.course.lesson import CheckStep
 
-    check = CheckStep.model_validate({"id": "tiered", "kind": "check", "prompt": "?",
-                                      "hints": ["look at the run", "the dtype", "float16's smallest step"],
-                                      "answer": {"type": "choice", "options": [{"text": "a", "correct": True}, "b"]}})
+    check = CheckStep.model_validate(
+        {
+            "id": "tiered",
+            "kind": "check",
+            "prompt": "?",
+            "hints": ["look at the run", "the dtype", "float16's smallest step"],
+            "answer": {"type": "choice", "options": [{"text": "a", "correct": True}, "b"]},
+        }
+    )
     assert session.hints_shown(check) == []
     assert session.next_hint(check) == ["look at the run"]
     assert session.next_hint(check) == ["look at the run", "the dtype"]
@@ -221,8 +254,15 @@ def test_hints_come_one_tier_at_a_time_and_are_remembered(session, tmp_path):
     assert session.next_hint(check) == check.tiered_hints  # all out: nothing more recorded
     assert session.progress.aids(session.id, "tiered").hints == 3
     assert session.hints_shown(check) == check.tiered_hints  # coming back shows what was seen
-    single = CheckStep.model_validate({"id": "single", "kind": "check", "prompt": "?", "hint": "one",
-                                       "answer": {"type": "choice", "options": [{"text": "a", "correct": True}, "b"]}})
+    single = CheckStep.model_validate(
+        {
+            "id": "single",
+            "kind": "check",
+            "prompt": "?",
+            "hint": "one",
+            "answer": {"type": "choice", "options": [{"text": "a", "correct": True}, "b"]},
+        }
+    )
     assert single.tiered_hints == ["one"] and session.next_hint(single) == ["one"]
 
 
@@ -362,11 +402,14 @@ def test_a_typed_choice_prediction_is_graded_as_it_would_lock(session):
     assert not asked.judged and "option 2" in asked.verdict.feedback and "“2%”" in asked.verdict.feedback
 
 
-@pytest.mark.parametrize("spec, says", [
-    ("{type: number, unit: MB, value: 1}", "Type a number first (a number in MB"),
-    ("{type: choice, options: [{text: a, correct: true}, b]}", "Pick one of the 2 options first"),
-    ("{type: text, rubric: {require: [{name: x, any: [x]}]}}", "a sentence or two"),
-])
+@pytest.mark.parametrize(
+    "spec, says",
+    [
+        ("{type: number, unit: MB, value: 1}", "Type a number first (a number in MB"),
+        ("{type: choice, options: [{text: a, correct: true}, b]}", "Pick one of the 2 options first"),
+        ("{type: text, rubric: {require: [{name: x, any: [x]}]}}", "a sentence or two"),
+    ],
+)
 def test_an_empty_answer_is_asked_for_in_the_words_of_its_kind(tmp_path, spec, says):
     """Issue 35: an empty number answer was told to 'write a sentence'."""
     lesson = load_text(f"id: e\ntitle: E\nsteps:\n  - id: c\n    kind: check\n    prompt: P?\n    answer: {spec}\n")
@@ -383,10 +426,12 @@ def test_a_timed_run_from_an_older_measurement_method_is_measured_again_not_grad
     from tutor.course import machine
     from tutor.measurement import method
 
-    lesson = load_text("id: m\ntitle: M\nsteps:\n"
-                       "  - {id: guess, kind: predict, prompt: How long?, compare: ratio, unit: x,\n"
-                       "     answer: {type: number, unit: x, min: 0, max: 1000}}\n"
-                       "  - {id: measure, kind: run, experiment: sync-timing}\n")
+    lesson = load_text(
+        "id: m\ntitle: M\nsteps:\n"
+        "  - {id: guess, kind: predict, prompt: How long?, compare: ratio, unit: x,\n"
+        "     answer: {type: number, unit: x, min: 0, max: 1000}}\n"
+        "  - {id: measure, kind: run, experiment: sync-timing}\n"
+    )
     with Progress(tmp_path / "progress.db") as progress:
         session = LessonSession(lesson, progress)
         step, run = lesson.steps
@@ -418,4 +463,5 @@ def test_a_run_is_told_where_this_lessons_predictions_of_it_turn(tmp_path):
     devices.lock(devices.lesson.step("sync-predict"), "3")
     tolerance = devices.lesson.step("sync-predict").answer.tolerance
     assert devices.decide_params(devices.lesson.step("sync-run")) == {
-        "decide": pytest.approx((3 / (1 + tolerance), 3 / (1 - tolerance)))}
+        "decide": pytest.approx((3 / (1 + tolerance), 3 / (1 - tolerance)))
+    }

@@ -56,12 +56,15 @@ def test_a_missing_directory_is_a_warning_not_an_error(capsys, home):
     assert f"warning: {home / 'settings.toml'}: lessons_dirs: {home / 'gone'}: no such directory (skipped)" in err
 
 
-@pytest.mark.parametrize("text, expected", [
-    ('lesson_dirs = ["x"]\n', "unknown setting 'lesson_dirs' (known: lessons_dirs, gpu_memory_mb)"),
-    ("lessons_dirs = [x\n", "not valid TOML"),
-    ('lessons_dirs = "x"\n', "lessons_dirs: input should be a valid list"),
-    ("\x00\x01", "not valid TOML"),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ('lesson_dirs = ["x"]\n', "unknown setting 'lesson_dirs' (known: lessons_dirs, gpu_memory_mb)"),
+        ("lessons_dirs = [x\n", "not valid TOML"),
+        ('lessons_dirs = "x"\n', "lessons_dirs: input should be a valid list"),
+        ("\x00\x01", "not valid TOML"),
+    ],
+)
 def test_a_broken_file_is_said_and_ignored(capsys, home, text, expected):
     (home / "settings.toml").write_text(text, encoding="utf-8")
     loaded = settings.load()
@@ -74,8 +77,9 @@ def test_command_line_dirs_come_after_settings_and_win(capsys, home, tmp_path):
     first = lesson_dir(capsys, home / "mine")
     second = lesson_dir(capsys, tmp_path / "cli")
     text = (second / f"{SCAFFOLD_ID}.yaml").read_text(encoding="utf-8")
-    (second / f"{SCAFFOLD_ID}.yaml").write_text(text.replace('title: "From settings"', 'title: "From the CLI"'),
-                                                encoding="utf-8")
+    (second / f"{SCAFFOLD_ID}.yaml").write_text(
+        text.replace('title: "From settings"', 'title: "From the CLI"'), encoding="utf-8"
+    )
     (home / "settings.toml").write_text('lessons_dirs = ["mine"]\n', encoding="utf-8")
     assert main(["--lessons-dir", str(second), "list", "--json"]) == 0
     lessons = {x["id"]: x for x in json.loads(capsys.readouterr()[0])["lessons"]}

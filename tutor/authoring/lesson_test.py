@@ -113,11 +113,25 @@ class Player:
             lesson = load_file(path, grade_examples=True)
         except LessonError as e:
             for issue in without_pack_knock_ons(e.issues, list(pack_problems)):
-                yield Outcome(str(path), f"line {issue.line}", "lint", "loads and lints clean", False, issue.message,
-                              where=f"{issue.path}:{issue.line}:{issue.col}")
+                yield Outcome(
+                    str(path),
+                    f"line {issue.line}",
+                    "lint",
+                    "loads and lints clean",
+                    False,
+                    issue.message,
+                    where=f"{issue.path}:{issue.line}:{issue.col}",
+                )
             return
-        yield Outcome(lesson.id, "-", "lint", "loads and lints clean", True,
-                      f"{len(lesson.steps)} step{'s' if len(lesson.steps) != 1 else ''}", where=f"{path}:1")
+        yield Outcome(
+            lesson.id,
+            "-",
+            "lint",
+            "loads and lints clean",
+            True,
+            f"{len(lesson.steps)} step{'s' if len(lesson.steps) != 1 else ''}",
+            where=f"{path}:1",
+        )
         lines = _step_lines(path)
         for outcome in self.play(lesson):
             yield replace(outcome, where=f"{path}:{lines.get(outcome.step, 1)}")
@@ -153,8 +167,9 @@ class Player:
 
     # ------------------------------------------------------------------ runs
 
-    def run(self, experiment: str, params: dict[str, Any], keep: dict[str, Any] | None = None,
-            repeat: int = 0) -> tuple[dict[str, Any] | None, str]:
+    def run(
+        self, experiment: str, params: dict[str, Any], keep: dict[str, Any] | None = None, repeat: int = 0
+    ) -> tuple[dict[str, Any] | None, str]:
         """(metrics, "") or (None, why it failed); the same run is made once (`repeat` numbers the
         runs of --repeats apart). Quick mode takes the experiment's small settings over `params`,
         but never over `keep` (a tweak under test); a repeat is always made with `params`."""
@@ -177,8 +192,9 @@ class Player:
                 self._runs[key] = (None, f"{type(e).__name__}: {e}")
         return self._runs[key]
 
-    def _run_step(self, lesson: Lesson, step: RunStep, predict: PredictStep | None,
-                  changed: dict[str, Any]) -> tuple[Outcome, dict[str, Any] | None]:
+    def _run_step(
+        self, lesson: Lesson, step: RunStep, predict: PredictStep | None, changed: dict[str, Any]
+    ) -> tuple[Outcome, dict[str, Any] | None]:
         """The run's outcome, and its metrics when it reported them all. `changed`: the tweak
         values a learner switched to (over the step's params)."""
         from tutor import experiments
@@ -187,35 +203,40 @@ class Player:
         what = f"runs {step.experiment}" + _with(changed) + ("" if self.full else " (quick)")
         # as the learner's screen starts it, tweaks at their first values, repeating until its options are decided
         start = {**step.start_params(), **decide_params(lesson, step, lambda _: None)}
-        metrics, problem = self.run(step.experiment, {**start, **changed},
-                                    keep={**{k: start[k] for k in step.tweak}, **changed})
+        metrics, problem = self.run(
+            step.experiment, {**start, **changed}, keep={**{k: start[k] for k in step.tweak}, **changed}
+        )
         seconds = time.perf_counter() - t0
         if metrics is None:
             return Outcome(lesson.id, step.id, "run", what, False, problem, seconds), None
         missing = [m for m in experiments.get(step.experiment).metrics if m not in metrics]
         if missing:
-            return Outcome(lesson.id, step.id, "run", what, False, f"metrics not reported: {', '.join(missing)}",
-                           seconds), None
+            return Outcome(
+                lesson.id, step.id, "run", what, False, f"metrics not reported: {', '.join(missing)}", seconds
+            ), None
         detail = f"{predict.compare} = {_short(metrics.get(predict.compare))}" if predict else ""
         return Outcome(lesson.id, step.id, "run", what, True, detail, seconds), metrics
 
-    def _repeated_run_step(self, lesson: Lesson, step: RunStep, predict: PredictStep
-                           ) -> tuple[Outcome, list[dict[str, Any]]]:
+    def _repeated_run_step(
+        self, lesson: Lesson, step: RunStep, predict: PredictStep
+    ) -> tuple[Outcome, list[dict[str, Any]]]:
         """The run step made `repeats` times with the lesson's own parameters; the metrics of each."""
         t0 = time.perf_counter()
         what = f"runs {step.experiment} {self.repeats} times (the lesson's own parameters)"
         runs: list[dict[str, Any]] = []
         for repeat in range(1, self.repeats + 1):
-            metrics, problem = self.run(step.experiment, {**step.start_params(),
-                                                          **decide_params(lesson, step, lambda _: None)},
-                                        repeat=repeat)
+            metrics, problem = self.run(
+                step.experiment, {**step.start_params(), **decide_params(lesson, step, lambda _: None)}, repeat=repeat
+            )
             if metrics is None:
-                return Outcome(lesson.id, step.id, "run", what, False, f"repeat {repeat}: {problem}",
-                               time.perf_counter() - t0), []
+                return Outcome(
+                    lesson.id, step.id, "run", what, False, f"repeat {repeat}: {problem}", time.perf_counter() - t0
+                ), []
             runs.append(metrics)
         shown = ", ".join(_short(m.get(predict.compare)) for m in runs)
-        return Outcome(lesson.id, step.id, "run", what, True, f"{predict.compare} = {shown}",
-                       time.perf_counter() - t0), runs
+        return Outcome(
+            lesson.id, step.id, "run", what, True, f"{predict.compare} = {shown}", time.perf_counter() - t0
+        ), runs
 
     def _noise_outcome(self, lesson: Lesson, step: PredictStep, runs: list[dict[str, Any]]) -> Outcome:
         """Each option's verdicts over the repeated runs. Fails where an option is a hit in one run
@@ -227,14 +248,23 @@ class Player:
         from tutor.measurement.intervals import GUARD
 
         what = f"{step.compare}: verdicts over {len(runs)} runs"
-        measured = [[_number_or_none(m.get(step.compare)), *(checks.interval_of(m, step.compare) or (None, None))]
-                    for m in runs]
+        measured = [
+            [_number_or_none(m.get(step.compare)), *(checks.interval_of(m, step.compare) or (None, None))] for m in runs
+        ]
         shown = "; ".join(_measurement(row) for row in measured)
         if all(row[0] is None for row in measured) and all(m.get(step.compare) is None for m in runs):
-            return Outcome(lesson.id, step.id, "predict", what, True,
-                           f"{step.compare} is not measured on this machine (None); not judged here", measured=measured)
-        if isinstance(step.answer, ChoiceAnswer) and any(o.min is not None or o.max is not None
-                                                        for o in step.answer.options):
+            return Outcome(
+                lesson.id,
+                step.id,
+                "predict",
+                what,
+                True,
+                f"{step.compare} is not measured on this machine (None); not judged here",
+                measured=measured,
+            )
+        if isinstance(step.answer, ChoiceAnswer) and any(
+            o.min is not None or o.max is not None for o in step.answer.options
+        ):
             verdicts: dict[str, Counter[str]] = {o.text: Counter() for o in step.answer.options}
             made_by = lesson.run_after(lesson.index(step.id))
             for metrics in runs:
@@ -246,34 +276,61 @@ class Player:
             flips = [t for t, c in verdicts.items() if c["hit"] and c["miss"]]
             torn = [t for t, c in verdicts.items() if c["undecided"] * 2 > len(runs)]
             if not flips and not torn:
-                return Outcome(lesson.id, step.id, "predict", what, True, f"{said} (measured {shown})",
-                               verdicts=counts, measured=measured)
+                return Outcome(
+                    lesson.id,
+                    step.id,
+                    "predict",
+                    what,
+                    True,
+                    f"{said} (measured {shown})",
+                    verdicts=counts,
+                    measured=measured,
+                )
             guard = evidence.guard(step.compare)
-            edges = _edges_within(step.answer, [o.text for o in step.answer.options if o.text in flips + torn],
-                                  measured, step.unit, GUARD if guard is None else guard)
+            edges = _edges_within(
+                step.answer,
+                [o.text for o in step.answer.options if o.text in flips + torn],
+                measured,
+                step.unit,
+                GUARD if guard is None else guard,
+            )
             where = " and ".join(edges) or "an edge of " + ", ".join(f"'{t}'" for t in flips + torn)
             how = "graded a hit in one run and a miss in another" if flips else "undecided in most runs"
-            return Outcome(lesson.id, step.id, "predict", what, False,
-                           f"the measurement falls either side of {where} on this machine ({how}): move the "
-                           f"boundary or widen the option. {said} (measured {shown})",
-                           verdicts=counts, measured=measured)
+            return Outcome(
+                lesson.id,
+                step.id,
+                "predict",
+                what,
+                False,
+                f"the measurement falls either side of {where} on this machine ({how}): move the "
+                f"boundary or widen the option. {said} (measured {shown})",
+                verdicts=counts,
+                measured=measured,
+            )
         if isinstance(step.answer, NumberAnswer) and step.answer.abs_tolerance is None and runs:
             made_by = lesson.run_after(lesson.index(step.id))
             guard = Evidence(experiment=getattr(made_by, "experiment", "")).guard(step.compare)
             guard = GUARD if guard is None else guard
             tol = step.answer.tolerance
             widest = (1 + tol) / (1 - tol) if 0 < tol < 1 else math.inf
-            too_wide = [row for row in measured if row[1] and row[2]
-                        and row[2] * (1 + guard) ** 2 / row[1] > widest]
+            too_wide = [row for row in measured if row[1] and row[2] and row[2] * (1 + guard) ** 2 / row[1] > widest]
             if len(too_wide) * 2 > len(runs):
-                return Outcome(lesson.id, step.id, "predict", what, False,
-                               f"no number can be a hit in {len(too_wide)} of {len(runs)} runs: the interval is wider "
-                               f"than a {tol:.0%} tolerance reaches; widen the tolerance or measure longer "
-                               f"(measured {shown})", measured=measured)
+                return Outcome(
+                    lesson.id,
+                    step.id,
+                    "predict",
+                    what,
+                    False,
+                    f"no number can be a hit in {len(too_wide)} of {len(runs)} runs: the interval is wider "
+                    f"than a {tol:.0%} tolerance reaches; widen the tolerance or measure longer "
+                    f"(measured {shown})",
+                    measured=measured,
+                )
         return Outcome(lesson.id, step.id, "predict", what, True, f"measured {shown}", measured=measured)
 
-    def _predict_outcome(self, lesson: Lesson, step: PredictStep, metrics: dict[str, Any],
-                         changed: dict[str, Any] | None = None) -> Outcome:
+    def _predict_outcome(
+        self, lesson: Lesson, step: PredictStep, metrics: dict[str, Any], changed: dict[str, Any] | None = None
+    ) -> Outcome:
         """Some answer must be judged right against the measurement, or the learner never can be."""
         from tutor.checks.answers import ChoiceAnswer, NumberAnswer
         from tutor.course.session import Evidence, grade
@@ -281,13 +338,26 @@ class Player:
         what = f"{step.compare} can be judged against the prediction" + _with(changed or {})
         measured = metrics.get(step.compare)
         if measured is None:
-            return Outcome(lesson.id, step.id, "predict", what, True,
-                           f"{step.compare} is not measured on this machine (None); not judged here")
+            return Outcome(
+                lesson.id,
+                step.id,
+                "predict",
+                what,
+                True,
+                f"{step.compare} is not measured on this machine (None); not judged here",
+            )
         if isinstance(step.answer, NumberAnswer):
             ok = isinstance(measured, (int, float)) and not isinstance(measured, bool) and math.isfinite(measured)
             if not ok:
-                return Outcome(lesson.id, step.id, "predict", what, False, f"measured {measured!r}: not a number, "
-                               "so a number prediction cannot be judged (use a choice answer)")
+                return Outcome(
+                    lesson.id,
+                    step.id,
+                    "predict",
+                    what,
+                    False,
+                    f"measured {measured!r}: not a number, "
+                    "so a number prediction cannot be judged (use a choice answer)",
+                )
             return Outcome(lesson.id, step.id, "predict", what, *_number_prediction_allowed(step, measured))
         if isinstance(step.answer, ChoiceAnswer):
             made_by = lesson.run_after(lesson.index(step.id))  # judged as the learner's locked choice will be
@@ -296,21 +366,35 @@ class Player:
             calls = {o.text: _call(grade(step, o.text, evidence)) for o in step.answer.options}
             interval = checks.interval_of(metrics, step.compare)
             shown = f"measured {_short(measured)}" + (
-                f", interval {_short(interval[0])} to {_short(interval[1])}" if interval is not None else "")
+                f", interval {_short(interval[0])} to {_short(interval[1])}" if interval is not None else ""
+            )
             right = [text for text, call in calls.items() if call == "hit"]
             if right:
                 return Outcome(lesson.id, step.id, "predict", what, True, f"{shown}: '{right[0]}' is right here")
             torn = [text for text, call in calls.items() if call == "undecided"]
             if torn:
                 why = " ".join(str(metrics.get(NOISE_WHY) or "").split())
-                return Outcome(lesson.id, step.id, "predict", what, True,
-                               f"{shown}: this machine can't tell yet between " + " and ".join(f"'{t}'" for t in torn)
-                               + " (the interval straddles their edge; a learner is told so and offered a re-run; "
-                               "--repeats N shows how often)" + (f". {why}" if why else ""))
-            return Outcome(lesson.id, step.id, "predict", what, False,
-                           f"{shown}, which no option matches: every learner would be "
-                           "told they were wrong (ranges with gaps? options whose text is not the measured "
-                           "value?)")
+                return Outcome(
+                    lesson.id,
+                    step.id,
+                    "predict",
+                    what,
+                    True,
+                    f"{shown}: this machine can't tell yet between "
+                    + " and ".join(f"'{t}'" for t in torn)
+                    + " (the interval straddles their edge; a learner is told so and offered a re-run; "
+                    "--repeats N shows how often)" + (f". {why}" if why else ""),
+                )
+            return Outcome(
+                lesson.id,
+                step.id,
+                "predict",
+                what,
+                False,
+                f"{shown}, which no option matches: every learner would be "
+                "told they were wrong (ranges with gaps? options whose text is not the measured "
+                "value?)",
+            )
         return Outcome(lesson.id, step.id, "predict", what, True, "a text prediction: shown beside the run")
 
     # ------------------------------------------------------------------ checks
@@ -323,8 +407,15 @@ class Player:
         metrics: dict[str, Any] = {}
         if step.verify is not None:
             found, problem = self.run(step.verify.experiment, step.verify.params)
-            yield Outcome(lesson.id, step.id, "check", f"verify run {step.verify.experiment}", found is not None,
-                          problem, time.perf_counter() - t0)
+            yield Outcome(
+                lesson.id,
+                step.id,
+                "check",
+                f"verify run {step.verify.experiment}",
+                found is not None,
+                problem,
+                time.perf_counter() - t0,
+            )
             metrics = found or {}
         spec = step.answer
         answers: list[tuple[str, bool, str]] = []  # (answer, should pass, label)
@@ -344,11 +435,20 @@ class Player:
         for answer, want, label in answers:
             verdict = grade(step, answer, evidence).verdict  # as the learner's answer is graded
             if verdict.correct != want:
-                failures.append(f"{label} {answer[:60]!r} graded {'wrong' if want else 'right'}"
-                                + (f": {verdict.feedback}" if want and verdict.feedback else "")
-                                + _negations(answer, spec, verdict, want))
-        yield Outcome(lesson.id, step.id, "check", f"grades {len(answers)} answer{'s' if len(answers) != 1 else ''} as listed", not failures,
-                      "; ".join(failures), time.perf_counter() - t0)
+                failures.append(
+                    f"{label} {answer[:60]!r} graded {'wrong' if want else 'right'}"
+                    + (f": {verdict.feedback}" if want and verdict.feedback else "")
+                    + _negations(answer, spec, verdict, want)
+                )
+        yield Outcome(
+            lesson.id,
+            step.id,
+            "check",
+            f"grades {len(answers)} answer{'s' if len(answers) != 1 else ''} as listed",
+            not failures,
+            "; ".join(failures),
+            time.perf_counter() - t0,
+        )
         if isinstance(spec, NumberAnswer) and spec.ranges:
             yield self._bands_outcome(lesson, step, metrics)
 
@@ -373,10 +473,19 @@ class Player:
             answer = _typed(reach.example, spec.unit)
             verdict = grade(step, answer, Evidence(metrics, "measured" if metrics else "")).verdict
             if verdict.correct != band.correct or (band.feedback and verdict.feedback != band.feedback):
-                failures.append(f"{label}: {answer!r} was graded {'right' if verdict.correct else 'wrong'} "
-                                f"with {verdict.feedback!r}")
-        return Outcome(lesson.id, step.id, "check", f"each of {len(spec.ranges)} ranges is reached", not failures,
-                       "; ".join(failures), time.perf_counter() - t0)
+                failures.append(
+                    f"{label}: {answer!r} was graded {'right' if verdict.correct else 'wrong'} "
+                    f"with {verdict.feedback!r}"
+                )
+        return Outcome(
+            lesson.id,
+            step.id,
+            "check",
+            f"each of {len(spec.ranges)} ranges is reached",
+            not failures,
+            "; ".join(failures),
+            time.perf_counter() - t0,
+        )
 
     # ------------------------------------------------------------------ exercises
 
@@ -406,8 +515,10 @@ class Player:
             result = grade_exercise(step, code, where, accuracy_bars=self.full)
             return result, time.perf_counter() - t0
 
-        with tempfile.TemporaryDirectory(prefix="gpututor-lesson-test-") as tmp, \
-                ThreadPoolExecutor(max_workers=exercise_workers(), thread_name_prefix="lesson-test") as pool:
+        with (
+            tempfile.TemporaryDirectory(prefix="gpututor-lesson-test-") as tmp,
+            ThreadPoolExecutor(max_workers=exercise_workers(), thread_name_prefix="lesson-test") as pool,
+        ):
             solution = pool.submit(graded, step.solution, Path(tmp) / "solution")
             starter = pool.submit(graded, step.starter, Path(tmp) / "starter")
             runs: dict[int, Future[tuple[Any, float]]] = {}
@@ -422,23 +533,48 @@ class Player:
                     runs[j] = pool.submit(graded, mistake.code, Path(tmp) / f"mistake-{j}")
 
             result, seconds = solution.result()
-            failed = [f"{r.id}: {r.feedback}" + (f" ({_last_line(r.checker_error)})" if getattr(r, "checker_error", "")
-                                                 else "") for r in result.requirements if not r.passed]
+            failed = [
+                f"{r.id}: {r.feedback}"
+                + (f" ({_last_line(r.checker_error)})" if getattr(r, "checker_error", "") else "")
+                for r in result.requirements
+                if not r.passed
+            ]
             unapplied = [n for n in result.checker_notes if "not applied" in n]
-            yield Outcome(lesson.id, step.id, "exercise", "solution passes", result.passed,
-                          "; ".join(failed) or result.summary if not result.passed
-                          else "; ".join([result.summary, *unapplied]), seconds)
+            yield Outcome(
+                lesson.id,
+                step.id,
+                "exercise",
+                "solution passes",
+                result.passed,
+                "; ".join(failed) or result.summary if not result.passed else "; ".join([result.summary, *unapplied]),
+                seconds,
+            )
             result, seconds = starter.result()
             if step.complete:  # a cell to run and read: it must pass as given
-                yield Outcome(lesson.id, step.id, "exercise", "starter passes as given (complete: true)",
-                              result.passed, result.summary, seconds)
+                yield Outcome(
+                    lesson.id,
+                    step.id,
+                    "exercise",
+                    "starter passes as given (complete: true)",
+                    result.passed,
+                    result.summary,
+                    seconds,
+                )
             else:
-                yield Outcome(lesson.id, step.id, "exercise", "starter does not pass yet", not result.passed,
-                              "the starter already passes every requirement: the learner would be done before "
-                              "writing a line; leave the step it teaches out of it, or mark a cell meant to be "
-                              "run as it is `complete: true`" if result.passed
-                              else f"{sum(not r.passed for r in result.requirements)} of "
-                                   f"{len(result.requirements)} requirements left for the learner", seconds)
+                yield Outcome(
+                    lesson.id,
+                    step.id,
+                    "exercise",
+                    "starter does not pass yet",
+                    not result.passed,
+                    "the starter already passes every requirement: the learner would be done before "
+                    "writing a line; leave the step it teaches out of it, or mark a cell meant to be "
+                    "run as it is `complete: true`"
+                    if result.passed
+                    else f"{sum(not r.passed for r in result.requirements)} of "
+                    f"{len(result.requirements)} requirements left for the learner",
+                    seconds,
+                )
             for j, mistake in enumerate(step.mistakes):
                 what = f"mistake {mistake.name!r} fails {mistake.fails}"
                 skipped = mistake.skipped_on(kind)
@@ -449,19 +585,32 @@ class Player:
                     t0 = time.perf_counter()
                     named = next(r for r in step.requirements if r.id == mistake.fails)
                     met = source_requirement_met(named, mistake.code)
-                    yield Outcome(lesson.id, step.id, "exercise", what, met is False,
-                                  "source checked without running" if met is False
-                                  else "its code meets the source requirement it should fail",
-                                  time.perf_counter() - t0)
+                    yield Outcome(
+                        lesson.id,
+                        step.id,
+                        "exercise",
+                        what,
+                        met is False,
+                        "source checked without running"
+                        if met is False
+                        else "its code meets the source requirement it should fail",
+                        time.perf_counter() - t0,
+                    )
                     continue
                 result, seconds = runs[j].result()
                 named = next((r for r in result.requirements if r.id == mistake.fails), None)
                 broken = _last_line(getattr(named, "checker_error", ""))  # a pack grader that crashed judged nothing
                 failed = not result.passed and named is not None and not named.passed and not broken
                 unsaid = _unsaid(step, mistake, named.feedback) if failed else ""
-                detail = unsaid if failed else (
-                    f"its checker failed instead of judging it: {broken}" if broken else
-                    f"it {'passed' if result.passed else 'failed other requirements'}: {result.summary}")
+                detail = (
+                    unsaid
+                    if failed
+                    else (
+                        f"its checker failed instead of judging it: {broken}"
+                        if broken
+                        else f"it {'passed' if result.passed else 'failed other requirements'}: {result.summary}"
+                    )
+                )
                 yield Outcome(lesson.id, step.id, "exercise", what, failed and not unsaid, detail, seconds)
 
     # ------------------------------------------------------------------ instruments
@@ -475,11 +624,19 @@ class Player:
             for values in (step.set, step.scenario_settings()):
                 instrument.compute(instrument.settings(values))
         except Exception as e:  # noqa: BLE001 - a formula that fails is the outcome to report
-            yield Outcome(lesson.id, step.id, "instrument", "computes at set and scenario", False,
-                          f"{type(e).__name__}: {e}", time.perf_counter() - t0)
+            yield Outcome(
+                lesson.id,
+                step.id,
+                "instrument",
+                "computes at set and scenario",
+                False,
+                f"{type(e).__name__}: {e}",
+                time.perf_counter() - t0,
+            )
             return
-        yield Outcome(lesson.id, step.id, "instrument", "computes at set and scenario", True, "",
-                      time.perf_counter() - t0)
+        yield Outcome(
+            lesson.id, step.id, "instrument", "computes at set and scenario", True, "", time.perf_counter() - t0
+        )
         if step.goal is not None:
             yield self._goal_outcome(lesson, step)
 
@@ -494,19 +651,33 @@ class Player:
         what = f"goal {goal.output} {_goal_said(goal)} can be met"
         start = instrument.settings(step.set)
         if goal.reached(instrument.compute(start).outputs):
-            return Outcome(lesson.id, step.id, "instrument", what, False,
-                           "it is met at the step's starting settings: the challenge completes itself",
-                           time.perf_counter() - t0)
+            return Outcome(
+                lesson.id,
+                step.id,
+                "instrument",
+                what,
+                False,
+                "it is met at the step's starting settings: the challenge completes itself",
+                time.perf_counter() - t0,
+            )
         best, tried = goal_settings(step)
         if best is not None:
             moved = [f"{k}={v}" for k, v in best.items() if start.get(k) != v]
-            return Outcome(lesson.id, step.id, "instrument", what, True, f"e.g. {', '.join(moved)}",
-                           time.perf_counter() - t0)
+            return Outcome(
+                lesson.id, step.id, "instrument", what, True, f"e.g. {', '.join(moved)}", time.perf_counter() - t0
+            )
         free = [c for c in instrument.controls if c.name not in step.fixed]
         movable = ", ".join(c.name for c in free) or "none"
-        return Outcome(lesson.id, step.id, "instrument", what, False,
-                       f"no setting reaches it ({tried:,} combinations of the controls a learner may move: "
-                       f"{movable}); every learner would be stuck", time.perf_counter() - t0)
+        return Outcome(
+            lesson.id,
+            step.id,
+            "instrument",
+            what,
+            False,
+            f"no setting reaches it ({tried:,} combinations of the controls a learner may move: "
+            f"{movable}); every learner would be stuck",
+            time.perf_counter() - t0,
+        )
 
 
 def _step_lines(path: Path) -> dict[str, int]:
@@ -518,8 +689,11 @@ def _step_lines(path: Path) -> dict[str, int]:
     except (OSError, LessonError, UnicodeDecodeError):
         return {}
     steps = data.get("steps") if isinstance(data, dict) else None
-    return {step["id"]: marks[("steps", i)][0] for i, step in enumerate(steps if isinstance(steps, list) else [])
-            if isinstance(step, dict) and isinstance(step.get("id"), str) and ("steps", i) in marks}
+    return {
+        step["id"]: marks[("steps", i)][0]
+        for i, step in enumerate(steps if isinstance(steps, list) else [])
+        if isinstance(step, dict) and isinstance(step.get("id"), str) and ("steps", i) in marks
+    }
 
 
 def goal_settings(step: InstrumentStep) -> tuple[dict[str, Any] | None, int]:
@@ -561,9 +735,14 @@ def goal_settings(step: InstrumentStep) -> tuple[dict[str, Any] | None, int]:
     return None, tried
 
 
-def play_paths(paths: list[Path], device: str | None, full: bool,
-               on_outcome: Callable[[Outcome], None], pack_problems: list[LessonIssue] = (),
-               repeats: int = 1) -> list[Outcome]:
+def play_paths(
+    paths: list[Path],
+    device: str | None,
+    full: bool,
+    on_outcome: Callable[[Outcome], None],
+    pack_problems: list[LessonIssue] = (),
+    repeats: int = 1,
+) -> list[Outcome]:
     player = Player(device, full, repeats)
     outcomes = []
     for path in paths:
@@ -595,7 +774,7 @@ def _unsaid(step: ExerciseStep, mistake: Any, feedback: str) -> str:
 
 
 def _clip(text: str, width: int = 160) -> str:
-    return text if len(text) <= width else text[:width - 1] + "…"
+    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def _last_line(text: str) -> str:
@@ -606,8 +785,9 @@ def _last_line(text: str) -> str:
 
 def _tweak_choices(step: RunStep) -> list[dict[str, Any]]:
     """Each value a learner may switch a run step's settings to, one setting at a time."""
-    return [{name: value} for name, values in step.tweak.items()
-            for value in values if value != step.tweak_default(name)]
+    return [
+        {name: value} for name, values in step.tweak.items() for value in values if value != step.tweak_default(name)
+    ]
 
 
 def _with(changed: dict[str, Any]) -> str:
@@ -642,8 +822,10 @@ def _number_prediction_allowed(step: PredictStep, measured: float) -> tuple[bool
     if (spec.min is not None and said < spec.min) or (spec.max is not None and said > spec.max):
         low, high = (None if b is None else checks.format_number(b, spec.unit) for b in (spec.min, spec.max))
         allowed = f"{low} to {high}" if low and high else f"at least {low}" if low else f"at most {high}"
-        return False, (f"measured {shown}, outside the answers this prediction allows ({allowed}): a learner "
-                       "who types what was measured is refused; widen its min/max")
+        return False, (
+            f"measured {shown}, outside the answers this prediction allows ({allowed}): a learner "
+            "who types what was measured is refused; widen its min/max"
+        )
     return True, f"measured {shown}, within its min..max"
 
 
@@ -667,8 +849,9 @@ def _measurement(row: list[float | None]) -> str:
     return _short(median) + (f" ({_short(low)} to {_short(high)})" if low is not None else "")
 
 
-def _edges_within(spec: Any, texts: list[str], measured: list[list[float | None]], unit: str,
-                  guard: float) -> list[str]:
+def _edges_within(
+    spec: Any, texts: list[str], measured: list[list[float | None]], unit: str, guard: float
+) -> list[str]:
     """The chosen options' edges that the runs' intervals, widened by the guard, reach across:
     where the noise decides."""
     from tutor.measurement.intervals import widened
@@ -678,8 +861,9 @@ def _edges_within(spec: Any, texts: list[str], measured: list[list[float | None]
         return []
     scale = 100 if unit.strip() == "%" else 1  # shares are measured as fractions, options in percent
     low, high = widened(min(values) * scale, max(values) * scale, guard)
-    edges = sorted({e for o in spec.options if o.text in texts for e in (o.min, o.max)
-                    if e is not None and low <= e <= high})
+    edges = sorted(
+        {e for o in spec.options if o.text in texts for e in (o.min, o.max) if e is not None and low <= e <= high}
+    )
     return [checks.format_number(e, unit or getattr(spec, "unit", "")) for e in edges]
 
 

@@ -1,10 +1,10 @@
 """Answer grading for gpututor: pure Python (no Textual, no torch).
 
-    grade(answer, spec, metrics=None) -> Verdict
-    parse_number(text, unit="") -> float | None
-    ambiguity(text, unit) -> str | None   (a question back: "0.5% or 50%?")
-    score_prediction(answer, spec, measured, unit="") -> PredictionScore
-    describe_spec(spec) -> str
+grade(answer, spec, metrics=None) -> Verdict
+parse_number(text, unit="") -> float | None
+ambiguity(text, unit) -> str | None   (a question back: "0.5% or 50%?")
+score_prediction(answer, spec, measured, unit="") -> PredictionScore
+describe_spec(spec) -> str
 """
 
 from tutor.checks.answers import AnswerSpec, PredictionScore, Verdict

@@ -37,8 +37,7 @@ class ChoiceAnswer(Strict):
         # `options: ["slower", "about 2x"]` is shorthand for [{text: "slower"}, ...]
         if isinstance(value, list):
             # (a number too, so that the error asks for quotes rather than a mapping)
-            return [{"text": v} if isinstance(v, (str, int, float)) and not isinstance(v, bool) else v
-                    for v in value]
+            return [{"text": v} if isinstance(v, (str, int, float)) and not isinstance(v, bool) else v for v in value]
         return value
 
 

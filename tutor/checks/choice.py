@@ -72,8 +72,11 @@ def grade_choice(answer: str, spec: ChoiceAnswer) -> Verdict:
         n = len(spec.options)
         letters = f"a-{chr(ord('a') + n - 1)}" if n <= 26 else "its letter"
         if not isinstance(answer, str) or not answer.strip():
-            return Verdict(False, f"Pick one of the options: type its number (1-{n}), its letter ({letters}) or its text.",
-                           judged=False)
+            return Verdict(
+                False,
+                f"Pick one of the options: type its number (1-{n}), its letter ({letters}) or its text.",
+                judged=False,
+            )
         return Verdict(
             False,
             f"I could not tell which option you mean. Type its number (1-{n}), its letter ({letters}) or its text.",
@@ -88,8 +91,10 @@ def grade_choice(answer: str, spec: ChoiceAnswer) -> Verdict:
 # ----------------------------------------------------------------------------- typed on a list
 
 # "option 4", "#4", "(4)", "4.", "4)": the words or the punctuation say it is an option's number.
-_EXPLICIT_NUMBER_RE = re.compile(r"^(?:(?:option|answer|choice|no\.?)\s*|#\s*)\(?\s*([0-9]{1,3})\s*[).:]?$"
-                                 r"|^\(\s*([0-9]{1,3})\s*\)$|^([0-9]{1,3})\s*[).]$")
+_EXPLICIT_NUMBER_RE = re.compile(
+    r"^(?:(?:option|answer|choice|no\.?)\s*|#\s*)\(?\s*([0-9]{1,3})\s*[).:]?$"
+    r"|^\(\s*([0-9]{1,3})\s*\)$|^([0-9]{1,3})\s*[).]$"
+)
 _BARE_NUMBER_RE = re.compile(r"^[0-9]{1,3}$")
 
 
@@ -157,8 +162,9 @@ def _as_value(index: int, value: float, spec: ChoiceAnswer, unit: str) -> Readin
     option = spec.options[index]
     where = "in" if _has_range(option) else ""
     shown = format_number(value, unit)
-    return Reading(index, f"{shown}, which is {where + ' ' if where else ''}'{option.text}'",
-                   shown if unit else f"about {shown}")
+    return Reading(
+        index, f"{shown}, which is {where + ' ' if where else ''}'{option.text}'", shown if unit else f"about {shown}"
+    )
 
 
 def read_typed(text: str, spec: ChoiceAnswer, unit: str = "") -> TypedChoice:
@@ -211,8 +217,10 @@ def _read_typed(text: str, spec: ChoiceAnswer, unit: str) -> TypedChoice:
         if readings:
             return TypedChoice(tuple(readings))
         if has_values:
-            return TypedChoice(problem=f"{format_number(float(number), unit)} is in none of the options, and "
-                                       f"there is no option {number}.")
+            return TypedChoice(
+                problem=f"{format_number(float(number), unit)} is in none of the options, and "
+                f"there is no option {number}."
+            )
         return TypedChoice(problem=f"There is no option {number}: the options are 1 to {n}.")
     letter = _LETTER_RE.match(raw)
     if letter and n <= 26:
@@ -227,8 +235,10 @@ def _read_typed(text: str, spec: ChoiceAnswer, unit: str) -> TypedChoice:
             return TypedChoice(problem=question)
         value = quantity_in(quantity, unit)
         if value is None:
-            return TypedChoice(problem=f"'{quantity.text}' is not a value these options can hold: they are in "
-                                       f"{unit}. Type a value in {unit}, or the option's number.")
+            return TypedChoice(
+                problem=f"'{quantity.text}' is not a value these options can hold: they are in "
+                f"{unit}. Type a value in {unit}, or the option's number."
+            )
         index, _ = _option_for_value(value, spec, unit)
         if index is None:
             return TypedChoice(problem=f"{format_number(value, unit)} is in none of the options.")

@@ -40,8 +40,9 @@ def grade(answer: str, spec, metrics: dict | None = None) -> Verdict:
             return grade_number(answer, spec, metrics)
         return grade_text(answer, spec)
     except Exception as e:  # noqa: BLE001 - a learner's text must never crash the tutor
-        return Verdict(False, f"Sorry, this answer could not be graded ({type(e).__name__}). Try rephrasing it.",
-                       judged=False)
+        return Verdict(
+            False, f"Sorry, this answer could not be graded ({type(e).__name__}). Try rephrasing it.", judged=False
+        )
 
 
 def describe_spec(spec) -> str:

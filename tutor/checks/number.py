@@ -60,14 +60,38 @@ _add("x times fold", "x", "ratio", 1.0)
 _add("% percent pct", "%", "percent", 1.0)
 
 _UNIT_ALT = "|".join(re.escape(u) for u in sorted(_UNIT_TABLE, key=len, reverse=True))
-_MULTIPLIERS = {"k": 1e3, "thousand": 1e3, "million": 1e6, "mil": 1e6, "mio": 1e6, "M": 1e6,
-                "billion": 1e9, "bn": 1e9}
+_MULTIPLIERS = {"k": 1e3, "thousand": 1e3, "million": 1e6, "mil": 1e6, "mio": 1e6, "M": 1e6, "billion": 1e9, "bn": 1e9}
 _WORD_NUMBERS = {
-    "zero": 0, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
-    "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "thirteen": 13,
-    "fourteen": 14, "fifteen": 15, "sixteen": 16, "seventeen": 17, "eighteen": 18,
-    "nineteen": 19, "twenty": 20, "thirty": 30, "forty": 40, "fifty": 50, "sixty": 60,
-    "seventy": 70, "eighty": 80, "ninety": 90, "hundred": 100, "thousand": 1000,
+    "zero": 0,
+    "one": 1,
+    "two": 2,
+    "three": 3,
+    "four": 4,
+    "five": 5,
+    "six": 6,
+    "seven": 7,
+    "eight": 8,
+    "nine": 9,
+    "ten": 10,
+    "eleven": 11,
+    "twelve": 12,
+    "thirteen": 13,
+    "fourteen": 14,
+    "fifteen": 15,
+    "sixteen": 16,
+    "seventeen": 17,
+    "eighteen": 18,
+    "nineteen": 19,
+    "twenty": 20,
+    "thirty": 30,
+    "forty": 40,
+    "fifty": 50,
+    "sixty": 60,
+    "seventy": 70,
+    "eighty": 80,
+    "ninety": 90,
+    "hundred": 100,
+    "thousand": 1000,
 }
 
 MAX_INPUT = 10_000  # characters looked at; a number answer is short
@@ -225,8 +249,9 @@ def ambiguity(text: str, spec_unit: str) -> str | None:
     if readings is None:
         return None
     as_written, as_fraction = (format_number(v, "%") for v in readings)
-    return (f"Did you mean {as_written} or {as_fraction}? Write the % sign to say which: "
-            f"“{as_written}” or “{as_fraction}”.")
+    return (
+        f"Did you mean {as_written} or {as_fraction}? Write the % sign to say which: “{as_written}” or “{as_fraction}”."
+    )
 
 
 def parse_number(text: str, unit: str = "") -> float | None:
@@ -284,9 +309,22 @@ def format_number(value: float, unit: str = "") -> str:
     return f"{text} {unit}"
 
 
-_EXAMPLES = {"x": "3x", "%": "35%", "GB": "12 GB", "GiB": "12 GiB", "MB": "500 MB", "MiB": "500 MiB",
-             "TB": "2 TB", "KB": "64 KB", "B": "1024 B", "s": "2.5 s", "ms": "40 ms", "us": "15 us",
-             "min": "5 min", "h": "2 h"}
+_EXAMPLES = {
+    "x": "3x",
+    "%": "35%",
+    "GB": "12 GB",
+    "GiB": "12 GiB",
+    "MB": "500 MB",
+    "MiB": "500 MiB",
+    "TB": "2 TB",
+    "KB": "64 KB",
+    "B": "1024 B",
+    "s": "2.5 s",
+    "ms": "40 ms",
+    "us": "15 us",
+    "min": "5 min",
+    "h": "2 h",
+}
 
 
 def example_for(unit: str) -> str:
@@ -303,6 +341,7 @@ def describe_number(spec: NumberAnswer) -> str:
 
 
 # ----------------------------------------------------------------------------- grade
+
 
 def _target(spec: NumberAnswer, metrics: dict | None) -> tuple[float | None, str | None]:
     """The correct value, or (None, reason) when it cannot be known here."""
@@ -353,8 +392,10 @@ def unit_question(q: Quantity | None, spec: NumberAnswer, target: float | None) 
             continue
         if _within(q.value * factor, target, spec):
             written = format_number(q.value)
-            return (f"In which unit: {written} {info[0]} or {written} {other}? Write the number with its unit, "
-                    f"such as “{written} {other}”.")
+            return (
+                f"In which unit: {written} {info[0]} or {written} {other}? Write the number with its unit, "
+                f"such as “{written} {other}”."
+            )
     return None
 
 
@@ -379,8 +420,10 @@ def range_unit_question(text: str, spec: NumberAnswer) -> str | None:
         if 0.5 <= factor <= 2 or not 1e-3 <= factor <= 1e3 or not inside(q.value * factor):
             continue
         written = format_number(q.value)
-        return (f"In which unit: {written} {info[0]} or {written} {other}? Write the number with its unit, "
-                f"such as “{written} {other}”.")
+        return (
+            f"In which unit: {written} {info[0]} or {written} {other}? Write the number with its unit, "
+            f"such as “{written} {other}”."
+        )
     return None
 
 
@@ -421,8 +464,14 @@ def tolerance_said(spec: NumberAnswer) -> str:
 
 def _band_of(spec: NumberAnswer, value: float) -> int | None:
     """The index of the band an answer falls in: the first that holds it, as grade_number reads it."""
-    return next((j for j, r in enumerate(spec.ranges)
-                 if (r.min is None or value >= r.min) and (r.max is None or value <= r.max)), None)
+    return next(
+        (
+            j
+            for j, r in enumerate(spec.ranges)
+            if (r.min is None or value >= r.min) and (r.max is None or value <= r.max)
+        ),
+        None,
+    )
 
 
 @dataclass(frozen=True)
@@ -464,20 +513,32 @@ def band_reach(spec: NumberAnswer, target: float | None) -> list[BandReach]:
             candidates.append(inside[-1] + max(1.0, abs(inside[-1])))
         if inside and lo == -math.inf:
             candidates.append(inside[0] - max(1.0, abs(inside[0])))
-        example = next((v for v in candidates if _band_of(spec, v) == j
-                        and (band.correct or accepted is None or not accepted[0] <= v <= accepted[1])), None)
+        example = next(
+            (
+                v
+                for v in candidates
+                if _band_of(spec, v) == j and (band.correct or accepted is None or not accepted[0] <= v <= accepted[1])
+            ),
+            None,
+        )
         if example is not None:
             out.append(BandReach(j, example))
             continue
         earlier = [k for k in range(j) if _overlaps(spec.ranges[k], lo, hi)]
         reasons = []
         if earlier:
-            reasons.append("earlier " + ("band " if len(earlier) == 1 else "bands ")
-                           + ", ".join(str(k + 1) for k in earlier) + " take its answers (the first band that "
-                           "holds an answer grades it)")
+            reasons.append(
+                "earlier "
+                + ("band " if len(earlier) == 1 else "bands ")
+                + ", ".join(str(k + 1) for k in earlier)
+                + " take its answers (the first band that "
+                "holds an answer grades it)"
+            )
         if accepted is not None and not band.correct:
-            reasons.append(f"answers from {accepted[0]:g} to {accepted[1]:g} are graded right "
-                           f"({tolerance_said(spec)} of {target:g})")
+            reasons.append(
+                f"answers from {accepted[0]:g} to {accepted[1]:g} are graded right "
+                f"({tolerance_said(spec)} of {target:g})"
+            )
         out.append(BandReach(j, None, "; ".join(reasons) or "no answer lands in it"))
     return out
 
@@ -509,8 +570,7 @@ def grade_number(answer: str, spec: NumberAnswer, metrics: dict | None = None) -
     if value is None or not math.isfinite(value):
         return Verdict(
             False,
-            f"Your answer is in {q.unit}, which cannot be converted to {spec.unit}. "
-            f"Write {describe_number(spec)}.",
+            f"Your answer is in {q.unit}, which cannot be converted to {spec.unit}. Write {describe_number(spec)}.",
             judged=False,
         )
     target, problem = _target(spec, metrics)
@@ -538,6 +598,9 @@ def grade_number(answer: str, spec: NumberAnswer, metrics: dict | None = None) -
     unit_read = f" ({unit_read})" if unit_read else ""
     off = abs(value - target) / abs(target) if target else math.inf
     if spec.abs_tolerance is None and off < NEAR_MISS:
-        return Verdict(False, f"Not quite: {shown}{unit_read} is {_percent_off(off)} too {direction}; this question "
-                              f"wants it within {spec.tolerance * 100:g}%.")
+        return Verdict(
+            False,
+            f"Not quite: {shown}{unit_read} is {_percent_off(off)} too {direction}; this question "
+            f"wants it within {spec.tolerance * 100:g}%.",
+        )
     return Verdict(False, f"Not quite: {shown}{unit_read} is too {direction}.")

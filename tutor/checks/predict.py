@@ -67,8 +67,16 @@ def interval_of(metrics: dict, name: str | None) -> tuple[float, float] | None:
     return lo, hi
 
 
-def score_prediction(answer: str, spec, measured, unit: str = "", interval: tuple[float, float] | None = None,
-                     why: str | None = None, gate: str | None = None, guard: float | None = None) -> PredictionScore:
+def score_prediction(
+    answer: str,
+    spec,
+    measured,
+    unit: str = "",
+    interval: tuple[float, float] | None = None,
+    why: str | None = None,
+    gate: str | None = None,
+    guard: float | None = None,
+) -> PredictionScore:
     """Score a prediction against a measurement.
 
     `unit` is the unit the measurement is in (default: the spec's unit). Number specs give
@@ -92,8 +100,9 @@ def score_prediction(answer: str, spec, measured, unit: str = "", interval: tupl
     try:
         text = answer if isinstance(answer, str) else str(answer or "")
         if interval is not None and _number(measured) is not None:
-            return _score_interval(text, spec, measured, unit or "", interval, why, gate,
-                                   GUARD if guard is None else guard)
+            return _score_interval(
+                text, spec, measured, unit or "", interval, why, gate, GUARD if guard is None else guard
+            )
         return _score(text, spec, measured, unit or "")
     except Exception:  # noqa: BLE001 - a display helper must never take the lesson down
         return PredictionScore(summary=f"You said {_quote(answer)}; measured {_shown(measured, unit)}.")
@@ -151,11 +160,14 @@ def _score_number(answer: str, spec: NumberAnswer, measured, unit: str) -> Predi
     predicted = parse_number(answer, spec.unit)
     measured_text = format_number(m, shown_unit)
     if predicted is None:
-        return PredictionScore(f"I could not read a number in your prediction ('{_quote(answer)}'); measured {measured_text}.")
+        return PredictionScore(
+            f"I could not read a number in your prediction ('{_quote(answer)}'); measured {measured_text}."
+        )
     typed = read_quantity(answer)  # "1 MB" is 10^6 B, "1 MiB" 2^20: the summary says which it read
     unit_read = byte_unit_said(typed.unit) if typed else ""
     said = f"you said {format_number(predicted, shown_unit)}, measured {measured_text}" + (
-        f"; {unit_read}" if unit_read else "")
+        f"; {unit_read}" if unit_read else ""
+    )
     if predicted == 0 or m == 0 or (predicted < 0) != (m < 0):
         hit = abs(m - predicted) <= (spec.abs_tolerance or 0.0)
         return PredictionScore(("close enough" if hit else "not comparable as a ratio") + f" ({said})", None, hit)
@@ -195,8 +207,9 @@ def _option_ratio(spec: ChoiceAnswer, index: int | None, m: float, unit: str) ->
     option = spec.options[index]
     named = parse_number(option.text, unit)
     one_number = len(re.findall(_NUMBER_IN_TEXT, option.text)) == 1
-    inside = named is not None and (option.min is None or named > option.min) and \
-        (option.max is None or named < option.max)
+    inside = (
+        named is not None and (option.min is None or named > option.min) and (option.max is None or named < option.max)
+    )
     if named and one_number and inside:
         ratio = m / named
         if 0.95 <= ratio <= 1.05:
@@ -209,8 +222,10 @@ def _option_ratio(spec: ChoiceAnswer, index: int | None, m: float, unit: str) ->
         return ratio, f": {format_number(ratio, 'x')} the top of your range ({format_number(option.max, unit)})"
     if option.min is not None and m < option.min and option.min > 0:
         ratio = m / option.min
-        return ratio, (f": the bottom of your range ({format_number(option.min, unit)}) was "
-                       f"{format_number(1 / ratio, 'x')} too high")
+        return ratio, (
+            f": the bottom of your range ({format_number(option.min, unit)}) was "
+            f"{format_number(1 / ratio, 'x')} too high"
+        )
     return None, ""
 
 
@@ -291,8 +306,16 @@ def _allowed(answer: str, spec, unit: str) -> tuple[float | None, float | None] 
     return None
 
 
-def _score_interval(answer: str, spec, measured, unit: str, interval: tuple[float, float],
-                    why: str | None = None, gate: str | None = None, guard: float = GUARD) -> PredictionScore:
+def _score_interval(
+    answer: str,
+    spec,
+    measured,
+    unit: str,
+    interval: tuple[float, float],
+    why: str | None = None,
+    gate: str | None = None,
+    guard: float = GUARD,
+) -> PredictionScore:
     """Judged by the interval of the typical value: hit, miss, or undecided (see score_prediction)."""
     lo, hi = (_as_percent(v, spec, unit) for v in interval)
     central = _score(answer, spec, measured, unit)
@@ -309,27 +332,42 @@ def _score_interval(answer: str, spec, measured, unit: str, interval: tuple[floa
             f"This machine can't tell yet: measured {format_number(m, shown_unit)} (interval {span}), but "
             f"{' '.join(gate.split())[0].lower() + ' '.join(gate.split())[1:]} Run it again (r) when the GPU is "
             f"cool and free. Your prediction ({_said(answer, spec)}) stays locked, and no try was used.",
-            None, False, undecided=True)
+            None,
+            False,
+            undecided=True,
+        )
     verdict = judge(MedianInterval(m, lo, hi, CONFIDENCE, 0, False), *allowed, guard=guard)
     if verdict is Decision.HIT:
         words = "all of it inside that range" if isinstance(spec, ChoiceAnswer) else "all of it within your tolerance"
         if central.hit:
             return PredictionScore(f"{central.summary}; its interval {span}, {words}", central.ratio, True)
-        said = f"you chose {_said(answer, spec)}" if isinstance(spec, ChoiceAnswer) else f"you said {_said(answer, spec)}"
-        return PredictionScore(f"{said}; measured {format_number(m, shown_unit)}, its interval {span}, {words}",
-                               central.ratio, True)
+        said = (
+            f"you chose {_said(answer, spec)}" if isinstance(spec, ChoiceAnswer) else f"you said {_said(answer, spec)}"
+        )
+        return PredictionScore(
+            f"{said}; measured {format_number(m, shown_unit)}, its interval {span}, {words}", central.ratio, True
+        )
     if verdict is Decision.MISS:
         return PredictionScore(f"{central.summary}; its interval {span} lies outside it too", central.ratio, False)
     reach = widened(lo, hi, guard)
     edges = [e for e in allowed if e is not None and reach[0] <= e <= reach[1]]
-    edge = (f"It straddles {format_number(edges[0], shown_unit)}, " +
-            ("the edge of your option" if isinstance(spec, ChoiceAnswer) else "where your tolerance ends")
-            ) if edges else "It reaches past what your prediction allows"
+    edge = (
+        (
+            f"It straddles {format_number(edges[0], shown_unit)}, "
+            + ("the edge of your option" if isinstance(spec, ChoiceAnswer) else "where your tolerance ends")
+        )
+        if edges
+        else "It reaches past what your prediction allows"
+    )
     return PredictionScore(
         f"This machine can't tell yet: measured {format_number(m, shown_unit)}, and the interval that holds its "
         f"typical value runs {span} (widened by {guard:.0%}, how far separate runs of it move). {edge}, so it is "
         f"neither a hit nor a miss. {_why_undecided(why)} Your prediction ({_said(answer, spec)}) stays locked, and "
-        "no try was used.", None, False, undecided=True)
+        "no try was used.",
+        None,
+        False,
+        undecided=True,
+    )
 
 
 def _why_undecided(why: str | None) -> str:
@@ -340,8 +378,10 @@ def _why_undecided(why: str | None) -> str:
     if not text.endswith("."):
         text += "."
     if text.startswith("Nothing else was seen"):
-        return (f"{text} So the spread is this machine's own, or the typical value sits near the edge: run it "
-                "again (r) to measure more.")
+        return (
+            f"{text} So the spread is this machine's own, or the typical value sits near the edge: run it "
+            "again (r) to measure more."
+        )
     return f"{text} Run it again (r) when it is quieter."
 
 

@@ -59,19 +59,59 @@ from tutor.checks.answers import Rubric, TextAnswer, Verdict
 
 _TRANSLATE = str.maketrans(
     {
-        "\u2018": "'", "\u2019": "'", "\u201a": "'", "\u201b": "'", "\u2032": "'", "`": "'",
-        "\u201c": '"', "\u201d": '"', "\u201e": '"', "\u201f": '"', "\u2033": '"',
-        "\u00ab": '"', "\u00bb": '"',
-        "\u2010": "-", "\u2011": "-", "\u2012": "-", "\u2013": "-", "\u2014": "-",
-        "\u2015": "-", "\u2212": "-", "\u00d7": " x ", "\u2192": " -> ",
+        "\u2018": "'",
+        "\u2019": "'",
+        "\u201a": "'",
+        "\u201b": "'",
+        "\u2032": "'",
+        "`": "'",
+        "\u201c": '"',
+        "\u201d": '"',
+        "\u201e": '"',
+        "\u201f": '"',
+        "\u2033": '"',
+        "\u00ab": '"',
+        "\u00bb": '"',
+        "\u2010": "-",
+        "\u2011": "-",
+        "\u2012": "-",
+        "\u2013": "-",
+        "\u2014": "-",
+        "\u2015": "-",
+        "\u2212": "-",
+        "\u00d7": " x ",
+        "\u2192": " -> ",
     }
 )
 
 # "n't" forms, with and without the apostrophe (learners type "doesnt")
-_IRREGULAR_NT = {"won't": "will not", "can't": "can not", "shan't": "shall not", "ain't": "is not",
-                 "wont": "will not", "cant": "can not", "aint": "is not", "cannot": "can not"}
-_NT_WORDS = ("don", "doesn", "didn", "isn", "wasn", "aren", "weren", "hasn", "haven", "hadn",
-             "shouldn", "wouldn", "couldn", "mustn", "needn")
+_IRREGULAR_NT = {
+    "won't": "will not",
+    "can't": "can not",
+    "shan't": "shall not",
+    "ain't": "is not",
+    "wont": "will not",
+    "cant": "can not",
+    "aint": "is not",
+    "cannot": "can not",
+}
+_NT_WORDS = (
+    "don",
+    "doesn",
+    "didn",
+    "isn",
+    "wasn",
+    "aren",
+    "weren",
+    "hasn",
+    "haven",
+    "hadn",
+    "shouldn",
+    "wouldn",
+    "couldn",
+    "mustn",
+    "needn",
+)
 _NT_RE = re.compile(r"\b(" + "|".join(_NT_WORDS) + r")'?t\b")
 _IRREGULAR_RE = re.compile(r"\b(" + "|".join(re.escape(k) for k in _IRREGULAR_NT) + r")(?![\w'])")
 _CLITIC_RE = re.compile(r"(?<=[^\W\d_])'(s|re|ll|ve|d|m)\b")
@@ -101,8 +141,9 @@ def normalise(text: str, max_length: int | None = None) -> str:
     text = "".join(out).lower()
     text = _IRREGULAR_RE.sub(lambda m: _IRREGULAR_NT[m.group(1)], text)
     text = _NT_RE.sub(lambda m: m.group(1)[:-1] + " not", text)
-    text = _CLITIC_RE.sub(lambda m: {"s": "", "re": " are", "ll": " will", "ve": " have",
-                                      "d": " would", "m": " am"}[m.group(1)], text)
+    text = _CLITIC_RE.sub(
+        lambda m: {"s": "", "re": " are", "ll": " will", "ve": " have", "d": " would", "m": " am"}[m.group(1)], text
+    )
     text = text.replace("w/o", "without ").replace("b/c", "because ")
     # "not enough cores" says there are too few cores; it does not deny cores (a negator would).
     text = _SHORTFALL_RE.sub("too few", text)
@@ -115,18 +156,50 @@ _SHORTFALL_RE = re.compile(r"\b(?:not\s+enough|too\s+little)\b")
 # ----------------------------------------------------------------------------- stemming
 
 _IRREGULAR_STEMS = {
-    "using": "use", "used": "use", "uses": "use", "use": "use",
-    "does": "do", "did": "do", "doing": "do", "done": "do",
-    "has": "have", "had": "have", "having": "have",
-    "is": "be", "are": "be", "was": "be", "were": "be", "been": "be", "being": "be",
-    "gave": "give", "given": "give", "gives": "give", "giving": "give",
-    "made": "make", "makes": "make", "making": "make",
-    "ran": "run", "runs": "run", "running": "run",
-    "threw": "throw", "thrown": "throw", "throws": "throw", "throwing": "throw",
-    "went": "go", "goes": "go", "gone": "go", "going": "go",
-    "got": "get", "gotten": "get", "gets": "get", "getting": "get",
-    "data": "data", "gpus": "gpu", "cpus": "cpu",
-    "faster": "faster", "slower": "slower",
+    "using": "use",
+    "used": "use",
+    "uses": "use",
+    "use": "use",
+    "does": "do",
+    "did": "do",
+    "doing": "do",
+    "done": "do",
+    "has": "have",
+    "had": "have",
+    "having": "have",
+    "is": "be",
+    "are": "be",
+    "was": "be",
+    "were": "be",
+    "been": "be",
+    "being": "be",
+    "gave": "give",
+    "given": "give",
+    "gives": "give",
+    "giving": "give",
+    "made": "make",
+    "makes": "make",
+    "making": "make",
+    "ran": "run",
+    "runs": "run",
+    "running": "run",
+    "threw": "throw",
+    "thrown": "throw",
+    "throws": "throw",
+    "throwing": "throw",
+    "went": "go",
+    "goes": "go",
+    "gone": "go",
+    "going": "go",
+    "got": "get",
+    "gotten": "get",
+    "gets": "get",
+    "getting": "get",
+    "data": "data",
+    "gpus": "gpu",
+    "cpus": "cpu",
+    "faster": "faster",
+    "slower": "slower",
 }
 _VOWEL_RE = re.compile(r"[aeiouy]")
 
@@ -162,23 +235,121 @@ def stem(word: str) -> str:
 NEGATORS = frozenset({"not", "no", "never", "without", "nor", "neither", "none", "nothing"})
 # A statement dismissed by what follows it in the same clause: "more epochs will not help",
 # "the idea that the GPU is always faster is a myth".
-_DISMISS_WORDS = frozenset({"irrelevant", "myth", "misconception", "wrong", "false", "untrue",
-                            "nonsense", "unrelated", "pointless", "useless"})
-_DISMISS_AFTER_NEG_WORDS = ("help", "matter", "fix", "solve", "change", "improve", "work", "true",
-                            "issue", "problem", "cause", "reason", "relevant", "right", "correct",
-                            "affect", "speed", "make")
+_DISMISS_WORDS = frozenset(
+    {"irrelevant", "myth", "misconception", "wrong", "false", "untrue", "nonsense", "unrelated", "pointless", "useless"}
+)
+_DISMISS_AFTER_NEG_WORDS = (
+    "help",
+    "matter",
+    "fix",
+    "solve",
+    "change",
+    "improve",
+    "work",
+    "true",
+    "issue",
+    "problem",
+    "cause",
+    "reason",
+    "relevant",
+    "right",
+    "correct",
+    "affect",
+    "speed",
+    "make",
+)
 DISMISS_REACH = 6  # tokens after a match that a dismissal may stand in
 _NEGATION_EXCEPTIONS = frozenset({"only", "just", "merely", "simply", "matter"})  # "not only", "no matter"
-_CLAUSE_WORDS = frozenset({"but", "because", "since", "although", "though", "however", "whereas",
-                           "while", "and", "so", "instead", "therefore", "thus", "hence", "which"})
-STOPWORDS = frozenset({
-    "a", "an", "the", "is", "are", "was", "were", "be", "been", "being", "it", "its", "this",
-    "that", "these", "those", "of", "to", "for", "on", "at", "by", "there", "their", "they",
-    "them", "you", "your", "i", "we", "my", "our", "me", "he", "she", "his", "her", "do",
-    "does", "did", "will", "would", "can", "could", "should", "shall", "has", "have", "had",
-    "am", "then", "than", "also", "which", "who", "what", "as", "if", "so", "and", "or", "s",
-    "get", "gets", "got", "onto", "from",
-})
+_CLAUSE_WORDS = frozenset(
+    {
+        "but",
+        "because",
+        "since",
+        "although",
+        "though",
+        "however",
+        "whereas",
+        "while",
+        "and",
+        "so",
+        "instead",
+        "therefore",
+        "thus",
+        "hence",
+        "which",
+    }
+)
+STOPWORDS = frozenset(
+    {
+        "a",
+        "an",
+        "the",
+        "is",
+        "are",
+        "was",
+        "were",
+        "be",
+        "been",
+        "being",
+        "it",
+        "its",
+        "this",
+        "that",
+        "these",
+        "those",
+        "of",
+        "to",
+        "for",
+        "on",
+        "at",
+        "by",
+        "there",
+        "their",
+        "they",
+        "them",
+        "you",
+        "your",
+        "i",
+        "we",
+        "my",
+        "our",
+        "me",
+        "he",
+        "she",
+        "his",
+        "her",
+        "do",
+        "does",
+        "did",
+        "will",
+        "would",
+        "can",
+        "could",
+        "should",
+        "shall",
+        "has",
+        "have",
+        "had",
+        "am",
+        "then",
+        "than",
+        "also",
+        "which",
+        "who",
+        "what",
+        "as",
+        "if",
+        "so",
+        "and",
+        "or",
+        "s",
+        "get",
+        "gets",
+        "got",
+        "onto",
+        "from",
+    }
+)
 # Stop words whose stems must also be skipped (stem("does") == "do", etc.)
 _STOP_STEMS = frozenset(stem(w) for w in STOPWORDS) | STOPWORDS
 _DISMISS_AFTER_NEG = frozenset(stem(w) for w in _DISMISS_AFTER_NEG_WORDS)
@@ -296,8 +467,9 @@ def _one_edit(a: str, b: str) -> bool:
         return False
     if la == lb:
         diff = [i for i in range(la) if a[i] != b[i]]
-        return len(diff) == 1 or (len(diff) == 2 and diff[1] == diff[0] + 1
-                                  and a[diff[0]] == b[diff[1]] and a[diff[1]] == b[diff[0]])
+        return len(diff) == 1 or (
+            len(diff) == 2 and diff[1] == diff[0] + 1 and a[diff[0]] == b[diff[1]] and a[diff[1]] == b[diff[0]]
+        )
     if la > lb:
         a, b = b, a
     i = 0
@@ -313,8 +485,9 @@ def _word_hits(word: tuple[str, bool], tok: Token, fuzzy: bool = False) -> bool:
     if tok.stem == text:
         return True
     # typos: only long, purely alphabetic words (never fp16 vs bf16, never not/no)
-    return (fuzzy and len(text) >= FUZZY_MIN_LENGTH and text.isalpha() and tok.stem.isalpha()
-            and _one_edit(text, tok.stem))
+    return (
+        fuzzy and len(text) >= FUZZY_MIN_LENGTH and text.isalpha() and tok.stem.isalpha() and _one_edit(text, tok.stem)
+    )
 
 
 @dataclass(frozen=True)
@@ -489,8 +662,9 @@ def grade_text(answer: str, spec: TextAnswer) -> Verdict:
     text = answer if isinstance(answer, str) else ""
     parsed = Answer(text, spec.max_length)
     if not parsed.tokens or parsed.word_count == 0:
-        return Verdict(False, BLANK_FEEDBACK, missing=[c.name for c in (spec.rubric.require if spec.rubric else [])],
-                       judged=False)
+        return Verdict(
+            False, BLANK_FEEDBACK, missing=[c.name for c in (spec.rubric.require if spec.rubric else [])], judged=False
+        )
     rubric = spec.rubric
     if rubric is None:
         return Verdict(True, "Saved. This answer is not graded: compare it with the result.", score=1.0)
@@ -504,7 +678,9 @@ def grade_rubric(parsed: Answer, rubric: Rubric) -> Verdict:
     bonus_missing = [c for c in rubric.bonus if c not in bonus_met]
     total = len(rubric.require) + len(rubric.bonus)
     score = (len(met) + len(bonus_met)) / total if total else 1.0
-    needed = len(rubric.require) if rubric.min_concepts is None else min(max(rubric.min_concepts, 0), len(rubric.require))
+    needed = (
+        len(rubric.require) if rubric.min_concepts is None else min(max(rubric.min_concepts, 0), len(rubric.require))
+    )
     names_missing = [c.name for c in missing]
 
     for mc in rubric.misconceptions:
@@ -531,8 +707,7 @@ def _missing_text(concepts) -> str:
     return " ".join(parts)
 
 
-def explain_negations(answer: str, rubric: Rubric, names: list[str],
-                      max_length: int | None = None) -> list[str]:
+def explain_negations(answer: str, rubric: Rubric, names: list[str], max_length: int | None = None) -> list[str]:
     """For each named concept the answer lacks only because of a negation: which phrase matched
     which words, and the words that negated them (for lesson authors: lint, lesson test)."""
     parsed = Answer(answer, max_length)
@@ -544,8 +719,10 @@ def explain_negations(answer: str, rubric: Rubric, names: list[str],
             found = parsed.negated_by(source)
             if found is not None:
                 match, words = found
-                out.append(f"concept {concept.name!r}: {source!r} matched "
-                           f"{parsed.norm[match.start:match.end]!r}, but {words!r} negates it there")
+                out.append(
+                    f"concept {concept.name!r}: {source!r} matched "
+                    f"{parsed.norm[match.start : match.end]!r}, but {words!r} negates it there"
+                )
                 break
     return out
 

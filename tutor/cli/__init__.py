@@ -46,15 +46,23 @@ HANDLERS = {
 def _add_globals(parser: argparse.ArgumentParser, prefix: str) -> None:
     """The global options, accepted before and after the sub-command (merged later)."""
     parser.add_argument(
-        "--lessons-dir", dest=f"{prefix}lessons_dirs", action="append", default=[], metavar="DIR",
+        "--lessons-dir",
+        dest=f"{prefix}lessons_dirs",
+        action="append",
+        default=[],
+        metavar="DIR",
         help="also load lessons from DIR (repeatable; a lesson id found here overrides a built-in one)",
     )
     parser.add_argument(
-        "--data-dir", dest=f"{prefix}data_dir", metavar="DIR",
+        "--data-dir",
+        dest=f"{prefix}data_dir",
+        metavar="DIR",
         help="where MNIST lies (torchvision layout MNIST/raw); default $GPUTUTOR_DATA_DIR or the user cache",
     )
     parser.add_argument(
-        "--device", dest=f"{prefix}device", metavar="D",
+        "--device",
+        dest=f"{prefix}device",
+        metavar="D",
         help="train on D: auto (default), cpu, cuda, cuda:1, mps; default $GPUTUTOR_DEVICE or auto",
     )
 
@@ -92,156 +100,261 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub = parser.add_subparsers(dest="command", title="sub-commands", metavar="COMMAND")
 
-    p = sub.add_parser("list", parents=[common], help="lessons with your progress, and broken lesson files",
-                       description="List the lessons (id, title, steps, your progress) and any lesson "
-                       "file that failed to load, with its errors.")
+    p = sub.add_parser(
+        "list",
+        parents=[common],
+        help="lessons with your progress, and broken lesson files",
+        description="List the lessons (id, title, steps, your progress) and any lesson "
+        "file that failed to load, with its errors.",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
-    p = sub.add_parser("doctor", parents=[common], help="devices, torch/CUDA versions, data source, paths",
-                       description="Report what gpututor finds here: devices and their capabilities, "
-                       "torch/CUDA/cuDNN versions, TF32 settings, the MNIST source and the paths it uses. "
-                       "With --selftest, check for real every device path the lessons use (timing, autocast, "
-                       "TF32, memory, out-of-memory, checkpoints, pinned copies): one line each, ok, failed "
-                       "with the reason, or n/a here. Exit 0 when none failed, 1 if any did. "
-                       "The measured matmul peak MFU is judged against is shown from its cache; --peak measures it.")
+    p = sub.add_parser(
+        "doctor",
+        parents=[common],
+        help="devices, torch/CUDA versions, data source, paths",
+        description="Report what gpututor finds here: devices and their capabilities, "
+        "torch/CUDA/cuDNN versions, TF32 settings, the MNIST source and the paths it uses. "
+        "With --selftest, check for real every device path the lessons use (timing, autocast, "
+        "TF32, memory, out-of-memory, checkpoints, pinned copies): one line each, ok, failed "
+        "with the reason, or n/a here. Exit 0 when none failed, 1 if any did. "
+        "The measured matmul peak MFU is judged against is shown from its cache; --peak measures it.",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object")
     checks = p.add_mutually_exclusive_group()  # one measurement at a time
-    checks.add_argument("--selftest", action="store_true",
-                        help="run a short real check of each device path (what to run on a new GPU box)")
-    checks.add_argument("--peak", action="store_true",
-                        help="measure the selected device's realistic matmul peak again (a sweep of sizes, a "
-                        "few seconds) and cache it: pipeline-breakdown's MFU is measured against it")
+    checks.add_argument(
+        "--selftest",
+        action="store_true",
+        help="run a short real check of each device path (what to run on a new GPU box)",
+    )
+    checks.add_argument(
+        "--peak",
+        action="store_true",
+        help="measure the selected device's realistic matmul peak again (a sweep of sizes, a "
+        "few seconds) and cache it: pipeline-breakdown's MFU is measured against it",
+    )
 
-    p = sub.add_parser("calibrate", parents=[common], help="measure this machine's roofline once (peaks, bandwidth)",
-                       description="Measure the selected device once: the realistic matmul peak of each dtype it "
-                       "runs natively (a sweep of sizes; CPU: float32, and bfloat16 where native; CUDA: float32, "
-                       "TF32, bfloat16, float16) and its memory bandwidth (the bandwidth experiment's device copy "
-                       "and c = a * b). Kept in the cache dir with the device, torch, CUDA and driver versions and "
-                       "the date; prints each roof, the ridge points and this machine's roofline. `gpututor "
-                       "doctor` shows it and says when it is stale; `gpututor roofline` places your runs on it.")
+    p = sub.add_parser(
+        "calibrate",
+        parents=[common],
+        help="measure this machine's roofline once (peaks, bandwidth)",
+        description="Measure the selected device once: the realistic matmul peak of each dtype it "
+        "runs natively (a sweep of sizes; CPU: float32, and bfloat16 where native; CUDA: float32, "
+        "TF32, bfloat16, float16) and its memory bandwidth (the bandwidth experiment's device copy "
+        "and c = a * b). Kept in the cache dir with the device, torch, CUDA and driver versions and "
+        "the date; prints each roof, the ridge points and this machine's roofline. `gpututor "
+        "doctor` shows it and says when it is stale; `gpututor roofline` places your runs on it.",
+    )
     p.add_argument("--json", action="store_true", help="print the calibration as one JSON object")
 
-    p = sub.add_parser("roofline", parents=[common], help="your runs as points on this machine's roofline",
-                       description="Draw this machine's calibrated roofline (from `gpututor calibrate`) with a "
-                       "point for the latest run of each experiment that reports an achieved FLOP/s and its "
-                       "FLOP per byte; runs with a FLOP/s but no FLOP per byte are listed beside it. A verb of "
-                       "its own rather than `calibrate --roofline`: it only reads (instant, any time, as often "
-                       "as you like), while calibrate measures (a sweep per dtype, then the memory) and replaces "
-                       "the record.")
-    p.add_argument("--json", action="store_true",
-                   help='print {"calibration", "stale", "roof", "points", "listed", "elsewhere"} (before any '
-                   'calibrate: calibration, stale and roof null, and a "message")')
+    p = sub.add_parser(
+        "roofline",
+        parents=[common],
+        help="your runs as points on this machine's roofline",
+        description="Draw this machine's calibrated roofline (from `gpututor calibrate`) with a "
+        "point for the latest run of each experiment that reports an achieved FLOP/s and its "
+        "FLOP per byte; runs with a FLOP/s but no FLOP per byte are listed beside it. A verb of "
+        "its own rather than `calibrate --roofline`: it only reads (instant, any time, as often "
+        "as you like), while calibrate measures (a sweep per dtype, then the memory) and replaces "
+        "the record.",
+    )
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help='print {"calibration", "stale", "roof", "points", "listed", "elsewhere"} (before any '
+        'calibrate: calibration, stale and roof null, and a "message")',
+    )
 
-    p = sub.add_parser("run", parents=[common], help="run one experiment headless",
-                       description="Run one experiment without the TUI and stream what it measures. "
-                       "Run it without NAME to list the experiments and their parameters (exit 0); with "
-                       "--json, one object keyed by name with each one's title, parameters and metrics (the "
-                       "names a lesson's compare takes, each with its unit).")
+    p = sub.add_parser(
+        "run",
+        parents=[common],
+        help="run one experiment headless",
+        description="Run one experiment without the TUI and stream what it measures. "
+        "Run it without NAME to list the experiments and their parameters (exit 0); with "
+        "--json, one object keyed by name with each one's title, parameters and metrics (the "
+        "names a lesson's compare takes, each with its unit).",
+    )
     p.add_argument("name", nargs="?", metavar="NAME", help="experiment name, e.g. train, crossover")
-    p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
-                   help="set a parameter (repeatable), e.g. --set epochs=1 --set amp=bf16")
-    p.add_argument("--json", action="store_true",
-                   help="one JSON object per event; the last is {\"event\": \"finished\", \"metrics\": {...}} "
-                   "(without NAME: the list of experiments as one object)")
+    p.add_argument(
+        "--set",
+        dest="sets",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="set a parameter (repeatable), e.g. --set epochs=1 --set amp=bf16",
+    )
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help='one JSON object per event; the last is {"event": "finished", "metrics": {...}} '
+        "(without NAME: the list of experiments as one object)",
+    )
 
-    p = sub.add_parser("lint", parents=[common], help="validate lesson files (path:line:col: message)",
-                       description="Validate lesson files; directories are searched for *.yaml and *.yml, and "
-                       "a folder's experiments.py (a lesson pack) is loaded first. Exit 2 if any file has an "
-                       "error; warnings alone exit 0.")
+    p = sub.add_parser(
+        "lint",
+        parents=[common],
+        help="validate lesson files (path:line:col: message)",
+        description="Validate lesson files; directories are searched for *.yaml and *.yml, and "
+        "a folder's experiments.py (a lesson pack) is loaded first. Exit 2 if any file has an "
+        "error; warnings alone exit 0.",
+    )
     p.add_argument("paths", nargs="+", metavar="PATH")
-    p.add_argument("--json", action="store_true",
-                   help='one JSON object per issue: {"path", "line", "column", "severity", "message", "fix"} '
-                   '(fix: the word suggested in place of the one at line:column, or null), then a summary '
-                   '{"errors", "warnings", "files", "files_with_errors", "lessons_ok"}')
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help='one JSON object per issue: {"path", "line", "column", "severity", "message", "fix"} '
+        "(fix: the word suggested in place of the one at line:column, or null), then a summary "
+        '{"errors", "warnings", "files", "files_with_errors", "lessons_ok"}',
+    )
 
-    p = sub.add_parser("check", parents=[common], help="grade one answer to a check, as the TUI does",
-                       description="Grade an answer to a lesson's check (or predict) step exactly as the "
-                       "TUI does, with the metrics of your latest recorded run of its verify experiment. "
-                       "Exit 0 once graded, right or wrong (read `correct`), 2 for an empty answer or an "
-                       "unknown lesson or step.")
+    p = sub.add_parser(
+        "check",
+        parents=[common],
+        help="grade one answer to a check, as the TUI does",
+        description="Grade an answer to a lesson's check (or predict) step exactly as the "
+        "TUI does, with the metrics of your latest recorded run of its verify experiment. "
+        "Exit 0 once graded, right or wrong (read `correct`), 2 for an empty answer or an "
+        "unknown lesson or step.",
+    )
     p.add_argument("lesson", metavar="LESSON", help="lesson id, e.g. gpu-training")
     p.add_argument("check", metavar="CHECK", help="step id, e.g. check-3")
-    p.add_argument("--answer", required=True, metavar="TEXT",
-                   help="the answer to grade ('-' reads stdin; one starting with '-', such as -1: --answer=-1)")
-    p.add_argument("--json", action="store_true",
-                   help='print {"correct", "feedback", "missing", "matched_misconception", "score", "judged"}; '
-                   "judged is false when it could not be graded (no option it names, nothing measured yet)")
+    p.add_argument(
+        "--answer",
+        required=True,
+        metavar="TEXT",
+        help="the answer to grade ('-' reads stdin; one starting with '-', such as -1: --answer=-1)",
+    )
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help='print {"correct", "feedback", "missing", "matched_misconception", "score", "judged"}; '
+        "judged is false when it could not be graded (no option it names, nothing measured yet)",
+    )
 
-    p = sub.add_parser("exercise", parents=[common], help="run and grade a code exercise, as the TUI does",
-                       description="Run a file as the answer to a lesson's exercise step, in a sandboxed "
-                       "process, and check its requirements exactly as the TUI does. Without --file, your "
-                       "own file for that exercise (the one the tutor's editor and `e` edit; its path is "
-                       "printed), and the run counts in your progress. With --watch, run it again each time "
-                       "the file is saved, from any editor, until ctrl+c. Exit 0 passed, 1 not.")
+    p = sub.add_parser(
+        "exercise",
+        parents=[common],
+        help="run and grade a code exercise, as the TUI does",
+        description="Run a file as the answer to a lesson's exercise step, in a sandboxed "
+        "process, and check its requirements exactly as the TUI does. Without --file, your "
+        "own file for that exercise (the one the tutor's editor and `e` edit; its path is "
+        "printed), and the run counts in your progress. With --watch, run it again each time "
+        "the file is saved, from any editor, until ctrl+c. Exit 0 passed, 1 not.",
+    )
     p.add_argument("lesson", metavar="LESSON", help="lesson id, e.g. gpu-training-practice")
     p.add_argument("step", metavar="STEP", help="exercise step id, e.g. ex1-move-and-time")
     p.add_argument("--file", metavar="PATH", help="the program to run (default: your file for this exercise)")
     p.add_argument("--watch", action="store_true", help="run and grade it again on every save, until ctrl+c")
-    p.add_argument("--json", action="store_true",
-                   help='print {"passed", "summary", "requirements", "output", "traceback", ...}')
+    p.add_argument(
+        "--json", action="store_true", help='print {"passed", "summary", "requirements", "output", "traceback", ...}'
+    )
 
-    p = sub.add_parser("instrument", parents=[common], help="compute an instrument's outputs, as the TUI shows them",
-                       description="Compute what an instrument (an interactive calculator of a lesson) shows "
-                       "for the given control values. Run it without NAME to list the instruments, their "
-                       "controls and their outputs.")
+    p = sub.add_parser(
+        "instrument",
+        parents=[common],
+        help="compute an instrument's outputs, as the TUI shows them",
+        description="Compute what an instrument (an interactive calculator of a lesson) shows "
+        "for the given control values. Run it without NAME to list the instruments, their "
+        "controls and their outputs.",
+    )
     p.add_argument("name", nargs="?", metavar="NAME", help="instrument name, e.g. memory-ledger, pipeline")
-    p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
-                   help="set a control (repeatable), e.g. --set optimizer=sgd --set precision=fp16")
+    p.add_argument(
+        "--set",
+        dest="sets",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="set a control (repeatable), e.g. --set optimizer=sgd --set precision=fp16",
+    )
     p.add_argument("--math", action="store_true", help="also print the formulas with the numbers in them")
-    p.add_argument("--json", action="store_true",
-                   help='print {"instrument", "settings", "outputs", "verdict", "level", "math", "reference", "notes"}')
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help='print {"instrument", "settings", "outputs", "verdict", "level", "math", "reference", "notes"}',
+    )
 
-    p = sub.add_parser("export", parents=[common], help="write your design ledger and progress as JSON",
-                       description="Export, as one JSON object, each lesson's design ledger (the choices and "
-                       "results its instruments record), your locked predictions, graded answers and "
-                       "instrument moves. Default: every lesson, to standard output.")
+    p = sub.add_parser(
+        "export",
+        parents=[common],
+        help="write your design ledger and progress as JSON",
+        description="Export, as one JSON object, each lesson's design ledger (the choices and "
+        "results its instruments record), your locked predictions, graded answers and "
+        "instrument moves. Default: every lesson, to standard output.",
+    )
     p.add_argument("lessons", nargs="*", metavar="LESSON", help="lesson ids (default: all)")
     p.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of standard output")
 
-    p = sub.add_parser("profile", parents=[common], help="how well your predictions matched what was measured",
-                       description="Your prediction profile: for each concept the lessons tag (GPU speed-ups, "
-                       "memory, time...), how far your locked predictions were from what the run after them "
-                       "measured (x2.1: you predict 2.1 times what is measured, on the geometric average), how "
-                       "many were on target, a chart of them over time, and the steps to revisit for the worst.")
-    p.add_argument("--json", action="store_true",
-                   help='print {"concepts", "unscored", "worst", "advice", "message"}')
+    p = sub.add_parser(
+        "profile",
+        parents=[common],
+        help="how well your predictions matched what was measured",
+        description="Your prediction profile: for each concept the lessons tag (GPU speed-ups, "
+        "memory, time...), how far your locked predictions were from what the run after them "
+        "measured (x2.1: you predict 2.1 times what is measured, on the geometric average), how "
+        "many were on target, a chart of them over time, and the steps to revisit for the worst.",
+    )
+    p.add_argument("--json", action="store_true", help='print {"concepts", "unscored", "worst", "advice", "message"}')
 
-    p = sub.add_parser("schema", parents=[common], help="print the JSON Schema of lesson files",
-                       description="Print a JSON Schema (draft 2020-12) of the lesson format, generated from "
-                       "the models the tutor validates with, for editor completion and validation. With the "
-                       "YAML language server: # yaml-language-server: $schema=lesson.schema.json")
+    p = sub.add_parser(
+        "schema",
+        parents=[common],
+        help="print the JSON Schema of lesson files",
+        description="Print a JSON Schema (draft 2020-12) of the lesson format, generated from "
+        "the models the tutor validates with, for editor completion and validation. With the "
+        "YAML language server: # yaml-language-server: $schema=lesson.schema.json",
+    )
     p.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of standard output")
 
-    p = sub.add_parser("new", parents=[common], help="write a new lesson file with one step of each kind",
-                       description="Scaffold a lesson: one step of each kind (read, predict, run, check, "
-                       "exercise, instrument), with comments, that lints clean. Edit it, then "
-                       "`gpututor lint FILE` and `gpututor --lessons-dir DIR`. A ten-minute walk-through: "
-                       "docs/LESSON_TUTORIAL.md; every key: docs/LESSON_FORMAT.md.")
+    p = sub.add_parser(
+        "new",
+        parents=[common],
+        help="write a new lesson file with one step of each kind",
+        description="Scaffold a lesson: one step of each kind (read, predict, run, check, "
+        "exercise, instrument), with comments, that lints clean. Edit it, then "
+        "`gpututor lint FILE` and `gpututor --lessons-dir DIR`. A ten-minute walk-through: "
+        "docs/LESSON_TUTORIAL.md; every key: docs/LESSON_FORMAT.md.",
+    )
     p.add_argument("lesson_id", metavar="LESSON_ID", help="lowercase letters, digits and dashes, e.g. my-first-lesson")
     p.add_argument("-o", "--output", metavar="FILE", help="where to write it (default: ./LESSON_ID.yaml)")
     p.add_argument("--title", help="the lesson's title (default: from the id)")
     p.add_argument("--force", action="store_true", help="overwrite FILE if it exists")
 
-    p = sub.add_parser("lesson", parents=[common], help="test lessons headlessly (lesson test PATH...)",
-                       description="Commands for lesson authors.")
+    p = sub.add_parser(
+        "lesson",
+        parents=[common],
+        help="test lessons headlessly (lesson test PATH...)",
+        description="Commands for lesson authors.",
+    )
     lesson_sub = p.add_subparsers(dest="lesson_command", metavar="COMMAND", required=True)
-    p = lesson_sub.add_parser("test", parents=[common], help="play lessons headlessly: every run, check and exercise",
-                              description="Play each lesson without the TUI: lint it, run every run step's "
-                              "experiment (small parameters unless --full), grade every check's reference and "
-                              "listed answers (with its verify run's metrics), judge every prediction against "
-                              "what its run measured, run every exercise's solution "
-                              "(must pass) and listed mistakes (must fail), compute every instrument. Prints "
-                              "each result as it comes (a failure with its step's path:line) and a table at the "
-                              "end. Exit 0 when all pass, 1 if any fails, 2 for bad input.")
+    p = lesson_sub.add_parser(
+        "test",
+        parents=[common],
+        help="play lessons headlessly: every run, check and exercise",
+        description="Play each lesson without the TUI: lint it, run every run step's "
+        "experiment (small parameters unless --full), grade every check's reference and "
+        "listed answers (with its verify run's metrics), judge every prediction against "
+        "what its run measured, run every exercise's solution "
+        "(must pass) and listed mistakes (must fail), compute every instrument. Prints "
+        "each result as it comes (a failure with its step's path:line) and a table at the "
+        "end. Exit 0 when all pass, 1 if any fails, 2 for bad input.",
+    )
     p.add_argument("paths", nargs="+", metavar="PATH", help="lesson files or directories")
     p.add_argument("--full", action="store_true", help="run experiments with the lesson's own parameters")
-    p.add_argument("--repeats", type=_positive_int, default=1, metavar="N",
-                   help="make each run that a prediction compares with N times, with the lesson's own parameters, "
-                   "and show each option's verdicts (hit / miss / undecided): fails where an option is a hit in "
-                   "one run and a miss in another, or undecided in most (its boundary sits in this machine's noise)")
-    p.add_argument("--json", action="store_true",
-                   help='one JSON object per result ({"lesson", "step", "kind", "what", "ok", "detail", "seconds", '
-                   '"skipped", "where", "verdicts", "measured"}), then a summary object')
+    p.add_argument(
+        "--repeats",
+        type=_positive_int,
+        default=1,
+        metavar="N",
+        help="make each run that a prediction compares with N times, with the lesson's own parameters, "
+        "and show each option's verdicts (hit / miss / undecided): fails where an option is a hit in "
+        "one run and a miss in another, or undecided in most (its boundary sits in this machine's noise)",
+    )
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help='one JSON object per result ({"lesson", "step", "kind", "what", "ok", "detail", "seconds", '
+        '"skipped", "where", "verdicts", "measured"}), then a summary object',
+    )
     return parser
 
 
@@ -343,4 +456,3 @@ def _main(argv: list[str] | None) -> int:
     module, name = HANDLERS[args.command]
     handler = getattr(importlib.import_module(f"tutor.cli.{module}"), name)
     return handler(args, ctx)
-

@@ -113,8 +113,9 @@ def activate_packs(dirs: Iterable[Path]) -> list[Any]:
     return [LessonIssue(str(p.path), p.line, 1, p.message) for p in problems]
 
 
-def find_step(ctx: Context, lesson_id: str, step_id: str, kinds: tuple[type, ...], what: str,
-               unfit: str) -> tuple[Any, Any]:
+def find_step(
+    ctx: Context, lesson_id: str, step_id: str, kinds: tuple[type, ...], what: str, unfit: str
+) -> tuple[Any, Any]:
     """(lesson, step) for `check` and `exercise`, or raise BadInput naming what is there."""
     from tutor.course.catalog import discover
 
@@ -174,4 +175,3 @@ def write_file(name: str, text: str, example: str, *, overwrite: bool = True) ->
         tmp.unlink(missing_ok=True)
         raise UsageError(f"{name}: cannot write it ({e.strerror or e})") from None
     return out
-

@@ -33,19 +33,22 @@ def cmd_calibrate(args: argparse.Namespace, ctx: Context) -> int:
     dev = _device(ctx)
     c = None if args.json else rich_console()
     if c is not None:
-        c.print(f"[bold]calibrating[/] {escape(dev.describe())}: the matmul peak of "
-                f"{', '.join(calibration.dtypes(dev))} (a sweep of sizes each), then memory bandwidth")
+        c.print(
+            f"[bold]calibrating[/] {escape(dev.describe())}: the matmul peak of "
+            f"{', '.join(calibration.dtypes(dev))} (a sweep of sizes each), then memory bandwidth"
+        )
 
     def progress(what: str, seconds: float, result: Any) -> None:
         if c is None:
             return
         if isinstance(result, matmul_peak.Peak):
-            c.print(f"  {what}: {flops_text(result.tflops)} [dim]({escape(result.how_text())}; "
-                    f"{seconds:.1f} s)[/]")
+            c.print(f"  {what}: {flops_text(result.tflops)} [dim]({escape(result.how_text())}; {seconds:.1f} s)[/]")
         else:
-            c.print(f"  {what}: {number(result.gbps, 'GB/s')} [dim](device copy "
-                    f"{number(result.device_copy_gbps, 'GB/s')}, c = a * b {number(result.elementwise_gbps, 'GB/s')}; "
-                    f"arrays of {result.megabytes:,} MiB, best of {result.repeats}; {seconds:.1f} s)[/]")
+            c.print(
+                f"  {what}: {number(result.gbps, 'GB/s')} [dim](device copy "
+                f"{number(result.device_copy_gbps, 'GB/s')}, c = a * b {number(result.elementwise_gbps, 'GB/s')}; "
+                f"arrays of {result.megabytes:,} MiB, best of {result.repeats}; {seconds:.1f} s)[/]"
+            )
 
     started = time.perf_counter()
     began = time.time()  # a record measured before this is a quieter one that was kept
@@ -53,21 +56,31 @@ def cmd_calibrate(args: argparse.Namespace, ctx: Context) -> int:
         with gpu_share.capped(dev):  # as every run: a class sharing the GPU keeps to its per-run cap
             record = calibration.measure(dev, on_progress=progress)
     except OSError as e:
-        eprint(f"gpututor: calibrate: could not save the calibration in {calibration.cache_file().parent} "
-               f"({e.strerror or e})")
+        eprint(
+            f"gpututor: calibrate: could not save the calibration in {calibration.cache_file().parent} "
+            f"({e.strerror or e})"
+        )
         return FAILED
     except (RuntimeError, ValueError) as e:  # out of memory on a shared GPU, an array that does not fit
         from tutor import errors
 
         text = str(e).strip().splitlines()
-        cap = (f" ({gpu_share.cap_source()} caps each run at {gpu_share.cap_mib():,} MiB of GPU memory here)"
-               if gpu_share.cap_mib() and errors.is_device_out_of_memory(e) else "")
+        cap = (
+            f" ({gpu_share.cap_source()} caps each run at {gpu_share.cap_mib():,} MiB of GPU memory here)"
+            if gpu_share.cap_mib() and errors.is_device_out_of_memory(e)
+            else ""
+        )
         eprint(f"gpututor: calibrate: the measurement failed: {text[0] if text else type(e).__name__}{cap}")
         return FAILED
     took = time.perf_counter() - started
     if args.json:
-        print_json({**calibration.summary(record), "cache_file": str(calibration.cache_file()),
-                    "roofline_command": calibration.ROOFLINE_COMMAND})
+        print_json(
+            {
+                **calibration.summary(record),
+                "cache_file": str(calibration.cache_file()),
+                "roofline_command": calibration.ROOFLINE_COMMAND,
+            }
+        )
         return OK
     assert c is not None
     _print_roofs(c, record)
@@ -78,12 +91,16 @@ def cmd_calibrate(args: argparse.Namespace, ctx: Context) -> int:
     c.print(f"[bold]roofline of this machine[/] ({calibration.ROOF_DTYPE} compute roof):")
     c.print(roofline(roof.tflops, record.bandwidth.gbps, []), markup=False, highlight=False)
     if record.measured_at < began:  # this measurement was not kept: the quieter record above stays
-        c.print(f"measured in {took:.1f} s and not kept: the record of {record.measured_on} shown above stays in "
-                f"{escape(str(calibration.cache_file()))}.")
+        c.print(
+            f"measured in {took:.1f} s and not kept: the record of {record.measured_on} shown above stays in "
+            f"{escape(str(calibration.cache_file()))}."
+        )
         return OK
-    c.print(f"calibrated in {took:.1f} s; kept in {escape(str(calibration.cache_file()))} (and each peak in "
-            f"{escape(matmul_peak.CACHE_NAME)}, which MFU uses). `gpututor doctor` shows it; "
-            f"`{calibration.ROOFLINE_COMMAND}` places your runs on it.")
+    c.print(
+        f"calibrated in {took:.1f} s; kept in {escape(str(calibration.cache_file()))} (and each peak in "
+        f"{escape(matmul_peak.CACHE_NAME)}, which MFU uses). `gpututor doctor` shows it; "
+        f"`{calibration.ROOFLINE_COMMAND}` places your runs on it."
+    )
     return OK
 
 
@@ -92,8 +109,10 @@ def _print_roofs(c: Any, record: Any) -> None:
     from rich.markup import escape
 
     for p in record.peaks:
-        c.print(f"  {p.dtype:9} peak {flops_text(p.tflops):>14}   ridge at {number(record.ridge(p.dtype))} FLOP/B",
-                highlight=False)
+        c.print(
+            f"  {p.dtype:9} peak {flops_text(p.tflops):>14}   ridge at {number(record.ridge(p.dtype))} FLOP/B",
+            highlight=False,
+        )
     bw = record.bandwidth
     copies = ""
     if bw.copy_gbps is not None:
@@ -130,10 +149,11 @@ def print_doctor(c: Any, report: dict[str, Any]) -> None:
     found = report["calibration"]
     if found is None:
         other = report.get("other_device")
-        where = (f" (the one calibration here is of {escape(other['device'])}, {other['measured_on']})"
-                 if other else "")
-        c.print(f"[bold]calibration[/]: this device is not calibrated{where}: run `{report['command']}` "
-                "to measure its roofline")
+        where = f" (the one calibration here is of {escape(other['device'])}, {other['measured_on']})" if other else ""
+        c.print(
+            f"[bold]calibration[/]: this device is not calibrated{where}: run `{report['command']}` "
+            "to measure its roofline"
+        )
         return
     from tutor.measurement.calibration import Calibration
 
@@ -154,11 +174,24 @@ def cmd_roofline(args: argparse.Namespace, ctx: Context) -> int:
     dev = _device(ctx)
     state = calibration.report(dev)
     if state["calibration"] is None:
-        why = (f"this device ({state['device']}) is not calibrated"
-               + (f"; the calibration here is of {state['other_device']['device']}" if state["other_device"] else ""))
+        why = f"this device ({state['device']}) is not calibrated" + (
+            f"; the calibration here is of {state['other_device']['device']}" if state["other_device"] else ""
+        )
         if args.json:
-            print_json({"calibration": None, "stale": None, "roof": None, "device": state["device"], "message": why,
-                        "command": calibration.COMMAND, "points": [], "listed": [], "elsewhere": [], "older": []})
+            print_json(
+                {
+                    "calibration": None,
+                    "stale": None,
+                    "roof": None,
+                    "device": state["device"],
+                    "message": why,
+                    "command": calibration.COMMAND,
+                    "points": [],
+                    "listed": [],
+                    "elsewhere": [],
+                    "older": [],
+                }
+            )
         else:
             print(f"{why}: run `{calibration.COMMAND}` first, then `{calibration.ROOFLINE_COMMAND}`.")
         return OK
@@ -171,10 +204,20 @@ def cmd_roofline(args: argparse.Namespace, ctx: Context) -> int:
     roof = record.peak(calibration.ROOF_DTYPE)
     assert roof is not None
     if args.json:
-        print_json({"calibration": state["calibration"], "stale": state["stale"], "command": calibration.COMMAND,
-                    "roof": {"dtype": calibration.ROOF_DTYPE, "peak_tflops": roof.tflops,
-                             "bandwidth_gbps": record.bandwidth.gbps, "ridge_point": record.ridge()},
-                    **placed})
+        print_json(
+            {
+                "calibration": state["calibration"],
+                "stale": state["stale"],
+                "command": calibration.COMMAND,
+                "roof": {
+                    "dtype": calibration.ROOF_DTYPE,
+                    "peak_tflops": roof.tflops,
+                    "bandwidth_gbps": record.bandwidth.gbps,
+                    "ridge_point": record.ridge(),
+                },
+                **placed,
+            }
+        )
         return OK
 
     from rich.text import Text

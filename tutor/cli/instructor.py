@@ -59,8 +59,9 @@ def cmd_lint(args: argparse.Namespace, ctx: Context) -> int:
         warnings += found
         if lesson.id in ids:
             line, col = _id_position(path, parse_yaml)
-            issues.append(LessonIssue(str(path), line, col,
-                                      f"duplicate lesson id {lesson.id!r} (also in {ids[lesson.id]})"))
+            issues.append(
+                LessonIssue(str(path), line, col, f"duplicate lesson id {lesson.id!r} (also in {ids[lesson.id]})")
+            )
             continue
         ids[lesson.id] = path
         good += 1
@@ -69,13 +70,25 @@ def cmd_lint(args: argparse.Namespace, ctx: Context) -> int:
         print(json.dumps(_issue_json(issue)) if args.json else issue, flush=True)
     problems += len(issues)
     if args.json:
-        print(json.dumps({"errors": problems, "warnings": len(warnings), "files": len(checked),
-                          "files_with_errors": len(bad_files), "lessons_ok": good}), flush=True)
+        print(
+            json.dumps(
+                {
+                    "errors": problems,
+                    "warnings": len(warnings),
+                    "files": len(checked),
+                    "files_with_errors": len(bad_files),
+                    "lessons_ok": good,
+                }
+            ),
+            flush=True,
+        )
     # Warnings do not fail lint: the lesson works, perhaps not as its author meant.
     warned = f", {len(warnings)} warning{'s' * (len(warnings) != 1)}" if warnings else ""
     if problems:
-        eprint(f"lint: {len(issues)} error{'s' * (len(issues) != 1)} in {len(bad_files)} of "
-                f"{len(checked)} file{'s' * (len(checked) != 1)}{warned}")
+        eprint(
+            f"lint: {len(issues)} error{'s' * (len(issues) != 1)} in {len(bad_files)} of "
+            f"{len(checked)} file{'s' * (len(checked) != 1)}{warned}"
+        )
         return BAD_INPUT
     eprint(f"ok: {good} lesson{'s' * (good != 1)}{warned}")
     return OK
@@ -89,8 +102,14 @@ def _issue_json(issue: Any) -> dict[str, Any]:
     """One issue for an editor or CI: where, how bad, what, and the replacement lint suggests
     for the word at line:column (a did-you-mean), or null."""
     fix = _DID_YOU_MEAN.search(issue.message)
-    return {"path": issue.path, "line": issue.line, "column": issue.col, "severity": issue.severity,
-            "message": issue.message, "fix": fix.group(2) if fix else None}
+    return {
+        "path": issue.path,
+        "line": issue.line,
+        "column": issue.col,
+        "severity": issue.severity,
+        "message": issue.message,
+        "fix": fix.group(2) if fix else None,
+    }
 
 
 def _id_position(path: Path, parse_yaml: Any) -> tuple[int, int]:
@@ -170,15 +189,28 @@ def cmd_lesson(args: argparse.Namespace, ctx: Context) -> int:
         # A failure says where to look, path:line as an editor opens it, before why.
         failed = f"\n    [red]{escape(o.where) + ': ' if o.where else ''}{text}[/]"
         detail = (f"  [dim]{text}[/]" if o.detail else "") if o.ok else (failed if o.detail or o.where else "")
-        console.print(f"{mark} {escape(o.lesson)} · {escape(o.step)} · {o.kind}: {escape(o.what)} "
-                      f"[dim]({o.seconds:.1f} s)[/]{detail}", markup=True, highlight=False)
+        console.print(
+            f"{mark} {escape(o.lesson)} · {escape(o.step)} · {o.kind}: {escape(o.what)} "
+            f"[dim]({o.seconds:.1f} s)[/]{detail}",
+            markup=True,
+            highlight=False,
+        )
 
     from tutor.authoring.lesson_test import Outcome
 
     outcomes = []
     for issue in pack_problems:  # a pack that does not load fails the test like a broken lesson
-        outcomes.append(Outcome(issue.path, f"line {issue.line}", "lint", "lesson pack loads", False, issue.message,
-                                where=f"{issue.path}:{issue.line}"))
+        outcomes.append(
+            Outcome(
+                issue.path,
+                f"line {issue.line}",
+                "lint",
+                "lesson pack loads",
+                False,
+                issue.message,
+                where=f"{issue.path}:{issue.line}",
+            )
+        )
         show(outcomes[-1])
     outcomes += play_paths(files, ctx.device, args.full, show, pack_problems, getattr(args, "repeats", 1))
     failed = [o for o in outcomes if not o.ok]
@@ -186,8 +218,9 @@ def cmd_lesson(args: argparse.Namespace, ctx: Context) -> int:
     passed = len(outcomes) - len(failed) - len(skipped)
     seconds = time.perf_counter() - started
     if args.json:
-        print(json.dumps({"passed": passed, "skipped": len(skipped), "failed": len(failed),
-                          "seconds": round(seconds, 1)}))
+        print(
+            json.dumps({"passed": passed, "skipped": len(skipped), "failed": len(failed), "seconds": round(seconds, 1)})
+        )
     else:
         table = RichTable(title="lesson test", title_justify="left")
         for column in ("lesson", "passed", "skipped", "failed", "seconds"):
@@ -195,11 +228,19 @@ def cmd_lesson(args: argparse.Namespace, ctx: Context) -> int:
         for lesson in dict.fromkeys(o.lesson for o in outcomes):
             mine = [o for o in outcomes if o.lesson == lesson]
             bad, left_out = sum(not o.ok for o in mine), sum(o.skipped for o in mine)
-            table.add_row(lesson, str(len(mine) - bad - left_out), str(left_out),
-                          f"[bold red]{bad}[/]" if bad else "0", f"{wall.get(lesson, 0.0):.1f}")
+            table.add_row(
+                lesson,
+                str(len(mine) - bad - left_out),
+                str(left_out),
+                f"[bold red]{bad}[/]" if bad else "0",
+                f"{wall.get(lesson, 0.0):.1f}",
+            )
         console.print(table)
-        console.print(f"{passed} passed, " + (f"{len(skipped)} skipped (not for this machine), " if skipped else "")
-                      + f"{len(failed)} failed in {seconds:.1f} s")
+        console.print(
+            f"{passed} passed, "
+            + (f"{len(skipped)} skipped (not for this machine), " if skipped else "")
+            + f"{len(failed)} failed in {seconds:.1f} s"
+        )
     return FAILED if failed else OK
 
 
@@ -215,11 +256,12 @@ def cmd_new(args: argparse.Namespace, ctx: Context) -> int:
     template = files("tutor.authoring").joinpath("templates/new-lesson.yaml").read_text(encoding="utf-8")
     text = template.replace("LESSON_ID", lesson_id).replace("LESSON_TITLE", title.replace('"', "'"))
     out = write_file(args.output or f"{lesson_id}.yaml", text, f"{lesson_id}.yaml", overwrite=args.force)
-    eprint(f"wrote {out}: a lesson with one step of each kind.\n"
-            f"next: edit it, `gpututor lint {out}`, then `gpututor --lessons-dir {out.parent}`")
+    eprint(
+        f"wrote {out}: a lesson with one step of each kind.\n"
+        f"next: edit it, `gpututor lint {out}`, then `gpututor --lessons-dir {out.parent}`"
+    )
     from tutor.course.catalog import builtin_lessons_dir
 
     if any(p.stem == lesson_id for p in builtin_lessons_dir().glob("*.y*ml")):
         eprint(f"note: {lesson_id!r} is a built-in lesson's id: loaded with --lessons-dir, this file replaces it")
     return OK
-

@@ -42,8 +42,12 @@ def cmd_tui(args: argparse.Namespace, ctx: Context) -> int:
     check_lesson_dirs(ctx)
     from tutor.ui.app import TutorApp
 
-    app = TutorApp(lessons_dirs=ctx.lessons_dirs, device=ctx.device,
-                   data_dir=str(ctx.data_dir) if ctx.data_dir else None, warnings=ctx.warnings)
+    app = TutorApp(
+        lessons_dirs=ctx.lessons_dirs,
+        device=ctx.device,
+        data_dir=str(ctx.data_dir) if ctx.data_dir else None,
+        warnings=ctx.warnings,
+    )
     app.run()
     code = getattr(app, "return_code", None)
     return code if isinstance(code, int) else OK
@@ -59,15 +63,17 @@ def cmd_list(args: argparse.Namespace, ctx: Context) -> int:
         rows = []
         for item in catalog.lessons:
             ids = {s.id for s in item.lesson.steps}
-            rows.append({
-                "id": item.lesson.id,
-                "title": item.lesson.title,
-                "summary": item.lesson.summary,
-                "steps": len(item.lesson.steps),
-                "done": len(progress.completed_steps(item.lesson.id) & ids),
-                "position": progress.position(item.lesson.id),
-                "path": str(item.path),
-            })
+            rows.append(
+                {
+                    "id": item.lesson.id,
+                    "title": item.lesson.title,
+                    "summary": item.lesson.summary,
+                    "steps": len(item.lesson.steps),
+                    "done": len(progress.completed_steps(item.lesson.id) & ids),
+                    "position": progress.position(item.lesson.id),
+                    "path": str(item.path),
+                }
+            )
         warning = progress.warning
     broken = [
         {"path": str(path), "errors": [{"line": i.line, "col": i.col, "message": i.message} for i in err.issues]}
@@ -137,10 +143,13 @@ def _selftest(args: argparse.Namespace, ctx: Context) -> int:
         for check in checks:
             results.append(check)
             if not args.json:
-                mark = {selftest.OK: "[green]ok    [/]",
-                        selftest.FAILED: "[bold red]failed[/]"}.get(check.status, "[dim]n/a   [/]")
-                console.print(f"{mark} {escape(check.name)}: {escape(check.detail)} [dim]({check.seconds:.1f} s)[/]",
-                              highlight=False)
+                mark = {selftest.OK: "[green]ok    [/]", selftest.FAILED: "[bold red]failed[/]"}.get(
+                    check.status, "[dim]n/a   [/]"
+                )
+                console.print(
+                    f"{mark} {escape(check.name)}: {escape(check.detail)} [dim]({check.seconds:.1f} s)[/]",
+                    highlight=False,
+                )
     except devices.DeviceError as e:
         raise UsageError(str(e)) from None
     failed = [c for c in results if c.status == selftest.FAILED]
@@ -148,8 +157,10 @@ def _selftest(args: argparse.Namespace, ctx: Context) -> int:
         print_json({"checks": [c.as_dict() for c in results], "failed": len(failed)})
     else:
         counts = {s: sum(c.status == s for c in results) for s in (selftest.OK, selftest.FAILED, selftest.NOT_HERE)}
-        console.print(f"{counts[selftest.OK]} ok, {counts[selftest.FAILED]} failed, {counts[selftest.NOT_HERE]} "
-                      f"not applicable here, in {sum(c.seconds for c in results):.1f} s")
+        console.print(
+            f"{counts[selftest.OK]} ok, {counts[selftest.FAILED]} failed, {counts[selftest.NOT_HERE]} "
+            f"not applicable here, in {sum(c.seconds for c in results):.1f} s"
+        )
     return FAILED if failed else OK
 
 
@@ -179,25 +190,28 @@ def _doctor_report(ctx: Context, remeasure_peak: bool = False) -> tuple[dict[str
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
-            report.update({
-                "torch": torch.__version__,
-                "cuda": torch.version.cuda,
-                "cudnn": cudnn,
-                "cuda_available": torch.cuda.is_available(),
-                "mps_built": bool(getattr(torch.backends, "mps", None) and torch.backends.mps.is_built()),
-                "tf32": {
-                    "matmul_allow_tf32": bool(torch.backends.cuda.matmul.allow_tf32),
-                    "cudnn_allow_tf32": bool(torch.backends.cudnn.allow_tf32),
-                    "float32_matmul_precision": torch.get_float32_matmul_precision(),
-                },
-            })
+            report.update(
+                {
+                    "torch": torch.__version__,
+                    "cuda": torch.version.cuda,
+                    "cudnn": cudnn,
+                    "cuda_available": torch.cuda.is_available(),
+                    "mps_built": bool(getattr(torch.backends, "mps", None) and torch.backends.mps.is_built()),
+                    "tf32": {
+                        "matmul_allow_tf32": bool(torch.backends.cuda.matmul.allow_tf32),
+                        "cudnn_allow_tf32": bool(torch.backends.cudnn.allow_tf32),
+                        "float32_matmul_precision": torch.get_float32_matmul_precision(),
+                    },
+                }
+            )
         from tutor.experiments import gpu_share
 
         cap = gpu_share.cap_mib()
         report["gpu_memory_cap_mb"] = cap
-        report["devices"] = [{**d.as_dict(), "describe": d.describe(),
-                              "sharing": d.sharing(cap, gpu_share.cap_source())}
-                             for d in map(devices.with_free_memory, devices.available())]
+        report["devices"] = [
+            {**d.as_dict(), "describe": d.describe(), "sharing": d.sharing(cap, gpu_share.cap_source())}
+            for d in map(devices.with_free_memory, devices.available())
+        ]
         try:
             selected = devices.resolve(ctx.device)
             report["selected_device"] = selected.torch_device
@@ -269,8 +283,10 @@ def _print_doctor(report: dict[str, Any]) -> None:
         c.print(f"[red]torch: not importable[/] ({escape(report.get('torch_error', ''))})")
     else:
         cudnn = report["cudnn"]
-        c.print(f"torch {report['torch']}  CUDA {report['cuda'] or 'none (CPU build)'}  "
-                f"cuDNN {cudnn if cudnn else 'none'}  MPS built: {report['mps_built']}")
+        c.print(
+            f"torch {report['torch']}  CUDA {report['cuda'] or 'none (CPU build)'}  "
+            f"cuDNN {cudnn if cudnn else 'none'}  MPS built: {report['mps_built']}"
+        )
         c.print("[bold]devices[/] (best first):")
         for d in report["devices"]:
             caps = [f"{k}: {'yes' if d[k] else 'no'}" for k in ("bf16", "fp16", "tensor_cores")]
@@ -283,12 +299,16 @@ def _print_doctor(report: dict[str, Any]) -> None:
         if report.get("gpu_memory_cap_mb"):
             from tutor.experiments import gpu_share
 
-            c.print(f"GPU memory per run: capped at {report['gpu_memory_cap_mb']:,} MiB ({gpu_share.cap_source()}; "
-                    "for a GPU shared by a class)")
+            c.print(
+                f"GPU memory per run: capped at {report['gpu_memory_cap_mb']:,} MiB ({gpu_share.cap_source()}; "
+                "for a GPU shared by a class)"
+            )
         tf32 = report["tf32"]
-        c.print(f"TF32: matmul {'on' if tf32['matmul_allow_tf32'] else 'off'}, "
-                f"cuDNN {'on' if tf32['cudnn_allow_tf32'] else 'off'}, "
-                f"float32_matmul_precision={tf32['float32_matmul_precision']}")
+        c.print(
+            f"TF32: matmul {'on' if tf32['matmul_allow_tf32'] else 'off'}, "
+            f"cuDNN {'on' if tf32['cudnn_allow_tf32'] else 'off'}, "
+            f"float32_matmul_precision={tf32['float32_matmul_precision']}"
+        )
         sel = report.get("selected_device")
         c.print(f"selected device: {sel if sel else '[red]not available (see below)[/]'}")
         if "peak" in report:
@@ -340,16 +360,21 @@ def _print_peak(c: Any, peak: dict[str, Any]) -> None:
     c.print(f"[bold]measured peak[/] (what MFU is measured against; {escape(peak['device'])}{with_threads}):")
     for e in peak["entries"]:
         now = " [green](just now)[/]" if e["dtype"] in peak["measured_now"] else ""
-        c.print(f"  {e['dtype']}: {fmt(e['tflops'], 'TFLOP/s')}, measured {e['measured_on']} with torch "
-                f"{escape(e['torch'])}{now}\n      [dim]{escape(e['how_text'])}[/]", highlight=False)
+        c.print(
+            f"  {e['dtype']}: {fmt(e['tflops'], 'TFLOP/s')}, measured {e['measured_on']} with torch "
+            f"{escape(e['torch'])}{now}\n      [dim]{escape(e['how_text'])}[/]",
+            highlight=False,
+        )
         if e["stale"]:
             c.print(f"      [yellow]not reused[/]: {escape(e['stale'])}; measured again on next use")
     for dtype in peak["not_measured"]:
         if not any(e["dtype"] == dtype for e in peak["entries"]):
             c.print(f"  {dtype}: not measured yet")
     if not peak["measured_now"]:
-        c.print(f"  [dim]`{peak['measure_command']}` measures (a few seconds), in place of what is cached; a "
-                f"pipeline-breakdown run measures a missing one itself. Cache: {escape(peak['cache_file'])}[/]")
+        c.print(
+            f"  [dim]`{peak['measure_command']}` measures (a few seconds), in place of what is cached; a "
+            f"pipeline-breakdown run measures a missing one itself. Cache: {escape(peak['cache_file'])}[/]"
+        )
 
 
 def cmd_check(args: argparse.Namespace, ctx: Context) -> int:
@@ -359,8 +384,9 @@ def cmd_check(args: argparse.Namespace, ctx: Context) -> int:
     from tutor.course.session import LessonSession
 
     try:
-        lesson, step = find_step(ctx, args.lesson, args.check, (CheckStep, PredictStep), "steps that take an answer",
-                                  "which takes no answer")
+        lesson, step = find_step(
+            ctx, args.lesson, args.check, (CheckStep, PredictStep), "steps that take an answer", "which takes no answer"
+        )
     except BadInput as e:
         return bad(args, "check", str(e))
 
@@ -387,8 +413,11 @@ def cmd_check(args: argparse.Namespace, ctx: Context) -> int:
     if verdict.missing:
         c.print(f"missing: {', '.join(verdict.missing)}", markup=False)
     if run_record is not None:
-        c.print(f"(graded with the metrics of your run #{run_record.id} of {run_record.experiment})",
-                style="dim", markup=False)
+        c.print(
+            f"(graded with the metrics of your run #{run_record.id} of {run_record.experiment})",
+            style="dim",
+            markup=False,
+        )
     return OK
 
 
@@ -398,8 +427,7 @@ def cmd_exercise(args: argparse.Namespace, ctx: Context) -> int:
     from tutor.course.lesson import ExerciseStep
 
     try:
-        lesson, step = find_step(ctx, args.lesson, args.step, (ExerciseStep,), "exercise steps",
-                                  "not an exercise")
+        lesson, step = find_step(ctx, args.lesson, args.step, (ExerciseStep,), "exercise steps", "not an exercise")
     except BadInput as e:
         return bad(args, "exercise", str(e))
     if args.watch and args.json:
@@ -440,7 +468,8 @@ def _grade_exercise_file(args: argparse.Namespace, lesson: Any, step: Any, path:
 
     if not args.file and not args.json:
         _word_wrapped(rich_console(stderr=True)).print(
-            f"{lesson.id} · {step.title or step.id}: {workspace.shown_path(path)}", markup=False)
+            f"{lesson.id} · {step.title or step.id}: {workspace.shown_path(path)}", markup=False
+        )
     result = grade(code)
     if args.json:
         print_json(result.as_dict())
@@ -452,8 +481,11 @@ def _grade_exercise_file(args: argparse.Namespace, lesson: Any, step: Any, path:
     import time
 
     watch = workspace.FileWatch(path, known=code)
-    c.print(f"Watching {workspace.shown_path(path)}: save it in any editor to run it again; ctrl+c stops.",
-            style="dim", markup=False)
+    c.print(
+        f"Watching {workspace.shown_path(path)}: save it in any editor to run it again; ctrl+c stops.",
+        style="dim",
+        markup=False,
+    )
     try:
         while True:
             time.sleep(workspace.POLL_S)
@@ -497,8 +529,7 @@ def _print_exercise_result(c: Any, result: Any) -> None:
         c.print(f"  ({note})", style="dim", markup=False)
     c.print(result.summary, markup=False)
     if result.sandbox.dropped_bytes:
-        c.print(f"(output was long: {result.sandbox.dropped_bytes:,} bytes of it not kept)", style="dim",
-                markup=False)
+        c.print(f"(output was long: {result.sandbox.dropped_bytes:,} bytes of it not kept)", style="dim", markup=False)
 
 
 def _instruments_text() -> str:
@@ -524,16 +555,30 @@ def cmd_instrument(args: argparse.Namespace, ctx: Context) -> int:
 
     if not args.name:
         if args.json:
-            print_json({name: {"summary": i.summary, "controls": {c.name: {
-                "kind": c.kind, "options": list(c.options), "default": c.default} for c in i.controls},
-                "outputs": i.outputs} for name, i in REGISTRY.items()})
+            print_json(
+                {
+                    name: {
+                        "summary": i.summary,
+                        "controls": {
+                            c.name: {"kind": c.kind, "options": list(c.options), "default": c.default}
+                            for c in i.controls
+                        },
+                        "outputs": i.outputs,
+                    }
+                    for name, i in REGISTRY.items()
+                }
+            )
         else:
             print(_instruments_text())
         return OK
     inst = REGISTRY.get(args.name)
     if inst is None:
-        return bad(args, "instrument", f"unknown instrument {args.name!r}{closest(args.name, list(REGISTRY))}; "
-                    f"available: {', '.join(sorted(REGISTRY))}")
+        return bad(
+            args,
+            "instrument",
+            f"unknown instrument {args.name!r}{closest(args.name, list(REGISTRY))}; "
+            f"available: {', '.join(sorted(REGISTRY))}",
+        )
     given: dict[str, str] = {}
     for item in args.sets:
         key, sep, raw = item.partition("=")
@@ -548,16 +593,28 @@ def cmd_instrument(args: argparse.Namespace, ctx: Context) -> int:
     context = _instrument_context(settings) if inst.needs_context(settings) else None
     reading = inst.compute(settings, context)
     if args.json:
-        print_json({"instrument": inst.name, "settings": settings, "outputs": reading.outputs,
-                     "verdict": reading.verdict, "level": reading.level, "math": list(reading.math),
-                     "reference": list(reading.reference), "notes": list(reading.notes)})
+        print_json(
+            {
+                "instrument": inst.name,
+                "settings": settings,
+                "outputs": reading.outputs,
+                "verdict": reading.verdict,
+                "level": reading.level,
+                "math": list(reading.math),
+                "reference": list(reading.reference),
+                "notes": list(reading.notes),
+            }
+        )
         return OK
     from tutor.instruments.render import reading as render
 
     c = rich_console()
-    c.print(f"[bold]{inst.title}[/]: " + ", ".join(f"{k}={ctl.label_of(settings[k])}"
-                                                   for k, ctl in ((c_.name, c_) for c_ in inst.controls)),
-            markup=True, highlight=False)
+    c.print(
+        f"[bold]{inst.title}[/]: "
+        + ", ".join(f"{k}={ctl.label_of(settings[k])}" for k, ctl in ((c_.name, c_) for c_ in inst.controls)),
+        markup=True,
+        highlight=False,
+    )
     c.print(render(reading, min(c.width, 100) - 2, math=args.math))
     return OK
 
@@ -625,8 +682,12 @@ def cmd_profile(args: argparse.Namespace, ctx: Context) -> int:
         c.print(prediction_profile.NOTHING_YET, markup=False)
     else:
         scored = len(found.scored)
-        c.print(f"Your prediction profile: {scored} prediction{'s' if scored != 1 else ''} measured, "
-                f"{len(found.concepts)} concept{'s' if len(found.concepts) != 1 else ''}", style="bold", markup=False)
+        c.print(
+            f"Your prediction profile: {scored} prediction{'s' if scored != 1 else ''} measured, "
+            f"{len(found.concepts)} concept{'s' if len(found.concepts) != 1 else ''}",
+            style="bold",
+            markup=False,
+        )
         for concept in found.concepts:
             c.print(f"  {concept.sentence()}", markup=False)
         c.print()
@@ -640,4 +701,3 @@ def cmd_profile(args: argparse.Namespace, ctx: Context) -> int:
         for u in found.unscored:
             c.print(f"  {u.place.name()}: {u.why}", style="dim", markup=False)
     return OK
-

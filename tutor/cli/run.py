@@ -90,10 +90,20 @@ def _experiments_text() -> str:
     lines = ["experiments (gpututor run NAME --set key=value; a bad --set lists the parameters in full):"]
     for name, exp in sorted(experiments.REGISTRY.items()):
         lines.append(f"  {name:22} {exp.title}")
-        own = [f"{k}={'(unset)' if f.default is None else f.default}" for k, f in exp.params.model_fields.items()
-               if k not in ("device", "seed")]
-        lines.append(textwrap.fill(" ".join(own) if own else "(no parameters but device and seed)", width=88,
-                                   initial_indent=" " * 4, subsequent_indent=" " * 4, break_on_hyphens=False))
+        own = [
+            f"{k}={'(unset)' if f.default is None else f.default}"
+            for k, f in exp.params.model_fields.items()
+            if k not in ("device", "seed")
+        ]
+        lines.append(
+            textwrap.fill(
+                " ".join(own) if own else "(no parameters but device and seed)",
+                width=88,
+                initial_indent=" " * 4,
+                subsequent_indent=" " * 4,
+                break_on_hyphens=False,
+            )
+        )
     lines.append("  every experiment also takes device (cpu, cuda, cuda:1, mps) and seed (0)")
     return "\n".join(lines)
 
@@ -104,13 +114,19 @@ def _experiments_json() -> dict[str, Any]:
     from tutor import experiments
     from tutor.cli.context import json_safe
 
-    return {name: {
-        "title": exp.title,
-        "params": {k: {"default": json_safe(f.default), "description": f.description or ""}
-                   for k, f in exp.params.model_fields.items()},
-        "metrics": {k: {"label": m.label, "unit": m.unit, "description": m.description}
-                    for k, m in exp.metrics.items()},
-    } for name, exp in sorted(experiments.REGISTRY.items())}
+    return {
+        name: {
+            "title": exp.title,
+            "params": {
+                k: {"default": json_safe(f.default), "description": f.description or ""}
+                for k, f in exp.params.model_fields.items()
+            },
+            "metrics": {
+                k: {"label": m.label, "unit": m.unit, "description": m.description} for k, m in exp.metrics.items()
+            },
+        }
+        for name, exp in sorted(experiments.REGISTRY.items())
+    }
 
 
 def cmd_run(args: argparse.Namespace, ctx: Context) -> int:
@@ -177,13 +193,13 @@ def _params_problem(exp: Any, e: Any) -> str:
     for err in e.errors():
         key = str(err["loc"][0]) if err["loc"] else "?"
         if err["type"] == "extra_forbidden":
-            problems.append(f"{exp.name} has no parameter {key!r}{closest(key, names)}; "
-                            f"it takes: {', '.join(names)}")
+            problems.append(f"{exp.name} has no parameter {key!r}{closest(key, names)}; it takes: {', '.join(names)}")
         elif not err["loc"]:  # a check across parameters (batch_size a multiple of micro_batches)
             problems.append(f"bad values: {err['msg'].removeprefix('Value error, ')}")
         else:
-            problems.append(f"bad value for {key!r}: {err['msg'].removeprefix('Value error, ')} "
-                            f"(got {err.get('input')!r})")
+            problems.append(
+                f"bad value for {key!r}: {err['msg'].removeprefix('Value error, ')} (got {err.get('input')!r})"
+            )
     return "; ".join(problems)
 
 
@@ -245,8 +261,14 @@ def _record(name: str, params: dict, device: Any, metrics: dict, status: str, er
         from tutor.course.progress import Progress
 
         with Progress() as progress:
-            progress.record_run(experiment=name, params=params, device={**device.as_dict(), **machine.stamp()},
-                                metrics=metrics, status=status, error=error)
+            progress.record_run(
+                experiment=name,
+                params=params,
+                device={**device.as_dict(), **machine.stamp()},
+                metrics=metrics,
+                status=status,
+                error=error,
+            )
             if progress.warning:
                 eprint(f"warning: {progress.warning}")
     except Exception as e:  # noqa: BLE001
@@ -303,17 +325,20 @@ class _HumanEvents:
             self._step(self.pending)
             self.pending = None
         if isinstance(event, ev.Started):
-            c.print(f"[bold]{escape(event.experiment)}[/] on [bold]{escape(event.device)}[/] "
-                    f"({escape(event.device_name)})")
+            c.print(
+                f"[bold]{escape(event.experiment)}[/] on [bold]{escape(event.device)}[/] ({escape(event.device_name)})"
+            )
             if event.dataset:
                 c.print(f"data: {escape(event.dataset)}")
             if event.detail:
                 c.print(escape(event.detail))
         elif isinstance(event, ev.Epoch):
             label = f"[{event.label}] " if event.label else ""
-            c.print(f"{escape(label)}[bold]epoch {event.epoch}/{event.epochs}[/]  "
-                    f"train loss {event.train_loss:.4f}  test acc {event.test_acc * 100:.2f}%  "
-                    f"{event.seconds:.2f} s  {event.samples_per_s:,.0f} samples/s")
+            c.print(
+                f"{escape(label)}[bold]epoch {event.epoch}/{event.epochs}[/]  "
+                f"train loss {event.train_loss:.4f}  test acc {event.test_acc * 100:.2f}%  "
+                f"{event.seconds:.2f} s  {event.samples_per_s:,.0f} samples/s"
+            )
         elif isinstance(event, ev.Note):
             style = {"warning": "yellow", "result": "bold"}.get(event.level, "")
             prefix = "warning: " if event.level == "warning" else ""
@@ -342,9 +367,13 @@ class _HumanEvents:
 
         # Words and units, as the TUI shows them: the declared metrics in the spec's order, then
         # any the run adds. Their names (a lesson's `compare:` keys) are in the --json output.
-        table = RichTable(title=f"measured (run took {seconds:.1f} s)", title_justify="left",
-                          caption=f"metric names, for a lesson's compare: gpututor run {self.exp.name} --json",
-                          caption_justify="left", caption_style="dim")
+        table = RichTable(
+            title=f"measured (run took {seconds:.1f} s)",
+            title_justify="left",
+            caption=f"metric names, for a lesson's compare: gpututor run {self.exp.name} --json",
+            caption_justify="left",
+            caption_style="dim",
+        )
         table.add_column("what", no_wrap=True)
         table.add_column("value", overflow="fold")
         for k in [*(k for k in self.exp.metrics if k in metrics), *(k for k in metrics if k not in self.exp.metrics)]:
@@ -357,4 +386,3 @@ class _HumanEvents:
 
     def cancelled(self) -> None:
         eprint("cancelled")
-

@@ -75,9 +75,22 @@ def discover(extra_dirs: Iterable[str | Path] = ()) -> Catalog:
                 # Two files of one folder claim one id: which one a learner gets would depend on
                 # their names. Keep the first, and say so where list and the home screen look. (A
                 # later folder overriding an earlier one is meant: settings' dirs, then --lessons-dir.)
-                broken.append((path, LessonError([LessonIssue(
-                    str(path), 1, 1, f"duplicate lesson id {lesson.id!r} (also in {first.path}): this file is "
-                    "not loaded; give one of them another id")])))
+                broken.append(
+                    (
+                        path,
+                        LessonError(
+                            [
+                                LessonIssue(
+                                    str(path),
+                                    1,
+                                    1,
+                                    f"duplicate lesson id {lesson.id!r} (also in {first.path}): this file is "
+                                    "not loaded; give one of them another id",
+                                )
+                            ]
+                        ),
+                    )
+                )
                 continue
             if first is not None and directory != builtin:
                 overridden[lesson.id] = path

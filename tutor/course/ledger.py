@@ -42,8 +42,11 @@ def instrument_context(progress: Progress, device: Any = None) -> Context:
             parameters = int(run.metrics["parameters"])
             per_sample = float(run.metrics["activation_bytes"]) / p.batch_size
             if 0 < parameters <= SANE_LIMIT and 0 <= per_sample <= SANE_LIMIT:  # not nan, inf, 1e400
-                ctx.my_model = {"label": f"your MLP ({p.layers} x {p.width} wide, measured)",
-                                "parameters": parameters, "activation_bytes_per_sample": per_sample}
+                ctx.my_model = {
+                    "label": f"your MLP ({p.layers} x {p.width} wide, measured)",
+                    "parameters": parameters,
+                    "activation_bytes_per_sample": per_sample,
+                }
         except (KeyError, TypeError, ValueError, ZeroDivisionError, OverflowError):  # ValidationError: ValueError
             pass
     run = progress.latest_run(experiment="pipeline-breakdown")
@@ -129,36 +132,48 @@ def _entry(expr: str, moves: list[Move], lesson: Lesson, progress: Progress) -> 
 
 def lesson_record(lesson: Lesson, progress: Progress) -> dict[str, Any]:
     done = progress.completed_steps(lesson.id)
-    predictions = {p.step_id: {"answer": p.answer, "value": p.value, "locked_at": _iso(p.locked_at)}
-                   for p in progress.predictions(lesson.id)}
+    predictions = {
+        p.step_id: {"answer": p.answer, "value": p.value, "locked_at": _iso(p.locked_at)}
+        for p in progress.predictions(lesson.id)
+    }
     answers: dict[str, Any] = {}
     instruments: dict[str, Any] = {}
     for step in lesson.steps:
         graded = progress.answers(lesson.id, step.id)
         if graded:
-            answers[step.id] = {"attempts": len(graded), "correct": any(a.correct for a in graded),
-                                "last_answer": graded[-1].answer}
+            answers[step.id] = {
+                "attempts": len(graded),
+                "correct": any(a.correct for a in graded),
+                "last_answer": graded[-1].answer,
+            }
         aids = progress.aids(lesson.id, step.id)
         if aids.hints or aids.solution:  # help taken: hint tiers shown, the solution seen
             answers.setdefault(step.id, {}).update({"hints": aids.hints, "solution_shown": aids.solution})
         reviewed = progress.reviews(lesson.id, step.id)
         if reviewed:
             answers.setdefault(step.id, {})["reviews"] = [
-                {"at": _iso(r.at), "answer": r.answer, "correct": r.correct} for r in reviewed]
+                {"at": _iso(r.at), "answer": r.answer, "correct": r.correct} for r in reviewed
+            ]
         if isinstance(step, InstrumentStep):
             moves = progress.moves(lesson.id, step.id)
             if moves:
                 instruments[step.id] = {
-                    "instrument": step.instrument, "moves": len(moves),
-                    "settings": moves[-1].settings, "outputs": moves[-1].outputs,
+                    "instrument": step.instrument,
+                    "moves": len(moves),
+                    "settings": moves[-1].settings,
+                    "outputs": moves[-1].outputs,
                     "goal_reached": bool(step.goal and any(step.goal.reached(m.outputs) for m in moves)),
                     "history": [{"at": _iso(m.at), "settings": m.settings} for m in moves],
                 }
     return {
-        "id": lesson.id, "title": lesson.title,
-        "steps": len(lesson.steps), "completed": [s.id for s in lesson.steps if s.id in done],
+        "id": lesson.id,
+        "title": lesson.title,
+        "steps": len(lesson.steps),
+        "completed": [s.id for s in lesson.steps if s.id in done],
         "design_ledger": design_ledger(lesson, progress),
-        "predictions": predictions, "answers": answers, "instruments": instruments,
+        "predictions": predictions,
+        "answers": answers,
+        "instruments": instruments,
     }
 
 

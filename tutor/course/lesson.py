@@ -234,8 +234,10 @@ class PythonRequirement(Strict):
     type: Literal["python"]
     id: str = Field(pattern=ID_PATTERN)
     title: str = Field("", max_length=80)
-    grader: str = Field(json_schema_extra={"pattern": r"^[^:\\]+\.py:[A-Za-z_][A-Za-z0-9_]*$"},
-                        description="FILE.py:FUNCTION, the file relative to the lesson's folder")
+    grader: str = Field(
+        json_schema_extra={"pattern": r"^[^:\\]+\.py:[A-Za-z_][A-Za-z0-9_]*$"},
+        description="FILE.py:FUNCTION, the file relative to the lesson's folder",
+    )
     timeout: float = Field(10.0, gt=0, le=600)  # seconds for the grader, Python's start-up included
     feedback: str  # said when the grader fails the program without words of its own
     # The folder of the lesson file it was loaded from (the loader passes it as validation context);
@@ -248,11 +250,14 @@ class PythonRequirement(Strict):
         file, sep, function = value.rpartition(":")
         parts = Path(file).parts
         if not sep or not file.endswith(".py") or not function.isidentifier():
-            raise PydanticCustomError("grader", "write FILE.py:FUNCTION, like 'grading.py:check_losses' "
-                                      "(a file beside the lesson)")
+            raise PydanticCustomError(
+                "grader", "write FILE.py:FUNCTION, like 'grading.py:check_losses' (a file beside the lesson)"
+            )
         if Path(file).is_absolute() or ".." in parts or "\\" in file:
-            raise PydanticCustomError("grader", "the grader file must be in the lesson's folder or below it, "
-                                      "written relative to the lesson with /")
+            raise PydanticCustomError(
+                "grader",
+                "the grader file must be in the lesson's folder or below it, written relative to the lesson with /",
+            )
         return value
 
     @model_validator(mode="after")
@@ -276,7 +281,14 @@ class PythonRequirement(Strict):
 
 
 Requirement = Annotated[
-    OutputRequirement | SourceRequirement | ReportRequirement | FileRequirement | FunctionRequirement | BehaviourRequirement | ErrorRequirement | PythonRequirement,
+    OutputRequirement
+    | SourceRequirement
+    | ReportRequirement
+    | FileRequirement
+    | FunctionRequirement
+    | BehaviourRequirement
+    | ErrorRequirement
+    | PythonRequirement,
     Field(discriminator="type"),
 ]
 
@@ -373,8 +385,9 @@ class InstrumentStep(StepBase):
         return {**self.set, **self.scenario}
 
 
-Step = Annotated[ReadStep | PredictStep | RunStep | CheckStep | ExerciseStep | InstrumentStep,
-                 Field(discriminator="kind")]
+Step = Annotated[
+    ReadStep | PredictStep | RunStep | CheckStep | ExerciseStep | InstrumentStep, Field(discriminator="kind")
+]
 
 
 class Lesson(Strict):
@@ -409,8 +422,11 @@ class Lesson(Strict):
 
     def predictions_before(self, index: int) -> list[PredictStep]:
         """The predict steps that the run or instrument step at `index` reveals."""
-        return [s for i, s in enumerate(self.steps[:index])
-                if isinstance(s, PredictStep) and self.run_after(i) is self.steps[index]]
+        return [
+            s
+            for i, s in enumerate(self.steps[:index])
+            if isinstance(s, PredictStep) and self.run_after(i) is self.steps[index]
+        ]
 
 
 @dataclass(frozen=True)
@@ -438,5 +454,3 @@ class LessonError(Exception):
 class LoadedLesson:
     lesson: Lesson
     path: Path
-
-

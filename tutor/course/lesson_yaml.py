@@ -87,8 +87,10 @@ def _scalar(node: yaml.Node) -> Any:
 # PyYAML's messages name the parser state; these say what to fix.
 _YAML_HINTS = [
     ("'\\t'", "tabs cannot indent YAML: use spaces"),
-    ("mapping values are not allowed here",
-     "check this line's indentation, or put a value that contains ': ' in quotes"),
+    (
+        "mapping values are not allowed here",
+        "check this line's indentation, or put a value that contains ': ' in quotes",
+    ),
     ("expected <block end>", "check the indentation: this line does not line up with the lines above it"),
     ("could not find expected ':'", "a key needs a colon after it (or put the text in quotes)"),
     ("did not find expected key", "check the indentation of this line and the one above it"),
@@ -129,8 +131,9 @@ def _open_columns(lines: list[str], row: int) -> dict[int, str]:
 
 
 def _said(columns: list[int]) -> str:
-    return f"column {columns[0]}" if len(columns) == 1 else \
-        f"columns {', '.join(map(str, columns[:-1]))} or {columns[-1]}"
+    return (
+        f"column {columns[0]}" if len(columns) == 1 else f"columns {', '.join(map(str, columns[:-1]))} or {columns[-1]}"
+    )
 
 
 def _misaligned(text: str, row: int) -> tuple[Pos, str] | None:
@@ -143,14 +146,18 @@ def _misaligned(text: str, row: int) -> tuple[Pos, str] | None:
     columns = _open_columns(lines, row)
     keys = [c for c, kind in columns.items() if kind == "key" and c != col]
     if columns.get(col) == "item" and not lines[row].lstrip(" ").startswith("-"):
-        return (row + 1, col), (f"bad indentation: this line starts at column {col}, where the '- ' items of a "
-                                "list start: begin a new item with '- '"
-                                + (f", or line it up with the keys above it ({_said(keys)})" if keys else ""))
+        return (row + 1, col), (
+            f"bad indentation: this line starts at column {col}, where the '- ' items of a "
+            "list start: begin a new item with '- '"
+            + (f", or line it up with the keys above it ({_said(keys)})" if keys else "")
+        )
     if col in columns or not columns:
         return None
-    return (row + 1, col), (f"bad indentation: this line starts at column {col}, which lines up with no line above "
-                            f"it (they start at {_said(list(columns))}): line it up with the keys of the mapping it "
-                            "belongs to, or with the '- ' of its list")
+    return (row + 1, col), (
+        f"bad indentation: this line starts at column {col}, which lines up with no line above "
+        f"it (they start at {_said(list(columns))}): line it up with the keys of the mapping it "
+        "belongs to, or with the '- ' of its list"
+    )
 
 
 def _deeper_than_above(text: str, row: int) -> tuple[Pos, str] | None:
@@ -164,9 +171,11 @@ def _deeper_than_above(text: str, row: int) -> tuple[Pos, str] | None:
     keys = [c for c, kind in _open_columns(lines, row).items() if kind == "key"]
     if not keys or col <= keys[-1] or ":" not in above:
         return None
-    return (row + 1, col), (f"bad indentation: this line starts at column {col}, deeper than the key above it "
-                            f"(column {keys[-1]}), so YAML reads it as more of that key's text, and ': ' inside a "
-                            f"text needs quotes: line it up with the keys above it ({_said(keys)}), or quote the text")
+    return (row + 1, col), (
+        f"bad indentation: this line starts at column {col}, deeper than the key above it "
+        f"(column {keys[-1]}), so YAML reads it as more of that key's text, and ': ' inside a "
+        f"text needs quotes: line it up with the keys above it ({_said(keys)}), or quote the text"
+    )
 
 
 def _yaml_issue(e: yaml.MarkedYAMLError, path: str, text: str = "") -> LessonIssue:
@@ -269,5 +278,3 @@ def position(marks: dict[Path_, Pos], loc: Iterable[Any], at_key: bool = False) 
         if loc[:n] in marks:
             return marks[loc[:n]]
     return (1, 1)
-
-

@@ -50,8 +50,25 @@ _UNION_TAGS = {  # for an error that does not list them (a missing tag)
     "requirement type": "output, source, report, file, function, behaviour, error, python",
     "answer type": "choice, number, text",
 }
-_TAGS = {"read", "predict", "run", "check", "exercise", "instrument", "choice", "number", "text",
-         "output", "source", "report", "file", "function", "behaviour", "error", "python"}
+_TAGS = {
+    "read",
+    "predict",
+    "run",
+    "check",
+    "exercise",
+    "instrument",
+    "choice",
+    "number",
+    "text",
+    "output",
+    "source",
+    "report",
+    "file",
+    "function",
+    "behaviour",
+    "error",
+    "python",
+}
 
 
 UNKNOWN_EXPERIMENT = "unknown experiment"  # how that issue starts: see without_pack_knock_ons
@@ -64,8 +81,9 @@ def without_pack_knock_ons(issues: list[LessonIssue], pack_problems: list[Lesson
     from tutor.experiments.packs import EXPERIMENTS_FILE
 
     broken = {Path(p.path).resolve().parent for p in pack_problems if Path(p.path).name == EXPERIMENTS_FILE}
-    return [i for i in issues
-            if not (i.message.startswith(UNKNOWN_EXPERIMENT) and Path(i.path).resolve().parent in broken)]
+    return [
+        i for i in issues if not (i.message.startswith(UNKNOWN_EXPERIMENT) and Path(i.path).resolve().parent in broken)
+    ]
 
 
 def _clean_loc(loc: tuple[Any, ...], data: Any) -> tuple[Any, ...]:
@@ -74,14 +92,15 @@ def _clean_loc(loc: tuple[Any, ...], data: Any) -> tuple[Any, ...]:
     cur = data
     after_union = True  # a tag comes right after the list index (or the key) of a union value
     for part in loc:
-        tagged = (after_union and isinstance(cur, dict) and part in _TAGS
-                  and cur.get("kind", cur.get("type")) == part)
+        tagged = after_union and isinstance(cur, dict) and part in _TAGS and cur.get("kind", cur.get("type")) == part
         after_union = False
         if tagged:
             # The discriminated union's branch name, not a key of the file (even where a
             # field has the same name: an instrument step's `instrument` key).
             continue
-        if (isinstance(cur, dict) and part in cur) or (isinstance(cur, list) and isinstance(part, int) and 0 <= part < len(cur)):
+        if (isinstance(cur, dict) and part in cur) or (
+            isinstance(cur, list) and isinstance(part, int) and 0 <= part < len(cur)
+        ):
             out.append(part)
             cur = cur[part]
             after_union = True
@@ -105,13 +124,27 @@ def _where(loc: tuple[Any, ...], data: Any) -> str:
 
 
 def _known_keys() -> list[str]:
-    models = (Lesson, ReadStep, PredictStep, RunStep, CheckStep, CodeCompare, Verify,
-              ChoiceAnswer, NumberAnswer, TextAnswer, InstrumentStep, Goal)
+    models = (
+        Lesson,
+        ReadStep,
+        PredictStep,
+        RunStep,
+        CheckStep,
+        CodeCompare,
+        Verify,
+        ChoiceAnswer,
+        NumberAnswer,
+        TextAnswer,
+        InstrumentStep,
+        Goal,
+    )
     return sorted({k for m in models for k in m.model_fields})
 
 
-_STEP_MODELS = {m.model_fields["kind"].annotation.__args__[0]: m
-                for m in (ReadStep, PredictStep, RunStep, CheckStep, ExerciseStep, InstrumentStep)}
+_STEP_MODELS = {
+    m.model_fields["kind"].annotation.__args__[0]: m
+    for m in (ReadStep, PredictStep, RunStep, CheckStep, ExerciseStep, InstrumentStep)
+}
 
 
 def _models_in(annotation: Any) -> list[type[BaseModel]]:
@@ -131,13 +164,20 @@ def _keys_at(loc: tuple[Any, ...], data: Any) -> list[str] | None:
             node = node[part] if isinstance(node, list) and part < len(node) else None
         else:
             node = node.get(part) if isinstance(node, dict) else None
-            models = [m for model in models if part in model.model_fields
-                      for m in _models_in(model.model_fields[part].annotation)]
+            models = [
+                m
+                for model in models
+                if part in model.model_fields
+                for m in _models_in(model.model_fields[part].annotation)
+            ]
         if len(models) > 1 and isinstance(node, dict):
             for tag in ("kind", "type"):
                 if tag in node:
-                    models = [m for m in models if tag in m.model_fields
-                              and node[tag] in typing.get_args(m.model_fields[tag].annotation)]
+                    models = [
+                        m
+                        for m in models
+                        if tag in m.model_fields and node[tag] in typing.get_args(m.model_fields[tag].annotation)
+                    ]
     return list(models[0].model_fields) if len(models) == 1 else None
 
 
@@ -161,9 +201,9 @@ def _unquoted_word(value: Any, msg: str) -> str:
     that word as text, say so (pydantic says only that False is not 'off')."""
     if not isinstance(value, bool):
         return ""
-    for word in (("off", "no") if value is False else ("on", "yes")):
+    for word in ("off", "no") if value is False else ("on", "yes"):
         if f"'{word}'" in msg:
-            return f"; YAML reads an unquoted {word} as {str(value).lower()}: write \"{word}\""
+            return f'; YAML reads an unquoted {word} as {str(value).lower()}: write "{word}"'
     return ""
 
 
@@ -210,8 +250,7 @@ def _schema_issues(e: ValidationError, data: Any, marks: dict[Path_, Pos], path:
             elif (fields := _step_fields(loc[:-1], data)) is not None:
                 # 'prompt' on an exercise step is a real key of other steps: name this kind's keys.
                 article = "an" if fields[0][0] in "aeiou" else "a"
-                hint = (_did_you_mean(key, fields, 0.7)
-                        or f"; {article} {fields[0]} step takes: {', '.join(fields[1:])}")
+                hint = _did_you_mean(key, fields, 0.7) or f"; {article} {fields[0]} step takes: {', '.join(fields[1:])}"
             elif (keys := _keys_at(loc[:-1], data)) is not None:
                 hint = _did_you_mean(key, keys, 0.6) or f"; it takes: {', '.join(keys)}"
             else:
@@ -229,41 +268,60 @@ def _schema_issues(e: ValidationError, data: Any, marks: dict[Path_, Pos], path:
             expected = expected or _UNION_TAGS[what]
             if kind == "union_tag_invalid":
                 tag = ctx.get("tag")
-                add(position(marks, (*loc, key)), _where(loc, data),
-                    f"unknown {what} {tag!r}{_did_you_mean(tag, expected.split(', '))}; expected one of {expected}")
+                add(
+                    position(marks, (*loc, key)),
+                    _where(loc, data),
+                    f"unknown {what} {tag!r}{_did_you_mean(tag, expected.split(', '))}; expected one of {expected}",
+                )
             else:
                 add(position(marks, loc), _where(loc, data), f"missing key {key!r} (one of {expected})")
         elif kind == "string_type" and loc and loc[-1] == "hint" and isinstance(err.get("input"), list):
             # hint: is one text; the tiers are `hints:`
             shown = ", ".join(repr(h) if isinstance(h, str) else str(h) for h in err["input"][:2])
             more = ", ..." if len(err["input"]) > 2 else ""
-            add(position(marks, loc, at_key=True), _where(loc[:-1], data),
+            add(
+                position(marks, loc, at_key=True),
+                _where(loc[:-1], data),
                 f"hint is one text, and this is a list (did you mean hints: [{shown}{more}]? a learner sees them "
-                "one at a time)")
+                "one at a time)",
+            )
         elif kind == "list_type" and loc and loc[-1] == "hints" and isinstance(err.get("input"), str):
-            add(position(marks, loc, at_key=True), _where(loc[:-1], data),
-                "hints is a list, shown one at a time: write hints: [...] with each hint an item (or hint: for "
-                "one)")
-        elif kind == "string_type" and isinstance(err.get("input"), (int, float)) and not isinstance(
-                err.get("input"), bool):
-            add(position(marks, loc), _where(loc, data),
-                "this reads as a number, not text: put it in quotes")
+            add(
+                position(marks, loc, at_key=True),
+                _where(loc[:-1], data),
+                "hints is a list, shown one at a time: write hints: [...] with each hint an item (or hint: for one)",
+            )
+        elif (
+            kind == "string_type"
+            and isinstance(err.get("input"), (int, float))
+            and not isinstance(err.get("input"), bool)
+        ):
+            add(position(marks, loc), _where(loc, data), "this reads as a number, not text: put it in quotes")
         elif kind == "string_type" and isinstance(err.get("input"), (datetime.date, bool)):
             reads = "true or false" if isinstance(err.get("input"), bool) else "a date"
             add(position(marks, loc), _where(loc, data), f"this reads as {reads}, not text: put it in quotes")
         elif kind == "string_pattern_mismatch" and loc and loc[-1] == "id":
-            add(position(marks, loc), _where(loc, data),
-                f"ids use lowercase letters, digits and dashes, like 'check-1'{_got(err.get('input'))}")
+            add(
+                position(marks, loc),
+                _where(loc, data),
+                f"ids use lowercase letters, digits and dashes, like 'check-1'{_got(err.get('input'))}",
+            )
         elif kind == "string_pattern_mismatch" and loc and loc[-1] == "name":
-            add(position(marks, loc), _where(loc, data),
-                f"a Python function name: letters, digits and _, like 'train_one_epoch'{_got(err.get('input'))}")
+            add(
+                position(marks, loc),
+                _where(loc, data),
+                f"a Python function name: letters, digits and _, like 'train_one_epoch'{_got(err.get('input'))}",
+            )
         else:
             msg = str(err.get("msg", "invalid value")).replace(" after validation", "").removeprefix("Value error, ")
             # A rule across a mapping's keys ("give `hints` or `hint`, not both") points at the key it
             # names that comes last in the file, not at the mapping's start.
             node = err.get("input")
-            named = [position(marks, (*loc, k), at_key=True) for k in re.findall(r"`(\w+)`", msg)
-                     if isinstance(node, dict) and k in node]
+            named = [
+                position(marks, (*loc, k), at_key=True)
+                for k in re.findall(r"`(\w+)`", msg)
+                if isinstance(node, dict) and k in node
+            ]
             pos = max(named) if named else position(marks, loc)
             add(pos, _where(loc, data) or "lesson", f"{msg}{_got(err.get('input'))}")
     return issues
@@ -303,7 +361,9 @@ def _semantic_issues(data: dict[str, Any], marks: dict[Path_, Pos], path: str) -
             return  # the schema reports a non-string
         if name not in experiments.REGISTRY:
             # A close match is the likely fix; only without one is the whole list worth its length.
-            hint = _did_you_mean(name, experiments.REGISTRY) or f"; available: {', '.join(sorted(experiments.REGISTRY))}"
+            hint = (
+                _did_you_mean(name, experiments.REGISTRY) or f"; available: {', '.join(sorted(experiments.REGISTRY))}"
+            )
             add((*loc, "experiment"), f"{UNKNOWN_EXPERIMENT} {name!r}{hint}")
             return
         if not isinstance(params, dict):
@@ -311,9 +371,13 @@ def _semantic_issues(data: dict[str, Any], marks: dict[Path_, Pos], path: str) -
         exp = experiments.REGISTRY[name]
         for key in exp.file_params():
             if key in params:
-                add((*loc, "params", key), f"experiment {name!r} parameter {key!r} names a file to write on the "
+                add(
+                    (*loc, "params", key),
+                    f"experiment {name!r} parameter {key!r} names a file to write on the "
                     f"learner's machine; a lesson may not set it (a learner can: gpututor run {name} "
-                    f"--set {key}=PATH)", at_key=True)
+                    f"--set {key}=PATH)",
+                    at_key=True,
+                )
         try:
             exp.make_params(params)
         except ValidationError as e:
@@ -322,13 +386,20 @@ def _semantic_issues(data: dict[str, Any], marks: dict[Path_, Pos], path: str) -
                 key = err["loc"][0] if err["loc"] else None
                 ploc = (*loc, "params", key) if key is not None else (*loc, "params")
                 if err["type"] == "extra_forbidden":
-                    add(ploc, f"experiment {name!r} has no parameter {key!r}{_did_you_mean(key, names)}; "
-                        f"it takes: {', '.join(names)}", at_key=True)
+                    add(
+                        ploc,
+                        f"experiment {name!r} has no parameter {key!r}{_did_you_mean(key, names)}; "
+                        f"it takes: {', '.join(names)}",
+                        at_key=True,
+                    )
                 elif key is None:  # a check across parameters (batch_size a multiple of micro_batches)
                     add(ploc, f"experiment {name!r} params: {err['msg'].removeprefix('Value error, ')}")
                 else:
-                    add(ploc, f"experiment {name!r} parameter {key!r}: {err['msg'].removeprefix('Value error, ')}"
-                        f"{_got(err.get('input'))}{_unquoted_word(err.get('input'), err['msg'])}")
+                    add(
+                        ploc,
+                        f"experiment {name!r} parameter {key!r}: {err['msg'].removeprefix('Value error, ')}"
+                        f"{_got(err.get('input'))}{_unquoted_word(err.get('input'), err['msg'])}",
+                    )
 
     steps = data.get("steps")
     steps = steps if isinstance(steps, list) else []
@@ -350,32 +421,48 @@ def _semantic_issues(data: dict[str, Any], marks: dict[Path_, Pos], path: str) -
         elif kind == "predict" and isinstance(step.get("compare"), str):
             issues += _range_issues(step, loc, marks, path)
             metric = step["compare"]
-            run = next((s for s in steps[i + 1 :] if isinstance(s, dict) and s.get("kind") in ("run", "instrument")),
-                       None)
+            run = next(
+                (s for s in steps[i + 1 :] if isinstance(s, dict) and s.get("kind") in ("run", "instrument")), None
+            )
             if run is None:
-                add((*loc, "compare"), f"step {step.get('id')!r} compares {metric!r} but no run or instrument "
-                    "step follows it: a prediction is revealed by the next one after it (put this step before it)")
+                add(
+                    (*loc, "compare"),
+                    f"step {step.get('id')!r} compares {metric!r} but no run or instrument "
+                    "step follows it: a prediction is revealed by the next one after it (put this step before it)",
+                )
             elif run.get("kind") == "instrument":
                 name = run.get("instrument")
                 inst = instruments.REGISTRY.get(name) if isinstance(name, str) else None
                 if inst is not None and metric not in inst.outputs:
-                    add((*loc, "compare"), f"instrument {inst.name!r} (step {run.get('id')!r}) has no output "
-                        f"{metric!r}{_did_you_mean(metric, inst.outputs)}; it computes: {', '.join(inst.outputs)}")
+                    add(
+                        (*loc, "compare"),
+                        f"instrument {inst.name!r} (step {run.get('id')!r}) has no output "
+                        f"{metric!r}{_did_you_mean(metric, inst.outputs)}; it computes: {', '.join(inst.outputs)}",
+                    )
             elif isinstance(run.get("experiment"), str) and run["experiment"] in experiments.REGISTRY:
                 metrics = experiments.REGISTRY[run["experiment"]].metrics
                 if metric not in metrics:
-                    add((*loc, "compare"), f"experiment {run['experiment']!r} (step {run.get('id')!r}) has no "
-                        f"metric {metric!r}{_did_you_mean(metric, metrics)}; it reports: {_reported(metrics)}")
+                    add(
+                        (*loc, "compare"),
+                        f"experiment {run['experiment']!r} (step {run.get('id')!r}) has no "
+                        f"metric {metric!r}{_did_you_mean(metric, metrics)}; it reports: {_reported(metrics)}",
+                    )
                     continue
                 if metrics[metric].unit not in ("text", "bool") and _unranged_choice(step.get("answer")):
-                    add((*loc, "answer", "options"), f"step {step.get('id')!r} compares the number {metric!r} with "
+                    add(
+                        (*loc, "answer", "options"),
+                        f"step {step.get('id')!r} compares the number {metric!r} with "
                         "options that have no `min`/`max`, so no measurement can land in one: give each option "
-                        "the range it stands for", at_key=True)
+                        "the range it stands for",
+                        at_key=True,
+                    )
                 unit = step.get("unit", "")
                 problem = isinstance(unit, str) and _unit_problem(unit, metrics[metric].unit, step.get("answer"))
                 if problem:
-                    add((*loc, "unit") if "unit" in step else (*loc, "compare"),
-                        f"step {step.get('id')!r}: {metric!r} of experiment {run['experiment']!r} {problem}")
+                    add(
+                        (*loc, "unit") if "unit" in step else (*loc, "compare"),
+                        f"step {step.get('id')!r}: {metric!r} of experiment {run['experiment']!r} {problem}",
+                    )
     return issues
 
 
@@ -394,31 +481,41 @@ def _unit_problem(given: str, declared: str, answer: Any) -> str | None:
     given, theirs = given.strip(), (theirs.strip() if isinstance(theirs, str) else "")
     if declared == "%" and given != "%":
         said = "no unit" if not given else f'unit "{given}"'
-        return (f"is a share from 0 to 1, shown in percent; with {said}, this step reads it as a fraction "
-                '(a run showing 70% is read as 0.7, in none of your percent ranges): write unit: "%" and give its ranges and answer in percent')
+        return (
+            f"is a share from 0 to 1, shown in percent; with {said}, this step reads it as a fraction "
+            '(a run showing 70% is read as 0.7, in none of your percent ranges): write unit: "%" and give its ranges and answer in percent'
+        )
     if given == "%" and declared != "%":
         shown = f'"{declared}"' if declared else "none (a plain number)"
-        return (f'is not a share: unit "%" would read it as one and show it times 100; its unit is {shown}'
-                + (f': write unit: "{declared}"' if declared else ": leave unit out"))
+        return f'is not a share: unit "%" would read it as one and show it times 100; its unit is {shown}' + (
+            f': write unit: "{declared}"' if declared else ": leave unit out"
+        )
     if not declared:
         return None  # a plain number: the step's unit names what it counts
     if given and given != declared and unit_info(given) != unit_info(declared):
-        return (f'is measured in "{declared}" ({present.METRIC_UNITS[declared]}), and this step has unit "{given}": '
-                f'write unit: "{declared}", the unit the measurement is read in (the answer may use another of '
-                "the same kind)")
+        return (
+            f'is measured in "{declared}" ({present.METRIC_UNITS[declared]}), and this step has unit "{given}": '
+            f'write unit: "{declared}", the unit the measurement is read in (the answer may use another of '
+            "the same kind)"
+        )
     read_in = unit_info(given or declared)
     if not given and theirs and unit_info(theirs) != unit_info(declared):
-        return (f'is measured in "{declared}", and this step has no unit, so it is compared with the answer as '
-                f'if it were in "{theirs}": write unit: "{declared}"')
+        return (
+            f'is measured in "{declared}", and this step has no unit, so it is compared with the answer as '
+            f'if it were in "{theirs}": write unit: "{declared}"'
+        )
     other = unit_info(theirs)
     if read_in and other and read_in[1] != other[1]:
-        return (f'is read in "{given or declared}", and the answer\'s unit "{theirs}" is not one it converts to: '
-                f"give the answer a unit of the same kind ({read_in[1]})")
+        return (
+            f'is read in "{given or declared}", and the answer\'s unit "{theirs}" is not one it converts to: '
+            f"give the answer a unit of the same kind ({read_in[1]})"
+        )
     return None
 
 
-def _check_answer_issues(step: dict[str, Any], loc: tuple[Any, ...], marks: dict[Path_, Pos],
-                         path: str) -> list[LessonIssue]:
+def _check_answer_issues(
+    step: dict[str, Any], loc: tuple[Any, ...], marks: dict[Path_, Pos], path: str
+) -> list[LessonIssue]:
     """A check's answer must be one a learner can get right: a choice with a correct option, a
     number with a value or a metric its verify run reports."""
     answer = step.get("answer")
@@ -433,33 +530,54 @@ def _check_answer_issues(step: dict[str, Any], loc: tuple[Any, ...], marks: dict
 
     options = answer.get("options")
     known = set(ChoiceOption.model_fields)
-    if answer.get("type") == "choice" and isinstance(options, list) and len(options) >= 2 and not any(
-            isinstance(o, dict) and (o.get("correct") is True or set(o) - known) for o in options):
+    if (
+        answer.get("type") == "choice"
+        and isinstance(options, list)
+        and len(options) >= 2
+        and not any(isinstance(o, dict) and (o.get("correct") is True or set(o) - known) for o in options)
+    ):
         # (an option with a misspelt key, `corect: true`, is reported as that)
-        add((*where, "options"), "answer: no option has `correct: true`, so no answer can pass: mark the right one(s)",
-            at_key=True)
+        add(
+            (*where, "options"),
+            "answer: no option has `correct: true`, so no answer can pass: mark the right one(s)",
+            at_key=True,
+        )
     if answer.get("type") != "number":
         return issues
     metric, verify = answer.get("from_metric"), step.get("verify")
     if metric is None and answer.get("value") is None:
-        add(where, "answer: a number check needs the right answer: `value: N`, or `from_metric: NAME` (a metric of "
-            "its verify run)", at_key=True)
+        add(
+            where,
+            "answer: a number check needs the right answer: `value: N`, or `from_metric: NAME` (a metric of "
+            "its verify run)",
+            at_key=True,
+        )
     elif isinstance(metric, str) and not isinstance(verify, dict):
-        add((*where, "from_metric"), f"answer: from_metric {metric!r} is read from this check's verify run, and it has "
-            "none: add `verify: {experiment: NAME}`, or give the answer as `value`", at_key=True)
+        add(
+            (*where, "from_metric"),
+            f"answer: from_metric {metric!r} is read from this check's verify run, and it has "
+            "none: add `verify: {experiment: NAME}`, or give the answer as `value`",
+            at_key=True,
+        )
     elif isinstance(metric, str) and verify.get("experiment") in experiments.REGISTRY:
         metrics = experiments.REGISTRY[verify["experiment"]].metrics
         if metric not in metrics:
-            add((*where, "from_metric"), f"from_metric: experiment {verify['experiment']!r} (its verify run) has no metric "
-                f"{metric!r}{_did_you_mean(metric, metrics)}; it reports: {_reported(metrics)}")
+            add(
+                (*where, "from_metric"),
+                f"from_metric: experiment {verify['experiment']!r} (its verify run) has no metric "
+                f"{metric!r}{_did_you_mean(metric, metrics)}; it reports: {_reported(metrics)}",
+            )
     return issues
 
 
 def _unranged_choice(answer: Any) -> bool:
     """A choice whose options all lack a range (and could be matched by their text alone)."""
     options = answer.get("options") if isinstance(answer, dict) and answer.get("type") == "choice" else None
-    return isinstance(options, list) and len(options) >= 2 and not any(
-        isinstance(o, dict) and ("min" in o or "max" in o) for o in options)
+    return (
+        isinstance(options, list)
+        and len(options) >= 2
+        and not any(isinstance(o, dict) and ("min" in o or "max" in o) for o in options)
+    )
 
 
 def _reported(metrics: Any) -> str:
@@ -468,12 +586,11 @@ def _reported(metrics: Any) -> str:
     spread = [n for n in metrics if f"{n}_low" in ends]
     text = ", ".join(n for n in metrics if n not in ends)
     if spread:
-        text += (f"; {', '.join(spread)} also as NAME_low and NAME_high, the ends of the run's repeats")
+        text += f"; {', '.join(spread)} also as NAME_low and NAME_high, the ends of the run's repeats"
     return text
 
 
-def _range_issues(step: dict[str, Any], loc: tuple[Any, ...], marks: dict[Path_, Pos],
-                  path: str) -> list[LessonIssue]:
+def _range_issues(step: dict[str, Any], loc: tuple[Any, ...], marks: dict[Path_, Pos], path: str) -> list[LessonIssue]:
     """A ranged prediction's options must cover every measurement from 0 up, once each."""
     issues: list[LessonIssue] = []
     answer = step.get("answer")
@@ -493,8 +610,10 @@ def _range_issues(step: dict[str, Any], loc: tuple[Any, ...], marks: dict[Path_,
     if not ranged:
         return issues  # options compared by their text (an error's name, a device)
     # An option without a range is a distractor no measurement lands in ("it crashes"): allowed.
-    spans = sorted(((bound(options[j], "min"), bound(options[j], "max"), j) for j in ranged),
-                   key=lambda s: -math.inf if s[0] is None else s[0])
+    spans = sorted(
+        ((bound(options[j], "min"), bound(options[j], "max"), j) for j in ranged),
+        key=lambda s: -math.inf if s[0] is None else s[0],
+    )
     for low, high, j in spans:
         if low is not None and high is not None and high <= low:
             add(j, "max", f"max {high:g} is not above min {low:g}: no measurement falls in it")
@@ -503,25 +622,36 @@ def _range_issues(step: dict[str, Any], loc: tuple[Any, ...], marks: dict[Path_,
         add(first, "min", f"a measurement below {low:g} would match no option: start the lowest range at 0")
     _, high, last = spans[-1]
     if high is not None:
-        add(last, "max", f"a measurement of {high:g} or more would match no option: leave out max on the "
-            "highest range (it then means 'and above')")
+        add(
+            last,
+            "max",
+            f"a measurement of {high:g} or more would match no option: leave out max on the "
+            "highest range (it then means 'and above')",
+        )
     for (_, high, j), (low, _, k) in itertools.pairwise(spans):
         if high is None or low is None:
             continue  # an open end in the middle: reported as an overlap below
         if high < low:
-            add(k, "min", f"a measurement from {high:g} to {low:g} would match no option: start this range "
-                f"at {high:g}, where option {j + 1} ends")
+            add(
+                k,
+                "min",
+                f"a measurement from {high:g} to {low:g} would match no option: start this range "
+                f"at {high:g}, where option {j + 1} ends",
+            )
         elif high > low:
-            add(k, "min", f"overlaps option {j + 1} from {low:g} to {high:g}: a measurement there counts for "
-                "one of them only; start this range where the other ends")
+            add(
+                k,
+                "min",
+                f"overlaps option {j + 1} from {low:g} to {high:g}: a measurement there counts for "
+                "one of them only; start this range where the other ends",
+            )
     for (_, high, j), (_, _, k) in itertools.pairwise(spans):
         if high is None:
             add(j, None, f"has no max but option {k + 1} starts above it: give it a max")
     return issues
 
 
-def _tweak_issues(step: dict[str, Any], loc: tuple[Any, ...], marks: dict[Path_, Pos],
-                  path: str) -> list[LessonIssue]:
+def _tweak_issues(step: dict[str, Any], loc: tuple[Any, ...], marks: dict[Path_, Pos], path: str) -> list[LessonIssue]:
     """Every value a run step offers the learner must be a valid parameter of its experiment."""
     issues: list[LessonIssue] = []
     name = step.get("experiment")
@@ -534,36 +664,70 @@ def _tweak_issues(step: dict[str, Any], loc: tuple[Any, ...], marks: dict[Path_,
         where = (*loc, "tweak", key)
         if key in exp.file_params():
             line, col = position(marks, where, at_key=True)
-            issues.append(LessonIssue(path, line, col, f"step {step.get('id')!r} tweak: experiment {exp.name!r} "
-                                      f"parameter {key!r} names a file to write; a lesson may not offer it"))
+            issues.append(
+                LessonIssue(
+                    path,
+                    line,
+                    col,
+                    f"step {step.get('id')!r} tweak: experiment {exp.name!r} "
+                    f"parameter {key!r} names a file to write; a lesson may not offer it",
+                )
+            )
             continue
         if key not in names:
             line, col = position(marks, where, at_key=True)
-            issues.append(LessonIssue(path, line, col, f"step {step.get('id')!r} tweak: experiment {exp.name!r} has "
-                                      f"no parameter {key!r}{_did_you_mean(key, names)}; it takes: {', '.join(names)}"))
+            issues.append(
+                LessonIssue(
+                    path,
+                    line,
+                    col,
+                    f"step {step.get('id')!r} tweak: experiment {exp.name!r} has "
+                    f"no parameter {key!r}{_did_you_mean(key, names)}; it takes: {', '.join(names)}",
+                )
+            )
             continue
         if not isinstance(values, list) or not values:
             line, col = position(marks, where)
-            issues.append(LessonIssue(path, line, col, f"step {step.get('id')!r} tweak {key!r}: give a list of values "
-                                      "to offer, such as [64, 256]"))
+            issues.append(
+                LessonIssue(
+                    path,
+                    line,
+                    col,
+                    f"step {step.get('id')!r} tweak {key!r}: give a list of values to offer, such as [64, 256]",
+                )
+            )
             continue
         if key in params and params[key] not in values:
             line, col = position(marks, (*loc, "params", key))
-            issues.append(LessonIssue(path, line, col, f"step {step.get('id')!r}: params {key}={params[key]!r} "
-                                      f"is not one of the tweak values {values}; the learner could not pick it again"))
+            issues.append(
+                LessonIssue(
+                    path,
+                    line,
+                    col,
+                    f"step {step.get('id')!r}: params {key}={params[key]!r} "
+                    f"is not one of the tweak values {values}; the learner could not pick it again",
+                )
+            )
         for j, value in enumerate(values):
             try:
                 exp.make_params({**params, key: value})
             except ValidationError as e:
                 msg = e.errors()[0]["msg"].removeprefix("Value error, ")
                 line, col = position(marks, (*where, j))
-                issues.append(LessonIssue(path, line, col, f"step {step.get('id')!r} tweak {key!r}: {value!r}: {msg}"
-                                          f"{_unquoted_word(value, msg)}"))
+                issues.append(
+                    LessonIssue(
+                        path,
+                        line,
+                        col,
+                        f"step {step.get('id')!r} tweak {key!r}: {value!r}: {msg}{_unquoted_word(value, msg)}",
+                    )
+                )
     return issues
 
 
-def _instrument_issues(step: dict[str, Any], loc: tuple[Any, ...], marks: dict[Path_, Pos],
-                       path: str, steps: list[Any]) -> list[LessonIssue]:
+def _instrument_issues(
+    step: dict[str, Any], loc: tuple[Any, ...], marks: dict[Path_, Pos], path: str, steps: list[Any]
+) -> list[LessonIssue]:
     """An instrument step's names and values: the instrument, its controls, outputs and ledger."""
     issues: list[LessonIssue] = []
 
@@ -582,10 +746,14 @@ def _instrument_issues(step: dict[str, Any], loc: tuple[Any, ...], marks: dict[P
     controls = [c.name for c in inst.controls]
     for field_name in ("set", "scenario"):
         settings = step.get(field_name)
-        for key, value in (settings.items() if isinstance(settings, dict) else []):
+        for key, value in settings.items() if isinstance(settings, dict) else []:
             if key not in controls:
-                add((field_name, key), f"instrument {name!r} has no control {key!r}{_did_you_mean(key, controls)}; "
-                    f"it has: {', '.join(controls)}", at_key=True)
+                add(
+                    (field_name, key),
+                    f"instrument {name!r} has no control {key!r}{_did_you_mean(key, controls)}; "
+                    f"it has: {', '.join(controls)}",
+                    at_key=True,
+                )
                 continue
             try:
                 inst.control(key).parse(value)
@@ -598,16 +766,22 @@ def _instrument_issues(step: dict[str, Any], loc: tuple[Any, ...], marks: dict[P
     goal = step.get("goal")
     if isinstance(goal, dict) and isinstance(goal.get("output"), str):
         if goal["output"] not in inst.outputs:
-            add(("goal", "output"), f"instrument {name!r} has no output {goal['output']!r}"
-                f"{_did_you_mean(goal['output'], inst.outputs)}")
-        elif "equals" in goal and inst.outputs_kind.get(goal["output"]) is bool and not isinstance(goal["equals"], bool):
-            add(("goal", "equals"), f"output {goal['output']!r} is true or false: write equals: true "
-                f"(or false), not {goal['equals']!r}")
+            add(
+                ("goal", "output"),
+                f"instrument {name!r} has no output {goal['output']!r}{_did_you_mean(goal['output'], inst.outputs)}",
+            )
+        elif (
+            "equals" in goal and inst.outputs_kind.get(goal["output"]) is bool and not isinstance(goal["equals"], bool)
+        ):
+            add(
+                ("goal", "equals"),
+                f"output {goal['output']!r} is true or false: write equals: true (or false), not {goal['equals']!r}",
+            )
         fixed_names = set(fixed) if isinstance(fixed, list) else set()
         if all(c in fixed_names for c in controls):
             add(("goal",), "a goal the learner cannot reach: every control is fixed")
     ledger = step.get("ledger")
-    for key, expr in (ledger.items() if isinstance(ledger, dict) else []):
+    for key, expr in ledger.items() if isinstance(ledger, dict) else []:
         problem = _ledger_problem(expr, controls, list(inst.outputs), steps)
         if problem:
             add(("ledger", key), f"ledger {key!r}: {problem}")
@@ -627,8 +801,11 @@ def _ledger_problem(expr: Any, controls: list[str], outputs: list[str], steps: l
     kind, _, rest = expr.partition(".")
     if kind == "prediction":
         target = by_id.get(rest)
-        return None if target is not None and target.get("kind") == "predict" else \
-            f"no predict step {rest!r}{_did_you_mean(rest, [i for i, s in by_id.items() if s.get('kind') == 'predict'])}"
+        return (
+            None
+            if target is not None and target.get("kind") == "predict"
+            else f"no predict step {rest!r}{_did_you_mean(rest, [i for i, s in by_id.items() if s.get('kind') == 'predict'])}"
+        )
     if kind == "run":
         step_id, _, metric = rest.partition(".")
         target = by_id.get(step_id)
@@ -668,8 +845,9 @@ def _valid_steps(data: dict[str, Any], lesson_dir: Path | None) -> list[tuple[in
     return valid
 
 
-def _rubric_issues(steps: list[tuple[int, Any]], marks: dict[Path_, Pos], path: str,
-                   grade_examples: bool) -> list[LessonIssue]:
+def _rubric_issues(
+    steps: list[tuple[int, Any]], marks: dict[Path_, Pos], path: str, grade_examples: bool
+) -> list[LessonIssue]:
     """Rubric phrases that cannot grade well (bad regex, a phrase that shrinks to one common word),
     and exercise requirements the checker cannot run (a regex that does not compile, an unknown probe)."""
     from tutor.checks.text import lint_rubric
@@ -691,8 +869,9 @@ def _rubric_issues(steps: list[tuple[int, Any]], marks: dict[Path_, Pos], path: 
     return issues
 
 
-def _graded_example_issues(step: CheckStep, i: int, marks: dict[Path_, Pos], path: str,
-                           grade_examples: bool) -> list[LessonIssue]:
+def _graded_example_issues(
+    step: CheckStep, i: int, marks: dict[Path_, Pos], path: str, grade_examples: bool
+) -> list[LessonIssue]:
     """A text check whose own reference answer, or a listed right answer, its rubric rejects (or a
     listed wrong answer it accepts): the learner would be graded against the author's intent."""
     from tutor.checks import grade
@@ -709,8 +888,15 @@ def _graded_example_issues(step: CheckStep, i: int, marks: dict[Path_, Pos], pat
         verdict = grade(reference, step.answer)
         if not verdict.correct:
             line, col = position(marks, ("steps", i, "answer", "reference"))
-            issues.append(LessonIssue(path, line, col, f"step {step.id!r}: its reference answer fails its own "
-                                      f"rubric ({verdict.feedback}{negations(reference, verdict)})"))
+            issues.append(
+                LessonIssue(
+                    path,
+                    line,
+                    col,
+                    f"step {step.id!r}: its reference answer fails its own "
+                    f"rubric ({verdict.feedback}{negations(reference, verdict)})",
+                )
+            )
     if not grade_examples:
         return issues
     for kind, answers, want in (("right", step.examples.right, True), ("wrong", step.examples.wrong, False)):
@@ -718,10 +904,19 @@ def _graded_example_issues(step: CheckStep, i: int, marks: dict[Path_, Pos], pat
             verdict = grade(answer, step.answer)
             if verdict.correct != want:
                 line, col = position(marks, ("steps", i, "examples", kind, j))
-                said = ("rejects it" + (f" ({verdict.feedback}{negations(answer, verdict)})" if verdict.feedback
-                                        else "") if want else "accepts it")
-                issues.append(LessonIssue(path, line, col, f"step {step.id!r}: example {kind}[{j}] {answer!r} "
-                                          f"is listed as {kind}, but the rubric {said}"))
+                said = (
+                    "rejects it" + (f" ({verdict.feedback}{negations(answer, verdict)})" if verdict.feedback else "")
+                    if want
+                    else "accepts it"
+                )
+                issues.append(
+                    LessonIssue(
+                        path,
+                        line,
+                        col,
+                        f"step {step.id!r}: example {kind}[{j}] {answer!r} is listed as {kind}, but the rubric {said}",
+                    )
+                )
     return issues
 
 
@@ -733,18 +928,26 @@ def _requirement_issues(step: ExerciseStep, i: int, marks: dict[Path_, Pos], pat
         problem, at = None, None  # at: the key whose value is wrong, else the requirement itself
         if isinstance(req, FunctionRequirement) and req.probe not in PROBES:
             close = _did_you_mean(req.probe, PROBES)
-            problem, at = (f"unknown probe {req.probe!r}"
-                           + (close or f"; available: {', '.join(sorted(PROBES))}")), "probe"
+            problem, at = (
+                (f"unknown probe {req.probe!r}" + (close or f"; available: {', '.join(sorted(PROBES))}")),
+                "probe",
+            )
         elif isinstance(req, FunctionRequirement) and step.launch is not None:
-            problem = ("a function probe calls the learner's function in one process; a step with launch runs "
-                       "several (judge them with behaviour checks)")
+            problem = (
+                "a function probe calls the learner's function in one process; a step with launch runs "
+                "several (judge them with behaviour checks)"
+            )
         elif isinstance(req, BehaviourRequirement) and req.check not in BEHAVIOURS:
             close = _did_you_mean(req.check, BEHAVIOURS)
-            problem, at = (f"unknown behaviour check {req.check!r}"
-                           + (close or f"; available: {', '.join(sorted(BEHAVIOURS))}")), "check"
+            problem, at = (
+                (f"unknown behaviour check {req.check!r}" + (close or f"; available: {', '.join(sorted(BEHAVIOURS))}")),
+                "check",
+            )
         elif isinstance(req, BehaviourRequirement) and req.check in DISTRIBUTED and step.launch is None:
-            problem = (f"behaviour check {req.check!r} compares the processes of a torchrun launch: give the step "
-                       "launch: {nproc: 2}")
+            problem = (
+                f"behaviour check {req.check!r} compares the processes of a torchrun launch: give the step "
+                "launch: {nproc: 2}"
+            )
         elif isinstance(req, PythonRequirement):
             found = _grader_issue(req, path)
             if isinstance(found, LessonIssue):  # the grader file itself does not parse: point into it
@@ -767,8 +970,15 @@ def _requirement_issues(step: ExerciseStep, i: int, marks: dict[Path_, Pos], pat
     for j, fails in enumerate(ids):
         if fails not in known:
             line, col = position(marks, ("steps", i, "mistakes", j))
-            issues.append(LessonIssue(path, line, col, f"step {step.id!r} mistake fails {fails!r}, which is not one "
-                                      f"of its requirements: {', '.join(sorted(known))}"))
+            issues.append(
+                LessonIssue(
+                    path,
+                    line,
+                    col,
+                    f"step {step.id!r} mistake fails {fails!r}, which is not one "
+                    f"of its requirements: {', '.join(sorted(known))}",
+                )
+            )
     return issues
 
 
@@ -793,29 +1003,36 @@ def _number_warnings(lesson: Lesson, marks: dict[Path_, Pos], path: str) -> list
         if target is not None:
             lo, hi = accepted_interval(spec, target)
             if defaulted and float(target).is_integer() and target != 0:
-                warn(("steps", i, "answer", "value"),
-                     f"step {step.id!r}: no tolerance given, so the default 10% applies to {target:g}: every "
-                     f"answer from {lo:g} to {hi:g} is graded right. For a count, write abs_tolerance: 0 (exact) "
-                     "or the tolerance you mean.")
+                warn(
+                    ("steps", i, "answer", "value"),
+                    f"step {step.id!r}: no tolerance given, so the default 10% applies to {target:g}: every "
+                    f"answer from {lo:g} to {hi:g} is graded right. For a count, write abs_tolerance: 0 (exact) "
+                    "or the tolerance you mean.",
+                )
         for reach in band_reach(spec, target):
             band = spec.ranges[reach.index]
             shown = f"{'' if band.min is None else f'{band.min:g}'}..{'' if band.max is None else f'{band.max:g}'}"
             where = ("steps", i, "answer", "ranges", reach.index)
             if reach.example is None:
-                warn(where, f"step {step.id!r}: range {reach.index + 1} ({shown}) is never reached, so its "
-                     f"feedback is never shown: {reach.why}")
+                warn(
+                    where,
+                    f"step {step.id!r}: range {reach.index + 1} ({shown}) is never reached, so its "
+                    f"feedback is never shown: {reach.why}",
+                )
             elif target is not None and not band.correct:
                 b_lo = -math.inf if band.min is None else band.min
                 b_hi = math.inf if band.max is None else band.max
                 if b_lo <= hi and lo <= b_hi:
-                    warn(where, f"step {step.id!r}: range {reach.index + 1} ({shown}) overlaps the answers graded "
-                         f"right ({lo:g} to {hi:g}, {tolerance_said(spec)} of {target:g}): from "
-                         f"{max(lo, b_lo):g} to {min(hi, b_hi):g} its feedback is never shown")
+                    warn(
+                        where,
+                        f"step {step.id!r}: range {reach.index + 1} ({shown}) overlaps the answers graded "
+                        f"right ({lo:g} to {hi:g}, {tolerance_said(spec)} of {target:g}): from "
+                        f"{max(lo, b_lo):g} to {min(hi, b_hi):g} its feedback is never shown",
+                    )
     return issues
 
 
-def lint_text(text: str, path: str = "<lesson>", *,
-              grade_examples: bool = False) -> tuple[Lesson, list[LessonIssue]]:
+def lint_text(text: str, path: str = "<lesson>", *, grade_examples: bool = False) -> tuple[Lesson, list[LessonIssue]]:
     """The lesson and its warnings (see `load_text`, which raises on errors the same way)."""
     lesson, marks = _load(text, path, grade_examples=grade_examples)
     return lesson, _number_warnings(lesson, marks, path) + _concept_warnings(lesson, marks, path)
@@ -830,12 +1047,21 @@ def _concept_warnings(lesson: Lesson, marks: dict[Path_, Pos], path: str) -> lis
             continue
         spec = step.answer
         quantity = isinstance(spec, NumberAnswer) or (
-            isinstance(spec, ChoiceAnswer) and any(o.min is not None or o.max is not None for o in spec.options))
+            isinstance(spec, ChoiceAnswer) and any(o.min is not None or o.max is not None for o in spec.options)
+        )
         if not (step.compare and quantity):
             line, col = position(marks, ("steps", i, "concept"))
-            issues.append(LessonIssue(path, line, col, f"step {step.id!r}: concept {step.concept!r} is never counted "
-                                      "in the prediction profile, which scores only a number, or a choice whose "
-                                      "options carry min/max, against the metric compare names", "warning"))
+            issues.append(
+                LessonIssue(
+                    path,
+                    line,
+                    col,
+                    f"step {step.id!r}: concept {step.concept!r} is never counted "
+                    "in the prediction profile, which scores only a number, or a choice whose "
+                    "options carry min/max, against the metric compare names",
+                    "warning",
+                )
+            )
     return issues
 
 
@@ -851,8 +1077,9 @@ def _grader_issue(req: PythonRequirement, path: str) -> str | LessonIssue | None
     try:
         tree = ast.parse(where.read_bytes(), filename=shown)
     except SyntaxError as e:
-        return LessonIssue(shown, e.lineno or 1, e.offset or 1, f"SyntaxError: {e.msg} (the grader of "
-                           f"requirement {req.id!r})")
+        return LessonIssue(
+            shown, e.lineno or 1, e.offset or 1, f"SyntaxError: {e.msg} (the grader of requirement {req.id!r})"
+        )
     except (OSError, ValueError) as e:
         return f"grader file {req.grader_file!r} cannot be read: {e}"
     defined: dict[str, ast.AST] = {}
@@ -890,8 +1117,10 @@ def _grader_issue(req: PythonRequirement, path: str) -> str | LessonIssue | None
         positional = len(args.posonlyargs) + len(args.args)
         required = positional - len(args.defaults) + sum(d is None for d in args.kw_defaults)
         if (positional == 0 and args.vararg is None) or required > 1:
-            return (f"{name} in {req.grader_file} (line {node.lineno}) must take one argument, the learner's run: "
-                    f"def {name}(run):")
+            return (
+                f"{name} in {req.grader_file} (line {node.lineno}) must take one argument, the learner's run: "
+                f"def {name}(run):"
+            )
     return None
 
 
@@ -912,11 +1141,26 @@ def _load(text: str, path: str, *, grade_examples: bool) -> tuple[Lesson, dict[P
         LessonIssue(path, pos[0], pos[1], f"duplicate key {key!r} (first at line {first}); YAML keeps only the last")
         for pos, key, first in parsed.duplicate_keys
     ]
-    issues += [LessonIssue(path, pos[0], pos[1], f"YAML tag '{tag.replace('tag:yaml.org,2002:', '!!')}' is not "
-                           "allowed: a lesson holds plain text, numbers, lists and mappings") for pos, tag in parsed.tags]
-    issues += [LessonIssue(path, pos[0], pos[1], f"control character {char!r} in this text: it would reach the "
-                           "learner's terminal as it is (an escape sequence can clear the screen); remove it")
-               for pos, char in parsed.controls]
+    issues += [
+        LessonIssue(
+            path,
+            pos[0],
+            pos[1],
+            f"YAML tag '{tag.replace('tag:yaml.org,2002:', '!!')}' is not "
+            "allowed: a lesson holds plain text, numbers, lists and mappings",
+        )
+        for pos, tag in parsed.tags
+    ]
+    issues += [
+        LessonIssue(
+            path,
+            pos[0],
+            pos[1],
+            f"control character {char!r} in this text: it would reach the "
+            "learner's terminal as it is (an escape sequence can clear the screen); remove it",
+        )
+        for pos, char in parsed.controls
+    ]
     issues += _duplicate_step_ids(data, marks, path)
     issues += _semantic_issues(data, marks, path)
     lesson = None
@@ -976,8 +1220,10 @@ def _read_text(path: str | Path) -> str:
         line = raw[: e.start].count(b"\n") + 1
         col = len(raw[line_start : e.start].decode("utf-8", errors="replace")) + 1
         raise LessonError(
-            [LessonIssue(shown, line, col, f"not UTF-8 text (byte 0x{raw[e.start]:02x}): save the lesson file as UTF-8")]
+            [
+                LessonIssue(
+                    shown, line, col, f"not UTF-8 text (byte 0x{raw[e.start]:02x}): save the lesson file as UTF-8"
+                )
+            ]
         ) from None
     return text
-
-

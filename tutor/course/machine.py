@@ -32,8 +32,10 @@ def measured_here(device: dict[str, Any] | None) -> bool:
     if not device or "host" not in device:
         return True
     here = stamp()
-    return device.get("host") == here["host"] and device.get("torch_version", here["torch_version"]) == \
-        here["torch_version"]
+    return (
+        device.get("host") == here["host"]
+        and device.get("torch_version", here["torch_version"]) == here["torch_version"]
+    )
 
 
 def elsewhere(device: dict[str, Any]) -> str:

@@ -53,7 +53,9 @@ WITHIN = 1.15
 LEAN_SHARE = 0.5
 
 NOTHING_YET = "No predictions measured yet: lock a prediction and run the step after it."
-NO_CONCEPT = "its step names no concept, so no row of the profile counts it (the reveal on the step still says how it went)"
+NO_CONCEPT = (
+    "its step names no concept, so no row of the profile counts it (the reveal on the step still says how it went)"
+)
 
 # How the built-in concepts read in a sentence; any other tag reads as its words.
 CONCEPT_LABELS = {
@@ -145,8 +147,13 @@ def _log_ratio(a: float, b: float) -> float | None:
     return error if abs(error) <= MAX_LOG_ERROR else None
 
 
-def signed_error(step: PredictStep, answer: str, measured: Any,
-                 interval: tuple[float, float] | None = None, guard: float | None = None) -> SignedError:
+def signed_error(
+    step: PredictStep,
+    answer: str,
+    measured: Any,
+    interval: tuple[float, float] | None = None,
+    guard: float | None = None,
+) -> SignedError:
     """The signed error of `answer` (as locked) against the measured value of `step.compare`.
     Raises NotComparable when there is none: nothing measured, a text or category, an option
     that names no range."""
@@ -156,8 +163,9 @@ def signed_error(step: PredictStep, answer: str, measured: Any,
             raise NotComparable("nothing was measured for it on this machine (the run's notes say why)")
         raise NotComparable("its measurement is not a number")
     spec = step.answer
-    score = checks.score_prediction(answer, spec, measured, step.unit, interval=interval,
-                                    guard=guard)  # the reveal's own verdict
+    score = checks.score_prediction(
+        answer, spec, measured, step.unit, interval=interval, guard=guard
+    )  # the reveal's own verdict
     m = _in_answer_units(value, step)
     if isinstance(spec, NumberAnswer):
         predicted = checks.parse_number(answer, spec.unit)
@@ -303,15 +311,20 @@ class ConceptProfile:
         if verdict == "within":
             return f"You predict {self.label} within {round((WITHIN - 1) * 100)}% ({counted})"
         if verdict == "close":
-            return (f"Your predictions of {self.label} are close, typically off {_percent(typical)}, but not all "
-                    f"within what their steps ask ({counted})")
+            return (
+                f"Your predictions of {self.label} are close, typically off {_percent(typical)}, but not all "
+                f"within what their steps ask ({counted})"
+            )
         if verdict == "both":
             return f"Your predictions of {self.label} are off {factor_text(typical)}, either way ({counted})"
         over = sum(p.error.direction > 0 for p in self.predictions)
         under = sum(p.error.direction < 0 for p in self.predictions)
         sides = ", ".join(x for x in (f"{over} too high" if over else "", f"{under} too low" if under else "") if x)
-        return (f"{self.label[0].upper()}{self.label[1:]}: {counted}" + (f", {sides}" if sides else "")
-                + f" ({ZERO_HAS_NO_FACTOR})")
+        return (
+            f"{self.label[0].upper()}{self.label[1:]}: {counted}"
+            + (f", {sides}" if sides else "")
+            + f" ({ZERO_HAS_NO_FACTOR})"
+        )
 
     def off_target(self) -> list[Scored]:
         """Its misses, the farthest first (a miss without a ratio counts as farthest)."""
@@ -356,9 +369,11 @@ class Profile:
         waiting = sum(u.waiting for u in self.unscored)
         untagged = sum(u.why == NO_CONCEPT for u in self.unscored)
         other = len(self.unscored) - waiting - untagged
-        parts = ([f"{waiting} waiting for a run"] if waiting else []) + (
-            [f"{untagged} on a step with no concept"] if untagged else []) + (
-            [f"{other} that cannot be scored"] if other else [])
+        parts = (
+            ([f"{waiting} waiting for a run"] if waiting else [])
+            + ([f"{untagged} on a step with no concept"] if untagged else [])
+            + ([f"{other} that cannot be scored"] if other else [])
+        )
         n = len(self.unscored)
         return f"{n} prediction{'s' if n != 1 else ''} not in the profile: {', '.join(parts)}."
 
@@ -367,15 +382,34 @@ class Profile:
             return {"lesson": p.lesson_id, "step": p.step_id, "title": p.step_title, "concept": p.concept}
 
         return {
-            "concepts": [{
-                "concept": c.concept, "label": c.label, "count": c.count, "hits": c.hits,
-                "with_ratio": len(c.errors), "bias": c.bias, "typical_factor": c.typical,
-                "verdict": c.verdict, "sentence": c.sentence(),
-                "predictions": [{**place(p.place), "answer": p.answer, "measured": p.measured,
-                                 "log_error": p.error.log_error, "direction": p.error.direction,
-                                 "hit": p.error.hit, "summary": p.error.summary, "locked_at": p.locked_at,
-                                 "source": p.source} for p in c.predictions],
-            } for c in self.concepts],
+            "concepts": [
+                {
+                    "concept": c.concept,
+                    "label": c.label,
+                    "count": c.count,
+                    "hits": c.hits,
+                    "with_ratio": len(c.errors),
+                    "bias": c.bias,
+                    "typical_factor": c.typical,
+                    "verdict": c.verdict,
+                    "sentence": c.sentence(),
+                    "predictions": [
+                        {
+                            **place(p.place),
+                            "answer": p.answer,
+                            "measured": p.measured,
+                            "log_error": p.error.log_error,
+                            "direction": p.error.direction,
+                            "hit": p.error.hit,
+                            "summary": p.error.summary,
+                            "locked_at": p.locked_at,
+                            "source": p.source,
+                        }
+                        for p in c.predictions
+                    ],
+                }
+                for c in self.concepts
+            ],
             "unscored": [{**place(u.place), "why": u.why, "waiting": u.waiting} for u in self.unscored],
             "worst": self.worst().concept if self.worst() else None,
             "advice": self.advice(),
@@ -465,5 +499,10 @@ def chart(found: Profile, width: int = 72) -> str:
         return ""
     marks = concept_marks(c.concept for c in found.concepts)
     misses = [Miss(marks[p.place.concept], p.error.log_error, p.error.direction) for p in scored]
-    return calibration(misses, [(marks[c.concept], c.label) for c in found.concepts],
-                       first=_day(scored[0].locked_at), last=_day(scored[-1].locked_at), width=width)
+    return calibration(
+        misses,
+        [(marks[c.concept], c.label) for c in found.concepts],
+        first=_day(scored[0].locked_at),
+        last=_day(scored[-1].locked_at),
+        width=width,
+    )

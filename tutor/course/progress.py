@@ -274,8 +274,7 @@ class Progress:
         return isinstance(e, sqlite3.OperationalError) and "locked" in str(e).lower()
 
     def _connect(self, path: Path | str) -> sqlite3.Connection:
-        conn = sqlite3.connect(str(path), timeout=OPEN_BUSY_MS / 1000, check_same_thread=False,
-                               isolation_level=None)
+        conn = sqlite3.connect(str(path), timeout=OPEN_BUSY_MS / 1000, check_same_thread=False, isolation_level=None)
         try:
             conn.execute(f"PRAGMA busy_timeout = {OPEN_BUSY_MS}")
             if str(path) != ":memory:":
@@ -358,8 +357,7 @@ class Progress:
                 theirs = {r[1] for r in memory.execute(f"PRAGMA disk.table_info({table})")}
                 columns = ", ".join(c for c in ours if c in theirs)
                 if columns:
-                    memory.execute(f"INSERT OR IGNORE INTO main.{table} ({columns}) "
-                                   f"SELECT {columns} FROM disk.{table}")
+                    memory.execute(f"INSERT OR IGNORE INTO main.{table} ({columns}) SELECT {columns} FROM disk.{table}")
             memory.execute("COMMIT")
             return True
         except sqlite3.Error:
@@ -506,8 +504,7 @@ class Progress:
     # The two tables have the same columns; `table` is one of these two names, never input.
     _ANSWER_TABLES = ("answers", "reviews")
 
-    def _add_answer(self, table: str, lesson_id: str, step_id: str, answer: str, correct: bool,
-                    feedback: str) -> None:
+    def _add_answer(self, table: str, lesson_id: str, step_id: str, answer: str, correct: bool, feedback: str) -> None:
         assert table in self._ANSWER_TABLES
 
         def write(c: sqlite3.Connection) -> None:
@@ -533,14 +530,17 @@ class Progress:
         assert kind in ("hint", "solution")
 
         def write(c: sqlite3.Connection) -> None:
-            c.execute("INSERT INTO aids (lesson_id, step_id, kind, at) VALUES (?, ?, ?, ?)",
-                      (lesson_id, step_id, kind, time.time()))
+            c.execute(
+                "INSERT INTO aids (lesson_id, step_id, kind, at) VALUES (?, ?, ?, ?)",
+                (lesson_id, step_id, kind, time.time()),
+            )
 
         self._write(write)
 
     def aids(self, lesson_id: str, step_id: str) -> Aids:
-        rows = self._query("SELECT kind, COUNT(*) FROM aids WHERE lesson_id = ? AND step_id = ? GROUP BY kind",
-                           (lesson_id, step_id))
+        rows = self._query(
+            "SELECT kind, COUNT(*) FROM aids WHERE lesson_id = ? AND step_id = ? GROUP BY kind", (lesson_id, step_id)
+        )
         counts = dict(rows)
         return Aids(hints=counts.get("hint", 0), solution=bool(counts.get("solution", 0)))
 
@@ -588,8 +588,12 @@ class Progress:
     ) -> RunRecord | None:
         """The most recent run matching every filter given (None = any); status None = any status."""
         where, args = [], []
-        for column, value in (("lesson_id", lesson_id), ("step_id", step_id),
-                              ("experiment", experiment), ("status", status)):
+        for column, value in (
+            ("lesson_id", lesson_id),
+            ("step_id", step_id),
+            ("experiment", experiment),
+            ("status", status),
+        ):
             if value is not None:
                 where.append(f"{column} = ?")
                 args.append(value)
@@ -623,29 +627,37 @@ class Progress:
 
     def moves(self, lesson_id: str, step_id: str) -> list[Move]:
         """Every move on one instrument step, oldest first."""
-        rows = self._query(f"SELECT {self._MOVE_COLUMNS} FROM instrument_moves WHERE lesson_id = ? AND step_id = ? "
-                           "ORDER BY id", (lesson_id, step_id))
+        rows = self._query(
+            f"SELECT {self._MOVE_COLUMNS} FROM instrument_moves WHERE lesson_id = ? AND step_id = ? ORDER BY id",
+            (lesson_id, step_id),
+        )
         return [self._move(r) for r in rows]
 
     def last_move(self, lesson_id: str, step_id: str) -> Move | None:
-        rows = self._query(f"SELECT {self._MOVE_COLUMNS} FROM instrument_moves WHERE lesson_id = ? AND step_id = ? "
-                           "ORDER BY id DESC LIMIT 1", (lesson_id, step_id))
+        rows = self._query(
+            f"SELECT {self._MOVE_COLUMNS} FROM instrument_moves WHERE lesson_id = ? AND step_id = ? "
+            "ORDER BY id DESC LIMIT 1",
+            (lesson_id, step_id),
+        )
         return self._move(rows[0]) if rows else None
 
     def count_moves(self, lesson_id: str, step_id: str) -> int:
-        rows = self._query("SELECT COUNT(*) FROM instrument_moves WHERE lesson_id = ? AND step_id = ?",
-                           (lesson_id, step_id))
+        rows = self._query(
+            "SELECT COUNT(*) FROM instrument_moves WHERE lesson_id = ? AND step_id = ?", (lesson_id, step_id)
+        )
         return int(rows[0][0])
 
     def predictions(self, lesson_id: str) -> list[Prediction]:
-        rows = self._query("SELECT lesson_id, step_id, answer, value, locked_at FROM predictions WHERE lesson_id = ?",
-                           (lesson_id,))
+        rows = self._query(
+            "SELECT lesson_id, step_id, answer, value, locked_at FROM predictions WHERE lesson_id = ?", (lesson_id,)
+        )
         return [Prediction(*r) for r in rows]
 
     # -- housekeeping
 
     def save_draft(self, lesson_id: str, step_id: str, code: str) -> None:
         """The learner's exercise code, saved as they type (one row per step, last write wins)."""
+
         def write(conn: sqlite3.Connection) -> None:
             conn.execute(
                 "INSERT INTO drafts (lesson_id, step_id, code, at) VALUES (?, ?, ?, ?) "
@@ -662,9 +674,18 @@ class Progress:
     def reset_lesson(self, lesson_id: str) -> None:
         """Forget everything about one lesson: position, completion, predictions, answers, runs, drafts, moves,
         reviews."""
+
         def write(c: sqlite3.Connection) -> None:
-            for table in ("positions", "completed", "predictions", "answers", "runs", "drafts", "instrument_moves",
-                          "reviews"):
+            for table in (
+                "positions",
+                "completed",
+                "predictions",
+                "answers",
+                "runs",
+                "drafts",
+                "instrument_moves",
+                "reviews",
+            ):
                 c.execute(f"DELETE FROM {table} WHERE lesson_id = ?", (lesson_id,))
 
         self._write(write)

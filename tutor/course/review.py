@@ -68,8 +68,7 @@ class Question:
 
 def finished(lessons: Iterable[Lesson], progress: Progress) -> list[Lesson]:
     """Lessons whose every step is completed."""
-    return [lesson for lesson in lessons
-            if {s.id for s in lesson.steps} <= progress.completed_steps(lesson.id)]
+    return [lesson for lesson in lessons if {s.id for s in lesson.steps} <= progress.completed_steps(lesson.id)]
 
 
 def misjudged(lessons: Iterable[Lesson], progress: Progress) -> dict[str, float]:
@@ -77,8 +76,11 @@ def misjudged(lessons: Iterable[Lesson], progress: Progress) -> dict[str, float]
     the prediction profile rates worse than "within" (tutor/course/profile.py)."""
     from tutor.course.profile import profile
 
-    return {c.concept: c.typical for c in profile(lessons, progress).concepts
-            if c.verdict in ("over", "under", "both") and c.typical}
+    return {
+        c.concept: c.typical
+        for c in profile(lessons, progress).concepts
+        if c.verdict in ("over", "under", "both") and c.typical
+    }
 
 
 def pool(lessons: Iterable[Lesson], progress: Progress, off_by: dict[str, float] | None = None) -> list[Question]:
@@ -103,8 +105,9 @@ def pool(lessons: Iterable[Lesson], progress: Progress, off_by: dict[str, float]
                 streak += 1
             wrong = sum(not a.correct for a in answers) + sum(not r.correct for r in reviews)
             hints = progress.aids(lesson.id, step.id).hints
-            questions.append(Question(lesson, step, wrong, streak, len(reviews), len(answers), hints,
-                                      off_by.get(step.concept or "")))
+            questions.append(
+                Question(lesson, step, wrong, streak, len(reviews), len(answers), hints, off_by.get(step.concept or ""))
+            )
     return questions
 
 
@@ -123,7 +126,9 @@ _QUANTITY = re.compile(
     r"^\W*(?:about|around|roughly|nearly|almost|under|over|below|above|up to|at least|at most|"
     r"less than|more than|[~<>≈≤≥])?\s*"
     r"(?:\d|\.\d|half\b|twice\b|(?:the )?same\b|zero\b|one\b|two\b|three\b|four\b|five\b|six\b|"
-    r"seven\b|eight\b|nine\b|ten\b|a (?:few|dozen|hundred|thousand|million)\b)", re.I)
+    r"seven\b|eight\b|nine\b|ten\b|a (?:few|dozen|hundred|thousand|million)\b)",
+    re.I,
+)
 
 
 def is_scale(options: list[ChoiceOption]) -> bool:

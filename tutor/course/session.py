@@ -124,17 +124,29 @@ class Reveal:
         this one, so a prediction is never a hit on one screen and unscored on another."""
         step, evidence = self.step, self.evidence
         metric = step.compare or ""
-        score = checks.score_prediction(self.answer, step.answer, evidence.metrics.get(metric), step.unit,
-                                        interval=checks.interval_of(evidence.metrics, metric),
-                                        why=evidence.metrics.get(NOISE_WHY), gate=evidence.metrics.get(NOISE_GATE),
-                                        guard=evidence.guard(metric))
+        score = checks.score_prediction(
+            self.answer,
+            step.answer,
+            evidence.metrics.get(metric),
+            step.unit,
+            interval=checks.interval_of(evidence.metrics, metric),
+            why=evidence.metrics.get(NOISE_WHY),
+            gate=evidence.metrics.get(NOISE_GATE),
+            guard=evidence.guard(metric),
+        )
         if evidence.run is not None and evidence.setting:
             # The prediction was for the lesson's settings; a tweaked run measured something else.
-            return Judged(score, f"the run was {evidence.setting}, and your prediction was for the lesson's own "
-                                 "settings: run it at those to score it")
+            return Judged(
+                score,
+                f"the run was {evidence.setting}, and your prediction was for the lesson's own "
+                "settings: run it at those to score it",
+            )
         if score.undecided:
-            return Judged(score, "this machine can't tell yet: the run's interval straddles an edge of your "
-                                 "prediction; run it again to measure more")
+            return Judged(
+                score,
+                "this machine can't tell yet: the run's interval straddles an edge of your "
+                "prediction; run it again to measure more",
+            )
         return Judged(score)
 
 
@@ -228,8 +240,10 @@ class LessonSession:
     def _run_evidence(self, step_id: str, experiment: str) -> Evidence:
         """The latest run of the step, else of its experiment, measured on this machine: a run
         from another machine or torch version is not evidence here (it is run again)."""
-        for record in (self.progress.latest_run(lesson_id=self.id, step_id=step_id),
-                       self.progress.latest_run(experiment=experiment)):
+        for record in (
+            self.progress.latest_run(lesson_id=self.id, step_id=step_id),
+            self.progress.latest_run(experiment=experiment),
+        ):
             if record is not None and machine.measured_here(record.device):
                 return Evidence(dict(record.metrics), "measured", record)
         return Evidence()
@@ -250,13 +264,18 @@ class LessonSession:
         if isinstance(step, PredictStep) and step.compare and evidence.metrics.get(step.compare) is None:
             after = self.lesson.run_after(self.lesson.index(step.id))
             if step.compare in evidence.metrics:
-                why = (f"The run here did not measure `{step.compare}` (it is not measured on this device), so "
-                       "this prediction cannot be scored on this machine.")
+                why = (
+                    f"The run here did not measure `{step.compare}` (it is not measured on this device), so "
+                    "this prediction cannot be scored on this machine."
+                )
             else:
                 run = f" (`gpututor run {after.experiment}`)" if isinstance(after, RunStep) else ""
-                why = (f"This prediction is scored against the `{step.compare}` its run measures, and there is no "
-                       f"run of it on this machine yet: run step {after.id!r} first{run}." if after is not None else
-                       f"This prediction is scored against a measured `{step.compare}`, and nothing measures it yet.")
+                why = (
+                    f"This prediction is scored against the `{step.compare}` its run measures, and there is no "
+                    f"run of it on this machine yet: run step {after.id!r} first{run}."
+                    if after is not None
+                    else f"This prediction is scored against a measured `{step.compare}`, and nothing measures it yet."
+                )
             return Graded(shown_answer(step, answer), Verdict(False, why, judged=False), evidence)
         return grade(step, answer, evidence)
 
@@ -360,9 +379,11 @@ class LessonSession:
             if value is None:
                 raise Unreadable(f"I couldn't read a number in that. Try something like {checks.describe_spec(spec)}.")
             if (spec.min is not None and value < spec.min) or (spec.max is not None and value > spec.max):
-                raise Unreadable(f"That's outside the range this question allows "
-                                 f"({checks.format_number(spec.min, spec.unit)} to "
-                                 f"{checks.format_number(spec.max, spec.unit)}).")
+                raise Unreadable(
+                    f"That's outside the range this question allows "
+                    f"({checks.format_number(spec.min, spec.unit)} to "
+                    f"{checks.format_number(spec.max, spec.unit)})."
+                )
         locked = self.progress.lock_prediction(self.id, step.id, text, value)
         self.complete(step)
         return locked
@@ -383,13 +404,20 @@ class LessonSession:
         if record is None:
             return Pending(f"Now go on (n) to the run step “{name}” and measure it.")
         if not machine.measured_here(record.device):
-            return Pending(f"Your last run of “{name}” was measured on {machine.elsewhere(record.device)}, not "
-                           "this machine: go on (n) and run it here to see your prediction against it.")
+            return Pending(
+                f"Your last run of “{name}” was measured on {machine.elsewhere(record.device)}, not "
+                "this machine: go on (n) and run it here to see your prediction against it."
+            )
         if _has_interval(record.experiment, step.compare) and not method.is_current(record.device):
-            return Pending(f"Your last run of “{name}” was measured the older way ({method.CHANGED}): go on (n) "
-                           "and run it again to see your prediction against it.")
-        return Reveal(step, locked.answer, Evidence(dict(record.metrics), "measured", record,
-                                                    self.changed_settings(after, record.params)))
+            return Pending(
+                f"Your last run of “{name}” was measured the older way ({method.CHANGED}): go on (n) "
+                "and run it again to see your prediction against it."
+            )
+        return Reveal(
+            step,
+            locked.answer,
+            Evidence(dict(record.metrics), "measured", record, self.changed_settings(after, record.params)),
+        )
 
     def revealed_by(self, step: RunStep | InstrumentStep, evidence: Evidence) -> list[Reveal]:
         """The locked predictions that `step` reveals, each beside `evidence`."""
@@ -415,24 +443,43 @@ class LessonSession:
         if outcome.status == "cancelled":
             return []
         device = {**outcome.device, **machine.stamp()}  # where it was measured, for a later reveal
-        run_id = self.progress.record_run(experiment=outcome.experiment, params=outcome.params,
-                                          device=device, metrics=outcome.metrics, status=outcome.status,
-                                          error=outcome.error, lesson_id=self.id, step_id=step.id)
+        run_id = self.progress.record_run(
+            experiment=outcome.experiment,
+            params=outcome.params,
+            device=device,
+            metrics=outcome.metrics,
+            status=outcome.status,
+            error=outcome.error,
+            lesson_id=self.id,
+            step_id=step.id,
+        )
         if outcome.status != "finished" or not isinstance(step, RunStep):
             return []
         self.complete(step)
-        record = RunRecord(run_id, self.id, step.id, outcome.experiment, dict(outcome.params), dict(outcome.device),
-                           dict(outcome.metrics), outcome.status, outcome.error, 0.0)
-        return self.revealed_by(step, Evidence(dict(outcome.metrics), "measured", record,
-                                               self.changed_settings(step, outcome.params)))
+        record = RunRecord(
+            run_id,
+            self.id,
+            step.id,
+            outcome.experiment,
+            dict(outcome.params),
+            dict(outcome.device),
+            dict(outcome.metrics),
+            outcome.status,
+            outcome.error,
+            0.0,
+        )
+        return self.revealed_by(
+            step, Evidence(dict(outcome.metrics), "measured", record, self.changed_settings(step, outcome.params))
+        )
 
     def run_reveals(self, step: RunStep) -> list[Reveal]:
         """What the learner's last finished run of `step` revealed (shown again on return)."""
         record = self.latest_run(step)
         if record is None:
             return []
-        return self.revealed_by(step, Evidence(dict(record.metrics), "measured", record,
-                                               self.changed_settings(step, record.params)))
+        return self.revealed_by(
+            step, Evidence(dict(record.metrics), "measured", record, self.changed_settings(step, record.params))
+        )
 
     def decide_params(self, step: RunStep) -> dict[str, Any]:
         """What `step`'s run needs to repeat until this learner's predictions of it are decided."""
@@ -490,9 +537,16 @@ def grade(step: PredictStep | CheckStep, answer: str, evidence: Evidence) -> Gra
             return Graded(answer, Verdict(False, not_one_option(reading), judged=False), evidence)
         answer = step.answer.options[reading.index].text
     if isinstance(step, PredictStep) and step.compare and metrics.get(step.compare) is not None:
-        score = checks.score_prediction(answer, step.answer, metrics[step.compare], step.unit,
-                                        interval=checks.interval_of(metrics, step.compare), why=metrics.get(NOISE_WHY),
-                                        gate=metrics.get(NOISE_GATE), guard=evidence.guard(step.compare))
+        score = checks.score_prediction(
+            answer,
+            step.answer,
+            metrics[step.compare],
+            step.unit,
+            interval=checks.interval_of(metrics, step.compare),
+            why=metrics.get(NOISE_WHY),
+            gate=metrics.get(NOISE_GATE),
+            guard=evidence.guard(step.compare),
+        )
         summary = score.summary.replace("measured ", f"{evidence.source} ") if evidence.source else score.summary
         # Undecided is neither right nor wrong: a review does not count it against the learner.
         verdict = Verdict(score.hit, summary, score=1.0 if score.hit else 0.0, judged=not score.undecided)

@@ -19,9 +19,14 @@ from typing import Any
 
 _NO_CUDA = re.compile(
     r"Torch not compiled with CUDA|no NVIDIA driver|No CUDA GPUs are available|CUDA driver initialization failed"
-    r"|no CUDA-capable device|CUDA is not available|Cannot access accelerator device when none is available", re.I)
-_MISMATCH = re.compile(r"Expected all tensors to be on the same device|same device|not on the expected device"
-                       r"|Placeholder storage has not been allocated on MPS device", re.I)
+    r"|no CUDA-capable device|CUDA is not available|Cannot access accelerator device when none is available",
+    re.I,
+)
+_MISMATCH = re.compile(
+    r"Expected all tensors to be on the same device|same device|not on the expected device"
+    r"|Placeholder storage has not been allocated on MPS device",
+    re.I,
+)
 # GradScaler refuses float16 gradients (a model cast by hand) with "Attempting to unscale FP16 gradients".
 _DTYPE_CLASH = re.compile(r"same dtype|expected scalar type|dtype|unscale FP16 gradients", re.I)
 _HALF = ("float16", "bfloat16")
@@ -88,13 +93,20 @@ def _model_name(ctx: Context, model: dict[str, Any]) -> str:
 def device_fallback(ctx: Context) -> Judgement:
     """The device is chosen by asking torch.cuda.is_available(), so the script runs without a GPU."""
     if ctx.error_type and _NO_CUDA.search(ctx.error_message or ""):
-        return Judgement(False, "Your program asked for CUDA on this machine, which has none, and stopped: "
-                                f"{_first_line(ctx.error_message)}.", explains_stop=True)
+        return Judgement(
+            False,
+            "Your program asked for CUDA on this machine, which has none, and stopped: "
+            f"{_first_line(ctx.error_message)}.",
+            explains_stop=True,
+        )
     if ctx.observed.get("cuda_asked", 0) == 0:
         if ctx.stopped:
             return _unknown("the program stopped before it chose a device")
-        return Judgement(False, "Your program never asked torch.cuda.is_available(), so its device does not "
-                                "depend on the machine it runs on.")
+        return Judgement(
+            False,
+            "Your program never asked torch.cuda.is_available(), so its device does not "
+            "depend on the machine it runs on.",
+        )
     return PASS
 
 
@@ -106,8 +118,10 @@ def asks_mps(ctx: Context) -> Judgement:
         return PASS  # `elif mps` is never reached on a CUDA machine: this run cannot tell
     if ctx.stopped:
         return _unknown("the program stopped before it chose a device")
-    return Judgement(False, "CUDA is not here, and your program never asked "
-                            "torch.backends.mps.is_available() before settling on a device.")
+    return Judgement(
+        False,
+        "CUDA is not here, and your program never asked torch.backends.mps.is_available() before settling on a device.",
+    )
 
 
 def moves_a_tensor(ctx: Context) -> Judgement:
@@ -130,12 +144,17 @@ def model_on_device(ctx: Context) -> Judgement:
             if weights != batch and model.get("moved_to") == weights and model.get("inputs_unmoved"):
                 continue  # moved as asked; the batch stayed behind: the batch check tells that cause
             if weights != batch:
-                return Judgement(False, f"{name.capitalize()} had its weights on {weights} while its batches "
-                                        f"were on {batch}.", explains_stop=bool(ctx.error_type and _MISMATCH.search(
-                                            ctx.error_message or "")))
+                return Judgement(
+                    False,
+                    f"{name.capitalize()} had its weights on {weights} while its batches were on {batch}.",
+                    explains_stop=bool(ctx.error_type and _MISMATCH.search(ctx.error_message or "")),
+                )
         if not model.get("moved_to") and all(k.startswith("cpu/") for k in model.get("devices", {})):
-            return Judgement(False, f"{name.capitalize()} was never moved with .to(device): its weights stayed "
-                                    "on the CPU, where they were made.")
+            return Judgement(
+                False,
+                f"{name.capitalize()} was never moved with .to(device): its weights stayed "
+                "on the CPU, where they were made.",
+            )
     return PASS
 
 
@@ -151,16 +170,26 @@ def batches_on_device(ctx: Context) -> Judgement:
         model, stop = unmoved[0], ""
         if mismatch and on_gpu:
             model, gpu = on_gpu[0]
-            stop = (f", so the forward pass on {gpu} raised the device-mismatch error that stopped the program "
-                    f"({_first_line(ctx.error_message, 100)})")
-        return Judgement(False, f"{model['inputs_unmoved']:,} of {model.get('inputs_seen', 0):,} batches reached "
-                                f"{_model_name(ctx, model)} without being moved: the tensor the model got never came "
-                                f"out of .to(device){stop}.", explains_stop=mismatch)
+            stop = (
+                f", so the forward pass on {gpu} raised the device-mismatch error that stopped the program "
+                f"({_first_line(ctx.error_message, 100)})"
+            )
+        return Judgement(
+            False,
+            f"{model['inputs_unmoved']:,} of {model.get('inputs_seen', 0):,} batches reached "
+            f"{_model_name(ctx, model)} without being moved: the tensor the model got never came "
+            f"out of .to(device){stop}.",
+            explains_stop=mismatch,
+        )
     criteria = ctx.observed.get("criteria", {})
     if criteria.get("targets_unmoved"):
         # On a GPU the loss then raises the device-mismatch error: that is why the program stopped.
-        return Judgement(False, f"{criteria['targets_unmoved']:,} of {criteria.get('targets_seen', 0):,} batches of "
-                                "labels reached the loss without being moved with .to(device).", explains_stop=mismatch)
+        return Judgement(
+            False,
+            f"{criteria['targets_unmoved']:,} of {criteria.get('targets_seen', 0):,} batches of "
+            "labels reached the loss without being moved with .to(device).",
+            explains_stop=mismatch,
+        )
     return PASS
 
 
@@ -174,8 +203,11 @@ def timing_synchronized(ctx: Context) -> Judgement:
     if not timings:
         if ctx.stopped:
             return _unknown("the program stopped before it timed anything")
-        return Judgement(False, "Your program times none of its training: no clock read (time.perf_counter(), "
-                                "time.time() ...) is subtracted from a later one with training in between.")
+        return Judgement(
+            False,
+            "Your program times none of its training: no clock read (time.perf_counter(), "
+            "time.time() ...) is subtracted from a later one with training in between.",
+        )
     on_cpu_only = ctx.devices <= {"cpu"}
     for key, line_key, role in (("unsynced_stops", "stop_line", "stops"), ("unsynced_starts", "start_line", "starts")):
         for timing in sorted(timings, key=lambda t: t[line_key]):
@@ -187,8 +219,11 @@ def timing_synchronized(ctx: Context) -> Judgement:
                 continue
             if on_cpu_only and sync_precedes(ctx.source, line):
                 continue
-            return Judgement(False, f"The clock read on line {line} {role} a timing while device work may still "
-                                    "be queued: no synchronize ran between the last training step and it.")
+            return Judgement(
+                False,
+                f"The clock read on line {line} {role} a timing while device work may still "
+                "be queued: no synchronize ran between the last training step and it.",
+            )
     return PASS
 
 
@@ -210,8 +245,12 @@ def sync_precedes(source: str, line: int) -> bool:
                 name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
                 if name == "synchronize":
                     return True
-                if name in functions and depth < 3 and functions[name] is not node \
-                        and calls_sync(functions[name], depth + 1):
+                if (
+                    name in functions
+                    and depth < 3
+                    and functions[name] is not node
+                    and calls_sync(functions[name], depth + 1)
+                ):
                     return True
         return False
 
@@ -220,7 +259,11 @@ def sync_precedes(source: str, line: int) -> bool:
         prev = before
         for stmt in body:
             if stmt.lineno <= line <= (stmt.end_lineno or stmt.lineno):
-                inner = [getattr(stmt, f) for f in ("body", "orelse", "finalbody") if isinstance(getattr(stmt, f, None), list)]
+                inner = [
+                    getattr(stmt, f)
+                    for f in ("body", "orelse", "finalbody")
+                    if isinstance(getattr(stmt, f, None), list)
+                ]
                 nested = [s for block in inner for s in block if s.lineno <= line <= (s.end_lineno or s.lineno)]
                 if nested:
                     for block in inner:
@@ -252,11 +295,15 @@ def autocast_forward(ctx: Context) -> Judgement:
     other = sorted({b["device"] for b in blocks if b.get("device") not in batch_devices})
     if other:
         here = ", ".join(sorted(batch_devices)) or "another device"
-        return Judgement(False, f"Your autocast is for '{other[0]}', but the model ran on {here}: autocast "
-                                "switched itself off, so the mixed-precision run was float32. Pass device.type.")
+        return Judgement(
+            False,
+            f"Your autocast is for '{other[0]}', but the model ran on {here}: autocast "
+            "switched itself off, so the mixed-precision run was float32. Pass device.type.",
+        )
     if blocks and not any(b.get("enabled") for b in blocks):
-        return Judgement(False, "Every autocast block was entered with enabled=False, so no forward pass ran "
-                                "in 16-bit.")
+        return Judgement(
+            False, "Every autocast block was entered with enabled=False, so no forward pass ran in 16-bit."
+        )
     if blocks:
         return Judgement(False, "An autocast block ran, but no training forward pass ran inside it.")
     return Judgement(False, "No forward pass ran under torch.autocast: every operation ran in float32.")
@@ -269,8 +316,11 @@ def float32_baseline(ctx: Context) -> Judgement:
     if any(_autocast_kinds(m) <= {"off"} for m in ctx.trained):
         return PASS
     dtypes = sorted({k for m in ctx.trained for k in _autocast_kinds(m)} - {"off"})
-    return Judgement(False, f"Every run trained under autocast ({', '.join(dtypes)}): the float32 baseline was "
-                            "mixed precision too. Pass enabled=use_amp, so the baseline runs with autocast off.")
+    return Judgement(
+        False,
+        f"Every run trained under autocast ({', '.join(dtypes)}): the float32 baseline was "
+        "mixed precision too. Pass enabled=use_amp, so the baseline runs with autocast off.",
+    )
 
 
 def backward_outside_autocast(ctx: Context) -> Judgement:
@@ -278,8 +328,11 @@ def backward_outside_autocast(ctx: Context) -> Judgement:
     inside = ctx.observed.get("backward", {}).get("in_autocast", 0)
     if inside:
         off = not any(b.get("enabled") for b in ctx.observed.get("autocast_blocks", []))
-        return Judgement(False, f"backward() ran inside an autocast block ({inside:,} times)"
-                                + (", switched off on this machine but on where mixed precision runs." if off else "."))
+        return Judgement(
+            False,
+            f"backward() ran inside an autocast block ({inside:,} times)"
+            + (", switched off on this machine but on where mixed precision runs." if off else "."),
+        )
     if any(s.get("steps_in_autocast") for s in ctx.observed.get("scalers", [])):
         return Judgement(False, "scaler.step() ran inside an autocast block.")
     return PASS
@@ -290,17 +343,25 @@ def steps_through_scaler(ctx: Context) -> Judgement:
     float16 autocast on CUDA has an enabled scaler."""
     bypassed = sum(o.get("bypassed_scaler", 0) for o in ctx.observed.get("optimizers", []))
     if bypassed:
-        return Judgement(False, f"optimizer.step() was called directly {bypassed:,} times after "
-                                "scaler.scale(loss).backward(), not through scaler.step(optimizer).")
+        return Judgement(
+            False,
+            f"optimizer.step() was called directly {bypassed:,} times after "
+            "scaler.scale(loss).backward(), not through scaler.step(optimizer).",
+        )
     for scaler in ctx.observed.get("scalers", []):
         if scaler.get("steps") and not scaler.get("updates"):
-            return Judgement(False, "scaler.step(optimizer) ran, but scaler.update() never did, so the scale "
-                                    "never adapts.")
-    fp16_cuda = any("float16" in _autocast_kinds(m) and any(k.endswith("/cuda") for k in m.get("devices", {}))
-                    for m in ctx.trained)
+            return Judgement(
+                False, "scaler.step(optimizer) ran, but scaler.update() never did, so the scale never adapts."
+            )
+    fp16_cuda = any(
+        "float16" in _autocast_kinds(m) and any(k.endswith("/cuda") for k in m.get("devices", {})) for m in ctx.trained
+    )
     if fp16_cuda and not any(s.get("enabled") and s.get("steps") for s in ctx.observed.get("scalers", [])):
-        return Judgement(False, "float16 autocast ran on CUDA without an enabled GradScaler stepping the "
-                                "optimizer: small float16 gradients can underflow to zero.")
+        return Judgement(
+            False,
+            "float16 autocast ran on CUDA without an enabled GradScaler stepping the "
+            "optimizer: small float16 gradients can underflow to zero.",
+        )
     return PASS
 
 
@@ -309,9 +370,12 @@ def weights_float32(ctx: Context) -> Judgement:
     for model in ctx.trained:
         low = sorted(set(model.get("param_dtypes", {})) & set(_HALF))
         if low:
-            return Judgement(False, f"{_model_name(ctx, model).capitalize()} had {low[0]} weights: it was cast "
-                                    "by hand (.half() or .to(dtype)).",
-                             explains_stop=bool(ctx.error_type and _DTYPE_CLASH.search(ctx.error_message or "")))
+            return Judgement(
+                False,
+                f"{_model_name(ctx, model).capitalize()} had {low[0]} weights: it was cast "
+                "by hand (.half() or .to(dtype)).",
+                explains_stop=bool(ctx.error_type and _DTYPE_CLASH.search(ctx.error_message or "")),
+            )
     return PASS
 
 
@@ -323,13 +387,14 @@ def amp_only_on_cuda(ctx: Context) -> Judgement:
         kinds = _autocast_kinds(model)
         on_cuda = any(k.endswith("/cuda") for k in model.get("devices", {}))
         if on_cuda and not kinds & set(_HALF):
-            return Judgement(False, "The model trained on CUDA in float32: mixed precision was off where it "
-                                    "helps.")
+            return Judgement(False, "The model trained on CUDA in float32: mixed precision was off where it helps.")
         if not on_cuda and kinds & set(_HALF):
             where = ", ".join(sorted(ctx.devices)) or "this device"
             dtype = sorted(kinds & set(_HALF))[0]
-            return Judgement(False, f"Mixed precision ran on {where} ({dtype} autocast), where it is kept off: "
-                                    "switch it on only for CUDA.")
+            return Judgement(
+                False,
+                f"Mixed precision ran on {where} ({dtype} autocast), where it is kept off: switch it on only for CUDA.",
+            )
     return PASS
 
 
@@ -346,8 +411,11 @@ def saves_during_training(ctx: Context) -> Judgement:
     phases = max((m.get("phases", 0) for m in ctx.trained), default=0)
     last_train = max((m.get("last_train_work", 0) for m in ctx.trained), default=0)
     if phases >= 2 and not any(s.get("work", 0) < last_train for s in saves):
-        return Judgement(False, f"torch.save ran {len(saves)} time{'s' if len(saves) != 1 else ''}, all after "
-                                f"training ended ({phases} epochs): a crash mid-run would have lost everything.")
+        return Judgement(
+            False,
+            f"torch.save ran {len(saves)} time{'s' if len(saves) != 1 else ''}, all after "
+            f"training ended ({phases} epochs): a crash mid-run would have lost everything.",
+        )
     return PASS
 
 
@@ -360,8 +428,11 @@ def loads_to_cpu(ctx: Context) -> Judgement:
         return Judgement(False, "Your program never loads the checkpoint with torch.load.")
     bare = [entry for entry in loads if entry.get("map_location") is None]
     if bare:
-        return Judgement(False, f"torch.load on line {bare[0].get('line')} has no map_location: it puts each "
-                                "tensor back on the device it was saved from.")
+        return Judgement(
+            False,
+            f"torch.load on line {bare[0].get('line')} has no map_location: it puts each "
+            "tensor back on the device it was saved from.",
+        )
     return PASS
 
 
@@ -386,25 +457,38 @@ def compares_outputs_and_gradients(ctx: Context) -> Judgement:
     if not seen.get("calls"):
         if ctx.stopped:
             return _unknown("the program stopped before it compared the two runs")
-        return Judgement(False, "Your program never compares the two runs' results (no torch.allclose, torch.equal or "
-                                "torch.testing.assert_close on them).")
+        return Judgement(
+            False,
+            "Your program never compares the two runs' results (no torch.allclose, torch.equal or "
+            "torch.testing.assert_close on them).",
+        )
     if seen.get("differences"):
         return PASS  # it found a difference, and stopped there honestly: the cause is the forward's, named apart
     total = int(seen.get("weights_with_gradients") or 0)
     covered = len(seen.get("gradients") or [])
     if not seen.get("outputs") and not covered:
-        return Judgement(False, "Your program's comparisons held neither the outputs of the two forward passes nor "
-                                "the weights' gradients after their backward passes.")
+        return Judgement(
+            False,
+            "Your program's comparisons held neither the outputs of the two forward passes nor "
+            "the weights' gradients after their backward passes.",
+        )
     if not covered:
-        return Judgement(False, f"Your program compared the outputs of the two forward passes, but none of the {total} "
-                                "weights' gradients: equal outputs do not show equal gradients (a checkpoint that "
-                                "builds no graph gives the same outputs and no gradient at all).")
+        return Judgement(
+            False,
+            f"Your program compared the outputs of the two forward passes, but none of the {total} "
+            "weights' gradients: equal outputs do not show equal gradients (a checkpoint that "
+            "builds no graph gives the same outputs and no gradient at all).",
+        )
     if covered < total:
-        return Judgement(False, f"Your program compared the gradients of {covered} of the {total} weights that got one; "
-                                "every pair should be compared.")
+        return Judgement(
+            False,
+            f"Your program compared the gradients of {covered} of the {total} weights that got one; "
+            "every pair should be compared.",
+        )
     if not seen.get("outputs"):
-        return Judgement(False, "Your program compared the weights' gradients but not the outputs of the two forward "
-                                "passes.")
+        return Judgement(
+            False, "Your program compared the weights' gradients but not the outputs of the two forward passes."
+        )
     return PASS
 
 
@@ -422,8 +506,10 @@ def _ranks(ctx: Context) -> list[dict[str, Any]] | Judgement:
     """Every rank's summary, or the verdict when the run cannot give them."""
     ranks = ctx.observed.get("ranks")
     if not isinstance(ranks, list) or not ranks:
-        return _unknown("this check compares the processes of a torchrun launch, and this run was one process "
-                        "(a lesson error: the step needs launch)")
+        return _unknown(
+            "this check compares the processes of a torchrun launch, and this run was one process "
+            "(a lesson error: the step needs launch)"
+        )
     for rank, summary in enumerate(ranks):
         if not isinstance(summary, dict):
             return _unknown(f"rank {rank} stopped before the checker could see what it did")
@@ -431,8 +517,9 @@ def _ranks(ctx: Context) -> list[dict[str, Any]] | Judgement:
 
 
 def _trained_devices(summary: dict[str, Any]) -> set[str]:
-    return {key.split("/")[1] for m in summary.get("models", []) if m.get("train_calls")
-            for key in m.get("devices", {})}
+    return {
+        key.split("/")[1] for m in summary.get("models", []) if m.get("train_calls") for key in m.get("devices", {})
+    }
 
 
 def joins_process_group(ctx: Context) -> Judgement:
@@ -449,27 +536,42 @@ def joins_process_group(ctx: Context) -> Judgement:
             explains = bool(ctx.error_type and _NO_GROUP.search(ctx.error_message or ""))
             if ctx.stopped and not explains:
                 return _unknown(f"rank {rank} stopped before it joined the process group")
-            return Judgement(False, f"Rank {rank} never called dist.init_process_group(), so it was never part of "
-                                    f"the group of {n} processes torchrun started.", explains_stop=explains)
+            return Judgement(
+                False,
+                f"Rank {rank} never called dist.init_process_group(), so it was never part of "
+                f"the group of {n} processes torchrun started.",
+                explains_stop=explains,
+            )
         size = group.get("world_size")
         if isinstance(size, int) and size != n:
-            return Judgement(False, f"Rank {rank} joined a group of {size} process{'es' if size != 1 else ''}, but "
-                                    f"torchrun started {n}: let init_process_group read WORLD_SIZE and RANK from the "
-                                    "environment torchrun sets.")
+            return Judgement(
+                False,
+                f"Rank {rank} joined a group of {size} process{'es' if size != 1 else ''}, but "
+                f"torchrun started {n}: let init_process_group read WORLD_SIZE and RANK from the "
+                "environment torchrun sets.",
+            )
         backend = str(group.get("backend") or "")
         devices = _trained_devices(summary)
         if "cuda" in devices and backend != "nccl":
-            return Judgement(False, f"Rank {rank} trained on CUDA with the {backend or 'default'} backend: GPUs "
-                                    "exchange gradients through nccl.")
+            return Judgement(
+                False,
+                f"Rank {rank} trained on CUDA with the {backend or 'default'} backend: GPUs "
+                "exchange gradients through nccl.",
+            )
         if devices and devices <= {"cpu"} and backend == "nccl":
-            return Judgement(False, f"Rank {rank} trained on the CPU with the nccl backend, which moves only "
-                                    "CUDA tensors: use gloo there.")
+            return Judgement(
+                False,
+                f"Rank {rank} trained on the CPU with the nccl backend, which moves only CUDA tensors: use gloo there.",
+            )
     left = [rank for rank, summary in enumerate(ranks) if not summary.get("process_group", {}).get("left")]
     if left:
         if ctx.stopped:
             return _unknown("the program stopped before it left the process group")
-        return Judgement(False, f"Rank {left[0]} never called dist.destroy_process_group() at the end, so it left "
-                                "its connections to the other processes for the interpreter's exit to tear down.")
+        return Judgement(
+            False,
+            f"Rank {left[0]} never called dist.destroy_process_group() at the end, so it left "
+            "its connections to the other processes for the interpreter's exit to tear down.",
+        )
     return PASS
 
 
@@ -483,9 +585,12 @@ def _training_passes(ctx: Context, ranks: list[dict[str, Any]]) -> list[list[dic
             return _unknown(f"the program stopped before rank {rank} trained on a batch")
         if not any(m.get("train_calls") for m in ranks[rank].get("models", [])):
             return Judgement(False, f"Rank {rank} never trained the model (no forward pass with gradients on).")
-        return Judgement(False, f"Rank {rank} trained on batches that did not come from a DataLoader, so which "
-                                "images each process trained on could not be seen: build the training loader "
-                                "with DataLoader(dataset, batch_size=..., sampler=...).")
+        return Judgement(
+            False,
+            f"Rank {rank} trained on batches that did not come from a DataLoader, so which "
+            "images each process trained on could not be seen: build the training loader "
+            "with DataLoader(dataset, batch_size=..., sampler=...).",
+        )
     return passes
 
 
@@ -509,19 +614,28 @@ def ranks_split_data(ctx: Context) -> Judgement:
                     continue
                 sampler = passes[a][epoch].get("sampler") or "its sampler"
                 if common / smaller > 1 - SHARED_MAX:
-                    return Judgement(False, f"In epoch {epoch + 1} ranks {a} and {b} trained on the same "
-                                            f"{common:,} images: every process went through the whole training "
-                                            f"set (its DataLoader drew them with {sampler}), so {n} processes did "
-                                            f"the same work {n} times over.")
-                return Judgement(False, f"In epoch {epoch + 1}, {common:,} of the {len(shares[a]):,} images rank {a} "
-                                        f"trained on were in rank {b}'s share too ({common / smaller:.0%}): the "
-                                        "ranks' shares overlap.")
+                    return Judgement(
+                        False,
+                        f"In epoch {epoch + 1} ranks {a} and {b} trained on the same "
+                        f"{common:,} images: every process went through the whole training "
+                        f"set (its DataLoader drew them with {sampler}), so {n} processes did "
+                        f"the same work {n} times over.",
+                    )
+                return Judgement(
+                    False,
+                    f"In epoch {epoch + 1}, {common:,} of the {len(shares[a]):,} images rank {a} "
+                    f"trained on were in rank {b}'s share too ({common / smaller:.0%}): the "
+                    "ranks' shares overlap.",
+                )
         size = max((p[epoch].get("dataset") or 0 for p in passes), default=0)
         covered = len(set().union(*shares))
         if size and covered < COVERED_MIN * size:
-            return Judgement(False, f"In epoch {epoch + 1} the {n} ranks together trained on {covered:,} of the "
-                                    f"{size:,} images in the dataset ({covered / size:.0%}): each rank's share "
-                                    f"should be 1/{n} of it, and the shares all of it.")
+            return Judgement(
+                False,
+                f"In epoch {epoch + 1} the {n} ranks together trained on {covered:,} of the "
+                f"{size:,} images in the dataset ({covered / size:.0%}): each rank's share "
+                f"should be 1/{n} of it, and the shares all of it.",
+            )
     return PASS
 
 
@@ -537,18 +651,26 @@ def reshuffles_each_epoch(ctx: Context) -> Judgement:
         if len(mine) < 2:
             if ctx.stopped:
                 return _unknown("the program stopped before a second epoch")
-            return Judgement(False, f"Rank {rank} trained for one epoch (one pass over its DataLoader), so whether "
-                                    "each epoch brings a new order could not be seen: train 2 epochs.")
+            return Judgement(
+                False,
+                f"Rank {rank} trained for one epoch (one pass over its DataLoader), so whether "
+                "each epoch brings a new order could not be seen: train 2 epochs.",
+            )
         for epoch in range(1, len(mine)):
             before, now = mine[epoch - 1], mine[epoch]
             if not now.get("samples") or now.get("samples") != before.get("samples"):
                 continue
             why = ""
             if now.get("sampler") == "DistributedSampler" and now.get("sampler_epoch") == before.get("sampler_epoch"):
-                why = (f": its DistributedSampler's epoch was {now.get('sampler_epoch')} both times, and it shuffles "
-                       "with its seed plus that epoch, so it drew the same shuffle again")
-            return Judgement(False, f"Rank {rank} trained on the same {len(now['samples']):,} images in the same "
-                                    f"order in epoch {epoch + 1} as in epoch {epoch}{why}.")
+                why = (
+                    f": its DistributedSampler's epoch was {now.get('sampler_epoch')} both times, and it shuffles "
+                    "with its seed plus that epoch, so it drew the same shuffle again"
+                )
+            return Judgement(
+                False,
+                f"Rank {rank} trained on the same {len(now['samples']):,} images in the same "
+                f"order in epoch {epoch + 1} as in epoch {epoch}{why}.",
+            )
     return PASS
 
 
@@ -570,14 +692,20 @@ def gradients_synchronized(ctx: Context) -> Judgement:
             value = float(prints[rank][step])
             if abs(value - reference) <= WEIGHTS_RTOL * max(abs(reference), abs(value)) + 1e-12:
                 continue
-            return Judgement(False, f"After optimizer step {step + 1} the weights in rank {rank} differed from "
-                                    f"rank 0's: each process trained its own copy of the model on its own batches, "
-                                    "and nothing averaged their gradients.")
+            return Judgement(
+                False,
+                f"After optimizer step {step + 1} the weights in rank {rank} differed from "
+                f"rank 0's: each process trained its own copy of the model on its own batches, "
+                "and nothing averaged their gradients.",
+            )
     if len(set(steps)) > 1:
         fewest = steps.index(min(steps))
-        return Judgement(False, f"Rank {fewest} took {steps[fewest]:,} optimizer steps and rank "
-                                f"{steps.index(max(steps))} {max(steps):,}: every rank should run the same number "
-                                "of steps, each with its own batch.")
+        return Judgement(
+            False,
+            f"Rank {fewest} took {steps[fewest]:,} optimizer steps and rank "
+            f"{steps.index(max(steps))} {max(steps):,}: every rank should run the same number "
+            "of steps, each with its own batch.",
+        )
     return PASS
 
 
@@ -599,13 +727,22 @@ def saves_on_rank_zero(ctx: Context) -> Judgement:
         entry = saves[rank][0]
         line = f" (line {entry['line']})" if entry.get("line") else ""
         if not saves[0]:
-            return Judgement(False, f"The checkpoint was written by rank {rank}{line}, not rank 0: by convention "
-                                    "rank 0 saves, logs and evaluates.")
+            return Judgement(
+                False,
+                f"The checkpoint was written by rank {rank}{line}, not rank 0: by convention "
+                "rank 0 saves, logs and evaluates.",
+            )
         same = entry.get("path") in zero_paths and entry.get("path") is not None
-        return Judgement(False, f"Rank {rank} called torch.save too{line}"
-                                + (", on the same file as rank 0: the processes wrote it at the same time"
-                                   if same else ": every rank holds the same weights, so each wrote another copy")
-                                + ".")
+        return Judgement(
+            False,
+            f"Rank {rank} called torch.save too{line}"
+            + (
+                ", on the same file as rank 0: the processes wrote it at the same time"
+                if same
+                else ": every rank holds the same weights, so each wrote another copy"
+            )
+            + ".",
+        )
     return PASS
 
 
@@ -675,14 +812,23 @@ def steps_once_per_k(result: dict[str, Any], name: str) -> Judgement:
     if at == want:
         return PASS
     if not at:
-        return Judgement(False, f"{name} never called optimizer.step(): {_count(seen, 'micro-batch')} went by "
-                                "and the weights never changed.")
+        return Judgement(
+            False,
+            f"{name} never called optimizer.step(): {_count(seen, 'micro-batch')} went by "
+            "and the weights never changed.",
+        )
     if len(at) == seen:
-        return Judgement(False, f"optimizer.step() ran after every micro-batch: {len(at)} steps for "
-                                f"{_count(seen, 'micro-batch')}, where accumulation_steps={k} wants {len(want)}, "
-                                f"one after every {k}th.")
-    return Judgement(False, f"optimizer.step() ran {_count(len(at), 'time')}, after micro-batches {_list(at)}; "
-                            f"with accumulation_steps={k} it runs after micro-batches {_list(want)}.")
+        return Judgement(
+            False,
+            f"optimizer.step() ran after every micro-batch: {len(at)} steps for "
+            f"{_count(seen, 'micro-batch')}, where accumulation_steps={k} wants {len(want)}, "
+            f"one after every {k}th.",
+        )
+    return Judgement(
+        False,
+        f"optimizer.step() ran {_count(len(at), 'time')}, after micro-batches {_list(at)}; "
+        f"with accumulation_steps={k} it runs after micro-batches {_list(want)}.",
+    )
 
 
 def zero_grad_once_per_k(result: dict[str, Any], name: str) -> Judgement:
@@ -698,15 +844,21 @@ def zero_grad_once_per_k(result: dict[str, Any], name: str) -> Judgement:
         first = group != previous
         previous = group
         if first and number > 1 and not cleared:
-            return Judgement(False, f"When micro-batch {seen}, the first of a new group of {k}, was backpropagated, "
-                                    ".grad still held the previous group's gradients: they were not cleared after "
-                                    "optimizer.step(), so the next step adds them in again.")
+            return Judgement(
+                False,
+                f"When micro-batch {seen}, the first of a new group of {k}, was backpropagated, "
+                ".grad still held the previous group's gradients: they were not cleared after "
+                "optimizer.step(), so the next step adds them in again.",
+            )
         if not first and cleared:
             wiped = sum(1 for e in clears if e["cleared"])
-            return Judgement(False, f"The gradients were cleared before micro-batch {seen}'s backward, in the middle "
-                                    f"of a group of {k} ({_count(wiped, 'clear')} for "
-                                    f"{_count(int(result['micro_batches']), 'micro-batch')}): zero_grad ran every "
-                                    "micro-batch, wiping what the earlier micro-batches of the group had added.")
+            return Judgement(
+                False,
+                f"The gradients were cleared before micro-batch {seen}'s backward, in the middle "
+                f"of a group of {k} ({_count(wiped, 'clear')} for "
+                f"{_count(int(result['micro_batches']), 'micro-batch')}): zero_grad ran every "
+                "micro-batch, wiping what the earlier micro-batches of the group had added.",
+            )
     return PASS
 
 
@@ -717,45 +869,66 @@ def accumulates_full_batch_gradient(result: dict[str, Any], name: str) -> Judgem
     if not seen:
         return Judgement(False, f"{name} never ran the model on a micro-batch.")
     if 0 < backwards < seen:
-        return Judgement(False, f"backward() ran {_count(backwards, 'time')} for {_count(seen, 'micro-batch')}: the "
-                                "losses were added up and backpropagated together, so every micro-batch's "
-                                "activations were held at once, as with the full batch. Accumulation saves memory "
-                                "only with one backward per micro-batch.")
+        return Judgement(
+            False,
+            f"backward() ran {_count(backwards, 'time')} for {_count(seen, 'micro-batch')}: the "
+            "losses were added up and backpropagated together, so every micro-batch's "
+            "activations were held at once, as with the full batch. Accumulation saves memory "
+            "only with one backward per micro-batch.",
+        )
     compared = [s for s in result["steps"] if s.get("group")]
     if not compared:
-        return Judgement(False, f"{name} never called optimizer.step() after a backward, so no accumulated "
-                                "gradient was used.")
+        return Judgement(
+            False, f"{name} never called optimizer.step() after a backward, so no accumulated gradient was used."
+        )
     for number, step in enumerate(compared, 1):
         if step.get("close"):
             continue
         ratio, cosine, group = float(step["ratio"]), float(step["cosine"]), int(step["group"])
         where = f"At optimizer step {number}, the gradient"
         if group != k:  # steps_once_per_k names it; the loss may well be divided right
-            return Judgement(False, f"Optimizer step {number} came after {_count(group, 'micro-batch')}, not {k}: "
-                                    "it stepped before the group was complete, so its gradient was not the full "
-                                    "batch's.", advice=False)
+            return Judgement(
+                False,
+                f"Optimizer step {number} came after {_count(group, 'micro-batch')}, not {k}: "
+                "it stepped before the group was complete, so its gradient was not the full "
+                "batch's.",
+                advice=False,
+            )
         end = int(step["micro_batches"])
         start = end - group + 1
-        wiped = [int(e["micro_batches"]) for e in result["clears"]
-                 if start < int(e["micro_batches"]) <= end and e.get("cleared")]
+        wiped = [
+            int(e["micro_batches"])
+            for e in result["clears"]
+            if start < int(e["micro_batches"]) <= end and e.get("cleared")
+        ]
         if wiped:  # zero_grad inside the group: zero_grad_once_per_k names it, and the loss may be right
             kept = wiped[-1]
-            held = (f"only micro-batch {kept}'s" if kept == end
-                    else f"only those of micro-batches {kept} to {end}")
-            return Judgement(False, f"{where} was not the full batch's ({group} micro-batches as one batch): the "
-                                    f"gradients were cleared before micro-batch {wiped[0]}'s backward, inside the "
-                                    f"group, so it held {held}. Clear them once per group, after the step.",
-                             advice=False)
+            held = f"only micro-batch {kept}'s" if kept == end else f"only those of micro-batches {kept} to {end}"
+            return Judgement(
+                False,
+                f"{where} was not the full batch's ({group} micro-batches as one batch): the "
+                f"gradients were cleared before micro-batch {wiped[0]}'s backward, inside the "
+                f"group, so it held {held}. Clear them once per group, after the step.",
+                advice=False,
+            )
         if group > 1 and cosine > 0.9999 and abs(ratio - group) < 0.01 * group:
-            return Judgement(False, f"{where} was {ratio:.2f} times the full batch's ({group} micro-batches as one "
-                                    f"batch): each micro-batch's loss was not divided by {k}, so the {group} mean "
-                                    "gradients added up to their sum, not their mean.")
-        full = (f"the full batch's ({group} micro-batches as one batch)" if group > 1
-                else "the gradient of the one micro-batch since the previous step")
+            return Judgement(
+                False,
+                f"{where} was {ratio:.2f} times the full batch's ({group} micro-batches as one "
+                f"batch): each micro-batch's loss was not divided by {k}, so the {group} mean "
+                "gradients added up to their sum, not their mean.",
+            )
+        full = (
+            f"the full batch's ({group} micro-batches as one batch)"
+            if group > 1
+            else "the gradient of the one micro-batch since the previous step"
+        )
         if cosine > 0.9999:
             return Judgement(False, f"{where} was {ratio:.3g} times {full}.")
-        return Judgement(False, f"{where} differed from {full} by up to {float(step['max_diff']):.2g} (cosine "
-                                f"similarity {cosine:.3f}).")
+        return Judgement(
+            False,
+            f"{where} differed from {full} by up to {float(step['max_diff']):.2g} (cosine similarity {cosine:.3f}).",
+        )
     return PASS
 
 
@@ -768,10 +941,16 @@ def checkpoint_saves_activations(result: dict[str, Any], name: str) -> Judgement
         return PASS
     share = kept / plain if plain else 1.0
     if share >= 0.99:
-        return Judgement(False, f"{name} kept {_mib(kept)} of activations for backward, as much as the plain forward "
-                                f"({_mib(plain)}): no block ran under checkpoint.")
-    return Judgement(False, f"{name} kept {_mib(kept)} of activations for backward, {share:.0%} of the plain "
-                            f"forward's {_mib(plain)}: only some of the blocks ran under checkpoint.")
+        return Judgement(
+            False,
+            f"{name} kept {_mib(kept)} of activations for backward, as much as the plain forward "
+            f"({_mib(plain)}): no block ran under checkpoint.",
+        )
+    return Judgement(
+        False,
+        f"{name} kept {_mib(kept)} of activations for backward, {share:.0%} of the plain "
+        f"forward's {_mib(plain)}: only some of the blocks ran under checkpoint.",
+    )
 
 
 def _blocks(numbers: list[int]) -> str:
@@ -815,29 +994,45 @@ def checkpoints_each_block(result: dict[str, Any], name: str) -> Judgement:
     plain, peak = float(result["plain_peak_bytes"]), float(result["checkpointed_peak_bytes"])
     groups = _recomputed_groups(result["backward_events"])
     recomputed = {block for g in groups for block in g}
-    than = (f"more than the plain forward's {_mib(plain)}" if peak > 1.01 * plain
-            else f"as much as the plain forward ({_mib(plain)})" if peak >= 0.99 * plain
-            else f"{peak / plain:.0%} of the plain forward's {_mib(plain)}")
-    held = (f"{name} held {_mib(peak)} at once during backward{', recomputation included' if recomputed else ''}, "
-            f"{than}")
+    than = (
+        f"more than the plain forward's {_mib(plain)}"
+        if peak > 1.01 * plain
+        else f"as much as the plain forward ({_mib(plain)})"
+        if peak >= 0.99 * plain
+        else f"{peak / plain:.0%} of the plain forward's {_mib(plain)}"
+    )
+    held = f"{name} held {_mib(peak)} at once during backward{', recomputation included' if recomputed else ''}, {than}"
     together = next((g for g in groups if len(g) > 1), None)
     if together is not None:
-        what = ("the whole stack ran under one checkpoint, which keeps only its input until backward and then "
-                "runs every block again at once" if len(together) == count else "they were under one checkpoint")
-        return Judgement(False, f"Backward ran {_blocks(list(together))} again together, before any of them got its "
-                                f"gradient: {what}, so {held}.")
+        what = (
+            "the whole stack ran under one checkpoint, which keeps only its input until backward and then "
+            "runs every block again at once"
+            if len(together) == count
+            else "they were under one checkpoint"
+        )
+        return Judgement(
+            False,
+            f"Backward ran {_blocks(list(together))} again together, before any of them got its "
+            f"gradient: {what}, so {held}.",
+        )
     pieces = sorted(b for b in recomputed if any(g.get(b, layers) < layers for g in groups))
     if pieces:
-        return Judgement(False, f"Backward ran {_blocks(pieces)} again one layer at a time: checkpoint wrapped single "
-                                f"layers, not whole blocks, and each of those checkpoints keeps its own input, so "
-                                f"{held}.")
+        return Judgement(
+            False,
+            f"Backward ran {_blocks(pieces)} again one layer at a time: checkpoint wrapped single "
+            f"layers, not whole blocks, and each of those checkpoints keeps its own input, so "
+            f"{held}.",
+        )
     never = [b for b in range(1, count) if b not in recomputed]
     if len(never) == count - 1 and count not in recomputed:
         return Judgement(False, f"Backward ran none of the blocks again, so none ran under checkpoint: {held}.")
     if never:
-        return Judgement(False, f"Backward never ran {_blocks(never)} again: {'it' if len(never) == 1 else 'they'} did "
-                                f"not run under checkpoint, and kept {'its' if len(never) == 1 else 'their'} "
-                                f"activations from the forward, so {held}.")
+        return Judgement(
+            False,
+            f"Backward never ran {_blocks(never)} again: {'it' if len(never) == 1 else 'they'} did "
+            f"not run under checkpoint, and kept {'its' if len(never) == 1 else 'their'} "
+            f"activations from the forward, so {held}.",
+        )
     return PASS
 
 
@@ -846,26 +1041,43 @@ def checkpoint_same_results(result: dict[str, Any], name: str) -> Judgement:
     if "returned" in result:
         return Judgement(False, f"{name} returned {result['returned']}, not the output tensor of the blocks.")
     if not result.get("shape_ok"):
-        return Judgement(False, f"{name} returned a tensor of shape {tuple(result.get('shape', ()))}; the blocks give "
-                                f"{tuple(result.get('want_shape', ()))}.")
+        return Judgement(
+            False,
+            f"{name} returned a tensor of shape {tuple(result.get('shape', ()))}; the blocks give "
+            f"{tuple(result.get('want_shape', ()))}.",
+        )
     if float(result["output_diff"]) > 1e-5:
-        return Judgement(False, f"{name}'s output differs from the plain forward's by up to "
-                                f"{float(result['output_diff']):.2g}: every block should run once, in order.")
+        return Judgement(
+            False,
+            f"{name}'s output differs from the plain forward's by up to "
+            f"{float(result['output_diff']):.2g}: every block should run once, in order.",
+        )
     if "backward_error" in result:
         return Judgement(False, f"backward() through {name}'s output raised {result['backward_error']}.")
     missing = [int(b) for b in result.get("blocks_without_gradient", [])]
     if not result.get("has_graph") or missing:
-        which = ("none of the blocks' weights got a gradient" if not result.get("has_graph")
-                 or len(missing) >= int(result.get("blocks", len(missing)))
-                 else f"the weights of block{'s' if len(missing) > 1 else ''} {_list(missing)} got no gradient")
+        which = (
+            "none of the blocks' weights got a gradient"
+            if not result.get("has_graph") or len(missing) >= int(result.get("blocks", len(missing)))
+            else f"the weights of block{'s' if len(missing) > 1 else ''} {_list(missing)} got no gradient"
+        )
         if result.get("reentrant_without_grad"):
-            how = ("use_reentrant=True (what checkpoint does when use_reentrant is not passed)"
-                   if result.get("reentrant_by_default") else "use_reentrant=True")
-            return Judgement(False, f"checkpoint ran with {how}, and its input did not require grad, so it built no "
-                                    f"graph through the blocks: {which}.")
+            how = (
+                "use_reentrant=True (what checkpoint does when use_reentrant is not passed)"
+                if result.get("reentrant_by_default")
+                else "use_reentrant=True"
+            )
+            return Judgement(
+                False,
+                f"checkpoint ran with {how}, and its input did not require grad, so it built no "
+                f"graph through the blocks: {which}.",
+            )
         if not result.get("has_graph"):
-            return Judgement(False, f"{name}'s output carries no graph (requires_grad is False), so {which}: was "
-                                    "the forward run under torch.no_grad()?")
+            return Judgement(
+                False,
+                f"{name}'s output carries no graph (requires_grad is False), so {which}: was "
+                "the forward run under torch.no_grad()?",
+            )
         return Judgement(False, f"Through {name}, {which}.")
     diff, scale = float(result["gradient_diff"]), float(result.get("gradient_scale") or 1.0)
     if diff > 1e-5 + 1e-4 * scale:
@@ -887,22 +1099,35 @@ def finds_largest_batch(result: dict[str, Any], name: str) -> Judgement:
         return Judgement(False, f"{name}(train_step) returned {result.get('answer_text', answer)}, not a batch size.")
     tried = f" (it tried {_tried(calls)})"
     if not any(c.get("oom") for c in calls):
-        return Judgement(False, f"Under the checker's cap, where batch {fits:,} is the largest that fits, "
-                                f"{name}(train_step) returned {answer:,} without ever running out of memory"
-                                f"{tried}: the search stopped before it found the limit.")
+        return Judgement(
+            False,
+            f"Under the checker's cap, where batch {fits:,} is the largest that fits, "
+            f"{name}(train_step) returned {answer:,} without ever running out of memory"
+            f"{tried}: the search stopped before it found the limit.",
+        )
     if answer > fits:
-        return Judgement(False, f"Under the checker's cap {name}(train_step) returned {answer:,}, but a step of "
-                                f"{answer:,} runs out of memory there: the largest that fits is {fits:,}{tried}.")
+        return Judgement(
+            False,
+            f"Under the checker's cap {name}(train_step) returned {answer:,}, but a step of "
+            f"{answer:,} runs out of memory there: the largest that fits is {fits:,}{tried}.",
+        )
     if any(c.get("held") for c in calls):
-        return Judgement(False, f"Under the checker's cap {name}(train_step) returned {answer:,}, though {fits:,} "
-                                f"fits: a failed step's tensors were still held when the search went on, so sizes "
-                                f"that fit ran out of memory{tried}.")
+        return Judgement(
+            False,
+            f"Under the checker's cap {name}(train_step) returned {answer:,}, though {fits:,} "
+            f"fits: a failed step's tensors were still held when the search went on, so sizes "
+            f"that fit ran out of memory{tried}.",
+        )
     if answer > 0 and answer & (answer - 1) == 0 and answer * 2 > fits:
-        return Judgement(False, f"Under the checker's cap {name}(train_step) returned {answer:,}, the largest power "
-                                f"of two that fits; {fits:,} fits too{tried}. After the first failure, search "
-                                "between the last size that fitted and the first that did not.")
-    return Judgement(False, f"Under the checker's cap {name}(train_step) returned {answer:,}, but {fits:,} fits"
-                            f"{tried}.")
+        return Judgement(
+            False,
+            f"Under the checker's cap {name}(train_step) returned {answer:,}, the largest power "
+            f"of two that fits; {fits:,} fits too{tried}. After the first failure, search "
+            "between the last size that fitted and the first that did not.",
+        )
+    return Judgement(
+        False, f"Under the checker's cap {name}(train_step) returned {answer:,}, but {fits:,} fits{tried}."
+    )
 
 
 def retries_outside_except(result: dict[str, Any], name: str) -> Judgement:
@@ -911,13 +1136,19 @@ def retries_outside_except(result: dict[str, Any], name: str) -> Judgement:
     for index, call in enumerate(calls):
         if call.get("in_except"):
             failed = next((c for c in reversed(calls[:index]) if c.get("oom")), call)
-            return Judgement(False, f"train_step({int(call['batch']):,}) was called inside the except block that "
-                                    f"caught train_step({int(failed['batch']):,})'s out-of-memory error: until that "
-                                    "block ends, the error's traceback keeps the failed step's tensors alive, so the "
-                                    "retry runs with that memory still taken.")
+            return Judgement(
+                False,
+                f"train_step({int(call['batch']):,}) was called inside the except block that "
+                f"caught train_step({int(failed['batch']):,})'s out-of-memory error: until that "
+                "block ends, the error's traceback keeps the failed step's tensors alive, so the "
+                "retry runs with that memory still taken.",
+            )
     if not any(c.get("oom") for c in calls):
-        return Judgement(False, f"{name}(train_step) never ran out of memory under the checker's cap (it tried "
-                                f"{_tried(calls)}), so how it recovers could not be seen.")
+        return Judgement(
+            False,
+            f"{name}(train_step) never ran out of memory under the checker's cap (it tried "
+            f"{_tried(calls)}), so how it recovers could not be seen.",
+        )
     return PASS
 
 
@@ -928,13 +1159,19 @@ def frees_memory_after_oom(result: dict[str, Any], name: str) -> Judgement:
         if call.get("held"):
             failed = next((c for c in reversed(calls[:index]) if c.get("oom")), None)
             after = f" after train_step({int(failed['batch']):,}) ran out of memory" if failed else ""
-            return Judgement(False, f"When train_step({int(call['batch']):,}) began{after}, {_mib(call['held'])} of "
-                                    "the failed step's tensors were still alive: something still referenced the "
-                                    "error (a variable, a list, an except block not yet left), and its traceback "
-                                    "keeps the failed step's frames and their tensors.")
+            return Judgement(
+                False,
+                f"When train_step({int(call['batch']):,}) began{after}, {_mib(call['held'])} of "
+                "the failed step's tensors were still alive: something still referenced the "
+                "error (a variable, a list, an except block not yet left), and its traceback "
+                "keeps the failed step's frames and their tensors.",
+            )
     if not any(c.get("oom") for c in calls):
-        return Judgement(False, f"{name}(train_step) never ran out of memory under the checker's cap (it tried "
-                                f"{_tried(calls)}), so whether it frees the memory could not be seen.")
+        return Judgement(
+            False,
+            f"{name}(train_step) never ran out of memory under the checker's cap (it tried "
+            f"{_tried(calls)}), so whether it frees the memory could not be seen.",
+        )
     return PASS
 
 
@@ -942,9 +1179,12 @@ def catches_only_oom(result: dict[str, Any], name: str) -> Judgement:
     """An error that is not out of memory gets out of the search."""
     if result.get("propagated"):
         return PASS
-    return Judgement(False, f"When train_step raised {result.get('bug') or 'a RuntimeError'} (a bug, not memory), "
-                            f"{name}(train_step) returned {result.get('returned')}: it caught an error that was not "
-                            "out of memory, so a bug in the step reads as 'this batch does not fit'.")
+    return Judgement(
+        False,
+        f"When train_step raised {result.get('bug') or 'a RuntimeError'} (a bug, not memory), "
+        f"{name}(train_step) returned {result.get('returned')}: it caught an error that was not "
+        "out of memory, so a bug in the step reads as 'this batch does not fit'.",
+    )
 
 
 PROBE_JUDGES: dict[str, Callable[[dict[str, Any], str], Judgement]] = {

@@ -193,8 +193,6 @@ def _enter_rank(rank: int) -> None:
         os.environ.pop("GPUTUTOR_PROBES", None)
 
 
-
-
 def _data_bytes_now() -> int | None:
     try:
         with open("/proc/self/status", encoding="ascii") as f:
@@ -257,7 +255,11 @@ def learner_traceback(exc: BaseException, solution: str) -> tuple[str, int | Non
         folded.clear()
 
     for frame in te.stack:
-        if frame.filename in _HIDDEN or os.path.abspath(frame.filename) in _HIDDEN or frame.filename.startswith("<frozen"):
+        if (
+            frame.filename in _HIDDEN
+            or os.path.abspath(frame.filename) in _HIDDEN
+            or frame.filename.startswith("<frozen")
+        ):
             continue
         if _is_learner(frame.filename, solution):
             fold()
@@ -270,7 +272,7 @@ def learner_traceback(exc: BaseException, solution: str) -> tuple[str, int | Non
     fold()
     if isinstance(exc, SyntaxError) and exc.filename and _is_learner(exc.filename, solution):
         error_line = exc.lineno
-        lines.append(f">>   File \"{shown}\", line {exc.lineno}\n")
+        lines.append(f'>>   File "{shown}", line {exc.lineno}\n')
         exc.filename = shown
         te = traceback.TracebackException.from_exception(exc)
         lines.extend(list(te.format_exception_only())[1:] or list(te.format_exception_only()))
@@ -298,8 +300,10 @@ def readable(message: str) -> str:
     if "Weights only load failed" in message:
         found = _REFUSED.search(message)
         what = f"it holds {found.group(1)}" if found else "it holds an object that is not a tensor or a plain value"
-        return (f"Weights only load failed: {what}, which torch.load(..., weights_only=True) does not load "
-                "(it loads tensors, state_dicts, numbers, text, lists and dicts)")
+        return (
+            f"Weights only load failed: {what}, which torch.load(..., weights_only=True) does not load "
+            "(it loads tensors, state_dicts, numbers, text, lists and dicts)"
+        )
     return message
 
 
@@ -355,8 +359,14 @@ def main(argv: list[str]) -> None:
         sys.stderr.flush()
         # A SyntaxError's str() repeats "(solution.py, line N)"; the line is reported on its own.
         message = readable(raw)
-        record = {"type": type(exc).__name__, "message": message[:2000], "line": line, "traceback": text,
-                  "rank": rank, "time": time.time()}
+        record = {
+            "type": type(exc).__name__,
+            "message": message[:2000],
+            "line": line,
+            "traceback": text,
+            "rank": rank,
+            "time": time.time(),
+        }
         try:
             Path(error_file).write_text(json.dumps(record), encoding="utf-8")
         except OSError:

@@ -56,9 +56,32 @@ MESSAGE_BYTES = 1 << 20
 # What Python and torch read from the environment when they start, before a child can set its own
 # (the locale: open()'s default encoding; HOME: the user site-packages on sys.path): a run whose
 # values differ gets a server of its own. Everything else is set per child.
-_START_UP_VARS = ("PYTHON", "LD_", "TORCH", "PYTORCH", "CUDA", "NVIDIA", "OMP_", "MKL", "KMP_", "GOMP",
-                  "OPENBLAS", "NUMEXPR", "TRITON", "HIP", "ROCM", "HSA_", "CUBLAS", "CUDNN", "NCCL", "MALLOC", "GLIBC",
-                  "LANG", "LC_", "HOME")
+_START_UP_VARS = (
+    "PYTHON",
+    "LD_",
+    "TORCH",
+    "PYTORCH",
+    "CUDA",
+    "NVIDIA",
+    "OMP_",
+    "MKL",
+    "KMP_",
+    "GOMP",
+    "OPENBLAS",
+    "NUMEXPR",
+    "TRITON",
+    "HIP",
+    "ROCM",
+    "HSA_",
+    "CUBLAS",
+    "CUDNN",
+    "NCCL",
+    "MALLOC",
+    "GLIBC",
+    "LANG",
+    "LC_",
+    "HOME",
+)
 _ROOT = str(Path(__file__).resolve().parents[2])
 _failed_at = 0.0  # when a server last failed to start (this process)
 _server_stdio: list = []  # in a child: the server's own stdio objects, kept from the collector
@@ -67,8 +90,11 @@ _stdout_is_set = False  # in a child: fd 1 is the run's pipe
 
 def enabled() -> bool:
     """Whether runs start from the fork server here (Linux, not switched off)."""
-    return (sys.platform.startswith("linux") and os.environ.get("GPUTUTOR_FORKSERVER", "1").strip() != "0"
-            and hasattr(socket, "send_fds"))
+    return (
+        sys.platform.startswith("linux")
+        and os.environ.get("GPUTUTOR_FORKSERVER", "1").strip() != "0"
+        and hasattr(socket, "send_fds")
+    )
 
 
 def server_key(env: dict[str, str]) -> str:
@@ -84,9 +110,19 @@ def _inherited() -> list:
     change it for every thread of a running TUI)."""
     import resource
 
-    limits = [resource.getrlimit(getattr(resource, name)) for name in
-              ("RLIMIT_NOFILE", "RLIMIT_STACK", "RLIMIT_CORE", "RLIMIT_AS", "RLIMIT_DATA", "RLIMIT_NPROC", "RLIMIT_CPU")
-              if hasattr(resource, name)]
+    limits = [
+        resource.getrlimit(getattr(resource, name))
+        for name in (
+            "RLIMIT_NOFILE",
+            "RLIMIT_STACK",
+            "RLIMIT_CORE",
+            "RLIMIT_AS",
+            "RLIMIT_DATA",
+            "RLIMIT_NPROC",
+            "RLIMIT_CPU",
+        )
+        if hasattr(resource, name)
+    ]
     try:
         with open("/proc/self/status", encoding="ascii") as f:
             umask = next((line.split()[1] for line in f if line.startswith("Umask:")), "")
@@ -169,8 +205,9 @@ class ForkedChild:
         return self.returncode
 
 
-def start_child(cwd: Path, env: dict[str, str], argv: list[str], *, until: float,
-                cancelled: Callable[[], bool] = lambda: False) -> ForkedChild | None:
+def start_child(
+    cwd: Path, env: dict[str, str], argv: list[str], *, until: float, cancelled: Callable[[], bool] = lambda: False
+) -> ForkedChild | None:
     """Start `python -m tutor.exercises.child ARGV` in `cwd` with `env` from the fork server (started
     now if none runs); None where that cannot be done, and the caller starts it today's way."""
     global _failed_at
@@ -181,8 +218,14 @@ def start_child(cwd: Path, env: dict[str, str], argv: list[str], *, until: float
         return None
     read_end, write_end = os.pipe()
     try:
-        request = json.dumps({"cwd": os.path.abspath(cwd), "env": env, "argv": argv,  # the server's cwd is /
-                              "owner": os.getpid()}).encode()
+        request = json.dumps(
+            {
+                "cwd": os.path.abspath(cwd),
+                "env": env,
+                "argv": argv,  # the server's cwd is /
+                "owner": os.getpid(),
+            }
+        ).encode()
         socket.send_fds(conn, [request], [write_end])
         os.close(write_end)
         write_end = -1
@@ -230,8 +273,13 @@ def _connect(name: str, env: dict[str, str], until: float, cancelled: Callable[[
                     try:
                         server = subprocess.Popen(
                             [sys.executable, "-m", "tutor.exercises.forkserver", name, str(os.getpid())],
-                            cwd="/", env=_server_env(env), stdin=subprocess.DEVNULL,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+                            cwd="/",
+                            env=_server_env(env),
+                            stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL,
+                            start_new_session=True,
+                        )
                     except OSError:
                         break
             elif server is not None and server.poll() is not None:
@@ -428,8 +476,10 @@ def _fork(request: dict, fds: list[int], conn: socket.socket, open_sockets: list
             _become_child(request, fds[0], ready_w)
         except BaseException as exc:  # noqa: BLE001 - a child that could not start must not return into the server
             try:  # said where the program's output goes (fd 1 once set up, else the pipe itself)
-                os.write(1 if _stdout_is_set else fds[0],
-                         f"the tutor could not start the program: {type(exc).__name__}: {exc}\n".encode())
+                os.write(
+                    1 if _stdout_is_set else fds[0],
+                    f"the tutor could not start the program: {type(exc).__name__}: {exc}\n".encode(),
+                )
             except BaseException:  # noqa: BLE001
                 pass
             os._exit(70)
@@ -476,13 +526,18 @@ def _become_child(request: dict, out_fd: int, ready_w: int) -> None:
     for fd, name in ((1, "stdout"), (2, "stderr")):
         raw = io.FileIO(fd, "w", closefd=False)
         buffer = raw if unbuffered else io.BufferedWriter(raw)
-        stream = io.TextIOWrapper(buffer, encoding=encoding or "utf-8",
-                                  errors=errors or ("backslashreplace" if name == "stderr" else "strict"),
-                                  line_buffering=not unbuffered and name == "stderr", write_through=unbuffered)
+        stream = io.TextIOWrapper(
+            buffer,
+            encoding=encoding or "utf-8",
+            errors=errors or ("backslashreplace" if name == "stderr" else "strict"),
+            line_buffering=not unbuffered and name == "stderr",
+            write_through=unbuffered,
+        )
         setattr(sys, name, stream)
         setattr(sys, f"__{name}__", stream)
-    sys.stdin = sys.__stdin__ = io.TextIOWrapper(io.BufferedReader(io.FileIO(0, "r", closefd=False)),
-                                                 encoding=encoding or "utf-8")
+    sys.stdin = sys.__stdin__ = io.TextIOWrapper(
+        io.BufferedReader(io.FileIO(0, "r", closefd=False)), encoding=encoding or "utf-8"
+    )
     # Threads: torch sizes its intra-op pool at the first operation, from OMP_NUM_THREADS and
     # MKL_NUM_THREADS (MKL's wins); OpenMP read OMP_NUM_THREADS when torch loaded it. Both are
     # the server's own values, equal to the run's (they are in its key), so the child gets the

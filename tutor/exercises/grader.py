@@ -65,7 +65,9 @@ class RequirementResult:
     passed: bool
     feedback: str  # empty when passed
     judged: bool = True  # False: the program stopped before this could be checked
-    checker_error: str = ""  # the lesson's own grader failed: its traceback, for the author (never shown to the learner)
+    checker_error: str = (
+        ""  # the lesson's own grader failed: its traceback, for the author (never shown to the learner)
+    )
     title: str = ""  # the requirement's title in the lesson, if it has one
 
     @property
@@ -74,8 +76,15 @@ class RequirementResult:
         return self.title or self.id.replace("-", " ")
 
     def as_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "title": self.name, "type": self.type, "passed": self.passed,
-                "feedback": self.feedback, "judged": self.judged, "checker_error": self.checker_error}
+        return {
+            "id": self.id,
+            "title": self.name,
+            "type": self.type,
+            "passed": self.passed,
+            "feedback": self.feedback,
+            "judged": self.judged,
+            "checker_error": self.checker_error,
+        }
 
 
 @dataclass
@@ -91,12 +100,22 @@ class ExerciseResult:
     def as_dict(self) -> dict[str, Any]:
         sb = self.sandbox
         return {
-            "passed": self.passed, "summary": self.summary, "hint": self.hint,
+            "passed": self.passed,
+            "summary": self.summary,
+            "hint": self.hint,
             "requirements": [r.as_dict() for r in self.requirements],
-            "output": sb.output, "dropped_bytes": sb.dropped_bytes, "traceback": self.traceback,
-            "error_type": sb.error_type, "error_line": sb.error_line, "exit_code": sb.exit_code,
-            "signal": sb.signal, "timed_out": sb.timed_out, "cancelled": sb.cancelled,
-            "memory_error": sb.memory_error, "reports": sb.reports, "seconds": sb.seconds,
+            "output": sb.output,
+            "dropped_bytes": sb.dropped_bytes,
+            "traceback": self.traceback,
+            "error_type": sb.error_type,
+            "error_line": sb.error_line,
+            "exit_code": sb.exit_code,
+            "signal": sb.signal,
+            "timed_out": sb.timed_out,
+            "cancelled": sb.cancelled,
+            "memory_error": sb.memory_error,
+            "reports": sb.reports,
+            "seconds": sb.seconds,
             "problem": sb.problem(),
         }
 
@@ -220,8 +239,10 @@ def _inside(workdir: Path, rel: str) -> Path | None:
 def _check_report(req: ReportRequirement, reports: dict[str, Any]) -> tuple[bool, str]:
     if req.name not in reports:
         # The real reason first: the lesson's feedback is about a wrong value, not a missing one.
-        return False, (f"Your program did not report {req.name}: call report({req.name}=...) "
-                       "once it has the value (the starter's report(...) line does).")
+        return False, (
+            f"Your program did not report {req.name}: call report({req.name}=...) "
+            "once it has the value (the starter's report(...) line does)."
+        )
     value = reports[req.name]
     number = _finite(value)
     if req.equals is not None:
@@ -263,19 +284,31 @@ def _brief(value: Any, limit: int = 80) -> str:
 def _refused(path: str, name: str, kind: str) -> str:
     """Why torch.load(weights_only=True) refused the file, named as the learner's mistake."""
     if kind == "module":
-        return (f"{path} holds the model object ({name.rsplit('.', 1)[-1]}), which torch.load(..., "
-                "weights_only=True) refuses: a pickled object is code. Save model.state_dict() instead "
-                "(in a dict, with the other entries).")
+        return (
+            f"{path} holds the model object ({name.rsplit('.', 1)[-1]}), which torch.load(..., "
+            "weights_only=True) refuses: a pickled object is code. Save model.state_dict() instead "
+            "(in a dict, with the other entries)."
+        )
     if kind == "numpy":
-        return (f"{path} holds a NumPy value ({name}), which torch.load(..., weights_only=True) refuses. "
-                "Save plain Python numbers: float(value), or loss.item() for a tensor.")
-    return (f"{path} holds an object of type {name}, which torch.load(..., weights_only=True) refuses. "
-            "Save state_dicts, tensors and plain numbers or text only.")
+        return (
+            f"{path} holds a NumPy value ({name}), which torch.load(..., weights_only=True) refuses. "
+            "Save plain Python numbers: float(value), or loss.item() for a tensor."
+        )
+    return (
+        f"{path} holds an object of type {name}, which torch.load(..., weights_only=True) refuses. "
+        "Save state_dicts, tensors and plain numbers or text only."
+    )
 
 
-def _check_file(req: FileRequirement, workdir: Path, memory_mb: int, cancelled: Callable[[], bool],
-                notes: list[str], accuracy_bars: bool = True,
-                observed: dict[str, Any] | None = None) -> tuple[bool, str]:
+def _check_file(
+    req: FileRequirement,
+    workdir: Path,
+    memory_mb: int,
+    cancelled: Callable[[], bool],
+    notes: list[str],
+    accuracy_bars: bool = True,
+    observed: dict[str, Any] | None = None,
+) -> tuple[bool, str]:
     path = _inside(workdir, req.path)
     if path is None or not path.is_file():
         return False, f"No file {req.path} was written. {req.feedback}"
@@ -283,30 +316,41 @@ def _check_file(req: FileRequirement, workdir: Path, memory_mb: int, cancelled: 
         return True, ""
     want = req.min_accuracy is not None or req.min_accuracy_synthetic is not None
     snapshots = workdir / SNAPSHOTS if req.best and (workdir / SNAPSHOTS).is_file() else None
-    code = _CHECKPOINT_PROBE.format(path=str(path), keys=list(req.keys), want=want,
-                                    snapshots=str(snapshots) if snapshots else "")
+    code = _CHECKPOINT_PROBE.format(
+        path=str(path), keys=list(req.keys), want=want, snapshots=str(snapshots) if snapshots else ""
+    )
     reports, run = _probe(code, workdir / ".checker" / req.id, memory_mb, cancelled)
     if "load_refused" in reports:
         kind = str(reports.get("load_refused_kind"))
         if kind == "main":  # a class of the program's own: the run saw whether it was a model
             saves = (observed or {}).get("saves")
-            saved = [e for e in saves if isinstance(e, dict) and e.get("path") == str(path)] if isinstance(saves, list) else []
+            saved = (
+                [e for e in saves if isinstance(e, dict) and e.get("path") == str(path)]
+                if isinstance(saves, list)
+                else []
+            )
             kind = "module" if any(e.get("modules") for e in saved) else "other"
         return False, _refused(req.path, str(reports["load_refused"]), kind)
     if "load_error" in reports:
-        return False, (f"{req.path} does not load with torch.load(map_location=\"cpu\", weights_only=True): "
-                       f"{clean(str(reports['load_error']))}. {req.feedback}")
+        return False, (
+            f'{req.path} does not load with torch.load(map_location="cpu", weights_only=True): '
+            f"{clean(str(reports['load_error']))}. {req.feedback}"
+        )
     if not reports.get("loaded"):
         return False, f"The checker could not load {req.path}: {clean(run.problem() or 'no result')}."
     missing = [k for k in str(reports.get("missing_keys", "")).split(",") if k]
     if missing:
-        return False, (f"{req.path} lacks {', '.join(missing)} (it has: {reports.get('present_keys') or 'no keys'}). "
-                       f"{req.feedback}")
+        return False, (
+            f"{req.path} lacks {', '.join(missing)} (it has: {reports.get('present_keys') or 'no keys'}). "
+            f"{req.feedback}"
+        )
     if reports.get("state_prefix") == "module.":
-        return False, (f"The weights in {req.path} are named {reports.get('state_first', 'module.…')} and so on: "
-                       "that is the DistributedDataParallel wrapper's state_dict, whose names all start with "
-                       "'module.', so a plain MNISTClassifier cannot load them. Save model.module.state_dict(), "
-                       f"the weights of the model inside the wrapper. {req.feedback}")
+        return False, (
+            f"The weights in {req.path} are named {reports.get('state_first', 'module.…')} and so on: "
+            "that is the DistributedDataParallel wrapper's state_dict, whose names all start with "
+            "'module.', so a plain MNISTClassifier cannot load them. Save model.module.state_dict(), "
+            f"the weights of the model inside the wrapper. {req.feedback}"
+        )
     if "state_error" in reports:
         return False, f"MNISTClassifier cannot use the weights in {req.path}: {clean(str(reports['state_error']))}"
     if want and "accuracy" not in reports:
@@ -315,8 +359,11 @@ def _check_file(req: FileRequirement, workdir: Path, memory_mb: int, cancelled: 
         accuracy = float(reports["accuracy"])
         synthetic = bool(reports.get("synthetic"))
         bar = req.min_accuracy_synthetic if synthetic and req.min_accuracy_synthetic is not None else req.min_accuracy
-        notes.append(f"{req.path}: test accuracy {accuracy:.2%}" + (" (synthetic digits: MNIST absent)" if synthetic else "")
-                     + ("" if accuracy_bars or bar is None else f" (the {bar:.0%} bar is not applied on a data slice)"))
+        notes.append(
+            f"{req.path}: test accuracy {accuracy:.2%}"
+            + (" (synthetic digits: MNIST absent)" if synthetic else "")
+            + ("" if accuracy_bars or bar is None else f" (the {bar:.0%} bar is not applied on a data slice)")
+        )
     if req.best:
         verdict = _best_verdict(req, reports, notes, on_accelerator=_trained_off_cpu(observed))
         if verdict is not None:
@@ -330,18 +377,22 @@ def _trained_off_cpu(observed: dict[str, Any] | None) -> bool:
     """Did a model the program trained have its weights on a GPU (cuda, mps)?"""
     models = (observed or {}).get("models")
     return isinstance(models, list) and any(
-        str(key).split("/")[0] != "cpu" for m in models if isinstance(m, dict) for key in (m.get("devices") or {}))
+        str(key).split("/")[0] != "cpu" for m in models if isinstance(m, dict) for key in (m.get("devices") or {})
+    )
 
 
-def _best_verdict(req: FileRequirement, reports: dict[str, Any], notes: list[str],
-                  on_accelerator: bool = True) -> str | None:
+def _best_verdict(
+    req: FileRequirement, reports: dict[str, Any], notes: list[str], on_accelerator: bool = True
+) -> str | None:
     """Whether the saved weights are the best the run evaluated; None when they are (or the
     run cannot tell: then a note says so)."""
     epoch = reports.get("saved_epoch")
     scores = [float(a) for a in str(reports.get("epoch_accuracies", "")).split(",") if a]
     if not isinstance(epoch, int) or not 0 < epoch <= len(scores):
-        notes.append(f"{req.path}: could not match its weights with an evaluation in the run, so which epoch it "
-                     "holds is not checked")
+        notes.append(
+            f"{req.path}: could not match its weights with an evaluation in the run, so which epoch it "
+            "holds is not checked"
+        )
         return None
     best = max(range(len(scores)), key=lambda i: (scores[i], -i))
     held = scores[int(epoch) - 1]
@@ -352,12 +403,16 @@ def _best_verdict(req: FileRequirement, reports: dict[str, Any], notes: list[str
     images = reports.get("test_images")
     slack = NEAR_TIE_IMAGES / images if on_accelerator and isinstance(images, int) and images > 0 else 0.0
     if held + slack + 1e-9 < scores[best]:  # 1e-9: the scores travel as 6-decimal text
-        return (f"{req.path} holds the weights of epoch {epoch} ({held:.2%} test accuracy), but epoch {best + 1} "
-                f"reached {scores[best]:.2%}: the file kept {'an earlier' if int(epoch) - 1 < best else 'a later'}, worse "
-                f"epoch. {req.feedback}")
+        return (
+            f"{req.path} holds the weights of epoch {epoch} ({held:.2%} test accuracy), but epoch {best + 1} "
+            f"reached {scores[best]:.2%}: the file kept {'an earlier' if int(epoch) - 1 < best else 'a later'}, worse "
+            f"epoch. {req.feedback}"
+        )
     if held + 1e-9 < scores[best]:
-        notes.append(f"{req.path}: the weights of epoch {epoch} of {len(scores)} ({held:.2%}), within "
-                     f"{NEAR_TIE_IMAGES} test images of epoch {best + 1}'s {scores[best]:.2%}: a tie")
+        notes.append(
+            f"{req.path}: the weights of epoch {epoch} of {len(scores)} ({held:.2%}), within "
+            f"{NEAR_TIE_IMAGES} test images of epoch {best + 1}'s {scores[best]:.2%}: a tie"
+        )
     else:
         notes.append(f"{req.path}: the weights of epoch {epoch} of {len(scores)}, the best ({held:.2%})")
     return None
@@ -372,8 +427,10 @@ def _check_function(req: FunctionRequirement, observed: dict[str, Any] | None, r
         why = (observed or {}).get("probes_error") or run.problem() or "it gave no result"
         return False, f"The checker could not call {req.name}: {clean(str(why))}."
     if result.get("missing"):
-        return False, (f"Your program defines no function {req.name} at the top level of the file; the checker "
-                       f"calls it with inputs of its own. {req.feedback}")
+        return False, (
+            f"Your program defines no function {req.name} at the top level of the file; the checker "
+            f"calls it with inputs of its own. {req.feedback}"
+        )
     if "error" in result:
         return False, f"{clean(str(result['error']))}. {req.feedback}"
     if req.probe in PROBE_JUDGES:  # the memory techniques' probes: judged in tutor/exercises/behaviour.py
@@ -386,16 +443,21 @@ def _check_function(req: FunctionRequirement, observed: dict[str, Any] | None, r
         answers = {str(k): str(v) for k, v in answers.items()} if isinstance(answers, dict) else {}
         # MPS is a bonus (the course's own script knows only CUDA): the CPU is a fine answer there.
         allowed = {"cuda": {"cuda"}, "mps": {"mps", "cpu"}, "cpu": {"cpu"}}
-        wrong = [f"on a {machine} machine it returned {got}" for machine, got in answers.items()
-                 if got not in allowed.get(machine, {machine})]
+        wrong = [
+            f"on a {machine} machine it returned {got}"
+            for machine, got in answers.items()
+            if got not in allowed.get(machine, {machine})
+        ]
         if wrong:
             return False, f"{req.name}() does not follow the machine: {'; '.join(wrong)}. {req.feedback}"
         return True, ""
     if not result.get("batches_seen"):
         return False, f"{req.name} never ran the model on a batch. {req.feedback}"
     if not result.get("inputs_moved"):
-        return False, (f"{req.name} hands the model images that did not come out of .to(device) (a dropped "
-                       f".to() result counts: it returns a copy). {req.feedback}")
+        return False, (
+            f"{req.name} hands the model images that did not come out of .to(device) (a dropped "
+            f".to() result counts: it returns a copy). {req.feedback}"
+        )
     if not result.get("targets_moved"):
         return False, f"{req.name} hands the loss labels that did not come out of .to(device). {req.feedback}"
     return True, ""
@@ -423,13 +485,17 @@ def _read_ranks_observed(workdir: Path, nproc: int) -> dict[str, Any] | None:
 
 def _observe_env(step: ExerciseStep, workdir: Path) -> dict[str, str]:
     """What the sandbox child should watch for this step's requirements."""
-    watched = [r for r in step.requirements if isinstance(r, (BehaviourRequirement, FunctionRequirement))
-               or (isinstance(r, FileRequirement) and r.best)]
+    watched = [
+        r
+        for r in step.requirements
+        if isinstance(r, (BehaviourRequirement, FunctionRequirement)) or (isinstance(r, FileRequirement) and r.best)
+    ]
     if not watched:
         return {}
     env = {"GPUTUTOR_OBSERVE": str((workdir / OBSERVED).resolve())}
-    probes = [{"id": r.id, "name": r.name, "probe": r.probe} for r in step.requirements
-              if isinstance(r, FunctionRequirement)]
+    probes = [
+        {"id": r.id, "name": r.name, "probe": r.probe} for r in step.requirements if isinstance(r, FunctionRequirement)
+    ]
     if probes:
         env["GPUTUTOR_PROBES"] = json.dumps(probes)
     if any(isinstance(r, FileRequirement) and r.best for r in step.requirements):
@@ -468,8 +534,16 @@ def grade_exercise(
         (workdir / stale).unlink(missing_ok=True)
     graded_by_pack = any(isinstance(r, PythonRequirement) for r in step.requirements)
     before = snapshot(workdir) if graded_by_pack else {}  # a lesson's grader sees only this run's files
-    run = run_code(code, workdir, timeout=step.timeout, memory_mb=step.memory_mb,
-                   on_output=on_output, cancelled=cancelled, env=_observe_env(step, workdir), nproc=nproc)
+    run = run_code(
+        code,
+        workdir,
+        timeout=step.timeout,
+        memory_mb=step.memory_mb,
+        on_output=on_output,
+        cancelled=cancelled,
+        env=_observe_env(step, workdir),
+        nproc=nproc,
+    )
     observed = _read_ranks_observed(workdir, nproc) if nproc else _read_observed(workdir / OBSERVED)
     stopped = run.problem()
     # A "break it on purpose" exercise wants an exception: the one it names is success, not a stop.
@@ -522,8 +596,16 @@ def grade_exercise(
                     if not seen.passed and seen.explains_stop:
                         ok, fb, explains_stop = False, f"{seen.cause} {req.feedback}", True
         elif isinstance(req, PythonRequirement):
-            verdict = run_grader(req, step_id=step.id, code=code, run=run, workdir=workdir, written=written,
-                                 quick=not accuracy_bars, cancelled=cancelled)
+            verdict = run_grader(
+                req,
+                step_id=step.id,
+                code=code,
+                run=run,
+                workdir=workdir,
+                written=written,
+                quick=not accuracy_bars,
+                cancelled=cancelled,
+            )
             ok = verdict.passed
             if verdict.cancelled:
                 ok, judged, fb = False, False, "not checked: the run was stopped"
@@ -541,8 +623,15 @@ def grade_exercise(
             judged = False  # the checker's fault: not held against the learner
         results.append(RequirementResult(req.id, req.type, ok, clean(fb), judged, checker_error, req.title))
     finished = run.ok or (raised_as_expected and not (run.timed_out or run.cancelled or run.memory_error))
-    return ExerciseResult(finished and all(r.passed for r in results), results, run,
-                          _summary(results, stopped), run.traceback, _hint(step, results, stopped), notes)
+    return ExerciseResult(
+        finished and all(r.passed for r in results),
+        results,
+        run,
+        _summary(results, stopped),
+        run.traceback,
+        _hint(step, results, stopped),
+        notes,
+    )
 
 
 # A probe, and the behaviour judge that tells the same from what the observer saw while the
@@ -555,8 +644,9 @@ def _probed(req: FunctionRequirement, observed: dict[str, Any]) -> bool:
     return isinstance(probes, dict) and isinstance(probes.get(req.id), dict)
 
 
-def _behaviour(req: BehaviourRequirement, context: Context, observed: dict[str, Any] | None,
-               run: SandboxResult) -> Judgement:
+def _behaviour(
+    req: BehaviourRequirement, context: Context, observed: dict[str, Any] | None, run: SandboxResult
+) -> Judgement:
     if observed is None:
         if run.error_type == "SyntaxError":
             return Judgement(False, "your code does not compile yet", judged=False)

@@ -74,8 +74,7 @@ class Observer:
         self.steps = 0
         self.step_prints: list[float] = []
         self._projections: dict[tuple[int, str], Any] = {}
-        self.process_group: dict[str, Any] = {"joined": 0, "left": 0, "backend": None, "world_size": None,
-                                              "rank": None}
+        self.process_group: dict[str, Any] = {"joined": 0, "left": 0, "backend": None, "world_size": None, "rank": None}
         self.active = True
         self.work = 0  # device work so far: module calls, backward passes, optimizer steps
         # Work since the last synchronize, per device type: only a GPU's (cuda, mps...) can still be
@@ -205,9 +204,17 @@ class Observer:
         (start_line, start_work, *start_queued), (stop_line, stop_work, *stop_queued) = begin, end
         if len(self.timings) >= MAX_EVENTS and (start_line, stop_line) not in self.timings:
             return
-        entry = self.timings.setdefault((start_line, stop_line), {
-            "count": 0, "with_work": 0, "unsynced_starts": 0, "unsynced_stops": 0,  # GPU work queued
-            "cpu_unsynced_starts": 0, "cpu_unsynced_stops": 0})  # only CPU work since the last synchronize
+        entry = self.timings.setdefault(
+            (start_line, stop_line),
+            {
+                "count": 0,
+                "with_work": 0,
+                "unsynced_starts": 0,
+                "unsynced_stops": 0,  # GPU work queued
+                "cpu_unsynced_starts": 0,
+                "cpu_unsynced_stops": 0,
+            },
+        )  # only CPU work since the last synchronize
         entry["count"] += 1
         if stop_work > start_work:  # device work inside the timing
             entry["with_work"] += 1
@@ -290,9 +297,18 @@ class Observer:
         info = self.models.get(module)
         if info is None:
             info = {
-                "index": len(self.model_list), "class": type(module).__name__,
-                "train_calls": 0, "inputs_unmoved": 0, "inputs_seen": 0, "devices": {}, "param_dtypes": {},
-                "autocast": {}, "moved_to": None, "snapshots": 0, "phases": 0, "last_train_work": 0,
+                "index": len(self.model_list),
+                "class": type(module).__name__,
+                "train_calls": 0,
+                "inputs_unmoved": 0,
+                "inputs_seen": 0,
+                "devices": {},
+                "param_dtypes": {},
+                "autocast": {},
+                "moved_to": None,
+                "snapshots": 0,
+                "phases": 0,
+                "last_train_work": 0,
                 "_trained_since_snapshot": False,
             }
             self.models[module] = info
@@ -356,8 +372,13 @@ class Observer:
                 info["autocast"][cast] = info["autocast"].get(cast, 0) + 1
 
         def post(module: Any, args: tuple, output: Any) -> None:
-            if (self._depth == 1 and self.active and len(self._output_prints) < MAX_RESULT_PRINTS
-                    and isinstance(output, torch.Tensor) and torch._C._current_graph_task_id() == -1):
+            if (
+                self._depth == 1
+                and self.active
+                and len(self._output_prints) < MAX_RESULT_PRINTS
+                and isinstance(output, torch.Tensor)
+                and torch._C._current_graph_task_id() == -1
+            ):
                 fingerprint = self._print(torch, output)
                 if fingerprint is not None:
                     self._output_prints.append(fingerprint)
@@ -447,8 +468,12 @@ class Observer:
             self._did(getattr(first, "device", None))
             info = self.optimizers.get(optimizer)
             if info is None:
-                info = {"index": len(self.optimizer_list), "class": type(optimizer).__name__,
-                        "steps": 0, "bypassed_scaler": 0}
+                info = {
+                    "index": len(self.optimizer_list),
+                    "class": type(optimizer).__name__,
+                    "steps": 0,
+                    "bypassed_scaler": 0,
+                }
                 self.optimizers[optimizer] = info
                 self.optimizer_list.append(info)
             info["steps"] += 1
@@ -480,9 +505,15 @@ class Observer:
                 enabled = bool(scaler.is_enabled())
             except Exception:  # noqa: BLE001 - a half-built scaler
                 enabled = False
-            info = {"index": len(self.scaler_list), "enabled": enabled,
-                    "device": str(getattr(scaler, "_device", "")), "scales": 0, "steps": 0,
-                    "updates": 0, "steps_in_autocast": 0}
+            info = {
+                "index": len(self.scaler_list),
+                "enabled": enabled,
+                "device": str(getattr(scaler, "_device", "")),
+                "scales": 0,
+                "steps": 0,
+                "updates": 0,
+                "steps_in_autocast": 0,
+            }
             self.scalers[scaler] = info
             self.scaler_list.append(info)
         return info
@@ -528,8 +559,9 @@ class Observer:
             dtype = str(getattr(block, "fast_dtype", "")).replace("torch.", "")
             self._autocast_stack.append((device, enabled, dtype))
             if self.active and len(self.autocast_blocks) < MAX_EVENTS:
-                self.autocast_blocks.append({"device": device, "enabled": enabled, "dtype": dtype,
-                                             "line": self._learner_line()})
+                self.autocast_blocks.append(
+                    {"device": device, "enabled": enabled, "dtype": dtype, "line": self._learner_line()}
+                )
             return out
 
         def exit_(block: Any, *args: Any) -> Any:
@@ -549,9 +581,12 @@ class Observer:
             out = real_save(self._plain(obj), f, *args, **kwargs)
             line = self._learner_line()
             if self.active and line is not None and len(self.saves) < MAX_EVENTS:
-                entry: dict[str, Any] = {"line": line, "work": self.work,
-                                         "path": os.path.realpath(os.fspath(f)) if isinstance(f, (str, os.PathLike)) else None,
-                                         "kind": type(obj).__name__}
+                entry: dict[str, Any] = {
+                    "line": line,
+                    "work": self.work,
+                    "path": os.path.realpath(os.fspath(f)) if isinstance(f, (str, os.PathLike)) else None,
+                    "kind": type(obj).__name__,
+                }
                 if isinstance(obj, dict):
                     entry["keys"] = [str(k) for k in list(obj)[:30]]
                     entry["modules"] = [str(k) for k, v in list(obj.items())[:30] if isinstance(v, torch.nn.Module)]
@@ -564,8 +599,13 @@ class Observer:
             line = self._learner_line()
             if self.active and line is not None and len(self.loads) < MAX_EVENTS:
                 location = kwargs.get("map_location", args[0] if args else None)
-                self.loads.append({"line": line, "map_location": None if location is None else str(location),
-                                   "weights_only": kwargs.get("weights_only")})
+                self.loads.append(
+                    {
+                        "line": line,
+                        "map_location": None if location is None else str(location),
+                        "weights_only": kwargs.get("weights_only"),
+                    }
+                )
             return real_load(f, *args, **kwargs)
 
         self._patch(torch, "save", save)
@@ -726,9 +766,15 @@ class Observer:
                     size = None
                 sampler = getattr(loader, "sampler", None)
                 epoch = getattr(sampler, "epoch", None)
-                entry = {"dataset": size, "sampler": type(sampler).__name__, "batches": 0, "samples": [],
-                         "sampler_epoch": epoch if isinstance(epoch, int) else None, "trained": False,
-                         "line": self._learner_line()}
+                entry = {
+                    "dataset": size,
+                    "sampler": type(sampler).__name__,
+                    "batches": 0,
+                    "samples": [],
+                    "sampler_epoch": epoch if isinstance(epoch, int) else None,
+                    "trained": False,
+                    "line": self._learner_line(),
+                }
                 self.passes.append(entry)
                 try:
                     iterator._gt_pass = entry
@@ -753,8 +799,13 @@ class Observer:
     def _fingerprints(torch: Any, batch: Any) -> list[int]:
         """One number per sample of a batch (its images' bytes, hashed): the same image gives the
         same number in every rank, whatever index or order it came in."""
-        items = list(batch.values()) if isinstance(batch, dict) else list(batch) if isinstance(batch, (list, tuple)) \
+        items = (
+            list(batch.values())
+            if isinstance(batch, dict)
+            else list(batch)
+            if isinstance(batch, (list, tuple))
             else [batch]
+        )
         images = next((t for t in items if isinstance(t, torch.Tensor) and t.dim() >= 2), None)
         if images is None or images.shape[0] == 0:
             return []
@@ -809,8 +860,9 @@ class Observer:
             if self.active:
                 self.process_group["joined"] += 1
                 try:
-                    self.process_group.update(backend=str(dist.get_backend()), world_size=dist.get_world_size(),
-                                              rank=dist.get_rank())
+                    self.process_group.update(
+                        backend=str(dist.get_backend()), world_size=dist.get_world_size(), rank=dist.get_rank()
+                    )
                 except (RuntimeError, ValueError):
                     pass
             return out
@@ -828,16 +880,22 @@ class Observer:
     def summary(self) -> dict[str, Any]:
         models = [{k: v for k, v in m.items() if not k.startswith("_")} for m in self.model_list]
         return {
-            "models": models, "criteria": self.criteria,
-            "optimizers": self.optimizer_list, "scalers": self.scaler_list,
-            "backward": self.backward, "autocast_blocks": self.autocast_blocks,
+            "models": models,
+            "criteria": self.criteria,
+            "optimizers": self.optimizer_list,
+            "scalers": self.scaler_list,
+            "backward": self.backward,
+            "autocast_blocks": self.autocast_blocks,
             "timings": [{"start_line": a, "stop_line": b, **v} for (a, b), v in self.timings.items()],
-
-            "syncs": self.syncs, "saves": self.saves, "loads": self.loads,
+            "syncs": self.syncs,
+            "saves": self.saves,
+            "loads": self.loads,
             "comparisons": self.comparisons,
             "compared": {**self.compared, "weights_with_gradients": self._weights_with_gradients},
-            "cuda_asked": self.cuda_asked, "mps_asked": self.mps_asked,
-            "cuda_available": self.cuda_available, "tensor_moves": self.tensor_moves,
+            "cuda_asked": self.cuda_asked,
+            "mps_asked": self.mps_asked,
+            "cuda_available": self.cuda_available,
+            "tensor_moves": self.tensor_moves,
             **(self._rank_summary() if self.ranks_wanted else {}),
         }
 
@@ -848,6 +906,7 @@ class Observer:
             "rank": int(rank) if rank.isdigit() else None,
             "passes": trained,  # the passes over a DataLoader that training used, in order
             "other_passes": len(self.passes) - len(trained),
-            "steps": self.steps, "step_prints": self.step_prints,
+            "steps": self.steps,
+            "step_prints": self.step_prints,
             "process_group": self.process_group,
         }

@@ -160,8 +160,10 @@ class GraderVerdict:
 
 
 def checker_failed(why: str) -> str:
-    return (f"This exercise's checker failed, so this was not checked: {why}. The fault is in the lesson, "
-            "not in your program: tell the lesson's author.")
+    return (
+        f"This exercise's checker failed, so this was not checked: {why}. The fault is in the lesson, "
+        "not in your program: tell the lesson's author."
+    )
 
 
 def snapshot(workdir: Path) -> dict[str, tuple[int, int, int]]:
@@ -196,30 +198,59 @@ def written_since(workdir: Path, before: dict[str, tuple[int, int, int]]) -> lis
     return [rel for rel, st in _walk(workdir) if before.get(rel) != (st.st_ino, st.st_size, st.st_mtime_ns)]
 
 
-def run_grader(req: PythonRequirement, *, step_id: str, code: str, run: SandboxResult, workdir: Path,
-               written: list[str], quick: bool = False,
-               cancelled: Callable[[], bool] = lambda: False) -> GraderVerdict:
+def run_grader(
+    req: PythonRequirement,
+    *,
+    step_id: str,
+    code: str,
+    run: SandboxResult,
+    workdir: Path,
+    written: list[str],
+    quick: bool = False,
+    cancelled: Callable[[], bool] = lambda: False,
+) -> GraderVerdict:
     """Call the requirement's grader on this run, in a process of its own within req.timeout.
     Never raises: whatever the grader does becomes a verdict."""
     if cancelled():
         return GraderVerdict(False, cancelled=True)
     path = req.grader_path()
     if path is None:
-        return GraderVerdict(False, failure=checker_failed("the lesson was not loaded from a file, so its grader "
-                                                           f"{req.grader_file} cannot be found"))
+        return GraderVerdict(
+            False,
+            failure=checker_failed(
+                f"the lesson was not loaded from a file, so its grader {req.grader_file} cannot be found"
+            ),
+        )
     if not path.is_file():
-        return GraderVerdict(False, failure=checker_failed(f"its grader file {req.grader_file} is missing"),
-                             detail=f"no file {path}")
+        return GraderVerdict(
+            False, failure=checker_failed(f"its grader file {req.grader_file} is missing"), detail=f"no file {path}"
+        )
     job = Path(workdir) / CHECKER_DIR / req.id
     try:
         shutil.rmtree(job, ignore_errors=True)  # nothing from an earlier run, or from the program
         job.mkdir(parents=True, exist_ok=True)
-        (job / JOB_INPUT).write_text(json.dumps({
-            "file": str(path.resolve()), "function": req.grader_function, "step": step_id, "requirement": req.id,
-            "code": code, "output": run.output, "reports": run.reports, "workdir": str(Path(workdir).resolve()),
-            "written": written, "finished": run.ok, "stopped": run.problem(), "exit_code": run.exit_code,
-            "error_type": run.error_type, "error_message": run.error_message, "quick": quick,
-        }), encoding="utf-8")
+        (job / JOB_INPUT).write_text(
+            json.dumps(
+                {
+                    "file": str(path.resolve()),
+                    "function": req.grader_function,
+                    "step": step_id,
+                    "requirement": req.id,
+                    "code": code,
+                    "output": run.output,
+                    "reports": run.reports,
+                    "workdir": str(Path(workdir).resolve()),
+                    "written": written,
+                    "finished": run.ok,
+                    "stopped": run.problem(),
+                    "exit_code": run.exit_code,
+                    "error_type": run.error_type,
+                    "error_message": run.error_message,
+                    "quick": quick,
+                }
+            ),
+            encoding="utf-8",
+        )
         log = (job / JOB_LOG).open("wb")
     except (OSError, ValueError) as e:  # a full disk, an unwritable folder
         return GraderVerdict(False, failure=checker_failed(f"the tutor could not start it ({e})"), detail=repr(e))
@@ -228,13 +259,15 @@ def run_grader(req: PythonRequirement, *, step_id: str, code: str, run: SandboxR
         try:
             proc = subprocess.Popen(
                 [sys.executable, "-P", "-m", "tutor.exercises.pack_grader", str(job)],
-                cwd=job, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                cwd=job,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
                 start_new_session=True,  # its own process group: what it starts is killed with it
                 env=_env(),
             )
         except OSError as e:
-            return GraderVerdict(False, failure=checker_failed(f"the tutor could not start it ({e})"),
-                                 detail=repr(e))
+            return GraderVerdict(False, failure=checker_failed(f"the tutor could not start it ({e})"), detail=repr(e))
         deadline = time.monotonic() + req.timeout
         try:
             while proc.poll() is None:
@@ -257,11 +290,17 @@ def run_grader(req: PythonRequirement, *, step_id: str, code: str, run: SandboxR
     name = f"{req.grader_function}() in {req.grader_file}"
     result = _read_result(job / JOB_RESULT)
     if result is None and timed_out:
-        return GraderVerdict(False, failure=checker_failed(f"{name} ran past its {req.timeout:g} s time limit "
-                                                           "and was stopped"), detail=printed)
+        return GraderVerdict(
+            False,
+            failure=checker_failed(f"{name} ran past its {req.timeout:g} s time limit and was stopped"),
+            detail=printed,
+        )
     if result is None:
-        return GraderVerdict(False, failure=checker_failed(f"{name} ended without a verdict (exit code "
-                                                           f"{proc.returncode})"), detail=printed)
+        return GraderVerdict(
+            False,
+            failure=checker_failed(f"{name} ended without a verdict (exit code {proc.returncode})"),
+            detail=printed,
+        )
     detail = "\n".join(x for x in (str(result.get("traceback") or ""), printed and f"it printed:\n{printed}") if x)
     if isinstance(result.get("failure"), str):
         return GraderVerdict(False, failure=checker_failed(result["failure"]), detail=detail)
@@ -332,8 +371,7 @@ def _where(exc: BaseException, folder: Path) -> str:
     """The grader's own line the exception came through last: 'grading.py line 12'."""
     if isinstance(exc, SyntaxError) and exc.filename:
         return f"{Path(exc.filename).name} line {exc.lineno}"
-    frames = [f for f in traceback.extract_tb(exc.__traceback__)
-              if folder in Path(f.filename).resolve().parents]
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if folder in Path(f.filename).resolve().parents]
     return f"{Path(frames[-1].filename).name} line {frames[-1].lineno}" if frames else ""
 
 
@@ -342,10 +380,18 @@ def _call(job: dict[str, Any]) -> dict[str, Any]:
     name = f"{job['function']}() in {path.name}"
     sys.path.insert(0, str(path.parent))  # its own helpers beside it import as modules
     run = LearnerRun(
-        step=job["step"], requirement=job["requirement"], code=job["code"], output=job["output"],
-        reports=Reports(job["reports"]), files=Files(Path(job["workdir"]), job["written"]),
-        finished=job["finished"], stopped=job["stopped"], exit_code=job["exit_code"],
-        error_type=job["error_type"], error_message=job["error_message"], quick=job["quick"],
+        step=job["step"],
+        requirement=job["requirement"],
+        code=job["code"],
+        output=job["output"],
+        reports=Reports(job["reports"]),
+        files=Files(Path(job["workdir"]), job["written"]),
+        finished=job["finished"],
+        stopped=job["stopped"],
+        exit_code=job["exit_code"],
+        error_type=job["error_type"],
+        error_message=job["error_message"],
+        quick=job["quick"],
     )
     module_name = "gpututor_grader_" + hashlib.sha1(str(path).encode()).hexdigest()[:12]
     try:
@@ -361,19 +407,27 @@ def _call(job: dict[str, Any]) -> dict[str, Any]:
         return _verdict(function(run), name)
     except MissingReport as e:
         key = e.args[0] if e.args else "?"
-        return {"passed": False, "missing": True,
-                "feedback": f"Your program did not report {key}: call report({key}=...) once it has the value."}
+        return {
+            "passed": False,
+            "missing": True,
+            "feedback": f"Your program did not report {key}: call report({key}=...) once it has the value.",
+        }
     except MissingFile as e:
-        return {"passed": False, "missing": True,
-                "feedback": f"Your program did not write {e.args[0] if e.args else 'the file'} in this run."}
+        return {
+            "passed": False,
+            "missing": True,
+            "feedback": f"Your program did not write {e.args[0] if e.args else 'the file'} in this run.",
+        }
     except SystemExit as e:
         return {"failure": f"{name} called sys.exit({_brief(e.code)})", "traceback": traceback.format_exc()}
     except BaseException as e:  # noqa: BLE001 - the author's bug, reported as such
         where = _where(e, path.parent.resolve())
         message = str(e).strip().splitlines()[0][:300] if str(e).strip() else ""
-        return {"failure": f"{name} raised {type(e).__name__}{f' at {where}' if where else ''}"
-                           f"{f': {message}' if message else ''}",
-                "traceback": traceback.format_exc()[-20_000:]}
+        return {
+            "failure": f"{name} raised {type(e).__name__}{f' at {where}' if where else ''}"
+            f"{f': {message}' if message else ''}",
+            "traceback": traceback.format_exc()[-20_000:],
+        }
 
 
 def _child(argv: list[str]) -> None:

@@ -49,17 +49,25 @@ def moves_batch_to_device(fn: Callable[..., Any], name: str) -> dict[str, Any]:
             return nn.functional.cross_entropy(out.as_subclass(torch.Tensor), y.as_subclass(torch.Tensor))
 
     g = torch.Generator().manual_seed(0)
-    batches = [(torch.randn(8, 1, 28, 28, generator=g).as_subclass(Tracked),
-                torch.randint(0, 10, (8,), generator=g).as_subclass(Tracked)) for _ in range(3)]
+    batches = [
+        (
+            torch.randn(8, 1, 28, 28, generator=g).as_subclass(Tracked),
+            torch.randint(0, 10, (8,), generator=g).as_subclass(Tracked),
+        )
+        for _ in range(3)
+    ]
     model = Spy().to(device)
     try:
         fn(model, batches, torch.optim.SGD(model.parameters(), lr=0.01), SpyLoss(), device)
     except Exception as e:  # noqa: BLE001 - the learner's function may raise anything
-        return {"error": f"calling {name}(model, loader, optimizer, criterion, device) raised "
-                         f"{type(e).__name__}: {e}"[:600]}
-    return {"batches_seen": len(seen["inputs"]),
-            "inputs_moved": bool(seen["inputs"]) and all(seen["inputs"]),
-            "targets_moved": bool(seen["targets"]) and all(seen["targets"])}
+        return {
+            "error": f"calling {name}(model, loader, optimizer, criterion, device) raised {type(e).__name__}: {e}"[:600]
+        }
+    return {
+        "batches_seen": len(seen["inputs"]),
+        "inputs_moved": bool(seen["inputs"]) and all(seen["inputs"]),
+        "targets_moved": bool(seen["targets"]) and all(seen["targets"]),
+    }
 
 
 def picks_device(fn: Callable[[], Any], name: str) -> dict[str, Any]:
@@ -71,8 +79,10 @@ def picks_device(fn: Callable[[], Any], name: str) -> dict[str, Any]:
 
     answers: dict[str, str] = {}
     for machine, cuda, mps in (("cuda", True, False), ("mps", False, True), ("cpu", False, False)):
-        with mock.patch.object(torch.cuda, "is_available", lambda c=cuda: c), \
-                mock.patch.object(torch.backends.mps, "is_available", lambda m=mps: m):
+        with (
+            mock.patch.object(torch.cuda, "is_available", lambda c=cuda: c),
+            mock.patch.object(torch.backends.mps, "is_available", lambda m=mps: m),
+        ):
             try:
                 got = fn()
             except Exception as e:  # noqa: BLE001
@@ -133,8 +143,10 @@ def _accumulation_measured(fn: Callable[..., Any], name: str) -> dict[str, Any]:
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
         model = nn.Sequential(nn.Linear(12, 16), nn.ReLU(), nn.Linear(16, 3)).to(device)
-    batches = [(torch.randn(ACCUM_MICRO_SIZE, 12, generator=g), torch.randint(0, 3, (ACCUM_MICRO_SIZE,), generator=g))
-               for _ in range(ACCUM_MICRO_BATCHES)]
+    batches = [
+        (torch.randn(ACCUM_MICRO_SIZE, 12, generator=g), torch.randint(0, 3, (ACCUM_MICRO_SIZE,), generator=g))
+        for _ in range(ACCUM_MICRO_BATCHES)
+    ]
     inputs: list[Any] = []
     targets: list[Any] = []
     clears: list[dict[str, Any]] = []
@@ -160,11 +172,20 @@ def _accumulation_measured(fn: Callable[..., Any], name: str) -> dict[str, Any]:
 
     def step_pre(opt: Any, args: tuple, kwargs: dict) -> None:
         grads = [p.grad.detach().clone() if p.grad is not None else torch.zeros_like(p) for p in model.parameters()]
-        steps.append({"micro_batches": len(inputs), "backwards": len(clears), "grads": grads,
-                      "weights": copy.deepcopy(model.state_dict())})
+        steps.append(
+            {
+                "micro_batches": len(inputs),
+                "backwards": len(clears),
+                "grads": grads,
+                "weights": copy.deepcopy(model.state_dict()),
+            }
+        )
 
-    handles = [model.register_forward_pre_hook(forward_pre), watched.register_hook(before_accumulating),
-               optimizer.register_step_pre_hook(step_pre)]
+    handles = [
+        model.register_forward_pre_hook(forward_pre),
+        watched.register_hook(before_accumulating),
+        optimizer.register_step_pre_hook(step_pre),
+    ]
     try:
         fn(model, batches, optimizer, Loss(), device, ACCUM_K)  # a list: it has a len(), as a DataLoader does
     except Exception as e:  # noqa: BLE001 - the learner's function may raise anything
@@ -189,16 +210,25 @@ def _accumulation_measured(fn: Callable[..., Any], name: str) -> dict[str, Any]:
         want = torch.cat([p.grad.reshape(-1) for p in reference.parameters()]).double()
         got = torch.cat([t.reshape(-1) for t in entry["grads"]]).double()
         norm = float(want.dot(want))
-        checked.append({
-            "micro_batches": entry["micro_batches"], "backwards": entry["backwards"], "group": end - start,
-            "close": bool(torch.allclose(got, want, rtol=1e-3, atol=1e-6)),
-            "max_diff": float((got - want).abs().max()),
-            "ratio": float(got.dot(want)) / norm if norm else 0.0,
-            "cosine": float(nn.functional.cosine_similarity(got, want, dim=0)) if norm and got.norm() > 0 else 0.0,
-        })
+        checked.append(
+            {
+                "micro_batches": entry["micro_batches"],
+                "backwards": entry["backwards"],
+                "group": end - start,
+                "close": bool(torch.allclose(got, want, rtol=1e-3, atol=1e-6)),
+                "max_diff": float((got - want).abs().max()),
+                "ratio": float(got.dot(want)) / norm if norm else 0.0,
+                "cosine": float(nn.functional.cosine_similarity(got, want, dim=0)) if norm and got.norm() > 0 else 0.0,
+            }
+        )
         start = end
-    return {"k": ACCUM_K, "micro_batches": len(inputs), "backwards": len(clears), "clears": clears[:64],
-            "steps": checked[:64]}
+    return {
+        "k": ACCUM_K,
+        "micro_batches": len(inputs),
+        "backwards": len(clears),
+        "clears": clears[:64],
+        "steps": checked[:64],
+    }
 
 
 def steps_once_per_k(fn: Callable[..., Any], name: str) -> dict[str, Any]:
@@ -288,8 +318,12 @@ def _checkpointing(fn: Callable[..., Any], name: str) -> dict[str, Any]:
 
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
-        blocks = nn.Sequential(*[nn.Sequential(*[m for _ in range(3) for m in (nn.Linear(CKPT_WIDTH, CKPT_WIDTH), nn.ReLU())])
-                                 for _ in range(CKPT_BLOCKS)])
+        blocks = nn.Sequential(
+            *[
+                nn.Sequential(*[m for _ in range(3) for m in (nn.Linear(CKPT_WIDTH, CKPT_WIDTH), nn.ReLU())])
+                for _ in range(CKPT_BLOCKS)
+            ]
+        )
     g = torch.Generator().manual_seed(1)
     x = torch.randn(CKPT_BATCH, CKPT_WIDTH, generator=g)
     direction = torch.randn(CKPT_BATCH, CKPT_WIDTH, generator=g)  # the loss: a fixed projection of the output
@@ -315,8 +349,11 @@ def _checkpointing(fn: Callable[..., Any], name: str) -> dict[str, Any]:
     for number, block in enumerate(mine, 1):
         for layer in block:
             if isinstance(layer, nn.Linear):
-                handles.append(layer.register_forward_pre_hook(
-                    lambda module, args, b=number: events.append([1, b]) if backward else None))
+                handles.append(
+                    layer.register_forward_pre_hook(
+                        lambda module, args, b=number: events.append([1, b]) if backward else None
+                    )
+                )
                 handles.append(layer.weight.register_hook(lambda grad, b=number: events.append([2, b])))
     held = _HeldCounter(existing)
     with warnings.catch_warnings(record=True) as caught:
@@ -329,8 +366,10 @@ def _checkpointing(fn: Callable[..., Any], name: str) -> dict[str, Any]:
         kept = sum(saved.values())
         said = " ".join(str(w.message) for w in caught)
         result: dict[str, Any] = {
-            "blocks": CKPT_BLOCKS, "layers_per_block": 3,
-            "plain_bytes": plain_bytes, "checkpointed_bytes": kept,
+            "blocks": CKPT_BLOCKS,
+            "layers_per_block": 3,
+            "plain_bytes": plain_bytes,
+            "checkpointed_bytes": kept,
             "reentrant_without_grad": "None of the inputs have requires_grad=True" in said,
             "reentrant_by_default": "use_reentrant parameter should be passed explicitly" in said,
         }
@@ -360,8 +399,11 @@ def _checkpointing(fn: Callable[..., Any], name: str) -> dict[str, Any]:
             result["checkpointed_peak_bytes"] = held.peak
             result["backward_events"] = events[:2000]
     missing = sorted({i + 1 for i, block in enumerate(mine) for p in block.parameters() if p.grad is None})
-    diffs = [float((a.grad - b.grad).abs().max()) for a, b in zip(blocks.parameters(), mine.parameters())
-             if a.grad is not None and b.grad is not None]
+    diffs = [
+        float((a.grad - b.grad).abs().max())
+        for a, b in zip(blocks.parameters(), mine.parameters())
+        if a.grad is not None and b.grad is not None
+    ]
     result["blocks_without_gradient"] = missing
     result["gradient_diff"] = max(diffs, default=0.0)
     result["gradient_scale"] = max(float(p.grad.abs().max()) for p in blocks.parameters())
@@ -438,7 +480,8 @@ def _search_under_cap(fn: Callable[..., Any], name: str) -> dict[str, Any]:
                     entry["oom"] = True
                 raise torch.OutOfMemoryError(
                     f"out of memory: tried to allocate {nbytes:,} bytes with {used:,} of the checker's "
-                    f"{cap:,}-byte cap in use")
+                    f"{cap:,}-byte cap in use"
+                )
             used += nbytes
             kept = t.detach()
             if entry is not None:
@@ -468,14 +511,14 @@ def _search_under_cap(fn: Callable[..., Any], name: str) -> dict[str, Any]:
             gc.collect()  # a reference cycle is freed sooner or later: count only what the program keeps
             held = sum(live.values())
         batch = int(batch_size)
-        entry = {"batch": batch, "oom": False, "held": held,
-                 "in_except": isinstance(handling, torch.OutOfMemoryError)}
+        entry = {"batch": batch, "oom": False, "held": held, "in_except": isinstance(handling, torch.OutOfMemoryError)}
         calls.append(entry)
         if held + batch * SEARCH_WIDTH * 4 > cap:  # the input alone would not fit: never allocate it
             entry["oom"] = True
             raise torch.OutOfMemoryError(
                 f"out of memory: tried to allocate {batch * SEARCH_WIDTH * 4:,} bytes with {held:,} of the "
-                f"checker's {cap:,}-byte cap in use")
+                f"checker's {cap:,}-byte cap in use"
+            )
         kept_bytes(batch, cap, entry)
 
     try:
@@ -490,8 +533,13 @@ def _search_under_cap(fn: Callable[..., Any], name: str) -> dict[str, Any]:
         plain = None if isinstance(answer, bool) else operator.index(answer)  # int, NumPy int
     except TypeError:
         plain = int(answer) if isinstance(answer, float) and answer.is_integer() else None
-    return {"answer": plain, "answer_text": repr(answer)[:80], "fits": SEARCH_FITS, "cap_bytes": cap,
-            "calls": calls[:SEARCH_MAX_CALLS]}
+    return {
+        "answer": plain,
+        "answer_text": repr(answer)[:80],
+        "fits": SEARCH_FITS,
+        "cap_bytes": cap,
+        "calls": calls[:SEARCH_MAX_CALLS],
+    }
 
 
 def _search_with_a_bug(fn: Callable[..., Any], name: str) -> dict[str, Any]:

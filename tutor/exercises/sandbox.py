@@ -66,8 +66,11 @@ LAUNCH_DIR = ".launch"  # torchrun's log (LAUNCHER_LOG) and its --log-dir
 LAUNCHER_LOG = "torchrun.log"
 GONE_WAIT_S = 3.0  # after killing a launch's processes, how long to wait for them to be gone
 # A rank's error that is the launch failing, not the learner's code: the ranks did not connect.
-_CONNECT_FAILED = re.compile(r"connectFullMesh|Connection (?:closed|reset) by peer|Connection refused|"
-                             r"Socket Timeout|DistNetworkError|Broken pipe", re.I)
+_CONNECT_FAILED = re.compile(
+    r"connectFullMesh|Connection (?:closed|reset) by peer|Connection refused|"
+    r"Socket Timeout|DistNetworkError|Broken pipe",
+    re.I,
+)
 
 
 @dataclass
@@ -106,8 +109,10 @@ class SandboxResult:
             return self.launch_problem
         if self.timed_out:
             if self.processes > 1:
-                return ("the program ran past its time limit and was stopped (with several processes, one "
-                        "waiting for the others at a collective step they never reach also ends this way)")
+                return (
+                    "the program ran past its time limit and was stopped (with several processes, one "
+                    "waiting for the others at a collective step they never reach also ends this way)"
+                )
             return "the program ran past its time limit and was stopped"
         where = f" in rank {self.error_rank}" if self.error_rank is not None and self.processes > 1 else ""
         if self.error_everywhere:
@@ -409,8 +414,11 @@ def _error_fields(err: dict[str, Any]) -> tuple[str | None, str | None, int | No
 
 
 def _is_memory(error_type: str | None, message: str | None, sig: str | None, output: str, stopped: bool) -> bool:
-    return error_type in ("MemoryError", "OutOfMemoryError") or bool(error_type and _MEMORY_TEXT.search(message or "")) \
+    return (
+        error_type in ("MemoryError", "OutOfMemoryError")
+        or bool(error_type and _MEMORY_TEXT.search(message or ""))
         or bool(sig and not stopped and _MEMORY_TEXT.search(output[-4000:]))
+    )
 
 
 def prestart(*, memory_mb: int, env: dict | None = None) -> bool:
@@ -438,15 +446,29 @@ def run_code(
     for stale in (REPORTS, ERROR_FILE):
         (workdir / stale).unlink(missing_ok=True)
     if nproc:
-        return _launch(workdir, timeout=timeout, memory_mb=memory_mb, on_output=on_output,
-                       cancelled=cancelled, env=env, nproc=nproc)
+        return _launch(
+            workdir,
+            timeout=timeout,
+            memory_mb=memory_mb,
+            on_output=on_output,
+            cancelled=cancelled,
+            env=env,
+            nproc=nproc,
+        )
 
     start = time.monotonic()
     child_env = _child_env(workdir, memory_mb, env)
     # Started from the warm fork server where it can be (forkserver.py), else as `python -m`.
     forked = forkserver.start_child(workdir, child_env, [SOLUTION], until=start + timeout, cancelled=cancelled)
-    ran = _run([sys.executable, "-m", "tutor.exercises.child", SOLUTION], workdir, child_env,
-               deadline=start + timeout, on_output=on_output, cancelled=cancelled, forked=forked)
+    ran = _run(
+        [sys.executable, "-m", "tutor.exercises.child", SOLUTION],
+        workdir,
+        child_env,
+        deadline=start + timeout,
+        on_output=on_output,
+        cancelled=cancelled,
+        forked=forked,
+    )
     rc = ran.returncode
     sig = _signal_name(-rc) if rc is not None and rc < 0 else None
     error_type, message, line, text = _error_fields(_read_error(workdir / ERROR_FILE))
@@ -472,15 +494,24 @@ def run_code(
 # ---------------------------------------------------------------- under torchrun
 
 
-def _launch(workdir: Path, *, timeout: float, memory_mb: int, on_output: Callable[[str], None] | None,
-            cancelled: Callable[[], bool], env: dict | None, nproc: int) -> SandboxResult:
+def _launch(
+    workdir: Path,
+    *,
+    timeout: float,
+    memory_mb: int,
+    on_output: Callable[[str], None] | None,
+    cancelled: Callable[[], bool],
+    env: dict | None,
+    nproc: int,
+) -> SandboxResult:
     """Run solution.py under torchrun with `nproc` ranks; a launch that fails before the code
     ran is said and tried once more, within the same time limit."""
     start = time.monotonic()
     deadline = start + timeout
     if on_output is not None:
-        on_output(f"[torchrun --standalone --nproc_per_node={nproc} {SOLUTION}: {nproc} processes, "
-                  f"ranks 0 to {nproc - 1}]\n")
+        on_output(
+            f"[torchrun --standalone --nproc_per_node={nproc} {SOLUTION}: {nproc} processes, ranks 0 to {nproc - 1}]\n"
+        )
     result = _launch_once(workdir, deadline, memory_mb, on_output, cancelled, env, nproc)
     if result.launch_problem and not (result.cancelled or result.timed_out) and time.monotonic() < deadline - 5:
         note = f"[{result.launch_problem}; starting the {nproc} processes once more]\n"
@@ -495,8 +526,15 @@ def _launch(workdir: Path, *, timeout: float, memory_mb: int, on_output: Callabl
     return result
 
 
-def _launch_once(workdir: Path, deadline: float, memory_mb: int, on_output: Callable[[str], None] | None,
-                 cancelled: Callable[[], bool], env: dict | None, nproc: int) -> SandboxResult:
+def _launch_once(
+    workdir: Path,
+    deadline: float,
+    memory_mb: int,
+    on_output: Callable[[str], None] | None,
+    cancelled: Callable[[], bool],
+    env: dict | None,
+    nproc: int,
+) -> SandboxResult:
     ranks_dir, launch_dir = workdir / RANKS_DIR, workdir / LAUNCH_DIR
     for folder in (ranks_dir, launch_dir):  # what an earlier run left (torchrun makes a folder per run)
         shutil.rmtree(folder, ignore_errors=True)
@@ -507,15 +545,33 @@ def _launch_once(workdir: Path, deadline: float, memory_mb: int, on_output: Call
     child_env = _child_env(workdir, memory_mb, env, nproc)
     token = f"{nproc}-{os.getpid()}-{time.monotonic_ns()}"  # this launch's, in every process it starts
     child_env["GPUTUTOR_LAUNCH"] = token
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
-               "--max-restarts=0", f"--log-dir={launch_dir / 'logs'}", "-m", "tutor.exercises.child", SOLUTION]
+    command = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        f"--nproc_per_node={nproc}",
+        "--max-restarts=0",
+        f"--log-dir={launch_dir / 'logs'}",
+        "-m",
+        "tutor.exercises.child",
+        SOLUTION,
+    ]
 
     def kill_ranks() -> None:
         _kill_launched(token, ranks_dir)
 
     with (launch_dir / LAUNCHER_LOG).open("wb") as log:
-        ran = _run(command, workdir, child_env, deadline=deadline, on_output=on_output, cancelled=cancelled,
-                   stderr=log, also_kill=kill_ranks)
+        ran = _run(
+            command,
+            workdir,
+            child_env,
+            deadline=deadline,
+            on_output=on_output,
+            cancelled=cancelled,
+            stderr=log,
+            also_kill=kill_ranks,
+        )
     _wait_gone(token, ranks_dir)
     return _launch_result(workdir, ran, nproc)
 
@@ -640,8 +696,9 @@ def _launch_result(workdir: Path, ran: _Ran, nproc: int) -> SandboxResult:
         error_type, message, line, text = _error_fields(first[1])
         exit_code = 1
         if error_type and _CONNECT_FAILED.search(message or "") and "init_process_group" in (text or ""):
-            launch_problem = (f"the {nproc} processes could not connect to each other in init_process_group "
-                              f"({_first_line(message)})")
+            launch_problem = (
+                f"the {nproc} processes could not connect to each other in init_process_group ({_first_line(message)})"
+            )
     else:
         failed = next((r for r, code in enumerate(exits) if code not in (None, "0")), None)
         root_code = _ROOT_EXIT.search(log)
@@ -657,7 +714,7 @@ def _launch_result(workdir: Path, ran: _Ran, nproc: int) -> SandboxResult:
         else:
             exit_code = ran.returncode if ran.returncode else 1
         if not stopped and not all(started):
-            who = ("torchrun" if sig is None or error_rank is None else f"rank {error_rank}")
+            who = "torchrun" if sig is None or error_rank is None else f"rank {error_rank}"
             how = f"stopped with {sig}" if sig else f"exited with code {exit_code}"
             launch_problem = f"the launch failed: {who} {how} before your code ran in every process"
             tail = _log_tail(log)

@@ -49,9 +49,7 @@ def get(name: str) -> Experiment:
     try:
         return REGISTRY[name]
     except KeyError:
-        raise UnknownExperiment(
-            f"unknown experiment {name!r}; available: {', '.join(sorted(REGISTRY))}"
-        ) from None
+        raise UnknownExperiment(f"unknown experiment {name!r}; available: {', '.join(sorted(REGISTRY))}") from None
 
 
 def start(name: str, values: dict[str, Any] | None = None, device: str | None = None) -> Iterator[Event]:
@@ -84,11 +82,15 @@ def _within_the_gpu_cap(measure: Any, params: Params, dev: Any) -> Iterator[Even
         for event in measure(params, dev):
             if isinstance(event, Finished) and _has_interval(event.metrics):
                 after = noise.read(dev)
-                event = Finished({**event.metrics, noise.NOISE_WHY: noise.why(before, after),
-                                  noise.NOISE_GATE: noise.gate(before, after)})
+                event = Finished(
+                    {
+                        **event.metrics,
+                        noise.NOISE_WHY: noise.why(before, after),
+                        noise.NOISE_GATE: noise.gate(before, after),
+                    }
+                )
             yield event
 
 
 def _has_interval(metrics: dict[str, Any]) -> bool:
-    return any(name.endswith("_low") and name[:-4] in metrics and metrics.get(name) is not None
-               for name in metrics)
+    return any(name.endswith("_low") and name[:-4] in metrics and metrics.get(name) is not None for name in metrics)

@@ -87,8 +87,20 @@ def _train_case(
     seed_everything(p.seed)
     model = benchmark_mlp(p.width, p.layers).to(device)
     model.load_state_dict(init_state)  # the same starting weights in every case
-    for item in train_timed(model, x, y, test_x, test_y, device, epochs=p.epochs, batch_size=p.batch_size,
-                            lr=p.lr, seed=p.seed, amp=amp, label=label):
+    for item in train_timed(
+        model,
+        x,
+        y,
+        test_x,
+        test_y,
+        device,
+        epochs=p.epochs,
+        batch_size=p.batch_size,
+        lr=p.lr,
+        seed=p.seed,
+        amp=amp,
+        label=label,
+    ):
         if isinstance(item, dict):
             item["images"] = x.shape[0]  # the images this case trained on per epoch
         yield item
@@ -163,18 +175,26 @@ def measure(p: AmpBenchmarkParams, dev: Device) -> Iterator[Event]:
         names.remove("amp")
 
     yield Started(
-        "amp-benchmark", device, dev.name, cpu_data.description,
-        detail=(f"MLP 784-{p.width}x{p.layers}-10 ({params:,} parameters); batch {p.batch_size}, "
-                f"{p.epochs} epoch(s); cases: {', '.join(names)}"),
+        "amp-benchmark",
+        device,
+        dev.name,
+        cpu_data.description,
+        detail=(
+            f"MLP 784-{p.width}x{p.layers}-10 ({params:,} parameters); batch {p.batch_size}, "
+            f"{p.epochs} epoch(s); cases: {', '.join(names)}"
+        ),
     )
     yield Note(f"Device: {dev.describe()}." + ("" if dev.kind == "cpu" else f" CPU baseline: {cpu_dev.describe()}."))
     if cpu_data.fallback_reason:
         yield Note(f"Data: {cpu_data.description}.", "warning")
     if not accel:
         other = devices.accelerator()
-        where = (f"Running on the CPU as asked; this machine also has {other.describe()}: run with "
-                 f"device={other.torch_device} for the GPU cases." if other else
-                 "No GPU here (no CUDA or Apple MPS device), so there is nothing to compare the CPU with.")
+        where = (
+            f"Running on the CPU as asked; this machine also has {other.describe()}: run with "
+            f"device={other.torch_device} for the GPU cases."
+            if other
+            else "No GPU here (no CUDA or Apple MPS device), so there is nothing to compare the CPU with."
+        )
         yield Note(
             f"{where} The fp32 and tf32 cases and gpu_speedup need a GPU, so they are None. On a CUDA GPU "
             "this run adds: the same training in float32 on the GPU (TF32 off), with TF32 matmuls (compute "
@@ -192,8 +212,11 @@ def measure(p: AmpBenchmarkParams, dev: Device) -> Iterator[Event]:
     if amp.enabled:
         yield Note(
             f"Mixed precision uses the course's setting, amp=auto. {amp.note}"
-            + (" bfloat16 would also work on this GPU, without a GradScaler (amp-compare with amp=bf16 shows it)."
-               if dev.kind == "cuda" and dev.bf16 and amp.dtype == torch.float16 else ""),
+            + (
+                " bfloat16 would also work on this GPU, without a GradScaler (amp-compare with amp=bf16 shows it)."
+                if dev.kind == "cuda" and dev.bf16 and amp.dtype == torch.float16
+                else ""
+            ),
             "warning" if amp.emulated else "info",
         )
     else:
@@ -202,11 +225,17 @@ def measure(p: AmpBenchmarkParams, dev: Device) -> Iterator[Event]:
         cap = f"sm_{dev.capability[0]}{dev.capability[1]}" if dev.capability else "unknown"
         yield Note(f"No tf32 case: TF32 needs an Ampere (compute capability 8.0) or newer GPU; {dev.name} is {cap}.")
     elif dev.kind == "mps":
-        yield Note("No tf32 case: TF32 is a format of NVIDIA's tensor cores (CUDA, compute capability 8.0+), not of MPS.")
+        yield Note(
+            "No tf32 case: TF32 is a format of NVIDIA's tensor cores (CUDA, compute capability 8.0+), not of MPS."
+        )
     if dev.kind == "cuda":
-        data_mb = sum(
-            t.numel() * t.element_size() for t in (cpu_data.train_x, cpu_data.train_y, cpu_data.test_x, cpu_data.test_y)
-        ) / 1e6
+        data_mb = (
+            sum(
+                t.numel() * t.element_size()
+                for t in (cpu_data.train_x, cpu_data.train_y, cpu_data.test_x, cpu_data.test_y)
+            )
+            / 1e6
+        )
         yield Note(
             "Peak MB is the peak above what was allocated when each case's timed epochs started: the train and "
             f"test tensors ({data_mb:.1f} MB), the model's float32 weights and a copy of the initial weights "
@@ -215,8 +244,10 @@ def measure(p: AmpBenchmarkParams, dev: Device) -> Iterator[Event]:
             "autocast its cached float16 copies of the weights."
         )
     elif accel:
-        yield Note(f"Peak memory is reported only on CUDA (torch.cuda.max_memory_allocated); on {dev.kind} "
-                   "PyTorch keeps no per-run peak, so the memory column shows n/a.")
+        yield Note(
+            f"Peak memory is reported only on CUDA (torch.cuda.max_memory_allocated); on {dev.kind} "
+            "PyTorch keeps no per-run peak, so the memory column shows n/a."
+        )
 
     results: dict[str, dict] = {}
     cut_to: dict[str, int] = {}  # images each CPU case timed
@@ -229,33 +260,45 @@ def measure(p: AmpBenchmarkParams, dev: Device) -> Iterator[Event]:
             case_amp = OFF if name in ("cpu", "fp32", "tf32") else amp
             if dev.kind == "cuda":
                 _set_tf32(name == "tf32")  # TF32 off (PyTorch's matmul default) everywhere but the tf32 case
-            what = {"cpu": "float32 on the CPU", "fp32": f"float32 on {device}, TF32 off",
-                    "tf32": f"float32 with TF32 matmuls on {device}",
-                    "amp": f"autocast {amp.dtype_name} on {'the CPU' if on_cpu else device}"}[name]
+            what = {
+                "cpu": "float32 on the CPU",
+                "fp32": f"float32 on {device}, TF32 off",
+                "tf32": f"float32 with TF32 matmuls on {device}",
+                "amp": f"autocast {amp.dtype_name} on {'the CPU' if on_cpu else device}",
+            }[name]
             used = n_cpu
             if on_cpu:
                 # Sized by what this CPU measures: an emulated bfloat16 case can be 100x slower than
                 # float32, and the step must still end within a minute.
-                per = seconds_per_sample(lambda: benchmark_mlp(p.width, p.layers), cpu_x, cpu_y, "cpu",
-                                         batch_size=p.batch_size, amp=case_amp)
+                per = seconds_per_sample(
+                    lambda: benchmark_mlp(p.width, p.layers), cpu_x, cpu_y, "cpu", batch_size=p.batch_size, amp=case_amp
+                )
                 share = cpu_budget_s() / sum(1 for n in names if n == "cpu" or not accel) / p.epochs
                 fit = fit_samples(epoch_images, per, share, batch_size=p.batch_size, minimum_batches=2)
                 used = min(fit.used, n_cpu)
                 if used < n_cpu:
-                    why = (f": {amp.dtype_name} is emulated on this CPU" if case_amp.enabled and amp.emulated
-                           else " to keep this step within a minute")
+                    why = (
+                        f": {amp.dtype_name} is emulated on this CPU"
+                        if case_amp.enabled and amp.emulated
+                        else " to keep this step within a minute"
+                    )
                     yield Note(Fit(epoch_images, used, per, share).note(f"Case {name}", why), "warning")
                 cut_to[name] = used
             yield Note(f"Case {name}: {what}, {used if on_cpu else epoch_images} images per epoch ...")
-            x, y, tx, ty = (cpu_x[:used], cpu_y[:used], cpu_data.test_x, cpu_data.test_y) if on_cpu else (
-                d.train_x, d.train_y, d.test_x, d.test_y)
+            x, y, tx, ty = (
+                (cpu_x[:used], cpu_y[:used], cpu_data.test_x, cpu_data.test_y)
+                if on_cpu
+                else (d.train_x, d.train_y, d.test_x, d.test_y)
+            )
             target = "cpu" if on_cpu else device
             state = {k: v.to(target) for k, v in init_state.items()}
             factor = epoch_images / used if on_cpu else 1.0  # the CPU cases' time, projected to the full epoch
             turns.append(_Turn(name, _train_case(name, case_amp, state, x, y, tx, ty, target, p), factor))
         if len(turns) > 1:
-            yield Note(f"The cases now train in turns, one epoch each ({', '.join(t.name for t in turns)}, then "
-                       "again), so a slow moment of the machine falls on all of them.")
+            yield Note(
+                f"The cases now train in turns, one epoch each ({', '.join(t.name for t in turns)}, then "
+                "again), so a slow moment of the machine falls on all of them."
+            )
         # The cases take turns, an epoch each (cpu, amp, cpu, amp, ...), so a slow moment of the
         # machine falls on every case, and the k-th epochs of two cases ran side by side: their
         # ratio is paired. Run one after the other, 5 runs on this 2-core CPU gave amp_speedup
@@ -284,9 +327,11 @@ def measure(p: AmpBenchmarkParams, dev: Device) -> Iterator[Event]:
     tf32_speedup = _ratio(fp32_s, tf32_s)
     amp_speedup = _ratio(amp_base_s, amp_s)
     amp_base = "fp32" if accel else "cpu"
-    interval = (median_interval(paired_ratios(results[amp_base]["every_epoch_seconds"],
-                                              results["amp"]["every_epoch_seconds"]))
-                if amp_speedup is not None else None)
+    interval = (
+        median_interval(paired_ratios(results[amp_base]["every_epoch_seconds"], results["amp"]["every_epoch_seconds"]))
+        if amp_speedup is not None
+        else None
+    )
     if interval is not None:
         amp_speedup = interval.median  # the typical paired epoch's
     amp_speedup_low, amp_speedup_high = bounds(interval)
@@ -296,38 +341,55 @@ def measure(p: AmpBenchmarkParams, dev: Device) -> Iterator[Event]:
     def mb(v: float | None) -> str:
         return "n/a" if v is None else f"{v:.1f}"
 
-    label = {"cpu": "float32", "fp32": f"{dev.kind} float32", "tf32": f"{dev.kind} TF32",
-             "amp": f"{dev.kind} {amp.dtype_name}" + ("+scaler" if amp.use_scaler else "")}
+    label = {
+        "cpu": "float32",
+        "fp32": f"{dev.kind} float32",
+        "tf32": f"{dev.kind} TF32",
+        "amp": f"{dev.kind} {amp.dtype_name}" + ("+scaler" if amp.use_scaler else ""),
+    }
     rows = []
     for name, r in results.items():
         star = "*" if r["projected"] else ""
-        rows.append([
-            f"{name} ({label[name]})", seconds(r["epoch_seconds"]) + star, f"{cpu_s / r['epoch_seconds']:.2f}x",
-            f"{r['accuracy']:.2%}", mb(r["peak_mb"]),
-        ])
+        rows.append(
+            [
+                f"{name} ({label[name]})",
+                seconds(r["epoch_seconds"]) + star,
+                f"{cpu_s / r['epoch_seconds']:.2f}x",
+                f"{r['accuracy']:.2%}",
+                mb(r["peak_mb"]),
+            ]
+        )
     title = f"Seconds per epoch of {epoch_images} images (median)"
     if any(r["projected"] for r in results.values()):
         timed = sorted(set(cut_to.values()))
-        title += (f"; * projected from {timed[0]}" if len(timed) == 1 else
-                  "; * projected from " + ", ".join(f"{v} ({k})" for k, v in cut_to.items()))
+        title += (
+            f"; * projected from {timed[0]}"
+            if len(timed) == 1
+            else "; * projected from " + ", ".join(f"{v} ({k})" for k, v in cut_to.items())
+        )
     yield Table(title, ["case", "s/epoch", "vs CPU", "test acc", "peak MB"], rows)
     if len(set(cut_to.values())) > 1:
-        yield Note("The CPU cases trained on different numbers of images ("
-                   + ", ".join(f"{k} {v:,}" for k, v in cut_to.items())
-                   + "), each sized to its own speed: their s/epoch compare, their accuracies do not.")
+        yield Note(
+            "The CPU cases trained on different numbers of images ("
+            + ", ".join(f"{k} {v:,}" for k, v in cut_to.items())
+            + "), each sized to its own speed: their s/epoch compare, their accuracies do not."
+        )
 
     # ---- what the numbers say
     if gpu_speedup is not None:
-        projected = (f" (the CPU time projected from {cut_to.get('cpu', n_cpu)} images)"
-                     if results["cpu"]["projected"] else "")
+        projected = (
+            f" (the CPU time projected from {cut_to.get('cpu', n_cpu)} images)" if results["cpu"]["projected"] else ""
+        )
         if gpu_speedup >= 1:
-            yield Note(f"The GPU in float32 (TF32 off) trained {gpu_speedup:.1f}x faster than the CPU{projected}.",
-                       "result")
+            yield Note(
+                f"The GPU in float32 (TF32 off) trained {gpu_speedup:.1f}x faster than the CPU{projected}.", "result"
+            )
         else:
             yield Note(
                 f"The GPU in float32 was {1 / gpu_speedup:.1f}x SLOWER than the CPU{projected}: a model this small "
                 "gives each kernel too little work to hide its launch cost. Try a larger width or batch_size"
-                + (bigger or "") + ".",
+                + (bigger or "")
+                + ".",
                 "result",
             )
     if tf32_speedup is not None:
@@ -351,12 +413,17 @@ def measure(p: AmpBenchmarkParams, dev: Device) -> Iterator[Event]:
         if amp_speedup < 1:
             why = [f"Mixed precision was {1 / amp_speedup:.2f}x SLOWER than {base_name}: a real result, not a bug."]
             if amp.emulated:
-                why.append(f"{cpu_dev.name} has no fast {amp.dtype_name} path, so its {amp.dtype_name} matmuls are "
-                           "emulated (converted around float32 arithmetic): slower, never faster.")
-            why.append(f"autocast adds work every step (casting weights and activations to {amp.dtype_name})"
-                       + (" and GradScaler adds its scale, unscale and inf/NaN checks" if amp.use_scaler else "")
-                       + ", which only pays off when the matmuls are large: try a larger width or batch_size"
-                       + (bigger or "") + ".")
+                why.append(
+                    f"{cpu_dev.name} has no fast {amp.dtype_name} path, so its {amp.dtype_name} matmuls are "
+                    "emulated (converted around float32 arithmetic): slower, never faster."
+                )
+            why.append(
+                f"autocast adds work every step (casting weights and activations to {amp.dtype_name})"
+                + (" and GradScaler adds its scale, unscale and inf/NaN checks" if amp.use_scaler else "")
+                + ", which only pays off when the matmuls are large: try a larger width or batch_size"
+                + (bigger or "")
+                + "."
+            )
             yield Note(" ".join(why), "result")
         elif amp.emulated:
             yield Note(
@@ -365,8 +432,15 @@ def measure(p: AmpBenchmarkParams, dev: Device) -> Iterator[Event]:
                 "warning",
             )
         else:
-            where = (" on tensor cores" if dev.tensor_cores else "") if accel else (
-                " with the CPU's native bfloat16 instructions (AVX512-BF16 / AMX on x86, BF16 on ARM)" if dev.bf16 else "")
+            where = (
+                (" on tensor cores" if dev.tensor_cores else "")
+                if accel
+                else (
+                    " with the CPU's native bfloat16 instructions (AVX512-BF16 / AMX on x86, BF16 on ARM)"
+                    if dev.bf16
+                    else ""
+                )
+            )
             yield Note(
                 f"Mixed precision was {amp_speedup:.2f}x faster than {base_name}: the matmuls ran in "
                 f"{amp.dtype_name}{where}, moving half the bytes of float32, while the weights and the optimizer "
@@ -388,8 +462,10 @@ def measure(p: AmpBenchmarkParams, dev: Device) -> Iterator[Event]:
             )
     accel_times = [r["seconds"] for k, r in results.items() if accel and k != "cpu"]
     if accel_times and min(accel_times) < 0.5:
-        yield Note("The GPU epochs took under half a second, so a few milliseconds of noise move the ratios; "
-                   "epochs=3 (the median is reported) or more images give steadier figures.")
+        yield Note(
+            "The GPU epochs took under half a second, so a few milliseconds of noise move the ratios; "
+            "epochs=3 (the median is reported) or more images give steadier figures."
+        )
     if not accel and results and min(r["seconds"] for r in results.values()) < 0.5:
         yield Note("These CPU runs took under half a second, so noise moves the ratio; more cpu_samples help.")
 
@@ -404,16 +480,21 @@ def measure(p: AmpBenchmarkParams, dev: Device) -> Iterator[Event]:
         noise = 2 * math.sqrt(max(ref * (1 - ref), 1e-12) / n_test)
         spread = max(results[k]["accuracy"] for k in members) - min(results[k]["accuracy"] for k in members)
         accs = ", ".join(f"{k} {results[k]['accuracy']:.2%}" for k in members)
-        verdict = ("within the noise: the same seed, weights and batches, only rounding differs"
-                   + (", and autocast keeps float32 master weights" if "amp" in members else "") if spread <= noise else
-                   "more than the test set's noise: rounding changed the training path enough to matter here")
+        verdict = (
+            "within the noise: the same seed, weights and batches, only rounding differs"
+            + (", and autocast keeps float32 master weights" if "amp" in members else "")
+            if spread <= noise
+            else "more than the test set's noise: rounding changed the training path enough to matter here"
+        )
         yield Note(
             f"Accuracy after {images} images: {accs}. The spread ({spread * 100:.2f} points) is {verdict} "
             f"(noise = 2 x sqrt(p(1-p)/n) = {noise * 100:.2f} points for p = {ref:.2%}, n = {n_test} test images).",
             "result",
         )
     if accel and "cpu" in results and results["cpu"]["projected"]:
-        yield Note(f"The CPU case's accuracy is after only {n_cpu} images, so it is not comparable with the GPU cases'.")
+        yield Note(
+            f"The CPU case's accuracy is after only {n_cpu} images, so it is not comparable with the GPU cases'."
+        )
 
     fp32_peak, tf32_peak, amp_peak = get("fp32", "peak_mb"), get("tf32", "peak_mb"), get("amp", "peak_mb")
     if fp32_peak is not None and amp_peak is not None:
@@ -430,8 +511,9 @@ def measure(p: AmpBenchmarkParams, dev: Device) -> Iterator[Event]:
             "result",
         )
     if tf32_peak is not None and fp32_peak is not None:
-        yield Note(f"TF32 changes no tensor's dtype, so its memory matches float32: {tf32_peak:.1f} MB vs "
-                   f"{fp32_peak:.1f} MB.")
+        yield Note(
+            f"TF32 changes no tensor's dtype, so its memory matches float32: {tf32_peak:.1f} MB vs {fp32_peak:.1f} MB."
+        )
 
     yield Finished(
         {

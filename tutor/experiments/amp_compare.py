@@ -59,12 +59,25 @@ def _train_mode(label: str, amp: Amp, init_state: dict, d, p: AmpCompareParams, 
     seed_everything(p.seed)
     model = MNISTClassifier().to(device)
     model.load_state_dict(init_state)  # identical starting weights for both modes
-    yield from train_timed(model, d.train_x, d.train_y, d.test_x, d.test_y, device, epochs=p.epochs,
-                           batch_size=p.batch_size, lr=p.lr, seed=p.seed, amp=amp, label=label)
+    yield from train_timed(
+        model,
+        d.train_x,
+        d.train_y,
+        d.test_x,
+        d.test_y,
+        device,
+        epochs=p.epochs,
+        batch_size=p.batch_size,
+        lr=p.lr,
+        seed=p.seed,
+        amp=amp,
+        label=label,
+    )
 
 
-def _steps(amp: Amp, init_state: dict, batch: tuple, p: AmpCompareParams, dev: Device,
-           calls: int) -> Callable[[], None]:
+def _steps(
+    amp: Amp, init_state: dict, batch: tuple, p: AmpCompareParams, dev: Device, calls: int
+) -> Callable[[], None]:
     """`calls` training steps of a fresh copy of the starting model on one resident batch, as the
     trainings step (train_epoch: autocast, GradScaler), with one host sync at the end."""
     model = MNISTClassifier().to(dev.torch_device)
@@ -73,8 +86,17 @@ def _steps(amp: Amp, init_state: dict, batch: tuple, p: AmpCompareParams, dev: D
     scaler = make_scaler(amp, dev)
 
     def steps() -> None:
-        for _ in train_epoch(model, optimizer, itertools.repeat(batch, calls), dev.torch_device, amp=amp,
-                             scaler=scaler, report_every=calls, max_steps=calls, max_interval_s=float("inf")):
+        for _ in train_epoch(
+            model,
+            optimizer,
+            itertools.repeat(batch, calls),
+            dev.torch_device,
+            amp=amp,
+            scaler=scaler,
+            report_every=calls,
+            max_steps=calls,
+            max_interval_s=float("inf"),
+        ):
             pass
 
     return steps
@@ -82,7 +104,7 @@ def _steps(amp: Amp, init_state: dict, batch: tuple, p: AmpCompareParams, dev: D
 
 def _paired_speedup(amp: Amp, init_state: dict, d, p: AmpCompareParams, dev: Device):
     """The modes' steps in turns (see the module's docstring): the ratios' interval, and how."""
-    batch = (d.train_x[:p.batch_size], d.train_y[:p.batch_size])
+    batch = (d.train_x[: p.batch_size], d.train_y[: p.batch_size])
     with full_float32_matmuls():  # float32 is true float32, as in its training
         probe = _steps(OFF, init_state, batch, p, dev, 1)
         probe()  # a first step pays the one-time costs; the second says how long one takes
@@ -91,7 +113,10 @@ def _paired_speedup(amp: Amp, init_state: dict, d, p: AmpCompareParams, dev: Dev
         probe()
         synchronize(dev.torch_device)
         calls = max(1, round(ROUND_S / max(time.perf_counter() - t0, 1e-6)))
-        ways = {"fp32": _steps(OFF, init_state, batch, p, dev, calls), "amp": _steps(amp, init_state, batch, p, dev, calls)}
+        ways = {
+            "fp32": _steps(OFF, init_state, batch, p, dev, calls),
+            "amp": _steps(amp, init_state, batch, p, dev, calls),
+        }
         times = seconds_in_turns(ways, dev.torch_device, repeats=TURNS, calls=1, warmup=2)
     return median_interval(paired_ratios(times["fp32"], times["amp"])), calls
 
@@ -104,7 +129,10 @@ def measure(p: AmpCompareParams, dev: Device) -> Iterator[Event]:
     d = mnist.load(device, train_samples=p.train_samples, test_samples=p.test_samples)
 
     yield Started(
-        "amp-compare", device, dev.name, d.description,
+        "amp-compare",
+        device,
+        dev.name,
+        d.description,
         detail=f"float32 vs autocast {amp.dtype_name}; batch {p.batch_size}, {p.epochs} epoch(s)",
     )
     yield Note(f"Device: {dev.describe()}.")
@@ -143,9 +171,11 @@ def measure(p: AmpCompareParams, dev: Device) -> Iterator[Event]:
         # would run TF32 matmuls on Ampere and newer, and the speedup would be measured against TF32.
         with full_float32_matmuls() if label == "fp32" else nullcontext(False) as tf32_was_on:
             if tf32_was_on:
-                yield Note(f"Float32 matmuls were allowed a lower precision here (precision '{precision}'; TF32 "
-                           "on NVIDIA GPUs from Ampere on, as NVIDIA's containers set): the float32 run sets it "
-                           "to 'highest' (restored after), so the speedup is measured against true float32.")
+                yield Note(
+                    f"Float32 matmuls were allowed a lower precision here (precision '{precision}'; TF32 "
+                    "on NVIDIA GPUs from Ampere on, as NVIDIA's containers set): the float32 run sets it "
+                    "to 'highest' (restored after), so the speedup is measured against true float32."
+                )
             for item in _train_mode(label, mode, {k: v.to(device) for k, v in init_state.items()}, d, p, device):
                 if isinstance(item, dict):
                     results[label] = item
@@ -156,8 +186,10 @@ def measure(p: AmpCompareParams, dev: Device) -> Iterator[Event]:
     mixed = results.get("amp")
     interval = None
     if mixed:
-        yield Note(f"Timing the two precisions in turns for the speedup: {TURNS} rounds of training steps on one "
-                   f"batch of {p.batch_size} each ...")
+        yield Note(
+            f"Timing the two precisions in turns for the speedup: {TURNS} rounds of training steps on one "
+            f"batch of {p.batch_size} each ..."
+        )
         interval, calls = _paired_speedup(amp, init_state, d, p, dev)
     speedup = interval.median if interval is not None else None
     speedup_low, speedup_high = bounds(interval)
@@ -167,11 +199,15 @@ def measure(p: AmpCompareParams, dev: Device) -> Iterator[Event]:
 
     rows = [["float32", f"{fp32['seconds']:.3f}", f"{fp32['accuracy']:.2%}", mb(fp32["peak_mb"]), "1.00x"]]
     if mixed:
-        rows.append([
-            f"autocast {amp.dtype_name}" + (" + GradScaler" if amp.use_scaler else ""),
-            f"{mixed['seconds']:.3f}", f"{mixed['accuracy']:.2%}", mb(mixed["peak_mb"]),
-            f"{speedup:.2f}x" if speedup is not None else "n/a",
-        ])
+        rows.append(
+            [
+                f"autocast {amp.dtype_name}" + (" + GradScaler" if amp.use_scaler else ""),
+                f"{mixed['seconds']:.3f}",
+                f"{mixed['accuracy']:.2%}",
+                mb(mixed["peak_mb"]),
+                f"{speedup:.2f}x" if speedup is not None else "n/a",
+            ]
+        )
     yield Table(
         f"float32 vs mixed precision on {device} (median s/epoch; the speedup from steps in turns)",
         ["precision", "s/epoch", "test accuracy", "peak MB", "speedup"],
@@ -201,7 +237,8 @@ def measure(p: AmpCompareParams, dev: Device) -> Iterator[Event]:
             else:
                 reasons.append(
                     "Tensor cores pay off on large matmuls (big layers, big batches); try a larger batch_size"
-                    + shell_try("amp-compare", p, batch_size=p.batch_size * 4) + "."
+                    + shell_try("amp-compare", p, batch_size=p.batch_size * 4)
+                    + "."
                 )
             yield Note(" ".join(reasons), "result")
         elif amp.emulated:

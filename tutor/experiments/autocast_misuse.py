@@ -104,14 +104,28 @@ def lost_updates(model: nn.Module, xb: torch.Tensor, yb: torch.Tensor, lr: float
             total += n
             w_med = w.abs().median().item()
             spacing = 2.0 ** (math.floor(math.log2(w_med)) - 10) if w_med > 0 else float("nan")
-            rows.append([name, f"{w_med:.2g}", f"{spacing:.1e}", f"{u.abs().median().item():.1e}",
-                         f"{n_lost / n:.0%}" if n else "-"])
+            rows.append(
+                [
+                    name,
+                    f"{w_med:.2g}",
+                    f"{spacing:.1e}",
+                    f"{u.abs().median().item():.1e}",
+                    f"{n_lost / n:.0%}" if n else "-",
+                ]
+            )
     model.zero_grad(set_to_none=True)
     return (lost / total if total else float("nan")), rows
 
 
 def _train(
-    label: str, model: nn.Module, p: AutocastMisuseParams, d, device: str, *, half: bool, amp: Amp,
+    label: str,
+    model: nn.Module,
+    p: AutocastMisuseParams,
+    d,
+    device: str,
+    *,
+    half: bool,
+    amp: Amp,
 ) -> Iterator[Event | dict]:
     """Train `p.steps` Adam steps; yields Step events, then a result dict."""
     opt = torch.optim.Adam(model.parameters(), lr=p.lr)
@@ -152,8 +166,9 @@ def _train(
         if i + 1 == p.steps or since >= every or time.perf_counter() - last_report >= REPORT_S:
             seconds = clock.elapsed()
             mean = losses[i + 1 - since : i + 1].mean().item()  # the one host sync per report
-            event = Step(i + 1, p.steps, mean, seconds, (i + 1) * p.batch_size / seconds if seconds > 0 else 0.0,
-                         label=label)
+            event = Step(
+                i + 1, p.steps, mean, seconds, (i + 1) * p.batch_size / seconds if seconds > 0 else 0.0, label=label
+            )
             since = 0
             with clock.paused():
                 yield event
@@ -180,9 +195,14 @@ def measure(p: AutocastMisuseParams, dev: Device) -> Iterator[Event]:
     kind = dev.kind
     other = "cpu" if kind in ("cuda", "mps") else "cuda"
     d = mnist.load(device)
-    yield Started("autocast-misuse", device, dev.name, d.description,
-                  f"autocast device_type {other!r} vs {kind!r}; model.half() vs autocast, "
-                  f"{p.steps} Adam steps, batch {p.batch_size}, lr {p.lr:g}")
+    yield Started(
+        "autocast-misuse",
+        device,
+        dev.name,
+        d.description,
+        f"autocast device_type {other!r} vs {kind!r}; model.half() vs autocast, "
+        f"{p.steps} Adam steps, batch {p.batch_size}, lr {p.lr:g}",
+    )
     if d.fallback_reason:
         yield Note(f"Data: {d.description}.", "warning")
 
@@ -191,21 +211,31 @@ def measure(p: AutocastMisuseParams, dev: Device) -> Iterator[Event]:
     wrong, wrong_on, wrong_warn = linear_output_dtype(device, other)
     right, right_on, right_warn = linear_output_dtype(device, kind)
     autocast_dtype = _name(torch.get_autocast_dtype(kind))
-    yield Table(f"A float32 Linear on {kind}, inside torch.autocast(device_type=...)",
-                ["device_type", "autocast on for it", "output dtype"],
-                [[repr(other), str(wrong_on), wrong], [repr(kind), str(right_on), right]])
+    yield Table(
+        f"A float32 Linear on {kind}, inside torch.autocast(device_type=...)",
+        ["device_type", "autocast on for it", "output dtype"],
+        [[repr(other), str(wrong_on), wrong], [repr(kind), str(right_on), right]],
+    )
     if wrong_warn:
-        yield Note(f"torch.autocast(device_type={other!r}) warned: \"{wrong_warn[0]}\" It switched itself off, "
-                   f"and the Linear ran in {wrong}.", "warning")
+        yield Note(
+            f'torch.autocast(device_type={other!r}) warned: "{wrong_warn[0]}" It switched itself off, '
+            f"and the Linear ran in {wrong}.",
+            "warning",
+        )
     elif wrong_on:
-        yield Note(f"torch.autocast(device_type={other!r}) was switched on, but only for {other} ops: the "
-                   f"Linear's input is on {kind}, so it ran in {wrong}.")
+        yield Note(
+            f"torch.autocast(device_type={other!r}) was switched on, but only for {other} ops: the "
+            f"Linear's input is on {kind}, so it ran in {wrong}."
+        )
     if right_warn:
-        yield Note(f"torch.autocast(device_type={kind!r}) warned: \"{right_warn[0]}\"", "warning")
+        yield Note(f'torch.autocast(device_type={kind!r}) warned: "{right_warn[0]}"', "warning")
     verdict = "did nothing here" if wrong == "float32" else f"still gave {wrong}"
-    yield Note(f"Autocast is switched on per device type: the wrong device_type {verdict}, while this device's "
-               f"own type gave {right} (its autocast dtype is {autocast_dtype}). Nothing fails, so the mistake "
-               "goes unseen. Write torch.autocast(device_type=x.device.type) so it follows the data.", "result")
+    yield Note(
+        f"Autocast is switched on per device type: the wrong device_type {verdict}, while this device's "
+        f"own type gave {right} (its autocast dtype is {autocast_dtype}). Nothing fails, so the mistake "
+        "goes unseen. Write torch.autocast(device_type=x.device.type) so it follows the data.",
+        "result",
+    )
 
     # 2. model.half() vs autocast, from the same weights and batches.
     amp = autocast_settings("auto", dev)
@@ -220,14 +250,16 @@ def measure(p: AutocastMisuseParams, dev: Device) -> Iterator[Event]:
     half_model.load_state_dict(init)
     half_model.half()
     with torch.no_grad():
-        rounding = max((a.float() - b).abs().max().item()
-                       for a, b in zip(half_model.parameters(), reference.parameters()))
+        rounding = max(
+            (a.float() - b).abs().max().item() for a, b in zip(half_model.parameters(), reference.parameters())
+        )
     amp_label = f"autocast {amp.dtype_name}" if amp.enabled else "float32"
-    yield Note(f"Both runs start from the same weights and see the same batches. model.half() already rounds "
-               f"them: the largest change is {rounding:.1e}.")
+    yield Note(
+        f"Both runs start from the same weights and see the same batches. model.half() already rounds "
+        f"them: the largest change is {rounding:.1e}."
+    )
     if not amp.enabled:
-        yield Note(amp.note or "Autocast is not available on this device: the comparison run is float32.",
-                   "warning")
+        yield Note(amp.note or "Autocast is not available on this device: the comparison run is float32.", "warning")
     elif amp.note:
         yield Note(amp.note, "warning" if amp.emulated else "info")
 
@@ -253,53 +285,86 @@ def measure(p: AutocastMisuseParams, dev: Device) -> Iterator[Event]:
     def loss(v: float) -> str:
         return f"{v:.3f}" if math.isfinite(v) else str(v)
 
-    yield Table(f"{p.steps} Adam steps, lr {p.lr:g}, batch {p.batch_size}, on {device}",
-                ["training", "NaN at step", f"loss (last {h['last']})", "test acc", "ms/step"],
-                [["model.half()", str(h["nan_step"] or "never"), loss(h["final_loss"]), f"{half_acc:.1%}",
-                  f"{h['seconds_per_step'] * 1000:.1f}"],
-                 [amp_label, str(a["nan_step"] or "never"), loss(a["final_loss"]), f"{amp_acc:.1%}",
-                  f"{a['seconds_per_step'] * 1000:.1f}"]])
+    yield Table(
+        f"{p.steps} Adam steps, lr {p.lr:g}, batch {p.batch_size}, on {device}",
+        ["training", "NaN at step", f"loss (last {h['last']})", "test acc", "ms/step"],
+        [
+            [
+                "model.half()",
+                str(h["nan_step"] or "never"),
+                loss(h["final_loss"]),
+                f"{half_acc:.1%}",
+                f"{h['seconds_per_step'] * 1000:.1f}",
+            ],
+            [
+                amp_label,
+                str(a["nan_step"] or "never"),
+                loss(a["final_loss"]),
+                f"{amp_acc:.1%}",
+                f"{a['seconds_per_step'] * 1000:.1f}",
+            ],
+        ],
+    )
 
     eps16 = torch.tensor(1e-8, dtype=torch.float16).item()
     probe = h["probe"] or {"v_zero": float("nan"), "w_bad": float("nan")}
     if h["nan_step"] is not None:
-        yield Note(f"model.half() broke: its loss was {loss(h['first_loss'])} at step 1 and first NaN or inf at "
-                   f"step {h['nan_step']}; test accuracy {half_acc:.1%} against {amp_acc:.1%} with {amp_label}. "
-                   f"After its first Adam step {probe['v_zero']:.0%} of the second moments v were exactly 0 "
-                   f"(v = (1 - 0.999) x grad**2: a gradient of 1e-3 gives 1e-9, below float16's smallest "
-                   f"number, 6e-8) and "
-                   f"{probe['w_bad']:.0%} of the weights were inf or NaN: Adam divides by sqrt(v) + eps, and "
-                   f"eps = 1e-8 is {eps16:g} in float16.", "result")
+        yield Note(
+            f"model.half() broke: its loss was {loss(h['first_loss'])} at step 1 and first NaN or inf at "
+            f"step {h['nan_step']}; test accuracy {half_acc:.1%} against {amp_acc:.1%} with {amp_label}. "
+            f"After its first Adam step {probe['v_zero']:.0%} of the second moments v were exactly 0 "
+            f"(v = (1 - 0.999) x grad**2: a gradient of 1e-3 gives 1e-9, below float16's smallest "
+            f"number, 6e-8) and "
+            f"{probe['w_bad']:.0%} of the weights were inf or NaN: Adam divides by sqrt(v) + eps, and "
+            f"eps = 1e-8 is {eps16:g} in float16.",
+            "result",
+        )
     else:
-        yield Note(f"model.half() did not go NaN within {p.steps} step{'s' * (p.steps != 1)} here. Its "
-                   f"last-steps loss was {loss(h['final_loss'])} against {loss(a['final_loss'])} with "
-                   f"{amp_label}, test accuracy {half_acc:.1%} against {amp_acc:.1%}. After its first step "
-                   f"{probe['v_zero']:.0%} of Adam's second moments were exactly 0 in float16 (eps = 1e-8 is "
-                   f"{eps16:g} there).", "result")
+        yield Note(
+            f"model.half() did not go NaN within {p.steps} step{'s' * (p.steps != 1)} here. Its "
+            f"last-steps loss was {loss(h['final_loss'])} against {loss(a['final_loss'])} with "
+            f"{amp_label}, test accuracy {half_acc:.1%} against {amp_acc:.1%}. After its first step "
+            f"{probe['v_zero']:.0%} of Adam's second moments were exactly 0 in float16 (eps = 1e-8 is "
+            f"{eps16:g} there).",
+            "result",
+        )
     if a["nan_step"] is None and amp.enabled:
-        yield Note(f"Autocast kept float32 weights and Adam state and computed only the matmuls in "
-                   f"{amp.dtype_name}" + (f", with a GradScaler (final scale {a['scale']:g})" if a["scale"] else "")
-                   + f": its loss went from {loss(a['first_loss'])} to {loss(a['final_loss'])}.")
-    yield Table("One SGD step (u = -lr x grad) added to float16 weights, first batch",
-                ["parameter", "median |w|", "fp16 spacing", "median |u|", "lost"], lost_rows)
-    yield Note(f"Lost updates: for {lost_share:.0%} of the weights with a nonzero update, w16 + u16 == w16 in "
-               "float16: the step left them unchanged. Float16 has 10 mantissa bits, so near |w| its numbers are "
-               "2**(floor(log2 |w|) - 10), about |w| x 2**-10, apart; an update under half that spacing rounds "
-               "away. Float32 (23 bits) keeps them: that is why autocast keeps float32 master weights.", "result")
+        yield Note(
+            f"Autocast kept float32 weights and Adam state and computed only the matmuls in "
+            f"{amp.dtype_name}"
+            + (f", with a GradScaler (final scale {a['scale']:g})" if a["scale"] else "")
+            + f": its loss went from {loss(a['first_loss'])} to {loss(a['final_loss'])}."
+        )
+    yield Table(
+        "One SGD step (u = -lr x grad) added to float16 weights, first batch",
+        ["parameter", "median |w|", "fp16 spacing", "median |u|", "lost"],
+        lost_rows,
+    )
+    yield Note(
+        f"Lost updates: for {lost_share:.0%} of the weights with a nonzero update, w16 + u16 == w16 in "
+        "float16: the step left them unchanged. Float16 has 10 mantissa bits, so near |w| its numbers are "
+        "2**(floor(log2 |w|) - 10), about |w| x 2**-10, apart; an update under half that spacing rounds "
+        "away. Float32 (23 bits) keeps them: that is why autocast keeps float32 master weights.",
+        "result",
+    )
     if dev.kind == "cpu":
         ratio = h["seconds_per_step"] / a["seconds_per_step"] if a["seconds_per_step"] > 0 else float("nan")
-        yield Note(f"Speed on this CPU: model.half() took {ratio:.1f}x the time per step of {amp_label}; CPUs "
-                   "have no fast float16 arithmetic (GPUs do).")
+        yield Note(
+            f"Speed on this CPU: model.half() took {ratio:.1f}x the time per step of {amp_label}; CPUs "
+            "have no fast float16 arithmetic (GPUs do)."
+        )
 
-    yield Finished({
-        "wrong_type_dtype": wrong,
-        "right_type_dtype": right,
-        "autocast_dtype": autocast_dtype,
-        "half_final_loss": h["final_loss"],
-        "half_nan_step": h["nan_step"],
-        "half_accuracy": half_acc,
-        "autocast_final_loss": a["final_loss"],
-        "autocast_accuracy": amp_acc,
-        "lost_update_share": lost_share,
-        "device": device,
-    })
+    yield Finished(
+        {
+            "wrong_type_dtype": wrong,
+            "right_type_dtype": right,
+            "autocast_dtype": autocast_dtype,
+            "half_final_loss": h["final_loss"],
+            "half_nan_step": h["nan_step"],
+            "half_accuracy": half_acc,
+            "autocast_final_loss": a["final_loss"],
+            "autocast_accuracy": amp_acc,
+            "lost_update_share": lost_share,
+            "device": device,
+        }
+    )

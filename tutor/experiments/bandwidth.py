@@ -142,8 +142,10 @@ class MemoryTraffic:
         need = 3 * self.nbytes
         free = _free_bytes(self.dev)
         if free is not None and need > free // 2:
-            raise ValueError(f"megabytes={self.megabytes} needs {size(need)} on {self.dev.torch_device}, more "
-                             f"than half of the {size(free)} free for this run there: choose a smaller megabytes")
+            raise ValueError(
+                f"megabytes={self.megabytes} needs {size(need)} on {self.dev.torch_device}, more "
+                f"than half of the {size(free)} free for this run there: choose a smaller megabytes"
+            )
 
     def steps(self) -> Iterator[str]:
         device = self.dev.torch_device
@@ -185,28 +187,40 @@ def measure(p: BandwidthParams, dev: Device) -> Iterator[Event]:
     cuda, cpu = dev.kind == "cuda", dev.kind == "cpu"
     n = p.matmul_size
     threads = torch.get_num_threads() if cpu else None
-    yield Started("bandwidth", device, dev.name, "random float32 tensors (the timing does not depend on the data)",
-                  f"arrays of {p.megabytes:,} MiB, a {n} x {n} matmul, the best of about {p.repeats} timed "
-                  "blocks each (torch.utils.benchmark)")
+    yield Started(
+        "bandwidth",
+        device,
+        dev.name,
+        "random float32 tensors (the timing does not depend on the data)",
+        f"arrays of {p.megabytes:,} MiB, a {n} x {n} matmul, the best of about {p.repeats} timed "
+        "blocks each (torch.utils.benchmark)",
+    )
 
     traffic = MemoryTraffic(dev, p.megabytes, p.repeats)
     traffic.check_fits()
     if cpu:
-        yield Note(f"No GPU here: this measures the CPU ({dev.name}) with {threads} thread"
-                   f"{'s' if threads != 1 else ''}: its memory bandwidth (RAM to the cores and back) and its "
-                   "matmul FLOP/s. A CPU computes where its data already is, so there is no host-to-device "
-                   "copy to time: those figures are n/a. On a GPU the same run would time the copy over the "
-                   "bus (PCIe) from pageable and from pinned memory, and the GPU's own memory (HBM or GDDR).",
-                   "warning")
+        yield Note(
+            f"No GPU here: this measures the CPU ({dev.name}) with {threads} thread"
+            f"{'s' if threads != 1 else ''}: its memory bandwidth (RAM to the cores and back) and its "
+            "matmul FLOP/s. A CPU computes where its data already is, so there is no host-to-device "
+            "copy to time: those figures are n/a. On a GPU the same run would time the copy over the "
+            "bus (PCIe) from pageable and from pinned memory, and the GPU's own memory (HBM or GDDR).",
+            "warning",
+        )
     if p.megabytes < CACHE_SAFE_MIB:
-        yield Note(f"Arrays of {p.megabytes:,} MiB may fit, at least partly, in the caches (tens of MiB on a CPU, "
-                   "up to about 50 MiB of L2 on a large GPU): the bandwidth measured is then partly the caches', "
-                   f"higher than the memory's. The default, {BandwidthParams.model_fields['megabytes'].default:,} "
-                   "MiB, is larger than any cache.", "warning")
+        yield Note(
+            f"Arrays of {p.megabytes:,} MiB may fit, at least partly, in the caches (tens of MiB on a CPU, "
+            "up to about 50 MiB of L2 on a large GPU): the bandwidth measured is then partly the caches', "
+            f"higher than the memory's. The default, {BandwidthParams.model_fields['megabytes'].default:,} "
+            "MiB, is larger than any cache.",
+            "warning",
+        )
     if matmul_peak.cached(dev, "float32") is None:
-        yield Note(f"Measuring this device's float32 matmul peak first: {matmul_peak.sweep_words(dev.kind)}; "
-                   "kept for later runs "
-                   f"(`{matmul_peak.MEASURE_COMMAND}` measures it again).")
+        yield Note(
+            f"Measuring this device's float32 matmul peak first: {matmul_peak.sweep_words(dev.kind)}; "
+            "kept for later runs "
+            f"(`{matmul_peak.MEASURE_COMMAND}` measures it again)."
+        )
         peak = matmul_peak.measure(dev, "float32")
     else:
         peak = matmul_peak.cached(dev, "float32")
@@ -260,91 +274,140 @@ def measure(p: BandwidthParams, dev: Device) -> Iterator[Event]:
         rows.append(["host to device, pageable", number(copy_gbps, "GB/s"), "over the bus to the device"])
     if cuda:
         rows.append(["host to device, pinned", number(pinned_gbps, "GB/s"), "page-locked: DMA straight from it"])
-    rows += [["device to device copy", number(device_copy_gbps, "GB/s"), f"{memory_name} read + written"],
-             ["c = a * b", number(elementwise_gbps, "GB/s"), "12 bytes per element, 1 FLOP"]]
-    yield Table(f"Memory traffic on {device}, arrays of {p.megabytes:,} MiB (the best block of each)",
-                ["operation", "bandwidth", "what moves"], rows)
+    rows += [
+        ["device to device copy", number(device_copy_gbps, "GB/s"), f"{memory_name} read + written"],
+        ["c = a * b", number(elementwise_gbps, "GB/s"), "12 bytes per element, 1 FLOP"],
+    ]
+    yield Table(
+        f"Memory traffic on {device}, arrays of {p.megabytes:,} MiB (the best block of each)",
+        ["operation", "bandwidth", "what moves"],
+        rows,
+    )
 
     # The roofs are this run's own best: an operation that set the roof over it sits on that roof by
     # construction, which its row says rather than a bare 100%.
-    on_own_roof = {"c = a * b": elementwise_gbps >= device_copy_gbps and bound(ELEMENTWISE_INTENSITY) == "memory",
-                   f"matmul {n}": matmul_tflops > peak.tflops and bound(matmul_intensity) == "compute"}
+    on_own_roof = {
+        "c = a * b": elementwise_gbps >= device_copy_gbps and bound(ELEMENTWISE_INTENSITY) == "memory",
+        f"matmul {n}": matmul_tflops > peak.tflops and bound(matmul_intensity) == "compute",
+    }
     ops = [("c = a * b", ELEMENTWISE_INTENSITY, elementwise_tflops), (f"matmul {n}", matmul_intensity, matmul_tflops)]
-    yield Table(f"Roofline on {device} (float32): roof = min({flops_text(peak_tflops)}, FLOP/B x "
-                f"{number(bandwidth_gbps, 'GB/s')}), ridge at {number(ridge)} FLOP/B",
-                ["operation", "FLOP/B", "achieved", "roof there", "of roof", "bound by"],
-                [[name, number(i), flops_text(achieved), flops_text(roof(i)),
-                  "100% (its own)" if on_own_roof[name] else metric(achieved / roof(i), "%"), bound(i)]
-                 for name, i, achieved in ops])
+    yield Table(
+        f"Roofline on {device} (float32): roof = min({flops_text(peak_tflops)}, FLOP/B x "
+        f"{number(bandwidth_gbps, 'GB/s')}), ridge at {number(ridge)} FLOP/B",
+        ["operation", "FLOP/B", "achieved", "roof there", "of roof", "bound by"],
+        [
+            [
+                name,
+                number(i),
+                flops_text(achieved),
+                flops_text(roof(i)),
+                "100% (its own)" if on_own_roof[name] else metric(achieved / roof(i), "%"),
+                bound(i),
+            ]
+            for name, i, achieved in ops
+        ],
+    )
     setters = [name for name, on in on_own_roof.items() if on]
     if setters:
-        yield Note(f"{' and '.join(setters)} {'each ' if len(setters) > 1 else ''}set the roof it is placed "
-                   "against: the roofs in this table are this run's own best, so such a point sits on its roof by "
-                   "construction. `gpututor roofline` places this run on the machine's calibrated roofline "
-                   "instead, measured apart from it.")
-    yield Note(roofline(peak_tflops, bandwidth_gbps, [Point("e", "c = a * b", ELEMENTWISE_INTENSITY, elementwise_tflops),
-                                                       Point("m", f"matmul {n}", matmul_intensity, matmul_tflops)]),
-               "figure")
-    yield Note(f"The roofline of this {'CPU' if cpu else 'device'}, from its own numbers: the memory roof is "
-               f"{number(bandwidth_gbps, 'GB/s')} (the best of the device copy and the multiply), the compute "
-               f"roof {flops_text(peak_tflops)} (float32 matmul, "
-               + ("this run's matmul, faster than the cached sweep" if matmul_tflops > peak.tflops else
-                  f"{peak.how_text()}, {peak.measured_on}") + f"). Their ratio, {number(ridge)} FLOP per byte, "
-               "is the ridge point: an operation that does fewer FLOPs per byte it moves waits on memory; "
-               "one that does more waits on arithmetic.", "result")
+        yield Note(
+            f"{' and '.join(setters)} {'each ' if len(setters) > 1 else ''}set the roof it is placed "
+            "against: the roofs in this table are this run's own best, so such a point sits on its roof by "
+            "construction. `gpututor roofline` places this run on the machine's calibrated roofline "
+            "instead, measured apart from it."
+        )
+    yield Note(
+        roofline(
+            peak_tflops,
+            bandwidth_gbps,
+            [
+                Point("e", "c = a * b", ELEMENTWISE_INTENSITY, elementwise_tflops),
+                Point("m", f"matmul {n}", matmul_intensity, matmul_tflops),
+            ],
+        ),
+        "figure",
+    )
+    yield Note(
+        f"The roofline of this {'CPU' if cpu else 'device'}, from its own numbers: the memory roof is "
+        f"{number(bandwidth_gbps, 'GB/s')} (the best of the device copy and the multiply), the compute "
+        f"roof {flops_text(peak_tflops)} (float32 matmul, "
+        + (
+            "this run's matmul, faster than the cached sweep"
+            if matmul_tflops > peak.tflops
+            else f"{peak.how_text()}, {peak.measured_on}"
+        )
+        + f"). Their ratio, {number(ridge)} FLOP per byte, "
+        "is the ridge point: an operation that does fewer FLOPs per byte it moves waits on memory; "
+        "one that does more waits on arithmetic.",
+        "result",
+    )
     sheet = vendor_peaks.for_device(dev, "float32")
     if sheet is not None:
-        yield Note(f"Beside the spec sheet: the compute roof measured here is "
-                   f"{vendor_peaks.beside(peak_tflops, sheet, 'float32')}, and this run's matmul reached "
-                   f"{vendor_peaks.beside(matmul_tflops, sheet, 'float32')}. The roofline uses the measured roof: "
-                   "what a real matmul reaches on this device, not the chip's best case.")
+        yield Note(
+            f"Beside the spec sheet: the compute roof measured here is "
+            f"{vendor_peaks.beside(peak_tflops, sheet, 'float32')}, and this run's matmul reached "
+            f"{vendor_peaks.beside(matmul_tflops, sheet, 'float32')}. The roofline uses the measured roof: "
+            "what a real matmul reaches on this device, not the chip's best case."
+        )
     share_noise = f" ({in_words(share, lambda v: metric(v, '%'))})" if share_low is not None else ""
-    yield Note(f"c = a * b does 1 multiply per 12 bytes ({number(ELEMENTWISE_INTENSITY)} FLOP/B), far left of the "
-               f"ridge: at best it ran at {flops_text(elementwise_tflops)} ({metric(best_share, '%')} of the compute "
-               f"peak), and a typical repeat reached {metric(elementwise_share, '%')} of it{share_noise}, while moving "
-               f"{number(elementwise_gbps, 'GB/s')}. The {n} x {n} matmul uses each number it loads {n:,} times: "
-               f"{number(matmul_intensity)} FLOP/B, and reached "
-               f"{flops_text(matmul_tflops)}, {metric(matmul_tflops / peak_tflops, '%')} of the peak: "
-               + ("compute-bound." if bound(matmul_intensity) == "compute" else
-                  "still left of the ridge here, so memory-bound too (a larger matmul_size moves it right).")
-               + " Activations, normalisations, the optimizer's update and copies are elementwise: memory-bound "
-                 "on every device; matmuls are where the FLOP/s are. Fusing elementwise operations (fewer trips "
-                 "to memory) speeds them up; more FLOP/s do not.")
+    yield Note(
+        f"c = a * b does 1 multiply per 12 bytes ({number(ELEMENTWISE_INTENSITY)} FLOP/B), far left of the "
+        f"ridge: at best it ran at {flops_text(elementwise_tflops)} ({metric(best_share, '%')} of the compute "
+        f"peak), and a typical repeat reached {metric(elementwise_share, '%')} of it{share_noise}, while moving "
+        f"{number(elementwise_gbps, 'GB/s')}. The {n} x {n} matmul uses each number it loads {n:,} times: "
+        f"{number(matmul_intensity)} FLOP/B, and reached "
+        f"{flops_text(matmul_tflops)}, {metric(matmul_tflops / peak_tflops, '%')} of the peak: "
+        + (
+            "compute-bound."
+            if bound(matmul_intensity) == "compute"
+            else "still left of the ridge here, so memory-bound too (a larger matmul_size moves it right)."
+        )
+        + " Activations, normalisations, the optimizer's update and copies are elementwise: memory-bound "
+        "on every device; matmuls are where the FLOP/s are. Fusing elementwise operations (fewer trips "
+        "to memory) speeds them up; more FLOP/s do not."
+    )
     if cuda:
-        yield Note(f"Host to device: {number(copy_gbps, 'GB/s')} from pageable memory, "
-                   f"{number(pinned_gbps, 'GB/s')} from pinned memory ({metric(pinned_speedup, 'x')}): the driver "
-                   "copies pageable memory through a pinned staging buffer first, and only a pinned buffer can "
-                   "be copied with non_blocking=True while the GPU computes. Either is a small fraction of the "
-                   f"GPU's own {number(bandwidth_gbps, 'GB/s')}: keep data on the GPU, and let DataLoader "
-                   "(pin_memory=True) hand over pinned batches.")
+        yield Note(
+            f"Host to device: {number(copy_gbps, 'GB/s')} from pageable memory, "
+            f"{number(pinned_gbps, 'GB/s')} from pinned memory ({metric(pinned_speedup, 'x')}): the driver "
+            "copies pageable memory through a pinned staging buffer first, and only a pinned buffer can "
+            "be copied with non_blocking=True while the GPU computes. Either is a small fraction of the "
+            f"GPU's own {number(bandwidth_gbps, 'GB/s')}: keep data on the GPU, and let DataLoader "
+            "(pin_memory=True) hand over pinned batches."
+        )
     elif dev.kind == "mps":
-        yield Note(f"Host to device: {number(copy_gbps, 'GB/s')}. On Apple silicon the CPU and GPU share one "
-                   "memory, but .to('mps') still copies into the GPU's buffers; pinned memory is a CUDA idea "
-                   "(n/a here).")
+        yield Note(
+            f"Host to device: {number(copy_gbps, 'GB/s')}. On Apple silicon the CPU and GPU share one "
+            "memory, but .to('mps') still copies into the GPU's buffers; pinned memory is a CUDA idea "
+            "(n/a here)."
+        )
     if cpu:
-        yield Note("On a GPU both roofs are far higher (its memory bandwidth is many times a CPU's, its FLOP/s "
-                   "more so), and its ridge point is usually further right: even more operations end up "
-                   "memory-bound there. Run this on a GPU to measure its roofline.")
+        yield Note(
+            "On a GPU both roofs are far higher (its memory bandwidth is many times a CPU's, its FLOP/s "
+            "more so), and its ridge point is usually further right: even more operations end up "
+            "memory-bound there. Run this on a GPU to measure its roofline."
+        )
 
-    yield Finished({
-        "copy_gbps": copy_gbps,
-        "pinned_copy_gbps": pinned_gbps,
-        "pinned_speedup": pinned_speedup,
-        "device_copy_gbps": device_copy_gbps,
-        "elementwise_gbps": elementwise_gbps,
-        "elementwise_tflops": elementwise_tflops,
-        "matmul_tflops": matmul_tflops,
-        "peak_tflops": peak_tflops,
-        "bandwidth_gbps": bandwidth_gbps,
-        "ridge_point": ridge,
-        "elementwise_intensity": ELEMENTWISE_INTENSITY,
-        "matmul_intensity": matmul_intensity,
-        "elementwise_peak_share": elementwise_share,
-        "elementwise_peak_share_low": share_low,
-        "elementwise_peak_share_high": share_high,
-        "matmul_peak_share": matmul_tflops / peak_tflops,
-        "elementwise_bound": bound(ELEMENTWISE_INTENSITY),
-        "matmul_bound": bound(matmul_intensity),
-        "threads": threads,
-        "device": device,
-    })
+    yield Finished(
+        {
+            "copy_gbps": copy_gbps,
+            "pinned_copy_gbps": pinned_gbps,
+            "pinned_speedup": pinned_speedup,
+            "device_copy_gbps": device_copy_gbps,
+            "elementwise_gbps": elementwise_gbps,
+            "elementwise_tflops": elementwise_tflops,
+            "matmul_tflops": matmul_tflops,
+            "peak_tflops": peak_tflops,
+            "bandwidth_gbps": bandwidth_gbps,
+            "ridge_point": ridge,
+            "elementwise_intensity": ELEMENTWISE_INTENSITY,
+            "matmul_intensity": matmul_intensity,
+            "elementwise_peak_share": elementwise_share,
+            "elementwise_peak_share_low": share_low,
+            "elementwise_peak_share_high": share_high,
+            "matmul_peak_share": matmul_tflops / peak_tflops,
+            "elementwise_bound": bound(ELEMENTWISE_INTENSITY),
+            "matmul_bound": bound(matmul_intensity),
+            "threads": threads,
+            "device": device,
+        }
+    )

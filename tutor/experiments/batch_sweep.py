@@ -52,15 +52,22 @@ def measure(p: BatchSweepParams, dev: Device) -> Iterator[Event]:
     cuda = device.type == "cuda"
     free = gpu_share.available(dev.kind, dev.index) if cuda else None  # free on the card now, within the class's cap
     budget = p.budget_mb or (free // MIB if free is not None else CPU_BUDGET_MIB)
-    yield Started("batch-sweep", str(device), dev.name, "random inputs",
-                  f"{p.layers} x Linear({p.width}, {p.width}) + ReLU, Adam; batch from {p.start_batch} doubling"
-                  f", budget {budget:,} MiB")
+    yield Started(
+        "batch-sweep",
+        str(device),
+        dev.name,
+        "random inputs",
+        f"{p.layers} x Linear({p.width}, {p.width}) + ReLU, Adam; batch from {p.start_batch} doubling"
+        f", budget {budget:,} MiB",
+    )
     model = linear_stack(p.width, p.layers).to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
     count = sum(t.numel() for t in model.parameters())
     fixed = 16 * count  # float32 weights + gradients + Adam's two moments
-    yield Note(f"Fixed cost whatever the batch: {count:,} parameters x 16 bytes (weights, gradients, Adam) = "
-               f"{fixed / MIB:,.0f} MiB. What grows with the batch is the activations.")
+    yield Note(
+        f"Fixed cost whatever the batch: {count:,} parameters x 16 bytes (weights, gradients, Adam) = "
+        f"{fixed / MIB:,.0f} MiB. What grows with the batch is the activations."
+    )
 
     def step(x: torch.Tensor) -> int:
         """One training step; the activations it saved for backward, in bytes."""
@@ -102,8 +109,11 @@ def measure(p: BatchSweepParams, dev: Device) -> Iterator[Event]:
                 torch.cuda.empty_cache()
             oom_batch, stop_reason = batch, f"out of memory at batch {batch:,} (caught, memory released)"
             how = "torch.cuda.empty_cache()" if cuda else "gc.collect()"
-            yield Note(f"Batch {batch:,}: out of memory. The error was caught and the memory released with "
-                       f"{how}; the sweep stops here and the run goes on.", "warning")
+            yield Note(
+                f"Batch {batch:,}: out of memory. The error was caught and the memory released with "
+                f"{how}; the sweep stops here and the run goes on.",
+                "warning",
+            )
             break
         memory = torch.cuda.max_memory_allocated(device) if cuda else fixed + activations
         rate = batch / seconds
@@ -115,47 +125,60 @@ def measure(p: BatchSweepParams, dev: Device) -> Iterator[Event]:
         if batch * 2 > p.max_batch:
             break
         if predicted > budget * MIB:
-            stop_reason = (f"batch {batch * 2:,} would need about {predicted / MIB:,.0f} MiB, over the "
-                           f"{budget:,} MiB budget")
+            stop_reason = (
+                f"batch {batch * 2:,} would need about {predicted / MIB:,.0f} MiB, over the {budget:,} MiB budget"
+            )
             break
         batch *= 2
         del x
         gc.collect()
 
-    yield Table(f"Throughput and memory by batch size on {device}",
-                ["batch", "samples/s", "per step", "peak memory" if cuda else "memory"], rows)
+    yield Table(
+        f"Throughput and memory by batch size on {device}",
+        ["batch", "samples/s", "per step", "peak memory" if cuda else "memory"],
+        rows,
+    )
     best = max(results, key=lambda r: r[1]) if results else None
     tied = _tied(rates, best[0]) if best else []
     if best:
-        yield Note(f"Fastest: batch {best[0]:,} at {best[1]:,.0f} samples/s, using {best[2] / MIB:,.0f} MiB. "
-                   f"Stopped: {stop_reason}. Past the point where the device is busy, a larger batch adds "
-                   "memory, not speed.", "result")
+        yield Note(
+            f"Fastest: batch {best[0]:,} at {best[1]:,.0f} samples/s, using {best[2] / MIB:,.0f} MiB. "
+            f"Stopped: {stop_reason}. Past the point where the device is busy, a larger batch adds "
+            "memory, not speed.",
+            "result",
+        )
         if len(tied) > 1:
-            yield Note(f"Batches {', '.join(f'{b:,}' for b in tied)} train too nearly as fast to be told apart on "
-                       f"this machine: their samples/s over {p.steps} timed steps each overlap with the fastest's "
-                       f"(widened by {GUARD:.0%}). That is the plateau: any of them is 'the fastest', so a "
-                       "prediction is judged against all of them.")
-    yield Finished({
-        "best_batch": best[0] if best else None,
-        "best_batch_low": min(tied) if tied else None,
-        "best_batch_high": max(tied) if tied else None,
-        "best_samples_per_s": best[1] if best else None,
-        "best_memory_bytes": best[2] if best else None,
-        "largest_batch": results[-1][0] if results else None,
-        "largest_memory_bytes": results[-1][2] if results else None,
-        "batches_tried": len(results),
-        "oom_batch": oom_batch,
-        "stop_reason": stop_reason,
-        "fixed_bytes": fixed,
-        "memory_method": "torch.cuda.max_memory_allocated" if cuda else "storage accounting",
-        "device": str(device),
-    })
+            yield Note(
+                f"Batches {', '.join(f'{b:,}' for b in tied)} train too nearly as fast to be told apart on "
+                f"this machine: their samples/s over {p.steps} timed steps each overlap with the fastest's "
+                f"(widened by {GUARD:.0%}). That is the plateau: any of them is 'the fastest', so a "
+                "prediction is judged against all of them."
+            )
+    yield Finished(
+        {
+            "best_batch": best[0] if best else None,
+            "best_batch_low": min(tied) if tied else None,
+            "best_batch_high": max(tied) if tied else None,
+            "best_samples_per_s": best[1] if best else None,
+            "best_memory_bytes": best[2] if best else None,
+            "largest_batch": results[-1][0] if results else None,
+            "largest_memory_bytes": results[-1][2] if results else None,
+            "batches_tried": len(results),
+            "oom_batch": oom_batch,
+            "stop_reason": stop_reason,
+            "fixed_bytes": fixed,
+            "memory_method": "torch.cuda.max_memory_allocated" if cuda else "storage accounting",
+            "device": str(device),
+        }
+    )
 
 
 def _tied(rates: dict[int, tuple[float, float]], best: int) -> list[int]:
     """The batches whose samples/s cannot be told from `best`'s: their ranges over the timed steps,
     each widened by GUARD, overlap best's (the fastest is then any of them)."""
     low, high = widened(*rates[best], GUARD)
-    return sorted(b for b, (slow, fast) in rates.items()
-                  if widened(slow, fast, GUARD)[1] >= low and widened(slow, fast, GUARD)[0] <= high)
-
+    return sorted(
+        b
+        for b, (slow, fast) in rates.items()
+        if widened(slow, fast, GUARD)[1] >= low and widened(slow, fast, GUARD)[0] <= high
+    )

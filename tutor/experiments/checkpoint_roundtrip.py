@@ -141,12 +141,18 @@ def measure(p: CheckpointParams, dev: Device) -> Iterator[Event]:
         f"MNISTClassifier on the CPU. Weights bit-identical: {weights_equal}. Predictions on the same "
         f"{len(batch)} test images: torch.allclose(before, after, atol={ATOL:g}) = {allclose}, max "
         f"|difference| = {max_abs_diff:.3g}, same predicted digit for every image: {same_classes}."
-        + ("" if max_abs_diff == 0 else
-           f" The tiny difference comes from {dev.kind} and the CPU adding numbers in a different order, "
-           "not from the checkpoint.")
-        + (" Both predictions ran with TF32 off (torch.set_float32_matmul_precision('highest'), restored "
-           "after): TF32 was on here, and its 10-bit mantissa would have made the two differ far more."
-           if tf32_was_on else ""),
+        + (
+            ""
+            if max_abs_diff == 0
+            else f" The tiny difference comes from {dev.kind} and the CPU adding numbers in a different order, "
+            "not from the checkpoint."
+        )
+        + (
+            " Both predictions ran with TF32 off (torch.set_float32_matmul_precision('highest'), restored "
+            "after): TF32 was on here, and its 10-bit mantissa would have made the two differ far more."
+            if tf32_was_on
+            else ""
+        ),
         "result",
     )
     # What weights_only=True does refuse: a whole pickled nn.Module.
@@ -161,10 +167,13 @@ def measure(p: CheckpointParams, dev: Device) -> Iterator[Event]:
     yield Note(
         "weights_only=True (the default since PyTorch 2.6) loaded this dict with its epoch, loss and "
         "accuracy numbers without complaint: it accepts tensors, dicts, lists, strings and numbers. "
-        + (f"It refuses arbitrary pickled objects, which could run code when unpickled: torch.save(model) "
-           f"of the whole nn.Module, loaded the same way, gave UnpicklingError: {refused}. "
-           "Save state_dicts, not models." if refused else
-           "(A whole pickled nn.Module loaded too in this PyTorch version.)")
+        + (
+            f"It refuses arbitrary pickled objects, which could run code when unpickled: torch.save(model) "
+            f"of the whole nn.Module, loaded the same way, gave UnpicklingError: {refused}. "
+            "Save state_dicts, not models."
+            if refused
+            else "(A whole pickled nn.Module loaded too in this PyTorch version.)"
+        )
     )
     if cuda_error:
         yield Note(f"Without map_location, loading this file where CUDA is not visible fails:\n{cuda_error}")
@@ -200,14 +209,18 @@ def measure(p: CheckpointParams, dev: Device) -> Iterator[Event]:
             "Here everything is on the CPU already, so nothing visibly moves; on a GPU the training model would "
             "now be on the CPU, and the next step with its batch on the GPU stops with a device mismatch "
             "(or, if the batch follows the model, trains on the CPU, slowly and silently). A checkpoint saved "
-            "from the GPU loads anywhere with map_location; no .cpu() is needed on the model.", "warning")
+            "from the GPU loads anywhere with map_location; no .cpu() is needed on the model.",
+            "warning",
+        )
     else:
         yield Note(
             "The save some course material calls robust, torch.save(model.cpu().state_dict(), path), is not: "
             f"model.cpu() moved the model itself (returned is model: {cpu_call_moves_model}); its parameters "
             f"are now on {device_after}, not {device}. The next training step, with its batch on {device}, "
             "stops with a device mismatch, or trains on the CPU if the batch follows the model. Save "
-            "model.state_dict() as it is and load with map_location.", "warning")
+            "model.state_dict() as it is and load with map_location.",
+            "warning",
+        )
 
     yield Finished(
         {

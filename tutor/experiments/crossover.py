@@ -62,7 +62,9 @@ def _cpu_batches(x: torch.Tensor, y: torch.Tensor, batch_size: int, gen: torch.G
     return batches(x, y, batch_size, generator=gen)
 
 
-def _time_case(case: Case, x: torch.Tensor, y: torch.Tensor, p: CrossoverParams, dev: Device) -> Iterator[Event | float]:
+def _time_case(
+    case: Case, x: torch.Tensor, y: torch.Tensor, p: CrossoverParams, dev: Device
+) -> Iterator[Event | float]:
     """Warm up, then yield Step events for each timed run and finally every run's seconds (a list)."""
     device = dev.torch_device
     label = dev.kind
@@ -88,9 +90,13 @@ def _time_case(case: Case, x: torch.Tensor, y: torch.Tensor, p: CrossoverParams,
                 if prog.steps:
                     elapsed = clock.elapsed()
                     event = Step(
-                        step=r * steps_per_run + done + prog.steps, total=total, loss=prog.loss, seconds=elapsed,
+                        step=r * steps_per_run + done + prog.steps,
+                        total=total,
+                        loss=prog.loss,
+                        seconds=elapsed,
                         samples_per_s=(epoch * x.shape[0] + prog.samples) / elapsed if elapsed > 0 else 0.0,
-                        epoch=epoch + 1, label=label,
+                        epoch=epoch + 1,
+                        label=label,
                     )
                     with clock.paused():
                         yield event
@@ -111,7 +117,10 @@ def measure(p: CrossoverParams, dev: Device) -> Iterator[Event]:
     d = mnist.load("cpu", train_samples=n_max, test_samples=1)
 
     yield Started(
-        "crossover", accel.torch_device if accel else "cpu", accel.name if accel else cpu.name, d.description,
+        "crossover",
+        accel.torch_device if accel else "cpu",
+        accel.name if accel else cpu.name,
+        d.description,
         detail=f"cases: {', '.join(c.key for c in cases)}; {p.epochs} epoch(s), median of {p.repeats} run(s)",
     )
     if accel is None:
@@ -135,7 +144,9 @@ def measure(p: CrossoverParams, dev: Device) -> Iterator[Event]:
         n = x.shape[0]
         params = count_parameters(case.make())
         steps = math.ceil(n / case.batch_size) * p.epochs
-        yield Note(f"{case.title}: {params:,} parameters, {n} samples, batch {case.batch_size} ({steps} steps per run).")
+        yield Note(
+            f"{case.title}: {params:,} parameters, {n} samples, batch {case.batch_size} ({steps} steps per run)."
+        )
         timing: dict[str, float | None] = {"cpu": None, "accel": None}
         repeats: dict[str, list[float]] = {"cpu": [], "accel": []}
         for which, target in (("cpu", cpu), ("accel", accel)):
@@ -149,9 +160,11 @@ def measure(p: CrossoverParams, dev: Device) -> Iterator[Event]:
                 if fit.cut:
                     # The budget is the whole step's: say how it is shared, or "all of them would take
                     # 6 s" reads as well within a minute.
-                    why = (f" to keep this step within a minute: its {cpu_budget_s():.0f} s of CPU timing are shared "
-                           f"by {len(cases)} case{'s' if len(cases) != 1 else ''} x {p.repeats} run{'s' if p.repeats != 1 else ''}"
-                           f" x {p.epochs} epoch{'s' if p.epochs != 1 else ''}, so an epoch may take {fit.budget_s:.1f} s")
+                    why = (
+                        f" to keep this step within a minute: its {cpu_budget_s():.0f} s of CPU timing are shared "
+                        f"by {len(cases)} case{'s' if len(cases) != 1 else ''} x {p.repeats} run{'s' if p.repeats != 1 else ''}"
+                        f" x {p.epochs} epoch{'s' if p.epochs != 1 else ''}, so an epoch may take {fit.budget_s:.1f} s"
+                    )
                     yield Note(fit.note(f"{case.title} on the CPU", why), "warning")
                     cx, cy = x[: fit.used], y[: fit.used]
             for item in _time_case(case, cx, cy, p, target):
@@ -162,8 +175,7 @@ def measure(p: CrossoverParams, dev: Device) -> Iterator[Event]:
                     yield item
             if fit is not None and fit.cut:
                 cut[case.key] = fit.used
-                later = fit.afterwards(f"{case.title} on the CPU", timing["cpu"] / p.epochs) \
-                    if timing["cpu"] else None
+                later = fit.afterwards(f"{case.title} on the CPU", timing["cpu"] / p.epochs) if timing["cpu"] else None
                 if later:
                     yield Note(later)
         cpu_s, acc_s = timing["cpu"], timing["accel"]
@@ -171,20 +183,41 @@ def measure(p: CrossoverParams, dev: Device) -> Iterator[Event]:
         # The devices run one after the other, so no CPU repeat has an accelerator repeat of its own.
         interval = ratio_interval(repeats["cpu"], repeats["accel"]) if speedup else None
         low, high = bounds(interval)
-        results[case.key] = {"cpu": cpu_s, "accel": acc_s, "speedup": speedup, "steps": steps,
-                             "low": low, "high": high, "interval": interval}
+        results[case.key] = {
+            "cpu": cpu_s,
+            "accel": acc_s,
+            "speedup": speedup,
+            "steps": steps,
+            "low": low,
+            "high": high,
+            "interval": interval,
+        }
         star = "*" if case.key in cut else ""
-        row = [case.title, f"{params:,}", str(n), str(case.batch_size), seconds(cpu_s) + star,
-               f"{cpu_s / steps * 1000:.2f}" if cpu_s else "-"]
+        row = [
+            case.title,
+            f"{params:,}",
+            str(n),
+            str(case.batch_size),
+            seconds(cpu_s) + star,
+            f"{cpu_s / steps * 1000:.2f}" if cpu_s else "-",
+        ]
         if accel is not None:
-            row += [seconds(acc_s), f"{acc_s / steps * 1000:.2f}" if acc_s else "-", f"{speedup:.2f}x" if speedup else "-"]
+            row += [
+                seconds(acc_s),
+                f"{acc_s / steps * 1000:.2f}" if acc_s else "-",
+                f"{speedup:.2f}x" if speedup else "-",
+            ]
         rows.append(row)
 
     columns = ["case", "params", "samples", "batch", "cpu time", "cpu ms/step"]
     if accel is not None:
         columns += [f"{accel.kind} time", f"{accel.kind} ms/step", "speedup"]
-    yield Table(f"Training time, median of {p.repeats} run(s)"
-                + ("; * projected from the images timed (see the notes)" if cut else ""), columns, rows)
+    yield Table(
+        f"Training time, median of {p.repeats} run(s)"
+        + ("; * projected from the images timed (see the notes)" if cut else ""),
+        columns,
+        rows,
+    )
 
     for key, r in results.items():
         title = "tiny model" if key == "tiny" else "MNISTClassifier"
@@ -197,7 +230,9 @@ def measure(p: CrossoverParams, dev: Device) -> Iterator[Event]:
             continue
         s = r["speedup"]
         if r["low"] is not None:
-            yield Note(f"{title}: the speedup is {in_words(r['interval'], lambda v: f'{v:.2f}x', 'repeats per device')}.")
+            yield Note(
+                f"{title}: the speedup is {in_words(r['interval'], lambda v: f'{v:.2f}x', 'repeats per device')}."
+            )
         if s < 1:
             why = (
                 f"the {accel.kind} was {1 / s:.1f}x slower. Each step launches dozens of small kernels and copies "

@@ -174,8 +174,13 @@ def load(device: str = "cpu", *, train_samples: int | None = None, test_samples:
     tx, ty = tx[:train_samples], ty[:train_samples]
     vx, vy = vx[:test_samples], vy[:test_samples]
     return MnistData(
-        tx.to(device), ty.to(device), vx.to(device), vy.to(device),
-        info.source, info.description, info.fallback_reason,
+        tx.to(device),
+        ty.to(device),
+        vx.to(device),
+        vy.to(device),
+        info.source,
+        info.description,
+        info.fallback_reason,
     )
 
 
@@ -190,15 +195,26 @@ def load_first(train_samples: int, test_samples: int = 1) -> MnistData:
         raw = _raw_dir(root)
         try:
             tx, ty, vx, vy = (_read_idx(raw / name, torch) for name in MNIST_FILES)
-            return MnistData(_normalise(tx[:train_samples]), ty[:train_samples].long(),
-                             _normalise(vx[:test_samples]), vy[:test_samples].long(),
-                             "MNIST", f"MNIST from {root}")
+            return MnistData(
+                _normalise(tx[:train_samples]),
+                ty[:train_samples].long(),
+                _normalise(vx[:test_samples]),
+                vy[:test_samples].long(),
+                "MNIST",
+                f"MNIST from {root}",
+            )
         except (OSError, ValueError, RuntimeError):
             pass  # a damaged file: the usual path says why, and falls back
     tx, ty, vx, vy, info = _uint8_sets(str(root), may_download)
-    return MnistData(_normalise(tx[:train_samples]), ty[:train_samples].long(),
-                     _normalise(vx[:test_samples]), vy[:test_samples].long(),
-                     info.source, info.description, info.fallback_reason)
+    return MnistData(
+        _normalise(tx[:train_samples]),
+        ty[:train_samples].long(),
+        _normalise(vx[:test_samples]),
+        vy[:test_samples].long(),
+        info.source,
+        info.description,
+        info.fallback_reason,
+    )
 
 
 def _read_idx(path: Path, torch: Any) -> Any:
@@ -208,8 +224,8 @@ def _read_idx(path: Path, torch: Any) -> Any:
     if len(data) < 4 or data[0] or data[1] or data[2] != 0x08:
         raise ValueError(f"{path} is not an IDX file of unsigned bytes")
     ndim = data[3]
-    dims = [int.from_bytes(data[4 + 4 * i:8 + 4 * i], "big") for i in range(ndim)]
-    return torch.frombuffer(bytearray(data[4 + 4 * ndim:]), dtype=torch.uint8).view(*dims)
+    dims = [int.from_bytes(data[4 + 4 * i : 8 + 4 * i], "big") for i in range(ndim)]
+    return torch.frombuffer(bytearray(data[4 + 4 * ndim :]), dtype=torch.uint8).view(*dims)
 
 
 def batches(
@@ -303,7 +319,10 @@ def loaders(
 def _arc(cx: float, cy: float, rx: float, ry: float, a0: float, a1: float, n: int = 10) -> list[tuple[float, float]]:
     """Points on an ellipse from angle a0 to a1 (degrees, 0 = right, 90 = down)."""
     return [
-        (cx + rx * math.cos(math.radians(a0 + (a1 - a0) * i / n)), cy + ry * math.sin(math.radians(a0 + (a1 - a0) * i / n)))
+        (
+            cx + rx * math.cos(math.radians(a0 + (a1 - a0) * i / n)),
+            cy + ry * math.sin(math.radians(a0 + (a1 - a0) * i / n)),
+        )
         for i in range(n + 1)
     ]
 

@@ -91,8 +91,15 @@ class _Case:
 class _Path:
     """One data path: its own model and optimiser (same seed as the others), fed from `source`."""
 
-    def __init__(self, case: _Case, source: Iterator[Any], dev: Device, p: DataBottleneckParams,
-                 non_blocking: bool, show_loss: bool = True) -> None:
+    def __init__(
+        self,
+        case: _Case,
+        source: Iterator[Any],
+        dev: Device,
+        p: DataBottleneckParams,
+        non_blocking: bool,
+        show_loss: bool = True,
+    ) -> None:
         self.case, self.source, self.dev, self.p = case, source, dev, p
         self.non_blocking, self.show_loss = non_blocking, show_loss
         self.device = torch.device(dev.torch_device)
@@ -160,24 +167,43 @@ def measure(p: DataBottleneckParams, dev: Device) -> Iterator[Event]:
     seed_everything(p.seed)
     cores = os.cpu_count() or 1
     source = mnist.source()
-    yield Started("data-bottleneck", dev.torch_device, dev.name, source.description,
-                  f"{p.batches} timed batches of {p.batch_size} per case")
+    yield Started(
+        "data-bottleneck",
+        dev.torch_device,
+        dev.name,
+        source.description,
+        f"{p.batches} timed batches of {p.batch_size} per case",
+    )
 
     first = _loader(p, 0, False)
     epoch_samples = len(first.dataset)  # 60,000 for MNIST; the offline digits' own count otherwise
     loader = _Case("loader", "loader")
     resident = _Case("resident", "resident")
-    yield Note(f"1/4 The notebook's DataLoader, num_workers=0: each of the {p.batch_size} images in a batch is "
-               "decoded and converted (PIL -> ToTensor -> Normalize) in this process, between two steps.")
-    yield Note(f"2/4 Resident tensors: all {epoch_samples:,} images normalised once and moved to "
-               f"{dev.torch_device} once; a batch is an index into them, with no per-sample work at all.")
-    yield Note(f"The two take turns, {min(TURN, p.batches)} steps at a time, and each one's samples/s is the median of its "
-               f"{REPORT_EVERY}-step stretches: whatever else this machine does meanwhile slows both alike, "
-               "and a moment when something else had the CPU counts for neither.")
+    yield Note(
+        f"1/4 The notebook's DataLoader, num_workers=0: each of the {p.batch_size} images in a batch is "
+        "decoded and converted (PIL -> ToTensor -> Normalize) in this process, between two steps."
+    )
+    yield Note(
+        f"2/4 Resident tensors: all {epoch_samples:,} images normalised once and moved to "
+        f"{dev.torch_device} once; a batch is an index into them, with no per-sample work at all."
+    )
+    yield Note(
+        f"The two take turns, {min(TURN, p.batches)} steps at a time, and each one's samples/s is the median of its "
+        f"{REPORT_EVERY}-step stretches: whatever else this machine does meanwhile slows both alike, "
+        "and a moment when something else had the CPU counts for neither."
+    )
     data = mnist.load(dev.torch_device)
-    pair = [_Path(loader, _endless(first), dev, p, non_blocking=False, show_loss=False),
-            _Path(resident, _resident_batches(data.train_x, data.train_y, p.batch_size, p.seed), dev, p,
-                  non_blocking=False, show_loss=False)]
+    pair = [
+        _Path(loader, _endless(first), dev, p, non_blocking=False, show_loss=False),
+        _Path(
+            resident,
+            _resident_batches(data.train_x, data.train_y, p.batch_size, p.seed),
+            dev,
+            p,
+            non_blocking=False,
+            show_loss=False,
+        ),
+    ]
     for path in pair:
         path.warm(WARMUP_BATCHES)
     while pair[0].done < p.batches:
@@ -189,70 +215,96 @@ def measure(p: DataBottleneckParams, dev: Device) -> Iterator[Event]:
     del pair, data
 
     workers = _Case("workers", f"{p.workers} worker" + ("s" if p.workers > 1 else ""))
-    yield Note(f"3/4 The same DataLoader with num_workers={p.workers}: worker processes prepare the next "
-               f"batches while this one trains. This machine has {cores} CPU core(s)"
-               + (", so the workers compete with training for them." if cores <= p.workers else "."))
+    yield Note(
+        f"3/4 The same DataLoader with num_workers={p.workers}: worker processes prepare the next "
+        f"batches while this one trains. This machine has {cores} CPU core(s)"
+        + (", so the workers compete with training for them." if cores <= p.workers else ".")
+    )
     yield from _alone(_Path(workers, _endless(_loader(p, p.workers, False)), dev, p, non_blocking=False))
 
     pinned: _Case | None = None
     if dev.kind == "cuda":
         pinned = _Case("pinned", "pinned")
-        yield Note("4/4 Workers plus pin_memory=True and .to(device, non_blocking=True): batches wait in "
-                   "page-locked memory, which the GPU can copy from without a staging copy.")
+        yield Note(
+            "4/4 Workers plus pin_memory=True and .to(device, non_blocking=True): batches wait in "
+            "page-locked memory, which the GPU can copy from without a staging copy."
+        )
         yield from _alone(_Path(pinned, _endless(_loader(p, p.workers, True)), dev, p, non_blocking=True))
     else:
-        yield Note("4/4 pin_memory skipped: page-locked memory speeds up copies from the host to a CUDA GPU, "
-                   f"and this run is on {dev.torch_device}, so there is no such copy to speed up.", "warning")
+        yield Note(
+            "4/4 pin_memory skipped: page-locked memory speeds up copies from the host to a CUDA GPU, "
+            f"and this run is on {dev.torch_device}, so there is no such copy to speed up.",
+            "warning",
+        )
 
     cases = [loader, workers] + ([pinned] if pinned else []) + [resident]
     yield Table(
         f"{p.batches} training steps of batch {p.batch_size} on {dev.torch_device} "
         f"(samples/s: the median of {REPORT_EVERY}-step stretches)",
         ["data path", "samples/s", "waiting for data", "compute", "epoch (est.)"],
-        [[c.label, f"{c.samples_per_s:,.0f}", f"{c.wait_share:.0%} ({c.wait:.2f} s)", f"{c.compute:.2f} s",
-          f"{epoch_samples / c.samples_per_s:.1f} s" if c.samples_per_s else "-"] for c in cases],
+        [
+            [
+                c.label,
+                f"{c.samples_per_s:,.0f}",
+                f"{c.wait_share:.0%} ({c.wait:.2f} s)",
+                f"{c.compute:.2f} s",
+                f"{epoch_samples / c.samples_per_s:.1f} s" if c.samples_per_s else "-",
+            ]
+            for c in cases
+        ],
     )
     best = max(cases, key=lambda c: c.samples_per_s)
     # The paths take turns, so the k-th stretch of each ran at about the same time and a slow moment
     # hits both: the speedup is the median of the stretches' paired ratios, with its interval.
     interval = median_interval([t / b for t, b in zip(resident.rates, loader.rates) if b > 0])
-    speedup = interval.median if interval else (
-        resident.samples_per_s / loader.samples_per_s if loader.samples_per_s else None)
+    speedup = (
+        interval.median
+        if interval
+        else (resident.samples_per_s / loader.samples_per_s if loader.samples_per_s else None)
+    )
     speedup_low, speedup_high = bounds(interval)
     yield Note(
         f"The same model and optimiser step took {loader.compute:.2f} s of compute with the loader and "
         f"{resident.compute:.2f} s with resident tensors; the difference in total time is the data path. "
         f"The loader spent {loader.wait_share:.0%} of each step waiting for data; resident tensors "
         f"{resident.wait_share:.0%}. Fastest here: {best.label}"
-        + (f", {speedup:.1f}x the notebook's loader." if speedup else "."), "result")
+        + (f", {speedup:.1f}x the notebook's loader." if speedup else "."),
+        "result",
+    )
     if workers.compute > 1.5 * loader.compute:
-        yield Note(f"With {p.workers} workers, compute itself slowed from {loader.compute:.2f} s to "
-                   f"{workers.compute:.2f} s: on {cores} core(s) the workers took CPU time the training "
-                   "step needed. Workers pay off when there are cores to spare.")
-    yield Note("How this was timed: the device is synchronised after each copy and each step so data and "
-               "compute can be told apart. A real loop lets a GPU compute while the next batch is "
-               "prepared, so these waits are an upper bound on what overlapping can hide.")
+        yield Note(
+            f"With {p.workers} workers, compute itself slowed from {loader.compute:.2f} s to "
+            f"{workers.compute:.2f} s: on {cores} core(s) the workers took CPU time the training "
+            "step needed. Workers pay off when there are cores to spare."
+        )
+    yield Note(
+        "How this was timed: the device is synchronised after each copy and each step so data and "
+        "compute can be told apart. A real loop lets a GPU compute while the next batch is "
+        "prepared, so these waits are an upper bound on what overlapping can hide."
+    )
 
     def projected(c: _Case | None) -> float | None:
         return round(epoch_samples / c.samples_per_s, 3) if c and c.samples_per_s else None
 
-    yield Finished({
-        "loader_samples_per_s": loader.samples_per_s,
-        "workers_samples_per_s": workers.samples_per_s,
-        "pinned_samples_per_s": pinned.samples_per_s if pinned else None,
-        "resident_samples_per_s": resident.samples_per_s,
-        "loader_wait_share": loader.wait_share,
-        "workers_wait_share": workers.wait_share,
-        "pinned_wait_share": pinned.wait_share if pinned else None,
-        "resident_wait_share": resident.wait_share,
-        "loader_epoch_seconds": projected(loader),
-        "resident_epoch_seconds": projected(resident),
-        "resident_speedup": speedup,
-        "resident_speedup_low": speedup_low,
-        "resident_speedup_high": speedup_high,
-        "fastest": best.name,
-        "workers": p.workers,
-        "cpu_cores": cores,
-        "device": dev.torch_device,
-        "data_source": source.source,
-    })
+    yield Finished(
+        {
+            "loader_samples_per_s": loader.samples_per_s,
+            "workers_samples_per_s": workers.samples_per_s,
+            "pinned_samples_per_s": pinned.samples_per_s if pinned else None,
+            "resident_samples_per_s": resident.samples_per_s,
+            "loader_wait_share": loader.wait_share,
+            "workers_wait_share": workers.wait_share,
+            "pinned_wait_share": pinned.wait_share if pinned else None,
+            "resident_wait_share": resident.wait_share,
+            "loader_epoch_seconds": projected(loader),
+            "resident_epoch_seconds": projected(resident),
+            "resident_speedup": speedup,
+            "resident_speedup_low": speedup_low,
+            "resident_speedup_high": speedup_high,
+            "fastest": best.name,
+            "workers": p.workers,
+            "cpu_cores": cores,
+            "device": dev.torch_device,
+            "data_source": source.source,
+        }
+    )

@@ -101,7 +101,7 @@ def rank_main(ctx: RankContext) -> None:
     for step in range(p.steps):
         first = step * p.batch_size + ctx.rank * b
         optimizer.zero_grad()
-        loss = F.cross_entropy(ddp(x[first:first + b]), y[first:first + b])
+        loss = F.cross_entropy(ddp(x[first : first + b]), y[first : first + b])
         loss.backward()
         optimizer.step()
         value = loss.item()  # waits for the GPU: the clock after it counts the step's kernels
@@ -160,13 +160,22 @@ def rank_main(ctx: RankContext) -> None:
         stripped.load_state_dict(loaded)
         tx, ty = data.test_x.to(ctx.device), data.test_y.to(ctx.device)
         ctx.result(
-            every=every_counts, every_intact=intact, alone=alone_counts, loaded_on_every_rank=bool(ok.item()),
-            checkpoint_bytes=alone.bytes, prefixed_key_share=sum(k.startswith("module.") for k in keys) / len(keys),
-            ddp_first_key=keys[0], plain_first_key=next(iter(mine)), plain_load_error=load_error,
-            ddp_accuracy=_accuracy(ddp.module, tx, ty), unwrapped_accuracy=_accuracy(unwrapped, tx, ty),
+            every=every_counts,
+            every_intact=intact,
+            alone=alone_counts,
+            loaded_on_every_rank=bool(ok.item()),
+            checkpoint_bytes=alone.bytes,
+            prefixed_key_share=sum(k.startswith("module.") for k in keys) / len(keys),
+            ddp_first_key=keys[0],
+            plain_first_key=next(iter(mine)),
+            plain_load_error=load_error,
+            ddp_accuracy=_accuracy(ddp.module, tx, ty),
+            unwrapped_accuracy=_accuracy(unwrapped, tx, ty),
             stripped_accuracy=_accuracy(stripped, tx, ty),
             fixes_identical=same_weights(unwrapped.state_dict(), mine) and same_weights(stripped.state_dict(), mine),
-            test_samples=len(ty), dataset=data.description)
+            test_samples=len(ty),
+            dataset=data.description,
+        )
     else:
         ctx.result()
     dist.barrier()  # the others wait for rank 0 before the job ends
@@ -178,14 +187,21 @@ def rank_main(ctx: RankContext) -> None:
 def measure(p: DdpCheckpointParams, dev: Device) -> Iterator[Event]:
     plan = distributed.choose(dev, p.world_size)
     n = p.world_size
-    yield Started("ddp-checkpoint", plan.device, f"{n} x {plan.backend}", mnist.describe_source(),
-                  f"world size {n}, {p.steps} DDP steps of batch {p.batch_size}, then save and load")
+    yield Started(
+        "ddp-checkpoint",
+        plan.device,
+        f"{n} x {plan.backend}",
+        mnist.describe_source(),
+        f"world size {n}, {p.steps} DDP steps of batch {p.batch_size}, then save and load",
+    )
     yield Note(plan.why)
     folder = Path(tempfile.mkdtemp(prefix="ddp-checkpoint-", dir=scratch_dir()))
     try:
-        yield Note(f"torchrun --standalone --nproc_per_node={n}: the ranks train a DDP model {p.steps} steps, then "
-                   "save it two ways and load it into a plain MNISTClassifier. Their files go in a folder of this "
-                   "run's own, removed at the end.")
+        yield Note(
+            f"torchrun --standalone --nproc_per_node={n}: the ranks train a DDP model {p.steps} steps, then "
+            "save it two ways and load it into a plain MNISTClassifier. Their files go in a folder of this "
+            "run's own, removed at the end."
+        )
         job = yield from distributed.launch("ddp_checkpoint", plan, {**p.model_dump(), "workdir": str(folder)})
         written = sorted((f.name, f.stat().st_size) for f in folder.iterdir())
     finally:
@@ -194,79 +210,119 @@ def measure(p: DdpCheckpointParams, dev: Device) -> Iterator[Event]:
     r0 = job["results"][0]
     every, alone = r0["every"], r0["alone"]
 
-    rows = [[f"every rank: torch.save(..., '{EVERY_RANK}')", str(r), str(c["calls"]), present.size(c["bytes"]),
-             present.seconds(c["seconds"])] for r, c in enumerate(every)]
-    rows += [[f"if rank == 0: torch.save(..., '{RANK0}')", str(r), str(c["calls"]), present.size(c["bytes"]),
-              present.seconds(c["seconds"]) if c["calls"] else "-"] for r, c in enumerate(alone)]
+    rows = [
+        [
+            f"every rank: torch.save(..., '{EVERY_RANK}')",
+            str(r),
+            str(c["calls"]),
+            present.size(c["bytes"]),
+            present.seconds(c["seconds"]),
+        ]
+        for r, c in enumerate(every)
+    ]
+    rows += [
+        [
+            f"if rank == 0: torch.save(..., '{RANK0}')",
+            str(r),
+            str(c["calls"]),
+            present.size(c["bytes"]),
+            present.seconds(c["seconds"]) if c["calls"] else "-",
+        ]
+        for r, c in enumerate(alone)
+    ]
     yield Table("Who saves: torch.save calls on each rank", ["policy", "rank", "calls", "bytes written", "time"], rows)
     every_calls, every_bytes = sum(c["calls"] for c in every), sum(c["bytes"] for c in every)
     alone_calls, alone_bytes = sum(c["calls"] for c in alone), sum(c["bytes"] for c in alone)
-    outcome = ("came out whole (it loads, with the model's weights)" if r0["every_intact"]
-               else "did NOT load whole afterwards")
+    outcome = (
+        "came out whole (it loads, with the model's weights)" if r0["every_intact"] else "did NOT load whole afterwards"
+    )
     # torch.save records each tensor's device: under NCCL rank 0 writes cuda:0, rank 1 cuda:1
     same = "identical bytes" if plan.device == "cpu" else "the same weights, each tagged with its rank's GPU"
-    yield Note(f"Every rank saving: {every_calls} torch.save calls wrote the same "
-               f"{present.size(r0['checkpoint_bytes'])} to one path ({present.size(every_bytes)} in all, the "
-               f"slowest call {present.seconds(max(c['seconds'] for c in every))}). Each call truncates the file "
-               f"and writes it again while the others write: here, on one local disk with {same}, the "
-               f"file {outcome}; on a shared filesystem (NFS, Lustre) N writers of one path can leave a torn "
-               f"file, and a reader may meet it half-written. `if rank == 0:` writes it once: {alone_calls} "
-               f"call, {present.size(alone_bytes)}, {present.seconds(alone[0]['seconds'])}.", "result")
+    yield Note(
+        f"Every rank saving: {every_calls} torch.save calls wrote the same "
+        f"{present.size(r0['checkpoint_bytes'])} to one path ({present.size(every_bytes)} in all, the "
+        f"slowest call {present.seconds(max(c['seconds'] for c in every))}). Each call truncates the file "
+        f"and writes it again while the others write: here, on one local disk with {same}, the "
+        f"file {outcome}; on a shared filesystem (NFS, Lustre) N writers of one path can leave a torn "
+        f"file, and a reader may meet it half-written. `if rank == 0:` writes it once: {alone_calls} "
+        f"call, {present.size(alone_bytes)}, {present.seconds(alone[0]['seconds'])}.",
+        "result",
+    )
     early = alone[1]["early"] if len(alone) > 1 else None
-    yield Note(f"Rank 1 called torch.load on the file as rank 0 began saving it, with no barrier between: "
-               f"{early}. Whether the file was missing (FileNotFoundError), incomplete (an error reading it: "
-               "EOFError, PytorchStreamReader's RuntimeError, OSError) or already whole depends on which process "
-               "got there first, and varies from run to run. After "
-               f"dist.barrier() every rank loaded it (map_location to its device, weights_only=True): weights "
-               f"{'equal to its own on every rank' if r0['loaded_on_every_rank'] else 'NOT equal on some rank'}.")
-    yield Table("load_state_dict of DDP's own state_dict() into a plain MNISTClassifier",
-                ["what was raised, line by line"],
-                [[line] for line in _error_lines(r0["plain_load_error"])] or [["nothing: it loaded"]])
-    yield Note(f"{present.metric(r0['prefixed_key_share'], '%')} of the DDP model's state_dict() keys begin with "
-               f"'module.' ('{r0['ddp_first_key']}' where a plain model has '{r0['plain_first_key']}'): "
-               "DistributedDataParallel holds the model as its attribute `module`. A plain model's "
-               "load_state_dict finds none of its keys and refuses: "
-               f"{r0['plain_load_error'] or 'it did not (unexpected)'}", "result")
-    yield Table(f"Test accuracy on {r0['test_samples']:,} MNIST test images after {p.steps} steps",
-                ["model", "test accuracy"],
-                [["the DDP model (model.module)", present.metric(r0["ddp_accuracy"], "%")],
-                 ["plain, from model.module.state_dict()", present.metric(r0["unwrapped_accuracy"], "%")],
-                 ["plain, prefix stripped (consume_prefix_in_state_dict_if_present)",
-                  present.metric(r0["stripped_accuracy"], "%")]])
-    yield Note("Two fixes: save model.module.state_dict() (rank 0's checkpoint.pt above), or strip the prefix "
-               "from DDP's own with torch.nn.modules.utils.consume_prefix_in_state_dict_if_present(sd, 'module.'). "
-               "Both loaded with torch.load(path, map_location=..., weights_only=True) and scored "
-               f"{present.metric(r0['unwrapped_accuracy'], '%')} and {present.metric(r0['stripped_accuracy'], '%')} "
-               f"against DDP's {present.metric(r0['ddp_accuracy'], '%')}: the weights are "
-               f"{'the same, bit for bit' if r0['fixes_identical'] else 'NOT the same'}.", "result")
-    yield Note(f"The job wrote {', '.join(f'{name} ({present.size(size)})' for name, size in written) or 'nothing'} "
-               f"in its folder under the scratch dir; the folder was "
-               f"{'removed' if removed else 'NOT removed'} at the end.")
-    yield Finished({
-        "world_size": n,
-        "backend": plan.backend,
-        "checkpoint_bytes": r0["checkpoint_bytes"],
-        "every_rank_writes": every_calls,
-        "every_rank_written_bytes": every_bytes,
-        "every_rank_save_seconds": max(c["seconds"] for c in every),
-        "every_rank_file_intact": r0["every_intact"],
-        "rank0_writes": alone_calls,
-        "rank0_written_bytes": alone_bytes,
-        "rank0_save_seconds": alone[0]["seconds"],
-        "early_read": early,
-        "loaded_on_every_rank": r0["loaded_on_every_rank"],
-        "prefixed_key_share": r0["prefixed_key_share"],
-        "ddp_first_key": r0["ddp_first_key"],
-        "plain_load_error": r0["plain_load_error"],
-        "ddp_accuracy": r0["ddp_accuracy"],
-        "unwrapped_accuracy": r0["unwrapped_accuracy"],
-        "stripped_accuracy": r0["stripped_accuracy"],
-        "fixes_identical": r0["fixes_identical"],
-        "folder_removed": removed,
-        "launch_seconds": job.get("ready_s"),
-        "job_seconds": job.get("seconds"),
-        "attempts": job["attempts"],
-    })
+    yield Note(
+        f"Rank 1 called torch.load on the file as rank 0 began saving it, with no barrier between: "
+        f"{early}. Whether the file was missing (FileNotFoundError), incomplete (an error reading it: "
+        "EOFError, PytorchStreamReader's RuntimeError, OSError) or already whole depends on which process "
+        "got there first, and varies from run to run. After "
+        f"dist.barrier() every rank loaded it (map_location to its device, weights_only=True): weights "
+        f"{'equal to its own on every rank' if r0['loaded_on_every_rank'] else 'NOT equal on some rank'}."
+    )
+    yield Table(
+        "load_state_dict of DDP's own state_dict() into a plain MNISTClassifier",
+        ["what was raised, line by line"],
+        [[line] for line in _error_lines(r0["plain_load_error"])] or [["nothing: it loaded"]],
+    )
+    yield Note(
+        f"{present.metric(r0['prefixed_key_share'], '%')} of the DDP model's state_dict() keys begin with "
+        f"'module.' ('{r0['ddp_first_key']}' where a plain model has '{r0['plain_first_key']}'): "
+        "DistributedDataParallel holds the model as its attribute `module`. A plain model's "
+        "load_state_dict finds none of its keys and refuses: "
+        f"{r0['plain_load_error'] or 'it did not (unexpected)'}",
+        "result",
+    )
+    yield Table(
+        f"Test accuracy on {r0['test_samples']:,} MNIST test images after {p.steps} steps",
+        ["model", "test accuracy"],
+        [
+            ["the DDP model (model.module)", present.metric(r0["ddp_accuracy"], "%")],
+            ["plain, from model.module.state_dict()", present.metric(r0["unwrapped_accuracy"], "%")],
+            [
+                "plain, prefix stripped (consume_prefix_in_state_dict_if_present)",
+                present.metric(r0["stripped_accuracy"], "%"),
+            ],
+        ],
+    )
+    yield Note(
+        "Two fixes: save model.module.state_dict() (rank 0's checkpoint.pt above), or strip the prefix "
+        "from DDP's own with torch.nn.modules.utils.consume_prefix_in_state_dict_if_present(sd, 'module.'). "
+        "Both loaded with torch.load(path, map_location=..., weights_only=True) and scored "
+        f"{present.metric(r0['unwrapped_accuracy'], '%')} and {present.metric(r0['stripped_accuracy'], '%')} "
+        f"against DDP's {present.metric(r0['ddp_accuracy'], '%')}: the weights are "
+        f"{'the same, bit for bit' if r0['fixes_identical'] else 'NOT the same'}.",
+        "result",
+    )
+    yield Note(
+        f"The job wrote {', '.join(f'{name} ({present.size(size)})' for name, size in written) or 'nothing'} "
+        f"in its folder under the scratch dir; the folder was "
+        f"{'removed' if removed else 'NOT removed'} at the end."
+    )
+    yield Finished(
+        {
+            "world_size": n,
+            "backend": plan.backend,
+            "checkpoint_bytes": r0["checkpoint_bytes"],
+            "every_rank_writes": every_calls,
+            "every_rank_written_bytes": every_bytes,
+            "every_rank_save_seconds": max(c["seconds"] for c in every),
+            "every_rank_file_intact": r0["every_intact"],
+            "rank0_writes": alone_calls,
+            "rank0_written_bytes": alone_bytes,
+            "rank0_save_seconds": alone[0]["seconds"],
+            "early_read": early,
+            "loaded_on_every_rank": r0["loaded_on_every_rank"],
+            "prefixed_key_share": r0["prefixed_key_share"],
+            "ddp_first_key": r0["ddp_first_key"],
+            "plain_load_error": r0["plain_load_error"],
+            "ddp_accuracy": r0["ddp_accuracy"],
+            "unwrapped_accuracy": r0["unwrapped_accuracy"],
+            "stripped_accuracy": r0["stripped_accuracy"],
+            "fixes_identical": r0["fixes_identical"],
+            "folder_removed": removed,
+            "launch_seconds": job.get("ready_s"),
+            "job_seconds": job.get("seconds"),
+            "attempts": job["attempts"],
+        }
+    )
 
 
 def _error_lines(text: str) -> list[str]:

@@ -72,8 +72,8 @@ def rank_main(ctx: RankContext) -> None:
     result: dict = {}
     start = time.perf_counter()
     for step in range(p.steps):
-        xs, ys = x[step * p.batch_size:(step + 1) * p.batch_size], y[step * p.batch_size:(step + 1) * p.batch_size]
-        mine_x, mine_y = xs[ctx.rank * b:(ctx.rank + 1) * b], ys[ctx.rank * b:(ctx.rank + 1) * b]
+        xs, ys = x[step * p.batch_size : (step + 1) * p.batch_size], y[step * p.batch_size : (step + 1) * p.batch_size]
+        mine_x, mine_y = xs[ctx.rank * b : (ctx.rank + 1) * b], ys[ctx.rank * b : (ctx.rank + 1) * b]
         optimizer.zero_grad()
         loss = F.cross_entropy(ddp(mine_x), mine_y)
         loss.backward()  # DDP all-reduces (averages) the gradients here, bucket by bucket
@@ -107,53 +107,78 @@ def rank_main(ctx: RankContext) -> None:
     dist.all_reduce(ranks_diff, op=dist.ReduceOp.MAX)
     if reference is not None:
         result["weights_max_diff"] = (weights - _flat(reference.parameters())).abs().max().item()
-    result.update(ranks_max_diff=ranks_diff.item(), weights_differed_before_wrap=bool(differed.item()),
-                  ranks_identical_after_wrap=bool(same_after_wrap.item()), dataset=data.description)
+    result.update(
+        ranks_max_diff=ranks_diff.item(),
+        weights_differed_before_wrap=bool(differed.item()),
+        ranks_identical_after_wrap=bool(same_after_wrap.item()),
+        dataset=data.description,
+    )
     ctx.result(**result)
 
 
 def measure(p: DdpEquivalenceParams, dev: Device) -> Iterator[Event]:
     plan = distributed.choose(dev, p.world_size)
     b = p.batch_size // p.world_size
-    yield Started("ddp-equivalence", plan.device, f"{p.world_size} x {plan.backend}", mnist.describe_source(),
-                  f"world size {p.world_size}, {b} samples per rank against 1 process with {p.batch_size}")
+    yield Started(
+        "ddp-equivalence",
+        plan.device,
+        f"{p.world_size} x {plan.backend}",
+        mnist.describe_source(),
+        f"world size {p.world_size}, {b} samples per rank against 1 process with {p.batch_size}",
+    )
     yield Note(plan.why)
-    yield Note(f"torchrun --standalone --nproc_per_node={p.world_size}: each rank seeds its model "
-               "differently, then DistributedDataParallel wraps it. Rank 0 also trains a plain copy on the whole "
-               f"batch of {p.batch_size}: a world of one process, the reference.")
+    yield Note(
+        f"torchrun --standalone --nproc_per_node={p.world_size}: each rank seeds its model "
+        "differently, then DistributedDataParallel wraps it. Rank 0 also trains a plain copy on the whole "
+        f"batch of {p.batch_size}: a world of one process, the reference."
+    )
     job = yield from distributed.launch("ddp_equivalence", plan, p.model_dump())
     r0 = job["results"][0]
-    yield Table(f"Gradients after the first backward ({r0['parameters']:,} parameters)",
-                ["compared with 1 process, batch " + str(p.batch_size), "largest difference"],
-                [[f"rank 0 alone, its {b} samples (no all-reduce)", f"{r0['local_grad_max_diff']:.2e}"],
-                 [f"DDP on rank 0, after all-reduce of {p.world_size} ranks", f"{r0['grad_max_diff']:.2e}"]])
-    yield Note(f"The gradient of rank 0's own {b} samples is off by up to {r0['local_grad_max_diff']:.1e}; after "
-               f"DDP's all-reduce it matches the whole batch's to {r0['grad_max_diff']:.1e} (float32 sums in "
-               "another order). Each rank's loss is the mean over its slice, DDP sums the N gradients and "
-               "divides by N: the mean of equal-sized means is the mean of the whole batch.", "result")
-    yield Note(f"Before wrapping, the ranks' weights "
-               f"{'differed' if r0['weights_differed_before_wrap'] else 'were already equal'} (seeded per rank); "
-               f"after DistributedDataParallel(model) they were "
-               f"{'identical' if r0['ranks_identical_after_wrap'] else 'NOT identical'}: the constructor copies "
-               "rank 0's weights to every rank, so the replicas start as one.")
-    yield Note(f"After {p.steps} SGD steps: DDP's weights against the single process's differ by at most "
-               f"{r0['weights_max_diff']:.1e}, and the ranks against each other by {r0['ranks_max_diff']:.1e}. "
-               f"Every step all-reduced {present.size(r0['allreduce_bytes'])} of gradients "
-               f"(4 bytes x {r0['parameters']:,} parameters).", "result")
-    yield Finished({
-        "world_size": p.world_size,
-        "backend": plan.backend,
-        "global_batch": p.batch_size,
-        "per_rank_batch": b,
-        "weights_differed_before_wrap": r0["weights_differed_before_wrap"],
-        "ranks_identical_after_wrap": r0["ranks_identical_after_wrap"],
-        "local_grad_max_diff": r0["local_grad_max_diff"],
-        "grad_max_diff": r0["grad_max_diff"],
-        "grads_allclose": r0["grads_allclose"],
-        "weights_max_diff": r0["weights_max_diff"],
-        "ranks_max_diff": max(r["ranks_max_diff"] for r in job["results"].values()),
-        "allreduce_bytes": r0["allreduce_bytes"],
-        "launch_seconds": job.get("ready_s"),
-        "job_seconds": job.get("seconds"),
-        "attempts": job["attempts"],
-    })
+    yield Table(
+        f"Gradients after the first backward ({r0['parameters']:,} parameters)",
+        ["compared with 1 process, batch " + str(p.batch_size), "largest difference"],
+        [
+            [f"rank 0 alone, its {b} samples (no all-reduce)", f"{r0['local_grad_max_diff']:.2e}"],
+            [f"DDP on rank 0, after all-reduce of {p.world_size} ranks", f"{r0['grad_max_diff']:.2e}"],
+        ],
+    )
+    yield Note(
+        f"The gradient of rank 0's own {b} samples is off by up to {r0['local_grad_max_diff']:.1e}; after "
+        f"DDP's all-reduce it matches the whole batch's to {r0['grad_max_diff']:.1e} (float32 sums in "
+        "another order). Each rank's loss is the mean over its slice, DDP sums the N gradients and "
+        "divides by N: the mean of equal-sized means is the mean of the whole batch.",
+        "result",
+    )
+    yield Note(
+        f"Before wrapping, the ranks' weights "
+        f"{'differed' if r0['weights_differed_before_wrap'] else 'were already equal'} (seeded per rank); "
+        f"after DistributedDataParallel(model) they were "
+        f"{'identical' if r0['ranks_identical_after_wrap'] else 'NOT identical'}: the constructor copies "
+        "rank 0's weights to every rank, so the replicas start as one."
+    )
+    yield Note(
+        f"After {p.steps} SGD steps: DDP's weights against the single process's differ by at most "
+        f"{r0['weights_max_diff']:.1e}, and the ranks against each other by {r0['ranks_max_diff']:.1e}. "
+        f"Every step all-reduced {present.size(r0['allreduce_bytes'])} of gradients "
+        f"(4 bytes x {r0['parameters']:,} parameters).",
+        "result",
+    )
+    yield Finished(
+        {
+            "world_size": p.world_size,
+            "backend": plan.backend,
+            "global_batch": p.batch_size,
+            "per_rank_batch": b,
+            "weights_differed_before_wrap": r0["weights_differed_before_wrap"],
+            "ranks_identical_after_wrap": r0["ranks_identical_after_wrap"],
+            "local_grad_max_diff": r0["local_grad_max_diff"],
+            "grad_max_diff": r0["grad_max_diff"],
+            "grads_allclose": r0["grads_allclose"],
+            "weights_max_diff": r0["weights_max_diff"],
+            "ranks_max_diff": max(r["ranks_max_diff"] for r in job["results"].values()),
+            "allreduce_bytes": r0["allreduce_bytes"],
+            "launch_seconds": job.get("ready_s"),
+            "job_seconds": job.get("seconds"),
+            "attempts": job["attempts"],
+        }
+    )

@@ -64,21 +64,29 @@ def who_won(rows: list[dict], allreduce: str) -> str:
     compute = [r["batch"] for r in rows if r["allreduce_s"] < r["compute_s"]]
     smallest, largest = rows[0]["batch"], rows[-1]["batch"]
     if not compute:
-        return (f"The all-reduce of {allreduce} took longer than the compute at every per-rank batch from {smallest} "
-                f"to {largest}: on this machine DDP spends more of each step exchanging gradients than computing.")
+        return (
+            f"The all-reduce of {allreduce} took longer than the compute at every per-rank batch from {smallest} "
+            f"to {largest}: on this machine DDP spends more of each step exchanging gradients than computing."
+        )
     if not comm:
-        return (f"Compute outweighed the all-reduce at every per-rank batch from {smallest} to {largest}: try "
-                "smaller batches to find where communication wins.")
+        return (
+            f"Compute outweighed the all-reduce at every per-rank batch from {smallest} to {largest}: try "
+            "smaller batches to find where communication wins."
+        )
     if max(comm) < min(compute):
-        return (f"Up to a per-rank batch of {max(comm)} the all-reduce of {allreduce} took longer than the compute; "
-                f"from {min(compute)} up the compute outweighed it.")
+        return (
+            f"Up to a per-rank batch of {max(comm)} the all-reduce of {allreduce} took longer than the compute; "
+            f"from {min(compute)} up the compute outweighed it."
+        )
 
     def listed(batches: list[int]) -> str:
         return ", ".join(str(b) for b in batches[:-1]) + (" and " if len(batches) > 1 else "") + str(batches[-1])
 
-    return (f"No clean switch in this sweep: the all-reduce of {allreduce} took longer than the compute at per-rank "
-            f"batch{'es' if len(comm) > 1 else ''} {listed(comm)}, the compute outweighed it at {listed(compute)}. "
-            "Timings this close flip with what else the machine is doing; run it again to see which holds.")
+    return (
+        f"No clean switch in this sweep: the all-reduce of {allreduce} took longer than the compute at per-rank "
+        f"batch{'es' if len(comm) > 1 else ''} {listed(comm)}, the compute outweighed it at {listed(compute)}. "
+        "Timings this close flip with what else the machine is doing; run it again to see which holds."
+    )
 
 
 def efficiency(single_per_s: float, ddp_per_s: float, world_size: int) -> float:
@@ -111,7 +119,7 @@ def rank_main(ctx: RankContext) -> None:
 
     def batch(i: int, b: int) -> tuple[torch.Tensor, torch.Tensor]:
         start = ((i * n + rank) * b) % max(1, span - b)  # each rank its own samples
-        return x[start:start + b], y[start:start + b]
+        return x[start : start + b], y[start : start + b]
 
     def stepper(model: torch.nn.Module, opt: torch.optim.Optimizer, b: int) -> Callable[[int], torch.Tensor]:
         def step(i: int) -> torch.Tensor:
@@ -121,6 +129,7 @@ def rank_main(ctx: RankContext) -> None:
             loss.backward()
             opt.step()
             return loss
+
         return step
 
     def timed(step: Callable[[int], torch.Tensor], count: int) -> tuple[float, torch.Tensor]:
@@ -209,8 +218,12 @@ def rank_main(ctx: RankContext) -> None:
             comm.append(time.perf_counter() - start)
         every = slowest(full + local + comm)  # per repetition, the slowest rank
         k = p.steps
-        row = {"batch": b, "ddp_s": statistics.median(every[:k]), "compute_s": statistics.median(every[k:2 * k]),
-               "allreduce_s": statistics.median(every[2 * k:])}
+        row = {
+            "batch": b,
+            "ddp_s": statistics.median(every[:k]),
+            "compute_s": statistics.median(every[k : 2 * k]),
+            "allreduce_s": statistics.median(every[2 * k :]),
+        }
         row["exposed_s"] = row["ddp_s"] - row["compute_s"]
         rows.append(row)
 
@@ -222,11 +235,20 @@ def rank_main(ctx: RankContext) -> None:
     many_per_s = statistics.median(n * p.steps * p.batch_size / s for s in ddp_s)
     parameters = count_parameters(ddp.module)
     ctx.result(
-        parameters=parameters, bucket_bytes=bucket_bytes, first_step_buckets=per_step[0], logged_buckets=logged,
-        single_samples_per_s=single, ddp_samples_per_s=many_per_s,
-        single_step_s=statistics.median(single_s) / p.steps, ddp_round_step_s=statistics.median(ddp_s) / p.steps,
-        compute_seconds=mid["compute_s"], allreduce_seconds=mid["allreduce_s"], ddp_step_seconds=mid["ddp_s"],
-        exposed_comm_seconds=mid["exposed_s"], rows=rows, dataset=data.description,
+        parameters=parameters,
+        bucket_bytes=bucket_bytes,
+        first_step_buckets=per_step[0],
+        logged_buckets=logged,
+        single_samples_per_s=single,
+        ddp_samples_per_s=many_per_s,
+        single_step_s=statistics.median(single_s) / p.steps,
+        ddp_round_step_s=statistics.median(ddp_s) / p.steps,
+        compute_seconds=mid["compute_s"],
+        allreduce_seconds=mid["allreduce_s"],
+        ddp_step_seconds=mid["ddp_s"],
+        exposed_comm_seconds=mid["exposed_s"],
+        rows=rows,
+        dataset=data.description,
     )
 
 
@@ -238,14 +260,22 @@ def measure(p: DdpScalingParams, dev: Device) -> Iterator[Event]:
         load = os.getloadavg()[0]
     except (AttributeError, OSError):  # no load average on this platform
         load = None
-    yield Started("ddp-scaling", plan.device, f"{n} x {plan.backend}", mnist.describe_source(),
-                  f"world size 1 and {n}, {b} samples per rank per step; sweep {p.sweep}")
+    yield Started(
+        "ddp-scaling",
+        plan.device,
+        f"{n} x {plan.backend}",
+        mnist.describe_source(),
+        f"world size 1 and {n}, {b} samples per rank per step; sweep {p.sweep}",
+    )
     yield Note(plan.why)
-    yield Note(f"World size 1: a plain MNISTClassifier (no DDP) in rank 0 of the job while the other ranks wait. "
-               f"World size {n}: every rank's model under DistributedDataParallel. Same model, {b} samples per "
-               f"rank per step, {p.warmup} warm-up steps, then {p.steps} timed steps, in turns {p.rounds} times; "
-               "time.perf_counter around the steps" + (" after torch.cuda.synchronize" if plan.on_gpus else "")
-               + "; a DDP run's time is its slowest rank's.")
+    yield Note(
+        f"World size 1: a plain MNISTClassifier (no DDP) in rank 0 of the job while the other ranks wait. "
+        f"World size {n}: every rank's model under DistributedDataParallel. Same model, {b} samples per "
+        f"rank per step, {p.warmup} warm-up steps, then {p.steps} timed steps, in turns {p.rounds} times; "
+        "time.perf_counter around the steps"
+        + (" after torch.cuda.synchronize" if plan.on_gpus else "")
+        + "; a DDP run's time is its slowest rank's."
+    )
     job = yield from distributed.launch("ddp_scaling", plan, p.model_dump())
     r0 = job["results"][0]
     single, many = r0["single_samples_per_s"], r0["ddp_samples_per_s"]
@@ -253,83 +283,133 @@ def measure(p: DdpScalingParams, dev: Device) -> Iterator[Event]:
     rows = r0["rows"]
     cross = crossover(rows)
 
-    yield Table(f"Throughput: {b} samples per rank per step",
-                ["world size", "how", "step", "samples/s"],
-                [["1", "plain model, no DDP (rank 0 alone)", present.seconds(r0["single_step_s"]),
-                  present.metric_value("single_samples_per_s", single)],
-                 [str(n), f"DDP, {n} {'GPUs' if plan.on_gpus else 'CPU processes'}",
-                  present.seconds(r0["ddp_round_step_s"]), present.metric_value("ddp_samples_per_s", many)]])
+    yield Table(
+        f"Throughput: {b} samples per rank per step",
+        ["world size", "how", "step", "samples/s"],
+        [
+            [
+                "1",
+                "plain model, no DDP (rank 0 alone)",
+                present.seconds(r0["single_step_s"]),
+                present.metric_value("single_samples_per_s", single),
+            ],
+            [
+                str(n),
+                f"DDP, {n} {'GPUs' if plan.on_gpus else 'CPU processes'}",
+                present.seconds(r0["ddp_round_step_s"]),
+                present.metric_value("ddp_samples_per_s", many),
+            ],
+        ],
+    )
     bound = ""
     if not plan.on_gpus:
         busy = f"; load average {load:.1f} when it started" if load is not None else ""
-        bound = (f" Here {n} processes of one thread each share {cores} CPU cores with torchrun, the engine and the "
-                 f"screen{busy}: efficiency on this machine is bounded by its cores, not by DDP alone. A GPU box "
-                 "(NCCL over NVLink, one GPU per rank) follows the same formula with its own compute and all-reduce "
-                 "times; this run measured none of them.")
-    yield Note(f"Samples/s: {present.metric_value('single_samples_per_s', single)} with 1 process, "
-               f"{present.metric_value('ddp_samples_per_s', many)} with {n} under DDP: "
-               f"{present.metric(many / single, 'x')} the throughput. Scaling efficiency = samples/s at N / "
-               f"(N x samples/s at 1) = {present.metric(many)} / ({n} x {present.metric(single)}) = "
-               f"{present.metric(eff, '%')}; 100% would mean the all-reduce cost nothing." + bound, "result")
+        bound = (
+            f" Here {n} processes of one thread each share {cores} CPU cores with torchrun, the engine and the "
+            f"screen{busy}: efficiency on this machine is bounded by its cores, not by DDP alone. A GPU box "
+            "(NCCL over NVLink, one GPU per rank) follows the same formula with its own compute and all-reduce "
+            "times; this run measured none of them."
+        )
+    yield Note(
+        f"Samples/s: {present.metric_value('single_samples_per_s', single)} with 1 process, "
+        f"{present.metric_value('ddp_samples_per_s', many)} with {n} under DDP: "
+        f"{present.metric(many / single, 'x')} the throughput. Scaling efficiency = samples/s at N / "
+        f"(N x samples/s at 1) = {present.metric(many)} / ({n} x {present.metric(single)}) = "
+        f"{present.metric(eff, '%')}; 100% would mean the all-reduce cost nothing." + bound,
+        "result",
+    )
 
     buckets = r0["bucket_bytes"]
     total = sum(buckets)
     sizes_text = ", ".join(f"{s:,} B" for s in buckets)
     logged = r0.get("logged_buckets")
-    logged_text = ("DDP's own record (`_get_ddp_logging_data()`, a private API) agrees." if logged == buckets
-                   else f"DDP's own record (`_get_ddp_logging_data()`, a private API) says {logged}." if logged
-                   else "DDP's own record (`_get_ddp_logging_data()`, a private API) was not available.")
-    one = (" The model's gradients fit in one bucket (a bucket closes once it reaches bucket_cap_mb): its "
-           "all-reduce can start only when the last gradient (fc1's, the first layer, computed last) is ready, "
-           "so none of it overlaps with the backward pass." if len(buckets) == 1 else
-           " The first bucket's all-reduce starts while backward still computes the earlier layers' gradients.")
+    logged_text = (
+        "DDP's own record (`_get_ddp_logging_data()`, a private API) agrees."
+        if logged == buckets
+        else f"DDP's own record (`_get_ddp_logging_data()`, a private API) says {logged}."
+        if logged
+        else "DDP's own record (`_get_ddp_logging_data()`, a private API) was not available."
+    )
+    one = (
+        " The model's gradients fit in one bucket (a bucket closes once it reaches bucket_cap_mb): its "
+        "all-reduce can start only when the last gradient (fc1's, the first layer, computed last) is ready, "
+        "so none of it overlaps with the backward pass."
+        if len(buckets) == 1
+        else " The first bucket's all-reduce starts while backward still computes the earlier layers' gradients."
+    )
     first = r0["first_step_buckets"]
-    rebuilt = (f" In the first step DDP reduced {len(first)} bucket{'s' if len(first) != 1 else ''} "
-               f"({', '.join(f'{s:,} B' for s in first)}), then rebuilt its buckets in the order the gradients "
-               "arrived." if first != buckets else "")
-    yield Note(f"DDP all-reduced {len(buckets)} bucket{'s' if len(buckets) != 1 else ''} per step ({sizes_text}), "
-               f"as its communication hook saw them: {present.size(total)} = 4 B x {r0['parameters']:,} "
-               f"parameters. {logged_text}" + one + rebuilt)
+    rebuilt = (
+        f" In the first step DDP reduced {len(first)} bucket{'s' if len(first) != 1 else ''} "
+        f"({', '.join(f'{s:,} B' for s in first)}), then rebuilt its buckets in the order the gradients "
+        "arrived."
+        if first != buckets
+        else ""
+    )
+    yield Note(
+        f"DDP all-reduced {len(buckets)} bucket{'s' if len(buckets) != 1 else ''} per step ({sizes_text}), "
+        f"as its communication hook saw them: {present.size(total)} = 4 B x {r0['parameters']:,} "
+        f"parameters. {logged_text}" + one + rebuilt
+    )
 
-    table_rows = [[str(row["batch"]), present.seconds(row["compute_s"]), present.seconds(row["allreduce_s"]),
-                   present.seconds(row["ddp_s"]), present.seconds(row["exposed_s"]),
-                   present.metric(row["allreduce_s"] / row["compute_s"], "x")] for row in rows]
-    yield Table(f"Per step on {n} ranks (slowest rank, median of {p.steps}): compute against all-reduce",
-                ["batch/rank", "compute", "all-reduce", "DDP step", "added", "comm/compute"], table_rows)
+    table_rows = [
+        [
+            str(row["batch"]),
+            present.seconds(row["compute_s"]),
+            present.seconds(row["allreduce_s"]),
+            present.seconds(row["ddp_s"]),
+            present.seconds(row["exposed_s"]),
+            present.metric(row["allreduce_s"] / row["compute_s"], "x"),
+        ]
+        for row in rows
+    ]
+    yield Table(
+        f"Per step on {n} ranks (slowest rank, median of {p.steps}): compute against all-reduce",
+        ["batch/rank", "compute", "all-reduce", "DDP step", "added", "comm/compute"],
+        table_rows,
+    )
     where = who_won(rows, present.size(total))
-    yield Note(f"{where} The all-reduce moves the same bytes whatever the batch (4 B per parameter), while the "
-               "compute grows with the samples each rank takes; a smaller model shrinks both. What decides whether "
-               "DDP pays is the work per parameter per step, the per-rank batch: too small, and N processes spend "
-               "their time waiting on each other's gradients.", "result")
-    yield Note("The columns: compute is a DDP step inside no_sync() (forward, backward, SGD step, no all-reduce); "
-               "all-reduce is a blocking dist.all_reduce of DDP's bucket sizes after a barrier, the communication "
-               "alone; DDP step is the real thing; added is DDP step - compute: the all-reduce that backward did "
-               "not hide and every wait inside it, for the slowest rank to arrive and, on shared cores, for a "
-               "waiting process to be given a core again.")
-    yield Note("Formula: a DDP step takes about compute + all-reduce - overlap, plus the wait for the slowest rank; "
-               "a ring all-reduce of S bytes over N ranks sends 2 x (N-1)/N x S bytes per rank, so its time is about "
-               "that over the link's bandwidth plus a latency per bucket. With the same batch per rank, efficiency = "
-               "step time at 1 / step time at N.")
-    yield Finished({
-        "world_size": n,
-        "backend": plan.backend,
-        "cpu_cores": cores,
-        "per_rank_batch": b,
-        "parameters": r0["parameters"],
-        "allreduce_bytes": total,
-        "bucket_count": len(buckets),
-        "single_samples_per_s": single,
-        "ddp_samples_per_s": many,
-        "speedup": many / single,
-        "scaling_efficiency": eff,
-        "compute_seconds": r0["compute_seconds"],
-        "allreduce_seconds": r0["allreduce_seconds"],
-        "ddp_step_seconds": r0["ddp_step_seconds"],
-        "exposed_comm_seconds": r0["exposed_comm_seconds"],
-        "comm_compute_ratio": r0["allreduce_seconds"] / r0["compute_seconds"],
-        "crossover_batch": cross,
-        "load_average": load,
-        "launch_seconds": job.get("ready_s"),
-        "job_seconds": job.get("seconds"),
-        "attempts": job["attempts"],
-    })
+    yield Note(
+        f"{where} The all-reduce moves the same bytes whatever the batch (4 B per parameter), while the "
+        "compute grows with the samples each rank takes; a smaller model shrinks both. What decides whether "
+        "DDP pays is the work per parameter per step, the per-rank batch: too small, and N processes spend "
+        "their time waiting on each other's gradients.",
+        "result",
+    )
+    yield Note(
+        "The columns: compute is a DDP step inside no_sync() (forward, backward, SGD step, no all-reduce); "
+        "all-reduce is a blocking dist.all_reduce of DDP's bucket sizes after a barrier, the communication "
+        "alone; DDP step is the real thing; added is DDP step - compute: the all-reduce that backward did "
+        "not hide and every wait inside it, for the slowest rank to arrive and, on shared cores, for a "
+        "waiting process to be given a core again."
+    )
+    yield Note(
+        "Formula: a DDP step takes about compute + all-reduce - overlap, plus the wait for the slowest rank; "
+        "a ring all-reduce of S bytes over N ranks sends 2 x (N-1)/N x S bytes per rank, so its time is about "
+        "that over the link's bandwidth plus a latency per bucket. With the same batch per rank, efficiency = "
+        "step time at 1 / step time at N."
+    )
+    yield Finished(
+        {
+            "world_size": n,
+            "backend": plan.backend,
+            "cpu_cores": cores,
+            "per_rank_batch": b,
+            "parameters": r0["parameters"],
+            "allreduce_bytes": total,
+            "bucket_count": len(buckets),
+            "single_samples_per_s": single,
+            "ddp_samples_per_s": many,
+            "speedup": many / single,
+            "scaling_efficiency": eff,
+            "compute_seconds": r0["compute_seconds"],
+            "allreduce_seconds": r0["allreduce_seconds"],
+            "ddp_step_seconds": r0["ddp_step_seconds"],
+            "exposed_comm_seconds": r0["exposed_comm_seconds"],
+            "comm_compute_ratio": r0["allreduce_seconds"] / r0["compute_seconds"],
+            "crossover_batch": cross,
+            "load_average": load,
+            "launch_seconds": job.get("ready_s"),
+            "job_seconds": job.get("seconds"),
+            "attempts": job["attempts"],
+        }
+    )

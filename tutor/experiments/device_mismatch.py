@@ -38,7 +38,7 @@ def _short(filename: str) -> str:
     parts = filename.replace("\\", "/").split("/")
     for anchor in ("torch", "tutor"):
         if anchor in parts:
-            return "/".join(parts[len(parts) - 1 - parts[::-1].index(anchor):])
+            return "/".join(parts[len(parts) - 1 - parts[::-1].index(anchor) :])
     return os.path.basename(filename)
 
 
@@ -56,7 +56,7 @@ def _origin(exc: BaseException) -> tuple[traceback.FrameSummary | None, list[tra
     here = os.path.abspath(__file__)
     ours = [i for i, f in enumerate(frames) if os.path.abspath(f.filename) == here]
     line = frames[ours[-1]] if ours else None
-    inner = frames[ours[-1] + 1:] if ours else frames
+    inner = frames[ours[-1] + 1 :] if ours else frames
     # The model's own forward (tutor/experiments/model.py), the last torch.nn layer (F.linear), the raise itself.
     keep = [f for f in inner if "/torch/" not in _path(f)]
     keep += [f for f in inner if "/torch/nn/" in _path(f) and not _path(f).endswith("modules/module.py")][-1:]
@@ -71,8 +71,13 @@ def measure(p: DeviceMismatchParams, dev: Device) -> Iterator[Event]:
     device = torch.device(dev.torch_device if accelerated else "meta")
     seed_everything(p.seed)
     data = load("cpu", train_samples=SAMPLES, test_samples=BATCH_SIZE)
-    yield Started("device-mismatch", str(device), dev.name if accelerated else "meta (no accelerator here)",
-                  data.description, "the reverse: batches moved, the model left on the CPU" if p.reverse else "")
+    yield Started(
+        "device-mismatch",
+        str(device),
+        dev.name if accelerated else "meta (no accelerator here)",
+        data.description,
+        "the reverse: batches moved, the model left on the CPU" if p.reverse else "",
+    )
     if not accelerated:
         moved, stays = ("the batches go", "model stays") if p.reverse else ("the model goes", "batch stays")
         yield Note(
@@ -107,8 +112,7 @@ def measure(p: DeviceMismatchParams, dev: Device) -> Iterator[Event]:
 
     metrics: dict = {"model_device": model_device, "input_device": input_device, "method": method}
     if error is None:
-        yield Note(f"No error was raised with the model on {model_device} and the batch on {input_device}.",
-                   "warning")
+        yield Note(f"No error was raised with the model on {model_device} and the batch on {input_device}.", "warning")
         metrics.update(error_type=None, error_message=None, error_line=None, error_frame=None)
     else:
         line, frames = _origin(error)
@@ -145,9 +149,11 @@ def measure(p: DeviceMismatchParams, dev: Device) -> Iterator[Event]:
         optimizer.step()
         break  # one real step is enough to show it works
     fix_loss = loss.item()
-    fix = ("model = MNISTClassifier().to(device), once, before the optimizer is made (as the PyTorch "
-           "docs advise)" if p.reverse else
-           "inputs, labels = inputs.to(device), labels.to(device) as the first line inside the loop")
+    fix = (
+        "model = MNISTClassifier().to(device), once, before the optimizer is made (as the PyTorch docs advise)"
+        if p.reverse
+        else "inputs, labels = inputs.to(device), labels.to(device) as the first line inside the loop"
+    )
     yield Note(
         f"The fix: {fix}. One real Adam step ran on {fix_device} with a batch on {inputs.device}: loss {fix_loss:.4f}."
         + ("" if accelerated else " (On this machine device is cpu, the only real device here.)"),

@@ -63,8 +63,9 @@ class Device:
             return None
         gib = 2**30
         others = self.total_memory - self.free_memory
-        text = (f"{self.free_memory / gib:.1f} of {self.total_memory / gib:.1f} GiB free"
-                + (f" ({others / gib:.1f} GiB held by other processes or the driver)" if others > 0 else ""))
+        text = f"{self.free_memory / gib:.1f} of {self.total_memory / gib:.1f} GiB free" + (
+            f" ({others / gib:.1f} GiB held by other processes or the driver)" if others > 0 else ""
+        )
         if cap_mib:
             text += f"; each run capped at {cap_mib:,} MiB ({cap_source})"
         return text
@@ -108,8 +109,7 @@ def _cpu() -> Device:
         capability = torch.backends.cpu.get_cpu_capability()
     except Exception:  # noqa: BLE001 - older torch
         pass
-    native_bf16 = ("AMX" in capability.upper() or _cpu_flag("avx512_bf16") or _cpu_flag("amx_bf16")
-                   or _arm_bf16())
+    native_bf16 = "AMX" in capability.upper() or _cpu_flag("avx512_bf16") or _cpu_flag("amx_bf16") or _arm_bf16()
     return Device(
         kind="cpu",
         index=None,
@@ -140,8 +140,9 @@ def _arm_bf16() -> bool:
         import subprocess
 
         try:
-            out = subprocess.run(["sysctl", "-n", "hw.optional.arm.FEAT_BF16"], capture_output=True, text=True,
-                                 timeout=2)
+            out = subprocess.run(
+                ["sysctl", "-n", "hw.optional.arm.FEAT_BF16"], capture_output=True, text=True, timeout=2
+            )
         except (OSError, subprocess.SubprocessError):
             return False
         return out.stdout.strip() == "1"
@@ -183,8 +184,7 @@ def _mps() -> Device:
     except (AttributeError, RuntimeError):
         total = free = None
     # MPS supports float16 autocast; bfloat16 needs macOS 14+ (checked by a real op below).
-    return Device(kind="mps", index=None, name=name, total_memory=total, free_memory=free, bf16=_mps_bf16(),
-                  fp16=True)
+    return Device(kind="mps", index=None, name=name, total_memory=total, free_memory=free, bf16=_mps_bf16(), fp16=True)
 
 
 def _mps_bf16() -> bool:
@@ -279,4 +279,3 @@ def start_up(dev: Device) -> None:
         w = torch.ones(8, 8, device="mps", requires_grad=True)
         (w @ w).sum().backward()
         torch.mps.synchronize()
-

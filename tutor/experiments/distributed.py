@@ -68,21 +68,31 @@ def choose(dev: Device, world_size: int) -> Plan:
 
         gpus = torch.cuda.device_count()
     if dev.kind == "cuda" and gpus >= world_size:
-        return Plan("nccl", world_size, "cuda",
-                    f"NCCL: {world_size} processes, one GPU each (cuda:0 to cuda:{world_size - 1}).")
+        return Plan(
+            "nccl", world_size, "cuda", f"NCCL: {world_size} processes, one GPU each (cuda:0 to cuda:{world_size - 1})."
+        )
     if dev.kind == "cuda":
-        why = (f"gloo on the CPU: {world_size} processes need {world_size} GPUs for NCCL (one GPU per process) "
-               f"and this machine has {gpus}.")
+        why = (
+            f"gloo on the CPU: {world_size} processes need {world_size} GPUs for NCCL (one GPU per process) "
+            f"and this machine has {gpus}."
+        )
     elif dev.kind == "mps":
         why = "gloo on the CPU: PyTorch has no collective backend for Apple's MPS."
     else:
         import torch
 
-        why = ("gloo on the CPU: this run was asked for the CPU." if torch.cuda.is_available()
-               else "gloo on the CPU: no CUDA GPU here.")
-    return Plan("gloo", world_size, "cpu",
-                f"{why} {world_size} CPU processes of 1 thread each, all on this machine's cores: "
-                "the same torchrun, DDP and all-reduce as on a GPU box, slower.")
+        why = (
+            "gloo on the CPU: this run was asked for the CPU."
+            if torch.cuda.is_available()
+            else "gloo on the CPU: no CUDA GPU here."
+        )
+    return Plan(
+        "gloo",
+        world_size,
+        "cpu",
+        f"{why} {world_size} CPU processes of 1 thread each, all on this machine's cores: "
+        "the same torchrun, DDP and all-reduce as on a GPU box, slower.",
+    )
 
 
 def command(module: str, world_size: int) -> list[str]:
@@ -91,8 +101,15 @@ def command(module: str, world_size: int) -> list[str]:
 
 
 def _torchrun_args(module: str, world_size: int) -> list[str]:
-    return ["--standalone", f"--nproc_per_node={world_size}", "--max-restarts=0", "--monitor-interval=0.1",
-            "-m", "tutor.experiments.rank", module]
+    return [
+        "--standalone",
+        f"--nproc_per_node={world_size}",
+        "--max-restarts=0",
+        "--monitor-interval=0.1",
+        "-m",
+        "tutor.experiments.rank",
+        module,
+    ]
 
 
 def _argv(module: str, world_size: int) -> list[str]:
@@ -101,8 +118,11 @@ def _argv(module: str, world_size: int) -> list[str]:
 
 
 def _environment(plan: Plan, args: dict[str, Any], lock: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("TORCHELASTIC_", "RANK", "LOCAL_RANK",
-                                                                    "WORLD_SIZE", "MASTER_"))}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("TORCHELASTIC_", "RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_"))
+    }
     env[ARGS_ENV] = json.dumps(args)
     env[BACKEND_ENV] = plan.backend
     env[LOCK_ENV] = lock
@@ -157,8 +177,9 @@ def _stop(proc: subprocess.Popen, rank_pids: set[int]) -> None:
                 pass
 
 
-def _attempt(module: str, plan: Plan, args: dict[str, Any], timeout_s: float,
-             out: dict[str, Any]) -> Generator[Event, None, None]:
+def _attempt(
+    module: str, plan: Plan, args: dict[str, Any], timeout_s: float, out: dict[str, Any]
+) -> Generator[Event, None, None]:
     """One launch; fills out["results"], out["errors"], out["failure"], out["ready_s"]."""
     results: dict[int, dict[str, Any]] = out.setdefault("results", {})
     errors: dict[int, dict[str, Any]] = out.setdefault("errors", {})
@@ -166,9 +187,14 @@ def _attempt(module: str, plan: Plan, args: dict[str, Any], timeout_s: float,
     pids: set[int] = set()
     with tempfile.TemporaryFile("w+") as err, tempfile.NamedTemporaryFile(prefix="gpututor-ranks-") as lock:
         started = time.perf_counter()
-        proc = subprocess.Popen(_argv(module, plan.world_size), stdout=subprocess.PIPE, stderr=err,
-                                stdin=subprocess.DEVNULL, env=_environment(plan, args, lock.name),
-                                cwd=args.get("workdir") or None)
+        proc = subprocess.Popen(
+            _argv(module, plan.world_size),
+            stdout=subprocess.PIPE,
+            stderr=err,
+            stdin=subprocess.DEVNULL,
+            env=_environment(plan, args, lock.name),
+            cwd=args.get("workdir") or None,
+        )
         try:
             buffer = b""
             fd = proc.stdout.fileno()
@@ -190,7 +216,7 @@ def _attempt(module: str, plan: Plan, args: dict[str, Any], timeout_s: float,
                     if not line.startswith(MARK):
                         continue
                     try:
-                        event = json.loads(line[len(MARK):])
+                        event = json.loads(line[len(MARK) :])
                     except ValueError:
                         continue
                     kind, rank = event.get("kind"), int(event.get("rank", -1))
@@ -201,8 +227,15 @@ def _attempt(module: str, plan: Plan, args: dict[str, Any], timeout_s: float,
                         if len(ready) == plan.world_size:
                             out["ready_s"] = time.perf_counter() - started
                     elif kind == "step":
-                        yield Step(event["step"], event["total"], event["loss"], event["seconds"],
-                                   event["samples_per_s"], event.get("epoch", 1), label=f"rank {rank}")
+                        yield Step(
+                            event["step"],
+                            event["total"],
+                            event["loss"],
+                            event["seconds"],
+                            event["samples_per_s"],
+                            event.get("epoch", 1),
+                            label=f"rank {rank}",
+                        )
                     elif kind == "note":
                         yield Note(f"rank {rank}: {event['text']}", event.get("level", "info"))
                     elif kind == "table":
@@ -231,8 +264,9 @@ def drain(job: Generator[Event, None, dict[str, Any]]) -> dict[str, Any]:
             return done.value
 
 
-def launch(module: str, plan: Plan, args: dict[str, Any] | None = None, *, timeout_s: float = TIMEOUT_S,
-           retries: int = 1) -> Generator[Event, None, dict[str, Any]]:
+def launch(
+    module: str, plan: Plan, args: dict[str, Any] | None = None, *, timeout_s: float = TIMEOUT_S, retries: int = 1
+) -> Generator[Event, None, dict[str, Any]]:
     """Run `rank_main` of tutor/experiments/MODULE.py in plan.world_size processes under torchrun.
 
     Yields the ranks' events; returns {"results": {rank: values}, "seconds": wall time of the job,
@@ -250,13 +284,17 @@ def launch(module: str, plan: Plan, args: dict[str, Any] | None = None, *, timeo
             causes = [(r, e) for r, e in errors.items() if not PEER_GONE.search(str(e.get("text", "")))]
             rank, error = (causes or list(errors.items()))[0]
             where = f" at {error['where']}" if error.get("where") else ""
-            raise LaunchFailed(f"rank {rank} of {plan.world_size} failed{where}: {error.get('type')}: "
-                               f"{error.get('text')}")
+            raise LaunchFailed(
+                f"rank {rank} of {plan.world_size} failed{where}: {error.get('type')}: {error.get('text')}"
+            )
         if not failure:
             out["attempts"] = attempt + 1
             return out
         if out.get("timed_out") or attempt == retries:
-            raise LaunchFailed(f"torchrun's {plan.world_size} processes failed ({failure})"
-                               + (f", {attempt + 1} launches" if attempt else "") + ".")
+            raise LaunchFailed(
+                f"torchrun's {plan.world_size} processes failed ({failure})"
+                + (f", {attempt + 1} launches" if attempt else "")
+                + "."
+            )
         yield Note(f"The launch failed ({failure}); trying once more from the start.", "warning")
     raise AssertionError("unreachable")

@@ -105,8 +105,10 @@ def _serve(conn, log_path: str | None) -> None:
                 if budget and errors.is_out_of_memory(exc) and not errors.is_device_out_of_memory(exc):
                     error += f" ({MEMORY_ENV} limits each run to {budget} MiB here.)"
                 elif on_gpu and errors.is_device_out_of_memory(exc) and gpu_share.cap_mib():
-                    error += (f" ({gpu_share.cap_source()} caps each run at {gpu_share.cap_mib():,} MiB of GPU "
-                              "memory here, so that the learners sharing this GPU all fit.)")
+                    error += (
+                        f" ({gpu_share.cap_source()} caps each run at {gpu_share.cap_mib():,} MiB of GPU "
+                        "memory here, so that the learners sharing this GPU all fit.)"
+                    )
             finally:
                 if gen is not None:
                     gen.close()
@@ -285,8 +287,9 @@ class Engine:
             _, found, chosen, problem = self._recv()
             return found, chosen, problem
 
-    def run(self, name: str, params: dict[str, Any], device: str | None,
-            cancelled: Callable[[], bool]) -> Iterator[tuple]:
+    def run(
+        self, name: str, params: dict[str, Any], device: str | None, cancelled: Callable[[], bool]
+    ) -> Iterator[tuple]:
         """Yield ("event", Event) items, then one ("ended", status, error).
 
         `cancelled` is polled while waiting; when it turns true the child is asked to stop.
@@ -356,8 +359,10 @@ def _died(code: int | None) -> str:
         except ValueError:
             name = f"signal {-code}"
         if name == "SIGKILL":
-            return ("The experiment process was killed (SIGKILL), most likely because the machine ran out of "
-                    "memory. Try a smaller batch_size or fewer samples.")
+            return (
+                "The experiment process was killed (SIGKILL), most likely because the machine ran out of "
+                "memory. Try a smaller batch_size or fewer samples."
+            )
         return f"The experiment process crashed ({name}). Press r to try again."
     return f"The experiment process exited unexpectedly (exit code {code}). Press r to try again."
 

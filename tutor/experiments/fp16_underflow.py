@@ -112,8 +112,13 @@ def measure(p: Fp16UnderflowParams, dev: Device) -> Iterator[Event]:
         "Range of each format (torch.finfo; smallest subnormal by torch.nextafter)",
         ["dtype", "max", "smallest normal", "smallest subnormal", "eps"],
         [
-            [str(d).removeprefix("torch."), significant(fi.max), significant(fi.smallest_normal),
-             significant(smallest_subnormal(d)), significant(fi.eps)]
+            [
+                str(d).removeprefix("torch."),
+                significant(fi.max),
+                significant(fi.smallest_normal),
+                significant(smallest_subnormal(d)),
+                significant(fi.eps),
+            ]
             for d, fi in ((torch.float16, f16), (torch.bfloat16, bf16), (torch.float32, f32))
         ],
     )
@@ -149,8 +154,11 @@ def measure(p: Fp16UnderflowParams, dev: Device) -> Iterator[Event]:
             f"float16 lost the gradient before the multiplication: the activation x = {factor:.3g} is itself "
             f"too small for float16 (smallest subnormal {sub16:.3g}) and is stored as 0.0, so g * x is 0.0. "
             "Loss scaling multiplies the gradients flowing backward, not the activations"
-            + (f", so it cannot bring this one back: with the loss x {p.scale:g} the result is still 0.0."
-               if g16_scaled == 0.0 else f". {scaled_text}"),
+            + (
+                f", so it cannot bring this one back: with the loss x {p.scale:g} the result is still 0.0."
+                if g16_scaled == 0.0
+                else f". {scaled_text}"
+            ),
             "result",
         )
     elif flushed:
@@ -201,10 +209,22 @@ def measure(p: Fp16UnderflowParams, dev: Device) -> Iterator[Event]:
         "torch.amp.GradScaler('cpu'), one real SGD step each",
         ["true gradient", "scale before", "grad after backward", "grad after unscale_", "step taken", "scale after"],
         [
-            [significant(p.gradient), significant(ok["scale_before"]), significant(ok["scaled_grad"]), significant(ok["unscaled_grad"]),
-             str(ok["stepped"]), significant(ok["scale_after"])],
-            [significant(big), significant(over["scale_before"]), significant(over["scaled_grad"]), significant(over["unscaled_grad"]),
-             str(over["stepped"]), significant(over["scale_after"])],
+            [
+                significant(p.gradient),
+                significant(ok["scale_before"]),
+                significant(ok["scaled_grad"]),
+                significant(ok["unscaled_grad"]),
+                str(ok["stepped"]),
+                significant(ok["scale_after"]),
+            ],
+            [
+                significant(big),
+                significant(over["scale_before"]),
+                significant(over["scaled_grad"]),
+                significant(over["unscaled_grad"]),
+                str(over["stepped"]),
+                significant(over["scale_after"]),
+            ],
         ],
     )
     if not over["stepped"]:
@@ -214,9 +234,7 @@ def measure(p: Fp16UnderflowParams, dev: Device) -> Iterator[Event]:
             f"{f16.max:g})."
         )
     else:  # not expected: report what happened rather than what should have
-        second = (
-            f"In the second row the step was taken (scale {over['scale_before']:g} -> {over['scale_after']:g})."
-        )
+        second = f"In the second row the step was taken (scale {over['scale_before']:g} -> {over['scale_after']:g})."
     yield Note(
         "GradScaler multiplies the loss by its scale before backward(), unscale_ divides the "
         "gradients by it in float32, and step() skips the update when any gradient is inf or NaN; "

@@ -56,8 +56,9 @@ def _rounds(updates: int) -> tuple[int, int]:
     return rounds, updates // rounds
 
 
-def _until_decided(p: GradAccumParams, ways, dev: Device, times: dict[str, list[float]], rounds: int,
-                   per_round: int, started: float) -> Iterator[Event]:
+def _until_decided(
+    p: GradAccumParams, ways, dev: Device, times: dict[str, list[float]], rounds: int, per_round: int, started: float
+) -> Iterator[Event]:
     """More rounds, on a fixed schedule of looks, until the ratio's interval is clear of every
     edge in p.decide or the time is spent; returns (the last look's interval, what it did)."""
     looks = schedule(rounds, max(rounds, MOST_ROUNDS))
@@ -68,15 +69,22 @@ def _until_decided(p: GradAccumParams, ways, dev: Device, times: dict[str, list[
         spent = time.perf_counter() - started
         if stopped.enough or following is None or spent / done * following > TIMING_BUDGET_S:
             break
-        yield Note(f"After {done} rounds the interval still reaches an edge a prediction turns at: "
-                   f"{following - done} rounds more.")
+        yield Note(
+            f"After {done} rounds the interval still reaches an edge a prediction turns at: "
+            f"{following - done} rounds more."
+        )
         take_turns(ways, dev.torch_device, following - done, per_round, times)
     edges = ", ".join(f"{e:g}x" for e in p.decide)
-    why = (f"its interval was clear of {edges}, where the predictions' verdicts turn" if stopped.decided else
-           f"the time for timing was spent, and it still reaches one of {edges}" if following is not None else
-           f"that is the most it makes, and it still reaches one of {edges}")
-    return stopped.interval, (f"Rounds: {done} (at least {rounds}, looking at {', '.join(map(str, looks))}): it "
-                              f"stopped because {why}.")
+    why = (
+        f"its interval was clear of {edges}, where the predictions' verdicts turn"
+        if stopped.decided
+        else f"the time for timing was spent, and it still reaches one of {edges}"
+        if following is not None
+        else f"that is the most it makes, and it still reaches one of {edges}"
+    )
+    return stopped.interval, (
+        f"Rounds: {done} (at least {rounds}, looking at {', '.join(map(str, looks))}): it stopped because {why}."
+    )
 
 
 def _flat_grad(model: torch.nn.Module) -> torch.Tensor:
@@ -104,8 +112,13 @@ def measure(p: GradAccumParams, dev: Device) -> Iterator[Event]:
     micro = p.batch_size // k
     data = mnist.load(dev.torch_device, train_samples=p.batch_size, test_samples=1)
     x, y = data.train_x, data.train_y
-    yield Started("grad-accum", str(device), dev.name, data.description,
-                  f"one batch of {p.batch_size} vs {k} micro-batches of {micro}")
+    yield Started(
+        "grad-accum",
+        str(device),
+        dev.name,
+        data.description,
+        f"one batch of {p.batch_size} vs {k} micro-batches of {micro}",
+    )
 
     model = MNISTClassifier().to(device)
     reference = copy.deepcopy(model)
@@ -130,16 +143,31 @@ def measure(p: GradAccumParams, dev: Device) -> Iterator[Event]:
     # In float64 (no 1.0000063), on the CPU: MPS has no float64.
     cosine = F.cosine_similarity(g_acc.cpu().double(), g_big.cpu().double(), dim=0).item()
     raw_ratio = (g_raw.norm() / g_big.norm()).item()
-    yield Table(f"Gradients of {g_big.numel():,} parameters",
-                ["compared with one batch of " + str(p.batch_size), "largest difference", "allclose", "norm ratio"],
-                [[f"{k} x {micro}, each loss / {k}", f"{max_diff:.2e}", str(close),
-                  f"{(g_acc.norm() / g_big.norm()).item():.6f}"],
-                 [f"{k} x {micro}, loss not divided", f"{(g_big - g_raw).abs().max().item():.2e}",
-                  str(torch.allclose(g_raw, g_big, rtol=1e-4, atol=1e-6)), f"{raw_ratio:.4f}"]])
-    yield Note(f"Accumulating {k} micro-batches of {micro}, each loss divided by {k}, gave the gradient of one "
-               f"batch of {p.batch_size} to within {max_diff:.1e} (float32 rounding: the sums run in another "
-               f"order); cosine similarity {cosine:.7f}. Without the division the gradient comes out "
-               f"{raw_ratio:.2f} times too large: like a learning rate {k} times higher.", "result")
+    yield Table(
+        f"Gradients of {g_big.numel():,} parameters",
+        ["compared with one batch of " + str(p.batch_size), "largest difference", "allclose", "norm ratio"],
+        [
+            [
+                f"{k} x {micro}, each loss / {k}",
+                f"{max_diff:.2e}",
+                str(close),
+                f"{(g_acc.norm() / g_big.norm()).item():.6f}",
+            ],
+            [
+                f"{k} x {micro}, loss not divided",
+                f"{(g_big - g_raw).abs().max().item():.2e}",
+                str(torch.allclose(g_raw, g_big, rtol=1e-4, atol=1e-6)),
+                f"{raw_ratio:.4f}",
+            ],
+        ],
+    )
+    yield Note(
+        f"Accumulating {k} micro-batches of {micro}, each loss divided by {k}, gave the gradient of one "
+        f"batch of {p.batch_size} to within {max_diff:.1e} (float32 rounding: the sums run in another "
+        f"order); cosine similarity {cosine:.7f}. Without the division the gradient comes out "
+        f"{raw_ratio:.2f} times too large: like a learning rate {k} times higher.",
+        "result",
+    )
 
     for m in (reference, accumulated):
         torch.optim.SGD(m.parameters(), lr=0.1).step()
@@ -158,13 +186,21 @@ def measure(p: GradAccumParams, dev: Device) -> Iterator[Event]:
     opt_acc = torch.optim.SGD(timed_acc.parameters(), lr=0.01)
     rounds, per_round = _rounds(p.updates)
     warmed: dict = {}
-    ways = {"big": lambda: _big_update(timed_big, opt_big, x, y),
-            "accum": lambda: _accumulated_update(timed_acc, opt_acc, x, y, k)}
+    ways = {
+        "big": lambda: _big_update(timed_big, opt_big, x, y),
+        "accum": lambda: _accumulated_update(timed_acc, opt_acc, x, y, k),
+    }
     started = time.perf_counter()
-    times = seconds_in_turns(ways, dev.torch_device, repeats=rounds, calls=per_round, warmup=WARMUP_UPDATES,
-                             warmed=warmed)
-    yield Note("Warm-up, untimed: one batch, " + warmed["big"].words(lambda s: f"{s * 1000:.2f} ms")
-               + f"; {k} micro-batches, " + warmed["accum"].words(lambda s: f"{s * 1000:.2f} ms") + ".")
+    times = seconds_in_turns(
+        ways, dev.torch_device, repeats=rounds, calls=per_round, warmup=WARMUP_UPDATES, warmed=warmed
+    )
+    yield Note(
+        "Warm-up, untimed: one batch, "
+        + warmed["big"].words(lambda s: f"{s * 1000:.2f} ms")
+        + f"; {k} micro-batches, "
+        + warmed["accum"].words(lambda s: f"{s * 1000:.2f} ms")
+        + "."
+    )
     # round by round: the two ran side by side
     interval, looked = median_interval(paired_ratios(times["accum"], times["big"])), ""
     if p.decide and rounds > 1:
@@ -174,35 +210,46 @@ def measure(p: GradAccumParams, dev: Device) -> Iterator[Event]:
     time_ratio = interval.median if interval else float("nan")
     ratio_low, ratio_high = bounds(interval)
     noun = "update" if per_round == 1 else "updates"
-    how = (f"median of {rounds} rounds of {per_round} {noun}, the two ways taking turns" if rounds > 1 else
-           f"{per_round} timed {noun} each")
-    yield Table(f"One update of {p.batch_size} samples on {device} ({how})",
-                ["how", "seconds per update", "activations kept"],
-                [[f"1 x {p.batch_size}", f"{big_s * 1000:.2f} ms", f"{big_bytes / 1024:,.0f} KiB"],
-                 [f"{k} x {micro}", f"{acc_s * 1000:.2f} ms", f"{micro_bytes / 1024:,.0f} KiB"]])
+    how = (
+        f"median of {rounds} rounds of {per_round} {noun}, the two ways taking turns"
+        if rounds > 1
+        else f"{per_round} timed {noun} each"
+    )
+    yield Table(
+        f"One update of {p.batch_size} samples on {device} ({how})",
+        ["how", "seconds per update", "activations kept"],
+        [
+            [f"1 x {p.batch_size}", f"{big_s * 1000:.2f} ms", f"{big_bytes / 1024:,.0f} KiB"],
+            [f"{k} x {micro}", f"{acc_s * 1000:.2f} ms", f"{micro_bytes / 1024:,.0f} KiB"],
+        ],
+    )
     noise = f" ({in_words(interval, lambda v: f'{v:.2f}x', 'rounds')})" if ratio_low is not None else ""
     if looked:
         yield Note(looked)
-    yield Note(f"Accumulation took {time_ratio:.2f}x the time of one big batch here{noise}: {k} smaller forward and "
-               f"backward passes use the hardware less well than one large one. In exchange each forward keeps "
-               f"{micro_bytes / big_bytes:.0%} of the activations, which is how a batch that does not fit in "
-               "memory can still be trained.")
+    yield Note(
+        f"Accumulation took {time_ratio:.2f}x the time of one big batch here{noise}: {k} smaller forward and "
+        f"backward passes use the hardware less well than one large one. In exchange each forward keeps "
+        f"{micro_bytes / big_bytes:.0%} of the activations, which is how a batch that does not fit in "
+        "memory can still be trained."
+    )
 
-    yield Finished({
-        "batch_size": p.batch_size,
-        "micro_batches": k,
-        "micro_batch_size": micro,
-        "max_abs_diff": max_diff,
-        "allclose": close,
-        "cosine": cosine,
-        "undivided_norm_ratio": raw_ratio,
-        "weights_max_diff": weights_diff,
-        "big_seconds_per_update": big_s,
-        "accum_seconds_per_update": acc_s,
-        "time_ratio": time_ratio,
-        "time_ratio_low": ratio_low,
-        "time_ratio_high": ratio_high,
-        "big_activation_bytes": big_bytes,
-        "micro_activation_bytes": micro_bytes,
-        "device": str(device),
-    })
+    yield Finished(
+        {
+            "batch_size": p.batch_size,
+            "micro_batches": k,
+            "micro_batch_size": micro,
+            "max_abs_diff": max_diff,
+            "allclose": close,
+            "cosine": cosine,
+            "undivided_norm_ratio": raw_ratio,
+            "weights_max_diff": weights_diff,
+            "big_seconds_per_update": big_s,
+            "accum_seconds_per_update": acc_s,
+            "time_ratio": time_ratio,
+            "time_ratio_low": ratio_low,
+            "time_ratio_high": ratio_high,
+            "big_activation_bytes": big_bytes,
+            "micro_activation_bytes": micro_bytes,
+            "device": str(device),
+        }
+    )

@@ -52,8 +52,13 @@ def _peak(step: Callable[[], None], device: torch.device) -> int | None:
 def measure(p: GradCheckpointParams, dev: Device) -> Iterator[Event]:
     seed_everything(p.seed)
     device = torch.device(dev.torch_device)
-    yield Started("grad-checkpoint", str(device), dev.name, "random inputs",
-                  f"{p.depth} x Linear({p.width}, {p.width}) + ReLU, batch {p.batch_size}, {p.segments} segments")
+    yield Started(
+        "grad-checkpoint",
+        str(device),
+        dev.name,
+        "random inputs",
+        f"{p.depth} x Linear({p.width}, {p.width}) + ReLU, batch {p.batch_size}, {p.segments} segments",
+    )
     plain = linear_stack(p.width, p.depth).to(device)
     ckpt = copy.deepcopy(plain)
     x = torch.randn(p.batch_size, p.width, device=device)
@@ -65,51 +70,72 @@ def measure(p: GradCheckpointParams, dev: Device) -> Iterator[Event]:
             loss = _forward(model, x, segments)
         kept[name] = sum(saved.values())
         loss.backward()
-    grads_match = all(torch.allclose(a.grad, b.grad, rtol=1e-4, atol=1e-6)
-                      for a, b in zip(plain.parameters(), ckpt.parameters()))
+    grads_match = all(
+        torch.allclose(a.grad, b.grad, rtol=1e-4, atol=1e-6) for a, b in zip(plain.parameters(), ckpt.parameters())
+    )
     max_diff = max((a.grad - b.grad).abs().max().item() for a, b in zip(plain.parameters(), ckpt.parameters()))
 
     def step(model: nn.Sequential, segments: int | None) -> Callable[[], None]:
         def one() -> None:
             model.zero_grad(set_to_none=False)  # gradients stay allocated: the peak is the step's own
             _forward(model, x, segments).backward()
+
         return one
 
     peaks = {"plain": _peak(step(plain, None), device), "checkpointed": _peak(step(ckpt, p.segments), device)}
-    seconds = {"plain": seconds_per_call(step(plain, None), dev.torch_device, p.steps, WARMUP_STEPS),
-               "checkpointed": seconds_per_call(step(ckpt, p.segments), dev.torch_device, p.steps, WARMUP_STEPS)}
+    seconds = {
+        "plain": seconds_per_call(step(plain, None), dev.torch_device, p.steps, WARMUP_STEPS),
+        "checkpointed": seconds_per_call(step(ckpt, p.segments), dev.torch_device, p.steps, WARMUP_STEPS),
+    }
     formula = (p.depth + 1) * p.batch_size * p.width * 4
-    rows = [[name, f"{kept[name] / MIB:,.1f} MiB",
-             "-" if peaks[name] is None else f"{peaks[name] / MIB:,.1f} MiB",
-             f"{seconds[name] * 1000:,.1f} ms"] for name in ("plain", "checkpointed")]
-    yield Table(f"One training step, {p.depth} layers, batch {p.batch_size}, on {device}",
-                ["forward", "kept for backward", "peak (CUDA)", "time per step"], rows)
+    rows = [
+        [
+            name,
+            f"{kept[name] / MIB:,.1f} MiB",
+            "-" if peaks[name] is None else f"{peaks[name] / MIB:,.1f} MiB",
+            f"{seconds[name] * 1000:,.1f} ms",
+        ]
+        for name in ("plain", "checkpointed")
+    ]
+    yield Table(
+        f"One training step, {p.depth} layers, batch {p.batch_size}, on {device}",
+        ["forward", "kept for backward", "peak (CUDA)", "time per step"],
+        rows,
+    )
     saving = 1 - kept["checkpointed"] / kept["plain"] if kept["plain"] else 0.0
     slower = seconds["checkpointed"] / seconds["plain"]
-    yield Note(f"Plainly, the forward pass kept {kept['plain'] / MIB:,.1f} MiB for backward (formula: "
-               f"(depth + 1) x B x W x 4 = {formula / MIB:,.1f} MiB). Checkpointed in {p.segments} segments it "
-               f"kept {kept['checkpointed'] / MIB:,.1f} MiB ({saving:.0%} less: the inputs of the first "
-               f"{p.segments - 1} segments, and all of the last, which checkpoint_sequential runs plainly "
-               f"because backward needs it at once), and each step took "
-               f"{slower:.2f}x as long, because backward runs the forward of each segment again. The gradients "
-               + ("match" if grads_match else "DO NOT match") + f" (largest difference {max_diff:.1e}).",
-               "result")
+    yield Note(
+        f"Plainly, the forward pass kept {kept['plain'] / MIB:,.1f} MiB for backward (formula: "
+        f"(depth + 1) x B x W x 4 = {formula / MIB:,.1f} MiB). Checkpointed in {p.segments} segments it "
+        f"kept {kept['checkpointed'] / MIB:,.1f} MiB ({saving:.0%} less: the inputs of the first "
+        f"{p.segments - 1} segments, and all of the last, which checkpoint_sequential runs plainly "
+        f"because backward needs it at once), and each step took "
+        f"{slower:.2f}x as long, because backward runs the forward of each segment again. The gradients "
+        + ("match" if grads_match else "DO NOT match")
+        + f" (largest difference {max_diff:.1e}).",
+        "result",
+    )
     if device.type != "cuda":
-        yield Note("The peak column needs CUDA's allocator counters. What checkpointing saves on any device is "
-                   "the memory held between forward and backward, which is what the second column measures; "
-                   "during backward one segment's activations are rebuilt at a time.", "warning")
+        yield Note(
+            "The peak column needs CUDA's allocator counters. What checkpointing saves on any device is "
+            "the memory held between forward and backward, which is what the second column measures; "
+            "during backward one segment's activations are rebuilt at a time.",
+            "warning",
+        )
 
-    yield Finished({
-        "plain_kept_bytes": kept["plain"],
-        "checkpointed_kept_bytes": kept["checkpointed"],
-        "kept_formula_bytes": formula,
-        "memory_saving": saving,
-        "plain_peak_bytes": peaks["plain"],
-        "checkpointed_peak_bytes": peaks["checkpointed"],
-        "plain_seconds_per_step": seconds["plain"],
-        "checkpointed_seconds_per_step": seconds["checkpointed"],
-        "time_ratio": slower,
-        "grads_match": grads_match,
-        "max_grad_diff": max_diff,
-        "device": str(device),
-    })
+    yield Finished(
+        {
+            "plain_kept_bytes": kept["plain"],
+            "checkpointed_kept_bytes": kept["checkpointed"],
+            "kept_formula_bytes": formula,
+            "memory_saving": saving,
+            "plain_peak_bytes": peaks["plain"],
+            "checkpointed_peak_bytes": peaks["checkpointed"],
+            "plain_seconds_per_step": seconds["plain"],
+            "checkpointed_seconds_per_step": seconds["checkpointed"],
+            "time_ratio": slower,
+            "grads_match": grads_match,
+            "max_grad_diff": max_diff,
+            "device": str(device),
+        }
+    )

@@ -92,8 +92,9 @@ def _graph_nodes(losses: list[Any]) -> int:
     return len(seen)
 
 
-def _batches(x: torch.Tensor, y: torch.Tensor, batch_size: int, steps: int, gen: torch.Generator
-             ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+def _batches(
+    x: torch.Tensor, y: torch.Tensor, batch_size: int, steps: int, gen: torch.Generator
+) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
     """`steps` full shuffled batches, passing over the data as often as needed."""
     done = 0
     while True:
@@ -166,14 +167,20 @@ def measure(p: GraphLeakParams, dev: Device) -> Iterator[Event]:
     device = torch.device(dev.torch_device)
     cuda = dev.kind == "cuda"
     steps = p.steps
-    data = mnist.load(dev.torch_device, train_samples=min(60_000, steps * p.batch_size),
-                      test_samples=min(10_000, steps * p.batch_size))
+    data = mnist.load(
+        dev.torch_device,
+        train_samples=min(60_000, steps * p.batch_size),
+        test_samples=min(10_000, steps * p.batch_size),
+    )
     batch = min(p.batch_size, data.test_x.shape[0])
-    yield Started("graph-leak", str(device), dev.name, data.description,
-                  f"MNISTClassifier, {steps} batches of {batch} per loop")
+    yield Started(
+        "graph-leak", str(device), dev.name, data.description, f"MNISTClassifier, {steps} batches of {batch} per loop"
+    )
     if batch < p.batch_size:
-        yield Note(f"The test set has {batch:,} images, so batches of {batch:,} are used instead of "
-                   f"{p.batch_size:,}.", "warning")
+        yield Note(
+            f"The test set has {batch:,} images, so batches of {batch:,} are used instead of {p.batch_size:,}.",
+            "warning",
+        )
 
     model = MNISTClassifier().to(device)
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
@@ -195,12 +202,14 @@ def measure(p: GraphLeakParams, dev: Device) -> Iterator[Event]:
         raise ValueError(
             f"steps={steps} would keep about {_size(one_forward * steps)} alive in the evaluation loop "
             f"({_size(one_forward)} per batch of {batch}), more than this run allows itself "
-            f"({_size(limit)}): choose fewer steps or a smaller batch_size")
+            f"({_size(limit)}): choose fewer steps or a smaller batch_size"
+        )
 
     # (a) training, appending loss after backward
     train_kept = _Kept(model)
-    train_losses = yield from _train_loop(model, opt, _batches(data.train_x, data.train_y, batch, steps, gen),
-                                          steps, train_kept)
+    train_losses = yield from _train_loop(
+        model, opt, _batches(data.train_x, data.train_y, batch, steps, gen), steps, train_kept
+    )
     train_bytes = train_kept.alive_bytes()
     train_nodes = _graph_nodes(train_losses)
 
@@ -211,8 +220,9 @@ def measure(p: GraphLeakParams, dev: Device) -> Iterator[Event]:
         synchronize(dev.torch_device)
         base = torch.cuda.memory_allocated(device)
     eval_kept = _Kept(model)
-    eval_losses = yield from _eval_loop(model, _batches(data.test_x, data.test_y, batch, steps, gen),
-                                        steps, eval_kept, fixed=False)
+    eval_losses = yield from _eval_loop(
+        model, _batches(data.test_x, data.test_y, batch, steps, gen), steps, eval_kept, fixed=False
+    )
     growth = None
     if cuda:
         gc.collect()
@@ -223,38 +233,52 @@ def measure(p: GraphLeakParams, dev: Device) -> Iterator[Event]:
 
     # (c) the fix: no_grad, loss.item()
     fixed_kept = _Kept(model)
-    fixed_losses = yield from _eval_loop(model, _batches(data.test_x, data.test_y, batch, steps, gen),
-                                         steps, fixed_kept, fixed=True)
+    fixed_losses = yield from _eval_loop(
+        model, _batches(data.test_x, data.test_y, batch, steps, gen), steps, fixed_kept, fixed=True
+    )
     fixed_bytes = fixed_kept.alive_bytes()
     fixed_nodes = _graph_nodes(fixed_losses)
 
     per_step = eval_bytes / steps
-    yield Table(f"What each list keeps alive after {steps} batches of {batch} on {device}",
-                ["loop", "kept", "per step", "graph nodes"],
-                [["train, append(loss)", _size(train_bytes), _size(train_bytes / steps), f"{train_nodes:,}"],
-                 ["eval, append(loss)", _size(eval_bytes), _size(per_step), f"{eval_nodes:,}"],
-                 ["eval, no_grad, .item()", _size(fixed_bytes), _size(fixed_bytes / steps), f"{fixed_nodes:,}"]])
+    yield Table(
+        f"What each list keeps alive after {steps} batches of {batch} on {device}",
+        ["loop", "kept", "per step", "graph nodes"],
+        [
+            ["train, append(loss)", _size(train_bytes), _size(train_bytes / steps), f"{train_nodes:,}"],
+            ["eval, append(loss)", _size(eval_bytes), _size(per_step), f"{eval_nodes:,}"],
+            ["eval, no_grad, .item()", _size(fixed_bytes), _size(fixed_bytes / steps), f"{fixed_nodes:,}"],
+        ],
+    )
 
-    yield Note(f"The evaluation loop without torch.no_grad() kept {_size(eval_bytes)}: {per_step:,.0f} bytes per "
-               f"batch, which is what one forward pass saves for backward ({one_forward:,} bytes, counted "
-               "separately: the flattened input, each ReLU's output, the log-softmax and the labels), plus "
-               "the 4-byte loss itself. No "
-               "backward ever ran, so each kept loss holds its whole graph with every activation. "
-               "model.eval() does not change that: it switches layers like dropout to evaluation, it does "
-               "not stop autograd.", "result")
-    yield Note(f"The training loop's list kept only {_size(train_bytes)} of tensors ({_size(train_bytes / steps)} "
-               f"per step: each loss's own value) and {train_nodes:,} autograd nodes, as many as the evaluation "
-               "loop's. The difference is what the nodes still hold: loss.backward() freed the saved "
-               "activations of every training graph, so a kept loss holds only its grad_fn chain, small "
-               "but growing with every step.")
-    yield Note(f"Projected from these measurements (bytes per step x {PROJECT_STEPS:,}): over {PROJECT_STEPS:,} "
-               f"batches the evaluation loop would keep {_size(per_step * PROJECT_STEPS)}, the training loop "
-               f"{_size(train_bytes / steps * PROJECT_STEPS)} of tensors and about "
-               f"{round(train_nodes / steps * PROJECT_STEPS):,} nodes, the fixed loop "
-               f"{_size(fixed_bytes / steps * PROJECT_STEPS)}.")
-    yield Note("The fix: keep numbers, not tensors: losses.append(loss.item()) (or loss.detach() if it must "
-               "stay on the device; read it with .item() when you report, since .item() waits for the GPU), "
-               "and evaluate under torch.no_grad() (or torch.inference_mode()), which builds no graph at all.")
+    yield Note(
+        f"The evaluation loop without torch.no_grad() kept {_size(eval_bytes)}: {per_step:,.0f} bytes per "
+        f"batch, which is what one forward pass saves for backward ({one_forward:,} bytes, counted "
+        "separately: the flattened input, each ReLU's output, the log-softmax and the labels), plus "
+        "the 4-byte loss itself. No "
+        "backward ever ran, so each kept loss holds its whole graph with every activation. "
+        "model.eval() does not change that: it switches layers like dropout to evaluation, it does "
+        "not stop autograd.",
+        "result",
+    )
+    yield Note(
+        f"The training loop's list kept only {_size(train_bytes)} of tensors ({_size(train_bytes / steps)} "
+        f"per step: each loss's own value) and {train_nodes:,} autograd nodes, as many as the evaluation "
+        "loop's. The difference is what the nodes still hold: loss.backward() freed the saved "
+        "activations of every training graph, so a kept loss holds only its grad_fn chain, small "
+        "but growing with every step."
+    )
+    yield Note(
+        f"Projected from these measurements (bytes per step x {PROJECT_STEPS:,}): over {PROJECT_STEPS:,} "
+        f"batches the evaluation loop would keep {_size(per_step * PROJECT_STEPS)}, the training loop "
+        f"{_size(train_bytes / steps * PROJECT_STEPS)} of tensors and about "
+        f"{round(train_nodes / steps * PROJECT_STEPS):,} nodes, the fixed loop "
+        f"{_size(fixed_bytes / steps * PROJECT_STEPS)}."
+    )
+    yield Note(
+        "The fix: keep numbers, not tensors: losses.append(loss.item()) (or loss.detach() if it must "
+        "stay on the device; read it with .item() when you report, since .item() waits for the GPU), "
+        "and evaluate under torch.no_grad() (or torch.inference_mode()), which builds no graph at all."
+    )
 
     # Drop the lists: everything they held is freed. (The training list existed before the
     # allocator's baseline, so it goes after the reading.)
@@ -267,23 +291,30 @@ def measure(p: GraphLeakParams, dev: Device) -> Iterator[Event]:
     del train_losses
     left = train_kept.alive_bytes() + eval_kept.alive_bytes() + fixed_kept.alive_bytes()
     if cuda:
-        yield Note(f"On CUDA, torch.cuda.memory_allocated() grew by {_size(growth)} across the evaluation loop "
-                   f"(the weak references counted {_size(eval_bytes)}; the allocator rounds each tensor up to "
-                   f"512 bytes). After `del` of the lists it is {_size(after)} above where the loop started, "
-                   f"and the tracked tensors still alive add up to {_size(left)}.", "result")
+        yield Note(
+            f"On CUDA, torch.cuda.memory_allocated() grew by {_size(growth)} across the evaluation loop "
+            f"(the weak references counted {_size(eval_bytes)}; the allocator rounds each tensor up to "
+            f"512 bytes). After `del` of the lists it is {_size(after)} above where the loop started, "
+            f"and the tracked tensors still alive add up to {_size(left)}.",
+            "result",
+        )
     else:
-        yield Note(f"After `del` of the lists, the tracked tensors still alive add up to {_size(left)}: "
-                   "dropping the list frees the graphs. torch.cuda.memory_allocated() is CUDA's counter, so "
-                   "allocator growth is not measured here; on a CUDA GPU this run reads it too.")
+        yield Note(
+            f"After `del` of the lists, the tracked tensors still alive add up to {_size(left)}: "
+            "dropping the list frees the graphs. torch.cuda.memory_allocated() is CUDA's counter, so "
+            "allocator growth is not measured here; on a CUDA GPU this run reads it too."
+        )
 
-    yield Finished({
-        "train_kept_bytes": train_bytes,
-        "eval_kept_bytes": eval_bytes,
-        "fixed_kept_bytes": fixed_bytes,
-        "eval_bytes_per_step": per_step,
-        "train_graph_nodes": train_nodes,
-        "eval_graph_nodes": eval_nodes,
-        "allocator_growth_bytes": growth,
-        "steps": steps,
-        "device": str(device),
-    })
+    yield Finished(
+        {
+            "train_kept_bytes": train_bytes,
+            "eval_kept_bytes": eval_bytes,
+            "fixed_kept_bytes": fixed_bytes,
+            "eval_bytes_per_step": per_step,
+            "train_graph_nodes": train_nodes,
+            "eval_graph_nodes": eval_nodes,
+            "allocator_growth_bytes": growth,
+            "steps": steps,
+            "device": str(device),
+        }
+    )

@@ -83,12 +83,20 @@ def measure(p: MemoryLedgerParams, dev: Device) -> Iterator[Event]:
     device = torch.device(dev.torch_device)
     alloc = _Allocator(device)
     method = "torch.cuda.memory_allocated deltas, and storage accounting" if alloc.cuda else "storage accounting"
-    yield Started("memory-ledger", str(device), dev.name, "random inputs (memory does not depend on the data)",
-                  f"{p.layers} x Linear({p.width}, {p.width}) + ReLU, batch {p.batch_size}, float32")
+    yield Started(
+        "memory-ledger",
+        str(device),
+        dev.name,
+        "random inputs (memory does not depend on the data)",
+        f"{p.layers} x Linear({p.width}, {p.width}) + ReLU, batch {p.batch_size}, float32",
+    )
     if not alloc.cuda:
-        yield Note(f"On {device.type} there is no allocator counter like CUDA's, so each component is measured "
-                   "by adding up the bytes of the tensors that hold it. On a CUDA GPU this run also reads "
-                   "torch.cuda.memory_allocated() around each stage.", "warning")
+        yield Note(
+            f"On {device.type} there is no allocator counter like CUDA's, so each component is measured "
+            "by adding up the bytes of the tensors that hold it. On a CUDA GPU this run also reads "
+            "torch.cuda.memory_allocated() around each stage.",
+            "warning",
+        )
 
     workspace = None
     if alloc.cuda:
@@ -146,32 +154,52 @@ def measure(p: MemoryLedgerParams, dev: Device) -> Iterator[Event]:
 
     rows = [
         ["parameters", mib(param_bytes), mib(delta(base, after_model)), f"P x 4 = {mib(count * 4)}"],
-        ["gradients", mib(grad_bytes), mib(delta(after_forward, after_backward) if alloc.cuda else None),
-         f"P x 4 = {mib(count * 4)}"],
+        [
+            "gradients",
+            mib(grad_bytes),
+            mib(delta(after_forward, after_backward) if alloc.cuda else None),
+            f"P x 4 = {mib(count * 4)}",
+        ],
         ["SGD state", mib(state["sgd"]), mib(state_alloc["sgd"]), "none: 0 MiB"],
         ["momentum state", mib(state["momentum"]), mib(state_alloc["momentum"]), f"P x 4 = {mib(count * 4)}"],
         ["Adam state", mib(state["adam"]), mib(state_alloc["adam"]), f"2 x P x 4 = {mib(count * 8)}"],
-        [f"activations (batch {p.batch_size})", mib(act_bytes), mib(delta(before_input, after_forward)),
-         f"(L+1) x B x W x 4 = {mib(act_formula)}"],
+        [
+            f"activations (batch {p.batch_size})",
+            mib(act_bytes),
+            mib(delta(before_input, after_forward)),
+            f"(L+1) x B x W x 4 = {mib(act_formula)}",
+        ],
     ]
     columns = ["component", "tensors", "allocator", "formula"]
     if not alloc.cuda:  # no allocator figures to show: keep the table inside 80 columns
         columns, rows = [columns[0], "measured", columns[3]], [[r[0], r[1], r[3]] for r in rows]
-    yield Table(f"Training memory: P = {count:,} parameters, L = {p.layers} layers, B = {p.batch_size}, "
-                f"W = {p.width}, float32, on {device}", columns, rows)
+    yield Table(
+        f"Training memory: P = {count:,} parameters, L = {p.layers} layers, B = {p.batch_size}, "
+        f"W = {p.width}, float32, on {device}",
+        columns,
+        rows,
+    )
     if alloc.cuda:
-        yield Note("The allocator column: memory_allocated() deltas. Gradients show as the change across "
-                   "backward, where the activations are freed as the gradients arrive, so that figure is "
-                   "gradients minus activations. Also allocated, and left out: "
-                   + (f"the cuBLAS workspaces, {mib(workspace)}, taken by the first matmul and the first backward."
-                      if workspace else "no new cuBLAS workspace (an earlier run in this process took them).")
-                   + f" Peak during all this: {mib(peak)} above the start; the caching "
-                   f"allocator holds {mib(reserved)} reserved, which nvidia-smi shows as used.")
+        yield Note(
+            "The allocator column: memory_allocated() deltas. Gradients show as the change across "
+            "backward, where the activations are freed as the gradients arrive, so that figure is "
+            "gradients minus activations. Also allocated, and left out: "
+            + (
+                f"the cuBLAS workspaces, {mib(workspace)}, taken by the first matmul and the first backward."
+                if workspace
+                else "no new cuBLAS workspace (an earlier run in this process took them)."
+            )
+            + f" Peak during all this: {mib(peak)} above the start; the caching "
+            f"allocator holds {mib(reserved)} reserved, which nvidia-smi shows as used."
+        )
     adam_total = param_bytes + grad_bytes + state["adam"]
-    yield Note(f"Weights, gradients and Adam state: {adam_total / count:.1f} bytes per parameter "
-               f"(4 + 4 + 8 = 16 expected; Adam's per-parameter step counters add "
-               f"{state['adam'] - 2 * param_bytes:,} bytes). Adam needs twice what SGD with momentum does for its "
-               f"state, and the activations depend on the batch size, not on the optimizer.", "result")
+    yield Note(
+        f"Weights, gradients and Adam state: {adam_total / count:.1f} bytes per parameter "
+        f"(4 + 4 + 8 = 16 expected; Adam's per-parameter step counters add "
+        f"{state['adam'] - 2 * param_bytes:,} bytes). Adam needs twice what SGD with momentum does for its "
+        f"state, and the activations depend on the batch size, not on the optimizer.",
+        "result",
+    )
 
     # Activations grow with the batch; the other components do not.
     sweep: list[list[str]] = []
@@ -186,28 +214,32 @@ def measure(p: MemoryLedgerParams, dev: Device) -> Iterator[Event]:
     yield Table("Activations saved for backward, by batch size", ["batch", "measured", "formula"], sweep)
     with torch.no_grad():
         _, no_grad_saved = _forward_saved(model, x)
-    yield Note(f"Under torch.no_grad() the same forward saves {mib(no_grad_saved)}: evaluation keeps no "
-               "activations, which is why it fits batches that training cannot.")
+    yield Note(
+        f"Under torch.no_grad() the same forward saves {mib(no_grad_saved)}: evaluation keeps no "
+        "activations, which is why it fits batches that training cannot."
+    )
 
-    yield Finished({
-        "parameters": count,
-        "param_bytes": param_bytes,
-        "grad_bytes": grad_bytes,
-        "sgd_state_bytes": state["sgd"],
-        "momentum_state_bytes": state["momentum"],
-        "adam_state_bytes": state["adam"],
-        "activation_bytes": act_bytes,
-        "activation_formula_bytes": act_formula,
-        "activation_bytes_smallest_batch": per_batch[sizes[0]],
-        "no_grad_activation_bytes": no_grad_saved,
-        "bytes_per_param_adam": adam_total / count,
-        "total_adam_bytes": adam_total + act_bytes,
-        "allocator_param_bytes": delta(base, after_model),
-        "allocator_activation_bytes": delta(before_input, after_forward),
-        "allocator_adam_state_bytes": state_alloc["adam"],
-        "peak_bytes": peak,
-        "reserved_bytes": reserved,
-        "cublas_workspace_bytes": workspace,
-        "method": method,
-        "device": str(device),
-    })
+    yield Finished(
+        {
+            "parameters": count,
+            "param_bytes": param_bytes,
+            "grad_bytes": grad_bytes,
+            "sgd_state_bytes": state["sgd"],
+            "momentum_state_bytes": state["momentum"],
+            "adam_state_bytes": state["adam"],
+            "activation_bytes": act_bytes,
+            "activation_formula_bytes": act_formula,
+            "activation_bytes_smallest_batch": per_batch[sizes[0]],
+            "no_grad_activation_bytes": no_grad_saved,
+            "bytes_per_param_adam": adam_total / count,
+            "total_adam_bytes": adam_total + act_bytes,
+            "allocator_param_bytes": delta(base, after_model),
+            "allocator_activation_bytes": delta(before_input, after_forward),
+            "allocator_adam_state_bytes": state_alloc["adam"],
+            "peak_bytes": peak,
+            "reserved_bytes": reserved,
+            "cublas_workspace_bytes": workspace,
+            "method": method,
+            "device": str(device),
+        }
+    )

@@ -182,16 +182,20 @@ class MemoryLimit:
             self._restore = get(self.device) if get else 1.0
             fraction = min(1.0, allowed / total)
             torch.cuda.set_per_process_memory_fraction(fraction, self.device)
-            return (f"torch.cuda.set_per_process_memory_fraction({fraction:.5f}), {_mib(allowed)} of "
-                    f"{_mib(total)}; the caching allocator counts what it reserves, cached blocks included, "
-                    f"and raises OutOfMemoryError rather than reserve past it. Afterwards the fraction went back "
-                    f"to {self._restore:g}")
+            return (
+                f"torch.cuda.set_per_process_memory_fraction({fraction:.5f}), {_mib(allowed)} of "
+                f"{_mib(total)}; the caching allocator counts what it reserves, cached blocks included, "
+                f"and raises OutOfMemoryError rather than reserve past it. Afterwards the fraction went back "
+                f"to {self._restore:g}"
+            )
         if self.method.startswith("mps"):
             self._restore = gpu_share.current_mps_fraction()  # the class's cap, in a capped run
             fraction = min(2.0, allowed / torch.mps.recommended_max_memory())
             gpu_share.set_mps_fraction(fraction)
-            return (f"torch.mps.set_per_process_memory_fraction({fraction:.5f}); afterwards it went back to "
-                    f"{self._restore:g}, the fraction in force before")
+            return (
+                f"torch.mps.set_per_process_memory_fraction({fraction:.5f}); afterwards it went back to "
+                f"{self._restore:g}, the fraction in force before"
+            )
         import resource
 
         soft, hard = resource.getrlimit(resource.RLIMIT_DATA)
@@ -200,13 +204,17 @@ class MemoryLimit:
         if soft != resource.RLIM_INFINITY:
             new = min(new, soft)
         resource.setrlimit(resource.RLIMIT_DATA, (new, hard))
-        text = (f"the soft RLIMIT_DATA, set to {_mib(new)}: VmData, the memory malloc has taken from the system, "
-                "may not grow past it, so an allocation over the limit fails at once instead of using up the "
-                "machine's memory")
+        text = (
+            f"the soft RLIMIT_DATA, set to {_mib(new)}: VmData, the memory malloc has taken from the system, "
+            "may not grow past it, so an allocation over the limit fails at once instead of using up the "
+            "machine's memory"
+        )
         if self._mallopt:
-            text += (". glibc's mallopt(M_MMAP_THRESHOLD, 1 MiB) gave every block of 1 MiB or more its own "
-                     "mapping, given back when freed, so that VmData follows the tensors rather than malloc's "
-                     "pools of freed memory")
+            text += (
+                ". glibc's mallopt(M_MMAP_THRESHOLD, 1 MiB) gave every block of 1 MiB or more its own "
+                "mapping, given back when freed, so that VmData follows the tensors rather than malloc's "
+                "pools of freed memory"
+            )
         return text + ". The old limit was restored afterwards"
 
     def prepare(self) -> None:
@@ -260,8 +268,7 @@ _EVENTS = {"started": Started, "step": Step, "note": Note, "table": Table, "fini
 def measure(p: OomRecoveryParams, dev: Device) -> Iterator[Event]:
     device = torch.device(dev.torch_device)
     if limit_method(device) == "RLIMIT_DATA":  # the CPU: in a process of its own (see run_here)
-        yield from child_events([sys.executable, "-m", __spec__.name if __spec__ else __name__,
-                                 p.model_dump_json()])
+        yield from child_events([sys.executable, "-m", __spec__.name if __spec__ else __name__, p.model_dump_json()])
     else:
         yield from run_here(p, dev)
 
@@ -303,8 +310,9 @@ def child_events(command: list[str]) -> Iterator[Event]:
             if proc.wait() != 0:
                 errors.seek(0)
                 last = errors.read().decode(errors="replace").strip().splitlines()[-1:]
-                raise RuntimeError(f"the measuring process exited with code {proc.returncode}"
-                                   + (f": {last[0]}" if last else ""))
+                raise RuntimeError(
+                    f"the measuring process exited with code {proc.returncode}" + (f": {last[0]}" if last else "")
+                )
         finally:
             if proc.poll() is None:
                 proc.kill()
@@ -335,9 +343,13 @@ def _run(p: OomRecoveryParams, dev: Device, limit: MemoryLimit, separate: bool) 
 
     seed_everything(p.seed)
     device, method = limit.device, limit.method
-    yield Started("oom-recovery", str(device), dev.name, "random inputs",
-                  f"{p.layers} x Linear({p.width}, {p.width}) + ReLU, Adam; limit {p.limit_mb:,} MiB "
-                  f"({method})")
+    yield Started(
+        "oom-recovery",
+        str(device),
+        dev.name,
+        "random inputs",
+        f"{p.layers} x Linear({p.width}, {p.width}) + ReLU, Adam; limit {p.limit_mb:,} MiB ({method})",
+    )
 
     # Start the one-time costs (CPU worker threads, CUDA context and cuBLAS workspace) before
     # the baseline, so that the limit is left for the model and its training.
@@ -356,9 +368,15 @@ def _run(p: OomRecoveryParams, dev: Device, limit: MemoryLimit, separate: bool) 
     if capacity is not None:  # never let the run take memory this machine does not have to spare
         cap = capacity // 2 if device.type == "cpu" else capacity - base
         if limit_bytes > cap:
-            yield Note(f"limit_mb={p.limit_mb:,} is more than this machine can safely give: using {_mib(cap)}"
-                       + (" (half the memory available)." if device.type == "cpu" else " (the device's memory "
-                          "not yet reserved)."), "warning")
+            yield Note(
+                f"limit_mb={p.limit_mb:,} is more than this machine can safely give: using {_mib(cap)}"
+                + (
+                    " (half the memory available)."
+                    if device.type == "cpu"
+                    else " (the device's memory not yet reserved)."
+                ),
+                "warning",
+            )
             limit_bytes = max(cap, 0) // MIB * MIB
 
     model = linear_stack(p.width, p.layers).to(device)
@@ -371,32 +389,55 @@ def _run(p: OomRecoveryParams, dev: Device, limit: MemoryLimit, separate: bool) 
     fits = max(0, (limit_bytes - fixed) // per_sample)
     batch = p.batch_size or max(2 * fits, 1)
     predicted = fixed + batch * per_sample
-    yield Note(f"The formula: {count:,} parameters x 16 bytes (weights, gradients, Adam's two moments) = "
-               f"{_mib(fixed)}, plus the activations autograd saves, measured at batch {PROBE_BATCH}: "
-               f"{per_sample:,} bytes per sample"
-               + (f" ({p.layers + 1} tensors of {p.width} floats, the input included)"
-                  if per_sample == (p.layers + 1) * p.width * 4 else "")
-               + f". Batch {batch:,} needs {_mib(fixed)} + {batch:,} x {per_sample:,} B = "
-               f"{_mib(predicted)}; the limit is {_mib(limit_bytes)}, so by the formula the largest batch that "
-               f"fits is {fits:,}: ({_mib(limit_bytes)} - {_mib(fixed)}) / {per_sample:,} B. That is the edge, "
-               "with no room left for what a step also needs (the gradients flowing back, the optimizer's "
-               "temporaries, the allocator's own overhead): a batch right at it fails too, so a fix aims "
-               "below it.")
+    yield Note(
+        f"The formula: {count:,} parameters x 16 bytes (weights, gradients, Adam's two moments) = "
+        f"{_mib(fixed)}, plus the activations autograd saves, measured at batch {PROBE_BATCH}: "
+        f"{per_sample:,} bytes per sample"
+        + (
+            f" ({p.layers + 1} tensors of {p.width} floats, the input included)"
+            if per_sample == (p.layers + 1) * p.width * 4
+            else ""
+        )
+        + f". Batch {batch:,} needs {_mib(fixed)} + {batch:,} x {per_sample:,} B = "
+        f"{_mib(predicted)}; the limit is {_mib(limit_bytes)}, so by the formula the largest batch that "
+        f"fits is {fits:,}: ({_mib(limit_bytes)} - {_mib(fixed)}) / {per_sample:,} B. That is the edge, "
+        "with no room left for what a step also needs (the gradients flowing back, the optimizer's "
+        "temporaries, the allocator's own overhead): a batch right at it fails too, so a fix aims "
+        "below it."
+    )
     if fits == 0:
-        yield Note(f"Not even batch 1 fits: the weights, gradients and Adam state alone need {_mib(fixed)}. "
-                   "Splitting the batch cannot help; a smaller model, an optimizer with less state (SGD) or "
-                   "a larger limit can.", "warning")
+        yield Note(
+            f"Not even batch 1 fits: the weights, gradients and Adam state alone need {_mib(fixed)}. "
+            "Splitting the batch cannot help; a smaller model, an optimizer with less state (SGD) or "
+            "a larger limit can.",
+            "warning",
+        )
 
     metrics: dict[str, Any] = {
-        "limit_bytes": limit_bytes, "batch_size": batch, "predicted_bytes": predicted, "fits_batch": fits,
-        "oom": False, "error_type": None, "error_message": None, "released": None, "recovered": None,
-        "micro_batches": None, "method": method, "device": str(device),
+        "limit_bytes": limit_bytes,
+        "batch_size": batch,
+        "predicted_bytes": predicted,
+        "fits_batch": fits,
+        "oom": False,
+        "error_type": None,
+        "error_message": None,
+        "released": None,
+        "recovered": None,
+        "micro_batches": None,
+        "method": method,
+        "device": str(device),
     }
     if method == "none":
-        why = ("this is not Linux, where the run lowers RLIMIT_DATA" if device.type == "cpu" else
-               f"this PyTorch has no per-process memory limit for {device.type}")
-        yield Note(f"No memory limit can be set here ({why}), so nothing was tried: running out of memory for "
-                   "real could make the operating system kill the process instead of raising an error.", "warning")
+        why = (
+            "this is not Linux, where the run lowers RLIMIT_DATA"
+            if device.type == "cpu"
+            else f"this PyTorch has no per-process memory limit for {device.type}"
+        )
+        yield Note(
+            f"No memory limit can be set here ({why}), so nothing was tried: running out of memory for "
+            "real could make the operating system kill the process instead of raising an error.",
+            "warning",
+        )
         yield Finished(metrics)
         return
 
@@ -467,8 +508,14 @@ def _run(p: OomRecoveryParams, dev: Device, limit: MemoryLimit, separate: bool) 
                     for i, n in enumerate(sizes):
                         value = micro_step(n, n / batch)  # each loss times its share: 1/k for equal parts
                         seconds = clock.elapsed()
-                        event = Step(i + 1, k, value, seconds, sum(sizes[: i + 1]) / seconds if seconds > 0 else 0.0,
-                                     label=f"{k} micro-batches")
+                        event = Step(
+                            i + 1,
+                            k,
+                            value,
+                            seconds,
+                            sum(sizes[: i + 1]) / seconds if seconds > 0 else 0.0,
+                            label=f"{k} micro-batches",
+                        )
                         with clock.paused():
                             yield event
                     optimizer.step()
@@ -477,8 +524,14 @@ def _run(p: OomRecoveryParams, dev: Device, limit: MemoryLimit, separate: bool) 
                     if not is_oom(exc):
                         raise
                     ok = False
-                rows.append([f"{k} x {sizes[0]:,} accumulated", f"{batch:,}",
-                             _mib(fixed + sizes[0] * per_sample), "trained" if ok else "out of memory"])
+                rows.append(
+                    [
+                        f"{k} x {sizes[0]:,} accumulated",
+                        f"{batch:,}",
+                        _mib(fixed + sizes[0] * per_sample),
+                        "trained" if ok else "out of memory",
+                    ]
+                )
                 if ok:
                     metrics.update(recovered=True, micro_batches=k)
                     break
@@ -495,61 +548,101 @@ def _run(p: OomRecoveryParams, dev: Device, limit: MemoryLimit, separate: bool) 
 
     cpu = device.type == "cpu"
     limit_counter = {"cpu": "VmData", "cuda": "memory reserved"}.get(device.type, "driver memory")
-    yield Table(f"Limit {_mib(limit_bytes)} ({method}); memory by the formula, P x 16 + batch x "
-                f"{per_sample:,} B", ["what", "batch", "memory (predicted)", "result"], rows)
-    yield Note(f"The limit: {_mib(limit_bytes)} above what the process held before the model was built "
-               f"({_mib(base)}). How: {how}."
-               + (" This ran in a fresh Python process started for it: a limit on the tutor's own process would "
-                  "bind the tutor too, and memory its allocator already holds free would be reused without "
-                  "counting against the limit." if separate else ""))
+    yield Table(
+        f"Limit {_mib(limit_bytes)} ({method}); memory by the formula, P x 16 + batch x {per_sample:,} B",
+        ["what", "batch", "memory (predicted)", "result"],
+        rows,
+    )
+    yield Note(
+        f"The limit: {_mib(limit_bytes)} above what the process held before the model was built "
+        f"({_mib(base)}). How: {how}."
+        + (
+            " This ran in a fresh Python process started for it: a limit on the tutor's own process would "
+            "bind the tutor too, and memory its allocator already holds free would be reused without "
+            "counting against the limit."
+            if separate
+            else ""
+        )
+    )
     if metrics["oom"]:
         yield Note(f"Batch {batch:,}: {metrics['error_type']}: {metrics['error_message']}", "result")
-        counter = "VmData (the process's data segment, what RLIMIT_DATA counts)" if cpu else (
-            f"torch.{device.type} allocated memory")
-        flush = "glibc's malloc_trim(0), the CPU's counterpart of empty_cache()" if cpu else (
-            f"torch.{device.type}.empty_cache()")
+        counter = (
+            "VmData (the process's data segment, what RLIMIT_DATA counts)"
+            if cpu
+            else (f"torch.{device.type} allocated memory")
+        )
+        flush = (
+            "glibc's malloc_trim(0), the CPU's counterpart of empty_cache()"
+            if cpu
+            else (f"torch.{device.type}.empty_cache()")
+        )
         held = stages.get("except")
         pinned = held is not None and held - stages["collected"] > RELEASE_MARGIN
-        yield Note(f"{counter}, above where the failed step started: "
-                   + ("unknown" if held is None else _mib(max(held, 0))) + " inside the except block"
-                   + (", where the exception's traceback still keeps the step's frames and their tensors alive; "
-                      if pinned else "; ")
-                   + f"{_mib(max(stages['collected'], 0))} after leaving the block, dropping the gradients "
-                   f"(zero_grad(set_to_none=True)) and gc.collect(); {_mib(max(stages['cache'], 0))} after {flush}. "
-                   + ("Released" + (f" (within {_mib(RELEASE_MARGIN)})" if cpu else "") + "."
-                      if metrics["released"] else "Not all of it came back.")
-                   + ("" if cpu else " empty_cache() only returns cached blocks that no tensor uses: memory held "
-                      "by a live tensor stays until the last reference to it is gone."),
-                   "result" if metrics["released"] else "warning")
+        yield Note(
+            f"{counter}, above where the failed step started: "
+            + ("unknown" if held is None else _mib(max(held, 0)))
+            + " inside the except block"
+            + (
+                ", where the exception's traceback still keeps the step's frames and their tensors alive; "
+                if pinned
+                else "; "
+            )
+            + f"{_mib(max(stages['collected'], 0))} after leaving the block, dropping the gradients "
+            f"(zero_grad(set_to_none=True)) and gc.collect(); {_mib(max(stages['cache'], 0))} after {flush}. "
+            + (
+                "Released" + (f" (within {_mib(RELEASE_MARGIN)})" if cpu else "") + "."
+                if metrics["released"]
+                else "Not all of it came back."
+            )
+            + (
+                ""
+                if cpu
+                else " empty_cache() only returns cached blocks that no tensor uses: memory held "
+                "by a live tensor stays until the last reference to it is gone."
+            ),
+            "result" if metrics["released"] else "warning",
+        )
     else:
-        yield Note(f"Batch {batch:,} did not run out of memory under the {_mib(limit_bytes)} limit "
-                   f"(predicted {_mib(predicted)}): nothing to recover from.", "warning")
+        yield Note(
+            f"Batch {batch:,} did not run out of memory under the {_mib(limit_bytes)} limit "
+            f"(predicted {_mib(predicted)}): nothing to recover from.",
+            "warning",
+        )
     if metrics["recovered"]:
         k = metrics["micro_batches"]
         micro = -(-batch // k)
         counter = "VmData" if cpu else "allocated memory"
-        text = (f"Recovered: the same batch of {batch:,} as {k} micro-batches of about {batch // k:,}, each loss "
-                "scaled by its share of the batch and the gradients accumulated, then one Adam step, under the "
-                f"same limit. At the end of a micro-batch's forward, {counter} was at most {_mib(max(kept))} above "
-                f"the baseline, where the formula puts weights, gradients and activations at P x 8 + {micro:,} x "
-                f"{per_sample:,} B = {_mib(8 * count + micro * per_sample)} (Adam's state comes with the step).")
+        text = (
+            f"Recovered: the same batch of {batch:,} as {k} micro-batches of about {batch // k:,}, each loss "
+            "scaled by its share of the batch and the gradients accumulated, then one Adam step, under the "
+            f"same limit. At the end of a micro-batch's forward, {counter} was at most {_mib(max(kept))} above "
+            f"the baseline, where the formula puts weights, gradients and activations at P x 8 + {micro:,} x "
+            f"{per_sample:,} B = {_mib(8 * count + micro * per_sample)} (Adam's state comes with the step)."
+        )
         if k != tries[0]:
             first = fixed + -(-batch // tries[0]) * per_sample
-            text += (f" The formula's k = ceil({batch:,} / {fits:,}) = {tries[0]} gives micro-batches predicted at "
-                     f"{_mib(first)} of the {_mib(limit_bytes)} limit, leaving no room for the step's working "
-                     "memory (the gradients flowing back, Adam's temporaries) or the allocator's overhead, so k "
-                     "doubled until it trained: leave headroom.")
+            text += (
+                f" The formula's k = ceil({batch:,} / {fits:,}) = {tries[0]} gives micro-batches predicted at "
+                f"{_mib(first)} of the {_mib(limit_bytes)} limit, leaving no room for the step's working "
+                "memory (the gradients flowing back, Adam's temporaries) or the allocator's overhead, so k "
+                "doubled until it trained: leave headroom."
+            )
         if leftovers and max(leftovers) > RELEASE_MARGIN:
-            text += (f" After the failed attempts' clean-ups, {limit_counter} stayed "
-                     + ", ".join(_mib(v) for v in leftovers) + " above the baseline with none of their tensors "
-                     "alive: memory the allocator kept after the failed allocations, which still counts against "
-                     "the limit.")
+            text += (
+                f" After the failed attempts' clean-ups, {limit_counter} stayed "
+                + ", ".join(_mib(v) for v in leftovers)
+                + " above the baseline with none of their tensors "
+                "alive: memory the allocator kept after the failed allocations, which still counts against "
+                "the limit."
+            )
         yield Note(text, "result")
     elif metrics["recovered"] is False:
         yield Note(f"Not recovered: even {tries[-1]} micro-batches ran out of memory under the limit.", "warning")
-    yield Note("Fixes for out of memory: a smaller batch with gradient accumulation (this run), mixed precision "
-               "(autocast halves the activations' bytes), activation checkpointing (recompute activations in "
-               "backward instead of keeping them), or an optimizer with less state.")
+    yield Note(
+        "Fixes for out of memory: a smaller batch with gradient accumulation (this run), mixed precision "
+        "(autocast halves the activations' bytes), activation checkpointing (recompute activations in "
+        "backward instead of keeping them), or an optimizer with less state."
+    )
     yield Finished(metrics)
 
 

@@ -50,8 +50,12 @@ def make_optimizer(key: str, params: Any, p: OptimizerTradeParams) -> torch.opti
 
 def state_bytes(optimizer: torch.optim.Optimizer) -> int:
     """Bytes of every tensor the optimizer keeps in its state, measured."""
-    return sum(t.numel() * t.element_size() for state in optimizer.state.values() for t in state.values()
-               if isinstance(t, torch.Tensor))
+    return sum(
+        t.numel() * t.element_size()
+        for state in optimizer.state.values()
+        for t in state.values()
+        if isinstance(t, torch.Tensor)
+    )
 
 
 def measure(p: OptimizerTradeParams, dev: Device) -> Iterator[Event]:
@@ -59,25 +63,35 @@ def measure(p: OptimizerTradeParams, dev: Device) -> Iterator[Event]:
     device = dev.torch_device
     data = mnist.load(device, test_samples=p.eval_samples)
     n_test = data.test_x.shape[0]
-    yield Started("optimizer-trade", device, dev.name, data.description,
-                  f"Adam, SGD with momentum and SGD to {p.target_accuracy:.0%} test accuracy, at most "
-                  f"{p.max_steps:,} steps of batch {p.batch_size} each")
+    yield Started(
+        "optimizer-trade",
+        device,
+        dev.name,
+        data.description,
+        f"Adam, SGD with momentum and SGD to {p.target_accuracy:.0%} test accuracy, at most "
+        f"{p.max_steps:,} steps of batch {p.batch_size} each",
+    )
 
     start_weights = {k: v.clone() for k, v in MNISTClassifier().to(device).state_dict().items()}
     cap = p.max_steps
     if dev.kind == "cpu":
-        per_sample = seconds_per_sample(MNISTClassifier, data.train_x, data.train_y, device, batch_size=p.batch_size,
-                                        batches=10)
+        per_sample = seconds_per_sample(
+            MNISTClassifier, data.train_x, data.train_y, device, batch_size=p.batch_size, batches=10
+        )
         per_step = per_sample * (p.batch_size + EVAL_COST * n_test / p.eval_every)
-        fit = fit_samples(p.max_steps, len(OPTIMIZERS) * per_step, cpu_budget_s(),
-                          minimum_batches=min(p.eval_every, p.max_steps))
+        fit = fit_samples(
+            p.max_steps, len(OPTIMIZERS) * per_step, cpu_budget_s(), minimum_batches=min(p.eval_every, p.max_steps)
+        )
         if fit.cut:
             cap = fit.used
-            yield Note(f"The step cap is cut from {p.max_steps:,} to {cap:,} so the three runs fit the run's "
-                       f"time budget of {seconds(cpu_budget_s())}: an Adam step of batch {p.batch_size} with its "
-                       f"share of the evaluations took {seconds(per_step)} here, and all three runs could take "
-                       f"{len(OPTIMIZERS) * p.max_steps:,} of them. A run that would have reached the target after "
-                       "the cut says 'not reached'. Runs on a GPU are never cut.", "warning")
+            yield Note(
+                f"The step cap is cut from {p.max_steps:,} to {cap:,} so the three runs fit the run's "
+                f"time budget of {seconds(cpu_budget_s())}: an Adam step of batch {p.batch_size} with its "
+                f"share of the evaluations took {seconds(per_step)} here, and all three runs could take "
+                f"{len(OPTIMIZERS) * p.max_steps:,} of them. A run that would have reached the target after "
+                "the cut says 'not reached'. Runs on a GPU are never cut.",
+                "warning",
+            )
 
     loss_fn = nn.CrossEntropyLoss()
     results: dict[str, dict[str, Any]] = {}
@@ -109,8 +123,14 @@ def measure(p: OptimizerTradeParams, dev: Device) -> Iterator[Event]:
                 with clock.paused():
                     accuracy = evaluate(model, data.test_x, data.test_y, 1000)
                     elapsed = clock.elapsed()
-                    yield Step(step, cap, loss.item(), elapsed, step * p.batch_size / elapsed if elapsed > 0 else 0.0,
-                               label=label)
+                    yield Step(
+                        step,
+                        cap,
+                        loss.item(),
+                        elapsed,
+                        step * p.batch_size / elapsed if elapsed > 0 else 0.0,
+                        label=label,
+                    )
                 if accuracy >= p.target_accuracy:
                     reached = step
                     break
@@ -127,51 +147,71 @@ def measure(p: OptimizerTradeParams, dev: Device) -> Iterator[Event]:
     rows = []
     for key, label in OPTIMIZERS:
         r = results[key]
-        rows.append([label, mib(r["state"]), metric(r["state"] / parameter_bytes, "x"),
-                     f"{r['steps']:,}" if r["steps"] is not None else f"not in {cap:,}",
-                     metric(r["accuracy"], "%"), metric(ratio(key), "x") if ratio(key) is not None else "-"])
-    yield Table(f"To {p.target_accuracy:.0%} on {n_test:,} test images, batch {p.batch_size}, on {device}",
-                ["optimizer", "state", "x weights", "steps", "accuracy", "steps vs Adam"], rows)
+        rows.append(
+            [
+                label,
+                mib(r["state"]),
+                metric(r["state"] / parameter_bytes, "x"),
+                f"{r['steps']:,}" if r["steps"] is not None else f"not in {cap:,}",
+                metric(r["accuracy"], "%"),
+                metric(ratio(key), "x") if ratio(key) is not None else "-",
+            ]
+        )
+    yield Table(
+        f"To {p.target_accuracy:.0%} on {n_test:,} test images, batch {p.batch_size}, on {device}",
+        ["optimizer", "state", "x weights", "steps", "accuracy", "steps vs Adam"],
+        rows,
+    )
 
     def steps_text(key: str) -> str:
         r = results[key]
         if r["steps"] is None:
             return f"did not reach it within {cap:,} steps ({metric(r['accuracy'], '%')} at the end)"
-        return f"reached it in {r['steps']:,} steps" + (f" ({metric(ratio(key), 'x')} Adam's)" if key != "adam" and
-                                                        ratio(key) is not None else "")
+        return f"reached it in {r['steps']:,} steps" + (
+            f" ({metric(ratio(key), 'x')} Adam's)" if key != "adam" and ratio(key) is not None else ""
+        )
 
-    yield Note(f"To {p.target_accuracy:.0%} test accuracy: Adam {steps_text('adam')} and keeps "
-               f"{size(results['adam']['state'])} of state ({metric(results['adam']['state'] / parameter_bytes, 'x')} "
-               f"the weights); SGD with momentum {steps_text('momentum')} with "
-               f"{size(results['momentum']['state'])} "
-               f"({metric(results['momentum']['state'] / parameter_bytes, 'x')}); plain SGD {steps_text('sgd')} "
-               f"with {size(results['sgd']['state'])}. SGD's memory saving is paid for in steps.", "result")
+    yield Note(
+        f"To {p.target_accuracy:.0%} test accuracy: Adam {steps_text('adam')} and keeps "
+        f"{size(results['adam']['state'])} of state ({metric(results['adam']['state'] / parameter_bytes, 'x')} "
+        f"the weights); SGD with momentum {steps_text('momentum')} with "
+        f"{size(results['momentum']['state'])} "
+        f"({metric(results['momentum']['state'] / parameter_bytes, 'x')}); plain SGD {steps_text('sgd')} "
+        f"with {size(results['sgd']['state'])}. SGD's memory saving is paid for in steps.",
+        "result",
+    )
     per_param = {key: results[key]["state"] / parameters for key, _ in OPTIMIZERS}
     extra = (per_param["adam"] - per_param["sgd"]) * GPT2_XL_PARAMETERS
     totals = {key: (parameter_bytes + results[key]["state"]) / parameter_bytes for key, _ in OPTIMIZERS}
-    yield Note(f"Weights plus optimizer state: {metric(totals['sgd'], 'x')}, {metric(totals['momentum'], 'x')} and "
-               f"{metric(totals['adam'], 'x')} the weights for SGD, momentum and Adam: the 1x, 2x, 3x the course's "
-               "iron-law lab quotes (gradients add one more copy of the weights to each). At the "
-               f"{number(per_param['adam'])} bytes per parameter Adam kept here, GPT-2 XL's 1.5 billion parameters "
-               f"need {number(extra / 1e9, 'GB')} more than plain SGD, the figure that lab asks for.")
-    yield Note("How many more steps SGD needs depends on the model and on the learning rates (here "
-               f"adam_lr={p.adam_lr:g}, sgd_lr={p.sgd_lr:g}, momentum={p.momentum:g}, common defaults, neither "
-               "tuned); for GPT-2 the iron-law lab quotes about 3x for SGD with momentum. A step count is not a time "
-               "either: an Adam step does more elementwise work per parameter than an SGD step.")
+    yield Note(
+        f"Weights plus optimizer state: {metric(totals['sgd'], 'x')}, {metric(totals['momentum'], 'x')} and "
+        f"{metric(totals['adam'], 'x')} the weights for SGD, momentum and Adam: the 1x, 2x, 3x the course's "
+        "iron-law lab quotes (gradients add one more copy of the weights to each). At the "
+        f"{number(per_param['adam'])} bytes per parameter Adam kept here, GPT-2 XL's 1.5 billion parameters "
+        f"need {number(extra / 1e9, 'GB')} more than plain SGD, the figure that lab asks for."
+    )
+    yield Note(
+        "How many more steps SGD needs depends on the model and on the learning rates (here "
+        f"adam_lr={p.adam_lr:g}, sgd_lr={p.sgd_lr:g}, momentum={p.momentum:g}, common defaults, neither "
+        "tuned); for GPT-2 the iron-law lab quotes about 3x for SGD with momentum. A step count is not a time "
+        "either: an Adam step does more elementwise work per parameter than an SGD step."
+    )
 
-    yield Finished({
-        "adam_steps": results["adam"]["steps"],
-        "momentum_steps": results["momentum"]["steps"],
-        "sgd_steps": results["sgd"]["steps"],
-        "momentum_steps_ratio": ratio("momentum"),
-        "sgd_steps_ratio": ratio("sgd"),
-        "adam_state_bytes": results["adam"]["state"],
-        "momentum_state_bytes": results["momentum"]["state"],
-        "sgd_state_bytes": results["sgd"]["state"],
-        "parameter_bytes": parameter_bytes,
-        "adam_accuracy": results["adam"]["accuracy"],
-        "momentum_accuracy": results["momentum"]["accuracy"],
-        "sgd_accuracy": results["sgd"]["accuracy"],
-        "step_cap": cap,
-        "device": device,
-    })
+    yield Finished(
+        {
+            "adam_steps": results["adam"]["steps"],
+            "momentum_steps": results["momentum"]["steps"],
+            "sgd_steps": results["sgd"]["steps"],
+            "momentum_steps_ratio": ratio("momentum"),
+            "sgd_steps_ratio": ratio("sgd"),
+            "adam_state_bytes": results["adam"]["state"],
+            "momentum_state_bytes": results["momentum"]["state"],
+            "sgd_state_bytes": results["sgd"]["state"],
+            "parameter_bytes": parameter_bytes,
+            "adam_accuracy": results["adam"]["accuracy"],
+            "momentum_accuracy": results["momentum"]["accuracy"],
+            "sgd_accuracy": results["sgd"]["accuracy"],
+            "step_cap": cap,
+            "device": device,
+        }
+    )

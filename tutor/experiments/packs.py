@@ -77,17 +77,24 @@ def _register(found: Any, path: Path) -> PackProblem | None:
     if found is None:
         return PackProblem(path, 1, "defines no EXPERIMENTS (a list of tutor.experiments.Experiment)")
     if not isinstance(found, (list, tuple)) or not all(isinstance(e, experiments.Experiment) for e in found):
-        return PackProblem(path, _line_of(path, "EXPERIMENTS"),
-                           "EXPERIMENTS must be a list of tutor.experiments.Experiment")
+        return PackProblem(
+            path, _line_of(path, "EXPERIMENTS"), "EXPERIMENTS must be a list of tutor.experiments.Experiment"
+        )
     names = [exp.name for exp in found]
     for exp in found:  # all or none: a half-registered pack would clash with itself when reloaded
         taken = experiments.REGISTRY.get(exp.name)
         if (taken is not None and taken is not exp) or names.count(exp.name) > 1:
-            return PackProblem(path, _line_of(path, repr(exp.name)[1:-1], "EXPERIMENTS"),
-                               f"experiment {exp.name!r} is already defined; choose another name")
+            return PackProblem(
+                path,
+                _line_of(path, repr(exp.name)[1:-1], "EXPERIMENTS"),
+                f"experiment {exp.name!r} is already defined; choose another name",
+            )
         if exp.run is None:
-            return PackProblem(path, _line_of(path, repr(exp.name)[1:-1], "EXPERIMENTS"),
-                               f"experiment {exp.name!r} has no run= (the generator function that runs it)")
+            return PackProblem(
+                path,
+                _line_of(path, repr(exp.name)[1:-1], "EXPERIMENTS"),
+                f"experiment {exp.name!r} has no run= (the generator function that runs it)",
+            )
     for exp in found:
         experiments.register(exp)
     _loaded[path] = names

@@ -121,8 +121,11 @@ def device_time_by_phase(events: list[Any]) -> dict[str, float]:
     backward's kernels. `events` are FunctionEvents (prof.events())."""
     cpu = torch.autograd.DeviceType.CPU
     # Host-side events only: the kernels' own entries (and GPU-side annotations) would count twice.
-    windows = sorted((e.time_range.start, e.time_range.end, e.name) for e in events
-                     if e.device_type == cpu and e.is_user_annotation and e.name in PHASES)
+    windows = sorted(
+        (e.time_range.start, e.time_range.end, e.name)
+        for e in events
+        if e.device_type == cpu and e.is_user_annotation and e.name in PHASES
+    )
     starts = [w[0] for w in windows]
     out = dict.fromkeys(PHASES, 0.0)
     for e in events:
@@ -147,15 +150,22 @@ def measure(p: ProfileStepParams, dev: Device) -> Iterator[Event]:
     device = dev.torch_device
     cuda = dev.kind == "cuda"
     d = mnist.load("cpu")  # the data in host memory, as a DataLoader keeps it
-    yield Started("profile-step", device, dev.name, d.description,
-                  f"MNISTClassifier, Adam, batch {p.batch_size}: {p.steps} steps timed, {p.steps} profiled")
+    yield Started(
+        "profile-step",
+        device,
+        dev.name,
+        d.description,
+        f"MNISTClassifier, Adam, batch {p.batch_size}: {p.steps} steps timed, {p.steps} profiled",
+    )
 
     dtype = float32_matmul_dtype(dev)
     peak = matmul_peak.cached(dev, dtype)
     if peak is None:
-        yield Note(f"Measuring this device's {dtype} matmul peak first (MFU's denominator): "
-                   f"{matmul_peak.sweep_words(dev.kind)}; kept for later runs "
-                   f"(`{matmul_peak.MEASURE_COMMAND}` measures it again).")
+        yield Note(
+            f"Measuring this device's {dtype} matmul peak first (MFU's denominator): "
+            f"{matmul_peak.sweep_words(dev.kind)}; kept for later runs "
+            f"(`{matmul_peak.MEASURE_COMMAND}` measures it again)."
+        )
         peak = matmul_peak.measure(dev, dtype)
 
     model = MNISTClassifier().to(device)
@@ -203,14 +213,18 @@ def measure(p: ProfileStepParams, dev: Device) -> Iterator[Event]:
     if not stretch_seconds:  # no stretch measurable (a clock too coarse): the pass as a whole
         stretch_seconds = [max(timed_seconds, 1e-9) / p.steps]
     step_seconds = statistics.median(stretch_seconds)
-    yield Step(p.steps, 2 * p.steps, loss.item(), timed_seconds, p.batch_size / step_seconds,
-               label="timed")
+    yield Step(p.steps, 2 * p.steps, loss.item(), timed_seconds, p.batch_size / step_seconds, label="timed")
 
     # 2. Profiled.
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
-    with _native_logs_muted(), profile(activities=activities, record_shapes=False,
-                                       schedule=schedule(wait=0, warmup=PROFILER_WARMUP, active=p.steps,
-                                                         repeat=1)) as prof:
+    with (
+        _native_logs_muted(),
+        profile(
+            activities=activities,
+            record_shapes=False,
+            schedule=schedule(wait=0, warmup=PROFILER_WARMUP, active=p.steps, repeat=1),
+        ) as prof,
+    ):
         for _ in range(PROFILER_WARMUP):
             train_step()
             prof.step()
@@ -221,8 +235,14 @@ def measure(p: ProfileStepParams, dev: Device) -> Iterator[Event]:
             prof.step()
         synchronize(device)
         profiled_seconds = (time.perf_counter() - start) / p.steps
-    yield Step(2 * p.steps, 2 * p.steps, loss.item(), timed_seconds + profiled_seconds * p.steps,
-               p.batch_size / profiled_seconds, label="profiled")
+    yield Step(
+        2 * p.steps,
+        2 * p.steps,
+        loss.item(),
+        timed_seconds + profiled_seconds * p.steps,
+        p.batch_size / profiled_seconds,
+        label="profiled",
+    )
 
     events = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CPU]
     phase_us = dict.fromkeys(PHASES, 0.0)
@@ -244,8 +264,13 @@ def measure(p: ProfileStepParams, dev: Device) -> Iterator[Event]:
     skip = set(PHASES)
     # Operators are the host-side entries; on CUDA each one's self device time is the kernels it
     # launched itself (the kernels' own entries would count that time twice).
-    averages = [a for a in prof.key_averages() if a.key not in skip and not a.key.startswith("ProfilerStep")
-                and getattr(a, "device_type", torch.autograd.DeviceType.CPU) == torch.autograd.DeviceType.CPU]
+    averages = [
+        a
+        for a in prof.key_averages()
+        if a.key not in skip
+        and not a.key.startswith("ProfilerStep")
+        and getattr(a, "device_type", torch.autograd.DeviceType.CPU) == torch.autograd.DeviceType.CPU
+    ]
     key = (lambda a: a.self_device_time_total) if cuda else (lambda a: a.self_cpu_time_total)
     averages.sort(key=key, reverse=True)
     total_self = sum(key(a) for a in averages) or 1.0
@@ -259,8 +284,12 @@ def measure(p: ProfileStepParams, dev: Device) -> Iterator[Event]:
         if cuda:
             row.append(number(a.self_device_time_total / 1e3 / p.steps))
         rows.append([*row, metric(key(a) / total_self, "%")])
-    yield Table(f"Top {min(p.top, len(averages))} operators by self {'GPU' if cuda else 'CPU'} time, "
-                f"{p.steps} profiled steps on {device}", columns, rows)
+    yield Table(
+        f"Top {min(p.top, len(averages))} operators by self {'GPU' if cuda else 'CPU'} time, "
+        f"{p.steps} profiled steps on {device}",
+        columns,
+        rows,
+    )
 
     phase_columns = ["phase", "host ms/step", "share"] + (["GPU kernels ms/step"] if cuda else [])
     phase_rows = []
@@ -291,76 +320,99 @@ def measure(p: ProfileStepParams, dev: Device) -> Iterator[Event]:
     if fastest > peak.tflops:
         swept = peak.tflops
         peak = matmul_peak.raise_to(peak, fastest)
-        yield Note(f"This run's model FLOPs ran at {metric(fastest, 'TFLOP/s')} in its fastest stretch of steps, "
-                   f"faster than the best matmul the sweep timed ({metric(swept, 'TFLOP/s')}): the sweep was slowed "
-                   "by other work on the machine. The measured peak is raised to this run's fastest figure (and "
-                   "kept), so MFU reads 100% at most: as fast as anything measured here.", "warning")
+        yield Note(
+            f"This run's model FLOPs ran at {metric(fastest, 'TFLOP/s')} in its fastest stretch of steps, "
+            f"faster than the best matmul the sweep timed ({metric(swept, 'TFLOP/s')}): the sweep was slowed "
+            "by other work on the machine. The measured peak is raised to this run's fastest figure (and "
+            "kept), so MFU reads 100% at most: as fast as anything measured here.",
+            "warning",
+        )
     mfu = achieved / peak.tflops
     # The median stretch is reported, with the median's interval over the stretches, carrying the
     # peak's own spread too (its typical block to its best: measurement.intervals.over_peak).
-    interval = over_peak(median_interval([flops_per_step / s / 1e12 for s in stretch_seconds]), peak.tflops,
-                         peak.typical_tflops)
+    interval = over_peak(
+        median_interval([flops_per_step / s / 1e12 for s in stretch_seconds]), peak.tflops, peak.typical_tflops
+    )
     mfu_low, mfu_high = bounds(interval)
 
     biggest = max(PHASES, key=lambda k: shares[k])
-    yield Note(f"Operators: {top_op} took the most self time ({metric(top_op_share, '%')} of all operator time). "
-               f"The step made {number(ops_per_step)} PyTorch operator calls"
-               + (f" and launched {number(kernels_per_step)} GPU kernels" if cuda else "")
-               + f". By label, the host spent {metric(shares[biggest], '%')} of the step in {biggest}. "
-               f"A step took {seconds(step_seconds)} without the profiler and {seconds(profiled_seconds)} with it: "
-               "a profiler records every call, so it slows what it measures; read shares from it, time without it.",
-               "result")
-    peak_text = (f"{metric(peak.tflops, 'TFLOP/s')} {dtype}{peak.threads_text()}, measured here "
-                 f"({peak.how_text()}{peak.spread_text()}; {peak.measured_on})")
-    mfu_text = (f"MFU = {number(flops_per_step / 1e6)} MFLOP per step / {seconds(step_seconds)} = "
-                f"{metric(achieved, 'TFLOP/s')} of a peak of {peak_text}: {metric(mfu, '%')}"
-                + (f" ({in_words(interval, lambda v: metric(v, '%'), 'stretches of steps')})"
-                   if mfu_low is not None else "") + ".")
+    yield Note(
+        f"Operators: {top_op} took the most self time ({metric(top_op_share, '%')} of all operator time). "
+        f"The step made {number(ops_per_step)} PyTorch operator calls"
+        + (f" and launched {number(kernels_per_step)} GPU kernels" if cuda else "")
+        + f". By label, the host spent {metric(shares[biggest], '%')} of the step in {biggest}. "
+        f"A step took {seconds(step_seconds)} without the profiler and {seconds(profiled_seconds)} with it: "
+        "a profiler records every call, so it slows what it measures; read shares from it, time without it.",
+        "result",
+    )
+    peak_text = (
+        f"{metric(peak.tflops, 'TFLOP/s')} {dtype}{peak.threads_text()}, measured here "
+        f"({peak.how_text()}{peak.spread_text()}; {peak.measured_on})"
+    )
+    mfu_text = (
+        f"MFU = {number(flops_per_step / 1e6)} MFLOP per step / {seconds(step_seconds)} = "
+        f"{metric(achieved, 'TFLOP/s')} of a peak of {peak_text}: {metric(mfu, '%')}"
+        + (f" ({in_words(interval, lambda v: metric(v, '%'), 'stretches of steps')})" if mfu_low is not None else "")
+        + "."
+    )
     sheet = vendor_peaks.for_device(dev, dtype)
     if sheet is not None:
         mfu_text += f" Against the spec sheet instead: {vendor_peaks.beside(achieved, sheet, dtype)}."
-    mfu_text += (" pipeline-breakdown (the Iron Law's run) measures this same MLP with its data already on the "
-                 "device, without this run's copy of each batch, so its MFU is not this one's: compare the two only "
-                 "within each run's range.")
+    mfu_text += (
+        " pipeline-breakdown (the Iron Law's run) measures this same MLP with its data already on the "
+        "device, without this run's copy of each batch, so its MFU is not this one's: compare the two only "
+        "within each run's range."
+    )
     if cuda:
-        yield Note(f"A kernel was running {metric(busy_share, '%')} of the profiled time, with a median gap of "
-                   f"{seconds(gap)} between one kernel's end and the next one's start: that share is what "
-                   "nvidia-smi's GPU-Util samples (the time at least one kernel was resident, however little of "
-                   f"the GPU it used). {mfu_text} A GPU can look "
-                   + ("busy" if (busy_share or 0) >= 0.5 else "half idle")
-                   + " by GPU-Util while doing a small share of the arithmetic it could: the course's rule of "
-                     "80% or more utilisation is about GPU-Util, and says nothing of MFU. The gaps are launch "
-                     "overhead: Python and PyTorch preparing the next kernel; bigger batches or fused kernels "
-                     "(torch.compile, CUDA graphs) shrink them.", "result")
+        yield Note(
+            f"A kernel was running {metric(busy_share, '%')} of the profiled time, with a median gap of "
+            f"{seconds(gap)} between one kernel's end and the next one's start: that share is what "
+            "nvidia-smi's GPU-Util samples (the time at least one kernel was resident, however little of "
+            f"the GPU it used). {mfu_text} A GPU can look "
+            + ("busy" if (busy_share or 0) >= 0.5 else "half idle")
+            + " by GPU-Util while doing a small share of the arithmetic it could: the course's rule of "
+            "80% or more utilisation is about GPU-Util, and says nothing of MFU. The gaps are launch "
+            "overhead: Python and PyTorch preparing the next kernel; bigger batches or fused kernels "
+            "(torch.compile, CUDA graphs) shrink them.",
+            "result",
+        )
     else:
-        yield Note(f"{mfu_text} No GPU here: this profiled the CPU. On a GPU the run would also record every "
-                   "kernel and measure the share of time one was running, which is what nvidia-smi's GPU-Util "
-                   "reports: a kernel resident on the GPU, however few of its cores it uses, counts as 100% busy "
-                   "for that moment. So the course's rule of 80% or more utilisation can be met by a loop of "
-                   "small kernels whose MFU is a few percent or less: GPU-Util is not MFU. Run this on a GPU to "
-                   "measure both.", "result")
-    yield Note(f"Trace ({size(trace_bytes)}) written to {target}: open https://ui.perfetto.dev and drag the file "
-               "in (or chrome://tracing in Chrome) to see each step's data, forward, backward and optimizer "
-               "labels and the operators inside them on a timeline"
-               + ("" if p.trace else "; files in that scratch folder are removed after a day") + ".")
+        yield Note(
+            f"{mfu_text} No GPU here: this profiled the CPU. On a GPU the run would also record every "
+            "kernel and measure the share of time one was running, which is what nvidia-smi's GPU-Util "
+            "reports: a kernel resident on the GPU, however few of its cores it uses, counts as 100% busy "
+            "for that moment. So the course's rule of 80% or more utilisation can be met by a loop of "
+            "small kernels whose MFU is a few percent or less: GPU-Util is not MFU. Run this on a GPU to "
+            "measure both.",
+            "result",
+        )
+    yield Note(
+        f"Trace ({size(trace_bytes)}) written to {target}: open https://ui.perfetto.dev and drag the file "
+        "in (or chrome://tracing in Chrome) to see each step's data, forward, backward and optimizer "
+        "labels and the operators inside them on a timeline"
+        + ("" if p.trace else "; files in that scratch folder are removed after a day")
+        + "."
+    )
 
-    yield Finished({
-        "top_op": top_op,
-        "top_op_share": top_op_share,
-        **{f"{k}_share": shares[k] for k in PHASES},
-        "ops_per_step": ops_per_step,
-        "kernels_per_step": kernels_per_step,
-        "gpu_busy_share": busy_share,
-        "launch_gap_seconds": gap,
-        "step_seconds": step_seconds,
-        "profiled_step_seconds": profiled_seconds,
-        "flops_per_step": flops_per_step,
-        "achieved_tflops": achieved,
-        "peak_tflops": peak.tflops,
-        "mfu": mfu,
-        "mfu_low": mfu_low,
-        "mfu_high": mfu_high,
-        "trace_path": str(target),
-        "trace_bytes": trace_bytes,
-        "device": device,
-    })
+    yield Finished(
+        {
+            "top_op": top_op,
+            "top_op_share": top_op_share,
+            **{f"{k}_share": shares[k] for k in PHASES},
+            "ops_per_step": ops_per_step,
+            "kernels_per_step": kernels_per_step,
+            "gpu_busy_share": busy_share,
+            "launch_gap_seconds": gap,
+            "step_seconds": step_seconds,
+            "profiled_step_seconds": profiled_seconds,
+            "flops_per_step": flops_per_step,
+            "achieved_tflops": achieved,
+            "peak_tflops": peak.tflops,
+            "mfu": mfu,
+            "mfu_low": mfu_low,
+            "mfu_high": mfu_high,
+            "trace_path": str(target),
+            "trace_bytes": trace_bytes,
+            "device": device,
+        }
+    )

@@ -58,10 +58,16 @@ class RankContext:
     def _emit(self, kind: str, **fields: Any) -> None:
         _line(kind, **fields)
 
-    def step(self, step: int, total: int, loss: float, seconds: float, samples_per_s: float,
-             epoch: int = 1) -> None:
-        self._emit("step", step=step, total=total, loss=float(loss), seconds=float(seconds),
-                   samples_per_s=float(samples_per_s), epoch=epoch)
+    def step(self, step: int, total: int, loss: float, seconds: float, samples_per_s: float, epoch: int = 1) -> None:
+        self._emit(
+            "step",
+            step=step,
+            total=total,
+            loss=float(loss),
+            seconds=float(seconds),
+            samples_per_s=float(samples_per_s),
+            epoch=epoch,
+        )
 
     def note(self, text: str, level: str = "info") -> None:
         self._emit("note", text=text, level=level)
@@ -87,7 +93,7 @@ def _line(kind: str, **fields: Any) -> None:
 def _write_all(data: bytes) -> None:
     view = memoryview(data)
     while view:
-        view = view[os.write(1, view):]
+        view = view[os.write(1, view) :]
 
 
 @contextmanager
@@ -136,8 +142,9 @@ def main(module: str) -> int:
         return 0
     except Exception as exc:  # noqa: BLE001 - said to the launcher as one line, with where it happened
         frames = traceback.extract_tb(exc.__traceback__)
-        where = next((f"{os.path.basename(f.filename)}:{f.lineno}" for f in reversed(frames)
-                      if "tutor" in f.filename), "")
+        where = next(
+            (f"{os.path.basename(f.filename)}:{f.lineno}" for f in reversed(frames) if "tutor" in f.filename), ""
+        )
         text = str(exc).strip()
         _line("error", type=type(exc).__name__, text=text.splitlines()[0] if text else "", where=where)
         traceback.print_exc()  # to stderr, which the launcher keeps the tail of

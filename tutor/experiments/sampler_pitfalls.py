@@ -107,15 +107,15 @@ def _loader(way: str, ds: Any, p: SamplerPitfallsParams, rank: int) -> tuple[Dat
     return DataLoader(ds, batch_size=p.batch_size, sampler=sampler), sampler
 
 
-def _feed(ctx: RankContext, p: SamplerPitfallsParams, ds: Any, way: str, train: bool,
-          clock: dict[str, Any]) -> list[list[list[int]]]:
+def _feed(
+    ctx: RankContext, p: SamplerPitfallsParams, ds: Any, way: str, train: bool, clock: dict[str, Any]
+) -> list[list[list[int]]]:
     """Every epoch's batches (their sample ids) on this rank, trained under DDP if `train`."""
     loader, sampler = _loader(way, ds, p, ctx.rank)
     torch.manual_seed(p.seed)
     ddp = optimizer = None
     if train:
-        ddp = DDP(MNISTClassifier().to(ctx.device),
-                  device_ids=[ctx.local_rank] if ctx.device.type == "cuda" else None)
+        ddp = DDP(MNISTClassifier().to(ctx.device), device_ids=[ctx.local_rank] if ctx.device.type == "cuda" else None)
         optimizer = torch.optim.SGD(ddp.parameters(), lr=p.lr)
     ids: list[list[list[int]]] = []
     for epoch in range(p.epochs):
@@ -159,8 +159,9 @@ def rank_main(ctx: RankContext) -> None:
         if ctx.rank == 0:
             stats = feeding_stats(everyone)
             # epochs 1 and 2 only: the result is one line on a pipe the ranks share, kept short
-            stats["orders"] = [[[order_hash(everyone[r][e]), everyone[r][e][0][:4]] for r in range(ctx.world_size)]
-                               for e in range(2)]
+            stats["orders"] = [
+                [[order_hash(everyone[r][e]), everyone[r][e][0][:4]] for r in range(ctx.world_size)] for e in range(2)
+            ]
             ways[way] = stats
 
     # A dataset that does not split evenly: what DistributedSampler gives each rank (no training).
@@ -173,8 +174,15 @@ def rank_main(ctx: RankContext) -> None:
     if ctx.rank == 0:
         pad = uneven_split([s["padded"] for s in shards], p.uneven_samples)
         drop = uneven_split([s["dropped"] for s in shards], p.uneven_samples)
-        ctx.result(ways=ways, padded=pad, dropped=drop, cut=sum(s["cut"] for s in shards),
-                   shard=len(shard), last_batch=len(shard) % p.batch_size, dataset=data.description)
+        ctx.result(
+            ways=ways,
+            padded=pad,
+            dropped=drop,
+            cut=sum(s["cut"] for s in shards),
+            shard=len(shard),
+            last_batch=len(shard) % p.batch_size,
+            dataset=data.description,
+        )
     else:
         ctx.result()
 
@@ -185,15 +193,21 @@ def rank_main(ctx: RankContext) -> None:
 def measure(p: SamplerPitfallsParams, dev: Device) -> Iterator[Event]:
     plan = distributed.choose(dev, p.world_size)
     n = p.world_size
-    yield Started("sampler-pitfalls", plan.device, f"{n} x {plan.backend}", mnist.describe_source(),
-                  f"world size {n}, {p.samples} samples, batch {p.batch_size} per rank, {p.epochs} epochs "
-                  "each way")
+    yield Started(
+        "sampler-pitfalls",
+        plan.device,
+        f"{n} x {plan.backend}",
+        mnist.describe_source(),
+        f"world size {n}, {p.samples} samples, batch {p.batch_size} per rank, {p.epochs} epochs each way",
+    )
     yield Note(plan.why)
-    yield Note(f"torchrun --standalone --nproc_per_node={n}: every rank trains a DDP model {p.epochs} epochs "
-               "three ways and records the id of every sample it trained on: (a) a plain shuffled DataLoader, "
-               f"its generator seeded {p.seed} on every rank, as the same script started {n} times seeds it; "
-               "(b) DistributedSampler with sampler.set_epoch(epoch) each epoch; (c) the same sampler, "
-               "set_epoch never called. Rank 0 gathers the ids and compares them.")
+    yield Note(
+        f"torchrun --standalone --nproc_per_node={n}: every rank trains a DDP model {p.epochs} epochs "
+        "three ways and records the id of every sample it trained on: (a) a plain shuffled DataLoader, "
+        f"its generator seeded {p.seed} on every rank, as the same script started {n} times seeds it; "
+        "(b) DistributedSampler with sampler.set_epoch(epoch) each epoch; (c) the same sampler, "
+        "set_epoch never called. Rank 0 gathers the ids and compares them."
+    )
     job = yield from distributed.launch("sampler_pitfalls", plan, p.model_dump())
     r0 = job["results"][0]
     ways = r0["ways"]
@@ -203,77 +217,130 @@ def measure(p: SamplerPitfallsParams, dev: Device) -> Iterator[Event]:
     for way in ("plain", "rank_seeds", "set_epoch", "no_set_epoch"):
         s = ways[way]
         trained = way != "rank_seeds"
-        rows.append([WAY_NAMES[way], present.metric(s["overlap"], "%"), present.number(s["distinct_per_epoch"]),
-                     present.number(s["trained_per_epoch"]) if trained else "(not trained)",
-                     present.metric(s["distinct_per_step"]), str(s["steps_per_epoch"]),
-                     present.metric(s["same_order"])])
-    yield Table(f"Which samples the {n} ranks saw ({p.samples} samples, batch {p.batch_size} per rank)",
-                ["feeding", "overlap between ranks", "distinct / epoch", "trained / epoch", "distinct / step",
-                 "steps / epoch", "epoch 2 = epoch 1"], rows)
+        rows.append(
+            [
+                WAY_NAMES[way],
+                present.metric(s["overlap"], "%"),
+                present.number(s["distinct_per_epoch"]),
+                present.number(s["trained_per_epoch"]) if trained else "(not trained)",
+                present.metric(s["distinct_per_step"]),
+                str(s["steps_per_epoch"]),
+                present.metric(s["same_order"]),
+            ]
+        )
+    yield Table(
+        f"Which samples the {n} ranks saw ({p.samples} samples, batch {p.batch_size} per rank)",
+        [
+            "feeding",
+            "overlap between ranks",
+            "distinct / epoch",
+            "trained / epoch",
+            "distinct / step",
+            "steps / epoch",
+            "epoch 2 = epoch 1",
+        ],
+        rows,
+    )
     order_rows = []
     for way in WAYS:
         for e, ranks in enumerate(ways[way]["orders"]):
             for r, (digest, first) in enumerate(ranks):
                 order_rows.append([SHORT[way], str(e + 1), str(r), ", ".join(map(str, first)), digest])
-    yield Table("Each rank's order, epochs 1 and 2 (sha1 of the id sequence, 8 hex digits)",
-                ["feeding", "epoch", "rank", "first 4 sample ids", "order hash"], order_rows)
+    yield Table(
+        "Each rank's order, epochs 1 and 2 (sha1 of the id sequence, 8 hex digits)",
+        ["feeding", "epoch", "rank", "first 4 sample ids", "order hash"],
+        order_rows,
+    )
 
-    yield Note(f"(a) Plain DataLoader: the ranks' samples overlap {present.metric(plain['overlap'], '%')}; each "
-               f"step's {n} batches held {present.metric(plain['distinct_per_step'])} different samples (one "
-               f"rank's batch is {p.batch_size}; {n} disjoint batches would be {n * p.batch_size}). The {n} "
-               f"processes ran {present.number(plain['trained_per_epoch'])} forward and backward passes an epoch "
-               f"over {present.number(plain['distinct_per_epoch'])} distinct samples, {plain['steps_per_epoch']} "
-               f"steps an epoch against {good['steps_per_epoch']} with DistributedSampler: the work of one "
-               f"process, done {n} times, each all-reduce averaging {n} equal gradients. They coincide because "
-               "every rank seeded its generator alike, as one script started N times does.", "result")
-    yield Note(f"Seeded seed + rank instead, the plain loaders' batches overlap "
-               f"{present.metric(seeds['step_overlap'], '%')} within a step (chance), but over an epoch each "
-               f"rank still walks the whole dataset: overlap {present.metric(seeds['overlap'], '%')}, "
-               f"{present.number(seeds['trained_per_epoch'])} samples given for "
-               f"{present.number(seeds['distinct_per_epoch'])} distinct. Not a partition either.")
-    pad_words = ("no padding was needed" if p.samples % n == 0 else
-                 f"padded from {p.samples} to {n * -(-p.samples // n)} by repeating samples")
-    yield Note(f"(b) DistributedSampler + set_epoch: overlap {present.metric(good['overlap'], '%')}, the "
-               f"{n} shards together cover {present.number(good['distinct_per_epoch'])} samples an epoch "
-               f"({p.samples} in the dataset; {pad_words}), {present.metric(good['distinct_per_step'])} "
-               f"different samples a step, and epoch 2's order "
-               f"{'repeats' if good['same_order'] else 'differs from'} epoch 1's: the sampler shuffles with "
-               "seed + epoch, and set_epoch sets the epoch.", "result")
-    yield Note(f"(c) DistributedSampler, set_epoch forgotten: still disjoint (overlap "
-               f"{present.metric(stale['overlap'], '%')}), but epoch 2's order "
-               f"{'is epoch 1 again, on every rank' if stale['same_order'] else 'differs from epoch 1'}: "
-               "without set_epoch the sampler's epoch stays 0, so every epoch is shuffled with the same seed "
-               "and each rank trains on the same shard in the same order every epoch.", "result")
+    yield Note(
+        f"(a) Plain DataLoader: the ranks' samples overlap {present.metric(plain['overlap'], '%')}; each "
+        f"step's {n} batches held {present.metric(plain['distinct_per_step'])} different samples (one "
+        f"rank's batch is {p.batch_size}; {n} disjoint batches would be {n * p.batch_size}). The {n} "
+        f"processes ran {present.number(plain['trained_per_epoch'])} forward and backward passes an epoch "
+        f"over {present.number(plain['distinct_per_epoch'])} distinct samples, {plain['steps_per_epoch']} "
+        f"steps an epoch against {good['steps_per_epoch']} with DistributedSampler: the work of one "
+        f"process, done {n} times, each all-reduce averaging {n} equal gradients. They coincide because "
+        "every rank seeded its generator alike, as one script started N times does.",
+        "result",
+    )
+    yield Note(
+        f"Seeded seed + rank instead, the plain loaders' batches overlap "
+        f"{present.metric(seeds['step_overlap'], '%')} within a step (chance), but over an epoch each "
+        f"rank still walks the whole dataset: overlap {present.metric(seeds['overlap'], '%')}, "
+        f"{present.number(seeds['trained_per_epoch'])} samples given for "
+        f"{present.number(seeds['distinct_per_epoch'])} distinct. Not a partition either."
+    )
+    pad_words = (
+        "no padding was needed"
+        if p.samples % n == 0
+        else f"padded from {p.samples} to {n * -(-p.samples // n)} by repeating samples"
+    )
+    yield Note(
+        f"(b) DistributedSampler + set_epoch: overlap {present.metric(good['overlap'], '%')}, the "
+        f"{n} shards together cover {present.number(good['distinct_per_epoch'])} samples an epoch "
+        f"({p.samples} in the dataset; {pad_words}), {present.metric(good['distinct_per_step'])} "
+        f"different samples a step, and epoch 2's order "
+        f"{'repeats' if good['same_order'] else 'differs from'} epoch 1's: the sampler shuffles with "
+        "seed + epoch, and set_epoch sets the epoch.",
+        "result",
+    )
+    yield Note(
+        f"(c) DistributedSampler, set_epoch forgotten: still disjoint (overlap "
+        f"{present.metric(stale['overlap'], '%')}), but epoch 2's order "
+        f"{'is epoch 1 again, on every rank' if stale['same_order'] else 'differs from epoch 1'}: "
+        "without set_epoch the sampler's epoch stays 0, so every epoch is shuffled with the same seed "
+        "and each rank trains on the same shard in the same order every epoch.",
+        "result",
+    )
 
     pad, drop = r0["padded"], r0["dropped"]
-    yield Table(f"A dataset of {p.uneven_samples} samples over {n} ranks, batch {p.batch_size}",
-                ["DistributedSampler", "indices given / epoch", "given twice", "never given"],
-                [["drop_last=False (default): padded", present.number(pad["given"]), present.number(pad["repeats"]),
-                  present.number(pad["unseen"])],
-                 ["drop_last=True: cut", present.number(drop["given"]), present.number(drop["repeats"]),
-                  present.number(drop["unseen"])]])
-    yield Note(f"{p.uneven_samples} samples over {n} ranks: by default DistributedSampler pads every rank to "
-               f"{r0['shard']} by repeating {pad['repeats']} sample(s) from the start of the shuffled list, so "
-               "every rank takes the same number of steps (a rank with one step more would wait in DDP's "
-               f"all-reduce for the others forever); drop_last=True instead leaves {drop['unseen']} sample(s) "
-               f"out of the epoch. Each rank's last batch then holds {r0['last_batch']} sample(s); "
-               f"DataLoader(drop_last=True) cuts it: {r0['cut']} samples an epoch over all ranks.")
-    yield Finished({
-        "world_size": n,
-        "backend": plan.backend,
-        **{f"{way}_{key}": ways[way][key] for way in WAYS
-           for key in ("overlap", "distinct_per_epoch", "trained_per_epoch", "distinct_per_step", "same_order")
-           if not (way == "no_set_epoch" and key == "distinct_per_step")},
-        "plain_steps_per_epoch": plain["steps_per_epoch"],
-        "set_epoch_steps_per_epoch": good["steps_per_epoch"],
-        "rank_seeds_step_overlap": seeds["step_overlap"],
-        "rank_seeds_overlap": seeds["overlap"],
-        "padded_total": pad["given"],
-        "padded_repeats": pad["repeats"],
-        "drop_last_total": drop["given"],
-        "drop_last_unseen": drop["unseen"],
-        "loader_drop_last_cut": r0["cut"],
-        "launch_seconds": job.get("ready_s"),
-        "job_seconds": job.get("seconds"),
-        "attempts": job["attempts"],
-    })
+    yield Table(
+        f"A dataset of {p.uneven_samples} samples over {n} ranks, batch {p.batch_size}",
+        ["DistributedSampler", "indices given / epoch", "given twice", "never given"],
+        [
+            [
+                "drop_last=False (default): padded",
+                present.number(pad["given"]),
+                present.number(pad["repeats"]),
+                present.number(pad["unseen"]),
+            ],
+            [
+                "drop_last=True: cut",
+                present.number(drop["given"]),
+                present.number(drop["repeats"]),
+                present.number(drop["unseen"]),
+            ],
+        ],
+    )
+    yield Note(
+        f"{p.uneven_samples} samples over {n} ranks: by default DistributedSampler pads every rank to "
+        f"{r0['shard']} by repeating {pad['repeats']} sample(s) from the start of the shuffled list, so "
+        "every rank takes the same number of steps (a rank with one step more would wait in DDP's "
+        f"all-reduce for the others forever); drop_last=True instead leaves {drop['unseen']} sample(s) "
+        f"out of the epoch. Each rank's last batch then holds {r0['last_batch']} sample(s); "
+        f"DataLoader(drop_last=True) cuts it: {r0['cut']} samples an epoch over all ranks."
+    )
+    yield Finished(
+        {
+            "world_size": n,
+            "backend": plan.backend,
+            **{
+                f"{way}_{key}": ways[way][key]
+                for way in WAYS
+                for key in ("overlap", "distinct_per_epoch", "trained_per_epoch", "distinct_per_step", "same_order")
+                if not (way == "no_set_epoch" and key == "distinct_per_step")
+            },
+            "plain_steps_per_epoch": plain["steps_per_epoch"],
+            "set_epoch_steps_per_epoch": good["steps_per_epoch"],
+            "rank_seeds_step_overlap": seeds["step_overlap"],
+            "rank_seeds_overlap": seeds["overlap"],
+            "padded_total": pad["given"],
+            "padded_repeats": pad["repeats"],
+            "drop_last_total": drop["given"],
+            "drop_last_unseen": drop["unseen"],
+            "loader_drop_last_cut": r0["cut"],
+            "launch_seconds": job.get("ready_s"),
+            "job_seconds": job.get("seconds"),
+            "attempts": job["attempts"],
+        }
+    )

@@ -113,8 +113,11 @@ def _tf32(dev: Any) -> str:
         raise AssertionError("the TF32 setting was not restored")
     diff = (exact - fast).abs().max().item()
     cc = dev.capability or (0, 0)
-    active = f"TF32 active (differs from full float32 by {diff:.2g})" if diff > 0 else (
-        "no difference: TF32 does not run on this GPU" if cc < (8, 0) else "no difference seen")
+    active = (
+        f"TF32 active (differs from full float32 by {diff:.2g})"
+        if diff > 0
+        else ("no difference: TF32 does not run on this GPU" if cc < (8, 0) else "no difference seen")
+    )
     return f"TF32 was {'on' if was_on else 'off'} here; {active}; setting restored"
 
 
@@ -170,8 +173,10 @@ def _caught_oom(dev: Any) -> str:
     after = torch.empty(cap, dtype=torch.uint8, device=dev.torch_device)  # the same memory, once the cap is gone
     del after
     torch.cuda.empty_cache()
-    return (f"{asked >> 20:,} MiB under a 256 MiB cap: caught: “{_first_sentence(errors.describe(caught))}”; "
-            "memory usable again after")
+    return (
+        f"{asked >> 20:,} MiB under a 256 MiB cap: caught: “{_first_sentence(errors.describe(caught))}”; "
+        "memory usable again after"
+    )
 
 
 def _caught_host_oom() -> str:
@@ -196,7 +201,9 @@ def _caught_host_oom() -> str:
     if caught is None or not errors.is_out_of_memory(caught):
         raise AssertionError(f"512 MiB under a 64 MiB cap: {'it fitted' if caught is None else caught}")
     torch.ones(64 << 20, dtype=torch.uint8)  # and memory is usable again once the cap is lifted
-    return f"512 MiB under a 64 MiB cap: caught: “{_first_sentence(errors.describe(caught))}”; memory usable again after"
+    return (
+        f"512 MiB under a 64 MiB cap: caught: “{_first_sentence(errors.describe(caught))}”; memory usable again after"
+    )
 
 
 def _caught_mps_oom(dev: Any) -> str:
@@ -307,8 +314,10 @@ def _kernels_by_phase(dev: Any) -> str:
     events = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CPU]
     us = device_time_by_phase(events)
     if not (us["forward"] > 0 and us["backward"] > 0):
-        raise AssertionError(f"kernels credited: forward {us['forward']:.0f} µs, backward {us['backward']:.0f} µs "
-                             "(each phase launched some)")
+        raise AssertionError(
+            f"kernels credited: forward {us['forward']:.0f} µs, backward {us['backward']:.0f} µs "
+            "(each phase launched some)"
+        )
     return f"one step's kernels: forward {us['forward']:.0f} µs, backward {us['backward']:.0f} µs, each in its phase"
 
 
@@ -324,12 +333,20 @@ def _gpu_reading(dev: Any) -> str:
 
     reading = noise.read(dev).gpu
     if reading is None:
-        raise NotHere("NVML did not answer here (no driver library in this container, or the card not "
-                      "found): a noisy run says what it saw of the CPU only")
-    seen = [f"{reading.others} other process(es) hold {reading.others_mib:,.0f} MiB" if reading.others is not None
-            else "other processes not listed (a MIG slice not found, or no permission)"]
-    seen.append(f"utilisation {reading.utilization}%" if reading.utilization is not None
-                else "no utilisation (a MIG slice has none)")
+        raise NotHere(
+            "NVML did not answer here (no driver library in this container, or the card not "
+            "found): a noisy run says what it saw of the CPU only"
+        )
+    seen = [
+        f"{reading.others} other process(es) hold {reading.others_mib:,.0f} MiB"
+        if reading.others is not None
+        else "other processes not listed (a MIG slice not found, or no permission)"
+    ]
+    seen.append(
+        f"utilisation {reading.utilization}%"
+        if reading.utilization is not None
+        else "no utilisation (a MIG slice has none)"
+    )
     if reading.throttle is not None:
         seen.append("clocks " + (", ".join(reading.throttle) if reading.throttle else "not held down"))
     return "; ".join(seen)
@@ -355,9 +372,11 @@ def _torchrun(dev: Any) -> str:
     if any(total != want for total in got.values()):
         raise AssertionError(f"all-reduce gave {got}, not {want} on every rank")
     devices_used = ", ".join(sorted({r["device"] for r in job["results"].values()}))
-    return (f"{plan.world_size} processes under torchrun, {plan.backend} on {devices_used}: all-reduce gave {want} "
-            f"on every rank; joined in {job['ready_s']:.1f} s"
-            + (f" ({plan.why.split('. ')[0]})" if dev.is_accelerator and not plan.on_gpus else ""))
+    return (
+        f"{plan.world_size} processes under torchrun, {plan.backend} on {devices_used}: all-reduce gave {want} "
+        f"on every rank; joined in {job['ready_s']:.1f} s"
+        + (f" ({plan.why.split('. ')[0]})" if dev.is_accelerator and not plan.on_gpus else "")
+    )
 
 
 CHECKS: list[tuple[str, Callable[[Any], str]]] = [

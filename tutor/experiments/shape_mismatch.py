@@ -41,21 +41,39 @@ def measure(p: ShapeMismatchParams, dev: Device) -> Iterator[Event]:
     data = load(device, train_samples=BATCH, test_samples=1)
     images = data.train_x.view(BATCH, 1, 28, 28)  # as a DataLoader of MNIST images yields them
     labels = data.train_y
-    yield Started("shape-mismatch", device, dev.name, data.description,
-                  f"three shape mistakes on one batch of {BATCH} MNIST images {tuple(images.shape)}")
+    yield Started(
+        "shape-mismatch",
+        device,
+        dev.name,
+        data.description,
+        f"three shape mistakes on one batch of {BATCH} MNIST images {tuple(images.shape)}",
+    )
 
     mlp = nn.Sequential(nn.Linear(784, 128), nn.ReLU(), nn.Linear(128, 10)).to(device)
     conv = nn.Conv2d(1, 8, kernel_size=3, padding=1).to(device)
     logits = mlp(images.flatten(1))
     cases = [
-        ("flatten", "images into Linear without flattening",
-         lambda: mlp(images), lambda: mlp(images.flatten(1)), "mlp(images.flatten(1))  # or nn.Flatten() first"),
-        ("channel", "a Conv2d batch without its channel dimension",
-         lambda: conv(images.squeeze(1)), lambda: conv(images.squeeze(1).unsqueeze(1)),
-         "conv(x.unsqueeze(1))  # [B, 28, 28] -> [B, 1, 28, 28]"),
-        ("target", "labels of shape [B, 1] for cross_entropy",
-         lambda: F.cross_entropy(logits, labels.unsqueeze(1)), lambda: F.cross_entropy(logits, labels),
-         "F.cross_entropy(logits, labels.view(-1))  # class indices of shape [B]"),
+        (
+            "flatten",
+            "images into Linear without flattening",
+            lambda: mlp(images),
+            lambda: mlp(images.flatten(1)),
+            "mlp(images.flatten(1))  # or nn.Flatten() first",
+        ),
+        (
+            "channel",
+            "a Conv2d batch without its channel dimension",
+            lambda: conv(images.squeeze(1)),
+            lambda: conv(images.squeeze(1).unsqueeze(1)),
+            "conv(x.unsqueeze(1))  # [B, 28, 28] -> [B, 1, 28, 28]",
+        ),
+        (
+            "target",
+            "labels of shape [B, 1] for cross_entropy",
+            lambda: F.cross_entropy(logits, labels.unsqueeze(1)),
+            lambda: F.cross_entropy(logits, labels),
+            "F.cross_entropy(logits, labels.view(-1))  # class indices of shape [B]",
+        ),
     ]
     metrics: dict = {}
     rows = []
@@ -69,11 +87,19 @@ def measure(p: ShapeMismatchParams, dev: Device) -> Iterator[Event]:
             yield Note(f"{what}: no error was raised here (PyTorch version {torch.__version__}).", "warning")
         else:
             yield Note(f"{what}\n  {err_type}: {message}\n  fix: {fix_text}", "result")
-        rows.append([what, f"{err_type}: {message}" if err_type else "no error",
-                     "ok, shape " + "x".join(map(str, shape)) if fix_error is None and shape is not None
-                     else ("ok" if fix_error is None else f"still fails: {fix_error}")])
+        rows.append(
+            [
+                what,
+                f"{err_type}: {message}" if err_type else "no error",
+                "ok, shape " + "x".join(map(str, shape))
+                if fix_error is None and shape is not None
+                else ("ok" if fix_error is None else f"still fails: {fix_error}"),
+            ]
+        )
     yield Table("Each mistake, its error, and the fix on the same batch", ["mistake", "error", "fixed"], rows)
-    yield Note("Read the shapes in the message: they say which dimension is wrong. Print x.shape just before "
-               "the failing line when it is not obvious.")
+    yield Note(
+        "Read the shapes in the message: they say which dimension is wrong. Print x.shape just before "
+        "the failing line when it is not obvious."
+    )
     metrics["all_fixed"] = all(metrics[f"{k}_fixed"] for k, *_ in cases)
     yield Finished(metrics)

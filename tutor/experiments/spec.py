@@ -49,9 +49,12 @@ class DecidedParams(Params):
     """The parameters of a run that repeats until the predictions judged against it are decided
     (its Experiment names the metric: `decides`)."""
 
-    decide: tuple[float, ...] = Field((), description="where the verdicts on its headline turn (a lesson passes "
-                                      "its options' ends): repeats go on until the interval is clear of them all, "
-                                      "or the time is spent; none given: until the interval is precise")
+    decide: tuple[float, ...] = Field(
+        (),
+        description="where the verdicts on its headline turn (a lesson passes "
+        "its options' ends): repeats go on until the interval is clear of them all, "
+        "or the time is spent; none given: until the interval is precise",
+    )
 
     @field_validator(DECIDE, mode="before")
     @classmethod
@@ -87,8 +90,10 @@ class Metric:
         if not isinstance(self.label, str) or not self.label.strip():
             raise ValueError("a Metric needs a label: a few words saying what was measured")
         if self.unit not in present.METRIC_UNITS:
-            raise ValueError(f"Metric {self.label!r}: unknown unit {self.unit!r}; "
-                             f"use one of {', '.join(repr(u) for u in present.METRIC_UNITS)}")
+            raise ValueError(
+                f"Metric {self.label!r}: unknown unit {self.unit!r}; "
+                f"use one of {', '.join(repr(u) for u in present.METRIC_UNITS)}"
+            )
 
     @classmethod
     def from_text(cls, name: str, description: str = "") -> Metric:
@@ -101,14 +106,20 @@ class Metric:
 # Metrics the tutor adds to a run, whatever the experiment: experiments.start reports what else
 # the machine was doing beside any run that reports an interval (NAME_low, NAME_high; noise.py).
 COMMON_METRICS: dict[str, Metric] = {
-    NOISE_WHY: Metric("what else the machine did", "text",
-                      "what else used the CPU or the GPU while the run measured (other programs' share of the "
-                      "cores, a VM host's steal, other GPU processes, clocks held down): why repeats spread"),
-    NOISE_GATE: Metric("why no verdict can be decided", "text",
-                       "set when a GPU run's timings are not the card's own (it slowed its clocks for heat or a "
-                       "hardware limit, or another program's kernels had it busy as the run began): every "
-                       "prediction of its timed metrics is then undecided. None on a CPU, or when neither was seen",
-                       none="nothing held the GPU back"),
+    NOISE_WHY: Metric(
+        "what else the machine did",
+        "text",
+        "what else used the CPU or the GPU while the run measured (other programs' share of the "
+        "cores, a VM host's steal, other GPU processes, clocks held down): why repeats spread",
+    ),
+    NOISE_GATE: Metric(
+        "why no verdict can be decided",
+        "text",
+        "set when a GPU run's timings are not the card's own (it slowed its clocks for heat or a "
+        "hardware limit, or another program's kernels had it busy as the run began): every "
+        "prediction of its timed metrics is then undecided. None on a CPU, or when neither was seen",
+        none="nothing held the GPU back",
+    ),
 }
 
 
@@ -134,13 +145,17 @@ class Experiment:
             if isinstance(declared, str):
                 declared = Metric.from_text(name, declared)
             elif not isinstance(declared, Metric):
-                raise TypeError(f"experiment {self.name!r}: metric {name!r} must be a Metric or a description "
-                                f"string, not {type(declared).__name__}")
+                raise TypeError(
+                    f"experiment {self.name!r}: metric {name!r} must be a Metric or a description "
+                    f"string, not {type(declared).__name__}"
+                )
             metrics[name] = declared
         object.__setattr__(self, "metrics", metrics)
         if self.decides is not None and (self.decides not in metrics or not issubclass(self.params, DecidedParams)):
-            raise ValueError(f"experiment {self.name!r} decides {self.decides!r}: it must be one of its metrics, "
-                             "and its params a DecidedParams")
+            raise ValueError(
+                f"experiment {self.name!r} decides {self.decides!r}: it must be one of its metrics, "
+                "and its params a DecidedParams"
+            )
 
     def metric(self, name: str) -> Metric:
         """The declared Metric; a metric a run reports without declaring it, by its name's rules."""
@@ -158,5 +173,8 @@ class Experiment:
 
     def file_params(self) -> list[str]:
         """Parameters that name a file the run writes (marked WRITES_FILE)."""
-        return [name for name, f in self.params.model_fields.items()
-                if isinstance(f.json_schema_extra, dict) and f.json_schema_extra.get("writes_file")]
+        return [
+            name
+            for name, f in self.params.model_fields.items()
+            if isinstance(f.json_schema_extra, dict) and f.json_schema_extra.get("writes_file")
+        ]

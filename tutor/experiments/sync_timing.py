@@ -88,17 +88,27 @@ def measure(p: SyncTimingParams, dev: Device) -> Iterator[Event]:
     capped = dev.kind == "cpu" and "size" not in p.model_fields_set and p.size > CPU_SIZE
     n = CPU_SIZE if capped else p.size
     calls = p.calls
-    yield Started("sync-timing", str(device), dev.name, "random matrices (the timing does not depend on the data)",
-                  f"{calls} matmuls of {n} x {n} float32, median of {p.repeats} or more timings per way")
+    yield Started(
+        "sync-timing",
+        str(device),
+        dev.name,
+        "random matrices (the timing does not depend on the data)",
+        f"{calls} matmuls of {n} x {n} float32, median of {p.repeats} or more timings per way",
+    )
     if capped:
-        yield Note(f"On the CPU this run uses {n} x {n} matrices instead of the default {p.size} x {p.size}, "
-                   f"so it finishes in seconds: the full size is ({p.size}/{n})^3 = {(p.size / n) ** 3:,.0f} times "
-                   f"the work (to run it anyway, from a shell: gpututor run sync-timing --set size={p.size}). "
-                   "The lesson is the same at any size.")
+        yield Note(
+            f"On the CPU this run uses {n} x {n} matrices instead of the default {p.size} x {p.size}, "
+            f"so it finishes in seconds: the full size is ({p.size}/{n})^3 = {(p.size / n) ** 3:,.0f} times "
+            f"the work (to run it anyway, from a shell: gpututor run sync-timing --set size={p.size}). "
+            "The lesson is the same at any size."
+        )
     if not asynchronous:
-        yield Note(f"No GPU here: this runs on the CPU ({dev.name}). CPU operations are synchronous, so both "
-                   "clocks should agree. On a GPU they would not; no GPU figures are shown because none "
-                   "were measured.", "warning")
+        yield Note(
+            f"No GPU here: this runs on the CPU ({dev.name}). CPU operations are synchronous, so both "
+            "clocks should agree. On a GPU they would not; no GPU figures are shown because none "
+            "were measured.",
+            "warning",
+        )
 
     a = torch.randn(n, n, device=device)
     b = torch.randn(n, n, device=device)
@@ -154,67 +164,98 @@ def measure(p: SyncTimingParams, dev: Device) -> Iterator[Event]:
     rows = [["perf_counter, no sync", _ms(u), what_u], ["perf_counter + synchronize", _ms(s), what_s]]
     if cuda:
         rows.append(["CUDA events", _ms(e), "the work, timed on the GPU"])
-    yield Table(f"{calls} matmuls of {n} x {n} float32 on {device} (median of {len(synced)})",
-                ["method", "time", "what it measured"], rows)
+    yield Table(
+        f"{calls} matmuls of {n} x {n} float32 on {device} (median of {len(synced)})",
+        ["method", "time", "what it measured"],
+        rows,
+    )
     if len(looks) > 1 and interval is not None:
         width = (interval.high - interval.low) / abs(interval.median)
         edges = ", ".join(f"{e:g}x" for e in p.decide)
-        why = (f"its interval was clear of {edges}, where the predictions' verdicts turn"
-               if stopped.decided else
-               f"its interval was within {PRECISION:.0%} of its median ({width:.1%})" if stopped.enough else
-               f"the time for timing was spent; its interval is {width:.1%} of its median" if len(synced) < looks[-1]
-               else f"that is the most it makes; its interval is {width:.1%} of its median")
+        why = (
+            f"its interval was clear of {edges}, where the predictions' verdicts turn"
+            if stopped.decided
+            else f"its interval was within {PRECISION:.0%} of its median ({width:.1%})"
+            if stopped.enough
+            else f"the time for timing was spent; its interval is {width:.1%} of its median"
+            if len(synced) < looks[-1]
+            else f"that is the most it makes; its interval is {width:.1%} of its median"
+        )
         if p.decide and not stopped.decided:
             why += f", and still reaches one of {edges}, where the verdicts turn"
-        yield Note(f"Repeats: {len(synced)} of each way (at least {p.repeats}, looking at {', '.join(map(str, looks))}): "
-                   f"it stopped because {why}, at {interval.coverage:.1%} confidence per look.")
+        yield Note(
+            f"Repeats: {len(synced)} of each way (at least {p.repeats}, looking at {', '.join(map(str, looks))}): "
+            f"it stopped because {why}, at {interval.coverage:.1%} confidence per look."
+        )
 
     if asynchronous:
         sync_call = "torch.cuda.synchronize()" if cuda else "torch.mps.synchronize()"
-        yield Note(f"Without synchronize the clock stopped after {_ms(u)}: the time the CPU took to queue {calls} "
-                   f"matmuls, while the GPU was still working. With {sync_call} before reading the clock the "
-                   f"same work took {_ms(s)}, {ratio:,.1f}x as long.", "result")
+        yield Note(
+            f"Without synchronize the clock stopped after {_ms(u)}: the time the CPU took to queue {calls} "
+            f"matmuls, while the GPU was still working. With {sync_call} before reading the clock the "
+            f"same work took {_ms(s)}, {ratio:,.1f}x as long.",
+            "result",
+        )
         if ratio < 2:
-            yield Note(f"Here the gap is small. Either each matmul is short next to the cost of launching it "
-                       f"(try a larger size{shell_try('sync-timing', p, size=n * 2)}), or so many were queued that "
-                       "the CPU had to wait for room in the "
-                       f"launch queue (calls={calls}), which makes the unsynchronised time approach the real one.")
+            yield Note(
+                f"Here the gap is small. Either each matmul is short next to the cost of launching it "
+                f"(try a larger size{shell_try('sync-timing', p, size=n * 2)}), or so many were queued that "
+                "the CPU had to wait for room in the "
+                f"launch queue (calls={calls}), which makes the unsynchronised time approach the real one."
+            )
         if cuda:
-            yield Note(f"CUDA events, recorded on the GPU's stream around the same work, measured {_ms(e)}, "
-                       f"{e / s:.2f}x the synchronised clock: the same work, timed by the GPU itself.")
+            yield Note(
+                f"CUDA events, recorded on the GPU's stream around the same work, measured {_ms(e)}, "
+                f"{e / s:.2f}x the synchronised clock: the same work, timed by the GPU itself."
+            )
     else:
         # The noise is measured, not assumed: how far repeats of one way spread around its median.
         spread = max((max(t) - min(t)) / median(t) for t in (unsynced, synced))
-        order = ("The synchronised time came out shorter here: synchronize does nothing on the CPU, so it "
-                 "cannot make the work faster. " if s < u else "")
-        noise = (f"A difference this size is run-to-run noise: the {len(synced)} repeats of one way spread over "
-                 f"{spread:.0%} of their median (other programs, the CPU's clock speed, caches). "
-                 if abs(ratio - 1) <= spread else
-                 f"The difference is larger than the repeats' own spread ({spread:.0%} of their median): something "
-                 "else used this CPU during one way's timings; run it again and it will shrink. ")
-        yield Note(f"On the CPU both clocks measure the same thing ({_ms(u)} and {_ms(s)}, ratio {ratio:.2f}): "
-                   f"when a @ b returns on the CPU, the product is done. {order}{noise}"
-                   "On a GPU, a @ b only queues a kernel and returns at once, so the clock without synchronize "
-                   "would stop long before the work ends and report far less time. Run this on a CUDA or Apple "
-                   "GPU to measure the gap.", "result")
+        order = (
+            "The synchronised time came out shorter here: synchronize does nothing on the CPU, so it "
+            "cannot make the work faster. "
+            if s < u
+            else ""
+        )
+        noise = (
+            f"A difference this size is run-to-run noise: the {len(synced)} repeats of one way spread over "
+            f"{spread:.0%} of their median (other programs, the CPU's clock speed, caches). "
+            if abs(ratio - 1) <= spread
+            else f"The difference is larger than the repeats' own spread ({spread:.0%} of their median): something "
+            "else used this CPU during one way's timings; run it again and it will shrink. "
+        )
+        yield Note(
+            f"On the CPU both clocks measure the same thing ({_ms(u)} and {_ms(s)}, ratio {ratio:.2f}): "
+            f"when a @ b returns on the CPU, the product is done. {order}{noise}"
+            "On a GPU, a @ b only queues a kernel and returns at once, so the clock without synchronize "
+            "would stop long before the work ends and report far less time. Run this on a CUDA or Apple "
+            "GPU to measure the gap.",
+            "result",
+        )
     precision_text = "full float32, TF32 off during the measurement" if cuda else "float32"
     sheet = vendor_peaks.for_device(dev, "float32")
-    yield Note(f"Throughput from the synchronised time: 2 x {n}^3 x {calls} FLOPs / {s:.4g} s = {tflops:.3f} "
-               f"TFLOP/s ({precision_text})"
-               + (f": {vendor_peaks.beside(tflops, sheet, 'float32')}." if sheet is not None else "."))
-    yield Note("The fix: synchronise before starting and before reading the clock (torch.cuda.synchronize(), "
-               "torch.mps.synchronize() on a Mac), or time with torch.cuda.Event(enable_timing=True) pairs. "
-               "loss.item() also synchronises, because it copies a value the GPU computes to the CPU: that is "
-               "why timing a loop that prints the loss every step looks right by accident.")
+    yield Note(
+        f"Throughput from the synchronised time: 2 x {n}^3 x {calls} FLOPs / {s:.4g} s = {tflops:.3f} "
+        f"TFLOP/s ({precision_text})"
+        + (f": {vendor_peaks.beside(tflops, sheet, 'float32')}." if sheet is not None else ".")
+    )
+    yield Note(
+        "The fix: synchronise before starting and before reading the clock (torch.cuda.synchronize(), "
+        "torch.mps.synchronize() on a Mac), or time with torch.cuda.Event(enable_timing=True) pairs. "
+        "loss.item() also synchronises, because it copies a value the GPU computes to the CPU: that is "
+        "why timing a loop that prints the loss every step looks right by accident."
+    )
 
-    yield Finished({
-        "unsynced_seconds": u,
-        "synced_seconds": s,
-        "events_seconds": e,
-        "ratio": ratio,
-        "ratio_low": ratio_low,
-        "ratio_high": ratio_high,
-        "asynchronous": asynchronous,
-        "tflops": tflops,
-        "device": str(device),
-    })
+    yield Finished(
+        {
+            "unsynced_seconds": u,
+            "synced_seconds": s,
+            "events_seconds": e,
+            "ratio": ratio,
+            "ratio_low": ratio_low,
+            "ratio_high": ratio_high,
+            "asynchronous": asynchronous,
+            "tflops": tflops,
+            "device": str(device),
+        }
+    )

@@ -85,8 +85,12 @@ def measure(p: TrainParams, dev: Device) -> Iterator[Event]:
     else:
         pin = dev.kind == "cuda"
         train_loader, test_loader, info = mnist.loaders(
-            p.batch_size, num_workers=p.num_workers, pin_memory=pin,
-            train_samples=p.train_samples, test_samples=p.test_samples, seed=p.seed,
+            p.batch_size,
+            num_workers=p.num_workers,
+            pin_memory=pin,
+            train_samples=p.train_samples,
+            test_samples=p.test_samples,
+            seed=p.seed,
         )
         n_train, n_test = len(train_loader.dataset), len(test_loader.dataset)
 
@@ -110,7 +114,10 @@ def measure(p: TrainParams, dev: Device) -> Iterator[Event]:
         )
 
     yield Started(
-        "train", device, dev.name, info.description,
+        "train",
+        device,
+        dev.name,
+        info.description,
         detail=f"{p.data_path} data path, batch {p.batch_size}, {p.epochs} epoch(s), lr {p.lr:g}, amp {amp.dtype_name}",
     )
     yield Note(f"Training on {dev.describe()}.")
@@ -134,10 +141,13 @@ def measure(p: TrainParams, dev: Device) -> Iterator[Event]:
     every = report_interval(min(steps_per_epoch, planned))
 
     warmed = warm_up(model, warmup_batches(), device, amp=amp, lr=p.lr)
-    start_up = (f" The first step took {warmed.first / max(warmed.last, 1e-9):,.0f}x as long as a settled one: that "
-                "is the one-time cost itself. On a GPU the first CUDA call creates the context and cuBLAS handles "
-                "and picks kernels, which can take longer than a whole epoch after it."
-                if warmed.times and warmed.first > 2 * warmed.last else "")
+    start_up = (
+        f" The first step took {warmed.first / max(warmed.last, 1e-9):,.0f}x as long as a settled one: that "
+        "is the one-time cost itself. On a GPU the first CUDA call creates the context and cuBLAS handles "
+        "and picks kernels, which can take longer than a whole epoch after it."
+        if warmed.times and warmed.first > 2 * warmed.last
+        else ""
+    )
     yield Note(
         f"Before the clock started, {warmed.words(lambda s: f'{s * 1000:,.1f} ms', 'step')} ran on a throwaway "
         "copy of the model (device context, cuBLAS handles, kernel selection, memory allocator), so epoch times, "
@@ -157,15 +167,25 @@ def measure(p: TrainParams, dev: Device) -> Iterator[Event]:
         ep_clock = Stopwatch(device)
         last = None
         for prog in train_epoch(
-            model, optimizer, train_batches(), device,
-            amp=amp, scaler=scaler, report_every=every, max_steps=remaining,
+            model,
+            optimizer,
+            train_batches(),
+            device,
+            amp=amp,
+            scaler=scaler,
+            report_every=every,
+            max_steps=remaining,
         ):
             last = prog
             seconds = clock.elapsed()
             if prog.steps:
                 event = Step(
-                    step=steps + prog.steps, total=planned, loss=prog.loss, seconds=seconds,
-                    samples_per_s=(samples + prog.samples) / seconds if seconds > 0 else 0.0, epoch=epoch,
+                    step=steps + prog.steps,
+                    total=planned,
+                    loss=prog.loss,
+                    seconds=seconds,
+                    samples_per_s=(samples + prog.samples) / seconds if seconds > 0 else 0.0,
+                    epoch=epoch,
                 )
                 with clock.paused(), ep_clock.paused():
                     yield event
@@ -188,7 +208,11 @@ def measure(p: TrainParams, dev: Device) -> Iterator[Event]:
                     save_checkpoint(target, model, optimizer, epoch, last.epoch_loss, acc)
                     saved = str(target)
             yield Epoch(
-                epoch=epoch, epochs=p.epochs, train_loss=last.epoch_loss, test_acc=acc, seconds=epoch_seconds,
+                epoch=epoch,
+                epochs=p.epochs,
+                train_loss=last.epoch_loss,
+                test_acc=acc,
+                seconds=epoch_seconds,
                 samples_per_s=last.samples / epoch_seconds if epoch_seconds > 0 else 0.0,
             )
             if improved and target is not None:

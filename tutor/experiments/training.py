@@ -121,7 +121,9 @@ class Amp(NamedTuple):
         """Autocast runs on a CPU without a fast path for its dtype (float16 on any CPU,
         bfloat16 without AVX512-BF16/AMX or ARM's BF16): expect it to be slower than float32."""
         return (
-            self.enabled and self.dev is not None and self.dev.kind == "cpu"
+            self.enabled
+            and self.dev is not None
+            and self.dev.kind == "cpu"
             and (self.dtype == torch.float16 or not self.dev.bf16)
         )
 
@@ -195,14 +197,22 @@ def autocast_settings(amp: str, dev: Device) -> Amp:
     if kind == "cuda":
         if dtype == torch.bfloat16 and not dev.bf16:
             cap = f"sm_{dev.capability[0]}{dev.capability[1]}" if dev.capability else "this GPU"
-            raise ValueError(f"bfloat16 autocast needs an Ampere (sm_80) or newer GPU; {dev.name} is {cap}: use amp=fp16")
+            raise ValueError(
+                f"bfloat16 autocast needs an Ampere (sm_80) or newer GPU; {dev.name} is {cap}: use amp=fp16"
+            )
         note = f"autocast to {name} on {dev.name}" + (" with GradScaler (loss scaling)" if scaler else "")
         if not dev.tensor_cores:
             note += "; this GPU has no tensor cores, so expect little or no speedup"
         return Amp(True, dtype, scaler, note + ".", dev)
     if kind == "mps":
         if not _mps_autocast_ok(dtype):
-            return Amp(False, None, False, f"autocast to {name} is not supported by this PyTorch/macOS on MPS; running in float32.", dev)
+            return Amp(
+                False,
+                None,
+                False,
+                f"autocast to {name} is not supported by this PyTorch/macOS on MPS; running in float32.",
+                dev,
+            )
         if not scaler:
             return Amp(True, dtype, False, f"autocast to {name} on the Apple GPU (MPS).", dev)
         error = _scaler_step_error(dev.torch_device)
@@ -211,11 +221,16 @@ def autocast_settings(amp: str, dev: Device) -> Amp:
         why = f"GradScaler does not work on MPS in PyTorch {torch.__version__} (a one-step test: {error})"
         if requested == "auto" and _mps_autocast_ok(torch.bfloat16):
             return Amp(
-                True, torch.bfloat16, False,
-                why + "; using bfloat16 autocast instead, which has float32's range and needs no loss scaling.", dev,
+                True,
+                torch.bfloat16,
+                False,
+                why + "; using bfloat16 autocast instead, which has float32's range and needs no loss scaling.",
+                dev,
             )
         return Amp(
-            True, torch.float16, False,
+            True,
+            torch.float16,
+            False,
             why + "; running float16 autocast without loss scaling, so very small gradients can underflow to zero.",
             dev,
         )
@@ -229,7 +244,9 @@ def autocast_settings(amp: str, dev: Device) -> Amp:
             )
         return Amp(True, dtype, False, note + ".", dev)
     return Amp(
-        True, dtype, True,
+        True,
+        dtype,
+        True,
         "autocast to float16 on the CPU: supported but emulated on most CPUs, so expect it to be slower than float32.",
         dev,
     )
@@ -367,8 +384,12 @@ def train_steps(
     while done < steps:
         last = None
         for last in train_epoch(  # noqa: B007 - runs the steps, keeps the last report
-            model, optimizer, batches(data.train_x, data.train_y, batch_size, generator=gen), device,
-            report_every=steps, max_steps=steps - done,
+            model,
+            optimizer,
+            batches(data.train_x, data.train_y, batch_size, generator=gen),
+            device,
+            report_every=steps,
+            max_steps=steps - done,
         ):
             pass
         if last is None or last.steps == 0:  # no data: nothing more to train on
@@ -412,16 +433,24 @@ def warm_up(
             synchronize(device)
             t0 = time.perf_counter()
             last = None
-            for last in train_epoch(warm,  # noqa: B007 - runs the steps, keeps the last report
-                                     opt, itertools.islice(source, 1), device, amp=amp, scaler=scaler,
-                                    report_every=1, max_steps=1):
+            for last in train_epoch(  # noqa: B007 - runs the steps, keeps the last report
+                warm,
+                opt,
+                itertools.islice(source, 1),
+                device,
+                amp=amp,
+                scaler=scaler,
+                report_every=1,
+                max_steps=1,
+            ):
                 pass
             synchronize(device)
             if last is None or last.steps == 0:
                 break  # the batches ran out: as warm as they can make it
             times.append(time.perf_counter() - t0)
-            if len(times) >= steps and (steady(times) or len(times) >= most
-                                        or time.perf_counter() - started >= budget_s):
+            if len(times) >= steps and (
+                steady(times) or len(times) >= most or time.perf_counter() - started >= budget_s
+            ):
                 break
     return WarmUp(tuple(times), steady(times))
 
@@ -501,8 +530,11 @@ def full_float32_matmuls() -> Iterator[bool]:
 @contextmanager
 def _ieee_float32() -> Iterator[bool]:
     """full_float32_matmuls through the per-backend API (`fp32_precision`: "ieee" or "tf32")."""
-    backends = [b for b in (torch.backends.cuda.matmul, getattr(torch.backends.cudnn, "conv", None))
-                if b is not None and hasattr(b, "fp32_precision")]
+    backends = [
+        b
+        for b in (torch.backends.cuda.matmul, getattr(torch.backends.cudnn, "conv", None))
+        if b is not None and hasattr(b, "fp32_precision")
+    ]
     before = [b.fp32_precision for b in backends]
     for b in backends:
         b.fp32_precision = "ieee"
@@ -614,13 +646,20 @@ def train_timed(
     last = None
     for epoch in range(1, epochs + 1):
         ep_clock = Stopwatch(device)
-        for last in train_epoch(model, opt, batches(x, y, batch_size, generator=gen), device,
-                                amp=amp, scaler=scaler, report_every=every):
+        for last in train_epoch(
+            model, opt, batches(x, y, batch_size, generator=gen), device, amp=amp, scaler=scaler, report_every=every
+        ):
             if last.steps:
                 seconds = clock.elapsed()
-                event = Step(step=steps + last.steps, total=steps_per_epoch * epochs, loss=last.loss,
-                             seconds=seconds, epoch=epoch, label=label,
-                             samples_per_s=((epoch - 1) * n + last.samples) / seconds if seconds > 0 else 0.0)
+                event = Step(
+                    step=steps + last.steps,
+                    total=steps_per_epoch * epochs,
+                    loss=last.loss,
+                    seconds=seconds,
+                    epoch=epoch,
+                    label=label,
+                    samples_per_s=((epoch - 1) * n + last.samples) / seconds if seconds > 0 else 0.0,
+                )
                 with clock.paused(), ep_clock.paused():
                     yield event
         secs = ep_clock.elapsed()
@@ -628,8 +667,9 @@ def train_timed(
         steps += last.steps
         with clock.paused():
             acc = evaluate(model, test_x, test_y, 1000, amp=amp)
-            yield Epoch(epoch, epochs, last.epoch_loss, acc, secs, last.samples / secs if secs > 0 else 0.0,
-                        label=label)
+            yield Epoch(
+                epoch, epochs, last.epoch_loss, acc, secs, last.samples / secs if secs > 0 else 0.0, label=label
+            )
 
     peak = None if base is None else (torch.cuda.max_memory_allocated(device) - base) / 1e6
     yield {
@@ -669,10 +709,12 @@ class Fit:
         60,000 / 4,096 (x 14.65).'"""
         whole = self.per_sample_s * self.asked
         over = f", over the {_seconds(self.budget_s)} it may take" if self.budget_s else ""
-        return (f"{what} timed on {self.used:,} of {self.asked:,} images{why} ({self.per_sample_s * 1e3:.2f} ms per "
-                f"image measured here, so all of them would take {_seconds(whole)}{over}); its epoch time is "
-                f"projected: measured seconds x {self.asked:,} / {self.used:,} (x {self.factor:.2f}). "
-                "Runs on a GPU are never cut.")
+        return (
+            f"{what} timed on {self.used:,} of {self.asked:,} images{why} ({self.per_sample_s * 1e3:.2f} ms per "
+            f"image measured here, so all of them would take {_seconds(whole)}{over}); its epoch time is "
+            f"projected: measured seconds x {self.asked:,} / {self.used:,} (x {self.factor:.2f}). "
+            "Runs on a GPU are never cut."
+        )
 
     def afterwards(self, what: str, projected_s: float) -> str | None:
         """Where the timed images' projection fits the budget the first estimate said it would not
@@ -680,10 +722,12 @@ class Fit:
         side by side would not add up otherwise. None when they agree."""
         if not self.cut or not self.budget_s or projected_s > self.budget_s:
             return None
-        return (f"{what}: the {self.used:,} images timed project to {_seconds(projected_s)} for all {self.asked:,}, "
-                f"within the {_seconds(self.budget_s)} it may take, though the first estimate (from a few batches) "
-                f"said {_seconds(self.per_sample_s * self.asked)}. That estimate decided the cut before the timing; "
-                "the projection, from every image timed, is the figure shown.")
+        return (
+            f"{what}: the {self.used:,} images timed project to {_seconds(projected_s)} for all {self.asked:,}, "
+            f"within the {_seconds(self.budget_s)} it may take, though the first estimate (from a few batches) "
+            f"said {_seconds(self.per_sample_s * self.asked)}. That estimate decided the cut before the timing; "
+            "the projection, from every image timed, is the figure shown."
+        )
 
 
 def _seconds(s: float) -> str:
@@ -691,8 +735,9 @@ def _seconds(s: float) -> str:
     return f"{s:.1f} s" if s < 10 else f"{s:.0f} s"
 
 
-def fit_samples(asked: int, per_sample_s: float, budget_s: float, *, batch_size: int = 1,
-                minimum_batches: int = 8) -> Fit:
+def fit_samples(
+    asked: int, per_sample_s: float, budget_s: float, *, batch_size: int = 1, minimum_batches: int = 8
+) -> Fit:
     """The samples (whole batches, at least `minimum_batches` of them, never more than `asked`)
     whose training fits in `budget_s` at the measured `per_sample_s`."""
     if per_sample_s <= 0 or per_sample_s != per_sample_s or asked <= 0:
@@ -704,8 +749,16 @@ def fit_samples(asked: int, per_sample_s: float, budget_s: float, *, batch_size:
     return Fit(asked, min(asked, used), per_sample_s, budget_s)
 
 
-def seconds_per_sample(make_model: Callable[[], nn.Module], x: torch.Tensor, y: torch.Tensor, device: str, *,
-                       batch_size: int, amp: Amp = OFF, batches: int = 3) -> float:
+def seconds_per_sample(
+    make_model: Callable[[], nn.Module],
+    x: torch.Tensor,
+    y: torch.Tensor,
+    device: str,
+    *,
+    batch_size: int,
+    amp: Amp = OFF,
+    batches: int = 3,
+) -> float:
     """Training seconds per sample for a model from `make_model()` on `device`: one untimed batch,
     then `batches` timed ones (synchronised), on a throwaway model; the RNG state is restored."""
     from tutor.experiments.data import batches as batch_iter

@@ -121,16 +121,21 @@ def rank_main(ctx: RankContext) -> None:
                 optimizer = ZeroRedundancyOptimizer(net.parameters(), optimizer_class=torch.optim.Adam, lr=p.lr)
                 local_optimizer = optimizer.optim  # the rank's own Adam, over its share of the parameters
         for step in range(p.steps):
-            xs = x[step * p.batch_size + rank * b: step * p.batch_size + (rank + 1) * b]
-            ys = y[step * p.batch_size + rank * b: step * p.batch_size + (rank + 1) * b]
+            xs = x[step * p.batch_size + rank * b : step * p.batch_size + (rank + 1) * b]
+            ys = y[step * p.batch_size + rank * b : step * p.batch_size + (rank + 1) * b]
             begun = time.perf_counter()
             optimizer.zero_grad()
             loss = F.cross_entropy(net(xs), ys)
             loss.backward()
             optimizer.step()
             step_no += 1
-            ctx.step(step_no, len(methods) * p.steps, loss.item(), time.perf_counter() - started,
-                     b / (time.perf_counter() - begun))
+            ctx.step(
+                step_no,
+                len(methods) * p.steps,
+                loss.item(),
+                time.perf_counter() - started,
+                b / (time.perf_counter() - begun),
+            )
         params = list(model.parameters())
         found[method] = {
             "param_bytes": tensor_bytes(params),
@@ -164,14 +169,22 @@ def rank_main(ctx: RankContext) -> None:
 def measure(p: ZeroShardingParams, dev: Device) -> Iterator[Event]:
     plan = distributed.choose(dev, p.world_size)
     n, b = p.world_size, p.batch_size // p.world_size
-    yield Started("zero-sharding", plan.device, f"{n} x {plan.backend}", mnist.describe_source(),
-                  f"world size {n}, {b} samples per rank; DDP + Adam, ZeRO-1"
-                  + (", FSDP" if p.fsdp else "") + f", {p.steps} steps each")
+    yield Started(
+        "zero-sharding",
+        plan.device,
+        f"{n} x {plan.backend}",
+        mnist.describe_source(),
+        f"world size {n}, {b} samples per rank; DDP + Adam, ZeRO-1"
+        + (", FSDP" if p.fsdp else "")
+        + f", {p.steps} steps each",
+    )
     yield Note(plan.why)
-    yield Note(f"The same MNISTClassifier trained three ways on the same batches, {p.steps} Adam steps each: DDP with "
-               "torch.optim.Adam; DDP with ZeroRedundancyOptimizer(optimizer_class=torch.optim.Adam) (ZeRO-1)"
-               + ("; FSDP's fully_shard on each Linear and the model (ZeRO-3)" if p.fsdp else "")
-               + ". Then each rank reads numel x element size of its weights, gradients and Adam state.")
+    yield Note(
+        f"The same MNISTClassifier trained three ways on the same batches, {p.steps} Adam steps each: DDP with "
+        "torch.optim.Adam; DDP with ZeroRedundancyOptimizer(optimizer_class=torch.optim.Adam) (ZeRO-1)"
+        + ("; FSDP's fully_shard on each Linear and the model (ZeRO-3)" if p.fsdp else "")
+        + ". Then each rank reads numel x element size of its weights, gradients and Adam state."
+    )
     job = yield from distributed.launch("zero_sharding", plan, p.model_dump())
     results = job["results"]
     r0 = results[0]
@@ -180,8 +193,11 @@ def measure(p: ZeroShardingParams, dev: Device) -> Iterator[Event]:
     ddp, zero1 = r0["ddp"], r0["zero1"]
     fsdp_ran = "fsdp" in r0
     if p.fsdp and not fsdp_ran:
-        yield Note(f"FSDP (fully_shard) could not run here ({r0.get('fsdp_error', 'no reason given')}): the ZeRO-3 "
-                   "row is its formula only.", "warning")
+        yield Note(
+            f"FSDP (fully_shard) could not run here ({r0.get('fsdp_error', 'no reason given')}): the ZeRO-3 "
+            "row is its formula only.",
+            "warning",
+        )
 
     per_rank = sorted(results.items())
     z_state = {rank: r["zero1"]["state_bytes"] for rank, r in per_rank}
@@ -189,102 +205,137 @@ def measure(p: ZeroShardingParams, dev: Device) -> Iterator[Event]:
     biggest = max(z_state, key=z_state.get)
     smallest = min(z_state, key=z_state.get)
 
-    yield Table(f"ZeRO-1's split of Adam's state over {n} ranks: whole parameter tensors per rank",
-                ["rank", "tensors", "parameters", "share", "Adam state (B)"],
-                [[str(rank), ", ".join(r["zero1"]["owned"]) or "none", present.metric(z_params[rank]),
-                  present.metric(z_params[rank] / psi, "%"), present.metric(z_state[rank])] for rank, r in per_rank])
+    yield Table(
+        f"ZeRO-1's split of Adam's state over {n} ranks: whole parameter tensors per rank",
+        ["rank", "tensors", "parameters", "share", "Adam state (B)"],
+        [
+            [
+                str(rank),
+                ", ".join(r["zero1"]["owned"]) or "none",
+                present.metric(z_params[rank]),
+                present.metric(z_params[rank] / psi, "%"),
+                present.metric(z_state[rank]),
+            ]
+            for rank, r in per_rank
+        ],
+    )
     names = r0["names"]
     largest_tensor = max(names, key=names.get)
-    yield Note(f"ZeroRedundancyOptimizer gives each rank whole parameter tensors, largest first, each to the rank "
-               f"holding the fewest parameters so far. {largest_tensor} alone has {names[largest_tensor]:,} of the "
-               f"{psi:,} parameters ({present.metric(names[largest_tensor] / psi, '%')}), so rank {biggest} holds "
-               f"{present.size(z_state[biggest])} of Adam's state and rank {smallest} "
-               f"{present.size(z_state[smallest]) if z_state[smallest] else 'none (no tensor was left for it)'}: the largest rank keeps "
-               f"{present.metric(z_state[biggest] / ddp['state_bytes'], '%')} of the whole, not 1/{n} "
-               f"({present.metric(1 / n, '%')}). The split evens out when a model has many tensors of similar "
-               "size (a transformer's layers); the formula 8Ψ/N assumes it does.", "result")
+    yield Note(
+        f"ZeroRedundancyOptimizer gives each rank whole parameter tensors, largest first, each to the rank "
+        f"holding the fewest parameters so far. {largest_tensor} alone has {names[largest_tensor]:,} of the "
+        f"{psi:,} parameters ({present.metric(names[largest_tensor] / psi, '%')}), so rank {biggest} holds "
+        f"{present.size(z_state[biggest])} of Adam's state and rank {smallest} "
+        f"{present.size(z_state[smallest]) if z_state[smallest] else 'none (no tensor was left for it)'}: the largest rank keeps "
+        f"{present.metric(z_state[biggest] / ddp['state_bytes'], '%')} of the whole, not 1/{n} "
+        f"({present.metric(1 / n, '%')}). The split evens out when a model has many tensors of similar "
+        "size (a transformer's layers); the formula 8Ψ/N assumes it does.",
+        "result",
+    )
 
     def row(label: str, weights_b: float, grads_b: float, state_b: float, formula_total: float) -> list[str]:
-        return [label] + [present.metric(int(v)) for v in (weights_b, grads_b, state_b,
-                                                            weights_b + grads_b + state_b, formula_total)]
+        return [label] + [
+            present.metric(int(v)) for v in (weights_b, grads_b, state_b, weights_b + grads_b + state_b, formula_total)
+        ]
 
     rows = [row("DDP", ddp["param_bytes"], ddp["grad_bytes"], ddp["state_bytes"], formula["ddp"]["total"])]
     for rank, r in per_rank:
         z = r["zero1"]
-        rows.append(row(f"ZeRO-1 rank {rank}", z["param_bytes"], z["grad_bytes"], z["state_bytes"],
-                        formula["zero1"]["total"]))
+        rows.append(
+            row(f"ZeRO-1 rank {rank}", z["param_bytes"], z["grad_bytes"], z["state_bytes"], formula["zero1"]["total"])
+        )
     z2 = formula["zero2"]
     rows.append(row("ZeRO-2 formula", z2["weights"], z2["gradients"], z2["adam"], z2["total"]))
     if fsdp_ran:
-        worst = max(per_rank, key=lambda item: sum(item[1]["fsdp"][k] for k in ("param_bytes", "grad_bytes",
-                                                                                   "state_bytes")))
+        worst = max(
+            per_rank, key=lambda item: sum(item[1]["fsdp"][k] for k in ("param_bytes", "grad_bytes", "state_bytes"))
+        )
         for rank, r in per_rank:
             f = r["fsdp"]
-            rows.append(row(f"FSDP rank {rank}", f["param_bytes"], f["grad_bytes"], f["state_bytes"],
-                            formula["zero3"]["total"]))
+            rows.append(
+                row(f"FSDP rank {rank}", f["param_bytes"], f["grad_bytes"], f["state_bytes"], formula["zero3"]["total"])
+            )
     else:
         z3 = formula["zero3"]
         rows.append(row("ZeRO-3 formula", z3["weights"], z3["gradients"], z3["adam"], z3["total"]))
-    yield Table(f"Bytes per rank, measured (Ψ = {psi:,}, N = {n}); formula: 4Ψ weights + 4Ψ gradients + 8Ψ Adam, "
-                "each divided by N where the method shards it",
-                ["per rank", "weights", "gradients", "Adam state", "total", "formula"], rows)
+    yield Table(
+        f"Bytes per rank, measured (Ψ = {psi:,}, N = {n}); formula: 4Ψ weights + 4Ψ gradients + 8Ψ Adam, "
+        "each divided by N where the method shards it",
+        ["per rank", "weights", "gradients", "Adam state", "total", "formula"],
+        rows,
+    )
     steps_bytes = ddp["state_bytes"] - 8 * psi
-    yield Note(f"Per rank, DDP holds every weight, every gradient and both Adam moments of every parameter: "
-               f"{present.size(ddp['param_bytes'])}, {present.size(ddp['grad_bytes'])} and "
-               f"{present.size(ddp['state_bytes'])}. ZeRO-1 leaves the weights and gradients whole on every rank, "
-               f"{present.size(zero1['param_bytes'])} each, and splits only the optimizer state: by formula "
-               f"8Ψ/N = {present.size(8 * psi / n)} per rank, measured {present.size(z_state[smallest])} to "
-               f"{present.size(z_state[biggest])}. DDP's measured state is {steps_bytes} B over 8 B x Ψ: Adam keeps "
-               "a 4-byte step count per parameter tensor. ZeRO-2 would shard the gradients too, "
-               f"{present.size(formula['zero2']['total'])} per rank by formula; PyTorch's ZeroRedundancyOptimizer "
-               "is ZeRO-1 only, and this run does not measure ZeRO-2.", "result")
+    yield Note(
+        f"Per rank, DDP holds every weight, every gradient and both Adam moments of every parameter: "
+        f"{present.size(ddp['param_bytes'])}, {present.size(ddp['grad_bytes'])} and "
+        f"{present.size(ddp['state_bytes'])}. ZeRO-1 leaves the weights and gradients whole on every rank, "
+        f"{present.size(zero1['param_bytes'])} each, and splits only the optimizer state: by formula "
+        f"8Ψ/N = {present.size(8 * psi / n)} per rank, measured {present.size(z_state[smallest])} to "
+        f"{present.size(z_state[biggest])}. DDP's measured state is {steps_bytes} B over 8 B x Ψ: Adam keeps "
+        "a 4-byte step count per parameter tensor. ZeRO-2 would shard the gradients too, "
+        f"{present.size(formula['zero2']['total'])} per rank by formula; PyTorch's ZeroRedundancyOptimizer "
+        "is ZeRO-1 only, and this run does not measure ZeRO-2.",
+        "result",
+    )
     if fsdp_ran:
         f = results[worst[0]]["fsdp"]
-        yield Note(f"FSDP (ZeRO-3) shards every weight, gradient and moment along its first dimension: "
-                   f"{present.size(f['param_bytes'] + f['grad_bytes'] + f['state_bytes'])} per rank against "
-                   f"{present.size(formula['zero3']['total'])} by formula. These are the bytes at rest; during "
-                   "forward and backward each unit's full weights are gathered for its turn and freed after, "
-                   "memory this count does not hold. On GPUs the same tensors take the same bytes.")
+        yield Note(
+            f"FSDP (ZeRO-3) shards every weight, gradient and moment along its first dimension: "
+            f"{present.size(f['param_bytes'] + f['grad_bytes'] + f['state_bytes'])} per rank against "
+            f"{present.size(formula['zero3']['total'])} by formula. These are the bytes at rest; during "
+            "forward and backward each unit's full weights are gathered for its turn and freed after, "
+            "memory this count does not hold. On GPUs the same tensors take the same bytes."
+        )
     match = all(r0[m]["allclose"] for m in ("zero1", "fsdp") if m in r0)
     diffs = f"ZeRO-1's weights differ from DDP's by {gap(r0['zero1']['weights_max_diff'])}" + (
-        f", FSDP's by {gap(r0['fsdp']['weights_max_diff'])}" if fsdp_ran else "")
-    yield Note(f"After {p.steps} Adam steps from the same start on the same batches: {diffs}; every rank's weights "
-               f"against rank 0's by {gap(r0['ranks_max_diff'])}. Sharding changes where the optimizer's state and "
-               "step live, not the arithmetic: each rank steps its share with the all-reduced gradients and the "
-               "updated weights are sent to the others.", "result")
+        f", FSDP's by {gap(r0['fsdp']['weights_max_diff'])}" if fsdp_ran else ""
+    )
+    yield Note(
+        f"After {p.steps} Adam steps from the same start on the same batches: {diffs}; every rank's weights "
+        f"against rank 0's by {gap(r0['ranks_max_diff'])}. Sharding changes where the optimizer's state and "
+        "step live, not the arithmetic: each rank steps its share with the all-reduced gradients and the "
+        "updated weights are sent to the others.",
+        "result",
+    )
 
     fsdp_of = (lambda key: max(r["fsdp"][key] for _, r in per_rank)) if fsdp_ran else (lambda key: None)
-    yield Finished({
-        "world_size": n,
-        "backend": plan.backend,
-        "parameters": psi,
-        "ddp_param_bytes": ddp["param_bytes"],
-        "ddp_grad_bytes": ddp["grad_bytes"],
-        "ddp_state_bytes": ddp["state_bytes"],
-        "zero1_param_bytes": max(r["zero1"]["param_bytes"] for _, r in per_rank),
-        "zero1_grad_bytes": max(r["zero1"]["grad_bytes"] for _, r in per_rank),
-        "zero1_max_state_bytes": z_state[biggest],
-        "zero1_min_state_bytes": z_state[smallest],
-        "zero1_max_state_share": z_state[biggest] / ddp["state_bytes"],
-        "zero1_largest_rank_params": z_params[biggest],
-        "zero1_state_formula_bytes": 8 * psi / n,
-        "fsdp_param_bytes": fsdp_of("param_bytes"),
-        "fsdp_grad_bytes": fsdp_of("grad_bytes"),
-        "fsdp_state_bytes": fsdp_of("state_bytes"),
-        "ddp_total_bytes": ddp["param_bytes"] + ddp["grad_bytes"] + ddp["state_bytes"],
-        "zero1_max_total_bytes": max(sum(r["zero1"][k] for k in ("param_bytes", "grad_bytes", "state_bytes"))
-                                     for _, r in per_rank),
-        "fsdp_total_bytes": (max(sum(r["fsdp"][k] for k in ("param_bytes", "grad_bytes", "state_bytes"))
-                                 for _, r in per_rank) if fsdp_ran else None),
-        "ddp_formula_bytes": formula["ddp"]["total"],
-        "zero1_formula_bytes": formula["zero1"]["total"],
-        "zero2_formula_bytes": formula["zero2"]["total"],
-        "zero3_formula_bytes": formula["zero3"]["total"],
-        "zero1_weights_max_diff": r0["zero1"]["weights_max_diff"],
-        "fsdp_weights_max_diff": r0["fsdp"]["weights_max_diff"] if fsdp_ran else None,
-        "ranks_max_diff": r0["ranks_max_diff"],
-        "weights_match": match,
-        "launch_seconds": job.get("ready_s"),
-        "job_seconds": job.get("seconds"),
-        "attempts": job["attempts"],
-    })
+    yield Finished(
+        {
+            "world_size": n,
+            "backend": plan.backend,
+            "parameters": psi,
+            "ddp_param_bytes": ddp["param_bytes"],
+            "ddp_grad_bytes": ddp["grad_bytes"],
+            "ddp_state_bytes": ddp["state_bytes"],
+            "zero1_param_bytes": max(r["zero1"]["param_bytes"] for _, r in per_rank),
+            "zero1_grad_bytes": max(r["zero1"]["grad_bytes"] for _, r in per_rank),
+            "zero1_max_state_bytes": z_state[biggest],
+            "zero1_min_state_bytes": z_state[smallest],
+            "zero1_max_state_share": z_state[biggest] / ddp["state_bytes"],
+            "zero1_largest_rank_params": z_params[biggest],
+            "zero1_state_formula_bytes": 8 * psi / n,
+            "fsdp_param_bytes": fsdp_of("param_bytes"),
+            "fsdp_grad_bytes": fsdp_of("grad_bytes"),
+            "fsdp_state_bytes": fsdp_of("state_bytes"),
+            "ddp_total_bytes": ddp["param_bytes"] + ddp["grad_bytes"] + ddp["state_bytes"],
+            "zero1_max_total_bytes": max(
+                sum(r["zero1"][k] for k in ("param_bytes", "grad_bytes", "state_bytes")) for _, r in per_rank
+            ),
+            "fsdp_total_bytes": (
+                max(sum(r["fsdp"][k] for k in ("param_bytes", "grad_bytes", "state_bytes")) for _, r in per_rank)
+                if fsdp_ran
+                else None
+            ),
+            "ddp_formula_bytes": formula["ddp"]["total"],
+            "zero1_formula_bytes": formula["zero1"]["total"],
+            "zero2_formula_bytes": formula["zero2"]["total"],
+            "zero3_formula_bytes": formula["zero3"]["total"],
+            "zero1_weights_max_diff": r0["zero1"]["weights_max_diff"],
+            "fsdp_weights_max_diff": r0["fsdp"]["weights_max_diff"] if fsdp_ran else None,
+            "ranks_max_diff": r0["ranks_max_diff"],
+            "weights_match": match,
+            "launch_seconds": job.get("ready_s"),
+            "job_seconds": job.get("seconds"),
+            "attempts": job["attempts"],
+        }
+    )

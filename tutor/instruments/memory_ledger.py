@@ -120,8 +120,14 @@ BYTES_PER_PARAM: dict[str, tuple[int, int, int, dict[str, int]]] = {
 }
 ELEMENT_BYTES = {"fp32": 4, "fp16": 2, "mixed": 2}
 
-COLOURS = {"weights": "blue", "gradients": "magenta", "16-bit weight copies": "cyan",
-           "optimizer state": "yellow", "gathered weights": "bright_blue", "activations": "green"}
+COLOURS = {
+    "weights": "blue",
+    "gradients": "magenta",
+    "16-bit weight copies": "cyan",
+    "optimizer state": "yellow",
+    "gathered weights": "bright_blue",
+    "activations": "green",
+}
 
 # Data parallelism: (the control's label, the short name, the parts split 1/d across the GPUs)
 PARALLEL: dict[str, tuple[str, str, tuple[str, ...]]] = {
@@ -131,8 +137,10 @@ PARALLEL: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "zero2": ("ZeRO-2 (+ gradients sharded)", "ZeRO-2", ("optimizer", "gradients")),
     "zero3": ("ZeRO-3 / FSDP FULL_SHARD (all sharded)", "ZeRO-3", ("optimizer", "gradients", "weights", "copies")),
 }
-ZERO_PAPER = ("ZeRO paper (reference; Rajbhandari et al. 2020, Figure 1): 7.5B parameters, K = 12 (FP32 master + "
-              "Adam), 64 GPUs: per GPU DDP 120 GB, ZeRO-1 31.4 GB, ZeRO-2 16.6 GB, ZeRO-3 1.9 GB.")
+ZERO_PAPER = (
+    "ZeRO paper (reference; Rajbhandari et al. 2020, Figure 1): 7.5B parameters, K = 12 (FP32 master + "
+    "Adam), 64 GPUs: per GPU DDP 120 GB, ZeRO-1 31.4 GB, ZeRO-2 16.6 GB, ZeRO-3 1.9 GB."
+)
 GPUS = (1, 2, 4, 8, 16, 32, 64)  # the keys' steps; any whole number in between is accepted
 
 
@@ -207,8 +215,16 @@ class Ledger:
         return self.static + self.activations
 
 
-def ledger(preset: Preset, precision: str, optimizer: str, batch: int, checkpointing: bool,
-           activation_per_sample: float | None = None, parallel: str = "single", gpus: int = 1) -> Ledger:
+def ledger(
+    preset: Preset,
+    precision: str,
+    optimizer: str,
+    batch: int,
+    checkpointing: bool,
+    activation_per_sample: float | None = None,
+    parallel: str = "single",
+    gpus: int = 1,
+) -> Ledger:
     """Bytes per GPU; `batch` is each GPU's micro-batch."""
     w, g, m, opt = BYTES_PER_PARAM[precision]
     n = preset.params
@@ -223,8 +239,16 @@ def ledger(preset: Preset, precision: str, optimizer: str, batch: int, checkpoin
     else:
         acts = activation_bytes(preset, precision, batch, checkpointing)
     gathered = gathered_params(preset) * ELEMENT_BYTES[precision] if "weights" in sharded else 0.0
-    return Ledger(n, part("weights", w), part("gradients", g), part("copies", m),
-                  part("optimizer", opt[optimizer]), acts, gathered, d)
+    return Ledger(
+        n,
+        part("weights", w),
+        part("gradients", g),
+        part("copies", m),
+        part("optimizer", opt[optimizer]),
+        acts,
+        gathered,
+        d,
+    )
 
 
 @dataclass(frozen=True)
@@ -245,18 +269,48 @@ class MemoryLedger(Instrument):
     title = "Memory ledger"
     summary = "Training memory part by part (weights, gradients, optimizer state, activations) against a budget"
     controls = (
-        Control("model", "Model", "choice", (*PRESETS, MY_MODEL), "gpt2-xl",
-                labels=(*(p.label for p in PRESETS.values()), "my model (latest memory-ledger run)")),
-        Control("optimizer", "Optimizer", "choice", ("sgd", "momentum", "adam"), "adam",
-                labels=("SGD", "SGD + momentum", "Adam")),
-        Control("precision", "Precision", "choice", ("fp32", "fp16", "mixed"), "fp32",
-                labels=("FP32", "FP16 (pure, no master copy)", "mixed (torch.amp: FP32 weights, 16-bit matmuls)")),
-        Control("batch", "Batch size", "stepper", tuple(2**k for k in range(17)), 4,
-                help="each GPU's micro-batch; the global batch is GPUs x batch"),
+        Control(
+            "model",
+            "Model",
+            "choice",
+            (*PRESETS, MY_MODEL),
+            "gpt2-xl",
+            labels=(*(p.label for p in PRESETS.values()), "my model (latest memory-ledger run)"),
+        ),
+        Control(
+            "optimizer",
+            "Optimizer",
+            "choice",
+            ("sgd", "momentum", "adam"),
+            "adam",
+            labels=("SGD", "SGD + momentum", "Adam"),
+        ),
+        Control(
+            "precision",
+            "Precision",
+            "choice",
+            ("fp32", "fp16", "mixed"),
+            "fp32",
+            labels=("FP32", "FP16 (pure, no master copy)", "mixed (torch.amp: FP32 weights, 16-bit matmuls)"),
+        ),
+        Control(
+            "batch",
+            "Batch size",
+            "stepper",
+            tuple(2**k for k in range(17)),
+            4,
+            help="each GPU's micro-batch; the global batch is GPUs x batch",
+        ),
         Control("checkpointing", "Checkpointing", "toggle", (False, True), False),
-        Control("parallel", "Parallelism", "choice", tuple(PARALLEL), "single",
-                labels=tuple(v[0] for v in PARALLEL.values()),
-                help="how the model's states are spread over the GPUs; one GPU ignores `gpus`"),
+        Control(
+            "parallel",
+            "Parallelism",
+            "choice",
+            tuple(PARALLEL),
+            "single",
+            labels=tuple(v[0] for v in PARALLEL.values()),
+            help="how the model's states are spread over the GPUs; one GPU ignores `gpus`",
+        ),
         Control("gpus", "GPUs", "stepper", GPUS, 1, help="data-parallel GPUs; ignored on one GPU"),
         Control("budget", "Budget", "choice", tuple(BUDGETS), "h100", labels=tuple(v[0] for v in BUDGETS.values())),
     )
@@ -269,7 +323,7 @@ class MemoryLedger(Instrument):
         "gathered_bytes": "ZeRO-3: the weights all-gathered whole at once, per GPU (B); 0 otherwise",
         "activations_bytes": "activations saved for the backward pass, per GPU (B)",
         "static_bytes": "weights + gradients + 16-bit copies + optimizer state + gathered weights: "
-                        "the floor at any batch size, per GPU (B)",
+        "the floor at any batch size, per GPU (B)",
         "total_bytes": "static + activations, per GPU (B)",
         "bytes_per_param": "static bytes per GPU per parameter of the model",
         "adam_extra_bytes": "what Adam adds over plain SGD at this precision, per GPU (B)",
@@ -323,15 +377,27 @@ class MemoryLedger(Instrument):
             breaks = "none"
         outputs = {
             "parameters": int(led.params),
-            "weights_bytes": led.weights, "gradients_bytes": led.gradients, "weight_copies_bytes": led.copies,
-            "optimizer_bytes": led.optimizer, "gathered_bytes": led.gathered, "activations_bytes": led.activations,
-            "static_bytes": led.static, "total_bytes": led.total,
+            "weights_bytes": led.weights,
+            "gradients_bytes": led.gradients,
+            "weight_copies_bytes": led.copies,
+            "optimizer_bytes": led.optimizer,
+            "gathered_bytes": led.gathered,
+            "activations_bytes": led.activations,
+            "static_bytes": led.static,
+            "total_bytes": led.total,
             "bytes_per_param": led.static / led.params,
-            "adam_extra_bytes": adam_extra, "adam_extra_gb": adam_extra / 1e9,
-            "static_gb": led.static / 1e9, "activations_gb": led.activations / 1e9, "total_gb": led.total / 1e9,
-            "gpus_used": d, "global_batch": d * batch, "all_gpus_gb": d * led.total / 1e9,
-            "budget_bytes": budget, "budget_gb": None if budget is None else budget / 1e9,
-            "fits": fits, "breaks": breaks,
+            "adam_extra_bytes": adam_extra,
+            "adam_extra_gb": adam_extra / 1e9,
+            "static_gb": led.static / 1e9,
+            "activations_gb": led.activations / 1e9,
+            "total_gb": led.total / 1e9,
+            "gpus_used": d,
+            "global_batch": d * batch,
+            "all_gpus_gb": d * led.total / 1e9,
+            "budget_bytes": budget,
+            "budget_gb": None if budget is None else budget / 1e9,
+            "fits": fits,
+            "breaks": breaks,
         }
         return _Numbers(preset, per_sample, led, budget, budget_label, adam_extra, outputs)
 
@@ -355,8 +421,10 @@ class MemoryLedger(Instrument):
         mode = PARALLEL[parallel][1]
         notes: list[str] = []
         if numbers.per_sample is not None:
-            notes.append(f"{preset.label}: {int(preset.params):,} parameters and {numbers.per_sample:,.0f} B of "
-                         "activations per sample, measured by your memory-ledger run (FP32; halved for 16-bit).")
+            notes.append(
+                f"{preset.label}: {int(preset.params):,} parameters and {numbers.per_sample:,.0f} B of "
+                "activations per sample, measured by your memory-ledger run (FP32; halved for 16-bit)."
+            )
             if ckpt:
                 notes.append("Checkpointing is not modelled for a measured model: its activations are as measured.")
         per_param = f"{led.static / led.params:.3g}" if multi else f"{led.static / led.params:.0f}"
@@ -365,37 +433,54 @@ class MemoryLedger(Instrument):
             verdict = f"Needs {gb(led.total)}{per_gpu}. The budget is unknown: {budget_label}."
         elif breaks == "static floor":
             level = "error"
-            verdict = (f"Out of memory before the first batch: the static floor is {gb(led.static)}{per_gpu} "
-                       f"({per_param} B per parameter), more than the {gb_gib(budget)} budget. "
-                       "No batch size or checkpointing can fix that: change the optimizer or the precision"
-                       + {"single": ".",
-                          "ddp": ", or shard it: DDP puts all of it on every GPU, so more GPUs do not help.",
-                          "zero3": ", or add GPUs."}.get(parallel, ", shard more (a higher ZeRO stage) or add GPUs."))
+            verdict = (
+                f"Out of memory before the first batch: the static floor is {gb(led.static)}{per_gpu} "
+                f"({per_param} B per parameter), more than the {gb_gib(budget)} budget. "
+                "No batch size or checkpointing can fix that: change the optimizer or the precision"
+                + {
+                    "single": ".",
+                    "ddp": ", or shard it: DDP puts all of it on every GPU, so more GPUs do not help.",
+                    "zero3": ", or add GPUs.",
+                }.get(parallel, ", shard more (a higher ZeRO stage) or add GPUs.")
+            )
         elif breaks == "activations":
             level = "error"
-            verdict = (f"Out of memory in the forward pass: activations need {gb(led.activations)}{per_gpu}, but only "
-                       f"{gb(budget - led.static)} is left after the {gb(led.static)} static floor. "
-                       + ("A smaller per-GPU batch (more GPUs keep the global batch) or checkpointing can fix "
-                          "this one." if multi else "A smaller batch or checkpointing can fix this one."))
+            verdict = (
+                f"Out of memory in the forward pass: activations need {gb(led.activations)}{per_gpu}, but only "
+                f"{gb(budget - led.static)} is left after the {gb(led.static)} static floor. "
+                + (
+                    "A smaller per-GPU batch (more GPUs keep the global batch) or checkpointing can fix this one."
+                    if multi
+                    else "A smaller batch or checkpointing can fix this one."
+                )
+            )
         else:
             level = "ok"
             verdict = f"Fits: {gb(led.total)} of {gb_gib(budget)}{per_gpu}, {led.total / budget:.0%} full."
             if led.total > 0.85 * budget:
-                notes.append("Tight: the CUDA context takes a few hundred MiB before any tensor, and the "
-                             "allocator's fragmentation more, so a plan this close to the budget can still fail.")
+                notes.append(
+                    "Tight: the CUDA context takes a few hundred MiB before any tensor, and the "
+                    "allocator's fragmentation more, so a plan this close to the budget can still fail."
+                )
         if precision == "mixed":
-            notes.append("Mixed precision as torch.amp does it: weights, gradients and optimizer state stay FP32, "
-                         "and autocast's 16-bit copies of the weights are kept from the forward pass to the "
-                         "backward, 2 B more per parameter. It shrinks the activations, not the static floor. "
-                         "(Older recipes, apex O2 or DeepSpeed fp16, keep FP16 weights and gradients with an FP32 "
-                         "master copy: 2 + 2 + 4 + 8 = 16 B with Adam.)")
+            notes.append(
+                "Mixed precision as torch.amp does it: weights, gradients and optimizer state stay FP32, "
+                "and autocast's 16-bit copies of the weights are kept from the forward pass to the "
+                "backward, 2 B more per parameter. It shrinks the activations, not the static floor. "
+                "(Older recipes, apex O2 or DeepSpeed fp16, keep FP16 weights and gradients with an FP32 "
+                "master copy: 2 + 2 + 4 + 8 = 16 B with Adam.)"
+            )
         if precision == "fp16":
-            notes.append("Pure FP16 keeps no FP32 master copy: an update smaller than half an FP16 step rounds "
-                         "away, so training stalls or diverges. It saves memory; it does not train well.")
+            notes.append(
+                "Pure FP16 keeps no FP32 master copy: an update smaller than half an FP16 step rounds "
+                "away, so training stalls or diverges. It saves memory; it does not train well."
+            )
         notes += self._parallel_notes(parallel, s["gpus"], d, precision, preset, led)
 
-        segments = [Segment("weights", led.weights, COLOURS["weights"]),
-                    Segment("gradients", led.gradients, COLOURS["gradients"])]
+        segments = [
+            Segment("weights", led.weights, COLOURS["weights"]),
+            Segment("gradients", led.gradients, COLOURS["gradients"]),
+        ]
         if led.copies:
             segments.append(Segment("16-bit weight copies", led.copies, COLOURS["16-bit weight copies"]))
         segments.append(Segment("optimizer state", led.optimizer, COLOURS["optimizer state"]))
@@ -411,20 +496,46 @@ class MemoryLedger(Instrument):
             return f"{name:<11} = N x {size} B = {gb(value)}" + (f"  ({why_full})" if why_full else "")
 
         full = "full on each GPU" if d > 1 else ""
-        math_lines = [f"N = {n:,.0f} parameters ({preset.label})"
-                      + (f"; {mode} over {d} GPU{'s' if d > 1 else ''}, figures per GPU" if multi else ""),
-                      share("weights", "weights", w, led.weights, "a full replica on each GPU" if d > 1 else "",
-                            f"each of the {d} GPUs keeps 1/{d}"),
-                      share("gradients", "gradients", g, led.gradients, "all-reduced, full on each GPU" if d > 1
-                            else "", f"reduce-scattered, each GPU keeps the 1/{d} it updates")]
+        math_lines = [
+            f"N = {n:,.0f} parameters ({preset.label})"
+            + (f"; {mode} over {d} GPU{'s' if d > 1 else ''}, figures per GPU" if multi else ""),
+            share(
+                "weights",
+                "weights",
+                w,
+                led.weights,
+                "a full replica on each GPU" if d > 1 else "",
+                f"each of the {d} GPUs keeps 1/{d}",
+            ),
+            share(
+                "gradients",
+                "gradients",
+                g,
+                led.gradients,
+                "all-reduced, full on each GPU" if d > 1 else "",
+                f"reduce-scattered, each GPU keeps the 1/{d} it updates",
+            ),
+        ]
         if m:
-            math_lines.append(share("copies", "16-bit copies", m, led.copies, "autocast's casts, kept for backward",
-                                    f"16-bit casts of each GPU's 1/{d}"))
-        state_full = {"adam": "exp_avg + exp_avg_sq" + (f"; {full}" if full else ""), "momentum": full,
-                      "sgd": ""}[optimizer]
+            math_lines.append(
+                share(
+                    "copies",
+                    "16-bit copies",
+                    m,
+                    led.copies,
+                    "autocast's casts, kept for backward",
+                    f"16-bit casts of each GPU's 1/{d}",
+                )
+            )
+        state_full = {"adam": "exp_avg + exp_avg_sq" + (f"; {full}" if full else ""), "momentum": full, "sgd": ""}[
+            optimizer
+        ]
         state = {"adam": "Adam's moments", "momentum": "the momentum buffers"}.get(optimizer)
-        state_sharded = (f"each of the {d} GPUs keeps 1/{d} of {state} and updates its 1/{d} of the weights"
-                         if state else f"no state; each GPU updates its 1/{d} of the weights")
+        state_sharded = (
+            f"each of the {d} GPUs keeps 1/{d} of {state} and updates its 1/{d} of the weights"
+            if state
+            else f"no state; each GPU updates its 1/{d} of the weights"
+        )
         math_lines.append(share("optimizer", optimizer, opt[optimizer], led.optimizer, state_full, state_sharded))
         if led.gathered:
             e = ELEMENT_BYTES[precision]
@@ -437,12 +548,17 @@ class MemoryLedger(Instrument):
                     "backward, and one block at a time joins it)",
                 ]
             else:
-                math_lines.append(f"gathered    = N x {e} B = {gb(led.gathered)}  ({mode}: your model is one FSDP "
-                                  "unit, gathered whole)")
+                math_lines.append(
+                    f"gathered    = N x {e} B = {gb(led.gathered)}  ({mode}: your model is one FSDP "
+                    "unit, gathered whole)"
+                )
         if s["model"] != MY_MODEL:
             p = preset
-            ckpt_text = (f"checkpointing: b x (L x s x h x {ELEMENT_BYTES[precision]} B + one layer + output)"
-                         if ckpt else "b x (L x per-layer + output)")
+            ckpt_text = (
+                f"checkpointing: b x (L x s x h x {ELEMENT_BYTES[precision]} B + one layer + output)"
+                if ckpt
+                else "b x (L x per-layer + output)"
+            )
             math_lines += [
                 f"per layer, per sample = {ELEMENT_BYTES[precision]} B x (16sh + 2as^2) + (2sh + as^2) mask bytes",
                 f"  s={p.seq}, h={p.hidden}, a={p.heads}, L={p.layers}: "
@@ -455,8 +571,10 @@ class MemoryLedger(Instrument):
                 "FlashAttention drops the a*s^2 terms)",
             ]
         if multi:
-            math_lines.append(f"per GPU: static floor = {gb(led.static)}; total = {gb(led.total)}; "
-                              f"all {d} GPU{'s' if d > 1 else ''}: {d} x {gb(led.total)} = {gb(d * led.total)}")
+            math_lines.append(
+                f"per GPU: static floor = {gb(led.static)}; total = {gb(led.total)}; "
+                f"all {d} GPU{'s' if d > 1 else ''}: {d} x {gb(led.total)} = {gb(d * led.total)}"
+            )
         else:
             math_lines.append(f"static floor = {gb(led.static)}; total = {gb(led.total)}")
         math_lines.append("GB = 10^9 bytes, GiB = 2^30 bytes")
@@ -464,11 +582,16 @@ class MemoryLedger(Instrument):
         if multi:
             figures = (
                 ("static floor", f"{gb(led.static)} per GPU  ({per_param} B per parameter)"),
-                ("activations", f"{gb(led.activations)} per GPU  (batch {batch} per GPU"
-                                f"{', checkpointed' if ckpt else ''})"),
+                (
+                    "activations",
+                    f"{gb(led.activations)} per GPU  (batch {batch} per GPU{', checkpointed' if ckpt else ''})",
+                ),
                 ("total", f"{gb_gib(led.total)} per GPU; {gb(d * led.total)} on all {d}"),
-                ("global batch", f"{d * batch:,} = {d} GPU{'s' if d > 1 else ''} x {batch} per GPU  (Batch "
-                                 "size is each GPU's micro-batch)"),
+                (
+                    "global batch",
+                    f"{d * batch:,} = {d} GPU{'s' if d > 1 else ''} x {batch} per GPU  (Batch "
+                    "size is each GPU's micro-batch)",
+                ),
                 _adam_line(optimizer, adam_extra, precision, " per GPU"),
             )
         else:
@@ -480,68 +603,101 @@ class MemoryLedger(Instrument):
             )
         reference: tuple[str, ...] = ()
         if s["model"] == "gpt2-xl":
-            reference += ("Chapter: GPT-2 XL in FP32 needs 6 GB of weights, 6 GB of gradients and 12 GB of Adam "
-                          "state (24 GB before one activation).",)
+            reference += (
+                "Chapter: GPT-2 XL in FP32 needs 6 GB of weights, 6 GB of gradients and 12 GB of Adam "
+                "state (24 GB before one activation).",
+            )
         if multi:
             reference += (ZERO_PAPER,)
         return Reading(
             outputs=outputs,
             chart=Chart("bytes", (Bar("per GPU" if multi else "memory", tuple(segments)),), budget, budget_label),
-            verdict=verdict, level=level, figures=figures, math=tuple(math_lines), notes=tuple(notes),
-            reference=reference, ignored=() if multi else ("gpus",),
+            verdict=verdict,
+            level=level,
+            figures=figures,
+            math=tuple(math_lines),
+            notes=tuple(notes),
+            reference=reference,
+            ignored=() if multi else ("gpus",),
         )
 
     @staticmethod
-    def _parallel_notes(parallel: str, gpus: int, d: int, precision: str, preset: Preset,
-                        led: Ledger) -> list[str]:
+    def _parallel_notes(parallel: str, gpus: int, d: int, precision: str, preset: Preset, led: Ledger) -> list[str]:
         mode = PARALLEL[parallel][1]
         if parallel == "single":
-            return [] if gpus == 1 else [f"GPUs = {gpus} is ignored: Parallelism is one GPU. Pick DDP or a ZeRO "
-                                         "stage to spread training over several."]
+            return (
+                []
+                if gpus == 1
+                else [
+                    f"GPUs = {gpus} is ignored: Parallelism is one GPU. Pick DDP or a ZeRO "
+                    "stage to spread training over several."
+                ]
+            )
         if d == 1:
             return [f"With 1 GPU there is nothing to replicate or shard: {mode} is one GPU. Raise GPUs."]
-        notes = [{
-            "ddp": (f"DDP: each of the {d} GPUs holds a full replica (weights, gradients, optimizer state) and "
+        notes = [
+            {
+                "ddp": (
+                    f"DDP: each of the {d} GPUs holds a full replica (weights, gradients, optimizer state) and "
                     "runs its own micro-batch; gradients are all-reduced after backward. Per GPU that is one "
                     "GPU's memory: more GPUs buy throughput, not room. Not counted: DDP's all-reduce buckets, a "
-                    "second copy of the gradients unless gradient_as_bucket_view=True."),
-            "zero1": (f"ZeRO-1: each GPU keeps and updates 1/{d} of the optimizer state, then the updated weights "
-                      "are all-gathered: the same communication volume as DDP (Rajbhandari et al. 2020)."),
-            "zero2": (f"ZeRO-2: gradients are reduce-scattered, so each GPU keeps only the 1/{d} it updates, with "
-                      f"its 1/{d} of the optimizer state: the same communication volume as DDP."),
-            "zero3": (f"ZeRO-3 / FSDP FULL_SHARD: each GPU keeps 1/{d} of everything and all-gathers a unit's "
-                      "weights just before it runs, forward and again backward: 1.5x DDP's communication "
-                      "volume (Rajbhandari et al. 2020)."),
-        }[parallel]]
+                    "second copy of the gradients unless gradient_as_bucket_view=True."
+                ),
+                "zero1": (
+                    f"ZeRO-1: each GPU keeps and updates 1/{d} of the optimizer state, then the updated weights "
+                    "are all-gathered: the same communication volume as DDP (Rajbhandari et al. 2020)."
+                ),
+                "zero2": (
+                    f"ZeRO-2: gradients are reduce-scattered, so each GPU keeps only the 1/{d} it updates, with "
+                    f"its 1/{d} of the optimizer state: the same communication volume as DDP."
+                ),
+                "zero3": (
+                    f"ZeRO-3 / FSDP FULL_SHARD: each GPU keeps 1/{d} of everything and all-gathers a unit's "
+                    "weights just before it runs, forward and again backward: 1.5x DDP's communication "
+                    "volume (Rajbhandari et al. 2020)."
+                ),
+            }[parallel]
+        ]
         if parallel == "zero3" and preset.layers:
             e = ELEMENT_BYTES[precision]
-            notes.append(f"Gathered and counted: the root unit (embeddings, tied to the output layer), "
-                         f"{gb(root_params(preset) * e)}, and one block, {gb(block_params(preset) * e)}. Not "
-                         f"counted: the next block FSDP prefetches and a block's full gradient before its "
-                         f"reduce-scatter, up to {gb(block_params(preset) * e)} each.")
+            notes.append(
+                f"Gathered and counted: the root unit (embeddings, tied to the output layer), "
+                f"{gb(root_params(preset) * e)}, and one block, {gb(block_params(preset) * e)}. Not "
+                f"counted: the next block FSDP prefetches and a block's full gradient before its "
+                f"reduce-scatter, up to {gb(block_params(preset) * e)} each."
+            )
         if parallel == "zero3" and not preset.layers:
-            notes.append("Your model is counted as one FSDP unit (FSDP(model) with no wrap policy): all its "
-                         "weights are gathered at once.")
+            notes.append(
+                "Your model is counted as one FSDP unit (FSDP(model) with no wrap policy): all its "
+                "weights are gathered at once."
+            )
         if parallel == "zero3" and precision == "mixed":
-            notes.append("Mixed precision under ZeRO-3 is modelled as FSDP's MixedPrecision(param_dtype="
-                         "bfloat16): the FP32 shards are cast and gathered in 16-bit, so the 16-bit copies shard "
-                         "too. torch.amp's autocast over FSDP would keep every layer's 16-bit copy for the backward "
-                         f"pass instead: {gb(2 * led.params)} per GPU, unsharded.")
+            notes.append(
+                "Mixed precision under ZeRO-3 is modelled as FSDP's MixedPrecision(param_dtype="
+                "bfloat16): the FP32 shards are cast and gathered in 16-bit, so the 16-bit copies shard "
+                "too. torch.amp's autocast over FSDP would keep every layer's 16-bit copy for the backward "
+                f"pass instead: {gb(2 * led.params)} per GPU, unsharded."
+            )
         if parallel in ("zero1", "zero2") and precision == "mixed":
-            paper = (f"2 + 2 + 12/{d} = {4 + 12 / d:.3g}" if parallel == "zero1"
-                     else f"2 + (2 + 12)/{d} = {2 + 14 / d:.3g}")
-            notes.append("DeepSpeed's ZeRO keeps 16-bit weights and gradients and shards an FP32 master copy "
-                         f"with Adam's state: {paper} B per parameter at {mode} with Adam, the paper's accounting. "
-                         "torch.amp has no master copy: its FP32 weights are the parameters, and shard only at "
-                         "ZeRO-3.")
+            paper = (
+                f"2 + 2 + 12/{d} = {4 + 12 / d:.3g}" if parallel == "zero1" else f"2 + (2 + 12)/{d} = {2 + 14 / d:.3g}"
+            )
+            notes.append(
+                "DeepSpeed's ZeRO keeps 16-bit weights and gradients and shards an FP32 master copy "
+                f"with Adam's state: {paper} B per parameter at {mode} with Adam, the paper's accounting. "
+                "torch.amp has no master copy: its FP32 weights are the parameters, and shard only at "
+                "ZeRO-3."
+            )
         return notes
 
     def _no_model(self, s: Mapping[str, Any]) -> Reading:
         return Reading(
             outputs={k: None for k in self.outputs},
             chart=Chart("bytes", ()),
-            verdict=("No measurement of your model yet: run the memory-ledger experiment (the lesson's run "
-                     "step, or `gpututor run memory-ledger`) and 'my model' uses what it measured."),
+            verdict=(
+                "No measurement of your model yet: run the memory-ledger experiment (the lesson's run "
+                "step, or `gpututor run memory-ledger`) and 'my model' uses what it measured."
+            ),
             level="warning",
         )
 
@@ -555,5 +711,8 @@ def _adam_line(optimizer: str, adam_extra: float, precision: str, per_gpu: str =
         return ("Adam instead", f"would add {gb(adam_extra)}{per_gpu} to this plain SGD, at this precision")
     state = BYTES_PER_PARAM[precision][3]
     over_momentum = adam_extra * (state["adam"] - state["momentum"]) / state["adam"]
-    return ("Adam instead", f"would add {gb(over_momentum)}{per_gpu} to this SGD + momentum "
-                            f"({gb(adam_extra)} over plain SGD), at this precision")
+    return (
+        "Adam instead",
+        f"would add {gb(over_momentum)}{per_gpu} to this SGD + momentum "
+        f"({gb(adam_extra)} over plain SGD), at this precision",
+    )

@@ -66,10 +66,22 @@ CORRECTION = (
     "one 80 GB A100."
 )
 CHAPTER_BARS = (
-    Bar("chapter base", (Segment("data loading", 0.40, "red"), Segment("memory traffic", 0.25, "yellow"),
-                         Segment("compute", 0.35, "green"))),
-    Bar("chapter best", (Segment("data loading", 0.05, "red"), Segment("memory traffic", 0.20, "yellow"),
-                         Segment("compute", 0.75, "green"))),
+    Bar(
+        "chapter base",
+        (
+            Segment("data loading", 0.40, "red"),
+            Segment("memory traffic", 0.25, "yellow"),
+            Segment("compute", 0.35, "green"),
+        ),
+    ),
+    Bar(
+        "chapter best",
+        (
+            Segment("data loading", 0.05, "red"),
+            Segment("memory traffic", 0.20, "yellow"),
+            Segment("compute", 0.75, "green"),
+        ),
+    ),
 )
 # The MFUs the chapter states: marked on the gauge as its claims, beside what its own profiles allow.
 CHAPTER_MARKS = (("chapter's claim, base", 0.45), ("chapter's claim, best", 0.85))
@@ -80,11 +92,13 @@ def chapter_marks_note() -> str:
     """Why the gauge's marks sit above what this model gives the chapter's own profiles: here MFU is
     the share of time computing x E."""
     (base, base_at), (best, best_at) = CHAPTER_MARKS
-    return ("The ▲ marks are the MFUs the chapter states, not what its own profiles give: here MFU is the share "
-            f"of time computing x E {EFFICIENCY} (the share of peak the matmuls reach), so its baseline's "
-            f"{percent(CHAPTER_COMPUTE[base])} computing gives {percent(CHAPTER_COMPUTE[base] * EFFICIENCY)} (the "
-            f"gauge at the baseline settings), not {percent(base_at)}; its best's {percent(CHAPTER_COMPUTE[best])} "
-            f"gives {percent(CHAPTER_COMPUTE[best] * EFFICIENCY)}, not {percent(best_at)}.")
+    return (
+        "The ▲ marks are the MFUs the chapter states, not what its own profiles give: here MFU is the share "
+        f"of time computing x E {EFFICIENCY} (the share of peak the matmuls reach), so its baseline's "
+        f"{percent(CHAPTER_COMPUTE[base])} computing gives {percent(CHAPTER_COMPUTE[base] * EFFICIENCY)} (the "
+        f"gauge at the baseline settings), not {percent(base_at)}; its best's {percent(CHAPTER_COMPUTE[best])} "
+        f"gives {percent(CHAPTER_COMPUTE[best] * EFFICIENCY)}, not {percent(best_at)}."
+    )
 
 
 MODEL_LEVERS = ("prefetch", "precision", "checkpointing", "batch")  # meaningless for a measured run
@@ -113,12 +127,30 @@ class Pipeline(Instrument):
     title = "Training pipeline"
     summary = "One GPT-2 XL iteration on an A100: data loading, memory traffic, compute, and the MFU they leave"
     controls = (
-        Control("profile", "Profile", "choice", ("model", "measured"), "model",
-                labels=("GPT-2 XL on an A100 (modelled)", "your pipeline-breakdown run (measured)")),
-        Control("prefetch", "Prefetching", "toggle", (False, True), False,
-                help="DataLoader(num_workers=4, pin_memory=True) and non_blocking copies"),
-        Control("precision", "Precision", "choice", ("fp32", "mixed"), "fp32",
-                labels=("FP32 (TF32 matmuls)", "mixed (FP16/BF16 autocast)")),
+        Control(
+            "profile",
+            "Profile",
+            "choice",
+            ("model", "measured"),
+            "model",
+            labels=("GPT-2 XL on an A100 (modelled)", "your pipeline-breakdown run (measured)"),
+        ),
+        Control(
+            "prefetch",
+            "Prefetching",
+            "toggle",
+            (False, True),
+            False,
+            help="DataLoader(num_workers=4, pin_memory=True) and non_blocking copies",
+        ),
+        Control(
+            "precision",
+            "Precision",
+            "choice",
+            ("fp32", "mixed"),
+            "fp32",
+            labels=("FP32 (TF32 matmuls)", "mixed (FP16/BF16 autocast)"),
+        ),
         Control("checkpointing", "Checkpointing", "toggle", (False, True), False),
         Control("batch", "Batch size", "stepper", (1, 2, 4, 8, 16, 32, 64), 4),
     )
@@ -155,16 +187,23 @@ class Pipeline(Instrument):
         hours = 6 * N * 1e9 / (peak * mfu) / 3600
         bottleneck = max(shares, key=shares.get)
         outputs = {
-            "data_share": shares["data loading"], "transfer_share": shares["memory traffic"],
-            "compute_share": shares["compute"], "iteration_seconds": total, "mfu": mfu,
-            "tokens_per_second": tokens / total, "hours_per_billion_tokens": hours,
-            "memory_bytes": mem, "memory_gb": mem / 1e9, "fits": fits,
+            "data_share": shares["data loading"],
+            "transfer_share": shares["memory traffic"],
+            "compute_share": shares["compute"],
+            "iteration_seconds": total,
+            "mfu": mfu,
+            "tokens_per_second": tokens / total,
+            "hours_per_billion_tokens": hours,
+            "memory_bytes": mem,
+            "memory_gb": mem / 1e9,
+            "fits": fits,
         }
-        verdict = (f"MFU {percent(mfu)}: the GPU computes {percent(shares['compute'])} of each "
-                   f"{total:.2f} s iteration; the largest other phase is {bottleneck}"
-                   if bottleneck != "compute" else
-                   f"MFU {percent(mfu)}: compute is now the largest phase ({percent(shares['compute'])} of "
-                   f"{total:.2f} s)")
+        verdict = (
+            f"MFU {percent(mfu)}: the GPU computes {percent(shares['compute'])} of each "
+            f"{total:.2f} s iteration; the largest other phase is {bottleneck}"
+            if bottleneck != "compute"
+            else f"MFU {percent(mfu)}: compute is now the largest phase ({percent(shares['compute'])} of {total:.2f} s)"
+        )
         verdict += "." if fits else f". Memory: {gb(mem)} does not fit the A100's 80 GiB."
         level = "ok" if fits else "error"
         ckpt = 8 if s["checkpointing"] else 6
@@ -175,12 +214,17 @@ class Pipeline(Instrument):
             "data = compute x 40/35, memory traffic = compute x 25/35 (the chapter's baseline profile)",
             f"compute now = {ckpt} N tokens / ({PEAK_LABEL[s['precision']]} x {EFFICIENCY}) = {t['compute']:.3f} s",
             "  (TF32 needs torch.backends.cuda.matmul.allow_tf32 = True; PyTorch's default FP32 matmul "
-            "runs at 19.5 TFLOP/s, 8x less)" if s["precision"] == "fp32" else
-            "  (autocast: matmuls in FP16/BF16 on tensor cores)",
+            "runs at 19.5 TFLOP/s, 8x less)"
+            if s["precision"] == "fp32"
+            else "  (autocast: matmuls in FP16/BF16 on tensor cores)",
             f"memory traffic = {t['memory traffic']:.3f} s"
             + ("  (halved: 16-bit values)" if s["precision"] == "mixed" else ""),
-            ("data wait = max(0, data / 4 workers - (memory traffic + compute)) = " if s["prefetch"]
-             else "data wait = data (loaded in the training process) = ") + f"{t['data loading']:.3f} s",
+            (
+                "data wait = max(0, data / 4 workers - (memory traffic + compute)) = "
+                if s["prefetch"]
+                else "data wait = data (loaded in the training process) = "
+            )
+            + f"{t['data loading']:.3f} s",
             f"MFU = 6 N tokens / (iteration {total:.3f} s x peak) = {percent(mfu)}",
             f"Iron Law: T = 6 N D / (peak x MFU) = {hours:.1f} h per billion tokens on one A100",
             f"memory (Adam, memory-ledger formula) = {gb(mem)}",
@@ -191,23 +235,34 @@ class Pipeline(Instrument):
             ("memory", f"{gb(mem)} with Adam" + ("" if fits else "  (over 80 GiB)")),
         )
         return Reading(
-            outputs=outputs, chart=Chart("share", bars), verdict=verdict, level=level, figures=figures,
+            outputs=outputs,
+            chart=Chart("share", bars),
+            verdict=verdict,
+            level=level,
+            figures=figures,
             gauge=Gauge("MFU", mfu, CHAPTER_MARKS),
-            math=math_lines, reference=(*CHAPTER, CORRECTION),
-            notes=(chapter_marks_note(),
-                   "Batch size scales every phase alike here (for a model this size), so it moves memory and "
-                   "the time per iteration, not the shares or the MFU.",
-                   "The chapter gives only 5% data loading and 75% compute for its optimised run; the bar "
-                   "draws the remaining 20% as memory traffic (the chapter's \"transfers\")."),
+            math=math_lines,
+            reference=(*CHAPTER, CORRECTION),
+            notes=(
+                chapter_marks_note(),
+                "Batch size scales every phase alike here (for a model this size), so it moves memory and "
+                "the time per iteration, not the shares or the MFU.",
+                "The chapter gives only 5% data loading and 75% compute for its optimised run; the bar "
+                'draws the remaining 20% as memory traffic (the chapter\'s "transfers").',
+            ),
         )
 
     def _measured(self, run: dict[str, Any] | None) -> Reading:
         if not run or not isinstance(run.get("mfu"), (int, float)) or isinstance(run.get("mfu"), bool):
             return Reading(
                 ignored=MODEL_LEVERS,
-                outputs={k: None for k in self.outputs}, chart=Chart("share", ()), level="warning",
-                verdict=("No pipeline-breakdown run yet: run it (the lesson's run step, or "
-                         "`gpututor run pipeline-breakdown`) and its phases appear here."),
+                outputs={k: None for k in self.outputs},
+                chart=Chart("share", ()),
+                level="warning",
+                verdict=(
+                    "No pipeline-breakdown run yet: run it (the lesson's run step, or "
+                    "`gpututor run pipeline-breakdown`) and its phases appear here."
+                ),
             )
         data = _num(run.get("data_wait_share"))
         copy = _num(run.get("copy_share"))
@@ -215,25 +270,43 @@ class Pipeline(Instrument):
         mfu = _num(run.get("mfu"))
         outputs = {k: None for k in self.outputs}
         outputs.update(data_share=data, transfer_share=copy, compute_share=comp, mfu=mfu)
-        how = (f"{run.get('model', '?')} model, batch {run.get('batch_size', '?')}, {run.get('dtype', '?')}, "
-               f"data {run.get('data_path', '?')}")
+        how = (
+            f"{run.get('model', '?')} model, batch {run.get('batch_size', '?')}, {run.get('dtype', '?')}, "
+            f"data {run.get('data_path', '?')}"
+        )
         return Reading(
             outputs=outputs,
-            chart=Chart("share", (Bar("measured", (Segment("data loading", data, COLOURS["data loading"]),
-                                                   Segment("copy to device", copy, COLOURS["copy to device"]),
-                                                   Segment("compute", comp, COLOURS["compute"]))),
-                                  *CHAPTER_BARS)),
-            verdict=(f"Measured on {run.get('device_name') or 'your device'}: MFU {mfu:.2%} "
-                     f"against a peak of {_num(run.get('peak_tflops')):.3g} TFLOP/s, {_peak_said(run)} ({how})."),
+            chart=Chart(
+                "share",
+                (
+                    Bar(
+                        "measured",
+                        (
+                            Segment("data loading", data, COLOURS["data loading"]),
+                            Segment("copy to device", copy, COLOURS["copy to device"]),
+                            Segment("compute", comp, COLOURS["compute"]),
+                        ),
+                    ),
+                    *CHAPTER_BARS,
+                ),
+            ),
+            verdict=(
+                f"Measured on {run.get('device_name') or 'your device'}: MFU {mfu:.2%} "
+                f"against a peak of {_num(run.get('peak_tflops')):.3g} TFLOP/s, {_peak_said(run)} ({how})."
+            ),
             level="ok",
             gauge=Gauge("MFU", mfu, CHAPTER_MARKS),
-            math=(f"MFU = achieved {_num(run.get('achieved_tflops')):.3g} TFLOP/s / peak "
-                  f"{_num(run.get('peak_tflops')):.3g} TFLOP/s ({run.get('peak_source', '?')})",
-                  "compute = forward + backward + optimizer step; copy to device = host-to-device copies "
-                  "(the model's memory traffic, kernels reading and writing GPU memory, is inside compute here)"),
-            notes=(chapter_marks_note(),
-                   "The other levers model GPT-2 XL; to change your own run, switch its settings on the run "
-                   "step and run it again."),
+            math=(
+                f"MFU = achieved {_num(run.get('achieved_tflops')):.3g} TFLOP/s / peak "
+                f"{_num(run.get('peak_tflops')):.3g} TFLOP/s ({run.get('peak_source', '?')})",
+                "compute = forward + backward + optimizer step; copy to device = host-to-device copies "
+                "(the model's memory traffic, kernels reading and writing GPU memory, is inside compute here)",
+            ),
+            notes=(
+                chapter_marks_note(),
+                "The other levers model GPT-2 XL; to change your own run, switch its settings on the run "
+                "step and run it again.",
+            ),
             ignored=MODEL_LEVERS,
         )
 
@@ -250,8 +323,9 @@ def _peak_said(run: dict[str, Any]) -> str:
     if source == "measured matmul":
         threads = run.get("peak_threads")
         n = threads if isinstance(threads, int) and not isinstance(threads, bool) and 0 < threads < 10**6 else None
-        return ("this device's peak, measured with matmuls"
-                + (f" with the {n} thread{'s' if n != 1 else ''} training used" if n else ""))
+        return "this device's peak, measured with matmuls" + (
+            f" with the {n} thread{'s' if n != 1 else ''} training used" if n else ""
+        )
     return f"from {source}" if isinstance(source, str) and source else "from an unknown source"
 
 

@@ -13,7 +13,7 @@ LABEL = 13  # columns for a bar's label
 
 
 def _bar_line(bar: Bar, width: int, scale: float, limit: float | None) -> Text:
-    line = Text(f"{bar.label[:LABEL - 1]:<{LABEL}}")
+    line = Text(f"{bar.label[: LABEL - 1]:<{LABEL}}")
     cells: list[tuple[str, str]] = []
     edge = 0.0
     scale = scale if math.isfinite(scale) else 0.0

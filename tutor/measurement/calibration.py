@@ -68,9 +68,15 @@ class Bandwidth:
         def opt(key: str) -> float | None:
             return None if d.get(key) is None else _positive(d[key])
 
-        return cls(gbps=_positive(d["gbps"]), device_copy_gbps=_positive(d["device_copy_gbps"]),
-                   elementwise_gbps=_positive(d["elementwise_gbps"]), megabytes=int(d["megabytes"]),
-                   repeats=int(d["repeats"]), copy_gbps=opt("copy_gbps"), pinned_copy_gbps=opt("pinned_copy_gbps"))
+        return cls(
+            gbps=_positive(d["gbps"]),
+            device_copy_gbps=_positive(d["device_copy_gbps"]),
+            elementwise_gbps=_positive(d["elementwise_gbps"]),
+            megabytes=int(d["megabytes"]),
+            repeats=int(d["repeats"]),
+            copy_gbps=opt("copy_gbps"),
+            pinned_copy_gbps=opt("pinned_copy_gbps"),
+        )
 
 
 @dataclass(frozen=True)
@@ -105,8 +111,9 @@ class Calibration:
     def age_days(self, now: float | None = None) -> float:
         return ((time.time() if now is None else now) - self.measured_at) / 86400
 
-    def stale_because(self, device: str, threads: int | None, torch_version: str, driver: str | None = None,
-                      now: float | None = None) -> str | None:
+    def stale_because(
+        self, device: str, threads: int | None, torch_version: str, driver: str | None = None, now: float | None = None
+    ) -> str | None:
         """Why this record no longer describes the device as it runs now (None: it does)."""
         if self.device != device:
             return f"measured on {self.device}, this is {device}"
@@ -147,15 +154,24 @@ class Calibration:
         if not peaks:
             raise ValueError("a calibration without a peak")
         threads = d.get("threads")
-        return cls(device=str(d["device"]), kind=str(d["kind"]), name=str(d["name"]),
-                   threads=int(threads) if threads is not None else None, torch=str(d["torch"]),
-                   cuda=None if d.get("cuda") is None else str(d["cuda"]),
-                   driver=None if d.get("driver") is None else str(d["driver"]),
-                   measured_on=str(d["measured_on"]), measured_at=float(d["measured_at"]),
-                   seconds=float(d.get("seconds", 0.0)), peaks=peaks, bandwidth=Bandwidth.from_dict(d["bandwidth"]),
-                   notes=tuple(str(n) for n in d.get("notes", ())), method=method_of(d),
-                   others_share=None if d.get("others_share") is None else float(d["others_share"]),
-                   others_said=str(d.get("others_said") or ""))
+        return cls(
+            device=str(d["device"]),
+            kind=str(d["kind"]),
+            name=str(d["name"]),
+            threads=int(threads) if threads is not None else None,
+            torch=str(d["torch"]),
+            cuda=None if d.get("cuda") is None else str(d["cuda"]),
+            driver=None if d.get("driver") is None else str(d["driver"]),
+            measured_on=str(d["measured_on"]),
+            measured_at=float(d["measured_at"]),
+            seconds=float(d.get("seconds", 0.0)),
+            peaks=peaks,
+            bandwidth=Bandwidth.from_dict(d["bandwidth"]),
+            notes=tuple(str(n) for n in d.get("notes", ())),
+            method=method_of(d),
+            others_share=None if d.get("others_share") is None else float(d["others_share"]),
+            others_said=str(d.get("others_said") or ""),
+        )
 
 
 def _positive(value: Any) -> float:
@@ -179,8 +195,11 @@ def load() -> list[Calibration]:
         raw = json.loads(cache_file().read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return []
-    if not isinstance(raw, dict) or raw.get("version") != CACHE_VERSION or not isinstance(raw.get("calibrations"),
-                                                                                            list):
+    if (
+        not isinstance(raw, dict)
+        or raw.get("version") != CACHE_VERSION
+        or not isinstance(raw.get("calibrations"), list)
+    ):
         return []
     found = []
     for d in raw["calibrations"]:
@@ -279,8 +298,12 @@ def current(dev: Device) -> dict[str, Any]:
     import torch
 
     name, threads = matmul_peak.identity(dev)
-    return {"device": name, "threads": threads, "torch": torch.__version__,
-            "driver": driver_version() if dev.kind == "cuda" else None}
+    return {
+        "device": name,
+        "threads": threads,
+        "torch": torch.__version__,
+        "driver": driver_version() if dev.kind == "cuda" else None,
+    }
 
 
 def bandwidth_defaults() -> tuple[int, int]:
@@ -292,8 +315,12 @@ def bandwidth_defaults() -> tuple[int, int]:
     return int(fields["megabytes"].default), int(fields["repeats"].default)
 
 
-def measure(dev: Device, on_progress: Callable[[str, float, Any], None] | None = None,
-            megabytes: int | None = None, repeats: int | None = None) -> Calibration:
+def measure(
+    dev: Device,
+    on_progress: Callable[[str, float, Any], None] | None = None,
+    megabytes: int | None = None,
+    repeats: int | None = None,
+) -> Calibration:
     """Measure both roofs of `dev` now, store the record (and each peak in peaks.json).
     `on_progress(what, seconds, result)` is called after each measurement: a Peak, then the
     bandwidth. The bandwidth defaults are the bandwidth experiment's own."""
@@ -312,8 +339,9 @@ def planned(dev: Device) -> list[str]:
     return [f"{dtype} matmul peak" for dtype in dtypes(dev)] + ["memory bandwidth"]
 
 
-def measuring(dev: Device, megabytes: int | None = None, repeats: int | None = None, sweeps: int = 1
-              ) -> Generator[tuple[str, float, Any, list[float]], None, Calibration]:
+def measuring(
+    dev: Device, megabytes: int | None = None, repeats: int | None = None, sweeps: int = 1
+) -> Generator[tuple[str, float, Any, list[float]], None, Calibration]:
     """`measure` as a generator: yields (what, seconds, result, every sweep's TFLOP/s) after each
     measurement, so a run step can show each as it lands; returns the stored Calibration.
     `sweeps`: each dtype's sweep is run that many times and the best kept (the others say how far
@@ -346,18 +374,35 @@ def measuring(dev: Device, megabytes: int | None = None, repeats: int | None = N
     t0 = time.perf_counter()
     traffic = MemoryTraffic(dev, megabytes, repeats).run()
     assert traffic.device_copy_gbps is not None and traffic.elementwise_gbps is not None
-    bandwidth = Bandwidth(gbps=traffic.bandwidth_gbps, device_copy_gbps=traffic.device_copy_gbps,
-                          elementwise_gbps=traffic.elementwise_gbps, megabytes=megabytes, repeats=repeats,
-                          copy_gbps=traffic.copy_gbps, pinned_copy_gbps=traffic.pinned_gbps)
+    bandwidth = Bandwidth(
+        gbps=traffic.bandwidth_gbps,
+        device_copy_gbps=traffic.device_copy_gbps,
+        elementwise_gbps=traffic.elementwise_gbps,
+        megabytes=megabytes,
+        repeats=repeats,
+        copy_gbps=traffic.copy_gbps,
+        pinned_copy_gbps=traffic.pinned_gbps,
+    )
     yield "memory bandwidth", time.perf_counter() - t0, bandwidth, []
     now = time.time()
     after = noise.read(dev)
     calibration = Calibration(
-        device=now_is["device"], kind=dev.kind, name=dev.name, threads=now_is["threads"], torch=torch.__version__,
-        cuda=torch.version.cuda if dev.kind == "cuda" else None, driver=now_is["driver"],
-        measured_on=datetime.date.fromtimestamp(now).isoformat(), measured_at=now,
-        seconds=time.perf_counter() - started, peaks=tuple(peaks), bandwidth=bandwidth, notes=tuple(notes),
-        others_share=noise.others_cpu_share(before, after, usable_cores()), others_said=noise.why(before, after))
+        device=now_is["device"],
+        kind=dev.kind,
+        name=dev.name,
+        threads=now_is["threads"],
+        torch=torch.__version__,
+        cuda=torch.version.cuda if dev.kind == "cuda" else None,
+        driver=now_is["driver"],
+        measured_on=datetime.date.fromtimestamp(now).isoformat(),
+        measured_at=now,
+        seconds=time.perf_counter() - started,
+        peaks=tuple(peaks),
+        bandwidth=bandwidth,
+        notes=tuple(notes),
+        others_share=noise.others_cpu_share(before, after, usable_cores()),
+        others_said=noise.why(before, after),
+    )
     quieter = quieter_kept(calibration)
     if quieter is not None:
         # Said, not stored: the note belongs to this measurement, the record stays the quieter one's.
@@ -370,10 +415,12 @@ def measuring(dev: Device, megabytes: int | None = None, repeats: int | None = N
 
 def kept_words(busy: Calibration, quieter: Calibration) -> str:
     """Why a calibration just measured was not kept, in figures."""
-    return (f"Not kept: other programs took {busy.others_share:.0%} of the cores while this calibration measured "
-            f"(float32 peak {busy.peak(ROOF_DTYPE).tflops:.3g} TFLOP/s, bandwidth {busy.bandwidth.gbps:.3g} GB/s), "
-            f"against {quieter.others_share:.0%} during the one of {quieter.measured_on}, which stays: a busy machine "
-            f"reads its roofs low. Run `{COMMAND}` again when it is quieter.")
+    return (
+        f"Not kept: other programs took {busy.others_share:.0%} of the cores while this calibration measured "
+        f"(float32 peak {busy.peak(ROOF_DTYPE).tflops:.3g} TFLOP/s, bandwidth {busy.bandwidth.gbps:.3g} GB/s), "
+        f"against {quieter.others_share:.0%} during the one of {quieter.measured_on}, which stays: a busy machine "
+        f"reads its roofs low. Run `{COMMAND}` again when it is quieter."
+    )
 
 
 def report(dev: Device) -> dict[str, Any]:
@@ -447,8 +494,11 @@ def _run_device(run: Any) -> tuple[str, str]:
 
 
 def _number(value: Any) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(
-        value) and value > 0 else None
+    return (
+        float(value)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
+        else None
+    )
 
 
 CACHE_SAFE_MIB = 64  # as bandwidth.py: smaller arrays may sit in a cache and measure it
@@ -460,10 +510,14 @@ def _above(run: Any, above: bool) -> str | None:
         return None
     megabytes = run.params.get("megabytes") if run.experiment == "bandwidth" and isinstance(run.params, dict) else None
     if isinstance(megabytes, int) and megabytes < CACHE_SAFE_MIB:
-        return (f"above the roof: its arrays of {megabytes:,} MiB may sit in a cache, which is faster than "
-                "the memory the calibration measured")
-    return ("above the roof: this run went faster than the calibration measured (a calibration taken while "
-            f"the machine was busy reads low: `{COMMAND}` again when it is quiet)")
+        return (
+            f"above the roof: its arrays of {megabytes:,} MiB may sit in a cache, which is faster than "
+            "the memory the calibration measured"
+        )
+    return (
+        "above the roof: this run went faster than the calibration measured (a calibration taken while "
+        f"the machine was busy reads low: `{COMMAND}` again when it is quiet)"
+    )
 
 
 def _run_words(experiment: str, at: float) -> str:
@@ -494,33 +548,57 @@ def place_runs(calibration: Calibration, runs: Iterable[Any]) -> dict[str, Any]:
             if source.experiment == "bandwidth" and source.mark == "m" and isinstance(run.params, dict):
                 n = run.params.get("matmul_size")
                 label = f"matmul {n}" if n else label
-            base = {"experiment": run.experiment, "run_id": run.id, "label": label, "tflops": tflops,
-                    "at": run.at, "on": datetime.date.fromtimestamp(run.at).isoformat(),
-                    "run": _run_words(run.experiment, run.at)}
+            base = {
+                "experiment": run.experiment,
+                "run_id": run.id,
+                "label": label,
+                "tflops": tflops,
+                "at": run.at,
+                "on": datetime.date.fromtimestamp(run.at).isoformat(),
+                "run": _run_words(run.experiment, run.at),
+            }
             if (kind, name) != (calibration.kind, calibration.name):
                 elsewhere.append({**base, "device": f"{kind} {name}".strip()})
                 continue
             if not is_current(run.device if isinstance(run.device, dict) else None):
                 older.append(base)
                 continue
-            dtype = source.dtype or (str(run.metrics.get(source.dtype_metric)) if source.dtype_metric
-                                     and run.metrics.get(source.dtype_metric) else None)
+            dtype = source.dtype or (
+                str(run.metrics.get(source.dtype_metric))
+                if source.dtype_metric and run.metrics.get(source.dtype_metric)
+                else None
+            )
             if source.experiment == "profile-step" and kind != "cuda":
                 dtype = "float32"  # off CUDA its training is always full float32 (on CUDA: TF32 or not, unstored)
             intensity = _number(run.metrics.get(source.intensity)) if source.intensity else None
             if intensity is not None and dtype == ROOF_DTYPE:
                 roof_there = min(roof.tflops, intensity * bandwidth_tflops_per_intensity)
-                points.append({**base, "mark": source.mark, "dtype": dtype, "intensity": intensity,
-                               "roof_tflops": roof_there, "of_roof": tflops / roof_there,
-                               "bound": "memory" if ridge is not None and intensity < ridge else "compute",
-                               "above": _above(run, tflops > roof_there)})
+                points.append(
+                    {
+                        **base,
+                        "mark": source.mark,
+                        "dtype": dtype,
+                        "intensity": intensity,
+                        "roof_tflops": roof_there,
+                        "of_roof": tflops / roof_there,
+                        "bound": "memory" if ridge is not None and intensity < ridge else "compute",
+                        "above": _above(run, tflops > roof_there),
+                    }
+                )
                 continue
             peak = calibration.peak(dtype) if dtype else None
-            listed.append({**base, "dtype": dtype, "peak_tflops": peak.tflops if peak else None,
-                           "of_peak": tflops / peak.tflops if peak else None,
-                           "why": "it reports no arithmetic intensity" if intensity is None
-                           else f"its roof is {dtype}'s, the chart's is {ROOF_DTYPE}'s",
-                           "above": _above(run, peak is not None and tflops > peak.tflops)})
+            listed.append(
+                {
+                    **base,
+                    "dtype": dtype,
+                    "peak_tflops": peak.tflops if peak else None,
+                    "of_peak": tflops / peak.tflops if peak else None,
+                    "why": "it reports no arithmetic intensity"
+                    if intensity is None
+                    else f"its roof is {dtype}'s, the chart's is {ROOF_DTYPE}'s",
+                    "above": _above(run, peak is not None and tflops > peak.tflops),
+                }
+            )
     return {"points": points, "listed": listed, "elsewhere": elsewhere, "older": older}
 
 
@@ -543,8 +621,9 @@ def find_for(kind: str, name: str) -> Calibration | None:
 ROOFLINE_HEADING = "your runs on this machine's roofline"
 
 
-def roofline_lines(record: Calibration, placed: dict[str, Any], stale: str | None,
-                   ran: set[str], heading: bool = True) -> list[tuple[str, str]]:
+def roofline_lines(
+    record: Calibration, placed: dict[str, Any], stale: str | None, ran: set[str], heading: bool = True
+) -> list[tuple[str, str]]:
     """What `gpututor roofline` says, for the terminal and the tutor's roofline screen alike:
     (line, style) pairs, style "" plain, "bold", "yellow" or "dim", and "figure" for the chart
     (shown as it is, unwrapped). `heading` False: the screen's own title says it already."""
@@ -555,44 +634,59 @@ def roofline_lines(record: Calibration, placed: dict[str, Any], stale: str | Non
     assert roof is not None
 
     if heading:
-        first = (f"{ROOFLINE_HEADING}: {record.device}, calibrated {record.measured_on} with {record.with_text()} "
-                 f"({ROOF_DTYPE} compute roof)")
+        first = (
+            f"{ROOFLINE_HEADING}: {record.device}, calibrated {record.measured_on} with {record.with_text()} "
+            f"({ROOF_DTYPE} compute roof)"
+        )
     else:
-        first = (f"Measured {record.measured_on} on {record.device}, with {record.with_text()} "
-                 f"({ROOF_DTYPE} compute roof)")
+        first = (
+            f"Measured {record.measured_on} on {record.device}, with {record.with_text()} ({ROOF_DTYPE} compute roof)"
+        )
     lines: list[tuple[str, str]] = [(first, "bold")]
     if stale:
         lines.append((f"stale: {stale}; `{COMMAND}` (or gpu-lab's calibrate step) measures it again", "yellow"))
     lines.append((roofline(roof.tflops, record.bandwidth.gbps, chart_points(placed["points"])), "figure"))
     for p in placed["points"]:
         if p["bound"] == "memory":
-            roof_is = (f"{number(record.bandwidth.gbps, 'GB/s')} of memory bandwidth x {number(p['intensity'])} "
-                       "FLOP/B")
+            roof_is = f"{number(record.bandwidth.gbps, 'GB/s')} of memory bandwidth x {number(p['intensity'])} FLOP/B"
         else:
             roof_is = f"the calibrated {ROOF_DTYPE} matmul peak"
-        lines.append((f"  {p['mark']} {p['label']}, {p['run']}: {flops_text(p['tflops'])} achieved at "
-                      f"{number(p['intensity'])} FLOP/B; the roof there is {flops_text(p['roof_tflops'])} "
-                      f"({roof_is}), so it reached {metric(p['of_roof'], '%')} of it: {p['bound']}-bound", ""))
+        lines.append(
+            (
+                f"  {p['mark']} {p['label']}, {p['run']}: {flops_text(p['tflops'])} achieved at "
+                f"{number(p['intensity'])} FLOP/B; the roof there is {flops_text(p['roof_tflops'])} "
+                f"({roof_is}), so it reached {metric(p['of_roof'], '%')} of it: {p['bound']}-bound",
+                "",
+            )
+        )
         if p["above"]:
             lines.append((f"    {p['above']}", "yellow"))
     if not placed["points"]:
-        lines.append(("  no point yet: `gpututor run bandwidth` (or gpu-lab's roofline step) measures operations "
-                      "with a known FLOP per byte and puts them here", ""))
+        lines.append(
+            (
+                "  no point yet: `gpututor run bandwidth` (or gpu-lab's roofline step) measures operations "
+                "with a known FLOP per byte and puts them here",
+                "",
+            )
+        )
     if placed["listed"]:
         lines.append(("beside the chart (a FLOP/s, but no FLOP per byte to place it by):", "bold"))
         for p in placed["listed"]:
             dtype = p["dtype"] or "dtype not recorded"
-            share = (f", {metric(p['of_peak'], '%')} of the calibrated {p['dtype']} peak "
-                     f"({flops_text(p['peak_tflops'])})" if p["of_peak"] is not None else "")
-            lines.append((f"  {p['run']}: {p['label']}, "
-                          f"{flops_text(p['tflops'])} achieved ({dtype}){share}; {p['why']}", ""))
+            share = (
+                f", {metric(p['of_peak'], '%')} of the calibrated {p['dtype']} peak ({flops_text(p['peak_tflops'])})"
+                if p["of_peak"] is not None
+                else ""
+            )
+            lines.append(
+                (f"  {p['run']}: {p['label']}, {flops_text(p['tflops'])} achieved ({dtype}){share}; {p['why']}", "")
+            )
             if p["above"]:
                 lines.append((f"    {p['above']}", "yellow"))
     if placed["elsewhere"]:
         lines.append(("not on this roofline (your latest run of it was on another device):", "bold"))
         for p in placed["elsewhere"]:
-            lines.append((f"  {p['run']}: {p['label']} on "
-                          f"{p['device'] or 'an unrecorded device'}", ""))
+            lines.append((f"  {p['run']}: {p['label']} on {p['device'] or 'an unrecorded device'}", ""))
     if placed.get("older"):
         lines.append((f"not on this roofline (measured the older way, {CHANGED}: run it again):", "bold"))
         for p in placed["older"]:

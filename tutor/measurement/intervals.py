@@ -40,7 +40,7 @@ def coverage(n: int, k: int) -> float:
     """How often [x(k), x(n+1-k)] of n sorted independent repeats holds the true median."""
     if not 1 <= k <= (n + 1) // 2:
         raise ValueError(f"k={k} is not an order statistic pair of {n} repeats")
-    below = sum(math.comb(n, i) for i in range(k)) / 2 ** n
+    below = sum(math.comb(n, i) for i in range(k)) / 2**n
     return 1.0 - 2.0 * below
 
 
@@ -79,8 +79,14 @@ def ratio_interval(top: list[float], bottom: list[float], confidence: float = CO
     if above is None or below is None:
         return None
     held = max(0.0, 1 - (1 - above.coverage) - (1 - below.coverage))
-    return MedianInterval(above.median / below.median, above.low / below.high, above.high / below.low,
-                          held, min(above.n, below.n), short=above.short or below.short)
+    return MedianInterval(
+        above.median / below.median,
+        above.low / below.high,
+        above.high / below.low,
+        held,
+        min(above.n, below.n),
+        short=above.short or below.short,
+    )
 
 
 def _positive(v: object) -> bool:
@@ -91,8 +97,14 @@ def scaled(interval: MedianInterval | None, factor: float) -> MedianInterval | N
     """The same interval in another unit (a share of a peak, a percentage): every end times `factor` > 0."""
     if interval is None:
         return None
-    return MedianInterval(interval.median * factor, interval.low * factor, interval.high * factor,
-                          interval.coverage, interval.n, interval.short)
+    return MedianInterval(
+        interval.median * factor,
+        interval.low * factor,
+        interval.high * factor,
+        interval.coverage,
+        interval.n,
+        interval.short,
+    )
 
 
 def over_peak(interval: MedianInterval | None, peak: float, typical: float | None = None) -> MedianInterval | None:
@@ -102,8 +114,14 @@ def over_peak(interval: MedianInterval | None, peak: float, typical: float | Non
     if interval is None or not peak > 0:
         return None
     below = typical if typical is not None and 0 < typical <= peak else peak
-    return MedianInterval(interval.median / peak, interval.low / peak, interval.high / below,
-                          interval.coverage, interval.n, interval.short)
+    return MedianInterval(
+        interval.median / peak,
+        interval.low / peak,
+        interval.high / below,
+        interval.coverage,
+        interval.n,
+        interval.short,
+    )
 
 
 def bounds(interval: MedianInterval | None) -> tuple[float | None, float | None]:
@@ -123,8 +141,10 @@ def in_words(interval: MedianInterval, show: Callable[[float], str], of: str = "
     """'the median of 10 rounds, its 96% interval 1.02x to 1.10x', the interval beside the headline."""
     if interval.n < 2:
         return f"one {of[:-1] if of.endswith('s') else of}: no interval"
-    words = (f"the median of {interval.n} {of}, its {_confidence(interval.coverage)} interval {show(interval.low)} "
-             f"to {show(interval.high)}")
+    words = (
+        f"the median of {interval.n} {of}, its {_confidence(interval.coverage)} interval {show(interval.low)} "
+        f"to {show(interval.high)}"
+    )
     if interval.short:
         words += f" (their whole range: too few {of} for {CONFIDENCE:.0%})"
     return words
@@ -144,8 +164,7 @@ class Decision(Enum):
     UNDECIDED = "undecided"
 
 
-def judge(interval: MedianInterval | None, low: float | None, high: float | None,
-          guard: float = 0.0) -> Decision:
+def judge(interval: MedianInterval | None, low: float | None, high: float | None, guard: float = 0.0) -> Decision:
     """A prediction that the typical value lies in [low, high] (None: unbounded on that side),
     against `interval` widened by `guard` (how far separate runs on this machine move, as a
     factor: the low end divided by 1 + guard, the high end times it, since timings move by
@@ -165,6 +184,8 @@ def judge(interval: MedianInterval | None, low: float | None, high: float | None
 def clear_of(interval: MedianInterval | None, edges: Sequence[float], guard: float = 0.0) -> bool:
     """Whether `interval` (widened by `guard`) decides every prediction bounded by `edges`: no edge
     lies inside it, as the lower or the upper end of a range, so each option is a hit or a miss."""
-    return all(judge(interval, edge, None, guard) is not Decision.UNDECIDED
-               and judge(interval, None, edge, guard) is not Decision.UNDECIDED for edge in edges)
-
+    return all(
+        judge(interval, edge, None, guard) is not Decision.UNDECIDED
+        and judge(interval, None, edge, guard) is not Decision.UNDECIDED
+        for edge in edges
+    )

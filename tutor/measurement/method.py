@@ -21,8 +21,10 @@ from typing import Any
 METHOD = 3
 METHOD_KEY = "method"
 # What the latest method changed, in a learner's words: why an older run is measured again.
-CHANGED = ("before repeats stopped once a lesson's options were decided, PyTorch's own timer timed the "
-           "micro-measurements, and the fastest batch came with its ties")
+CHANGED = (
+    "before repeats stopped once a lesson's options were decided, PyTorch's own timer timed the "
+    "micro-measurements, and the fastest batch came with its ties"
+)
 
 
 def is_current(stamped: dict[str, Any] | None) -> bool:

@@ -37,8 +37,7 @@ GPU_BUSY_BEFORE = 10  # % utilisation of the GPU before this run started: someon
 
 # Clock event reasons that make a GPU timing not this card's own (the routine power cap does not:
 # a card at its power limit is running as it always will).
-SLOWDOWNS = ("too hot (software thermal limit)", "too hot (hardware thermal limit)", "hardware slowdown",
-             "power brake")
+SLOWDOWNS = ("too hot (software thermal limit)", "too hot (hardware thermal limit)", "hardware slowdown", "power brake")
 
 # NVML's clock event reasons worth a learner's attention, and their words.
 _THROTTLE_WORDS = (
@@ -168,9 +167,15 @@ def _throttle(pynvml: Any, handle: Any) -> tuple[str, ...] | None:
             mask = int(getattr(pynvml, name)(handle))
         except Exception:
             continue
-        return tuple(words for reason, words in _THROTTLE_WORDS
-                     if mask & int(getattr(pynvml, f"nvmlClocksEventReason{reason}", None)
-                                   or getattr(pynvml, f"nvmlClocksThrottleReason{reason}", 0)))
+        return tuple(
+            words
+            for reason, words in _THROTTLE_WORDS
+            if mask
+            & int(
+                getattr(pynvml, f"nvmlClocksEventReason{reason}", None)
+                or getattr(pynvml, f"nvmlClocksThrottleReason{reason}", 0)
+            )
+        )
     return None
 
 
@@ -206,8 +211,9 @@ def _gpu(dev: Any) -> GpuReading | None:
 def read(dev: Any = None) -> Reading:
     """What the machine is doing now (and `dev`'s GPU, when it is a CUDA device)."""
     stat = proc_stat()
-    return Reading(time.monotonic(), stat[0] if stat else None, stat[1] if stat else None,
-                   own_cpu(), _load(), _gpu(dev))
+    return Reading(
+        time.monotonic(), stat[0] if stat else None, stat[1] if stat else None, own_cpu(), _load(), _gpu(dev)
+    )
 
 
 def others_cpu_share(before: Reading, after: Reading, cores: int) -> float | None:
@@ -245,11 +251,14 @@ def why(before: Reading, after: Reading, cores: int | None = None) -> str:
     share = others_cpu_share(before, after, cores)
     wall = after.wall - before.wall
     if share is not None and share >= OTHERS_CPU_SHARE:
-        seen.append(f"other programs took {share:.0%} of this machine's {cores} core{'s' if cores != 1 else ''} "
-                    "while it ran")
+        seen.append(
+            f"other programs took {share:.0%} of this machine's {cores} core{'s' if cores != 1 else ''} while it ran"
+        )
     elif share is None and after.load is not None and after.load > cores:
-        seen.append(f"the load average was {after.load:.1f} on {cores} core{'s' if cores != 1 else ''}: "
-                    "more work waiting than cores to run it")
+        seen.append(
+            f"the load average was {after.load:.1f} on {cores} core{'s' if cores != 1 else ''}: "
+            "more work waiting than cores to run it"
+        )
     if before.steal_s is not None and after.steal_s is not None and wall > 0:
         steal = (after.steal_s - before.steal_s) / (wall * cores)
         if steal >= STEAL_SHARE:
@@ -268,8 +277,13 @@ def why(before: Reading, after: Reading, cores: int | None = None) -> str:
     checked = "other programs took " + (f"{share:.0%} of the CPU" if share is not None else "no CPU this could see")
     if gpu_after is not None:  # only what was read is said
         quiet = gpu_after.others == 0, gpu_after.throttle is not None
-        checked += {(True, True): ", no other process was on the GPU and its clocks were not held down",
-                    (True, False): ", no other process was on the GPU",
-                    (False, True): ", the GPU's clocks were not held down", (False, False): ""}[quiet]
-    return (f"Nothing else was seen using the machine ({checked}): the spread came from the device itself "
-            "(clock speed changes, caches) or from timings too short to measure steadily.")
+        checked += {
+            (True, True): ", no other process was on the GPU and its clocks were not held down",
+            (True, False): ", no other process was on the GPU",
+            (False, True): ", the GPU's clocks were not held down",
+            (False, False): "",
+        }[quiet]
+    return (
+        f"Nothing else was seen using the machine ({checked}): the spread came from the device itself "
+        "(clock speed changes, caches) or from timings too short to measure steadily."
+    )

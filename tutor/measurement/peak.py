@@ -85,15 +85,21 @@ class Peak:
         if not math.isfinite(tflops) or tflops <= 0:
             raise ValueError(f"not a peak: {tflops}")
         threads = d.get("threads")
-        return cls(tflops=tflops, dtype=str(d["dtype"]), device=str(d["device"]),
-                   threads=int(threads) if threads is not None else None, torch=str(d["torch"]),
-                   measured_on=str(d["measured_on"]), measured_at=float(d["measured_at"]),
-                   how=str(d.get("how", SWEEP)),
-                   best_size=int(d["best_size"]) if d.get("best_size") is not None else None,
-                   sizes=tuple(int(n) for n in d.get("sizes", ())),
-                   sizes_cut=tuple(int(n) for n in d.get("sizes_cut", ())),
-                   cut_by=str(d.get("cut_by", CUT_TIME)),
-                   typical_tflops=_typical(d.get("typical_tflops"), tflops))
+        return cls(
+            tflops=tflops,
+            dtype=str(d["dtype"]),
+            device=str(d["device"]),
+            threads=int(threads) if threads is not None else None,
+            torch=str(d["torch"]),
+            measured_on=str(d["measured_on"]),
+            measured_at=float(d["measured_at"]),
+            how=str(d.get("how", SWEEP)),
+            best_size=int(d["best_size"]) if d.get("best_size") is not None else None,
+            sizes=tuple(int(n) for n in d.get("sizes", ())),
+            sizes_cut=tuple(int(n) for n in d.get("sizes_cut", ())),
+            cut_by=str(d.get("cut_by", CUT_TIME)),
+            typical_tflops=_typical(d.get("typical_tflops"), tflops),
+        )
 
     @property
     def spread(self) -> tuple[float, float]:
@@ -104,8 +110,10 @@ class Peak:
         """', its typical block 0.09 TFLOP/s: MFU's interval reaches that far', or '' where unknown."""
         if self.typical_tflops is None or self.typical_tflops >= self.tflops:
             return ""
-        return (f", its typical block {self.typical_tflops:.3g} TFLOP/s: an MFU's interval reaches that far, "
-                "since a sweep at another moment lands between the two")
+        return (
+            f", its typical block {self.typical_tflops:.3g} TFLOP/s: an MFU's interval reaches that far, "
+            "since a sweep at another moment lands between the two"
+        )
 
     def age_days(self, now: float | None = None) -> float:
         return ((time.time() if now is None else now) - self.measured_at) / 86400
@@ -127,7 +135,9 @@ class Peak:
         """How it was measured, in words: "a sweep of 256..2048 matmuls, best at 512"."""
         if self.how != SWEEP:
             return f"raised to {self.how}, above what its sweep reached"
-        sizes = f"{self.sizes[0]}..{self.sizes[-1]}" if len(self.sizes) > 1 else str(self.sizes[0]) if self.sizes else "?"
+        sizes = (
+            f"{self.sizes[0]}..{self.sizes[-1]}" if len(self.sizes) > 1 else str(self.sizes[0]) if self.sizes else "?"
+        )
         cut = f"; {', '.join(map(str, self.sizes_cut))} left out by {self.cut_by}" if self.sizes_cut else ""
         return f"best of a sweep of {sizes} square matmuls, at {self.best_size}{cut}"
 
@@ -205,8 +215,9 @@ def identity(dev: Device) -> tuple[str, int | None]:
 def _torch_dtype(dtype: str) -> Any:
     import torch
 
-    return {"float32": torch.float32, "tfloat32": torch.float32, "bfloat16": torch.bfloat16,
-            "float16": torch.float16}[dtype]
+    return {"float32": torch.float32, "tfloat32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[
+        dtype
+    ]
 
 
 @contextlib.contextmanager
@@ -251,8 +262,10 @@ def _empty_cache(kind: str) -> None:
 def sweep_words(kind: str) -> str:
     """How a sweep measures, for a run's note: 'square matmuls of 256 to 2048, ...'."""
     sizes = SIZES.get(kind, SIZES["cpu"])
-    return (f"square matmuls of {sizes[0]} to {sizes[-1]}, each timed by PyTorch's own timer "
-            f"(torch.utils.benchmark), the best of about {REPEATS} blocks")
+    return (
+        f"square matmuls of {sizes[0]} to {sizes[-1]}, each timed by PyTorch's own timer "
+        f"(torch.utils.benchmark), the best of about {REPEATS} blocks"
+    )
 
 
 def _tflops_at(n: int, device: str, tdtype: Any, repeats: int, deadline: float) -> tuple[float, float]:
@@ -271,8 +284,9 @@ def _tflops_at(n: int, device: str, tdtype: Any, repeats: int, deadline: float) 
     return flops / blocks.best, flops / statistics.median(blocks.times)
 
 
-def sweep(dev: Device, dtype: str, sizes: tuple[int, ...] | None = None, budget_s: float | None = None,
-          repeats: int = REPEATS) -> Peak:
+def sweep(
+    dev: Device, dtype: str, sizes: tuple[int, ...] | None = None, budget_s: float | None = None, repeats: int = REPEATS
+) -> Peak:
     """Measure the peak: each size timed by PyTorch's own timer (torch.utils.benchmark, with this
     process's threads), about `repeats` blocks of back-to-back matmuls, the fastest block counts;
     the best size is the peak. Past `budget_s`
@@ -308,10 +322,21 @@ def sweep(dev: Device, dtype: str, sizes: tuple[int, ...] | None = None, budget_
     name, threads = identity(dev)
     best_n = max(found, key=lambda n: found[n][0])
     now = time.time()
-    return Peak(tflops=found[best_n][0], typical_tflops=found[best_n][1], dtype=dtype, device=name, threads=threads, torch=torch.__version__,
-                measured_on=datetime.date.fromtimestamp(now).isoformat(), measured_at=now, how=SWEEP,
-                best_size=best_n, sizes=tuple(found), sizes_cut=tuple(n for n in sizes if n not in found),
-                cut_by=cut_by)
+    return Peak(
+        tflops=found[best_n][0],
+        typical_tflops=found[best_n][1],
+        dtype=dtype,
+        device=name,
+        threads=threads,
+        torch=torch.__version__,
+        measured_on=datetime.date.fromtimestamp(now).isoformat(),
+        measured_at=now,
+        how=SWEEP,
+        best_size=best_n,
+        sizes=tuple(found),
+        sizes_cut=tuple(n for n in sizes if n not in found),
+        cut_by=cut_by,
+    )
 
 
 def cached(dev: Device, dtype: str) -> Peak | None:
@@ -334,8 +359,15 @@ def raise_to(peak: Peak, achieved_tflops: float, how: str = RAISED) -> Peak:
     """A run whose model FLOP/s beat the peak proves its matmuls ran at least that fast: the
     realistic peak is at least that, so it is raised to it (and cached) and said."""
     now = time.time()
-    raised = replace(peak, tflops=achieved_tflops, how=how, measured_on=datetime.date.fromtimestamp(now).isoformat(),
-                     measured_at=now, best_size=None, typical_tflops=None)
+    raised = replace(
+        peak,
+        tflops=achieved_tflops,
+        how=how,
+        measured_on=datetime.date.fromtimestamp(now).isoformat(),
+        measured_at=now,
+        best_size=None,
+        typical_tflops=None,
+    )
     store(raised)
     return raised
 
@@ -369,8 +401,9 @@ def report(dev: Device, remeasure: bool = False) -> dict[str, Any]:
         "torch": torch.__version__,
         "cache_file": str(cache_file()),
         "measured_now": measured_now,
-        "entries": [{**p.as_dict(), "how_text": p.how_text(), "stale": p.stale_because(torch.__version__)}
-                    for p in entries],
+        "entries": [
+            {**p.as_dict(), "how_text": p.how_text(), "stale": p.stale_because(torch.__version__)} for p in entries
+        ],
         "not_measured": [d for d in dtypes if d not in current],
         "measure_command": MEASURE_COMMAND,
     }

@@ -47,8 +47,13 @@ class Look:
         return self.precise if self.decided is None else self.decided
 
 
-def look(values: Sequence[float], looks: Sequence[int], precision: float = PRECISION,
-         edges: Sequence[float] = (), guard: float = GUARD) -> Look:
+def look(
+    values: Sequence[float],
+    looks: Sequence[int],
+    precision: float = PRECISION,
+    edges: Sequence[float] = (),
+    guard: float = GUARD,
+) -> Look:
     """The interval at this look (at the schedule's per-look confidence), whether it is precise
     enough, and, given the `edges` a verdict will judge it against, whether it decides them all."""
     found = median_interval(list(values), per_look(looks))

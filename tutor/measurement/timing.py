@@ -96,8 +96,13 @@ WARMUP_MAX_CALLS = 30
 WARMUP_MAX_S = 2.0
 
 
-def warm_up(fn: Callable[[], Any], device: Any, minimum: int = 1, maximum: int = WARMUP_MAX_CALLS,
-            budget_s: float = WARMUP_MAX_S) -> WarmUp:
+def warm_up(
+    fn: Callable[[], Any],
+    device: Any,
+    minimum: int = 1,
+    maximum: int = WARMUP_MAX_CALLS,
+    budget_s: float = WARMUP_MAX_S,
+) -> WarmUp:
     """Call `fn` untimed (for the measurement; each call is clocked, synchronised, for the rule)
     until its times stop falling (measurement.warmup.steady), `minimum` calls at least, and at
     most `maximum` calls or `budget_s` seconds."""
@@ -109,13 +114,20 @@ def warm_up(fn: Callable[[], Any], device: Any, minimum: int = 1, maximum: int =
         fn()
         synchronize(device)
         times.append(time.perf_counter() - t0)
-        if len(times) >= minimum and (steady(times) or len(times) >= maximum
-                                      or time.perf_counter() - started >= budget_s):
+        if len(times) >= minimum and (
+            steady(times) or len(times) >= maximum or time.perf_counter() - started >= budget_s
+        ):
             return WarmUp(tuple(times), steady(times))
 
 
-def seconds_in_turns(ways: dict[str, Callable[[], Any]], device: Any, repeats: int, calls: int,
-                     warmup: int = 1, warmed: dict[str, WarmUp] | None = None) -> dict[str, list[float]]:
+def seconds_in_turns(
+    ways: dict[str, Callable[[], Any]],
+    device: Any,
+    repeats: int,
+    calls: int,
+    warmup: int = 1,
+    warmed: dict[str, WarmUp] | None = None,
+) -> dict[str, list[float]]:
     """Seconds per call of each way, `repeats` times, the ways taking turns (a, b, a, b, ...).
 
     Each way is first warmed up untimed until its call times stop falling, `warmup` calls at
@@ -130,8 +142,13 @@ def seconds_in_turns(ways: dict[str, Callable[[], Any]], device: Any, repeats: i
     return take_turns(ways, device, repeats, calls)
 
 
-def take_turns(ways: dict[str, Callable[[], Any]], device: Any, repeats: int, calls: int,
-               times: dict[str, list[float]] | None = None) -> dict[str, list[float]]:
+def take_turns(
+    ways: dict[str, Callable[[], Any]],
+    device: Any,
+    repeats: int,
+    calls: int,
+    times: dict[str, list[float]] | None = None,
+) -> dict[str, list[float]]:
     """`repeats` more rounds of seconds_in_turns (the ways already warm), added to `times`."""
     times = times if times is not None else {name: [] for name in ways}
     for _ in range(repeats):
@@ -177,8 +194,9 @@ def _benchmark():
     return benchmark
 
 
-def timed_blocks(fn: Callable[[], Any], device: Any, repeats: int, budget_s: float,
-                 threads: int | None = None) -> Blocks:
+def timed_blocks(
+    fn: Callable[[], Any], device: Any, repeats: int, budget_s: float, threads: int | None = None
+) -> Blocks:
     """`fn` timed with torch.utils.benchmark.Timer: its warm-up calls, then blocked_autorange's
     blocks of back-to-back calls (as many per block as keep its clock's cost under 0.01% of the
     block), for about `repeats` blocks of BLOCK_S or one call, whichever is longer, and never much
@@ -192,8 +210,9 @@ def timed_blocks(fn: Callable[[], Any], device: Any, repeats: int, budget_s: flo
         synchronize(device)
         return time.perf_counter()
 
-    timer = _benchmark().Timer("fn()", globals={"fn": fn}, timer=clock,
-                               num_threads=threads if threads is not None else torch.get_num_threads())
+    timer = _benchmark().Timer(
+        "fn()", globals={"fn": fn}, timer=clock, num_threads=threads if threads is not None else torch.get_num_threads()
+    )
     started = time.perf_counter()
     one = timer.timeit(1).times[0]  # after its own two warm-up calls
     measured = timer.blocked_autorange(min_run_time=max(min(budget_s, repeats * max(BLOCK_S, one)), 1e-6))

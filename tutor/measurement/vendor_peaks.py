@@ -16,19 +16,28 @@ VENDOR_PEAKS: list[tuple[str, str, int, dict[str, float]]] = [
     # (regex on torch.cuda.get_device_name(), label, the full chip's SMs, peaks)
     # Not GH200 (its GPU is an H100-class die, but its power and clocks are set per system) nor
     # H200 NVL (a lower power limit, lower peaks): neither gets the H200 SXM's figures.
-    (r"\bH200\b(?! NVL)", "NVIDIA H200", 132,
-     {"float32": 67.0, "tfloat32": 494.7, "bfloat16": 989.4, "float16": 989.4}),
-    (r"H100.*PCIe", "NVIDIA H100 PCIe", 114,
-     {"float32": 51.0, "tfloat32": 378.0, "bfloat16": 756.0, "float16": 756.0}),
-    (r"H100 (80GB HBM3|SXM)", "NVIDIA H100 SXM", 132,
-     {"float32": 67.0, "tfloat32": 494.7, "bfloat16": 989.4, "float16": 989.4}),
-    (r"A100", "NVIDIA A100", 108,
-     {"float32": 19.5, "tfloat32": 156.0, "bfloat16": 312.0, "float16": 312.0}),
-    (r"\bL4\b", "NVIDIA L4", 58,
-     {"float32": 30.3, "tfloat32": 60.0, "bfloat16": 121.0, "float16": 121.0}),
+    (
+        r"\bH200\b(?! NVL)",
+        "NVIDIA H200",
+        132,
+        {"float32": 67.0, "tfloat32": 494.7, "bfloat16": 989.4, "float16": 989.4},
+    ),
+    (r"H100.*PCIe", "NVIDIA H100 PCIe", 114, {"float32": 51.0, "tfloat32": 378.0, "bfloat16": 756.0, "float16": 756.0}),
+    (
+        r"H100 (80GB HBM3|SXM)",
+        "NVIDIA H100 SXM",
+        132,
+        {"float32": 67.0, "tfloat32": 494.7, "bfloat16": 989.4, "float16": 989.4},
+    ),
+    (r"A100", "NVIDIA A100", 108, {"float32": 19.5, "tfloat32": 156.0, "bfloat16": 312.0, "float16": 312.0}),
+    (r"\bL4\b", "NVIDIA L4", 58, {"float32": 30.3, "tfloat32": 60.0, "bfloat16": 121.0, "float16": 121.0}),
     (r"\bT4\b", "NVIDIA T4", 40, {"float32": 8.1, "float16": 65.0}),
-    (r"RTX 4090", "NVIDIA GeForce RTX 4090", 128,
-     {"float32": 82.6, "tfloat32": 82.6, "bfloat16": 165.2, "float16": 165.2}),
+    (
+        r"RTX 4090",
+        "NVIDIA GeForce RTX 4090",
+        128,
+        {"float32": 82.6, "tfloat32": 82.6, "bfloat16": 165.2, "float16": 165.2},
+    ),
 ]
 
 
@@ -65,5 +74,7 @@ def beside(achieved_tflops: float, sheet: tuple[float, str], dtype: str) -> str:
     """'62% of the spec sheet's 67 TFLOP/s (NVIDIA H100 SXM, float32 dense)'."""
     from tutor.present import flops_text, metric
 
-    return (f"{metric(achieved_tflops / sheet[0], '%')} of the spec sheet's {flops_text(sheet[0])} "
-            f"({sheet[1]}, {dtype} dense)")
+    return (
+        f"{metric(achieved_tflops / sheet[0], '%')} of the spec sheet's {flops_text(sheet[0])} "
+        f"({sheet[1]}, {dtype} dense)"
+    )

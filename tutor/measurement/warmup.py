@@ -22,7 +22,7 @@ def steady(times: Sequence[float], window: int = WINDOW, falling: float = FALLIN
     if window < 1 or len(times) < 2 * window:
         return False
     last = statistics.median(times[-window:])
-    before = statistics.median(times[-2 * window:-window])
+    before = statistics.median(times[-2 * window : -window])
     return last >= before * (1 - falling)
 
 
@@ -47,5 +47,7 @@ class WarmUp:
         if not n:
             return f"no untimed {noun}s"
         how = "until their times stopped falling" if self.settled else "(their times were still falling at the cap)"
-        return (f"{n} untimed {noun}{'s' if n != 1 else ''} {how} (the first took {show(self.first)}, "
-                f"the last {show(self.last)})")
+        return (
+            f"{n} untimed {noun}{'s' if n != 1 else ''} {how} (the first took {show(self.first)}, "
+            f"the last {show(self.last)})"
+        )

@@ -89,8 +89,9 @@ class TutorApp(App):
         self.progress = progress or Progress(home / "progress.db" if home else None)
         # Saving can fail mid-session (locked, disk full), in whichever thread wrote.
         self.progress.on_warning = lambda warning: self.post_message(self.ProgressNotSaved(warning))
-        self.engine = engine or Engine(log_path=str(self.progress.path.parent / "engine.log")
-                                       if self.progress.path else None)
+        self.engine = engine or Engine(
+            log_path=str(self.progress.path.parent / "engine.log") if self.progress.path else None
+        )
         self.grader = grader or _grade_in_sandbox
         self.device_text: Text = Text("Device: detecting… (loading PyTorch)", style="dim")
         self.device = None  # the Device runs use, once detected (instruments read its memory)
@@ -98,8 +99,15 @@ class TutorApp(App):
         # budget is this machine's memory) subscribes, instead of the app walking its screens.
         self.device_detected: Signal[object] = Signal(self, "device-detected")
 
-    def notify(self, message: str, *, title: str = "", severity: SeverityLevel = "information",
-               timeout: float | None = None, **_: Any) -> None:
+    def notify(
+        self,
+        message: str,
+        *,
+        title: str = "",
+        severity: SeverityLevel = "information",
+        timeout: float | None = None,
+        **_: Any,
+    ) -> None:
         """Every toast here is plain text: a lesson title, a path or an error's words may hold
         "[...]", which markup would hide or choke on. (Screens' notify comes here too.)"""
         super().notify(escape(message), title=title, severity=severity, timeout=timeout)
@@ -144,8 +152,11 @@ class TutorApp(App):
             if any(d.is_accelerator for d in found):
                 text.append("\n  (an accelerator is present, but you chose the CPU)", style="dim")
             else:
-                text.append("\n  No GPU here (no CUDA, no MPS): runs measure this CPU, and steps that compare "
-                            "with a GPU say what they cannot measure.", style="yellow")
+                text.append(
+                    "\n  No GPU here (no CUDA, no MPS): runs measure this CPU, and steps that compare "
+                    "with a GPU say what they cannot measure.",
+                    style="yellow",
+                )
         from tutor.experiments import (
             gpu_share,  # torch-free: reads the cap from the environment
         )
@@ -168,20 +179,27 @@ class TutorApp(App):
     def replace_lesson(self, item: LoadedLesson) -> None:
         """A lesson reloaded from its file (hot reload): the home screen lists the new version."""
         lessons = self.catalog.lessons
-        lessons[:] = [item if x.lesson.id == item.lesson.id else x for x in lessons]  # the catalog is frozen; its list is not
+        lessons[:] = [
+            item if x.lesson.id == item.lesson.id else x for x in lessons
+        ]  # the catalog is frozen; its list is not
 
     def finish_lesson(self, session: LessonSession) -> None:
         lesson = session.lesson
         missing = [s.title or s.id for s in session.unfinished()]
         if missing:
-            self.notify(f"End of “{lesson.title}”. Not done yet: {', '.join(missing[:4])}"
-                        f"{' …' if len(missing) > 4 else ''}", timeout=8)
+            self.notify(
+                f"End of “{lesson.title}”. Not done yet: {', '.join(missing[:4])}{' …' if len(missing) > 4 else ''}",
+                timeout=8,
+            )
         else:
             nxt = ""
             if lesson.next:
                 following = next((x.lesson for x in self.catalog.lessons if x.lesson.id == lesson.next), None)
-                nxt = (f" Next: “{following.title}”." if following
-                       else f" The next lesson ({lesson.next}) is not installed in this version yet.")
+                nxt = (
+                    f" Next: “{following.title}”."
+                    if following
+                    else f" The next lesson ({lesson.next}) is not installed in this version yet."
+                )
             self.notify(f"You finished “{lesson.title}”.{nxt}", timeout=8)
         self.pop_screen()
 
@@ -194,8 +212,7 @@ class TutorApp(App):
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         """Central error handling: a worker that dies says why, the app carries on."""
         if event.state == WorkerState.ERROR and event.worker.error is not None:
-            self.notify(errors.describe(event.worker.error), title="Something went wrong",
-                        severity="error", timeout=10)
+            self.notify(errors.describe(event.worker.error), title="Something went wrong", severity="error", timeout=10)
 
     async def action_quit(self) -> None:
         self.engine.close()  # stop a run at once, so the worker relaying it ends too

@@ -64,8 +64,9 @@ def new_run_id() -> int:
     return next(_run_ids)
 
 
-def start(owner: Widget, run_id: int, experiment: str, params: dict[str, Any], device: str | None,
-          engine: Engine) -> Worker:
+def start(
+    owner: Widget, run_id: int, experiment: str, params: dict[str, Any], device: str | None, engine: Engine
+) -> Worker:
     """Run `experiment` in the engine process; a thread worker relays its events to `owner`."""
     return owner.run_worker(
         lambda: _pump(owner, engine, run_id, experiment, params, device),
@@ -77,8 +78,9 @@ def start(owner: Widget, run_id: int, experiment: str, params: dict[str, Any], d
     )
 
 
-def _pump(owner: Widget, engine: Engine, run_id: int, experiment: str, params: dict[str, Any],
-          device: str | None) -> None:
+def _pump(
+    owner: Widget, engine: Engine, run_id: int, experiment: str, params: dict[str, Any], device: str | None
+) -> None:
     from tutor.experiments.engine import EngineDied
 
     worker = get_current_worker()

@@ -27,31 +27,52 @@ class AmpCompareParams(Params):
 MEASURED_GUARD = 0.05
 
 SPEC = Experiment(
-    name='amp-compare',
-    title='fp32 vs mixed precision on the same data and seed',
-    module='amp_compare',
+    name="amp-compare",
+    title="fp32 vs mixed precision on the same data and seed",
+    module="amp_compare",
     params=AmpCompareParams,
     metrics={
         "fp32_seconds": Metric("float32 epoch", "s", "training seconds per epoch in fp32"),
-        "amp_seconds": Metric("autocast epoch", "s",
-                              "training seconds per epoch with autocast", none="n/a: no autocast here"),
-        "speedup": Metric("autocast speedup", "x",
-                          "the median of 10 rounds' float32 / autocast seconds, each round a stretch of training "
-                          "steps on one batch per precision, the two taking turns (after the trainings)",
-                          none="n/a: no autocast here", guard=MEASURED_GUARD),
-        "speedup_low": Metric("autocast speedup, interval low", "x",
-                              "the low end of the median ratio's interval (order statistics of the 10 rounds' "
-                              "ratios: 98%; None without autocast)", none="n/a: no autocast here"),
-        "speedup_high": Metric("autocast speedup, interval high", "x",
-                               "the high end of the same interval (None without autocast)",
-                               none="n/a: no autocast here"),
+        "amp_seconds": Metric(
+            "autocast epoch", "s", "training seconds per epoch with autocast", none="n/a: no autocast here"
+        ),
+        "speedup": Metric(
+            "autocast speedup",
+            "x",
+            "the median of 10 rounds' float32 / autocast seconds, each round a stretch of training "
+            "steps on one batch per precision, the two taking turns (after the trainings)",
+            none="n/a: no autocast here",
+            guard=MEASURED_GUARD,
+        ),
+        "speedup_low": Metric(
+            "autocast speedup, interval low",
+            "x",
+            "the low end of the median ratio's interval (order statistics of the 10 rounds' "
+            "ratios: 98%; None without autocast)",
+            none="n/a: no autocast here",
+        ),
+        "speedup_high": Metric(
+            "autocast speedup, interval high",
+            "x",
+            "the high end of the same interval (None without autocast)",
+            none="n/a: no autocast here",
+        ),
         "fp32_accuracy": Metric("float32 test accuracy", "%", "test accuracy in fp32 (0..1)"),
-        "amp_accuracy": Metric("autocast test accuracy", "%",
-                               "test accuracy with autocast (0..1)", none="n/a: no autocast here"),
-        "fp32_peak_mb": Metric("float32 peak memory", "MB",
-                               "peak device memory in fp32 (MB; None where not measurable)", none="n/a off CUDA"),
-        "amp_peak_mb": Metric("autocast peak memory", "MB",
-                              "peak device memory with autocast (MB; None where not measurable)", none="n/a off CUDA"),
+        "amp_accuracy": Metric(
+            "autocast test accuracy", "%", "test accuracy with autocast (0..1)", none="n/a: no autocast here"
+        ),
+        "fp32_peak_mb": Metric(
+            "float32 peak memory",
+            "MB",
+            "peak device memory in fp32 (MB; None where not measurable)",
+            none="n/a off CUDA",
+        ),
+        "amp_peak_mb": Metric(
+            "autocast peak memory",
+            "MB",
+            "peak device memory with autocast (MB; None where not measurable)",
+            none="n/a off CUDA",
+        ),
         "amp_dtype": Metric("autocast dtype", "text", "float16 or bfloat16"),
         "grad_scaler": Metric("GradScaler used", "bool", "True if a GradScaler was used"),
         "device": Metric("device", "text", "torch device used"),

@@ -20,33 +20,49 @@ class BatchSweepParams(Params):
 
 
 SPEC = Experiment(
-    name='batch-sweep',
-    title='Throughput and memory as the batch grows',
-    module='batch_sweep',
+    name="batch-sweep",
+    title="Throughput and memory as the batch grows",
+    module="batch_sweep",
     params=BatchSweepParams,
     metrics={
         # A batch size is not a timing: the tie rule already widened the throughputs, and widening
         # the sizes as well would reach from 1,024 past an option's edge at 1,025 (guard 0).
-        "best_batch": Metric("fastest batch size", "", "the batch size with the most samples/s (its median step's)",
-                             none="none ran", guard=0.0),
-        "best_batch_low": Metric("fastest batch, tied low", "",
-                                 "the smallest batch whose samples/s cannot be told from the fastest's (their "
-                                 "ranges over the timed steps, widened by the guard band, overlap)", none="none ran"),
+        "best_batch": Metric(
+            "fastest batch size",
+            "",
+            "the batch size with the most samples/s (its median step's)",
+            none="none ran",
+            guard=0.0,
+        ),
+        "best_batch_low": Metric(
+            "fastest batch, tied low",
+            "",
+            "the smallest batch whose samples/s cannot be told from the fastest's (their "
+            "ranges over the timed steps, widened by the guard band, overlap)",
+            none="none ran",
+        ),
         "best_batch_high": Metric("fastest batch, tied high", "", "the largest such batch", none="none ran"),
-        "best_samples_per_s": Metric("throughput at the fastest batch", "/s",
-                                     "its training samples/s (synchronised)", none="none ran"),
-        "best_memory_bytes": Metric("memory at the fastest batch", "B",
-                                    "its memory (CUDA: peak allocated; elsewhere: weights+grads+Adam+activations)",
-                                    none="none ran"),
+        "best_samples_per_s": Metric(
+            "throughput at the fastest batch", "/s", "its training samples/s (synchronised)", none="none ran"
+        ),
+        "best_memory_bytes": Metric(
+            "memory at the fastest batch",
+            "B",
+            "its memory (CUDA: peak allocated; elsewhere: weights+grads+Adam+activations)",
+            none="none ran",
+        ),
         "largest_batch": Metric("largest batch that ran", "", "the largest batch that ran", none="none ran"),
         "largest_memory_bytes": Metric("memory at the largest batch", "B", "its memory", none="none ran"),
         "batches_tried": Metric("batch sizes that ran", "", "batch sizes that ran"),
-        "oom_batch": Metric("batch that ran out of memory", "",
-                            "the batch size that ran out of memory (CUDA), or None", none="none"),
-        "stop_reason": Metric("why the sweep stopped", "text",
-                              "why the sweep stopped: max_batch, the budget, or out of memory"),
-        "fixed_bytes": Metric("weights, gradients and Adam state", "B",
-                              "parameters x 16 bytes: weights, gradients, Adam's two moments"),
+        "oom_batch": Metric(
+            "batch that ran out of memory", "", "the batch size that ran out of memory (CUDA), or None", none="none"
+        ),
+        "stop_reason": Metric(
+            "why the sweep stopped", "text", "why the sweep stopped: max_batch, the budget, or out of memory"
+        ),
+        "fixed_bytes": Metric(
+            "weights, gradients and Adam state", "B", "parameters x 16 bytes: weights, gradients, Adam's two moments"
+        ),
         "memory_method": Metric("how memory was measured", "text", "how memory was measured"),
         "device": Metric("device", "text", "torch device used"),
     },

@@ -32,24 +32,45 @@ SPEC = Experiment(
         "backend": Metric("backend", "text", "gloo (CPU processes) or nccl (one GPU per rank)"),
         "global_batch": Metric("global batch", "", "samples per step over all ranks"),
         "per_rank_batch": Metric("batch per rank", "", "global batch / world size"),
-        "weights_differed_before_wrap": Metric("weights differed before DDP wrapped them", "bool",
-                                               "each rank seeded its model differently; True if any two differed"),
-        "ranks_identical_after_wrap": Metric("weights identical after wrapping", "bool",
-                                             "DDP's constructor broadcasts rank 0's weights: every rank equal"),
-        "local_grad_max_diff": Metric("gradient gap before all-reduce", "",
-                                      "a rank's gradient from its own batch/N samples against the whole batch's"),
-        "grad_max_diff": Metric("gradient gap after all-reduce", "",
-                                "DDP's averaged gradient on rank 0 against one process's gradient of the whole batch"),
-        "grads_allclose": Metric("gradients match one process's", "bool",
-                                 "torch.allclose(DDP gradient, whole-batch gradient, rtol=1e-4, atol=1e-6)"),
-        "weights_max_diff": Metric("weight gap after the steps", "",
-                                   "DDP's weights against the single process's after `steps` SGD steps"),
-        "ranks_max_diff": Metric("weight gap between ranks", "",
-                                 "after the steps, every rank's weights against rank 0's (0 = identical)"),
-        "allreduce_bytes": Metric("gradient bytes all-reduced per step", "B",
-                                  "4 bytes x parameters: every gradient, every step"),
-        "launch_seconds": Metric("launch: until every rank joined", "s",
-                                 "torchrun started to every rank in the process group (python, torch, rendezvous)"),
+        "weights_differed_before_wrap": Metric(
+            "weights differed before DDP wrapped them",
+            "bool",
+            "each rank seeded its model differently; True if any two differed",
+        ),
+        "ranks_identical_after_wrap": Metric(
+            "weights identical after wrapping",
+            "bool",
+            "DDP's constructor broadcasts rank 0's weights: every rank equal",
+        ),
+        "local_grad_max_diff": Metric(
+            "gradient gap before all-reduce",
+            "",
+            "a rank's gradient from its own batch/N samples against the whole batch's",
+        ),
+        "grad_max_diff": Metric(
+            "gradient gap after all-reduce",
+            "",
+            "DDP's averaged gradient on rank 0 against one process's gradient of the whole batch",
+        ),
+        "grads_allclose": Metric(
+            "gradients match one process's",
+            "bool",
+            "torch.allclose(DDP gradient, whole-batch gradient, rtol=1e-4, atol=1e-6)",
+        ),
+        "weights_max_diff": Metric(
+            "weight gap after the steps", "", "DDP's weights against the single process's after `steps` SGD steps"
+        ),
+        "ranks_max_diff": Metric(
+            "weight gap between ranks", "", "after the steps, every rank's weights against rank 0's (0 = identical)"
+        ),
+        "allreduce_bytes": Metric(
+            "gradient bytes all-reduced per step", "B", "4 bytes x parameters: every gradient, every step"
+        ),
+        "launch_seconds": Metric(
+            "launch: until every rank joined",
+            "s",
+            "torchrun started to every rank in the process group (python, torch, rendezvous)",
+        ),
         "job_seconds": Metric("whole job", "s", "torchrun started to all processes ended"),
         "attempts": Metric("launches", "", "torchrun launches it took (a failed start is tried once more)"),
     },

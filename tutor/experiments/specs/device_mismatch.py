@@ -13,9 +13,9 @@ class DeviceMismatchParams(Params):
 
 
 SPEC = Experiment(
-    name='device-mismatch',
-    title='Model on one device, data on another',
-    module='device_mismatch',
+    name="device-mismatch",
+    title="Model on one device, data on another",
+    module="device_mismatch",
     params=DeviceMismatchParams,
     metrics={
         "error_type": Metric("error type", "text", "the exception's type, e.g. RuntimeError", none="no error"),
@@ -23,8 +23,9 @@ SPEC = Experiment(
         "error_line": Metric("line that raised it", "text", "the source line that raised it"),
         "model_device": Metric("model's device", "text", "where the model's parameters were"),
         "input_device": Metric("batch's device", "text", "where the batch was"),
-        "method": Metric("how the mismatch was made", "text",
-                         "cuda/mps (real accelerator) or meta (stand-in without one)"),
+        "method": Metric(
+            "how the mismatch was made", "text", "cuda/mps (real accelerator) or meta (stand-in without one)"
+        ),
     },
     quick={},
 )

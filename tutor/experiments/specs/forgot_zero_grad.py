@@ -15,20 +15,24 @@ class ForgotZeroGradParams(Params):
 
 
 SPEC = Experiment(
-    name='forgot-zero-grad',
-    title='Training without optimizer.zero_grad(): gradients pile up',
-    module='forgot_zero_grad',
+    name="forgot-zero-grad",
+    title="Training without optimizer.zero_grad(): gradients pile up",
+    module="forgot_zero_grad",
     params=ForgotZeroGradParams,
     metrics={
         "grad_norm_first": Metric("first step's gradient norm", "", "gradient norm of the first step (both loops)"),
-        "grad_norm_last_with": Metric("last gradient norm, with zero_grad()", "",
-                                      "gradient norm at the last step, with zero_grad()"),
-        "grad_norm_last_without": Metric("last gradient norm, without zero_grad()", "",
-                                         "gradient norm at the last step, without zero_grad()"),
-        "growth_with": Metric("gradient growth, with zero_grad()", "x",
-                              "last / first gradient norm, with zero_grad() (x)"),
-        "growth_without": Metric("gradient growth, without zero_grad()", "x",
-                                 "last / first gradient norm, without zero_grad() (x)"),
+        "grad_norm_last_with": Metric(
+            "last gradient norm, with zero_grad()", "", "gradient norm at the last step, with zero_grad()"
+        ),
+        "grad_norm_last_without": Metric(
+            "last gradient norm, without zero_grad()", "", "gradient norm at the last step, without zero_grad()"
+        ),
+        "growth_with": Metric(
+            "gradient growth, with zero_grad()", "x", "last / first gradient norm, with zero_grad() (x)"
+        ),
+        "growth_without": Metric(
+            "gradient growth, without zero_grad()", "x", "last / first gradient norm, without zero_grad() (x)"
+        ),
         "loss_last_with": Metric("last loss, with zero_grad()", "", "loss at the last step, with zero_grad()"),
         "loss_last_without": Metric("last loss, without zero_grad()", "", "loss at the last step, without zero_grad()"),
         "steps": Metric("steps per loop", "", "steps in each loop"),

@@ -29,18 +29,23 @@ class Fp16UnderflowParams(Params):
 
 
 SPEC = Experiment(
-    name='fp16-underflow',
-    title='A small gradient in float16, with and without loss scaling',
-    module='fp16_underflow',
+    name="fp16-underflow",
+    title="A small gradient in float16, with and without loss scaling",
+    module="fp16_underflow",
     params=Fp16UnderflowParams,
     metrics={
         "gradient_fp32": Metric("gradient in float32", "", "the gradient computed in float32"),
-        "gradient_fp16": Metric("gradient in float16", "",
-                                "the same gradient computed in float16 (0.0 if it underflowed)"),
-        "gradient_scaled_fp16": Metric("float16 gradient with loss scaling", "",
-                                       "the float16 gradient with the loss scaled, then unscaled in float32"),
-        "flushed_to_zero": Metric("float16 lost the gradient", "bool",
-                                  "True if float16 without scaling lost the gradient"),
+        "gradient_fp16": Metric(
+            "gradient in float16", "", "the same gradient computed in float16 (0.0 if it underflowed)"
+        ),
+        "gradient_scaled_fp16": Metric(
+            "float16 gradient with loss scaling",
+            "",
+            "the float16 gradient with the loss scaled, then unscaled in float32",
+        ),
+        "flushed_to_zero": Metric(
+            "float16 lost the gradient", "bool", "True if float16 without scaling lost the gradient"
+        ),
         "scale": Metric("loss scale", "", "the loss scale used"),
         "fp16_smallest_subnormal": Metric("smallest float16", "", "smallest positive float16 (2**-24)"),
         "fp16_smallest_normal": Metric("smallest normal float16", "", "smallest normal float16 (2**-14)"),

@@ -23,26 +23,32 @@ class GradCheckpointParams(Params):
 
 
 SPEC = Experiment(
-    name='grad-checkpoint',
-    title='Activation checkpointing: memory for compute',
-    module='grad_checkpoint',
+    name="grad-checkpoint",
+    title="Activation checkpointing: memory for compute",
+    module="grad_checkpoint",
     params=GradCheckpointParams,
     metrics={
         "plain_kept_bytes": Metric("activations kept, plain", "B", "activations the plain forward keeps for backward"),
         "checkpointed_kept_bytes": Metric("activations kept, checkpointed", "B", "the same with checkpoint_sequential"),
         "kept_formula_bytes": Metric("activations by the formula", "B", "(depth + 1) x batch x width x 4"),
         "memory_saving": Metric("activation memory saved", "%", "1 - checkpointed / plain kept bytes (0..1)"),
-        "plain_peak_bytes": Metric("peak memory, plain step", "B",
-                                   "peak allocated above the start of a plain step (CUDA; None elsewhere)",
-                                   none="n/a off CUDA"),
-        "checkpointed_peak_bytes": Metric("peak memory, checkpointed step", "B",
-                                          "the same checkpointed (CUDA; None elsewhere)", none="n/a off CUDA"),
+        "plain_peak_bytes": Metric(
+            "peak memory, plain step",
+            "B",
+            "peak allocated above the start of a plain step (CUDA; None elsewhere)",
+            none="n/a off CUDA",
+        ),
+        "checkpointed_peak_bytes": Metric(
+            "peak memory, checkpointed step", "B", "the same checkpointed (CUDA; None elsewhere)", none="n/a off CUDA"
+        ),
         "plain_seconds_per_step": Metric("plain step", "s", "seconds per plain training step (synchronised)"),
-        "checkpointed_seconds_per_step": Metric("checkpointed step", "s",
-                                                "seconds per checkpointed step (synchronised)"),
+        "checkpointed_seconds_per_step": Metric(
+            "checkpointed step", "s", "seconds per checkpointed step (synchronised)"
+        ),
         "time_ratio": Metric("checkpointed vs plain step time", "x", "checkpointed / plain seconds per step"),
-        "grads_match": Metric("same gradients both ways", "bool",
-                              "True if both ways give the same gradients (allclose)"),
+        "grads_match": Metric(
+            "same gradients both ways", "bool", "True if both ways give the same gradients (allclose)"
+        ),
         "max_grad_diff": Metric("largest gradient difference", "", "largest gradient difference between the two"),
         "device": Metric("device", "text", "torch device used"),
     },

@@ -15,9 +15,9 @@ class MemoryLedgerParams(Params):
 
 
 SPEC = Experiment(
-    name='memory-ledger',
-    title='Training memory by component, measured beside the formula',
-    module='memory_ledger',
+    name="memory-ledger",
+    title="Training memory by component, measured beside the formula",
+    module="memory_ledger",
     params=MemoryLedgerParams,
     metrics={
         "parameters": Metric("parameter count", "", "parameter count P"),
@@ -28,31 +28,51 @@ SPEC = Experiment(
         "adam_state_bytes": Metric("Adam state", "B", "optimizer state of Adam (2 x P x 4, plus step counters)"),
         "activation_bytes": Metric("activations", "B", "bytes autograd saved for backward at batch_size"),
         "activation_formula_bytes": Metric("activations by the formula", "B", "(layers + 1) x batch x width x 4"),
-        "activation_bytes_smallest_batch": Metric("activations at a quarter of the batch", "B",
-                                                  "the same at a quarter of the batch"),
-        "no_grad_activation_bytes": Metric("activations under no_grad()", "B",
-                                           "bytes saved by the same forward under torch.no_grad() (0)"),
-        "bytes_per_param_adam": Metric("bytes per parameter with Adam", "",
-                                       "(parameters + gradients + Adam state) / P: about 16"),
+        "activation_bytes_smallest_batch": Metric(
+            "activations at a quarter of the batch", "B", "the same at a quarter of the batch"
+        ),
+        "no_grad_activation_bytes": Metric(
+            "activations under no_grad()", "B", "bytes saved by the same forward under torch.no_grad() (0)"
+        ),
+        "bytes_per_param_adam": Metric(
+            "bytes per parameter with Adam", "", "(parameters + gradients + Adam state) / P: about 16"
+        ),
         "total_adam_bytes": Metric("total with Adam", "B", "parameters + gradients + Adam state + activations (bytes)"),
-        "allocator_param_bytes": Metric("allocator: parameters", "B",
-                                        "memory_allocated() delta for the model (CUDA; None elsewhere)",
-                                        none="n/a off CUDA"),
-        "allocator_activation_bytes": Metric("allocator: activations", "B",
-                                             "memory_allocated() delta across the forward pass (CUDA; None "
-                                             "elsewhere)", none="n/a off CUDA"),
-        "allocator_adam_state_bytes": Metric("allocator: Adam state", "B",
-                                             "memory_allocated() delta across Adam's first step (CUDA; None "
-                                             "elsewhere)", none="n/a off CUDA"),
-        "peak_bytes": Metric("peak allocated", "B",
-                             "max_memory_allocated() above the start (CUDA; None elsewhere)", none="n/a off CUDA"),
-        "reserved_bytes": Metric("reserved by the allocator", "B",
-                                 "memory_reserved(): what the caching allocator holds (CUDA; None elsewhere)",
-                                 none="n/a off CUDA"),
-        "cublas_workspace_bytes": Metric("cuBLAS workspaces", "B",
-                                         "cuBLAS workspaces the first matmul and backward took, left out of the "
-                                         "ledger (0 when an earlier run in this process took them; CUDA; None "
-                                         "elsewhere)", none="n/a off CUDA"),
+        "allocator_param_bytes": Metric(
+            "allocator: parameters",
+            "B",
+            "memory_allocated() delta for the model (CUDA; None elsewhere)",
+            none="n/a off CUDA",
+        ),
+        "allocator_activation_bytes": Metric(
+            "allocator: activations",
+            "B",
+            "memory_allocated() delta across the forward pass (CUDA; None elsewhere)",
+            none="n/a off CUDA",
+        ),
+        "allocator_adam_state_bytes": Metric(
+            "allocator: Adam state",
+            "B",
+            "memory_allocated() delta across Adam's first step (CUDA; None elsewhere)",
+            none="n/a off CUDA",
+        ),
+        "peak_bytes": Metric(
+            "peak allocated", "B", "max_memory_allocated() above the start (CUDA; None elsewhere)", none="n/a off CUDA"
+        ),
+        "reserved_bytes": Metric(
+            "reserved by the allocator",
+            "B",
+            "memory_reserved(): what the caching allocator holds (CUDA; None elsewhere)",
+            none="n/a off CUDA",
+        ),
+        "cublas_workspace_bytes": Metric(
+            "cuBLAS workspaces",
+            "B",
+            "cuBLAS workspaces the first matmul and backward took, left out of the "
+            "ledger (0 when an earlier run in this process took them; CUDA; None "
+            "elsewhere)",
+            none="n/a off CUDA",
+        ),
         "method": Metric("how it was measured", "text", "how the figures were measured"),
         "device": Metric("device", "text", "torch device used"),
     },

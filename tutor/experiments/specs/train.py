@@ -24,14 +24,15 @@ class TrainParams(Params):
     max_steps: int | None = Field(None, ge=1, description="stop after this many optimiser steps")
     train_samples: int | None = Field(None, ge=1, description="use only the first N training images")
     test_samples: int | None = Field(None, ge=1, description="evaluate on the first N test images")
-    checkpoint: str | None = Field(None, description="path: save the best-accuracy checkpoint dict here",
-                                   json_schema_extra=WRITES_FILE)
+    checkpoint: str | None = Field(
+        None, description="path: save the best-accuracy checkpoint dict here", json_schema_extra=WRITES_FILE
+    )
 
 
 SPEC = Experiment(
-    name='train',
-    title='Train the MNIST classifier',
-    module='train',
+    name="train",
+    title="Train the MNIST classifier",
+    module="train",
     params=TrainParams,
     metrics={
         "accuracy": Metric("test accuracy", "%", "test accuracy after the last epoch (0..1)"),

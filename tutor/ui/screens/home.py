@@ -23,8 +23,7 @@ from tutor.ui.screens.roofline import RooflineScreen
 def _hanging(text: Text) -> Group:
     """The device line with its notes indented as a block, so a wrapped note keeps its indent."""
     first, *notes = text.split("\n")
-    return Group(first, *(Padding(note[2:] if note.plain.startswith("  ") else note, (0, 0, 0, 2))
-                          for note in notes))
+    return Group(first, *(Padding(note[2:] if note.plain.startswith("  ") else note, (0, 0, 0, 2)) for note in notes))
 
 
 class HomeScreen(Screen):
@@ -39,8 +38,7 @@ class HomeScreen(Screen):
     def compose(self) -> ComposeResult:
         yield Header(show_clock=False)
         with Vertical(id="home"):
-            yield Static(Text("Learn PyTorch GPU training by predicting, then measuring.", style="bold"),
-                         id="tagline")
+            yield Static(Text("Learn PyTorch GPU training by predicting, then measuring.", style="bold"), id="tagline")
             yield Static(_hanging(self.app.device_text), id="device")
             yield Static(Text("Lessons", style="bold underline"), classes="section")
             yield OptionList(id="lessons")
@@ -92,7 +90,8 @@ class HomeScreen(Screen):
         status = "✓ done" if done == total else ("continue" if done or lesson.id == last else "new")
         details = Text.assemble(
             ("█" * filled + "░" * (bar_width - filled), "green"),
-            f" {done}/{total} steps · ", (status, "cyan" if status == "continue" else ""),
+            f" {done}/{total} steps · ",
+            (status, "cyan" if status == "continue" else ""),
             (f"\n{lesson.summary}" if lesson.summary else "", "dim"),
         )
         # Padding, not leading spaces: a wrapped summary keeps its indent.
@@ -105,11 +104,16 @@ class HomeScreen(Screen):
         if questions:
             missed = sum(q.wrong > 0 and q.streak == 0 for q in questions)
             finished = len({q.lesson.id for q in questions})
-            line.update(Text.assemble(
-                ("Review: ", "bold"), f"{len(questions)} question{'s' if len(questions) > 1 else ''} from "
-                f"{finished} finished lesson{'s' if finished > 1 else ''}", (f", {missed} you missed" if missed else "", "yellow"),
-                " · press ", ("r", "bold"),
-            ))
+            line.update(
+                Text.assemble(
+                    ("Review: ", "bold"),
+                    f"{len(questions)} question{'s' if len(questions) > 1 else ''} from "
+                    f"{finished} finished lesson{'s' if finished > 1 else ''}",
+                    (f", {missed} you missed" if missed else "", "yellow"),
+                    " · press ",
+                    ("r", "bold"),
+                )
+            )
         else:
             line.update(Text("Review: finish a lesson to be asked its questions again (r).", style="dim"))
 

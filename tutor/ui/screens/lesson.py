@@ -39,10 +39,22 @@ from tutor.ui.widgets.read_step import ReadStepView
 from tutor.ui.widgets.run_step import RunStepView
 from tutor.ui.widgets.step_view import StepView
 
-VIEWS = {ReadStep: ReadStepView, PredictStep: PredictStepView, RunStep: RunStepView, CheckStep: CheckStepView,
-         ExerciseStep: ExerciseStepView, InstrumentStep: InstrumentStepView}
-KIND_LABEL = {"read": "Read", "predict": "Predict", "run": "Run", "check": "Check", "exercise": "Exercise",
-              "instrument": "Instrument"}
+VIEWS = {
+    ReadStep: ReadStepView,
+    PredictStep: PredictStepView,
+    RunStep: RunStepView,
+    CheckStep: CheckStepView,
+    ExerciseStep: ExerciseStepView,
+    InstrumentStep: InstrumentStepView,
+}
+KIND_LABEL = {
+    "read": "Read",
+    "predict": "Predict",
+    "run": "Run",
+    "check": "Check",
+    "exercise": "Exercise",
+    "instrument": "Instrument",
+}
 LEAVE_CONFIRM_S = 3.0  # the second escape that leaves a lesson must follow the first within this
 
 TEXT_INPUTS = (Input, OptionList, TextArea, ControlRow)  # escape leaves these first, before leaving the lesson
@@ -117,12 +129,18 @@ class LessonScreen(Screen):
             lesson = load_file(self.path)
         except LessonError as e:
             first = e.issues[0] if e.issues else "it does not load"
-            self.notify(f"{self.path.name} changed but has errors; still showing the previous version. {first}",
-                        severity="warning", timeout=8)
+            self.notify(
+                f"{self.path.name} changed but has errors; still showing the previous version. {first}",
+                severity="warning",
+                timeout=8,
+            )
             return
         if lesson.id != self.lesson.id:
-            self.notify(f"{self.path.name} now holds lesson {lesson.id!r}; still showing {self.lesson.id!r}.",
-                        severity="warning", timeout=8)
+            self.notify(
+                f"{self.path.name} now holds lesson {lesson.id!r}; still showing {self.lesson.id!r}.",
+                severity="warning",
+                timeout=8,
+            )
             return
         current = self.lesson.steps[self.index]
         try:

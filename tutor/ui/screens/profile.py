@@ -20,8 +20,13 @@ CHART_WIDTH = 72
 # locked once, before its run), so the profile points at the steps to go back to instead.
 REVIEW_NOTE = "Review asks checks, not predictions: open these steps again to see your guess beside the measurement."
 
-_MARKS = {"over": ("▲ ", "yellow"), "under": ("▼ ", "yellow"), "both": ("◆ ", "yellow"), "within": ("✓ ", "green"),
-          "close": ("≈ ", "yellow")}
+_MARKS = {
+    "over": ("▲ ", "yellow"),
+    "under": ("▼ ", "yellow"),
+    "both": ("◆ ", "yellow"),
+    "within": ("✓ ", "green"),
+    "close": ("≈ ", "yellow"),
+}
 
 
 def _line(concept: ConceptProfile) -> Text:
@@ -57,17 +62,28 @@ class ProfileScreen(Screen):
             parts.append(Static(Text(prediction_profile.NOTHING_YET, style="bold"), classes="profile-text"))
         else:
             scored = len(found.scored)
-            head = Text(f"{scored} prediction{'s' if scored != 1 else ''} measured, "
-                        f"{len(found.concepts)} concept{'s' if len(found.concepts) != 1 else ''}, worst first:",
-                        style="bold")
-            parts.append(Static(Text("\n").join([head, *(_line(c) for c in found.concepts)]),
-                                classes="profile-text"))
+            head = Text(
+                f"{scored} prediction{'s' if scored != 1 else ''} measured, "
+                f"{len(found.concepts)} concept{'s' if len(found.concepts) != 1 else ''}, worst first:",
+                style="bold",
+            )
+            parts.append(Static(Text("\n").join([head, *(_line(c) for c in found.concepts)]), classes="profile-text"))
             chart = Text(prediction_profile.chart(found, CHART_WIDTH), no_wrap=True, overflow="crop")
-            parts.append(Static(Text.assemble(("Over time, oldest first (each letter is a prediction)\n", "bold"),
-                                               chart), id="profile-chart", classes="profile-text"))
+            parts.append(
+                Static(
+                    Text.assemble(("Over time, oldest first (each letter is a prediction)\n", "bold"), chart),
+                    id="profile-chart",
+                    classes="profile-text",
+                )
+            )
             if found.advice():
-                parts.append(Static(Text.assemble((found.advice(), "bold"), "\n", (REVIEW_NOTE, "dim")),
-                                    id="profile-advice", classes="profile-text"))
+                parts.append(
+                    Static(
+                        Text.assemble((found.advice(), "bold"), "\n", (REVIEW_NOTE, "dim")),
+                        id="profile-advice",
+                        classes="profile-text",
+                    )
+                )
         if found.unscored:
             lines = [Text(found.unscored_summary())]
             lines += [Text(f"  {u.place.name()}: {u.why}", style="dim") for u in found.unscored]

@@ -117,10 +117,15 @@ class ReviewScreen(Screen):
         if self.state == "summary":
             where.update(Text.assemble(("Review", "bold"), "  ·  ", ("round done", "bold cyan")))
             return
-        where.update(Text.assemble(
-            ("Review", "bold"), "  ·  ", (f"question {self.index + 1} of {len(self.questions)}", "bold cyan"),
-            "  ·  ", f"{right} right so far",
-        ))
+        where.update(
+            Text.assemble(
+                ("Review", "bold"),
+                "  ·  ",
+                (f"question {self.index + 1} of {len(self.questions)}", "bold cyan"),
+                "  ·  ",
+                f"{right} right so far",
+            )
+        )
 
     def _current(self) -> ReviewQuestion | None:
         found = self.query(ReviewQuestion)
@@ -154,7 +159,6 @@ class ReviewScreen(Screen):
         if action == "again":
             return self.state == "summary"
         return True
-
 
     @on(ReviewQuestion.Answered)
     def _answered(self, event: ReviewQuestion.Answered) -> None:

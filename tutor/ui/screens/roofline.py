@@ -59,23 +59,34 @@ class RooflineScreen(Screen):
             return [Static("Detecting the device: its roofline follows in a moment.", classes="profile-text")]
         record = calibration.find_for(dev.kind, dev.name)
         if record is None:
-            return [Static(Text.assemble(
-                (f"{dev.kind} {dev.name} is not calibrated yet.", "bold"), "\n",
-                f"Measure it once with {CALIBRATE_STEP}, or `{calibration.COMMAND}` in a terminal "
-                "(a few seconds on a CPU); this screen then draws its roofline with your runs on it."),
-                classes="profile-text")]
+            return [
+                Static(
+                    Text.assemble(
+                        (f"{dev.kind} {dev.name} is not calibrated yet.", "bold"),
+                        "\n",
+                        f"Measure it once with {CALIBRATE_STEP}, or `{calibration.COMMAND}` in a terminal "
+                        "(a few seconds on a CPU); this screen then draws its roofline with your runs on it.",
+                    ),
+                    classes="profile-text",
+                )
+            ]
         # The installed torch as its package metadata says it: "2.14.1" for a torch.__version__ of
         # "2.14.1+cu130"; the build's local label is not a different torch.
         installed = _torch_version()
         same = installed is None or installed.split("+")[0] == record.torch.split("+")[0]
-        stale = record.stale_because(record.device, dev.threads if dev.kind == "cpu" else record.threads,
-                                     record.torch if same else installed)
-        runs = [r for r in (self.app.progress.latest_run(experiment=name) for name in calibration.EXPERIMENTS)
-                if r is not None]
+        stale = record.stale_because(
+            record.device, dev.threads if dev.kind == "cpu" else record.threads, record.torch if same else installed
+        )
+        runs = [
+            r
+            for r in (self.app.progress.latest_run(experiment=name) for name in calibration.EXPERIMENTS)
+            if r is not None
+        ]
         placed = calibration.place_runs(record, runs)
         parts = []
-        for line, style in calibration.roofline_lines(record, placed, stale, {r.experiment for r in runs},
-                                                    heading=False):
+        for line, style in calibration.roofline_lines(
+            record, placed, stale, {r.experiment for r in runs}, heading=False
+        ):
             if style == "figure":
                 parts.append(Static(Text(line, no_wrap=True, overflow="crop"), classes="profile-text"))
             else:

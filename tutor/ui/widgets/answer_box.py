@@ -58,8 +58,9 @@ class ChoiceList(OptionList):
 
         text: str
 
-    def __init__(self, *options, spec: ChoiceAnswer, unit: str = "", keep_keys: frozenset[str] | None = None,
-                 **kwargs) -> None:
+    def __init__(
+        self, *options, spec: ChoiceAnswer, unit: str = "", keep_keys: frozenset[str] | None = None, **kwargs
+    ) -> None:
         super().__init__(*options, **kwargs)
         self.spec = spec
         self.unit = unit
@@ -178,13 +179,21 @@ class AnswerBox(Vertical):
             # A prediction has no hint, answer or run of its own: only moving on, back and quitting
             # keep their letters, and a word may start with any other ("runtime").
             keep = PREDICTION_KEYS if self.confirm else None
-            yield ChoiceList(*[Text(f"{i}. {o.text}") for i, o in enumerate(spec.options, 1)], id="choices",
-                             spec=spec, unit=self.unit, keep_keys=keep)
+            yield ChoiceList(
+                *[Text(f"{i}. {o.text}") for i, o in enumerate(spec.options, 1)],
+                id="choices",
+                spec=spec,
+                unit=self.unit,
+                keep_keys=keep,
+            )
             yield Static("", id="typed")
             yield WhichList(id="which")
         else:
-            yield Input(placeholder=checks.describe_spec(spec), id="answer",
-                        max_length=min(getattr(spec, "max_length", MAX_CHARS), MAX_CHARS))
+            yield Input(
+                placeholder=checks.describe_spec(spec),
+                id="answer",
+                max_length=min(getattr(spec, "max_length", MAX_CHARS), MAX_CHARS),
+            )
 
     def answer_widget(self) -> Widget | None:
         """The list or the line, unless answering is over."""
@@ -274,8 +283,15 @@ class AnswerBox(Vertical):
         as_typed = " ".join(event.text.split())
         reads_as = not chosen.said.startswith(("option", "'")) and as_typed.lower() != value.lower()
         typed = f" ('{as_typed}' reads as {value})" if reads_as else ""
-        self._say(Text.assemble(("Lock ", "bold"), (f"'{option}'", "bold cyan"), ("?", "bold"), typed,
-                                ("\nenter locks it · escape goes back", "dim")))
+        self._say(
+            Text.assemble(
+                ("Lock ", "bold"),
+                (f"'{option}'", "bold cyan"),
+                ("?", "bold"),
+                typed,
+                ("\nenter locks it · escape goes back", "dim"),
+            )
+        )
 
     def _ask(self, reading: TypedChoice) -> None:
         which = self.query_one("#which", WhichList)
@@ -285,8 +301,11 @@ class AnswerBox(Vertical):
         self._which = reading.readings
         which.display = True
         action = "locks it" if self.confirm else "answers"
-        self._say(Text.assemble(("Which did you mean? ", "bold yellow"),
-                                (f"↑↓ then enter {action} · escape goes back", "dim")))
+        self._say(
+            Text.assemble(
+                ("Which did you mean? ", "bold yellow"), (f"↑↓ then enter {action} · escape goes back", "dim")
+            )
+        )
         which.focus()
         self.call_after_refresh(which.scroll_visible, animate=False)
 

@@ -45,8 +45,9 @@ class CheckStepView(StepView):
             return
         history = self.session.history(self.step)
         if history:
-            self.query_one("#feedback", Static).update(Text(
-                f"You tried this {len(history)} time(s) before. Last answer: “{history[-1].answer}”", style="dim"))
+            self.query_one("#feedback", Static).update(
+                Text(f"You tried this {len(history)} time(s) before. Last answer: “{history[-1].answer}”", style="dim")
+            )
         if self.session.hints_shown(self.step):
             self._show_hints(self.session.hints_shown(self.step))
 
@@ -65,10 +66,14 @@ class CheckStepView(StepView):
                 self._show_verdict(True, graded.verdict.feedback, graded.answer)
                 self.post_message(self.Completed(self.step.id))
             else:
-                extra = "\nStuck? escape, then " + ("h for a hint or " if self._hints_left() else "") + \
-                    "g to see the answer."
-                feedback.update(Text.assemble(("✗ Not yet. ", "bold red"), after_the_mark(graded.verdict.feedback),
-                                              (extra, "dim")))
+                extra = (
+                    "\nStuck? escape, then "
+                    + ("h for a hint or " if self._hints_left() else "")
+                    + "g to see the answer."
+                )
+                feedback.update(
+                    Text.assemble(("✗ Not yet. ", "bold red"), after_the_mark(graded.verdict.feedback), (extra, "dim"))
+                )
         if not self.solved:
             self._feedback_into_view()
         self.refresh_hint()
@@ -79,11 +84,14 @@ class CheckStepView(StepView):
 
     def _show_verdict(self, correct: bool, feedback_text: str, answer: str) -> None:
         self.solved = correct
-        self.query_one("#feedback", Static).update(Text.assemble(
-            ("✓ Correct. ", "bold green") if correct else ("Here is the answer. ", "bold yellow"),
-            after_the_mark(feedback_text or ""),
-            ("\nYour answer: ", "dim"), (answer, "dim italic"),
-        ))
+        self.query_one("#feedback", Static).update(
+            Text.assemble(
+                ("✓ Correct. ", "bold green") if correct else ("Here is the answer. ", "bold yellow"),
+                after_the_mark(feedback_text or ""),
+                ("\nYour answer: ", "dim"),
+                (answer, "dim italic"),
+            )
+        )
         self.query_one(AnswerBox).close()
         if not self.session.hints_shown(self.step):  # "No hint for this one" is moot beside the answer
             self.query_one("#hint", Static).update("")
@@ -121,8 +129,9 @@ class CheckStepView(StepView):
 
     def action_hint(self) -> bool:
         if not self.step.tiered_hints:
-            self.query_one("#hint", Static).update(Text.assemble(("Hint: ", "bold"),
-                                                                 "No hint for this one: reread the step before it."))
+            self.query_one("#hint", Static).update(
+                Text.assemble(("Hint: ", "bold"), "No hint for this one: reread the step before it.")
+            )
             return True
         self._show_hints(self.session.next_hint(self.step))
         return True
@@ -135,10 +144,13 @@ class CheckStepView(StepView):
             self._give_up_asked += 1
             if self._give_up_asked < 3:
                 first = self._give_up_asked == 1
-                self.query_one("#feedback", Static).update(Text(
-                    ("The answer opens after one try: answer first (h for a hint). " if first else "") +
-                    ("Give up without trying? g again." if first else "Sure? g once more shows the answer."),
-                    style="yellow"))
+                self.query_one("#feedback", Static).update(
+                    Text(
+                        ("The answer opens after one try: answer first (h for a hint). " if first else "")
+                        + ("Give up without trying? g again." if first else "Sure? g once more shows the answer."),
+                        style="yellow",
+                    )
+                )
                 self._feedback_into_view()
                 return True
         if not self.session.give_up(self.step, without_trying=True):
@@ -159,8 +171,9 @@ class CheckStepView(StepView):
         panel = self._verify_panel()
         if panel is None:
             if self.step.verify is not None:
-                self.query_one("#hint", Static).update(Text(
-                    "Answer first; then r runs an experiment that shows it for real.", style="dim"))
+                self.query_one("#hint", Static).update(
+                    Text("Answer first; then r runs an experiment that shows it for real.", style="dim")
+                )
             return self.step.verify is not None
         if not panel.running:
             panel.start(self.app.device_override)
@@ -191,8 +204,9 @@ class CheckStepView(StepView):
             return f"{verify}n next · p previous · ? help"
         stuck = " · g show answer" if self.session.can_give_up(self.step) else ""
         if isinstance(self.screen.focused, OptionList):
-            return f"↑↓ or 1–{len(self.step.answer.options)} choose · enter submit · escape leave the list (then h hint)"
+            return (
+                f"↑↓ or 1–{len(self.step.answer.options)} choose · enter submit · escape leave the list (then h hint)"
+            )
         if isinstance(self.screen.focused, Input):
             return "type your answer · enter submit · escape leave the box (then h hint)"
         return f"enter/tab back to the answer box · h hint{stuck} · n next · p previous · ? help"
-

@@ -24,13 +24,25 @@ class CodePane(Vertical):
 
     def compose(self) -> ComposeResult:
         n = len(self.changed)
-        yield Static(Text.assemble((self.title_text, "bold"), (f"  ({n} changed line{'s' * (n != 1)} marked {self.marker})",
-                                                               "dim")), classes="code-title")
+        yield Static(
+            Text.assemble(
+                (self.title_text, "bold"), (f"  ({n} changed line{'s' * (n != 1)} marked {self.marker})", "dim")
+            ),
+            classes="code-title",
+        )
         lines = self.code.splitlines() or [""]
-        gutter = Text("\n".join(self.marker if i in self.changed else " " for i in range(len(lines))),
-                      style="bold yellow")
-        syntax = Syntax(self.code, self.language, theme="ansi_dark", line_numbers=True, word_wrap=False,
-                        highlight_lines={i + 1 for i in self.changed}, background_color="default")
+        gutter = Text(
+            "\n".join(self.marker if i in self.changed else " " for i in range(len(lines))), style="bold yellow"
+        )
+        syntax = Syntax(
+            self.code,
+            self.language,
+            theme="ansi_dark",
+            line_numbers=True,
+            word_wrap=False,
+            highlight_lines={i + 1 for i in self.changed},
+            background_color="default",
+        )
         with Horizontal(classes="code-body"):
             yield Static(gutter, classes="gutter")
             yield Static(syntax, classes="code")

@@ -64,11 +64,18 @@ class ExerciseStepView(StepView):
         if self.step.body:
             yield Markdown(self.step.body)
         code = self.session.draft(self.step)
-        editor = CodeEditor.code_editor(code if code is not None else self.step.starter, language="python",
-                                        id="editor", soft_wrap=True)  # at 80 columns, nothing hides off to the right
+        editor = CodeEditor.code_editor(
+            code if code is not None else self.step.starter, language="python", id="editor", soft_wrap=True
+        )  # at 80 columns, nothing hides off to the right
         yield editor
-        yield Static(Text.assemble(("Your file: ", "dim"), workspace.shown_path(self.session.code_file(self.step)),
-                                   (" · e opens it in your editor; saving it runs it", "dim")), id="code-file")
+        yield Static(
+            Text.assemble(
+                ("Your file: ", "dim"),
+                workspace.shown_path(self.session.code_file(self.step)),
+                (" · e opens it in your editor; saving it runs it", "dim"),
+            ),
+            id="code-file",
+        )
         yield Static("", id="exercise-status", classes="feedback")
         # What failed comes right under the status; the program's output after it.
         yield Static("", id="results", classes="feedback")
@@ -85,8 +92,12 @@ class ExerciseStepView(StepView):
         history = self.session.history(self.step)
         self.passed = any(a.correct for a in history)
         if self.passed:
-            self._status(Text.assemble(("✓ You solved this one. ", "bold green"),
-                                       ("ctrl+r runs it again; ctrl+g shows the reference solution.", "dim")))
+            self._status(
+                Text.assemble(
+                    ("✓ You solved this one. ", "bold green"),
+                    ("ctrl+r runs it again; ctrl+g shows the reference solution.", "dim"),
+                )
+            )
         if self.session.hints_shown(self.step):
             self._show_hints(self.session.hints_shown(self.step))
         # The editor takes focus on enter, so arrows and page keys first scroll the instructions.
@@ -155,19 +166,33 @@ class ExerciseStepView(StepView):
         shown = workspace.shown_path(path)
         command = workspace.editor_command()
         if command is None:
-            self._status(Text(f"No $VISUAL or $EDITOR is set: edit here (enter), or open {shown} in any editor; "
-                              "saving it runs it.", style="yellow"))
+            self._status(
+                Text(
+                    f"No $VISUAL or $EDITOR is set: edit here (enter), or open {shown} in any editor; "
+                    "saving it runs it.",
+                    style="yellow",
+                )
+            )
             return True
         try:
             with self.app.suspend():
                 subprocess.call([*command, str(path)])
         except SuspendNotSupported:
-            self._status(Text(f"This terminal cannot hand itself over to {command[0]}: edit here (enter), or "
-                              f"open {shown} from another terminal; saving it runs it.", style="yellow"))
+            self._status(
+                Text(
+                    f"This terminal cannot hand itself over to {command[0]}: edit here (enter), or "
+                    f"open {shown} from another terminal; saving it runs it.",
+                    style="yellow",
+                )
+            )
             return True
         except OSError as e:
-            self._status(Text(f"Could not start {command[0]} ({e.strerror or e}): check $VISUAL/$EDITOR, or "
-                              "edit here (enter).", style="yellow"))
+            self._status(
+                Text(
+                    f"Could not start {command[0]} ({e.strerror or e}): check $VISUAL/$EDITOR, or edit here (enter).",
+                    style="yellow",
+                )
+            )
             return True
         self._poll_file()  # what the editor saved, run now rather than at the next poll
         return True
@@ -191,8 +216,12 @@ class ExerciseStepView(StepView):
         kept = workspace.keep_copy(self.session.code_file(self.step))
         editor.load_text(self.step.starter)
         self._save()
-        self._status(Text("Back to the starter code." + (f" Your code is kept in {workspace.shown_path(kept)}."
-                                                         if kept else ""), style="dim"))
+        self._status(
+            Text(
+                "Back to the starter code." + (f" Your code is kept in {workspace.shown_path(kept)}." if kept else ""),
+                style="dim",
+            )
+        )
 
     def action_show_solution(self) -> None:
         """Once passed: at once. After a graded run: ctrl+g twice. Before any: asked twice more."""
@@ -205,8 +234,10 @@ class ExerciseStepView(StepView):
                 if tried:
                     text = "Again (ctrl+g, or g outside the editor): show the reference solution; h gives a hint first"
                 elif self._solution_asks == 1:
-                    text = ("The solution opens after one run of your code (ctrl+r, or r). Give up without trying? "
-                            "Ask again.")
+                    text = (
+                        "The solution opens after one run of your code (ctrl+r, or r). Give up without trying? "
+                        "Ask again."
+                    )
                 else:
                     text = "Sure? Once more shows the reference solution."
                 self._status(Text(text, style="yellow"))
@@ -214,10 +245,22 @@ class ExerciseStepView(StepView):
             self._confirm_solution = False
         self.session.show_solution(self.step)
         # Headed, or below the editor it reads as the learner's own file.
-        heading = Text.assemble(("Reference solution", "bold"),
-                                (" (the lesson's; yours is in the editor above)", "dim"))
-        self._show("#solution", Group(heading, Syntax(self.step.solution.rstrip(), "python", theme="ansi_dark",
-                                                      line_numbers=True, background_color="default")))
+        heading = Text.assemble(
+            ("Reference solution", "bold"), (" (the lesson's; yours is in the editor above)", "dim")
+        )
+        self._show(
+            "#solution",
+            Group(
+                heading,
+                Syntax(
+                    self.step.solution.rstrip(),
+                    "python",
+                    theme="ansi_dark",
+                    line_numbers=True,
+                    background_color="default",
+                ),
+            ),
+        )
         self.query_one("#solution", Static).scroll_visible()
 
     def _confirm(self, what: str) -> bool:
@@ -254,9 +297,14 @@ class ExerciseStepView(StepView):
         self._show("#results", "")
         self._show("#hint", "")
         # The status to the top: its output streams in right under it.
-        self._status(Text((because + " " if because else "") +
-                          "Running your code in a separate Python process… (escape stops it)", style="italic"),
-                     top=True)
+        self._status(
+            Text(
+                (because + " " if because else "")
+                + "Running your code in a separate Python process… (escape stops it)",
+                style="italic",
+            ),
+            top=True,
+        )
         self.refresh_hint()
         self._grade(self.query_one("#editor", TextArea).text)
 
@@ -279,7 +327,9 @@ class ExerciseStepView(StepView):
         worker = get_current_worker()
         try:
             result = self.app.grader(
-                self.step, code, self.workdir,
+                self.step,
+                code,
+                self.workdir,
                 on_output=lambda text: self.post_message(self.Output(text)),
                 cancelled=lambda: worker.is_cancelled,
             )
@@ -306,8 +356,14 @@ class ExerciseStepView(StepView):
         self._show("#results", _results_text(result))
         if result.passed:
             self.passed = True
-            self._status(Text.assemble(("✓ Passed: ", "bold green"), result.summary,
-                                       (". ctrl+g shows the reference solution; n moves on.", "dim")), top=True)
+            self._status(
+                Text.assemble(
+                    ("✓ Passed: ", "bold green"),
+                    result.summary,
+                    (". ctrl+g shows the reference solution; n moves on.", "dim"),
+                ),
+                top=True,
+            )
             self.session.record_exercise(self.step, True, result.summary)  # and completes it
             self.post_message(self.Completed(self.step.id))
         else:
@@ -360,8 +416,9 @@ def _results_text(result: Any) -> Text:
             lines.append(Text.assemble(mark, (item.name, "bold"), ": ", item.feedback))
     if result.traceback:
         if result.passed:  # a "break it" exercise: the exception is the point; now read it
-            lines.append(Text("Your code raised the error it should (your lines are marked >>). Read it:",
-                              style="bold yellow"))
+            lines.append(
+                Text("Your code raised the error it should (your lines are marked >>). Read it:", style="bold yellow")
+            )
             lines.append(Text(result.traceback, style="yellow"))
         else:
             lines.append(Text("Your code raised an exception (your lines are marked >>):", style="bold red"))

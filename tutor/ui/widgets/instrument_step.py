@@ -68,10 +68,15 @@ class InstrumentStepView(StepView):
         waiting = self._unlocked_by()
         if waiting:
             names = ", ".join(f"“{p.title or p.id}”" for p in waiting)
-            yield Static(Text.assemble(
-                ("🔒 Locked until you commit to a prediction: ", "bold yellow"), names,
-                ("\nThis instrument would give the answer away. Press p to go back and lock it in.", "dim"),
-            ), id="waiting", classes="locked")
+            yield Static(
+                Text.assemble(
+                    ("🔒 Locked until you commit to a prediction: ", "bold yellow"),
+                    names,
+                    ("\nThis instrument would give the answer away. Press p to go back and lock it in.", "dim"),
+                ),
+                id="waiting",
+                classes="locked",
+            )
             return
         yield Static("", id="reveal", classes="reveal")
         self.settings = self._start_settings()
@@ -126,11 +131,17 @@ class InstrumentStepView(StepView):
         self.query_one("#reading", Static).update(render_reading(self.reading, width))
         math = self.query_one("#math", Static)
         math.display = self.math
-        math.update(Group(Text("Math peek: how these figures are computed", style="bold underline"),
-                          *(Text("  " + line) for line in self.reading.math)))
+        math.update(
+            Group(
+                Text("Math peek: how these figures are computed", style="bold underline"),
+                *(Text("  " + line) for line in self.reading.math),
+            )
+        )
         self.query_one("#math-hint", Static).update(
-            Text("m hides the formulas" if self.math else "m shows the formulas with these numbers in them",
-                 style="dim"))
+            Text(
+                "m hides the formulas" if self.math else "m shows the formulas with these numbers in them", style="dim"
+            )
+        )
         if self.step.goal is None:
             return
         moves = self.session.count_moves(self.step)
@@ -138,8 +149,9 @@ class InstrumentStepView(StepView):
         if self.step.goal.reached(self.reading.outputs):
             text = Text.assemble(("✓ Challenge met. ", "bold green"), self.step.goal.message, tried)
         else:
-            text = Text.assemble(("Challenge: not met yet. ", "bold yellow"), "The verdict below says what "
-                                 "stands in the way.", tried)
+            text = Text.assemble(
+                ("Challenge: not met yet. ", "bold yellow"), "The verdict below says what stands in the way.", tried
+            )
         self.query_one("#goal", Static).update(text)
 
     def _show_reveal(self) -> None:

@@ -24,8 +24,13 @@ class PredictStepView(StepView):
         yield Static(Text(self.step.prompt, style="bold"), classes="prompt")
         if self.session.prediction(self.step) is None:
             yield AnswerBox(self.step.answer, unit=self.step.unit, confirm=True)
-            yield Static(Text("Once locked, a prediction can't be changed: the run that follows will be judged "
-                              "against it.", style="dim"), classes="fine-print")
+            yield Static(
+                Text(
+                    "Once locked, a prediction can't be changed: the run that follows will be judged against it.",
+                    style="dim",
+                ),
+                classes="fine-print",
+            )
             yield Static("", id="feedback", classes="feedback")
         else:
             yield from self._locked()
@@ -33,8 +38,13 @@ class PredictStepView(StepView):
     def _locked(self) -> ComposeResult:
         locked = self.session.prediction(self.step)
         when = time.strftime("%H:%M", time.localtime(locked.locked_at))
-        yield Static(Text.assemble(("🔒 Your prediction: ", "bold"), (locked.answer, "bold cyan"),
-                                   (f"  (locked at {when})", "dim")), id="locked", classes="locked")
+        yield Static(
+            Text.assemble(
+                ("🔒 Your prediction: ", "bold"), (locked.answer, "bold cyan"), (f"  (locked at {when})", "dim")
+            ),
+            id="locked",
+            classes="locked",
+        )
         yield Static(reveal_text(self.session.reveal(self.step)), id="reveal", classes="reveal")
 
     def arrival_focus(self) -> Widget | None:
@@ -76,7 +86,9 @@ class PredictStepView(StepView):
     def keys_hint(self) -> str:
         if self.session.prediction(self.step) is None:
             if isinstance(self.step.answer, ChoiceAnswer):
-                return (f"↑↓ or 1–{len(self.step.answer.options)} choose, or type a value · enter lock in · "
-                        "p previous · ? help")
+                return (
+                    f"↑↓ or 1–{len(self.step.answer.options)} choose, or type a value · enter lock in · "
+                    "p previous · ? help"
+                )
             return "type your guess · enter lock in · escape leave the box"
         return "n next · p previous · ? help · q quit"

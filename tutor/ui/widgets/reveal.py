@@ -44,12 +44,17 @@ def reveal_text(reveal: Reveal | Pending) -> Text:
         # Words are not scored, and both are already on the two lines above: say so, not them again.
         summary = "Not scored: set your words beside what was measured."
     return Text.assemble(
-        ("Prediction vs measurement" if source == "measured" else f"Prediction vs {source} value",
-         "bold underline"), "\n",
-        ("  you predicted: ", "bold"), (answer, "cyan"), "\n",
-        (f"  {source + ':':<15}", "bold"), (f"{_label(reveal)}: {_value(reveal, measured)}", "bold"), (where, "dim"),
+        ("Prediction vs measurement" if source == "measured" else f"Prediction vs {source} value", "bold underline"),
         "\n",
-        mark, summary,
+        ("  you predicted: ", "bold"),
+        (answer, "cyan"),
+        "\n",
+        (f"  {source + ':':<15}", "bold"),
+        (f"{_label(reveal)}: {_value(reveal, measured)}", "bold"),
+        (where, "dim"),
+        "\n",
+        mark,
+        summary,
     )
 
 

@@ -40,8 +40,16 @@ class ReviewQuestion(Vertical):
 
     def compose(self) -> ComposeResult:
         q = self.question
-        yield Static(Text.assemble(("From ", "dim"), (f"“{q.lesson.title}”", "bold"), ("  ·  ", "dim"),
-                                   q.step.title or q.step.id, ("  ·  " + q.why(), "dim")), classes="origin")
+        yield Static(
+            Text.assemble(
+                ("From ", "dim"),
+                (f"“{q.lesson.title}”", "bold"),
+                ("  ·  ", "dim"),
+                q.step.title or q.step.id,
+                ("  ·  " + q.why(), "dim"),
+            ),
+            classes="origin",
+        )
         if q.step.body:
             yield Markdown(q.step.body)
         yield Static(Text(q.step.prompt, style="bold"), classes="prompt")
@@ -71,12 +79,15 @@ class ReviewQuestion(Vertical):
             return
         verdict, shown = graded.verdict, graded.answer
         self.answered = verdict.correct
-        feedback.update(Text.assemble(
-            ("✓ Right. ", "bold green") if verdict.correct else ("✗ Not this time. ", "bold red"),
-            after_the_mark(verdict.feedback or ""),
-            ("\nYour answer: ", "dim"), (shown, "dim italic"),
-            ("" if verdict.correct else "\nIt will come back sooner in your next reviews.", "dim"),
-        ))
+        feedback.update(
+            Text.assemble(
+                ("✓ Right. ", "bold green") if verdict.correct else ("✗ Not this time. ", "bold red"),
+                after_the_mark(verdict.feedback or ""),
+                ("\nYour answer: ", "dim"),
+                (shown, "dim italic"),
+                ("" if verdict.correct else "\nIt will come back sooner in your next reviews.", "dim"),
+            )
+        )
         self.query_one(AnswerBox).close()
         self._show_model_answer()
         self.post_message(self.Answered(q, verdict.correct))

@@ -49,8 +49,7 @@ def _concurrent(label: str, charted: str | None) -> bool:
     """Two ranks of one distributed run ("rank 0", "rank 1") stream side by side: one chart (the
     first rank seen), the others' latest loss beside it. Other labels are cases run one after
     another, each with a fresh chart."""
-    return (charted is not None and label != charted and label.startswith("rank ")
-            and charted.startswith("rank "))
+    return charted is not None and label != charted and label.startswith("rank ") and charted.startswith("rank ")
 
 
 class RunPanel(Vertical):
@@ -88,8 +87,12 @@ class RunPanel(Vertical):
         # The settings in words ("pin memory off"), not as Python wrote them ("pin_memory=False").
         # The edges a lesson's predictions turn at are not a setting the learner chose or reads.
         params = " · ".join(f"{setting_label(k)} {setting(v)}" for k, v in self.params.items() if k != DECIDE)
-        return Text.assemble(("▶ ", "bold"), (title, "bold"), (f"  experiment {self.experiment}", "dim"),
-                             (f"  ({params})" if params else "", "dim"))
+        return Text.assemble(
+            ("▶ ", "bold"),
+            (title, "bold"),
+            (f"  experiment {self.experiment}", "dim"),
+            (f"  ({params})" if params else "", "dim"),
+        )
 
     def set_params(self, params: dict[str, Any]) -> None:
         """New values for some parameters of the next run (a run step's learner-chosen settings)."""
@@ -124,8 +127,9 @@ class RunPanel(Vertical):
         self.state = "running"
         self._t0 = time.monotonic()
         self.run_id = runner.new_run_id()
-        self._set_status(Text("Starting… (loading PyTorch and the data the first time takes a few seconds)",
-                              style="italic"))
+        self._set_status(
+            Text("Starting… (loading PyTorch and the data the first time takes a few seconds)", style="italic")
+        )
         self.query_one("#bar", ProgressBar).display = True
         runner.start(self, self.run_id, self.experiment, self.params, device, self.app.engine)
         self.call_after_refresh(self.scroll_visible, animate=False)
@@ -188,8 +192,15 @@ class RunPanel(Vertical):
             return  # a late message from an earlier, cancelled run
         event = message.event
         if isinstance(event, Started):
-            self._set_status(Text.assemble(("Running on ", ""), (event.device_name, "bold"),
-                                           (f" ({event.device})", "dim"), (" · data: ", ""), (event.dataset, "")))
+            self._set_status(
+                Text.assemble(
+                    ("Running on ", ""),
+                    (event.device_name, "bold"),
+                    (f" ({event.device})", "dim"),
+                    (" · data: ", ""),
+                    (event.dataset, ""),
+                )
+            )
             if event.detail:
                 self._add_note(event.detail, "info")
         elif isinstance(event, Step):
@@ -238,17 +249,25 @@ class RunPanel(Vertical):
         enough = count >= MIN_CHART_POINTS
         latest = self._losses[-1] if self._losses else loss
         others = [f"   [{label}] {value:.3f}" for label, value in sorted(self._other_ranks.items())]
-        lab.text = Text.assemble((f"loss [{self._series}] " if self._series else "loss ", "bold"),
-                                 f"{self._first_loss:.3f} → ", (f"{latest:.3f}", "bold"), *others,
-                                 (f"   ({count} points, newest on the right)" if enough else
-                                  f"   ({count} point{'s' if count != 1 else ''} so far: too few to chart)",
-                                  "dim"))
+        lab.text = Text.assemble(
+            (f"loss [{self._series}] " if self._series else "loss ", "bold"),
+            f"{self._first_loss:.3f} → ",
+            (f"{latest:.3f}", "bold"),
+            *others,
+            (
+                f"   ({count} points, newest on the right)"
+                if enough
+                else f"   ({count} point{'s' if count != 1 else ''} so far: too few to chart)",
+                "dim",
+            ),
+        )
 
     @staticmethod
     def _step_text(step: Step, prefix: tuple[str, str]) -> Text:
         label = f"[{step.label}] " if step.label else ""
         return Text.assemble(
-            prefix, label,
+            prefix,
+            label,
             f"step {step.step:,}" + (f"/{step.total:,}" if step.total else ""),
             f" · epoch {step.epoch}" if step.epoch else "",
             f" · {step.seconds:.1f} s" + (f" · {fmt(step.samples_per_s)} samples/s" if step.samples_per_s > 0 else ""),
@@ -257,11 +276,15 @@ class RunPanel(Vertical):
     def _on_epoch(self, ep: Epoch) -> None:
         table = self.query_one("#epochs", DataTable)
         if not table.columns:  # a "run" column only when epochs come from several series (fp32 / amp)
-            table.add_columns(*(["run"] if ep.label else []), "epoch", "train loss", "test acc", "seconds",
-                              "samples/s")
+            table.add_columns(*(["run"] if ep.label else []), "epoch", "train loss", "test acc", "seconds", "samples/s")
         table.display = True
-        cells = [f"{ep.epoch}/{ep.epochs}", f"{ep.train_loss:.4f}", f"{ep.test_acc * 100:.2f}%",
-                 f"{ep.seconds:.2f}", fmt(ep.samples_per_s)]
+        cells = [
+            f"{ep.epoch}/{ep.epochs}",
+            f"{ep.train_loss:.4f}",
+            f"{ep.test_acc * 100:.2f}%",
+            f"{ep.seconds:.2f}",
+            fmt(ep.samples_per_s),
+        ]
         if len(table.columns) == 6:
             cells.insert(0, Text(ep.label or "-"))  # a DataTable reads a str cell as markup
         table.add_row(*cells)
@@ -304,19 +327,44 @@ class RunPanel(Vertical):
                 bar.update(total=1, progress=1)
             else:
                 bar.update(progress=bar.total)
-            self._set_status(Text.assemble(("✓ Finished", "bold green"), f" in {elapsed:.1f} s. ",
-                                           ("Press r to run again, n for the next step.", "dim")))
+            self._set_status(
+                Text.assemble(
+                    ("✓ Finished", "bold green"),
+                    f" in {elapsed:.1f} s. ",
+                    ("Press r to run again, n for the next step.", "dim"),
+                )
+            )
             self._show_metrics()
         elif message.status == "cancelled":
             bar.display = False
-            self._set_status(Text.assemble(("Cancelled", "bold yellow"), f" after {elapsed:.1f} s. ",
-                                           ("Nothing was recorded. Press r to run it again.", "dim")))
+            self._set_status(
+                Text.assemble(
+                    ("Cancelled", "bold yellow"),
+                    f" after {elapsed:.1f} s. ",
+                    ("Nothing was recorded. Press r to run it again.", "dim"),
+                )
+            )
         else:
             bar.display = False
-            self._set_status(Text.assemble(("✗ The run failed: ", "bold red"), (message.error or "unknown error", ""),
-                                           ("\nPress r to try again; the lesson goes on (n).", "dim")))
-        self.post_message(self.Done(RunOutcome(self.experiment, dict(self.params), message.status, dict(message.metrics),
-                                                 dict(message.device), message.error)))
+            self._set_status(
+                Text.assemble(
+                    ("✗ The run failed: ", "bold red"),
+                    (message.error or "unknown error", ""),
+                    ("\nPress r to try again; the lesson goes on (n).", "dim"),
+                )
+            )
+        self.post_message(
+            self.Done(
+                RunOutcome(
+                    self.experiment,
+                    dict(self.params),
+                    message.status,
+                    dict(message.metrics),
+                    dict(message.device),
+                    message.error,
+                )
+            )
+        )
 
     def _stop_tick(self) -> None:
         if self._tick_timer is not None:

@@ -34,8 +34,14 @@ class RunStepView(StepView):
                     if record is not None and record.params.get(name) in values:
                         value = record.params[name]  # the settings of the learner's last run
                     self.params[name] = value
-                    control = Control(name, setting_label(name), "choice", tuple(values), value,
-                                      labels=tuple(setting(v) for v in values))
+                    control = Control(
+                        name,
+                        setting_label(name),
+                        "choice",
+                        tuple(values),
+                        value,
+                        labels=tuple(setting(v) for v in values),
+                    )
                     yield ControlRow(control, value)
         yield RunPanel(self.step.experiment, self.params, id="panel")
         yield Static("", id="previous", classes="previous")
@@ -56,8 +62,9 @@ class RunStepView(StepView):
             # Label and value in the declared unit; a metric of an unknown (unloaded pack's)
             # experiment by its name's rules.
             metric = described.metric if described else Metric.from_text
-            shown = "; ".join(f"{metric(k).label}: {metric_value(metric(k), v)}"
-                              for k, v in list(record.metrics.items())[:3])
+            shown = "; ".join(
+                f"{metric(k).label}: {metric_value(metric(k), v)}" for k, v in list(record.metrics.items())[:3]
+            )
             parts: list = [Text.assemble(("Your last run ", "bold"), (f"({stamp} on {device}): ", "dim"), shown)]
             parts.extend(reveal_text(r) for r in self.session.run_reveals(self.step))
             self.query_one("#previous", Static).update(Group(*parts))

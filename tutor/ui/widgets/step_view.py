@@ -110,8 +110,10 @@ class StepView(Vertical):
 
 def hints_text(shown: list[str], total: int) -> Text:
     """The hint tiers shown so far, numbered ("Hint 2 of 3: ..."), and whether more are left."""
-    lines = [Text.assemble((f"Hint {i} of {total}: " if total > 1 else "Hint: ", "bold"), text)
-             for i, text in enumerate(shown, 1)]
+    lines = [
+        Text.assemble((f"Hint {i} of {total}: " if total > 1 else "Hint: ", "bold"), text)
+        for i, text in enumerate(shown, 1)
+    ]
     if len(shown) < total:
         lines.append(Text("h again for a more specific one.", style="dim"))
     return Text("\n").join(lines)
