@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich.console import Group
 from rich.padding import Padding
 from rich.text import Text
-from textual import on
+from textual import getters, on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
@@ -19,6 +21,9 @@ from tutor.ui.screens.profile import ProfileScreen
 from tutor.ui.screens.review import ReviewScreen
 from tutor.ui.screens.roofline import RooflineScreen
 
+if TYPE_CHECKING:
+    from tutor.ui.app import TutorApp
+
 
 def _hanging(text: Text) -> Group:
     """The device line with its notes indented as a block, so a wrapped note keeps its indent."""
@@ -27,6 +32,9 @@ def _hanging(text: Text) -> Group:
 
 
 class HomeScreen(Screen):
+    if TYPE_CHECKING:
+        app = getters.app(TutorApp)
+
     BINDINGS = [
         Binding("r", "review", "review"),
         Binding("p", "profile", "profile"),

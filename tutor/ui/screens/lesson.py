@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.text import Text
-from textual import on
+from textual import getters, on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
@@ -39,6 +40,10 @@ from tutor.ui.widgets.read_step import ReadStepView
 from tutor.ui.widgets.run_step import RunStepView
 from tutor.ui.widgets.step_view import StepView
 
+if TYPE_CHECKING:
+    from tutor.ui.app import TutorApp
+
+
 VIEWS = {
     ReadStep: ReadStepView,
     PredictStep: PredictStepView,
@@ -61,6 +66,9 @@ TEXT_INPUTS = (Input, OptionList, TextArea, ControlRow)  # escape leaves these f
 
 
 class LessonScreen(Screen):
+    if TYPE_CHECKING:
+        app = getters.app(TutorApp)
+
     BINDINGS = [
         Binding("n,right", "next", "next"),
         Binding("p,left", "previous", "prev"),

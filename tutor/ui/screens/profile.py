@@ -3,7 +3,10 @@ per concept, a chart of them over time, and the steps to revisit for the worst c
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich.text import Text
+from textual import getters
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
@@ -14,6 +17,10 @@ from tutor.course import profile as prediction_profile
 from tutor.course.profile import ConceptProfile, Profile
 
 # The chart's width: its lines fit an 80-column terminal beside the padding and the scrollbar.
+if TYPE_CHECKING:
+    from tutor.ui.app import TutorApp
+
+
 CHART_WIDTH = 72
 
 # Review asks the checks of finished lessons again; predictions are not in it (a prediction is
@@ -34,6 +41,9 @@ def _line(concept: ConceptProfile) -> Text:
 
 
 class ProfileScreen(Screen):
+    if TYPE_CHECKING:
+        app = getters.app(TutorApp)
+
     BINDINGS = [
         Binding("escape,q", "back", "back"),
         Binding("question_mark", "app.help", "help"),

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import random
+from typing import TYPE_CHECKING
 
 from rich.text import Text
-from textual import on
+from textual import getters, on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
@@ -17,8 +18,14 @@ from tutor.course.review import Question
 from tutor.course.session import LessonSession
 from tutor.ui.widgets.review_question import ReviewQuestion
 
+if TYPE_CHECKING:
+    from tutor.ui.app import TutorApp
+
 
 class ReviewScreen(Screen):
+    if TYPE_CHECKING:
+        app = getters.app(TutorApp)
+
     BINDINGS = [
         Binding("n", "next", "next"),
         Binding("s", "skip", "skip"),

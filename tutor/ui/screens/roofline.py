@@ -5,8 +5,10 @@ its cache by the device's kind and name, and the runs from the progress store.""
 from __future__ import annotations
 
 from importlib import metadata
+from typing import TYPE_CHECKING
 
 from rich.text import Text
+from textual import getters
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
@@ -14,6 +16,10 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static
 
 from tutor.measurement import calibration
+
+if TYPE_CHECKING:
+    from tutor.ui.app import TutorApp
+
 
 CALIBRATE_STEP = "gpu-lab's 'Run: this machine's roofline, kept' step"
 
@@ -26,6 +32,9 @@ def _torch_version() -> str | None:
 
 
 class RooflineScreen(Screen):
+    if TYPE_CHECKING:
+        app = getters.app(TutorApp)
+
     BINDINGS = [
         Binding("escape,q", "back", "back"),
         Binding("question_mark", "app.help", "help"),

@@ -9,14 +9,15 @@ from textual.containers import Vertical
 from textual.widget import Widget
 from textual.widgets import Input, Markdown, OptionList, Static
 
-from tutor.course.session import Unreadable
+from tutor.course.lesson import CheckStep
+from tutor.course.session import LessonSession, Unreadable
 from tutor.ui.widgets.answer_box import AnswerBox, after_the_mark
 from tutor.ui.widgets.run_panel import RunPanel
 from tutor.ui.widgets.step_view import StepView, hints_text
 
 
-class CheckStepView(StepView):
-    def __init__(self, session, index) -> None:
+class CheckStepView(StepView[CheckStep]):
+    def __init__(self, session: LessonSession, index: int) -> None:
         super().__init__(session, index)
         self.solved = False
         self.gave_up = False

@@ -25,6 +25,8 @@ from textual.widgets import Markdown, RichLog, Static, TextArea
 from textual.worker import get_current_worker
 
 from tutor.course import workspace
+from tutor.course.lesson import ExerciseStep
+from tutor.course.session import LessonSession
 from tutor.ui.widgets.code_editor import CodeEditor
 from tutor.ui.widgets.step_view import StepView, hints_text
 
@@ -32,7 +34,7 @@ SAVE_AFTER_S = 0.4  # debounce: save the draft this long after the last keystrok
 OUTPUT_LINES = 400  # the output panel keeps the latest lines only
 
 
-class ExerciseStepView(StepView):
+class ExerciseStepView(StepView[ExerciseStep]):
     BINDINGS = [
         Binding("ctrl+r", "run_code", "run code", priority=True),
         Binding("ctrl+o", "reset_code", "reset", priority=True),
@@ -50,8 +52,8 @@ class ExerciseStepView(StepView):
         result: Any  # tutor.exercises.grader.ExerciseResult, or None when the run could not start
         error: str | None = None
 
-    def __init__(self, lesson, index) -> None:
-        super().__init__(lesson, index)
+    def __init__(self, session: LessonSession, index: int) -> None:
+        super().__init__(session, index)
         self._save_timer = None
         self._confirm_solution: str | bool = False
         self._solution_asks = 0

@@ -18,7 +18,7 @@ from textual.widgets import Markdown, Static
 
 from tutor import instruments
 from tutor.course.lesson import InstrumentStep, PredictStep
-from tutor.course.session import Evidence
+from tutor.course.session import Evidence, LessonSession
 from tutor.instruments import Context, Reading
 from tutor.instruments.render import reading as render_reading
 from tutor.ui.widgets.controls import ControlRow
@@ -26,11 +26,9 @@ from tutor.ui.widgets.reveal import reveal_text
 from tutor.ui.widgets.step_view import StepView
 
 
-class InstrumentStepView(StepView):
-    step: InstrumentStep
-
-    def __init__(self, lesson, index: int) -> None:
-        super().__init__(lesson, index)
+class InstrumentStepView(StepView[InstrumentStep]):
+    def __init__(self, session: LessonSession, index: int) -> None:
+        super().__init__(session, index)
         self.instrument = instruments.REGISTRY[self.step.instrument]
         self.math = False
         self.context = Context()

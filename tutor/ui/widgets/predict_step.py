@@ -11,13 +11,14 @@ from textual.widget import Widget
 from textual.widgets import Markdown, Static
 
 from tutor.checks.answers import ChoiceAnswer
+from tutor.course.lesson import PredictStep
 from tutor.course.session import Unreadable
 from tutor.ui.widgets.answer_box import AnswerBox
 from tutor.ui.widgets.reveal import reveal_text
 from tutor.ui.widgets.step_view import StepView
 
 
-class PredictStepView(StepView):
+class PredictStepView(StepView[PredictStep]):
     def compose(self) -> ComposeResult:
         if self.step.body:
             yield Markdown(self.step.body)

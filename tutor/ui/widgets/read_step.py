@@ -5,11 +5,12 @@ from __future__ import annotations
 from textual.app import ComposeResult
 from textual.widgets import Markdown
 
+from tutor.course.lesson import ReadStep
 from tutor.ui.widgets.code_compare import CodeCompareView
 from tutor.ui.widgets.step_view import StepView
 
 
-class ReadStepView(StepView):
+class ReadStepView(StepView[ReadStep]):
     enter_moves_on = True
 
     def compose(self) -> ComposeResult:

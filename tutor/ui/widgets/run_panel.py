@@ -5,11 +5,11 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.table import Table as RichTable
 from rich.text import Text
-from textual import on
+from textual import getters, on
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.message import Message
@@ -24,6 +24,10 @@ from tutor.experiments.spec import DECIDE
 from tutor.present import metric as fmt
 from tutor.present import metric_value, setting
 from tutor.ui import runner
+
+if TYPE_CHECKING:
+    from tutor.ui.app import TutorApp
+
 
 MIN_CHART_POINTS = 4  # fewer losses than this are said, not drawn
 MAX_LOSS_POINTS = 200  # the sparkline keeps the latest points only (each repaint buckets them all)
@@ -54,6 +58,9 @@ def _concurrent(label: str, charted: str | None) -> bool:
 
 class RunPanel(Vertical):
     """Runs one experiment and shows it live. Posts `RunPanel.Done` when it ends."""
+
+    if TYPE_CHECKING:
+        app = getters.app(TutorApp)
 
     @dataclass
     class Done(Message):

@@ -12,6 +12,7 @@ from textual.containers import Vertical
 from textual.widgets import Markdown, Static
 
 from tutor import experiments
+from tutor.course.lesson import RunStep
 from tutor.experiments.spec import Metric
 from tutor.instruments import Control
 from tutor.present import metric_value, setting
@@ -21,7 +22,7 @@ from tutor.ui.widgets.run_panel import RunPanel, setting_label
 from tutor.ui.widgets.step_view import StepView
 
 
-class RunStepView(StepView):
+class RunStepView(StepView[RunStep]):
     def compose(self) -> ComposeResult:
         if self.step.body:
             yield Markdown(self.step.body)

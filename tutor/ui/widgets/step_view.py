@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Generic, TypeVar, cast
 
 from rich.text import Text
-from textual import events
+from textual import events, getters
 from textual.containers import Vertical
 from textual.message import Message
 from textual.widget import Widget
@@ -14,9 +15,18 @@ from textual.widgets import Markdown, Static
 from tutor.course.lesson import Lesson, Step
 from tutor.course.session import LessonSession
 
+if TYPE_CHECKING:
+    from tutor.ui.app import TutorApp
 
-class StepView(Vertical):
-    """Base of the step widgets. The lesson screen forwards keys to these methods."""
+StepT = TypeVar("StepT", bound=Step)
+
+
+class StepView(Vertical, Generic[StepT]):
+    """Base of the step widgets, each typed by the step it shows (`StepView[CheckStep]`). The lesson
+    screen forwards keys to these methods."""
+
+    if TYPE_CHECKING:  # Textual's way to type self.app; at run time the plain property
+        app = getters.app(TutorApp)
 
     @dataclass
     class Completed(Message):
@@ -33,7 +43,8 @@ class StepView(Vertical):
         super().__init__(classes="step")
         self.session = session
         self.index = index
-        self.step: Step = session.lesson.steps[index]
+        # The lesson screen picks the view by the step's class (screens/lesson.py VIEWS).
+        self.step: StepT = cast(StepT, session.lesson.steps[index])
 
     @property
     def lesson(self) -> Lesson:
