@@ -84,6 +84,17 @@ def test_a_prediction_that_cannot_be_one_is_said_and_not_locked(session, typed, 
     assert session.prediction(step) is None and step.id not in session.completed()
 
 
+def test_a_range_with_one_bound_is_said_with_that_bound_alone(tmp_path):
+    """A question that sets only a floor says "at least 1 GB", never "1 GB to None"."""
+    text = LESSON.replace(
+        "answer: {type: number, unit: s, min: 0.01, max: 1000}", "answer: {type: number, unit: s, min: 1}"
+    )
+    with Progress(tmp_path / "progress.db") as progress:
+        session = LessonSession(load_text(text), progress)
+        with pytest.raises(Unreadable, match=r"allows \(at least 1 s\)\.$"):
+            session.lock(_step(session, "guess-time"), "0.5 s")
+
+
 def test_locking_keeps_the_number_and_completes_the_step(session):
     step = _step(session, "guess-time")
     locked = session.lock(step, "3 s")

@@ -7,7 +7,7 @@ Pure pydantic: no Textual, no torch. `tutor.course.lesson` embeds these models, 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -33,7 +33,7 @@ class ChoiceAnswer(Strict):
     # The schema (`gpututor schema`) says a plain string is an option too.
     @field_validator("options", mode="before", json_schema_input_type=list[ChoiceOption | str])
     @classmethod
-    def _plain_strings(cls, value):
+    def _plain_strings(cls, value: Any) -> Any:
         # `options: ["slower", "about 2x"]` is shorthand for [{text: "slower"}, ...]
         if isinstance(value, list):
             # (a number too, so that the error asks for quotes rather than a mapping)
@@ -109,6 +109,9 @@ class TextAnswer(Strict):
 
 
 AnswerSpec = Annotated[ChoiceAnswer | NumberAnswer | TextAnswer, Field(discriminator="type")]
+AnyAnswer = ChoiceAnswer | NumberAnswer | TextAnswer  # an AnswerSpec once read
+# What a run reports for a metric (tutor.experiments.events.Metric, said again here: no import of it)
+Measured = float | int | str | bool | None
 
 
 @dataclass(frozen=True)
@@ -122,7 +125,7 @@ class Verdict:
     # measured to compare with): a review does not count it against the learner.
     judged: bool = True
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {
             "correct": self.correct,
             "feedback": self.feedback,

@@ -224,9 +224,9 @@ def _read_typed(text: str, spec: ChoiceAnswer, unit: str) -> TypedChoice:
         return TypedChoice(problem=f"There is no option {number}: the options are 1 to {n}.")
     letter = _LETTER_RE.match(raw)
     if letter and n <= 26:
-        index = ord(letter.group(1)) - ord("a")
-        if index < n:
-            return TypedChoice((_as_option(index, spec),))
+        at = ord(letter.group(1)) - ord("a")
+        if at < n:
+            return TypedChoice((_as_option(at, spec),))
     as_typed = " ".join((text or "")[:MAX_INPUT].split())  # the learner's own spelling, for messages
     quantity = read_quantity(as_typed)
     if quantity is not None and _option_for_value(quantity.value, spec, unit)[1]:

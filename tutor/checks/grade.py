@@ -2,24 +2,26 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import TypeAdapter, ValidationError
 
-from tutor.checks.answers import AnswerSpec, ChoiceAnswer, NumberAnswer, TextAnswer, Verdict
+from tutor.checks.answers import AnswerSpec, AnyAnswer, ChoiceAnswer, NumberAnswer, TextAnswer, Verdict
 from tutor.checks.choice import describe_choice, grade_choice
 from tutor.checks.number import describe_number, grade_number
 from tutor.checks.text import grade_text
 
-_ADAPTER: TypeAdapter = TypeAdapter(AnswerSpec)
+_ADAPTER: TypeAdapter[AnyAnswer] = TypeAdapter(AnswerSpec)
 
 
-def as_spec(spec) -> ChoiceAnswer | NumberAnswer | TextAnswer:
+def as_spec(spec: AnyAnswer | dict[str, Any]) -> AnyAnswer:
     """Accept a spec model or its plain dict (as written in YAML)."""
     if isinstance(spec, (ChoiceAnswer, NumberAnswer, TextAnswer)):
         return spec
     return _ADAPTER.validate_python(spec)
 
 
-def grade(answer: str, spec, metrics: dict | None = None) -> Verdict:
+def grade(answer: str, spec: AnyAnswer | dict[str, Any], metrics: dict[str, Any] | None = None) -> Verdict:
     """Grade a learner's answer. Never raises on any answer text.
 
     choice: the option's text, its 1-based number or its letter; number: value with units,
@@ -45,7 +47,7 @@ def grade(answer: str, spec, metrics: dict | None = None) -> Verdict:
         )
 
 
-def describe_spec(spec) -> str:
+def describe_spec(spec: AnyAnswer | dict[str, Any]) -> str:
     """What kind of answer is expected, for an input's placeholder."""
     spec = as_spec(spec)
     if isinstance(spec, ChoiceAnswer):

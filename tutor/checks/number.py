@@ -29,8 +29,9 @@ import math
 import re
 import unicodedata
 from dataclasses import dataclass
+from typing import Any
 
-from tutor.checks.answers import NumberAnswer, Verdict
+from tutor.checks.answers import NumberAnswer, NumberRange, Verdict
 
 # unit word -> (canonical unit, kind, factor to the kind's base unit)
 _UNIT_TABLE: dict[str, tuple[str, str, float]] = {}
@@ -343,7 +344,7 @@ def describe_number(spec: NumberAnswer) -> str:
 # ----------------------------------------------------------------------------- grade
 
 
-def _target(spec: NumberAnswer, metrics: dict | None) -> tuple[float | None, str | None]:
+def _target(spec: NumberAnswer, metrics: dict[str, Any] | None) -> tuple[float | None, str | None]:
     """The correct value, or (None, reason) when it cannot be known here."""
     if spec.from_metric:
         raw = (metrics or {}).get(spec.from_metric) if isinstance(metrics, dict) else None
@@ -543,13 +544,13 @@ def band_reach(spec: NumberAnswer, target: float | None) -> list[BandReach]:
     return out
 
 
-def _overlaps(band, lo: float, hi: float) -> bool:
+def _overlaps(band: NumberRange, lo: float, hi: float) -> bool:
     b_lo = band.min if band.min is not None else -math.inf
     b_hi = band.max if band.max is not None else math.inf
     return b_lo <= hi and lo <= b_hi
 
 
-def grade_number(answer: str, spec: NumberAnswer, metrics: dict | None = None) -> Verdict:
+def grade_number(answer: str, spec: NumberAnswer, metrics: dict[str, Any] | None = None) -> Verdict:
     """Grade a number answer.
 
     `from_metric`: the correct value is metrics[from_metric]. When that metric is missing or

@@ -4,8 +4,17 @@ from __future__ import annotations
 
 import math
 import re
+from typing import Any
 
-from tutor.checks.answers import ChoiceAnswer, NumberAnswer, PredictionScore, TextAnswer
+from tutor.checks.answers import (
+    AnyAnswer,
+    ChoiceAnswer,
+    ChoiceOption,
+    Measured,
+    NumberAnswer,
+    PredictionScore,
+    TextAnswer,
+)
 from tutor.checks.choice import resolve
 from tutor.checks.number import byte_unit_said, convert, format_number, parse_number, read_quantity, unit_info
 from tutor.checks.text import normalise
@@ -25,7 +34,7 @@ NO_MEASUREMENT = (
 )
 
 
-def _number(x) -> float | None:
+def _number(x: object) -> float | None:
     if isinstance(x, bool) or x is None:
         return None
     if isinstance(x, (int, float)):
@@ -39,7 +48,7 @@ def _number(x) -> float | None:
     return None
 
 
-def _shown(measured, unit: str) -> str:
+def _shown(measured: Measured, unit: str) -> str:
     value = _number(measured) if not isinstance(measured, str) else None
     if value is not None:
         return format_number(value, unit)
@@ -57,7 +66,7 @@ def _quote(answer: str) -> str:
 INTERVAL_SUFFIXES = ("_low", "_high")  # a metric NAME's interval, reported as NAME_low and NAME_high
 
 
-def interval_of(metrics: dict, name: str | None) -> tuple[float, float] | None:
+def interval_of(metrics: dict[str, Any], name: str | None) -> tuple[float, float] | None:
     """The interval of a metric's typical value, when the run reported one (NAME_low, NAME_high)."""
     if not name or not isinstance(metrics, dict):
         return None
@@ -69,8 +78,8 @@ def interval_of(metrics: dict, name: str | None) -> tuple[float, float] | None:
 
 def score_prediction(
     answer: str,
-    spec,
-    measured,
+    spec: AnyAnswer,
+    measured: Measured,
     unit: str = "",
     interval: tuple[float, float] | None = None,
     why: str | None = None,
@@ -108,7 +117,7 @@ def score_prediction(
         return PredictionScore(summary=f"You said {_quote(answer)}; measured {_shown(measured, unit)}.")
 
 
-def _said(answer: str, spec) -> str:
+def _said(answer: str, spec: AnyAnswer) -> str:
     if isinstance(spec, ChoiceAnswer):
         i = resolve(answer, spec)
         return f"'{spec.options[i].text}'" if i is not None else f"'{_quote(answer)}'"
@@ -118,7 +127,7 @@ def _said(answer: str, spec) -> str:
     return f"'{_quote(answer)}'"
 
 
-def _as_percent(measured, spec, unit: str):
+def _as_percent(measured: Measured, spec: AnyAnswer, unit: str) -> Measured:
     """Shares are measured as fractions; a "%" step compares them in percent."""
     u = unit or getattr(spec, "unit", "") or ""
     if u.strip() == "%" and isinstance(measured, (int, float)) and not isinstance(measured, bool):
@@ -126,10 +135,8 @@ def _as_percent(measured, spec, unit: str):
     return measured
 
 
-def _score(answer: str, spec, measured, unit: str) -> PredictionScore:
+def _score(answer: str, spec: AnyAnswer, measured: Measured, unit: str) -> PredictionScore:
     measured = _as_percent(measured, spec, unit)
-    if isinstance(spec, ChoiceAnswer) and not unit and getattr(spec, "unit", ""):
-        unit = spec.unit
     if measured is None or (isinstance(measured, float) and math.isnan(measured)):
         template = NO_SPEEDUP if _about_speed(spec, unit) else NO_MEASUREMENT
         return PredictionScore(template.format(said=_said(answer, spec)))
@@ -142,13 +149,13 @@ def _score(answer: str, spec, measured, unit: str) -> PredictionScore:
     return PredictionScore(f"Measured {_shown(measured, unit)}.")
 
 
-def _about_speed(spec, unit: str) -> bool:
+def _about_speed(spec: AnyAnswer, unit: str) -> bool:
     """Is this a speedup comparison (the one kind of metric an absent accelerator empties)?"""
     u = unit or getattr(spec, "unit", "") or ""
     return u.strip().lower() in ("x", "times", "speedup")
 
 
-def _score_number(answer: str, spec: NumberAnswer, measured, unit: str) -> PredictionScore:
+def _score_number(answer: str, spec: NumberAnswer, measured: Measured, unit: str) -> PredictionScore:
     shown_unit = spec.unit or unit
     m = _number(measured)
     if m is None:
@@ -191,7 +198,7 @@ def _score_number(answer: str, spec: NumberAnswer, measured, unit: str) -> Predi
     return PredictionScore(f"{round(rel * 100)}% too {direction} ({said})", ratio, False)
 
 
-def _in(option, value: float) -> bool:
+def _in(option: ChoiceOption, value: float) -> bool:
     return (option.min is None or value >= option.min) and (option.max is None or value < option.max)
 
 
@@ -235,7 +242,7 @@ _YES = {"yes", "true", "y"}
 _NO = {"no", "false", "n"}
 
 
-def _score_choice(answer: str, spec: ChoiceAnswer, measured, unit: str) -> PredictionScore:
+def _score_choice(answer: str, spec: ChoiceAnswer, measured: Measured, unit: str) -> PredictionScore:
     index = resolve(answer, spec)
     chose = f"you chose '{spec.options[index].text}'" if index is not None else f"you wrote '{_quote(answer)}'"
     ranged = [o for o in spec.options if o.min is not None or o.max is not None]
@@ -259,7 +266,7 @@ def _score_choice(answer: str, spec: ChoiceAnswer, measured, unit: str) -> Predi
     return PredictionScore(f"{chose}; measured {text}", None, False)
 
 
-def judged_edges(spec, unit: str = "", answer: str | None = None) -> tuple[float, ...]:
+def judged_edges(spec: AnyAnswer, unit: str = "", answer: str | None = None) -> tuple[float, ...]:
     """Where a verdict on `spec` turns, in the measurement's own unit (a share where the step is in
     "%"): every option's ends for a choice, whichever is chosen; for a number, the ends of the
     tolerance about `answer`. A run that measures until its interval is clear of all of them has
@@ -277,7 +284,7 @@ def judged_edges(spec, unit: str = "", answer: str | None = None) -> tuple[float
         return ()
 
 
-def _allowed(answer: str, spec, unit: str) -> tuple[float | None, float | None] | None:
+def _allowed(answer: str, spec: AnyAnswer, unit: str) -> tuple[float | None, float | None] | None:
     """The values of the measurement (in `unit`) the prediction calls right: the chosen option's
     [min, max), or the number's tolerance about what was predicted. None where it names no range
     (an option without one, a number that could not be read)."""
@@ -299,17 +306,18 @@ def _allowed(answer: str, spec, unit: str) -> tuple[float | None, float | None] 
         else:
             return None
         if unit and spec.unit and unit_info(unit) and unit_info(spec.unit):
-            low, high = (convert(v, spec.unit, unit) for v in (low, high))
-            if low is None or high is None:
+            low_in, high_in = (convert(v, spec.unit, unit) for v in (low, high))
+            if low_in is None or high_in is None:
                 return None
+            return low_in, high_in
         return low, high
     return None
 
 
 def _score_interval(
     answer: str,
-    spec,
-    measured,
+    spec: AnyAnswer,
+    measured: Measured,
     unit: str,
     interval: tuple[float, float],
     why: str | None = None,
@@ -317,7 +325,8 @@ def _score_interval(
     guard: float = GUARD,
 ) -> PredictionScore:
     """Judged by the interval of the typical value: hit, miss, or undecided (see score_prediction)."""
-    lo, hi = (_as_percent(v, spec, unit) for v in interval)
+    scale = 100 if _is_percent(spec, unit) else 1  # as _as_percent scales the measurement
+    lo, hi = (v * scale for v in interval)
     central = _score(answer, spec, measured, unit)
     allowed = _allowed(answer, spec, unit)
     if allowed is None:
@@ -385,5 +394,5 @@ def _why_undecided(why: str | None) -> str:
     return f"{text} Run it again (r) when it is quieter."
 
 
-def _is_percent(spec, unit: str) -> bool:
+def _is_percent(spec: AnyAnswer, unit: str) -> bool:
     return (unit or getattr(spec, "unit", "") or "").strip() == "%"

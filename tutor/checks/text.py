@@ -53,7 +53,7 @@ import unicodedata
 from dataclasses import dataclass
 from functools import lru_cache
 
-from tutor.checks.answers import Rubric, TextAnswer, Verdict
+from tutor.checks.answers import Concept, Rubric, TextAnswer, Verdict
 
 # ----------------------------------------------------------------------------- normalise
 
@@ -699,7 +699,7 @@ def grade_rubric(parsed: Answer, rubric: Rubric) -> Verdict:
     return Verdict(False, _missing_text(missing[:2]), missing=names_missing, score=score)
 
 
-def _missing_text(concepts) -> str:
+def _missing_text(concepts: list[Concept]) -> str:
     parts = []
     for c in concepts:
         text = c.missing.strip() or f"Your answer does not yet mention {c.name.replace('-', ' ')}."

@@ -86,18 +86,18 @@ def ledger_value(expr: str, moves: list[Move]) -> Any:
     aggregate, _, ref = expr.rpartition(":")
     kind, _, name = ref.partition(".")
     values = [(m.settings if kind == "settings" else m.outputs).get(name) for m in moves]
-    values = [v for v in values if v is not None]
-    if not values:
+    present = [v for v in values if v is not None]
+    if not present:
         return None
     if aggregate == "first":
-        return _tidy(values[0])
+        return _tidy(present[0])
     if aggregate == "min":
-        return _tidy(min(values))
+        return _tidy(min(present))
     if aggregate == "max":
-        return _tidy(max(values))
+        return _tidy(max(present))
     if aggregate == "any":
-        return any(bool(v) for v in values)
-    return _tidy(values[-1])
+        return any(bool(v) for v in present)
+    return _tidy(present[-1])
 
 
 def _tidy(value: Any) -> Any:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -65,6 +65,10 @@ class Hinted(StepBase):
     """A step that may give hints in tiers: `hints: [...]`, the next one on each h (`hint:` is one).
     Its subclasses declare the two fields (`hint: str`, `hints: list[str]`) where they read best
     in the format (a field declared here would come before `kind`)."""
+
+    if TYPE_CHECKING:  # the subclasses' fields, said here for the type checker only
+        hint: str
+        hints: list[str]
 
     @model_validator(mode="after")
     def _one_way(self) -> Hinted:
@@ -399,7 +403,7 @@ class Lesson(Strict):
     steps: list[Step] = Field(min_length=1)
 
     @model_validator(mode="after")
-    def _unique_step_ids(self):
+    def _unique_step_ids(self) -> Lesson:
         seen: set[str] = set()
         for step in self.steps:
             if step.id in seen:

@@ -61,6 +61,7 @@ def _to_python(node: yaml.Node, where: Path_, parsed: _Parsed, budget: list[int]
         return out
     if isinstance(node, yaml.SequenceNode):
         return [_to_python(v, (*where, i), parsed, budget) for i, v in enumerate(node.value)]
+    assert isinstance(node, yaml.ScalarNode)  # YAML's nodes are mappings, sequences and scalars
     value = _scalar(node)
     if isinstance(value, str) and (bad := _CONTROL.search(value)):
         parsed.controls.append((marks[where], bad.group()))
@@ -75,7 +76,7 @@ _constructor = yaml.constructor.SafeConstructor()
 _FLOAT_1_2 = re.compile(r"[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?")
 
 
-def _scalar(node: yaml.Node) -> Any:
+def _scalar(node: yaml.ScalarNode) -> Any:
     if node.tag == "tag:yaml.org,2002:str" and not node.style and _FLOAT_1_2.fullmatch(node.value):
         return float(node.value)
     try:

@@ -142,7 +142,7 @@ def _known_keys() -> list[str]:
 
 
 _STEP_MODELS = {
-    m.model_fields["kind"].annotation.__args__[0]: m
+    typing.get_args(m.model_fields["kind"].annotation)[0]: m
     for m in (ReadStep, PredictStep, RunStep, CheckStep, ExerciseStep, InstrumentStep)
 }
 
@@ -187,7 +187,9 @@ def _step_fields(loc: tuple[Any, ...], data: Any) -> list[str] | None:
         return None
     steps = data.get("steps")
     step = steps[loc[1]] if isinstance(steps, list) and isinstance(loc[1], int) and loc[1] < len(steps) else None
-    model = _STEP_MODELS.get(step.get("kind")) if isinstance(step, dict) else None
+    if not isinstance(step, dict):
+        return None
+    model = _STEP_MODELS.get(step.get("kind"))
     return [step["kind"], *model.model_fields] if model else None
 
 
@@ -383,21 +385,21 @@ def _semantic_issues(data: dict[str, Any], marks: dict[Path_, Pos], path: str) -
         except ValidationError as e:
             names = list(exp.params.model_fields)
             for err in e.errors():
-                key = err["loc"][0] if err["loc"] else None
-                ploc = (*loc, "params", key) if key is not None else (*loc, "params")
+                param = err["loc"][0] if err["loc"] else None
+                ploc = (*loc, "params", param) if param is not None else (*loc, "params")
                 if err["type"] == "extra_forbidden":
                     add(
                         ploc,
-                        f"experiment {name!r} has no parameter {key!r}{_did_you_mean(key, names)}; "
+                        f"experiment {name!r} has no parameter {param!r}{_did_you_mean(str(param), names)}; "
                         f"it takes: {', '.join(names)}",
                         at_key=True,
                     )
-                elif key is None:  # a check across parameters (batch_size a multiple of micro_batches)
+                elif param is None:  # a check across parameters (batch_size a multiple of micro_batches)
                     add(ploc, f"experiment {name!r} params: {err['msg'].removeprefix('Value error, ')}")
                 else:
                     add(
                         ploc,
-                        f"experiment {name!r} parameter {key!r}: {err['msg'].removeprefix('Value error, ')}"
+                        f"experiment {name!r} parameter {param!r}: {err['msg'].removeprefix('Value error, ')}"
                         f"{_got(err.get('input'))}{_unquoted_word(err.get('input'), err['msg'])}",
                     )
 
@@ -448,7 +450,8 @@ def _semantic_issues(data: dict[str, Any], marks: dict[Path_, Pos], path: str) -
                         f"metric {metric!r}{_did_you_mean(metric, metrics)}; it reports: {_reported(metrics)}",
                     )
                     continue
-                if metrics[metric].unit not in ("text", "bool") and _unranged_choice(step.get("answer")):
+                declared = experiments.REGISTRY[run["experiment"]].metric(metric)
+                if declared.unit not in ("text", "bool") and _unranged_choice(step.get("answer")):
                     add(
                         (*loc, "answer", "options"),
                         f"step {step.get('id')!r} compares the number {metric!r} with "
@@ -457,7 +460,7 @@ def _semantic_issues(data: dict[str, Any], marks: dict[Path_, Pos], path: str) -
                         at_key=True,
                     )
                 unit = step.get("unit", "")
-                problem = isinstance(unit, str) and _unit_problem(unit, metrics[metric].unit, step.get("answer"))
+                problem = isinstance(unit, str) and _unit_problem(unit, declared.unit, step.get("answer"))
                 if problem:
                     add(
                         (*loc, "unit") if "unit" in step else (*loc, "compare"),
@@ -559,7 +562,7 @@ def _check_answer_issues(
             "none: add `verify: {experiment: NAME}`, or give the answer as `value`",
             at_key=True,
         )
-    elif isinstance(metric, str) and verify.get("experiment") in experiments.REGISTRY:
+    elif isinstance(metric, str) and isinstance(verify, dict) and verify.get("experiment") in experiments.REGISTRY:
         metrics = experiments.REGISTRY[verify["experiment"]].metrics
         if metric not in metrics:
             add(
@@ -797,7 +800,7 @@ def _instrument_issues(
 def _ledger_problem(expr: Any, controls: list[str], outputs: list[str], steps: list[Any]) -> str | None:
     if not isinstance(expr, str):
         return "expected text such as 'outputs.mfu', 'min:outputs.total_gb' or 'prediction.STEP'"
-    by_id = {s.get("id"): s for s in steps if isinstance(s, dict)}
+    by_id = {s["id"]: s for s in steps if isinstance(s, dict) and isinstance(s.get("id"), str)}
     kind, _, rest = expr.partition(".")
     if kind == "prediction":
         target = by_id.get(rest)
@@ -812,7 +815,8 @@ def _ledger_problem(expr: Any, controls: list[str], outputs: list[str], steps: l
         if target is None or target.get("kind") != "run":
             runs = [i for i, s in by_id.items() if s.get("kind") == "run"]
             return f"no run step {step_id!r}{_did_you_mean(step_id, runs)} (write run.STEP.METRIC)"
-        exp = experiments.REGISTRY.get(target.get("experiment")) if isinstance(target.get("experiment"), str) else None
+        name = target.get("experiment")
+        exp = experiments.REGISTRY.get(name) if isinstance(name, str) else None
         if exp is not None and metric not in exp.metrics:
             return f"experiment {exp.name!r} has no metric {metric!r}{_did_you_mean(metric, exp.metrics)}"
         return None
@@ -828,7 +832,7 @@ def _ledger_problem(expr: Any, controls: list[str], outputs: list[str], steps: l
 
 
 @functools.cache
-def _step_adapter() -> TypeAdapter:
+def _step_adapter() -> TypeAdapter[Any]:
     return TypeAdapter(Step)  # built on first use: only a lesson with errors needs it
 
 
@@ -877,13 +881,18 @@ def _graded_example_issues(
     from tutor.checks import grade
     from tutor.checks.text import explain_negations
 
+    spec = step.answer
+    if not isinstance(spec, TextAnswer) or spec.rubric is None:
+        return []  # only a rubric has examples to grade
+    rubric = spec.rubric
+
     def negations(answer: str, verdict: Any) -> str:
         """Why a required idea did not count: the phrase matched, and a negation removed it."""
-        said = explain_negations(answer, step.answer.rubric, verdict.missing)
+        said = explain_negations(answer, rubric, verdict.missing)
         return "".join(f"; {s}" for s in said)
 
     issues = []
-    reference = step.answer.reference
+    reference = spec.reference
     if reference:
         verdict = grade(reference, step.answer)
         if not verdict.correct:

@@ -32,7 +32,7 @@ def measured_here(device: dict[str, Any] | None) -> bool:
     if not device or "host" not in device:
         return True
     here = stamp()
-    return (
+    return bool(
         device.get("host") == here["host"]
         and device.get("torch_version", here["torch_version"]) == here["torch_version"]
     )

@@ -304,18 +304,18 @@ class ConceptProfile:
         if without and self.errors:
             counted += f"; {without} with a zero (an underflow), not in the factor"
         verdict, bias, typical = self.verdict, self.bias, self.typical
-        if verdict == "over":
+        if bias is not None and typical is not None and verdict == "over":
             return f"You overestimate {self.label} {factor_text(bias)} ({counted})"
-        if verdict == "under":
+        if bias is not None and typical is not None and verdict == "under":
             return f"You underestimate {self.label} {factor_text(1 / bias)} ({counted})"
         if verdict == "within":
             return f"You predict {self.label} within {round((WITHIN - 1) * 100)}% ({counted})"
-        if verdict == "close":
+        if typical is not None and verdict == "close":
             return (
                 f"Your predictions of {self.label} are close, typically off {_percent(typical)}, but not all "
                 f"within what their steps ask ({counted})"
             )
-        if verdict == "both":
+        if typical is not None and verdict == "both":
             return f"Your predictions of {self.label} are off {factor_text(typical)}, either way ({counted})"
         over = sum(p.error.direction > 0 for p in self.predictions)
         under = sum(p.error.direction < 0 for p in self.predictions)
@@ -411,7 +411,7 @@ class Profile:
                 for c in self.concepts
             ],
             "unscored": [{**place(u.place), "why": u.why, "waiting": u.waiting} for u in self.unscored],
-            "worst": self.worst().concept if self.worst() else None,
+            "worst": worst.concept if (worst := self.worst()) else None,
             "advice": self.advice(),
             "message": NOTHING_YET if self.empty else "",
         }

@@ -156,8 +156,8 @@ class Move:
     lesson_id: str
     step_id: str
     instrument: str
-    settings: dict
-    outputs: dict
+    settings: dict[str, Any]
+    outputs: dict[str, Any]
     at: float
 
 
@@ -167,9 +167,9 @@ class RunRecord:
     lesson_id: str | None
     step_id: str | None
     experiment: str
-    params: dict
-    device: dict
-    metrics: dict
+    params: dict[str, Any]
+    device: dict[str, Any]
+    metrics: dict[str, Any]
     status: str
     error: str | None
     at: float
@@ -231,7 +231,7 @@ class Progress:
         self.path = Path(path) if path is not None else default_path()
         self.warning: str | None = None
         # Called with the warning when saving fails mid-session (from whichever thread wrote).
-        self.on_warning: Callable[[str], None] | None = None
+        self.on_warning: Callable[[str], object] | None = None
         self._in_memory_only = False
         self._lock = threading.RLock()
         self._conn = self._open()
@@ -413,7 +413,7 @@ class Progress:
             raise
         return result
 
-    def _query(self, sql: str, args: tuple = ()) -> list[tuple]:
+    def _query(self, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         with self._lock:
             return self._conn.execute(sql, args).fetchall()
 
@@ -462,16 +462,17 @@ class Progress:
             if not math.isfinite(value):
                 value = None  # SQLite stores NaN as NULL anyway; say so explicitly
 
-        def write(c: sqlite3.Connection) -> tuple:
+        def write(c: sqlite3.Connection) -> tuple[Any, ...]:
             c.execute(
                 "INSERT OR IGNORE INTO predictions (lesson_id, step_id, answer, value, locked_at) "
                 "VALUES (?, ?, ?, ?, ?)",
                 (lesson_id, step_id, str(answer), value, time.time()),
             )
-            return c.execute(
+            row: tuple[Any, ...] = c.execute(
                 "SELECT answer, value, locked_at FROM predictions WHERE lesson_id = ? AND step_id = ?",
                 (lesson_id, step_id),
             ).fetchone()
+            return row
 
         row = self._write(write)
         return Prediction(lesson_id, step_id, row[0], row[1], row[2])
@@ -550,9 +551,9 @@ class Progress:
         self,
         *,
         experiment: str,
-        params: dict,
-        device: dict,
-        metrics: dict,
+        params: dict[str, Any],
+        device: dict[str, Any],
+        metrics: dict[str, Any],
         status: str,
         error: str | None = None,
         lesson_id: str | None = None,
@@ -574,7 +575,8 @@ class Progress:
                     time.time(),
                 ),
             )
-            return int(cur.lastrowid)
+            assert cur.lastrowid is not None  # an INSERT always sets it
+            return cur.lastrowid
 
         return self._write(write)
 
@@ -608,7 +610,9 @@ class Progress:
 
     # -- instruments
 
-    def record_move(self, lesson_id: str, step_id: str, instrument: str, settings: dict, outputs: dict) -> None:
+    def record_move(
+        self, lesson_id: str, step_id: str, instrument: str, settings: dict[str, Any], outputs: dict[str, Any]
+    ) -> None:
         def write(c: sqlite3.Connection) -> None:
             c.execute(
                 "INSERT INTO instrument_moves (lesson_id, step_id, instrument, settings, outputs, at) "
@@ -621,7 +625,7 @@ class Progress:
     _MOVE_COLUMNS = "lesson_id, step_id, instrument, settings, outputs, at"
 
     @staticmethod
-    def _move(row: tuple) -> Move:
+    def _move(row: tuple[Any, ...]) -> Move:
         lid, sid, inst, settings, outputs, at = row
         return Move(lid, sid, inst, loads(settings), loads(outputs), at)
 

@@ -43,7 +43,7 @@ class Question:
         helped = min(self.wrong + self.hints / 2, MAX_WRONG_COUNTED)
         # An idea the learner predicts badly weighs more: x2 off doubles it, x4 and beyond triples it.
         misjudged = min(math.log2(self.off_by), MAX_OFF_COUNTED) if self.off_by else 0.0
-        return (1 + 2 * helped) * (1 + misjudged) / 2 ** min(self.streak, 4)
+        return (1 + 2 * helped) * (1 + misjudged) / 2.0 ** min(self.streak, 4)
 
     def why(self) -> str:
         """Why this question came up, in the learner's terms."""

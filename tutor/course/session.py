@@ -379,11 +379,7 @@ class LessonSession:
             if value is None:
                 raise Unreadable(f"I couldn't read a number in that. Try something like {checks.describe_spec(spec)}.")
             if (spec.min is not None and value < spec.min) or (spec.max is not None and value > spec.max):
-                raise Unreadable(
-                    f"That's outside the range this question allows "
-                    f"({checks.format_number(spec.min, spec.unit)} to "
-                    f"{checks.format_number(spec.max, spec.unit)})."
-                )
+                raise Unreadable(f"That's outside the range this question allows ({_allowed_range(spec)}).")
         locked = self.progress.lock_prediction(self.id, step.id, text, value)
         self.complete(step)
         return locked
@@ -579,3 +575,12 @@ def shown_answer(step: PredictStep | CheckStep, answer: str) -> str:
     if 1 <= number <= len(options):
         return options[number - 1].text
     return answer
+
+
+def _allowed_range(spec: NumberAnswer) -> str:
+    """ "1 to 100 GB", or the one bound a question sets ("at least 1 GB")."""
+    low = None if spec.min is None else checks.format_number(spec.min, spec.unit)
+    high = None if spec.max is None else checks.format_number(spec.max, spec.unit)
+    if low is not None and high is not None:
+        return f"{low} to {high}"
+    return f"at least {low}" if low is not None else f"at most {high}"

@@ -139,4 +139,5 @@ class HomeScreen(Screen):
 
     @on(OptionList.OptionSelected, "#lessons")
     def _open(self, event: OptionList.OptionSelected) -> None:
-        self.app.open_lesson(event.option.id)
+        if event.option.id is not None:  # every lesson's option carries its id
+            self.app.open_lesson(event.option.id)

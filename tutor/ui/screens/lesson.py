@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 from textual import getters, on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
+from textual.notifications import SeverityLevel
 from textual.screen import Screen
 from textual.widgets import Footer, Input, OptionList, Static, TextArea
 
@@ -37,6 +38,7 @@ from tutor.ui.widgets.exercise_step import ExerciseStepView
 from tutor.ui.widgets.instrument_step import InstrumentStepView
 from tutor.ui.widgets.predict_step import PredictStepView
 from tutor.ui.widgets.read_step import ReadStepView
+from tutor.ui.widgets.run_panel import RunPanel
 from tutor.ui.widgets.run_step import RunStepView
 from tutor.ui.widgets.step_view import StepView
 
@@ -44,7 +46,7 @@ if TYPE_CHECKING:
     from tutor.ui.app import TutorApp
 
 
-VIEWS = {
+VIEWS: dict[type, type[StepView[Any]]] = {
     ReadStep: ReadStepView,
     PredictStep: PredictStepView,
     RunStep: RunStepView,
@@ -133,19 +135,22 @@ class LessonScreen(Screen):
 
     def reload(self) -> None:
         """Load the lesson file again and stay on the same step (by id)."""
+        if self.path is None:  # a lesson from no file: nothing to load again
+            return
+        path = self.path
         try:
-            lesson = load_file(self.path)
+            lesson = load_file(path)
         except LessonError as e:
             first = e.issues[0] if e.issues else "it does not load"
             self.notify(
-                f"{self.path.name} changed but has errors; still showing the previous version. {first}",
+                f"{path.name} changed but has errors; still showing the previous version. {first}",
                 severity="warning",
                 timeout=8,
             )
             return
         if lesson.id != self.lesson.id:
             self.notify(
-                f"{self.path.name} now holds lesson {lesson.id!r}; still showing {self.lesson.id!r}.",
+                f"{path.name} now holds lesson {lesson.id!r}; still showing {self.lesson.id!r}.",
                 severity="warning",
                 timeout=8,
             )
@@ -157,7 +162,7 @@ class LessonScreen(Screen):
             index = min(self.index, len(lesson.steps) - 1)  # the step was removed: the one now in its place
         same_step = index < len(lesson.steps) and lesson.steps[index] == current
         self.session.lesson = lesson  # every view reads its lesson from the session
-        self.app.replace_lesson(LoadedLesson(lesson, self.path))
+        self.app.replace_lesson(LoadedLesson(lesson, path))
         if same_step:
             self.index = index
             if self.view is not None:
@@ -165,7 +170,7 @@ class LessonScreen(Screen):
             self._update_header()
         else:
             self.show_step(index)
-        self.notify(f"Reloaded {self.path.name}.", timeout=3)
+        self.notify(f"Reloaded {path.name}.", timeout=3)
 
     def on_resize(self) -> None:
         self._update_header()
@@ -240,7 +245,7 @@ class LessonScreen(Screen):
 
     SAY_TIMEOUT_S = 4
 
-    def say(self, text: str, severity: str = "information") -> None:
+    def say(self, text: str, severity: SeverityLevel = "information") -> None:
         # One toast per message: a key pressed again while its answer still shows does not stack
         # copies over the step (eight "n" presses on an unlocked prediction made eight).
         now = time.monotonic()
@@ -280,7 +285,7 @@ class LessonScreen(Screen):
         view = self.view
         if view is not None and view.action_enter():
             return
-        if isinstance(view, RunStepView) and not view.running and view.query_one("#panel").state == "idle":
+        if isinstance(view, RunStepView) and not view.running and view.query_one("#panel", RunPanel).state == "idle":
             view.action_run()
             return
         if view is None or view.enter_moves_on:

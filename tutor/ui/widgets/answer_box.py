@@ -220,11 +220,17 @@ class AnswerBox(Vertical):
 
     # ------------------------------------------------------------------ a choice
 
+    @property
+    def _choices(self) -> ChoiceAnswer:
+        """The spec, where the box shows a choice list (only a choice list posts what these handle)."""
+        assert isinstance(self.spec, ChoiceAnswer)
+        return self.spec
+
     def _option(self, index: int) -> str:
-        return self.spec.options[index].text
+        return self._choices.options[index].text
 
     def _say(self, text: Text) -> None:
-        for line in self.query("#typed"):
+        for line in self.query("#typed").results(Static):
             line.update(text)
             line.display = bool(text.plain)
             if text.plain:
@@ -232,7 +238,7 @@ class AnswerBox(Vertical):
 
     def _set_pending(self, reading: Reading | None, text: str = "") -> None:
         self.pending, self._pending_text = reading, text
-        for choices in self.query("#choices"):
+        for choices in self.query("#choices").results(ChoiceList):
             choices.confirming = reading is not None
 
     def _submit(self, index: int) -> None:
@@ -252,7 +258,7 @@ class AnswerBox(Vertical):
             self._say(Text(""))
             return
         line = Text.assemble(("› ", "bold"), (event.text, "bold cyan"), ("▏", "cyan"))
-        reading = read_typed(event.text, self.spec, self.unit)
+        reading = read_typed(event.text, self._choices, self.unit)
         if len(reading.readings) == 1:
             line.append(f"  → {reading.readings[0].said}")
         elif len(reading.readings) > 1:
@@ -266,7 +272,7 @@ class AnswerBox(Vertical):
         if self.pending is not None and event.text == self._pending_text:
             self._submit(self.pending.index)  # the second enter: seen, and meant
             return
-        reading = read_typed(event.text, self.spec, self.unit)
+        reading = read_typed(event.text, self._choices, self.unit)
         if reading.problem:
             self._say(Text.assemble(("› ", "bold"), (event.text, "bold cyan"), "\n", (reading.problem, "yellow")))
             return

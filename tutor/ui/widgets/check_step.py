@@ -9,6 +9,7 @@ from textual.containers import Vertical
 from textual.widget import Widget
 from textual.widgets import Input, Markdown, OptionList, Static
 
+from tutor.checks.answers import ChoiceAnswer
 from tutor.course.lesson import CheckStep
 from tutor.course.session import LessonSession, Unreadable
 from tutor.ui.widgets.answer_box import AnswerBox, after_the_mark
@@ -204,7 +205,7 @@ class CheckStepView(StepView[CheckStep]):
             verify = "r verify with a real run · " if self.step.verify else ""
             return f"{verify}n next · p previous · ? help"
         stuck = " · g show answer" if self.session.can_give_up(self.step) else ""
-        if isinstance(self.screen.focused, OptionList):
+        if isinstance(self.screen.focused, OptionList) and isinstance(self.step.answer, ChoiceAnswer):
             return (
                 f"↑↓ or 1–{len(self.step.answer.options)} choose · enter submit · escape leave the list (then h hint)"
             )

@@ -21,6 +21,7 @@ from textual import on, work
 from textual.app import ComposeResult, SuspendNotSupported
 from textual.binding import Binding
 from textual.message import Message
+from textual.timer import Timer
 from textual.widgets import Markdown, RichLog, Static, TextArea
 from textual.worker import get_current_worker
 
@@ -54,7 +55,7 @@ class ExerciseStepView(StepView[ExerciseStep]):
 
     def __init__(self, session: LessonSession, index: int) -> None:
         super().__init__(session, index)
-        self._save_timer = None
+        self._save_timer: Timer | None = None
         self._confirm_solution: str | bool = False
         self._solution_asks = 0
         self._program_running = False

@@ -11,7 +11,7 @@ from typing import Any
 
 from rich.console import Group
 from rich.text import Text
-from textual import on
+from textual import events, on
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import Markdown, Static
@@ -97,13 +97,14 @@ class InstrumentStepView(StepView[InstrumentStep]):
         self._recompute(record=False)
         self._show_reveal()
         goal = self.step.goal
-        if (goal is None and not self._movable()) or (goal is not None and goal.reached(self.reading.outputs)):
+        reached = goal is not None and self.reading is not None and goal.reached(self.reading.outputs)
+        if (goal is None and not self._movable()) or reached:
             self._complete()  # nothing to move (seeing it is doing it), or a goal already met
         # The keys line offers "enter move the controls" only once the rows are drawn: say it then
         # (the screen's first hint can come before this step's controls exist).
         self.call_after_refresh(self.refresh_hint)
 
-    def on_resize(self) -> None:
+    def on_resize(self, event: events.Resize) -> None:
         self._draw()
 
     def device_ready(self) -> None:

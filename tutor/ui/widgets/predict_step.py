@@ -38,6 +38,8 @@ class PredictStepView(StepView[PredictStep]):
 
     def _locked(self) -> ComposeResult:
         locked = self.session.prediction(self.step)
+        if locked is None:  # shown only once a prediction is locked
+            return
         when = time.strftime("%H:%M", time.localtime(locked.locked_at))
         yield Static(
             Text.assemble(

@@ -54,7 +54,7 @@ class ReviewQuestion(Vertical):
             yield Markdown(q.step.body)
         yield Static(Text(q.step.prompt, style="bold"), classes="prompt")
         spec = q.step.answer
-        if self.order:
+        if self.order and isinstance(spec, ChoiceAnswer):  # only a choice has an order
             spec = spec.model_copy(update={"options": [spec.options[i] for i in self.order]})
         yield AnswerBox(spec)
         yield Static("", id="feedback", classes="feedback")

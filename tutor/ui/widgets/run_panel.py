@@ -14,6 +14,7 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.message import Message
 from textual.reactive import reactive
+from textual.timer import Timer
 from textual.widget import Widget
 from textual.widgets import DataTable, ProgressBar, Sparkline, Static
 
@@ -86,7 +87,7 @@ class RunPanel(Vertical):
         self._last_step: Step | None = None
         self._series: str | None = None
         self._other_ranks: dict[str, float] = {}  # a distributed run's other ranks: their latest loss
-        self._tick_timer = None
+        self._tick_timer: Timer | None = None
 
     def _title(self) -> Text:
         exp = experiments.REGISTRY.get(self.experiment)
@@ -285,7 +286,7 @@ class RunPanel(Vertical):
         if not table.columns:  # a "run" column only when epochs come from several series (fp32 / amp)
             table.add_columns(*(["run"] if ep.label else []), "epoch", "train loss", "test acc", "seconds", "samples/s")
         table.display = True
-        cells = [
+        cells: list[str | Text] = [
             f"{ep.epoch}/{ep.epochs}",
             f"{ep.train_loss:.4f}",
             f"{ep.test_acc * 100:.2f}%",
@@ -387,7 +388,8 @@ class RunPanel(Vertical):
         rt = RichTable(title="Measured", title_justify="left", show_header=False, show_edge=False, pad_edge=False)
         rt.add_column("what", no_wrap=True)  # labels are a few words; a long value (an error) folds
         rt.add_column("value", style="bold", overflow="fold")
-        for name, declared in exp.metrics.items():
+        for name in exp.metrics:
             if name in self.metrics and name not in ("device", "device_name", "data_source", "checkpoint"):
+                declared = exp.metric(name)
                 rt.add_row(Text(declared.label), Text(metric_value(declared, self.metrics[name])))
         self.query_one("#notes").mount(Static(rt, classes="result-table"))

@@ -85,7 +85,7 @@ class StepView(Vertical, Generic[StepT]):
         once the step is drawn: both ask for the same widget, so neither can undo the other."""
         return None
 
-    def _on_mount(self) -> None:
+    def _on_mount(self, event: events.Mount) -> None:
         target = self.arrival_focus()
         if target is not None:
             target.focus()
@@ -109,7 +109,7 @@ class StepView(Vertical, Generic[StepT]):
 
     def focus_content(self) -> None:
         """Give focus back to the scrolling lesson content (after an input goes away)."""
-        if self.parent is not None and self.parent.can_focus:
+        if isinstance(self.parent, Widget) and self.parent.can_focus:
             self.parent.focus()
 
     def refresh_hint(self) -> None:
