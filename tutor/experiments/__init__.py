@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
-from collections.abc import Iterator
+from collections.abc import Generator
 from typing import Any
 
 from tutor.experiments import specs
@@ -52,7 +52,7 @@ def get(name: str) -> Experiment:
         raise UnknownExperiment(f"unknown experiment {name!r}; available: {', '.join(sorted(REGISTRY))}") from None
 
 
-def start(name: str, values: dict[str, Any] | None = None, device: str | None = None) -> Iterator[Event]:
+def start(name: str, values: dict[str, Any] | None = None, device: str | None = None) -> Generator[Event, None, None]:
     """Validate params, resolve the device, and return the experiment's event stream.
 
     `device` (the CLI's --device or the app's setting) is used unless `values` names one.
@@ -67,7 +67,7 @@ def start(name: str, values: dict[str, Any] | None = None, device: str | None = 
     return _within_the_gpu_cap(exp.load(), params, dev)
 
 
-def _within_the_gpu_cap(measure: Any, params: Params, dev: Any) -> Iterator[Event]:
+def _within_the_gpu_cap(measure: Any, params: Params, dev: Any) -> Generator[Event, None, None]:
     """The run, under the shared-GPU cap (gpu_share.py) while it runs, whoever iterates it. A run
     that reports an interval beside a metric (NAME_low, NAME_high) also reports what else the
     machine was doing meanwhile (noise.py), so an undecided verdict comes with its reason."""

@@ -285,11 +285,11 @@ def measure(p: AmpBenchmarkParams, dev: Device) -> Iterator[Event]:
                     yield Note(Fit(epoch_images, used, per, share).note(f"Case {name}", why), "warning")
                 cut_to[name] = used
             yield Note(f"Case {name}: {what}, {used if on_cpu else epoch_images} images per epoch ...")
-            x, y, tx, ty = (
-                (cpu_x[:used], cpu_y[:used], cpu_data.test_x, cpu_data.test_y)
-                if on_cpu
-                else (d.train_x, d.train_y, d.test_x, d.test_y)
-            )
+            if on_cpu:
+                x, y, tx, ty = cpu_x[:used], cpu_y[:used], cpu_data.test_x, cpu_data.test_y
+            else:
+                assert d is not None  # loaded whenever accel, and a case runs off the CPU only then
+                x, y, tx, ty = d.train_x, d.train_y, d.test_x, d.test_y
             target = "cpu" if on_cpu else device
             state = {k: v.to(target) for k, v in init_state.items()}
             factor = epoch_images / used if on_cpu else 1.0  # the CPU cases' time, projected to the full epoch
@@ -411,20 +411,20 @@ def measure(p: AmpBenchmarkParams, dev: Device) -> Iterator[Event]:
     if amp_speedup is not None:
         base_name = "float32 on the GPU" if accel else "float32 on the CPU"
         if amp_speedup < 1:
-            why = [f"Mixed precision was {1 / amp_speedup:.2f}x SLOWER than {base_name}: a real result, not a bug."]
+            reasons = [f"Mixed precision was {1 / amp_speedup:.2f}x SLOWER than {base_name}: a real result, not a bug."]
             if amp.emulated:
-                why.append(
+                reasons.append(
                     f"{cpu_dev.name} has no fast {amp.dtype_name} path, so its {amp.dtype_name} matmuls are "
                     "emulated (converted around float32 arithmetic): slower, never faster."
                 )
-            why.append(
+            reasons.append(
                 f"autocast adds work every step (casting weights and activations to {amp.dtype_name})"
                 + (" and GradScaler adds its scale, unscale and inf/NaN checks" if amp.use_scaler else "")
                 + ", which only pays off when the matmuls are large: try a larger width or batch_size"
                 + (bigger or "")
                 + "."
             )
-            yield Note(" ".join(why), "result")
+            yield Note(" ".join(reasons), "result")
         elif amp.emulated:
             yield Note(
                 f"Mixed precision measured {amp_speedup:.2f}x faster, which this CPU's emulated {amp.dtype_name} does "
@@ -447,7 +447,7 @@ def measure(p: AmpBenchmarkParams, dev: Device) -> Iterator[Event]:
                 "step stayed float32.",
                 "result",
             )
-        if amp_speedup_low is not None:
+        if amp_speedup_low is not None and interval is not None:  # (bounds() is None, None without an interval)
             yield Note(
                 f"The noise: the speedup is {in_words(interval, lambda v: f'{v:.2f}x', 'paired epochs')} (the "
                 "cases took turns, an epoch each, so each pair of epochs ran side by side)."

@@ -255,7 +255,7 @@ def measure(p: AmpCompareParams, dev: Device) -> Iterator[Event]:
                 + ", moving half the bytes of float32, while the weights and the optimizer step stayed in float32.",
                 "result",
             )
-        if speedup_low is not None:
+        if speedup_low is not None and interval is not None:  # (bounds() is None, None without an interval)
             yield Note(
                 f"The noise: the speedup is {in_words(interval, lambda v: f'{v:.2f}x', 'rounds')} of {calls} "
                 "training steps per precision, the two taking turns so that a slow moment of the machine falls on "

@@ -24,7 +24,7 @@ from torch import nn
 from tutor.experiments.devices import Device
 from tutor.experiments.events import Event, Finished, Note, Started, Table
 from tutor.experiments.specs.autocast_dtypes import AutocastDtypesParams
-from tutor.experiments.training import autocast_settings, seed_everything
+from tutor.experiments.training import autocast_settings, grad_of, seed_everything
 
 FEATURES, CLASSES = 64, 10
 LOWERED, FLOAT32, FOLLOWS = "lowered", "kept in float32", "follows its input"
@@ -115,7 +115,7 @@ def measure(p: AutocastDtypesParams, dev: Device) -> Iterator[Event]:
         for h in handles:
             h.remove()
     loss.backward()  # outside autocast: the backward ops run in the dtypes their forward ops chose
-    weight_dtype, grad_dtype = name(model.linear.weight.dtype), name(model.linear.weight.grad.dtype)
+    weight_dtype, grad_dtype = name(model.linear.weight.dtype), name(grad_of(model.linear.weight).dtype)
 
     low = amp.dtype if amp.enabled else None
     rules: dict[str, str] = {}

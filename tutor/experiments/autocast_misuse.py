@@ -45,6 +45,7 @@ from tutor.experiments.training import (
     Amp,
     autocast_settings,
     evaluate,
+    grad_of,
     make_scaler,
     report_interval,
     seed_everything,
@@ -95,7 +96,7 @@ def lost_updates(model: nn.Module, xb: torch.Tensor, yb: torch.Tensor, lr: float
     lost = total = 0
     with torch.no_grad():
         for name, w in model.named_parameters():
-            u = -lr * w.grad  # the float32 update SGD adds: w + u
+            u = -lr * grad_of(w)  # the float32 update SGD adds: w + u
             moved = u != 0  # an exactly-zero gradient has nothing to lose
             w16, u16 = w.half(), u.half()
             gone = ((w16 + u16) == w16) & moved  # the add, done in float16

@@ -77,6 +77,7 @@ class Arrays:
         self.pinned = True
 
     def from_host(self) -> None:
+        assert self.host is not None  # made off the CPU, the only place a copy from the host is timed
         self.c.copy_(self.host, non_blocking=self.pinned)  # only a pinned source can be copied asynchronously
 
     def copy(self) -> None:
@@ -215,6 +216,7 @@ def measure(p: BandwidthParams, dev: Device) -> Iterator[Event]:
             "MiB, is larger than any cache.",
             "warning",
         )
+    peak: matmul_peak.Peak | None
     if matmul_peak.cached(dev, "float32") is None:
         yield Note(
             f"Measuring this device's float32 matmul peak first: {matmul_peak.sweep_words(dev.kind)}; "
@@ -271,8 +273,10 @@ def measure(p: BandwidthParams, dev: Device) -> Iterator[Event]:
 
     rows = []
     if not cpu:
+        assert copy_gbps is not None  # timed on every device but the CPU
         rows.append(["host to device, pageable", number(copy_gbps, "GB/s"), "over the bus to the device"])
     if cuda:
+        assert pinned_gbps is not None  # timed on CUDA
         rows.append(["host to device, pinned", number(pinned_gbps, "GB/s"), "page-locked: DMA straight from it"])
     rows += [
         ["device to device copy", number(device_copy_gbps, "GB/s"), f"{memory_name} read + written"],
@@ -348,7 +352,11 @@ def measure(p: BandwidthParams, dev: Device) -> Iterator[Event]:
             f"{vendor_peaks.beside(matmul_tflops, sheet, 'float32')}. The roofline uses the measured roof: "
             "what a real matmul reaches on this device, not the chip's best case."
         )
-    share_noise = f" ({in_words(share, lambda v: metric(v, '%'))})" if share_low is not None else ""
+    share_noise = (
+        f" ({in_words(share, lambda v: metric(v, '%'))})"
+        if share is not None and share_low is not None  # (bounds() is None, None without an interval)
+        else ""
+    )
     yield Note(
         f"c = a * b does 1 multiply per 12 bytes ({number(ELEMENTWISE_INTENSITY)} FLOP/B), far left of the "
         f"ridge: at best it ran at {flops_text(elementwise_tflops)} ({metric(best_share, '%')} of the compute "
@@ -366,6 +374,7 @@ def measure(p: BandwidthParams, dev: Device) -> Iterator[Event]:
         "to memory) speeds them up; more FLOP/s do not."
     )
     if cuda:
+        assert copy_gbps is not None and pinned_gbps is not None  # both timed on CUDA
         yield Note(
             f"Host to device: {number(copy_gbps, 'GB/s')} from pageable memory, "
             f"{number(pinned_gbps, 'GB/s')} from pinned memory ({metric(pinned_speedup, 'x')}): the driver "
@@ -375,6 +384,7 @@ def measure(p: BandwidthParams, dev: Device) -> Iterator[Event]:
             "(pin_memory=True) hand over pinned batches."
         )
     elif dev.kind == "mps":
+        assert copy_gbps is not None  # timed on every device but the CPU
         yield Note(
             f"Host to device: {number(copy_gbps, 'GB/s')}. On Apple silicon the CPU and GPU share one "
             "memory, but .to('mps') still copies into the GPU's buffers; pinned memory is a CUDA idea "

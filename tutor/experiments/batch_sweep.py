@@ -22,6 +22,7 @@ there the budget is what stops it.
 
 from __future__ import annotations
 
+import functools
 import gc
 from collections.abc import Iterator
 
@@ -93,7 +94,7 @@ def measure(p: BatchSweepParams, dev: Device) -> Iterator[Event]:
             for _ in range(WARMUP_STEPS - 1):
                 step(x)
             # each step timed on its own (synchronised): the spread says which batches are tied
-            timed = take_turns({"step": lambda x=x: step(x)}, dev.torch_device, p.steps, 1)["step"]
+            timed = take_turns({"step": functools.partial(step, x)}, dev.torch_device, p.steps, 1)["step"]
             seconds = median(timed)
         except (RuntimeError, MemoryError) as exc:
             if not _is_oom(exc):

@@ -66,11 +66,13 @@ def measure(p: CalibrateParams, dev: Device) -> Iterator[Event]:
     for peak in record.peaks:
         sheet = vendor_peaks.for_device(dev, peak.dtype)
         shares[peak.dtype] = peak.tflops / sheet[0] if sheet else None
+        peak_ridge = record.ridge(peak.dtype)
+        assert peak_ridge is not None  # None only for a dtype without a peak, and this is one of record.peaks
         rows.append(
             [
                 peak.dtype,
                 flops_text(peak.tflops),
-                number(record.ridge(peak.dtype)),
+                number(peak_ridge),
                 f"{flops_text(sheet[0])} ({number(peak.tflops / sheet[0] * 100, '%')} of it)"
                 if sheet
                 else "none known",
@@ -85,6 +87,7 @@ def measure(p: CalibrateParams, dev: Device) -> Iterator[Event]:
     assert roof is not None  # measuring raises when the float32 roof cannot be measured
     yield Note(roofline(roof.tflops, record.bandwidth.gbps, []), "figure")
     ridge = record.ridge()
+    assert ridge is not None  # None only without the float32 roof, asserted above
     yield Note(
         f"The roofs meet at {number(ridge)} FLOP per byte (float32): an operation doing fewer FLOPs per byte "
         "it moves waits on memory, however fast the arithmetic; one doing more waits on arithmetic. "

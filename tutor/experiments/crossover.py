@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import TypedDict
 
 import torch
 from torch import nn
@@ -33,7 +34,7 @@ from tutor.experiments.training import (
     train_epoch,
     warm_up,
 )
-from tutor.measurement.intervals import bounds, in_words, ratio_interval
+from tutor.measurement.intervals import MedianInterval, bounds, in_words, ratio_interval
 from tutor.measurement.timing import Stopwatch, median
 from tutor.present import seconds
 
@@ -64,7 +65,7 @@ def _cpu_batches(x: torch.Tensor, y: torch.Tensor, batch_size: int, gen: torch.G
 
 def _time_case(
     case: Case, x: torch.Tensor, y: torch.Tensor, p: CrossoverParams, dev: Device
-) -> Iterator[Event | float]:
+) -> Iterator[Event | list[float]]:
     """Warm up, then yield Step events for each timed run and finally every run's seconds (a list)."""
     device = dev.torch_device
     label = dev.kind
@@ -105,6 +106,18 @@ def _time_case(
     yield times
 
 
+class _Result(TypedDict):
+    """One case's timings: median seconds per device (None: not timed), the speedup and its interval."""
+
+    cpu: float | None
+    accel: float | None
+    speedup: float | None
+    steps: int
+    low: float | None
+    high: float | None
+    interval: MedianInterval | None
+
+
 def measure(p: CrossoverParams, dev: Device) -> Iterator[Event]:
     from tutor.experiments import data as mnist
 
@@ -136,7 +149,7 @@ def measure(p: CrossoverParams, dev: Device) -> Iterator[Event]:
         "Batches are copied to the device inside the loop, as in the lesson's device-aware loop."
     )
 
-    results: dict[str, dict[str, float | None]] = {}
+    results: dict[str, _Result] = {}
     cut: dict[str, int] = {}  # images the CPU timed per case, where it timed fewer than asked
     rows: list[list[str]] = []
     for case in cases:
@@ -223,13 +236,16 @@ def measure(p: CrossoverParams, dev: Device) -> Iterator[Event]:
         title = "tiny model" if key == "tiny" else "MNISTClassifier"
         if r["speedup"] is None:
             projected = f", projected from {cut[key]:,} images timed" if key in cut else ""
+            cpu_time = r["cpu"]
+            assert cpu_time is not None  # the CPU times every case
             yield Note(
-                f"{title}: {seconds(r['cpu'])} on the CPU ({r['cpu'] / r['steps'] * 1000:.2f} ms per step{projected}).",
+                f"{title}: {seconds(cpu_time)} on the CPU ({cpu_time / r['steps'] * 1000:.2f} ms per step{projected}).",
                 "result",
             )
             continue
         s = r["speedup"]
-        if r["low"] is not None:
+        assert accel is not None  # a speedup is only computed from the accelerator's time
+        if r["low"] is not None and r["interval"] is not None:  # (low is None without an interval)
             yield Note(
                 f"{title}: the speedup is {in_words(r['interval'], lambda v: f'{v:.2f}x', 'repeats per device')}."
             )
@@ -257,8 +273,9 @@ def measure(p: CrossoverParams, dev: Device) -> Iterator[Event]:
             "machine to see real numbers.",
         )
 
-    tiny = results.get("tiny", {})
-    mlp = results.get("mlp", {})
+    # {}: that case did not run
+    tiny: _Result | dict[str, None] = results.get("tiny", {})
+    mlp: _Result | dict[str, None] = results.get("mlp", {})
     yield Finished(
         {
             "cpu_seconds_tiny": tiny.get("cpu"),

@@ -77,7 +77,7 @@ def rank_main(ctx: RankContext) -> None:
         optimizer.zero_grad()
         loss = F.cross_entropy(ddp(mine_x), mine_y)
         loss.backward()  # DDP all-reduces (averages) the gradients here, bucket by bucket
-        if reference is not None:
+        if reference is not None and ref_optimizer is not None:  # (made together, on rank 0)
             ref_optimizer.zero_grad()
             F.cross_entropy(reference(xs), ys).backward()
             if step == 0:

@@ -183,6 +183,7 @@ def rank_main(ctx: RankContext) -> None:
     for r in range(p.rounds):
         dist.barrier()
         if rank == 0:  # the others wait at the next barrier (a blocking wait: no CPU taken)
+            assert plain is not None and plain_opt is not None  # made on rank 0
             one = stepper(plain, plain_opt, p.batch_size)
             timed(one, p.warmup)
             single_s.append(timed(one, p.steps)[0])

@@ -74,7 +74,7 @@ def measure(p: DeviceBasicsParams, dev: Device) -> Iterator[Event]:
         )
 
     tf32_matmul, tf32_cudnn, precision = _tf32()
-    tf32_hardware = dev.kind == "cuda" and bool(dev.capability) and dev.capability >= (8, 0)
+    tf32_hardware = dev.kind == "cuda" and dev.capability is not None and dev.capability >= (8, 0)
     if tf32_hardware:
         effect = (
             "float32 matmuls on this GPU run in TF32 (10-bit mantissa) on tensor cores"

@@ -178,6 +178,8 @@ def _mps() -> Device:
     import torch
 
     name = mps_name(cpu_model_name()) if platform.system() == "Darwin" else "Apple GPU (MPS)"
+    total: int | None
+    free: int | None
     try:  # the working set macOS recommends for the GPU, and what this process's driver holds of it
         total = int(torch.mps.recommended_max_memory())
         free = max(0, total - int(torch.mps.driver_allocated_memory()))

@@ -197,6 +197,7 @@ def _attempt(
         )
         try:
             buffer = b""
+            assert proc.stdout is not None  # stdout=PIPE
             fd = proc.stdout.fileno()
             while True:
                 if time.perf_counter() - started > timeout_s:

@@ -25,6 +25,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from multiprocessing.connection import Connection
 from typing import Any
 
 from tutor.experiments.events import Event, Started
@@ -242,7 +243,7 @@ class Engine:
     def __init__(self, log_path: str | None = None) -> None:
         self.log_path = log_path
         self._proc: mp.process.BaseProcess | None = None
-        self._conn = None
+        self._conn: Connection | None = None
         self._lock = threading.Lock()  # one conversation at a time
         atexit.register(self.close)  # runs before multiprocessing's own exit hook joins children
 
@@ -283,6 +284,7 @@ class Engine:
     def detect(self, requested: str | None) -> tuple[list, Any, str | None]:
         with self._lock:
             self._ensure()
+            assert self._conn is not None  # _ensure() leaves a live child and its pipe
             self._conn.send(("detect", requested))
             _, found, chosen, problem = self._recv()
             return found, chosen, problem
@@ -298,6 +300,7 @@ class Engine:
         with self._lock:
             self._ensure()
             conn, proc = self._conn, self._proc
+            assert conn is not None and proc is not None  # _ensure() leaves a live child and its pipe
             conn.send(("run", name, params, device))
             asked_at: float | None = None
             while True:
@@ -333,8 +336,9 @@ class Engine:
         if proc is None:
             return
         try:
-            conn.send(("cancel",))
-            conn.send(("quit",))
+            if conn is not None:  # set with the process: None only if _ensure() never finished
+                conn.send(("cancel",))
+                conn.send(("quit",))
         except (OSError, ValueError, AttributeError):
             pass
         _reap(proc, timeout)
@@ -343,7 +347,8 @@ class Engine:
             _reap(proc, 1.0)
         _kill_group(proc.pid)  # DataLoader workers outlive a killed child otherwise
         try:
-            conn.close()
+            if conn is not None:
+                conn.close()
         except (OSError, AttributeError):
             pass
 

@@ -33,6 +33,7 @@ def weight_gradient(dtype: torch.dtype, factor: float, scale: float, device: str
     g = torch.tensor(factor, dtype=torch.float32, device=device)  # upstream gradient, fp32 loss
     loss = (w * x).float() * g  # autocast computes losses in float32
     (loss * scale).backward()  # backward casts scale*g to `dtype`, then multiplies by x in `dtype`
+    assert w.grad is not None  # backward() from a loss that depends on w always fills w.grad
     return w.grad.float().item() / scale
 
 
@@ -53,6 +54,7 @@ def scaler_step(factor: float, upstream: float, scale: float) -> dict[str, float
     scale_before = scaler.get_scale()
     loss = ((w.half() * x).float() * upstream).sum()
     scaler.scale(loss).backward()
+    assert w.grad is not None  # backward() from a loss that depends on w always fills w.grad
     scaled_grad = w.grad.item()
     scaler.unscale_(optimizer)  # divides by the scale in fp32 and looks for inf/NaN
     unscaled_grad = w.grad.item()

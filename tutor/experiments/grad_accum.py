@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import copy
 import time
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 
 import torch
 import torch.nn.functional as F
@@ -32,8 +32,8 @@ from tutor.experiments.devices import Device
 from tutor.experiments.events import Event, Finished, Note, Started, Table
 from tutor.experiments.model import MNISTClassifier
 from tutor.experiments.specs.grad_accum import MEASURED_GUARD, GradAccumParams
-from tutor.experiments.training import saved_for_backward, seed_everything
-from tutor.measurement.intervals import bounds, in_words, median_interval
+from tutor.experiments.training import grad_of, saved_for_backward, seed_everything
+from tutor.measurement.intervals import MedianInterval, bounds, in_words, median_interval
 from tutor.measurement.repeats import look, schedule
 from tutor.measurement.timing import median, paired_ratios, seconds_in_turns, take_turns
 
@@ -58,7 +58,7 @@ def _rounds(updates: int) -> tuple[int, int]:
 
 def _until_decided(
     p: GradAccumParams, ways, dev: Device, times: dict[str, list[float]], rounds: int, per_round: int, started: float
-) -> Iterator[Event]:
+) -> Generator[Event, None, tuple[MedianInterval | None, str]]:
     """More rounds, on a fixed schedule of looks, until the ratio's interval is clear of every
     edge in p.decide or the time is spent; returns (the last look's interval, what it did)."""
     looks = schedule(rounds, max(rounds, MOST_ROUNDS))
@@ -88,7 +88,7 @@ def _until_decided(
 
 
 def _flat_grad(model: torch.nn.Module) -> torch.Tensor:
-    return torch.cat([t.grad.reshape(-1) for t in model.parameters()])
+    return torch.cat([grad_of(t).reshape(-1) for t in model.parameters()])
 
 
 def _big_update(model, opt, x, y) -> None:
@@ -223,7 +223,11 @@ def measure(p: GradAccumParams, dev: Device) -> Iterator[Event]:
             [f"{k} x {micro}", f"{acc_s * 1000:.2f} ms", f"{micro_bytes / 1024:,.0f} KiB"],
         ],
     )
-    noise = f" ({in_words(interval, lambda v: f'{v:.2f}x', 'rounds')})" if ratio_low is not None else ""
+    noise = (
+        f" ({in_words(interval, lambda v: f'{v:.2f}x', 'rounds')})"
+        if interval is not None and ratio_low is not None  # (bounds() is None, None without an interval)
+        else ""
+    )
     if looked:
         yield Note(looked)
     yield Note(

@@ -23,6 +23,7 @@ from tutor.experiments.events import Event, Finished, Note, Started, Table
 from tutor.experiments.model import linear_stack
 from tutor.experiments.specs.grad_checkpoint import GradCheckpointParams
 from tutor.experiments.training import (
+    grad_of,
     saved_for_backward,
     seconds_per_call,
     seed_everything,
@@ -71,9 +72,10 @@ def measure(p: GradCheckpointParams, dev: Device) -> Iterator[Event]:
         kept[name] = sum(saved.values())
         loss.backward()
     grads_match = all(
-        torch.allclose(a.grad, b.grad, rtol=1e-4, atol=1e-6) for a, b in zip(plain.parameters(), ckpt.parameters())
+        torch.allclose(grad_of(a), grad_of(b), rtol=1e-4, atol=1e-6)
+        for a, b in zip(plain.parameters(), ckpt.parameters())
     )
-    max_diff = max((a.grad - b.grad).abs().max().item() for a, b in zip(plain.parameters(), ckpt.parameters()))
+    max_diff = max((grad_of(a) - grad_of(b)).abs().max().item() for a, b in zip(plain.parameters(), ckpt.parameters()))
 
     def step(model: nn.Sequential, segments: int | None) -> Callable[[], None]:
         def one() -> None:
@@ -92,7 +94,7 @@ def measure(p: GradCheckpointParams, dev: Device) -> Iterator[Event]:
         [
             name,
             f"{kept[name] / MIB:,.1f} MiB",
-            "-" if peaks[name] is None else f"{peaks[name] / MIB:,.1f} MiB",
+            "-" if (peak := peaks[name]) is None else f"{peak / MIB:,.1f} MiB",
             f"{seconds[name] * 1000:,.1f} ms",
         ]
         for name in ("plain", "checkpointed")

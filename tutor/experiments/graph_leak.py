@@ -227,6 +227,7 @@ def measure(p: GraphLeakParams, dev: Device) -> Iterator[Event]:
     if cuda:
         gc.collect()
         synchronize(dev.torch_device)
+        assert base is not None  # read above whenever cuda
         growth = torch.cuda.memory_allocated(device) - base
     eval_bytes = eval_kept.alive_bytes()
     eval_nodes = _graph_nodes(eval_losses)
@@ -287,6 +288,7 @@ def measure(p: GraphLeakParams, dev: Device) -> Iterator[Event]:
     if cuda:
         gc.collect()
         synchronize(dev.torch_device)
+        assert base is not None  # read above whenever cuda
         after = torch.cuda.memory_allocated(device) - base
     del train_losses
     left = train_kept.alive_bytes() + eval_kept.alive_bytes() + fixed_kept.alive_bytes()

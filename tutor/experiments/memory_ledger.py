@@ -112,7 +112,9 @@ def measure(p: MemoryLedgerParams, dev: Device) -> Iterator[Event]:
         (w @ w).sum().backward()
         del w
         gc.collect()
-        workspace = alloc.now() - before
+        after_warm = alloc.now()
+        assert before is not None and after_warm is not None  # alloc.cuda: now() reads an int
+        workspace = after_warm - before
 
     base = alloc.now()
     model = linear_stack(p.width, p.layers).to(device)
@@ -142,7 +144,7 @@ def measure(p: MemoryLedgerParams, dev: Device) -> Iterator[Event]:
         opt.step()  # state is created lazily, at the first step
         after = alloc.now()
         state[name] = _storage_bytes(_state_tensors(opt))
-        state_alloc[name] = None if before is None else after - before
+        state_alloc[name] = None if before is None or after is None else after - before
         del opt
         gc.collect()
     synchronize(dev.torch_device)

@@ -41,7 +41,7 @@ import gc
 import math
 import sys
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, TypedDict
 
 import torch
 
@@ -58,6 +58,10 @@ MAX_TRIES = 6  # recovery attempts (k doubles each time) before giving up
 M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter number
 LIMIT_MMAP_THRESHOLD = 2**20  # while the CPU limit is on: tensors of 1 MiB or more get their own mapping
 AFTER_MMAP_THRESHOLD = 32 * 2**20  # afterwards: glibc's own ceiling for its (then disabled) dynamic threshold
+
+# Memory above the start of the too-big step, at each stage of the clean-up: "except" inside the
+# except block (None: reading it ran out of memory; absent: no error), then "collected" and "cache".
+_Stages = TypedDict("_Stages", {"except": int | None, "collected": int, "cache": int}, total=False)
 RELEASE_MARGIN = 4 * 2**20  # CPU: VmData may stay this many bytes above where the failed step started
 
 
@@ -169,9 +173,15 @@ class MemoryLimit:
         # On a GPU: what this process holds plus what it may still take (free now, within the
         # class's cap); other processes' memory is never counted as ours.
         if self.method == "set_per_process_memory_fraction":
-            return torch.cuda.memory_reserved(self.device) + gpu_share.available(self.device.type, self.device.index)
+            held = torch.cuda.memory_reserved(self.device)
+            free = gpu_share.available(self.device.type, self.device.index)
+            assert free is not None  # a CUDA device: available() is None only off CUDA and MPS
+            return held + free
         if self.method.startswith("mps"):
-            return torch.mps.driver_allocated_memory() + gpu_share.available(self.device.type, self.device.index)
+            held = torch.mps.driver_allocated_memory()
+            free = gpu_share.available(self.device.type, self.device.index)
+            assert free is not None  # an MPS device: available() is None only off CUDA and MPS
+            return held + free
         return _mem_available()
 
     def set(self, allowed: int) -> str:
@@ -454,7 +464,7 @@ def _run(p: OomRecoveryParams, dev: Device, limit: MemoryLimit, separate: bool) 
         return loss.item()
 
     rows: list[list[str]] = []
-    stages: dict[str, int | None] = {}  # memory above the start of the too-big step, at each stage of the clean-up
+    stages: _Stages = {}  # memory above the start of the too-big step, at each stage of the clean-up
     tries: list[int] = []  # k of each recovery attempt
     leftovers: list[int] = []  # memory above the baseline after each failed attempt's clean-up
 

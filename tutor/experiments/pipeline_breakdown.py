@@ -34,7 +34,7 @@ from __future__ import annotations
 import itertools
 import statistics
 import time
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from typing import Any
 
 import torch
@@ -101,13 +101,13 @@ def synced_faster(synced_per_s: float, unsynced_per_s: float) -> str | None:
     )
 
 
-def _batches(p: PipelineBreakdownParams, dev: Device, pin: bool) -> tuple[Iterator[Any], str]:
+def _batches(p: PipelineBreakdownParams, dev: Device, pin: bool) -> tuple[Generator[Any, None, None], str]:
     """An endless stream of (x, y) batches for the chosen data path, and a sentence about it."""
     if p.data_path == "resident":
         d = mnist.load(dev.torch_device)
         g = torch.Generator(device=d.train_x.device).manual_seed(p.seed)
 
-        def resident() -> Iterator[Any]:
+        def resident() -> Generator[Any, None, None]:
             while True:
                 yield from mnist.batches(d.train_x, d.train_y, p.batch_size, generator=g)
 
@@ -117,7 +117,7 @@ def _batches(p: PipelineBreakdownParams, dev: Device, pin: bool) -> tuple[Iterat
         )
     loader, _, _ = mnist.loaders(p.batch_size, num_workers=p.num_workers, pin_memory=pin, test_samples=1, seed=p.seed)
 
-    def endless() -> Iterator[Any]:
+    def endless() -> Generator[Any, None, None]:
         while True:
             yield from loader
 
@@ -301,7 +301,9 @@ def measure(p: PipelineBreakdownParams, dev: Device) -> Iterator[Event]:
     interval = over_peak(median_interval(stretch_tflops), peak, None if spec else measured.typical_tflops)
     mfu_low, mfu_high = bounds(interval)
     noise = (
-        f" ({in_words(interval, lambda v: number(v * 100, '%'), 'stretches of steps')})" if mfu_low is not None else ""
+        f" ({in_words(interval, lambda v: number(v * 100, '%'), 'stretches of steps')})"
+        if interval is not None and mfu_low is not None  # (bounds() is None, None without an interval)
+        else ""
     )
 
     shares = {k: v / step_seconds for k, v in totals.items()}

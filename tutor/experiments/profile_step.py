@@ -339,7 +339,7 @@ def measure(p: ProfileStepParams, dev: Device) -> Iterator[Event]:
     yield Note(
         f"Operators: {top_op} took the most self time ({metric(top_op_share, '%')} of all operator time). "
         f"The step made {number(ops_per_step)} PyTorch operator calls"
-        + (f" and launched {number(kernels_per_step)} GPU kernels" if cuda else "")
+        + (f" and launched {number(kernels_per_step)} GPU kernels" if cuda and kernels_per_step is not None else "")
         + f". By label, the host spent {metric(shares[biggest], '%')} of the step in {biggest}. "
         f"A step took {seconds(step_seconds)} without the profiler and {seconds(profiled_seconds)} with it: "
         "a profiler records every call, so it slows what it measures; read shares from it, time without it.",
@@ -352,7 +352,11 @@ def measure(p: ProfileStepParams, dev: Device) -> Iterator[Event]:
     mfu_text = (
         f"MFU = {number(flops_per_step / 1e6)} MFLOP per step / {seconds(step_seconds)} = "
         f"{metric(achieved, 'TFLOP/s')} of a peak of {peak_text}: {metric(mfu, '%')}"
-        + (f" ({in_words(interval, lambda v: metric(v, '%'), 'stretches of steps')})" if mfu_low is not None else "")
+        + (
+            f" ({in_words(interval, lambda v: metric(v, '%'), 'stretches of steps')})"
+            if interval is not None and mfu_low is not None  # (bounds() is None, None without an interval)
+            else ""
+        )
         + "."
     )
     sheet = vendor_peaks.for_device(dev, dtype)

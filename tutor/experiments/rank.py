@@ -126,7 +126,10 @@ def _context() -> RankContext:
         device = torch.device("cpu")
         torch.set_num_threads(1)  # N processes share the cores: one thread each
     # NCCL: bind the rank's GPU to its group, so barrier() knows the device rather than guess it
-    dist.init_process_group(backend, **({"device_id": device} if backend == "nccl" else {}))
+    if backend == "nccl":
+        dist.init_process_group(backend, device_id=device)
+    else:
+        dist.init_process_group(backend)
     args = json.loads(os.environ.get(ARGS_ENV) or "{}")
     return RankContext(rank, local_rank, world_size, backend, device, args)
 

@@ -22,13 +22,13 @@ import hashlib
 import time
 from collections.abc import Iterator, Sequence
 from statistics import fmean
-from typing import Any
+from typing import Any, cast
 
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel as DDP
-from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
+from torch.utils.data import DataLoader, Dataset, DistributedSampler, TensorDataset
 
 from tutor import present
 from tutor.experiments import data as mnist
@@ -103,7 +103,8 @@ def _loader(way: str, ds: Any, p: SamplerPitfallsParams, rank: int) -> tuple[Dat
         # Every rank seeds its generator alike, as the same script started N times does.
         gen = torch.Generator().manual_seed(p.seed + (rank if way == "rank_seeds" else 0))
         return DataLoader(ds, batch_size=p.batch_size, shuffle=True, generator=gen), None
-    sampler = DistributedSampler(ds, shuffle=True, seed=p.seed)  # num_replicas, rank: from the process group
+    # num_replicas, rank: from the process group
+    sampler: DistributedSampler[Any] = DistributedSampler(ds, shuffle=True, seed=p.seed)
     return DataLoader(ds, batch_size=p.batch_size, sampler=sampler), sampler
 
 
@@ -124,7 +125,7 @@ def _feed(
         batches = []
         for xb, yb, ib in loader:
             batches.append(ib.tolist())
-            if ddp is None:
+            if ddp is None or optimizer is None:  # (made together, when training)
                 continue
             optimizer.zero_grad()
             loss = F.cross_entropy(ddp(xb.to(ctx.device)), yb.to(ctx.device))
@@ -165,9 +166,10 @@ def rank_main(ctx: RankContext) -> None:
             ways[way] = stats
 
     # A dataset that does not split evenly: what DistributedSampler gives each rank (no training).
-    uneven = range(p.uneven_samples)  # a sampler needs only the dataset's length
-    padded = DistributedSampler(uneven, shuffle=True, seed=p.seed)
-    dropped = DistributedSampler(uneven, shuffle=True, seed=p.seed, drop_last=True)
+    # A sampler needs only the dataset's length, so a range stands in for the Dataset torch's types ask for.
+    uneven = cast("Dataset[int]", range(p.uneven_samples))
+    padded: DistributedSampler[int] = DistributedSampler(uneven, shuffle=True, seed=p.seed)
+    dropped: DistributedSampler[int] = DistributedSampler(uneven, shuffle=True, seed=p.seed, drop_last=True)
     shard = list(padded)
     cut = len(shard) - len(DataLoader(uneven, batch_size=p.batch_size, sampler=padded, drop_last=True)) * p.batch_size
     shards = _gather({"padded": shard, "dropped": list(dropped), "cut": cut}, ctx.world_size)

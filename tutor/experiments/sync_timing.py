@@ -169,7 +169,7 @@ def measure(p: SyncTimingParams, dev: Device) -> Iterator[Event]:
         ["method", "time", "what it measured"],
         rows,
     )
-    if len(looks) > 1 and interval is not None:
+    if len(looks) > 1 and stopped is not None and interval is not None:  # (interval is stopped's)
         width = (interval.high - interval.low) / abs(interval.median)
         edges = ", ".join(f"{e:g}x" for e in p.decide)
         why = (
@@ -204,6 +204,7 @@ def measure(p: SyncTimingParams, dev: Device) -> Iterator[Event]:
                 f"launch queue (calls={calls}), which makes the unsynchronised time approach the real one."
             )
         if cuda:
+            assert e is not None  # timed with CUDA events whenever cuda
             yield Note(
                 f"CUDA events, recorded on the GPU's stream around the same work, measured {_ms(e)}, "
                 f"{e / s:.2f}x the synchronised clock: the same work, timed by the GPU itself."

@@ -266,6 +266,14 @@ def to_device(t: torch.Tensor, device: str) -> torch.Tensor:
     return t.to(device, non_blocking=torch.device(device).type == "cuda")
 
 
+def grad_of(param: torch.Tensor) -> torch.Tensor:
+    """`param.grad`, read after a backward() that reached `param` (the models here use every
+    parameter in their forward, so backward() fills each one's gradient)."""
+    grad = param.grad
+    assert grad is not None, "backward() did not reach this parameter"
+    return grad
+
+
 @dataclass(frozen=True)
 class Progress:
     """A report from `train_epoch` (every `report_every` steps and once at the end)."""
@@ -664,6 +672,7 @@ def train_timed(
                     yield event
         secs = ep_clock.elapsed()
         epoch_seconds.append(secs)
+        assert last is not None  # train_epoch always yields at least one Progress
         steps += last.steps
         with clock.paused():
             acc = evaluate(model, test_x, test_y, 1000, amp=amp)

@@ -92,6 +92,9 @@ def rank_main(ctx: RankContext) -> None:
     weights: dict[str, torch.Tensor] = {}
     step_no = 0
     started = time.perf_counter()
+    net: torch.nn.Module  # the model as trained: DDP's wrapper, or the model fully_shard changed in place
+    optimizer: torch.optim.Optimizer  # the one stepped: Adam, or ZeRO's wrapper around it
+    local_optimizer: torch.optim.Optimizer  # the one holding this rank's state
     for method in methods:
         model = copy.deepcopy(base)
         by_copy = {id(q): name for name, q in model.named_parameters()}
@@ -202,8 +205,8 @@ def measure(p: ZeroShardingParams, dev: Device) -> Iterator[Event]:
     per_rank = sorted(results.items())
     z_state = {rank: r["zero1"]["state_bytes"] for rank, r in per_rank}
     z_params = {rank: r["zero1"]["owned_params"] for rank, r in per_rank}
-    biggest = max(z_state, key=z_state.get)
-    smallest = min(z_state, key=z_state.get)
+    biggest = max(z_state, key=lambda rank: z_state[rank])
+    smallest = min(z_state, key=lambda rank: z_state[rank])
 
     yield Table(
         f"ZeRO-1's split of Adam's state over {n} ranks: whole parameter tensors per rank",

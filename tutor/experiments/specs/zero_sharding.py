@@ -13,8 +13,8 @@ def ledger(parameters: int, world_size: int) -> dict[str, dict[str, float]]:
     """Bytes per rank of FP32 weights (4 B a parameter), gradients (4 B) and Adam's two moments
     (8 B), by the ZeRO paper's accounting: each divided by N where that stage shards it."""
     psi, n = parameters, world_size
-    full = {"weights": 4 * psi, "gradients": 4 * psi, "adam": 8 * psi}
-    rows = {
+    full: dict[str, float] = {"weights": 4 * psi, "gradients": 4 * psi, "adam": 8 * psi}
+    rows: dict[str, dict[str, float]] = {
         "ddp": full,
         "zero1": {**full, "adam": 8 * psi / n},
         "zero2": {**full, "gradients": 4 * psi / n, "adam": 8 * psi / n},
