@@ -116,6 +116,19 @@ def gpututor_env(tmp_path: Path):
     _restore(saved)
 
 
+@pytest.fixture(autouse=True)
+def built_in_experiments_only():
+    """A lesson pack a test loads registers its experiments for the process; they leave with the
+    test, so a later test in the same worker (the docs naming every experiment) sees the built-ins."""
+    from tutor import experiments
+
+    before = dict(experiments.REGISTRY)
+    yield
+    if experiments.REGISTRY != before:
+        experiments.REGISTRY.clear()
+        experiments.REGISTRY.update(before)
+
+
 @pytest.fixture
 def accelerator() -> str:
     """The device a @pytest.mark.gpu test that any accelerator can run uses: "cuda", else "mps".

@@ -81,7 +81,9 @@ def _process_limit(text: str, asked: float | None) -> str | None:
     if not allowed:
         return None
     held = [_bytes(m) for m in _HELD.finditer(text)]  # allocated, and reserved but unallocated
-    if asked is not None and len(held) == 2 and None not in held and sum(held) + asked <= _bytes(allowed):
+    known = [h for h in held if h is not None]
+    limit = _bytes(allowed)  # None when its figure does not parse ("1.2.3 MiB")
+    if asked is not None and limit is not None and len(held) == len(known) == 2 and sum(known) + asked <= limit:
         return None  # within the limit: cudaMalloc itself failed, the card is full
     return f"{allowed.group(1)} {allowed.group(2)}"
 

@@ -22,16 +22,17 @@ import os
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tutor import checks
 from tutor.course.lesson import (
     CheckStep,
     ExerciseStep,
+    Goal,
     InstrumentStep,
     Lesson,
     LessonError,
@@ -45,6 +46,9 @@ from tutor.course.loader import load_file, without_pack_knock_ons
 from tutor.course.session import decide_params
 from tutor.experiments.spec import NOISE_WHY
 from tutor.threads import usable_cores
+
+if TYPE_CHECKING:
+    from tutor.checks.answers import NumberAnswer
 
 # Enough for every solution to pass and every mistake to fail what it names, and for the report
 # bars the built-in exercises set (ex3's 80%: its loops of 150 batches of 64 end after the 75 a
@@ -106,7 +110,7 @@ class Player:
 
     # ------------------------------------------------------------------ files
 
-    def play_file(self, path: Path, pack_problems: list[LessonIssue] = ()) -> Iterator[Outcome]:
+    def play_file(self, path: Path, pack_problems: Sequence[LessonIssue] = ()) -> Iterator[Outcome]:
         """Its outcomes, each with the path:line of its step. `pack_problems`: the folder packs that
         did not load, whose import error stands for its lessons' unknown experiments."""
         try:
@@ -214,7 +218,7 @@ class Player:
             return Outcome(
                 lesson.id, step.id, "run", what, False, f"metrics not reported: {', '.join(missing)}", seconds
             ), None
-        detail = f"{predict.compare} = {_short(metrics.get(predict.compare))}" if predict else ""
+        detail = f"{predict.compare} = {_short(_metric(metrics, predict.compare))}" if predict else ""
         return Outcome(lesson.id, step.id, "run", what, True, detail, seconds), metrics
 
     def _repeated_run_step(
@@ -233,7 +237,7 @@ class Player:
                     lesson.id, step.id, "run", what, False, f"repeat {repeat}: {problem}", time.perf_counter() - t0
                 ), []
             runs.append(metrics)
-        shown = ", ".join(_short(m.get(predict.compare)) for m in runs)
+        shown = ", ".join(_short(_metric(m, predict.compare)) for m in runs)
         return Outcome(
             lesson.id, step.id, "run", what, True, f"{predict.compare} = {shown}", time.perf_counter() - t0
         ), runs
@@ -249,10 +253,11 @@ class Player:
 
         what = f"{step.compare}: verdicts over {len(runs)} runs"
         measured = [
-            [_number_or_none(m.get(step.compare)), *(checks.interval_of(m, step.compare) or (None, None))] for m in runs
+            [_number_or_none(_metric(m, step.compare)), *(checks.interval_of(m, step.compare) or (None, None))]
+            for m in runs
         ]
         shown = "; ".join(_measurement(row) for row in measured)
-        if all(row[0] is None for row in measured) and all(m.get(step.compare) is None for m in runs):
+        if all(row[0] is None for row in measured) and all(_metric(m, step.compare) is None for m in runs):
             return Outcome(
                 lesson.id,
                 step.id,
@@ -336,7 +341,7 @@ class Player:
         from tutor.course.session import Evidence, grade
 
         what = f"{step.compare} can be judged against the prediction" + _with(changed or {})
-        measured = metrics.get(step.compare)
+        measured = _metric(metrics, step.compare)
         if measured is None:
             return Outcome(
                 lesson.id,
@@ -358,7 +363,9 @@ class Player:
                     f"measured {measured!r}: not a number, "
                     "so a number prediction cannot be judged (use a choice answer)",
                 )
-            return Outcome(lesson.id, step.id, "predict", what, *_number_prediction_allowed(step, measured))
+            return Outcome(
+                lesson.id, step.id, "predict", what, *_number_prediction_allowed(step, step.answer, measured)
+            )
         if isinstance(step.answer, ChoiceAnswer):
             made_by = lesson.run_after(lesson.index(step.id))  # judged as the learner's locked choice will be
             evidence = Evidence(metrics, "measured", experiment=getattr(made_by, "experiment", ""))
@@ -450,16 +457,15 @@ class Player:
             time.perf_counter() - t0,
         )
         if isinstance(spec, NumberAnswer) and spec.ranges:
-            yield self._bands_outcome(lesson, step, metrics)
+            yield self._bands_outcome(lesson, step, spec, metrics)
 
-    def _bands_outcome(self, lesson: Lesson, step: CheckStep, metrics: dict[str, Any]) -> Outcome:
+    def _bands_outcome(self, lesson: Lesson, step: CheckStep, spec: NumberAnswer, metrics: dict[str, Any]) -> Outcome:
         """Each band of a number check is reached by some answer and gives its own verdict and
         feedback to it; a band the accepted interval or earlier bands swallow fails."""
         from tutor.checks.number import band_reach
         from tutor.course.session import Evidence, grade
 
         t0 = time.perf_counter()
-        spec = step.answer
         target = spec.value
         if spec.from_metric and isinstance(metrics.get(spec.from_metric), (int, float)):
             target = float(metrics[spec.from_metric])
@@ -584,6 +590,7 @@ class Player:
                 if j not in runs:
                     t0 = time.perf_counter()
                     named = next(r for r in step.requirements if r.id == mistake.fails)
+                    assert isinstance(named, SourceRequirement)  # only such a mistake is left unrun (above)
                     met = source_requirement_met(named, mistake.code)
                     yield Outcome(
                         lesson.id,
@@ -600,18 +607,18 @@ class Player:
                 result, seconds = runs[j].result()
                 named = next((r for r in result.requirements if r.id == mistake.fails), None)
                 broken = _last_line(getattr(named, "checker_error", ""))  # a pack grader that crashed judged nothing
-                failed = not result.passed and named is not None and not named.passed and not broken
-                unsaid = _unsaid(step, mistake, named.feedback) if failed else ""
+                fails_it = not result.passed and named is not None and not named.passed and not broken
+                unsaid = _unsaid(step, mistake, named.feedback) if fails_it and named is not None else ""
                 detail = (
                     unsaid
-                    if failed
+                    if fails_it
                     else (
                         f"its checker failed instead of judging it: {broken}"
                         if broken
                         else f"it {'passed' if result.passed else 'failed other requirements'}: {result.summary}"
                     )
                 )
-                yield Outcome(lesson.id, step.id, "exercise", what, failed and not unsaid, detail, seconds)
+                yield Outcome(lesson.id, step.id, "exercise", what, fails_it and not unsaid, detail, seconds)
 
     # ------------------------------------------------------------------ instruments
 
@@ -638,16 +645,15 @@ class Player:
             lesson.id, step.id, "instrument", "computes at set and scenario", True, "", time.perf_counter() - t0
         )
         if step.goal is not None:
-            yield self._goal_outcome(lesson, step)
+            yield self._goal_outcome(lesson, step, step.goal)
 
-    def _goal_outcome(self, lesson: Lesson, step: InstrumentStep) -> Outcome:
+    def _goal_outcome(self, lesson: Lesson, step: InstrumentStep, goal: Goal) -> Outcome:
         """The challenge can be met by some setting the learner may choose, and is not met before
         they move anything."""
         from tutor.instruments import REGISTRY
 
         t0 = time.perf_counter()
         instrument = REGISTRY[step.instrument]
-        goal = step.goal
         what = f"goal {goal.output} {_goal_said(goal)} can be met"
         start = instrument.settings(step.set)
         if goal.reached(instrument.compute(start).outputs):
@@ -740,7 +746,7 @@ def play_paths(
     device: str | None,
     full: bool,
     on_outcome: Callable[[Outcome], None],
-    pack_problems: list[LessonIssue] = (),
+    pack_problems: Sequence[LessonIssue] = (),
     repeats: int = 1,
 ) -> list[Outcome]:
     player = Player(device, full, repeats)
@@ -804,12 +810,11 @@ def _typed(value: float, unit: str) -> str:
     return f"{text}{unit}" if unit in ("%", "x") else f"{text} {unit}".strip()
 
 
-def _number_prediction_allowed(step: PredictStep, measured: float) -> tuple[bool, str]:
+def _number_prediction_allowed(step: PredictStep, spec: NumberAnswer, measured: float) -> tuple[bool, str]:
     """(ok, detail): the measurement, typed as a learner would in the step's unit, is an answer
-    the prediction accepts; outside its min..max, the learner who types it is refused."""
+    the prediction accepts (`spec`, its answer); outside its min..max, the learner who types it is refused."""
     from tutor.checks.number import convert, unit_info
 
-    spec = step.answer
     value = measured * 100 if (step.unit or spec.unit).strip() == "%" else measured  # a share, in percent
     if step.unit and spec.unit and unit_info(step.unit) and unit_info(spec.unit):
         converted = convert(value, step.unit, spec.unit)
@@ -838,6 +843,11 @@ def _goal_said(goal: Any) -> str:
     if goal.max is not None:
         parts.append(f"<= {goal.max:g}")
     return " and ".join(parts)
+
+
+def _metric(metrics: Mapping[str, Any], name: str | None) -> Any:
+    """The metric a prediction compares with, None when the run did not report it (or it names none)."""
+    return None if name is None else metrics.get(name)
 
 
 def _number_or_none(value: Any) -> float | None:

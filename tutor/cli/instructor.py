@@ -52,11 +52,11 @@ def cmd_lint(args: argparse.Namespace, ctx: Context) -> int:
     good = 0
     for path in files:
         try:
-            lesson, found = lint_file(path)
+            lesson, lesson_warnings = lint_file(path)
         except LessonError as e:
             issues.extend(without_pack_knock_ons(e.issues, pack_problems))
             continue
-        warnings += found
+        warnings += lesson_warnings
         if lesson.id in ids:
             line, col = _id_position(path, parse_yaml)
             issues.append(

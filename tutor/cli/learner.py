@@ -60,7 +60,7 @@ def cmd_list(args: argparse.Namespace, ctx: Context) -> int:
 
     catalog = discover(ctx.lessons_dirs)
     with Progress() as progress:
-        rows = []
+        rows: list[dict[str, Any]] = []
         for item in catalog.lessons:
             ids = {s.id for s in item.lesson.steps}
             rows.append(
@@ -183,8 +183,7 @@ def _doctor_report(ctx: Context, remeasure_peak: bool = False) -> tuple[dict[str
         report["torch"] = None
         report["torch_error"] = f"{type(e).__name__}: {e}"
         problems.append(f"PyTorch cannot be imported ({type(e).__name__}: {e}); reinstall it (pip install torch)")
-        torch = None
-    if torch is not None:
+    else:
         from tutor.experiments import devices
 
         with warnings.catch_warnings():
@@ -212,6 +211,7 @@ def _doctor_report(ctx: Context, remeasure_peak: bool = False) -> tuple[dict[str
             {**d.as_dict(), "describe": d.describe(), "sharing": d.sharing(cap, gpu_share.cap_source())}
             for d in map(devices.with_free_memory, devices.available())
         ]
+        selected: devices.Device | None
         try:
             selected = devices.resolve(ctx.device)
             report["selected_device"] = selected.torch_device
@@ -458,7 +458,12 @@ def _grade_exercise_file(args: argparse.Namespace, lesson: Any, step: Any, path:
     from tutor.exercises.grader import grade_exercise
 
     workdir = home_dir() / "exercises" / lesson.id / step.id
-    stream = None if args.json else (lambda text: (sys.stderr.write(text), sys.stderr.flush()))
+
+    def to_stderr(text: str) -> None:
+        sys.stderr.write(text)
+        sys.stderr.flush()
+
+    stream = None if args.json else to_stderr
 
     def grade(code: str) -> Any:
         result = grade_exercise(step, code, workdir, on_output=stream)

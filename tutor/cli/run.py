@@ -122,7 +122,10 @@ def _experiments_json() -> dict[str, Any]:
                 for k, f in exp.params.model_fields.items()
             },
             "metrics": {
-                k: {"label": m.label, "unit": m.unit, "description": m.description} for k, m in exp.metrics.items()
+                # exp.metric(k): the declared Metric, typed as one (`metrics` is typed Metric | str
+                # because __post_init__ accepts a string and makes it one)
+                k: {"label": m.label, "unit": m.unit, "description": m.description}
+                for k, m in ((k, exp.metric(k)) for k in exp.metrics)
             },
         }
         for name, exp in sorted(experiments.REGISTRY.items())

@@ -30,8 +30,12 @@ import threading
 import time
 import traceback
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from tutor.errors import PEER_GONE
+
+if TYPE_CHECKING:
+    from tutor.exercises.observe import Observer
 
 ERROR_FILE = ".error.json"
 # A rank's error that only says another rank went away (gloo, NCCL): one line, not a traceback.
@@ -180,7 +184,8 @@ def _enter_rank(rank: int) -> None:
     # The ranks share one pipe. Unbuffered, print("hello from", rank) writes its pieces one by
     # one and two ranks' lines mix ("hello fromhello from 1"); buffered to the line, each line is
     # one write, which a pipe keeps whole up to 4 KiB.
-    for stream in (sys.stdout, sys.stderr):
+    streams: tuple[Any, ...] = (sys.stdout, sys.stderr)  # reconfigured where they can be
+    for stream in streams:
         try:
             stream.reconfigure(line_buffering=True, write_through=False)
         except (AttributeError, ValueError, OSError):
@@ -385,7 +390,7 @@ def _mark_in(folder: str, rank: int, what: str, text: str = "") -> None:
         pass
 
 
-def _observer(solution: str, ranks: bool = False):
+def _observer(solution: str, ranks: bool = False) -> Observer | None:
     try:
         from tutor.exercises.observe import Observer
     except ImportError:  # no torch: nothing to watch
@@ -398,9 +403,9 @@ def _observer(solution: str, ranks: bool = False):
     return observer
 
 
-def _finish(observer, path: str | None, namespace: dict | None) -> None:
+def _finish(observer: Observer | None, path: str | None, namespace: dict[str, Any] | None) -> None:
     """Write what the program did; then, if it ran to the end, call its functions with probes."""
-    if observer is None:
+    if observer is None or path is None:  # there is an observer only where there is a file to write
         return
     summary = observer.summary()
     observer.uninstall()

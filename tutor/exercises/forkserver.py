@@ -370,7 +370,8 @@ def serve(name: str, owner: int) -> None:
                     del runs[conn]
 
     while True:
-        readable, _, _ = select.select([listener, wake_r, *runs], [], [], 1.0)
+        watched: list[socket.socket | int] = [listener, wake_r, *runs]
+        readable, _, _ = select.select(watched, [], [], 1.0)
         if wake_r in readable:
             try:
                 os.read(wake_r, 4096)
@@ -535,7 +536,8 @@ def _become_child(request: dict, out_fd: int, ready_w: int) -> None:
         )
         setattr(sys, name, stream)
         setattr(sys, f"__{name}__", stream)
-    sys.stdin = sys.__stdin__ = io.TextIOWrapper(
+    # typeshed marks sys.__stdin__ Final; a fresh interpreter's is what this fork must look like
+    sys.stdin = sys.__stdin__ = io.TextIOWrapper(  # type: ignore[misc]
         io.BufferedReader(io.FileIO(0, "r", closefd=False)), encoding=encoding or "utf-8"
     )
     # Threads: torch sizes its intra-op pool at the first operation, from OMP_NUM_THREADS and
@@ -548,7 +550,7 @@ def _become_child(request: dict, out_fd: int, ready_w: int) -> None:
     if "numpy.random" in sys.modules:  # Python's random reseeds itself in a fork; numpy's global one does not
         sys.modules["numpy.random"].seed()
     if "multiprocessing.process" in sys.modules:  # torch imports it: what it took from the server, made this run's
-        process = sys.modules["multiprocessing.process"]
+        process: Any = sys.modules["multiprocessing.process"]  # its ORIGINAL_DIR is private: not in typeshed
         process.ORIGINAL_DIR = os.getcwd()
         process.current_process().authkey = os.urandom(32)
     from tutor.exercises import child
@@ -575,9 +577,9 @@ def _become_child(request: dict, out_fd: int, ready_w: int) -> None:
             step()
         except BaseException:  # noqa: BLE001
             pass
-    for stream in (sys.stdout, sys.stderr):
+    for std in (sys.stdout, sys.stderr):
         try:
-            stream.flush()
+            std.flush()
         except BaseException:  # noqa: BLE001
             pass
     os._exit(code)

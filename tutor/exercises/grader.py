@@ -596,7 +596,7 @@ def grade_exercise(
                     if not seen.passed and seen.explains_stop:
                         ok, fb, explains_stop = False, f"{seen.cause} {req.feedback}", True
         elif isinstance(req, PythonRequirement):
-            verdict = run_grader(
+            graded = run_grader(
                 req,
                 step_id=step.id,
                 code=code,
@@ -606,13 +606,13 @@ def grade_exercise(
                 quick=not accuracy_bars,
                 cancelled=cancelled,
             )
-            ok = verdict.passed
-            if verdict.cancelled:
+            ok = graded.passed
+            if graded.cancelled:
                 ok, judged, fb = False, False, "not checked: the run was stopped"
-            elif verdict.failure is not None:
-                fb, checker_error = verdict.failure, verdict.detail or verdict.failure
+            elif graded.failure is not None:
+                fb, checker_error = graded.failure, graded.detail or graded.failure
             else:
-                fb = "" if ok else verdict.feedback or req.feedback
+                fb = "" if ok else graded.feedback or req.feedback
         else:  # pragma: no cover - the lesson model admits no other type
             ok, fb = False, f"unknown requirement type {type(req).__name__}"
         if not ok and stopped and judged and not explains_stop and not isinstance(req, SourceRequirement):
@@ -708,4 +708,4 @@ def _hint(step: ExerciseStep, results: list[RequirementResult], stopped: str | N
         return broken[0].feedback
     if all(r.passed for r in results):
         return None
-    return (step.tiered_hints or [None])[0]
+    return step.tiered_hints[0] if step.tiered_hints else None

@@ -36,7 +36,7 @@ import sys
 import time
 import weakref
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypedDict
 
 MAX_EVENTS = 200  # saves, loads, autocast blocks... kept per kind
 MAX_SNAPSHOTS = 64
@@ -62,6 +62,16 @@ def _device_of(value: Any) -> str | None:
     if isinstance(value, int) and not isinstance(value, bool):
         return "cuda"
     return None
+
+
+class _Compared(TypedDict):
+    """What the comparisons in the learner's code held (`Observer._compared`)."""
+
+    calls: int
+    outputs: int
+    gradients: list[int]  # the numbers of the weights whose gradients were compared
+    differences: int
+    other: int
 
 
 class Observer:
@@ -104,7 +114,7 @@ class Observer:
         # that a program that drops its models frees them as it would unwatched.
         self._param_numbers: dict[int, tuple[Any, int]] = {}
         self._weights_with_gradients = 0
-        self.compared = {"calls": 0, "outputs": 0, "gradients": [], "differences": 0, "other": 0}
+        self.compared: _Compared = {"calls": 0, "outputs": 0, "gradients": [], "differences": 0, "other": 0}
         self.cuda_asked = 0
         self.mps_asked = 0
         self.cuda_available = False
@@ -278,7 +288,8 @@ class Observer:
                 self.cuda_asked += 1
             return real_available()
 
-        is_available.__wrapped__ = getattr(real_available, "__wrapped__", real_available)
+        # (the ignore: mypy does not model attributes set on a function)
+        is_available.__wrapped__ = getattr(real_available, "__wrapped__", real_available)  # type: ignore[attr-defined]
         self._patch(torch.cuda, "is_available", is_available)
         real_mps = torch.backends.mps.is_available
 
@@ -287,8 +298,9 @@ class Observer:
                 self.mps_asked += 1
             return real_mps()
 
-        # torch._dynamo reads is_available.__wrapped__ (it is an lru_cache): keep the same shape.
-        mps_is_available.__wrapped__ = getattr(real_mps, "__wrapped__", real_mps)
+        # torch._dynamo reads is_available.__wrapped__ (it is an lru_cache): keep the same shape
+        # (the ignore: mypy does not model attributes set on a function).
+        mps_is_available.__wrapped__ = getattr(real_mps, "__wrapped__", real_mps)  # type: ignore[attr-defined]
         self._patch(torch.backends.mps, "is_available", mps_is_available)
 
     # ------------------------------------------------------------ modules
@@ -758,7 +770,7 @@ class Observer:
         real_next = dataloader._BaseDataLoaderIter.__next__
 
         def loader_iter(loader: Any) -> Any:
-            iterator = real_iter(loader)
+            iterator: Any = real_iter(loader)  # a DataLoader subclass's may be any iterator
             if self.active and len(self.passes) < MAX_PASSES:
                 try:
                     size = len(loader.dataset)
@@ -766,7 +778,7 @@ class Observer:
                     size = None
                 sampler = getattr(loader, "sampler", None)
                 epoch = getattr(sampler, "epoch", None)
-                entry = {
+                entry: dict[str, Any] = {
                     "dataset": size,
                     "sampler": type(sampler).__name__,
                     "batches": 0,

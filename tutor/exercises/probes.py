@@ -8,7 +8,16 @@ values that tutor/exercises/grader.py judges. The names lint accepts are in tuto
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import torch
+
+
+def _grad(weight: torch.Tensor) -> torch.Tensor:
+    """The gradient a backward pass left on `weight`: one the probe's own loss reaches."""
+    assert weight.grad is not None, "a reference weight without a gradient"
+    return weight.grad
 
 
 def moves_batch_to_device(fn: Callable[..., Any], name: str) -> dict[str, Any]:
@@ -151,7 +160,9 @@ def _accumulation_measured(fn: Callable[..., Any], name: str) -> dict[str, Any]:
     targets: list[Any] = []
     clears: list[dict[str, Any]] = []
     steps: list[dict[str, Any]] = []
-    watched = model[0].weight
+    first = model[0]
+    assert isinstance(first, nn.Linear)  # built just above
+    watched = first.weight
 
     def forward_pre(module: Any, args: tuple) -> None:
         if torch.is_grad_enabled() and args and isinstance(args[0], torch.Tensor):
@@ -207,7 +218,7 @@ def _accumulation_measured(fn: Callable[..., Any], name: str) -> dict[str, Any]:
         x = torch.cat(inputs[start:end])
         y = torch.cat(targets[start:end])
         nn.functional.cross_entropy(reference(x), y).backward()
-        want = torch.cat([p.grad.reshape(-1) for p in reference.parameters()]).double()
+        want = torch.cat([_grad(p).reshape(-1) for p in reference.parameters()]).double()
         got = torch.cat([t.reshape(-1) for t in entry["grads"]]).double()
         norm = float(want.dot(want))
         checked.append(
@@ -347,6 +358,7 @@ def _checkpointing(fn: Callable[..., Any], name: str) -> dict[str, Any]:
     backward = False
     handles = []
     for number, block in enumerate(mine, 1):
+        assert isinstance(block, nn.Sequential)  # built above: CKPT_BLOCKS Sequentials of layers
         for layer in block:
             if isinstance(layer, nn.Linear):
                 handles.append(
@@ -406,7 +418,7 @@ def _checkpointing(fn: Callable[..., Any], name: str) -> dict[str, Any]:
     ]
     result["blocks_without_gradient"] = missing
     result["gradient_diff"] = max(diffs, default=0.0)
-    result["gradient_scale"] = max(float(p.grad.abs().max()) for p in blocks.parameters())
+    result["gradient_scale"] = max(float(_grad(p).abs().max()) for p in blocks.parameters())
     return result
 
 

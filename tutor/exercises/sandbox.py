@@ -332,7 +332,9 @@ def _run(
         env=env,
     )
     pgid = proc.pid  # the session leader's pid is the group id
-    fd = proc.stdout.fileno()
+    pipe = proc.stdout
+    assert pipe is not None  # stdout=PIPE; a ForkedChild's stdout is its pipe's read end
+    fd = pipe.fileno()
     os.set_blocking(fd, False)
     decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
     capture, flusher = _Capture(), _Flusher(on_output)
@@ -391,7 +393,7 @@ def _run(
         if tail:
             capture.add(tail)
             flusher.add(tail)
-        proc.stdout.close()
+        pipe.close()
     flusher.flush(force=True)
     output, dropped = capture.result()
     return _Ran(proc.returncode, timed_out, was_cancelled, output, dropped)
@@ -595,7 +597,7 @@ def _rank_pids(ranks_dir: Path) -> list[int]:
 def _tagged(token: str) -> list[int]:
     """Processes whose environment carries this launch's token (Linux; [] elsewhere): the ranks,
     and whatever they forked, wherever torchrun put them."""
-    found = []
+    found: list[int] = []
     needle = f"\0GPUTUTOR_LAUNCH={token}\0".encode()
     me = os.getpid()
     try:
@@ -670,7 +672,12 @@ def _launch_result(workdir: Path, ran: _Ran, nproc: int) -> SandboxResult:
     started = [read(r, "started") is not None for r in range(nproc)]
     exits = [read(r, "exit") for r in range(nproc)]
     errors = [(r, e) for r in range(nproc) if (e := _read_error(workdir / per_rank(ERROR_FILE, r))).get("type")]
-    errors.sort(key=lambda item: item[1].get("time") if isinstance(item[1].get("time"), (int, float)) else 0)
+
+    def stamped(item: tuple[int, dict[str, Any]]) -> float:
+        when = item[1].get("time")
+        return when if isinstance(when, (int, float)) else 0
+
+    errors.sort(key=stamped)
     reports: dict[str, Any] = {}
     for rank in reversed(range(nproc)):  # rank 0's values win
         reports.update(_read_reports(workdir / per_rank(REPORTS, rank)))
@@ -704,7 +711,9 @@ def _launch_result(workdir: Path, ran: _Ran, nproc: int) -> SandboxResult:
         root_code = _ROOT_EXIT.search(log)
         root_rank = _ROOT_RANK.search(log)
         if failed is not None:
-            error_rank, exit_code = failed, int(exits[failed]) if exits[failed].lstrip("-").isdigit() else 1
+            failed_exit = exits[failed]
+            assert failed_exit is not None  # `failed` is a rank whose exit is neither None nor "0"
+            error_rank, exit_code = failed, int(failed_exit) if failed_exit.lstrip("-").isdigit() else 1
         elif root_code and int(root_code.group(1)) < 0:
             sig = _signal_name(-int(root_code.group(1)))
             error_rank = int(root_rank.group(1)) if root_rank else None

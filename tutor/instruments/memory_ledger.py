@@ -67,7 +67,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from tutor.instruments.instrument import (
     GIB,
@@ -428,7 +428,8 @@ class MemoryLedger(Instrument):
             if ckpt:
                 notes.append("Checkpointing is not modelled for a measured model: its activations are as measured.")
         per_param = f"{led.static / led.params:.3g}" if multi else f"{led.static / led.params:.0f}"
-        if breaks == "unknown":
+        level: Literal["ok", "warning", "error"]
+        if breaks == "unknown" or budget is None:  # the same test: "unknown" is what no budget breaks
             level = "warning"
             verdict = f"Needs {gb(led.total)}{per_gpu}. The budget is unknown: {budget_label}."
         elif breaks == "static floor":
@@ -579,6 +580,7 @@ class MemoryLedger(Instrument):
             math_lines.append(f"static floor = {gb(led.static)}; total = {gb(led.total)}")
         math_lines.append("GB = 10^9 bytes, GiB = 2^30 bytes")
 
+        figures: tuple[tuple[str, str], ...]
         if multi:
             figures = (
                 ("static floor", f"{gb(led.static)} per GPU  ({per_param} B per parameter)"),

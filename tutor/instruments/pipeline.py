@@ -29,7 +29,7 @@ reference figures fail (45% MFU with 35% of the time computing).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 from tutor.instruments import memory_ledger as ml
 from tutor.instruments.instrument import (
@@ -52,7 +52,16 @@ PEAK_LABEL = {"fp32": "TF32 156 TFLOP/s", "mixed": "FP16 312 TFLOP/s"}
 EFFICIENCY = 0.8  # assumed: the share of peak that large matmuls reach
 WORKERS = 4
 BASELINE = {"data": 0.40, "memory traffic": 0.25, "compute": 0.35}  # the chapter's measured baseline profile
-A100_MEMORY = ml.BUDGETS["a100"][1]
+
+
+def _card_memory(card: str) -> int:
+    """A named card's budget in bytes (every card's is known; only "this" machine's may be None)."""
+    budget = ml.BUDGETS[card][1]
+    assert budget is not None, card
+    return budget
+
+
+A100_MEMORY = _card_memory("a100")
 
 CHAPTER = (
     "Chapter (reference): baseline 45% MFU, time 40% data loading / 25% transfers (memory traffic) / 35% compute.",
@@ -185,7 +194,7 @@ class Pipeline(Instrument):
         fits = mem <= A100_MEMORY
         shares = {k: v / total for k, v in t.items()}
         hours = 6 * N * 1e9 / (peak * mfu) / 3600
-        bottleneck = max(shares, key=shares.get)
+        bottleneck = max(shares, key=shares.__getitem__)
         outputs = {
             "data_share": shares["data loading"],
             "transfer_share": shares["memory traffic"],
@@ -205,7 +214,7 @@ class Pipeline(Instrument):
             else f"MFU {percent(mfu)}: compute is now the largest phase ({percent(shares['compute'])} of {total:.2f} s)"
         )
         verdict += "." if fits else f". Memory: {gb(mem)} does not fit the A100's 80 GiB."
-        level = "ok" if fits else "error"
+        level: Literal["ok", "warning", "error"] = "ok" if fits else "error"
         ckpt = 8 if s["checkpointing"] else 6
         math_lines = (
             f"tokens = batch x s = {s['batch']} x {SEQ} = {tokens:,}",
@@ -268,7 +277,7 @@ class Pipeline(Instrument):
         copy = _num(run.get("copy_share"))
         comp = sum(_num(run.get(k)) for k in ("forward_share", "backward_share", "optimizer_share"))
         mfu = _num(run.get("mfu"))
-        outputs = {k: None for k in self.outputs}
+        outputs: dict[str, float | None] = {k: None for k in self.outputs}
         outputs.update(data_share=data, transfer_share=copy, compute_share=comp, mfu=mfu)
         how = (
             f"{run.get('model', '?')} model, batch {run.get('batch_size', '?')}, {run.get('dtype', '?')}, "

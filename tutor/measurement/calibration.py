@@ -415,9 +415,11 @@ def measuring(
 
 def kept_words(busy: Calibration, quieter: Calibration) -> str:
     """Why a calibration just measured was not kept, in figures."""
+    roof = busy.peak(ROOF_DTYPE)
+    assert roof is not None  # `measuring` raises when it cannot measure the ROOF_DTYPE peak
     return (
         f"Not kept: other programs took {busy.others_share:.0%} of the cores while this calibration measured "
-        f"(float32 peak {busy.peak(ROOF_DTYPE).tflops:.3g} TFLOP/s, bandwidth {busy.bandwidth.gbps:.3g} GB/s), "
+        f"(float32 peak {roof.tflops:.3g} TFLOP/s, bandwidth {busy.bandwidth.gbps:.3g} GB/s), "
         f"against {quieter.others_share:.0%} during the one of {quieter.measured_on}, which stays: a busy machine "
         f"reads its roofs low. Run `{COMMAND}` again when it is quieter."
     )

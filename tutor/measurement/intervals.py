@@ -40,7 +40,7 @@ def coverage(n: int, k: int) -> float:
     """How often [x(k), x(n+1-k)] of n sorted independent repeats holds the true median."""
     if not 1 <= k <= (n + 1) // 2:
         raise ValueError(f"k={k} is not an order statistic pair of {n} repeats")
-    below = sum(math.comb(n, i) for i in range(k)) / 2**n
+    below: float = sum(math.comb(n, i) for i in range(k)) / 2**n  # 2**n is typed Any (n could be < 0)
     return 1.0 - 2.0 * below
 
 

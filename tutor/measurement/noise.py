@@ -79,7 +79,8 @@ def _nvml_handle(pynvml: Any, index: int) -> Any:
     CUDA_VISIBLE_DEVICES, matched by its PCI address). On a MIG slice this is the whole card."""
     import torch
 
-    props = torch.cuda.get_device_properties(index)
+    # Any: the PCI fields are read where this torch has them, and are not in its stubs.
+    props: Any = torch.cuda.get_device_properties(index)
     try:
         bus = f"{props.pci_domain_id:08X}:{props.pci_bus_id:02X}:{props.pci_device_id:02X}.0"
         return pynvml.nvmlDeviceGetHandleByPciBusId(bus)
@@ -172,7 +173,7 @@ def _throttle(pynvml: Any, handle: Any) -> tuple[str, ...] | None:
             for reason, words in _THROTTLE_WORDS
             if mask
             & int(
-                getattr(pynvml, f"nvmlClocksEventReason{reason}", None)
+                getattr(pynvml, f"nvmlClocksEventReason{reason}", 0)
                 or getattr(pynvml, f"nvmlClocksThrottleReason{reason}", 0)
             )
         )

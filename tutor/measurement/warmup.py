@@ -9,7 +9,7 @@ pure Python; the clock is the caller's (tutor/measurement/timing.py `warm_up`).
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 WINDOW = 3  # calls per look: the median of the last WINDOW against the WINDOW before them
@@ -41,7 +41,7 @@ class WarmUp:
     def last(self) -> float:
         return statistics.median(self.times[-WINDOW:])
 
-    def words(self, show, noun: str = "call") -> str:
+    def words(self, show: Callable[[float], str], noun: str = "call") -> str:
         """'8 untimed calls until their times stopped falling (the first took 41 ms, the last 2.1 ms)'."""
         n = len(self.times)
         if not n:
