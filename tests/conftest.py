@@ -124,7 +124,7 @@ def built_in_experiments_only():
 
     before = dict(experiments.REGISTRY)
     yield
-    if experiments.REGISTRY != before:
+    if before != experiments.REGISTRY:
         experiments.REGISTRY.clear()
         experiments.REGISTRY.update(before)
 
