@@ -1,4 +1,4 @@
-"""The walls between the three processes (docs/ARCHITECTURE.md), checked by importing each side in
+"""The walls between the processes (docs/ARCHITECTURE.md), checked by importing each side in
 a fresh interpreter and looking at what came with it. (A fresh interpreter each: this is the system
 tier, not the fast one; the rules read from the source are tests/unit/test_import_boundaries.py.)"""
 

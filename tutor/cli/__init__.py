@@ -1,7 +1,7 @@
 """`gpututor`: the TUI with no sub-command, and its headless twins for scripts and instructors.
 
-Sub-commands: list, doctor, calibrate, roofline, run, lint, check, exercise, instrument, export, profile (see
-DESIGN.md, "CLI contract").
+Sub-commands: list, doctor, calibrate, roofline, run, check, exercise, instrument, export, profile for
+learners; lint, schema, new, lesson test for instructors (see DESIGN.md, "CLI contract").
 Exit codes: 0 ok, 1 a run failed, 2 bad input, 130 cancelled (Ctrl-C).
 
 Only argparse and the standard library load at start-up, so `gpututor --help` is

@@ -1,1 +1,1 @@
-"""The app's screens: home (device + lessons + progress), lesson, help."""
+"""The app's screens: home (device + lessons + progress), lesson, help, review, profile, roofline."""
