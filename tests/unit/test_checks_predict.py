@@ -267,3 +267,26 @@ def test_the_edges_a_verdict_turns_at_are_every_options_ends_or_the_numbers_tole
     assert judged_edges(number, "x", "3") == pytest.approx((2.0, 6.0))  # 3 / 1.5 and 3 / 0.5
     assert judged_edges(number, "x") == () and judged_edges(number, "x", "lots") == ()
     assert judged_edges(TextAnswer(type="text"), "") == ()
+
+
+SWEEP = ChoiceAnswer.model_validate(
+    {"type": "choice", "options": [{"text": "32 to 128", "max": 129}, {"text": "256 or more", "min": 129}]}
+)
+TIED = "the batch sizes tied with it"
+
+
+@pytest.mark.parametrize(
+    "answer, interval, hit, undecided, says",
+    [
+        ("256 or more", (512, 4096), True, False, f"{TIED}: 512 to 4,096, all of them inside that range"),
+        ("32 to 128", (512, 4096), False, False, f"{TIED}: 512 to 4,096, all outside it too"),
+        ("256 or more", (64, 4096), False, True, f"and {TIED} run 64 to 4,096. It straddles 129"),
+    ],
+)
+def test_a_set_of_tied_settings_is_named_as_one_not_as_an_interval(answer, interval, hit, undecided, says):
+    """batch-sweep's fastest batch is the set of batch sizes no run could tell from it: a verdict
+    says so, rather than calling 512 to 4,096 an interval (and widens nothing with guard 0)."""
+    score = score_prediction(answer, SWEEP, 2048, "", interval=interval, guard=0.0, interval_words=TIED)
+    assert (score.hit, score.undecided) == (hit, undecided)
+    assert says in score.summary and "interval" not in score.summary.replace("narrow the interval", "")
+    assert "widened" not in score.summary

@@ -85,6 +85,7 @@ def score_prediction(
     why: str | None = None,
     gate: str | None = None,
     guard: float | None = None,
+    interval_words: str = "",
 ) -> PredictionScore:
     """Score a prediction against a measurement.
 
@@ -104,13 +105,15 @@ def score_prediction(
     run's timings cannot decide anything (its `noise_gate`: a GPU that slowed its clocks, or was
     busy with another program's work); every prediction against its interval is then undecided.
     `guard`: the metric's own guard band (how far its separate runs move); None: GUARD.
+    `interval_words`: what the interval is, where it is not the interval of a typical value
+    ("the batch sizes tied with it": a set of settings a run cannot tell apart).
     Never raises.
     """
     try:
         text = answer if isinstance(answer, str) else str(answer or "")
         if interval is not None and _number(measured) is not None:
             return _score_interval(
-                text, spec, measured, unit or "", interval, why, gate, GUARD if guard is None else guard
+                text, spec, measured, unit or "", interval, why, gate, GUARD if guard is None else guard, interval_words
             )
         return _score(text, spec, measured, unit or "")
     except Exception:  # noqa: BLE001 - a display helper must never take the lesson down
@@ -323,6 +326,7 @@ def _score_interval(
     why: str | None = None,
     gate: str | None = None,
     guard: float = GUARD,
+    interval_words: str = "",
 ) -> PredictionScore:
     """Judged by the interval of the typical value: hit, miss, or undecided (see score_prediction)."""
     scale = 100 if _is_percent(spec, unit) else 1  # as _as_percent scales the measurement
@@ -336,9 +340,10 @@ def _score_interval(
     if m is None or not lo <= m <= hi:  # an interval that does not hold its own headline says nothing
         return central
     span = f"{format_number(lo, shown_unit)} to {format_number(hi, shown_unit)}"
+    named = f"{interval_words}: {span}" if interval_words else f"its interval {span}"
     if isinstance(gate, str) and gate.strip():
         return PredictionScore(
-            f"This machine can't tell yet: measured {format_number(m, shown_unit)} (interval {span}), but "
+            f"This machine can't tell yet: measured {format_number(m, shown_unit)} ({named if interval_words else f'interval {span}'}), but "
             f"{' '.join(gate.split())[0].lower() + ' '.join(gate.split())[1:]} Run it again (r) when the GPU is "
             f"cool and free. Your prediction ({_said(answer, spec)}) stays locked, and no try was used.",
             None,
@@ -347,17 +352,19 @@ def _score_interval(
         )
     verdict = judge(MedianInterval(m, lo, hi, CONFIDENCE, 0, False), *allowed, guard=guard)
     if verdict is Decision.HIT:
-        words = "all of it inside that range" if isinstance(spec, ChoiceAnswer) else "all of it within your tolerance"
+        all_of = "all of them" if interval_words else "all of it"  # a set of settings, or an interval
+        words = f"{all_of} inside that range" if isinstance(spec, ChoiceAnswer) else f"{all_of} within your tolerance"
         if central.hit:
-            return PredictionScore(f"{central.summary}; its interval {span}, {words}", central.ratio, True)
+            return PredictionScore(f"{central.summary}; {named}, {words}", central.ratio, True)
         said = (
             f"you chose {_said(answer, spec)}" if isinstance(spec, ChoiceAnswer) else f"you said {_said(answer, spec)}"
         )
         return PredictionScore(
-            f"{said}; measured {format_number(m, shown_unit)}, its interval {span}, {words}", central.ratio, True
+            f"{said}; measured {format_number(m, shown_unit)}, {named}, {words}", central.ratio, True
         )
     if verdict is Decision.MISS:
-        return PredictionScore(f"{central.summary}; its interval {span} lies outside it too", central.ratio, False)
+        outside = f"{named}, all outside it too" if interval_words else f"{named} lies outside it too"
+        return PredictionScore(f"{central.summary}; {outside}", central.ratio, False)
     reach = widened(lo, hi, guard)
     edges = [e for e in allowed if e is not None and reach[0] <= e <= reach[1]]
     edge = (
@@ -368,9 +375,17 @@ def _score_interval(
         if edges
         else "It reaches past what your prediction allows"
     )
+    if interval_words:
+        reach_words = f"{interval_words} run {span}" + (
+            f" (widened by {guard:.0%}, how far separate runs move)" if guard else ""
+        )
+    else:
+        reach_words = (
+            f"the interval that holds its typical value runs {span} (widened by {guard:.0%}, how far separate "
+            "runs of it move)"
+        )
     return PredictionScore(
-        f"This machine can't tell yet: measured {format_number(m, shown_unit)}, and the interval that holds its "
-        f"typical value runs {span} (widened by {guard:.0%}, how far separate runs of it move). {edge}, so it is "
+        f"This machine can't tell yet: measured {format_number(m, shown_unit)}, and {reach_words}. {edge}, so it is "
         f"neither a hit nor a miss. {_why_undecided(why)} Your prediction ({_said(answer, spec)}) stays locked, and "
         "no try was used.",
         None,

@@ -32,7 +32,7 @@ from tutor.course.lesson import (
     Step,
 )
 from tutor.course.progress import AnswerRecord, Move, Prediction, Progress, RunRecord
-from tutor.experiments.spec import DECIDE, NOISE_GATE, NOISE_WHY
+from tutor.experiments.spec import DECIDE, NOISE_GATE, NOISE_WHY, Metric
 from tutor.measurement import method
 
 GIVE_UP_AFTER = 1  # graded attempts before the answer may be shown without asking twice
@@ -97,10 +97,19 @@ class Evidence:
 
     def guard(self, metric: str | None) -> float | None:
         """The guard band of `metric` as its experiment declares it (None: the default one)."""
+        declared = self._declared(metric)
+        return declared.guard if declared is not None else None
+
+    def interval_words(self, metric: str | None) -> str:
+        """What `metric`'s interval is, where its experiment says it is not a typical value's."""
+        declared = self._declared(metric)
+        return declared.interval_words if declared is not None else ""
+
+    def _declared(self, metric: str | None) -> Metric | None:
         from tutor import experiments
 
         spec = experiments.REGISTRY.get(self.run.experiment if self.run is not None else self.experiment)
-        return spec.metric(metric).guard if spec is not None and metric else None
+        return spec.metric(metric) if spec is not None and metric else None
 
 
 @dataclass(frozen=True)
@@ -133,6 +142,7 @@ class Reveal:
             why=evidence.metrics.get(NOISE_WHY),
             gate=evidence.metrics.get(NOISE_GATE),
             guard=evidence.guard(metric),
+            interval_words=evidence.interval_words(metric),
         )
         if evidence.run is not None and evidence.setting:
             # The prediction was for the lesson's settings; a tweaked run measured something else.
@@ -542,6 +552,7 @@ def grade(step: PredictStep | CheckStep, answer: str, evidence: Evidence) -> Gra
             why=metrics.get(NOISE_WHY),
             gate=metrics.get(NOISE_GATE),
             guard=evidence.guard(step.compare),
+            interval_words=evidence.interval_words(step.compare),
         )
         summary = score.summary.replace("measured ", f"{evidence.source} ") if evidence.source else score.summary
         # Undecided is neither right nor wrong: a review does not count it against the learner.

@@ -85,6 +85,9 @@ class Metric:
     # values land beyond one run's interval, as a share of its ends; a verdict widens the interval
     # by it before deciding. Measured (bench/verdict_study.py); None: measurement.intervals.GUARD.
     guard: float | None = None
+    # What NAME_low..NAME_high are, said in a verdict, where they are not the interval of a
+    # typical value: "the batch sizes tied with it" (a set of settings no run could tell apart).
+    interval_words: str = ""
 
     def __post_init__(self) -> None:
         if not isinstance(self.label, str) or not self.label.strip():

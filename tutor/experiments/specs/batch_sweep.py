@@ -33,6 +33,7 @@ SPEC = Experiment(
             "the batch size with the most samples/s (its median step's)",
             none="none ran",
             guard=0.0,
+            interval_words="the batch sizes tied with it",
         ),
         "best_batch_low": Metric(
             "fastest batch, tied low",
