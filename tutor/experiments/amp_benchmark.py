@@ -196,8 +196,8 @@ def measure(p: AmpBenchmarkParams, dev: Device) -> Iterator[Event]:
             else "No GPU here (no CUDA or Apple MPS device), so there is nothing to compare the CPU with."
         )
         yield Note(
-            f"{where} The fp32 and tf32 cases and gpu_speedup need a GPU, so they are None. On a CUDA GPU "
-            "this run adds: the same training in float32 on the GPU (TF32 off), with TF32 matmuls (compute "
+            f"{where} The GPU float32 and TF32 cases, and the GPU's speedup over the CPU, need a GPU: they "
+            "show as n/a. On a CUDA GPU this run adds: the same training in float32 on the GPU (TF32 off), with TF32 matmuls (compute "
             "capability 8.0+), and with float16 autocast + GradScaler, each timed over the full epoch, with "
             "peak memory. No GPU numbers are made up here: this run measures the CPU in float32 and with "
             "bfloat16 autocast.",
