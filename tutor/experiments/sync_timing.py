@@ -146,6 +146,8 @@ def measure(p: SyncTimingParams, dev: Device) -> Iterator[Event]:
             spent = time.perf_counter() - started
             following = next((n for n in looks if n > target), None)
             if stopped.enough or following is None or spent / target * following > TIMING_BUDGET_S:
+                if len(synced) < looks[-1]:  # stopped early: the progress ends full, at what was timed
+                    yield Step(len(synced), len(synced), float("nan"), synced[-1], 0.0, label="repeat")
                 break
     finally:
         torch.set_float32_matmul_precision(precision)
