@@ -37,6 +37,9 @@ OUTLINE = {
         "formats-predict",
         "formats-run",
         "check-formats",
+        "attention-predict",
+        "attention-run",
+        "attention-read",
     ],
     "memory anatomy": ["memory-read", "memory-predict", "memory-run", "memory-reflect", "check-memory"],
     "memory optimisation": [
