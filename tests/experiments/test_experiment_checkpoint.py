@@ -105,6 +105,15 @@ def test_cuda_checkpoint_loads_on_cpu():
     assert m["cpu_only_load_error"] and "map_location" in m["cpu_only_load_error"]
 
 
+def test_a_gpu_saved_file_without_map_location_fails_for_real_on_any_machine(saved):
+    """Exercise 2's question, answered by PyTorch itself on a CPU: the file as a GPU writes it,
+    loaded with no map_location where no GPU is visible, raises the error that names map_location."""
+    _path, m = saved
+    assert m["loads_without_map_location"] is False
+    assert m["cpu_only_load_error"].startswith("RuntimeError") and "map_location" in m["cpu_only_load_error"]
+    assert not list(_path.parent.glob("*.as-if-cuda"))  # the re-tagged copy is gone
+
+
 def test_folder_as_path_fails_before_training(tmp_path, monkeypatch):
     def no_training(*args, **kwargs):
         raise AssertionError("trained before checking the path")

@@ -41,12 +41,38 @@ COMPARE_SAMPLES = 1000  # the test batch both models predict
 ATOL = 1e-5  # cuda and cpu kernels sum in different orders; identical weights differ by ~1e-6
 
 
+# A checkpoint saved on a CPU or MPS, written again the way torch.save writes one on a GPU (each
+# storage tagged with the card it came from), then loaded as the course's exercise 2 asks: with
+# plain torch.load, on a machine that has no CUDA. In a process of its own: the tag is global.
+AS_IF_SAVED_ON_A_GPU = """
+import sys, torch
+state = torch.load(sys.argv[1], map_location="cpu", weights_only=True)
+torch.serialization.register_package(0, lambda s: "cuda:0" if s.device.type == "cpu" else None, lambda o, loc: None)
+torch.save(state, sys.argv[2])
+torch.load(sys.argv[2], weights_only=True)
+"""
+
+
 def _cpu_only_load_error(path: str) -> str | None:
     """Load a CUDA checkpoint without map_location in a process that cannot see the GPU."""
-    code = f"import torch; torch.load({path!r}, weights_only=True)"
+    return _error_where_cuda_is_hidden(f"import torch; torch.load({path!r}, weights_only=True)")
+
+
+def _gpu_file_load_error(path: str) -> str | None:
+    """The same, for this machine's checkpoint written as a GPU would have written it."""
+    tagged = path + ".as-if-cuda"
+    try:
+        return _error_where_cuda_is_hidden(AS_IF_SAVED_ON_A_GPU, path, tagged)
+    finally:
+        if os.path.exists(tagged):
+            os.remove(tagged)
+
+
+def _error_where_cuda_is_hidden(code: str, *args: str) -> str | None:
+    """The error line of `code` run by a Python that sees no CUDA (None: it ran, or could not start)."""
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
     try:
-        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+        out = subprocess.run([sys.executable, "-c", code, *args], env=env, capture_output=True, text=True, timeout=120)
     except (OSError, subprocess.TimeoutExpired):
         return None
     lines = [ln.strip() for ln in out.stderr.splitlines() if ln.strip()]
@@ -117,7 +143,7 @@ def measure(p: CheckpointParams, dev: Device) -> Iterator[Event]:
         with torch.no_grad(), full_float32_matmuls():
             after = restored(batch.cpu())
 
-        cuda_error = _cpu_only_load_error(path) if dev.kind == "cuda" else None
+        cuda_error = _cpu_only_load_error(path) if dev.kind == "cuda" else _gpu_file_load_error(path)
     finally:
         if target is None:
             os.remove(path)
@@ -175,25 +201,27 @@ def measure(p: CheckpointParams, dev: Device) -> Iterator[Event]:
             else "(A whole pickled nn.Module loaded too in this PyTorch version.)"
         )
     )
-    if cuda_error:
+    if cuda_error and dev.kind == "cuda":
         yield Note(f"Without map_location, loading this file where CUDA is not visible fails:\n{cuda_error}")
+    elif cuda_error:
+        yield Note(
+            f"This file was saved on {device}. Written again as a GPU writes it (every tensor tagged "
+            "with the card it came from, cuda:0) and loaded by torch.load with no map_location, in a process "
+            f"that sees no GPU, as on a CPU-only laptop, it fails for real:\n{cuda_error}\n"
+            "torch.load puts every tensor back on the device it was saved from, unless map_location "
+            "says otherwise: passing map_location='cpu' (or map_location=device) to torch.load loads it "
+            "anywhere."
+        )
     elif dev.kind == "cuda":
         yield Note(
             "Without map_location, torch.load puts every tensor back on the GPU it was saved from "
             "(loading this file in a process without CUDA could not be checked here)."
         )
-    elif dev.kind == "mps":
-        yield Note(
-            "Without map_location, torch.load puts every tensor back on the device it was saved from: "
-            "this file, saved on mps, loads on a machine without MPS (a Linux box, a CI runner) only "
-            "with map_location='cpu'. A process cannot hide MPS from itself, so that error is not shown here."
-        )
     else:
         yield Note(
             "map_location='cpu' matters for checkpoints saved on a GPU: without it torch.load puts every "
             "tensor back on the device it was saved from, so on a machine without CUDA it stops with a "
-            f"RuntimeError that asks you to pass map_location. This one was saved on {device}, so there "
-            "is no such error to show here."
+            "RuntimeError that asks you to pass map_location (that load could not be tried here)."
         )
 
     # Some course material calls `torch.save(model.cpu().state_dict(), ...)` the robust save. But
@@ -239,6 +267,7 @@ def measure(p: CheckpointParams, dev: Device) -> Iterator[Event]:
             "accuracy": checkpoint["accuracy"],
             "path": p.path,
             "cpu_only_load_error": cuda_error,
+            "loads_without_map_location": False if cuda_error else None,
             "whole_model_refused": refused is not None,
         }
     )

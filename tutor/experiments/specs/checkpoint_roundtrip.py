@@ -34,6 +34,18 @@ SPEC = Experiment(
         ),
         "file_bytes": Metric("checkpoint size", "B", "checkpoint size in bytes"),
         "saved_on": Metric("trained and saved on", "text", "device the model trained and was saved on"),
+        "cpu_only_load_error": Metric(
+            "error without map_location",
+            "text",
+            "the error of a GPU-saved checkpoint loaded with plain torch.load where no GPU is visible",
+            none="could not be tried",
+        ),
+        "loads_without_map_location": Metric(
+            "GPU file loads, no map_location",
+            "bool",
+            "False when plain torch.load of a GPU-saved checkpoint failed where no GPU is visible",
+            none="could not be tried",
+        ),
         "loaded_on": Metric("loaded onto", "text", "device the checkpoint was loaded onto (cpu)"),
         "epoch": Metric("epoch in the checkpoint", "", "epoch stored in the checkpoint"),
         "loss": Metric("loss in the checkpoint", "", "loss stored in the checkpoint"),
