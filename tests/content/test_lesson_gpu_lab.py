@@ -27,7 +27,7 @@ LESSON = ROOT / "lessons" / "gpu-lab.yaml"
 
 # The outline, part by part.
 OUTLINE = {
-    "basics": ["basics-predict", "basics-run", "basics-read", "check-tf32"],
+    "basics": ["basics-predict", "basics-run", "basics-read", "check-tf32", "loops-predict", "loops-run"],
     "formats": [
         "formats-read",
         "autocast-read",
