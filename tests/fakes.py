@@ -11,7 +11,7 @@ from typing import Any
 
 from tutor import experiments
 from tutor.experiments.devices import Device
-from tutor.experiments.events import Epoch, Finished, Started, Step
+from tutor.experiments.events import Epoch, Event, Finished, Started, Step
 
 TEST_CPU = Device("cpu", None, "Test CPU", threads=1, cores=2)
 
@@ -22,7 +22,8 @@ class ScriptedEngine:
     declares is None otherwise: "not measured", never a made-up number).
 
     `fail={"train": "why"}` ends that experiment's runs as failed; `hold=True` keeps a run going
-    until it is cancelled (for escape, quit and navigation tests)."""
+    until it is cancelled (for escape, quit and navigation tests); `events={"train": [Table(...)]}`
+    sends those events too, after the Epoch (a table or note the experiment would report)."""
 
     def __init__(
         self,
@@ -33,6 +34,7 @@ class ScriptedEngine:
         steps: int = 3,
         pace_s: float = 0.0,
         ranks: int = 0,
+        events: dict[str, list[Event]] | None = None,
     ) -> None:
         self.metrics = metrics or {}
         self.fail = fail or {}
@@ -40,6 +42,7 @@ class ScriptedEngine:
         self.steps = steps
         self.pace_s = pace_s  # seconds between steps (the UI throttles Step events it gets faster)
         self.ranks = ranks  # > 0: each step comes from every rank of a distributed run ("rank 0", ...)
+        self.events = events or {}
         self.runs: list[tuple[str, dict[str, Any], str | None]] = []  # (experiment, params, device) asked for
         self.closed = False
         self.running = threading.Event()
@@ -73,6 +76,8 @@ class ScriptedEngine:
                 yield ("ended", "failed", self.fail[name])
                 return
             yield ("event", Epoch(1, 1, 0.5, 0.9, 0.03, 1000.0))
+            for event in self.events.get(name, []):
+                yield ("event", event)
             declared = experiments.get(name).metrics
             yield ("event", Finished({**{m: None for m in declared}, **self.metrics.get(name, {})}))
             yield ("ended", "finished", None)

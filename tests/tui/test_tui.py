@@ -180,6 +180,8 @@ async def test_walk_predict_run_check_and_resume(tmp_path):
 
 
 async def test_escape_cancels_a_run(tmp_path):
+    from tutor.ui.widgets.run_panel import LiveLine
+
     app = make_app(tmp_path, real_engine=True)
     async with app.run_test(size=(100, 30)) as pilot:
         screen = await open_demo(pilot)
@@ -189,7 +191,8 @@ async def test_escape_cancels_a_run(tmp_path):
         panel = screen.view.query_one(RunPanel)
         panel.params = {"epochs": 20, "batch_size": 16}  # long enough to still be running
         await pilot.press("r")
-        await wait_for(pilot, lambda: panel._last_step is not None)
+        live = panel.query_one("#live", LiveLine)
+        await wait_for(pilot, lambda: live.text.plain.startswith("Running step"))  # a step has come
         await pilot.press("escape")
         t0 = time.monotonic()
         await wait_for(pilot, lambda: panel.state == "cancelled", timeout=30)
@@ -252,6 +255,7 @@ async def test_every_built_in_step_title_is_read_whole_at_80_columns(tmp_path):
             screen = app.screen
             where = screen.query_one("#where", Static)
             for index, step in enumerate(lesson.steps):
+                # The header alone (private): show_step would mount each of the ~200 steps, 38 s for 2.
                 screen.index = index
                 screen._update_header()
                 shown = text_of(where)
@@ -326,9 +330,10 @@ async def test_a_choice_check_says_to_choose_not_type(tmp_path):
         assert "↑↓ or 1–" in hint and "choose" in hint and "type your answer" not in hint
 
 
-async def test_a_key_pressed_again_does_not_stack_copies_of_its_message(tmp_path):
+async def test_a_key_pressed_again_does_not_stack_copies_of_its_message(tmp_path, notes):
     """n on an unlocked prediction says why not once; pressing it again while that shows adds nothing."""
     app = TutorApp(home=tmp_path, device="cpu", engine=ScriptedEngine())
+    said = notes(app)
     async with app.run_test(size=(80, 24)) as pilot:
         app.open_lesson("training-iron-law")
         await pilot.pause()
@@ -339,9 +344,7 @@ async def test_a_key_pressed_again_does_not_stack_copies_of_its_message(tmp_path
             screen.action_next()
         await pilot.pause()  # whatever the five asked for is handled
         assert screen.index == screen.lesson.index("act1-predict")
-        assert [n.message for n in app._notifications].count(
-            "Lock in a prediction first (enter): the result comes after your guess, never before."
-        ) == 1
+        assert said.count("Lock in a prediction first (enter): the result comes after your guess, never before.") == 1
 
 
 async def test_an_answer_step_arrives_with_its_answer_focused_so_enter_answers(tmp_path):
@@ -388,7 +391,7 @@ def test_a_words_prediction_is_revealed_once_and_not_scored():
     assert shown.count("41918464") == 1 and "out of memory" in shown and "Not scored" in shown
 
 
-async def test_a_locked_progress_file_is_said_and_the_tutor_works_on(tmp_path, monkeypatch):
+async def test_a_locked_progress_file_is_said_and_the_tutor_works_on(tmp_path, monkeypatch, notes):
     """Another program holds progress.db: the tutor starts anyway and says so; and when
     the file stops taking writes mid-session, the learner is told once and goes on."""
     import sqlite3
@@ -398,15 +401,15 @@ async def test_a_locked_progress_file_is_said_and_the_tutor_works_on(tmp_path, m
     monkeypatch.setattr(tutor.course.progress, "WRITE_BUSY_MS", 50)
     db = tmp_path / "progress.db"
     app = make_app(tmp_path)
+    said = notes(app)
     async with app.run_test(size=(100, 30)) as pilot:
         assert app.progress.warning is None
         other = sqlite3.connect(db, isolation_level=None)
         other.execute("BEGIN IMMEDIATE")  # another program starts a long write
         try:
             await open_demo(pilot)  # opening a lesson saves the position
-            await pilot.pause()
-            notes = [n.message for n in app._notifications]
-            assert any("not be saved" in n and "locked" in n for n in notes), notes
+            # said from the thread that found the file locked
+            await wait_for(pilot, lambda: any("not be saved" in n and "locked" in n for n in said))
             assert app.progress.position("tui-demo") is not None  # kept, in memory
         finally:
             other.execute("ROLLBACK")
@@ -416,11 +419,11 @@ async def test_a_locked_progress_file_is_said_and_the_tutor_works_on(tmp_path, m
     other.execute("BEGIN IMMEDIATE")
     try:
         app = make_app(tmp_path)
+        said = notes(app)  # before the app starts: it says so as it starts
         async with app.run_test(size=(100, 30)) as pilot:
             await pilot.pause()
             assert isinstance(app.screen, HomeScreen)
-            notes = [n.message for n in app._notifications]
-            assert any("locked by another program" in n for n in notes), notes
+            assert any("locked by another program" in n for n in said), said
     finally:
         other.execute("ROLLBACK")
         other.close()
@@ -601,10 +604,10 @@ async def test_enter_never_moves_past_a_step_that_is_not_a_read_step(tmp_path):
         await wait_for(pilot, lambda: screen.index == 1)
 
 
-async def test_escape_leaves_a_lesson_only_when_pressed_twice(tmp_path):
+async def test_escape_leaves_a_lesson_only_when_pressed_twice(tmp_path, toasts):
     """After a right free-text answer the box closes; an escape meant for it must not leave."""
     app = TutorApp(home=tmp_path, device="cpu", engine=ScriptedEngine())
-    async with app.run_test(size=(80, 24)) as pilot:
+    async with app.run_test(size=(80, 24), notifications=True) as pilot:
         app.open_lesson("cpu-vs-gpu")
         await pilot.pause()
         screen = app.screen
@@ -618,12 +621,13 @@ async def test_escape_leaves_a_lesson_only_when_pressed_twice(tmp_path):
         await pilot.press("enter")
         await wait_for(pilot, lambda: screen.view.solved)
         await pilot.press("escape")
-        await pilot.pause()  # the key is handled
-        assert app.screen is screen  # still in the lesson, told how to leave
+        await wait_for(pilot, lambda: any("escape again" in t for t in toasts(app)))  # told how to leave
+        assert app.screen is screen  # still in the lesson
         await pilot.press("escape")
         await wait_for(pilot, lambda: isinstance(app.screen, HomeScreen))
+        await pilot.pause()  # the home screen's toasts are put up once it is shown
         # Its "press escape again" toast went with the lesson: on the home screen it told nothing.
-        assert not [n for n in app._notifications if "escape again" in n.message]
+        assert not [t for t in toasts(app) if "escape again" in t]
 
 
 @pytest.mark.parametrize(
@@ -818,7 +822,8 @@ async def test_a_measured_value_in_brackets_shows_as_it_is(tmp_path):
     """Was: a results table's "[64, 784]" and a measured "[bf16]" came out empty: Rich read them as markup."""
     from tutor.experiments.events import Table
 
-    engine = ScriptedEngine(metrics={"train": {"accuracy": 0.97, "amp_dtype": "[bf16]"}})
+    shapes = Table("shapes [per batch]", ["tensor", "[shape]"], [["x", "[64, 784]"], ["y", "[64]"]])
+    engine = ScriptedEngine(metrics={"train": {"accuracy": 0.97, "amp_dtype": "[bf16]"}}, events={"train": [shapes]})
     app = TutorApp(home=tmp_path, lessons_dirs=[LESSONS], device="cpu", engine=engine)
     async with app.run_test(size=(100, 30)) as pilot:
         screen = await open_demo(pilot)
@@ -828,7 +833,6 @@ async def test_a_measured_value_in_brackets_shows_as_it_is(tmp_path):
         panel = screen.view.query_one(RunPanel)
         await pilot.press("r")
         await wait_for(pilot, lambda: panel.state == "finished")
-        panel._add_table(Table("shapes [per batch]", ["tensor", "[shape]"], [["x", "[64, 784]"], ["y", "[64]"]]))
         await pilot.pause()
         shown = "\n".join(text_of(s) for s in panel.query(Static) if "result-table" in s.classes)
         for value in ("[bf16]", "shapes [per batch]", "[shape]", "[64, 784]", "[64]"):

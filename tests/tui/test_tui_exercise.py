@@ -233,11 +233,16 @@ async def test_e_opens_the_file_in_the_learners_editor_and_its_save_is_graded(tm
         assert app.progress.draft("ex-demo", "ex-sum") == view.step.solution
 
 
-async def test_a_save_from_another_editor_while_the_step_is_shown_is_graded(tmp_path):
+async def test_a_save_from_another_editor_while_the_step_is_shown_is_graded(tmp_path, monkeypatch):
     """A second SSH pane's editor saves by rename: the tutor loads the code and grades it; its own
     autosaves are never mistaken for such a save."""
     from fakes import ScriptedGrader
 
+    from tutor.course.workspace import FileWatch
+
+    polls = []  # the file watcher's looks at the file
+    look = FileWatch.poll
+    monkeypatch.setattr(FileWatch, "poll", lambda watch: polls.append(None) or look(watch))
     grader = ScriptedGrader()
     app = TutorApp(lessons_dirs=[LESSONS], home=tmp_path, device="cpu", engine=ScriptedEngine(), grader=grader)
     async with app.run_test(size=(80, 24)) as pilot:
@@ -246,10 +251,6 @@ async def test_a_save_from_another_editor_while_the_step_is_shown_is_graded(tmp_
         view = app.screen.view
         path = view.session.code_file(view.step)
         await pilot.press("enter")
-        polls = []  # the file watcher's looks at the file
-        watch = view._watch
-        look = watch.poll
-        watch.poll = lambda: polls.append(None) or look()
         view.query_one("#editor", TextArea).load_text("total = 0  # typed in the tutor\n")
         await wait_for(pilot, lambda: path.read_text() == "total = 0  # typed in the tutor\n")  # autosaved
         looked = len(polls)

@@ -52,13 +52,14 @@ def save(path: Path, text: str) -> None:
     os.utime(path, (stamp, stamp))
 
 
-async def test_an_edit_is_shown_and_the_position_kept(tmp_path, monkeypatch):
+async def test_an_edit_is_shown_and_the_position_kept(tmp_path, monkeypatch, notes):
     monkeypatch.setattr(LessonScreen, "WATCH_INTERVAL_S", 0.1)
     lessons = tmp_path / "lessons"
     lessons.mkdir()
     path = lessons / "live.yaml"
     path.write_text(LESSON, encoding="utf-8")
     app = TutorApp(lessons_dirs=[lessons], home=tmp_path / "home", device="cpu", engine=ScriptedEngine())
+    said = notes(app)
     async with app.run_test(size=(80, 24)) as pilot:
         app.open_lesson("live")
         await pilot.pause()
@@ -82,7 +83,7 @@ async def test_an_edit_is_shown_and_the_position_kept(tmp_path, monkeypatch):
 
         # A broken save is said, and the working version stays.
         save(path, "id: live\ntitle: Live lesson\nsteps:\n  - id: two\n    kind: reed\n")
-        await wait_for(pilot, lambda: any("has errors" in n.message for n in app._notifications))
+        await wait_for(pilot, lambda: any("has errors" in n for n in said))
         assert "version 2" in body_text(screen) and len(screen.lesson.steps) == 4
 
         # The current step removed: the step now in its place is shown.

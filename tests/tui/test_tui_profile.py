@@ -1,16 +1,15 @@
-"""Pilot tests of the profile screen: p from home, what it shows at 80x24, and back."""
+"""Pilot tests of the profile screen: p from home, what it shows at 80x24, and back (its picture
+is test_snapshots.py's test_profile)."""
 
 from __future__ import annotations
 
 import io
-import time
 from pathlib import Path
 
 from fakes import ScriptedEngine
 from rich.console import Console
 from textual.containers import VerticalScroll
 from textual.widgets import Static
-from waiting import wait_for
 
 from tutor.course.catalog import discover
 from tutor.course.profile import NOTHING_YET
@@ -129,17 +128,3 @@ async def test_each_prediction_has_one_verdict_on_the_profile_at_80x24(tmp_path)
         assert "1 prediction not in the profile: 1 on a step with no concept." in shown
         content = app.screen.query_one("#content", VerticalScroll)
         assert content.virtual_size.width <= content.size.width
-
-
-def test_profile_snapshot(snap_compare, tmp_path, monkeypatch):
-    """The profile at 80x24 with a few predictions (locked at a fixed time: the chart's date)."""
-    monkeypatch.setattr(time, "time", lambda: 1_767_268_800.0)  # 2026-01-01 noon UTC: that day in every zone
-    app = make_app(tmp_path, seeded=True)
-    monkeypatch.undo()
-
-    async def open_profile(pilot) -> None:
-        await wait_for(pilot, lambda: "detecting" not in str(pilot.app.device_text))
-        await pilot.press("p")
-        await pilot.pause()
-
-    assert snap_compare(app, terminal_size=SIZE, run_before=open_profile)

@@ -7,7 +7,6 @@ import time
 from importlib import metadata
 from pathlib import Path
 
-import pytest
 from fakes import TEST_CPU, ScriptedEngine
 from test_tui import LESSONS
 from waiting import wait_for
@@ -17,13 +16,6 @@ from tutor.measurement import peak as matmul_peak
 from tutor.ui.app import TutorApp
 from tutor.ui.screens.home import HomeScreen
 from tutor.ui.screens.roofline import RooflineScreen
-
-
-@pytest.fixture
-def cache(tmp_path: Path, monkeypatch) -> Path:
-    record = tmp_path / "cache" / "calibration.json"
-    monkeypatch.setattr(calibration, "cache_file", lambda: record)
-    return record
 
 
 def plant(torch_version: str) -> None:
@@ -78,7 +70,7 @@ async def _open(pilot) -> RooflineScreen:
     return pilot.app.screen
 
 
-async def test_an_uncalibrated_machine_is_told_how_to_calibrate(tmp_path: Path, cache: Path):
+async def test_an_uncalibrated_machine_is_told_how_to_calibrate(tmp_path: Path, calibration_cache: Path):
     app = TutorApp(lessons_dirs=[LESSONS], home=tmp_path, device="cpu", engine=ScriptedEngine())
     async with app.run_test(size=(80, 24)) as pilot:
         screen = await _open(pilot)
@@ -88,10 +80,10 @@ async def test_an_uncalibrated_machine_is_told_how_to_calibrate(tmp_path: Path, 
         await pilot.press("escape")
         await pilot.pause()
         assert isinstance(app.screen, HomeScreen)
-    assert not cache.exists()  # the screen reads, never measures or writes
+    assert not calibration_cache.exists()  # the screen reads, never measures or writes
 
 
-async def test_the_learners_runs_are_placed_on_the_calibrated_roofline(tmp_path: Path, cache: Path):
+async def test_the_learners_runs_are_placed_on_the_calibrated_roofline(tmp_path: Path, calibration_cache: Path):
     plant(metadata.version("torch"))
     app = TutorApp(lessons_dirs=[LESSONS], home=tmp_path, device="cpu", engine=ScriptedEngine())
     app.progress.record_run(
@@ -134,7 +126,7 @@ async def test_the_learners_runs_are_placed_on_the_calibrated_roofline(tmp_path:
         assert max(len(line.rstrip()) for line in figure.splitlines()) <= 76  # whole at 80 columns, uncut
 
 
-async def test_a_calibration_from_another_torch_is_said_to_be_stale(tmp_path: Path, cache: Path):
+async def test_a_calibration_from_another_torch_is_said_to_be_stale(tmp_path: Path, calibration_cache: Path):
     plant("1.0.0")
     app = TutorApp(lessons_dirs=[LESSONS], home=tmp_path, device="cpu", engine=ScriptedEngine())
     async with app.run_test(size=(80, 24)) as pilot:
@@ -143,7 +135,7 @@ async def test_a_calibration_from_another_torch_is_said_to_be_stale(tmp_path: Pa
         assert "stale: measured with torch 1.0.0" in text and "gpututor calibrate" in text
 
 
-async def test_opened_before_the_device_is_known_it_draws_once_it_is(tmp_path: Path, cache: Path):
+async def test_opened_before_the_device_is_known_it_draws_once_it_is(tmp_path: Path, calibration_cache: Path):
     plant(metadata.version("torch"))
     app = TutorApp(lessons_dirs=[LESSONS], home=tmp_path, device="cpu", engine=ScriptedEngine())
     async with app.run_test(size=(80, 24)) as pilot:
@@ -157,7 +149,7 @@ async def test_opened_before_the_device_is_known_it_draws_once_it_is(tmp_path: P
         await wait_for(pilot, lambda: " on cpu Test CPU, with torch" in " ".join(shown(screen).split()))
 
 
-async def test_a_builds_local_label_is_not_another_torch(tmp_path: Path, cache: Path):
+async def test_a_builds_local_label_is_not_another_torch(tmp_path: Path, calibration_cache: Path):
     """torch.__version__ says 2.14.1+cu130 where the package metadata says 2.14.1: the same torch."""
     plant(metadata.version("torch").split("+")[0] + "+cu130")
     app = TutorApp(lessons_dirs=[LESSONS], home=tmp_path, device="cpu", engine=ScriptedEngine())
