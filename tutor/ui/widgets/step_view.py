@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Generic, TypeVar, cast
 from rich.text import Text
 from textual import events, getters
 from textual.containers import Vertical
+from textual.css.query import NoMatches
 from textual.message import Message
 from textual.widget import Widget
 from textual.widgets import Markdown, Static
@@ -89,6 +90,9 @@ class StepView(Vertical, Generic[StepT]):
         target = self.arrival_focus()
         if target is not None:
             target.focus()
+        # The screen asks for the keys line after its next refresh, which can come before this
+        # step's widgets exist (a run step asks its panel): the line is this step's once mounted.
+        self.refresh_hint()
 
     def on_markdown_table_of_contents_updated(self, event: Markdown.TableOfContentsUpdated) -> None:
         """A body drawn in full (Textual lays Markdown out in the background, after the focus was
@@ -114,9 +118,14 @@ class StepView(Vertical, Generic[StepT]):
 
     def refresh_hint(self) -> None:
         try:
-            self.screen.query_one("#keys-hint", Static).update(self.keys_hint())
-        except Exception:  # noqa: BLE001 - not mounted on a lesson screen (tests)
-            pass
+            line = self.screen.query_one("#keys-hint", Static)
+        except Exception:  # noqa: BLE001 - not mounted on a lesson screen (a test mounts a view alone)
+            return
+        try:
+            text = self.keys_hint()
+        except NoMatches:  # asked before its children are mounted: _on_mount asks again
+            return
+        line.update(text)
 
 
 def hints_text(shown: list[str], total: int) -> Text:
