@@ -19,10 +19,30 @@ ALL_METRICS = [(exp.name, name, m) for exp in BUILT_IN.values() for name, m in e
 
 
 def _declared_in_source(path: Path) -> dict[str, ast.expr]:
-    """The `metrics={...}` entries of a spec module, as written."""
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    """The `metrics={...}` entries of a spec module, as written, with those of a dict it spreads in
+    (`**MFU_INTERVAL`) where this module writes that dict (an imported one is checked in its own)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    dicts = {
+        t.id: node.value
+        for node in tree.body
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Dict)
+        for t in node.targets
+        if isinstance(t, ast.Name)
+    }
+
+    def entries(d: ast.Dict) -> dict[str, ast.expr]:
+        out: dict[str, ast.expr] = {}
+        for k, v in zip(d.keys, d.values, strict=True):
+            if k is None:  # **spread
+                if isinstance(v, ast.Name) and v.id in dicts:
+                    out.update(entries(dicts[v.id]))
+            else:
+                out[k.value] = v
+        return out
+
+    for node in ast.walk(tree):
         if isinstance(node, ast.keyword) and node.arg == "metrics" and isinstance(node.value, ast.Dict):
-            return {k.value: v for k, v in zip(node.value.keys, node.value.values, strict=True)}
+            return entries(node.value)
     raise AssertionError(f"{path.name} declares no metrics")
 
 

@@ -33,6 +33,27 @@ class PipelineBreakdownParams(Params):
 # settings, 4.2% in a fifth (bench/verdict_study.py, 2026-11-28; at least 2%).
 MEASURED_GUARD = 0.05
 
+# The interval of MFU's median over the timed stretches: this experiment's, and profile-step's.
+MFU_INTERVAL = {
+    "mfu_low": Metric(
+        "MFU, interval low",
+        "%",
+        "the low end of the median MFU's 95% interval over the timed stretches of steps "
+        "(order statistics; the lowest under 6 stretches; 0..1; None with a single stretch: "
+        "steps=1)",
+        none="one stretch: no interval",
+    ),
+    "mfu_high": Metric(
+        "MFU, interval high",
+        "%",
+        "the high end of the same interval, over the measured peak's typical block rather "
+        "than its best (the peak's own spread: where a sweep at another moment lands; 0..1; "
+        "None with a single stretch: steps=1)",
+        none="one stretch: no interval",
+    ),
+}
+
+
 SPEC = Experiment(
     name="pipeline-breakdown",
     title="One training step by phase, achieved FLOP/s and MFU",
@@ -42,22 +63,7 @@ SPEC = Experiment(
         "mfu": Metric(
             "MFU", "%", "model FLOPs utilisation: achieved_tflops / peak_tflops (0..1)", guard=MEASURED_GUARD
         ),
-        "mfu_low": Metric(
-            "MFU, interval low",
-            "%",
-            "the low end of the median MFU's 95% interval over the timed stretches of steps "
-            "(order statistics; the lowest under 6 stretches; 0..1; None with a single stretch: "
-            "steps=1)",
-            none="one stretch: no interval",
-        ),
-        "mfu_high": Metric(
-            "MFU, interval high",
-            "%",
-            "the high end of the same interval, over the measured peak's typical block rather "
-            "than its best (the peak's own spread: where a sweep at another moment lands; 0..1; "
-            "None with a single stretch: steps=1)",
-            none="one stretch: no interval",
-        ),
+        **MFU_INTERVAL,
         "achieved_tflops": Metric(
             "achieved throughput",
             "TFLOP/s",

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from tutor.experiments.spec import WRITES_FILE, Experiment, Metric, Params
+from tutor.experiments.specs.pipeline_breakdown import MFU_INTERVAL
 
 
 class ProfileStepParams(Params):
@@ -85,22 +86,7 @@ SPEC = Experiment(
             "it), TFLOP/s",
         ),
         "mfu": Metric("MFU", "%", "achieved_tflops / peak_tflops (0..1)", guard=MEASURED_GUARD),
-        "mfu_low": Metric(
-            "MFU, interval low",
-            "%",
-            "the low end of the median MFU's 95% interval over the timed stretches of steps "
-            "(order statistics; the lowest under 6 stretches; 0..1; None with a single stretch: "
-            "steps=1)",
-            none="one stretch: no interval",
-        ),
-        "mfu_high": Metric(
-            "MFU, interval high",
-            "%",
-            "the high end of the same interval, over the measured peak's typical block rather "
-            "than its best (the peak's own spread: where a sweep at another moment lands; 0..1; "
-            "None with a single stretch: steps=1)",
-            none="one stretch: no interval",
-        ),
+        **MFU_INTERVAL,
         "trace_path": Metric("trace file", "text", "the Chrome/Perfetto trace written (open it in ui.perfetto.dev)"),
         "trace_bytes": Metric("trace file size", "B", "its size in bytes"),
         "device": Metric("device", "text", "torch device used"),
