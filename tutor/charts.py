@@ -80,6 +80,25 @@ def roofline(
     return "\n".join(line[:width] if len(line) > width else line for line in lines)
 
 
+def bars(rows: list[tuple[str, float, str]], *, unit: str, width: int = 72) -> str:
+    """Horizontal bars from zero, one per (label, value, value's text) row, scaled so the largest
+    fills the room the labels and value texts leave; a value too small for one cell still shows '▏'."""
+    if not rows or any(value < 0 for _, value, _ in rows):
+        raise ValueError("bars need at least one row and no negative value")
+    label_w = max(len(label) for label, _, _ in rows)
+    text_w = max(len(text) for _, _, text in rows)
+    room = max(width - label_w - text_w - 4, 8)
+    top = max(value for _, value, _ in rows)
+    lines = []
+    for label, value, text in rows:
+        cells = round(value / top * room) if top > 0 else 0
+        bar = "█" * cells if cells else "▏"
+        lines.append(f"{label:>{label_w}} |{bar:<{room}} {text:>{text_w}}".rstrip())
+    lines.append(f"{'':>{label_w}} +{'-' * room}")
+    lines.append(f"{'':>{label_w}}  {unit}, from 0")
+    return "\n".join(line[:width] for line in lines)
+
+
 @dataclass(frozen=True)
 class Miss:
     """One prediction on the calibration chart: its concept's mark and how far off it was."""

@@ -109,6 +109,15 @@ def test_table_has_a_row_per_case_and_marks_projections(cpu_run):
     assert width <= 80
 
 
+def test_the_cases_are_drawn_as_bars_of_the_tables_seconds(cpu_run):
+    events, _ = cpu_run
+    table = next(e for e in events if isinstance(e, Table))
+    [chart] = [e.text for e in events if isinstance(e, Note) and e.level == "figure"]
+    lines = chart.splitlines()
+    assert all(line.endswith(row[1]) for line, row in zip(lines, table.rows, strict=False))
+    assert "cpu float32 |" in lines[0] and "projected" in lines[-1]
+
+
 def test_training_is_streamed_per_case(cpu_run):
     events, _ = cpu_run
     assert {e.label for e in events if isinstance(e, Step)} == {"cpu", "amp"}

@@ -35,3 +35,23 @@ def test_a_cpu_roofline_reads_in_gflops_and_fits_narrower():
 def test_no_roof_without_a_peak_and_a_bandwidth():
     with pytest.raises(ValueError):
         roofline(0.0, 10.0, [])
+
+
+def test_bars_scale_to_the_largest_and_keep_a_sliver_for_the_smallest():
+    from tutor.charts import bars
+
+    chart = bars([("cpu", 10.0, "10 s"), ("gpu", 5.0, "5 s"), ("amp", 0.001, "1 ms")], unit="time per epoch")
+    lines = chart.splitlines()
+    cpu, gpu, amp = (line.count("█") for line in lines[:3])
+    assert cpu > 0 and gpu == round(cpu / 2) and amp == 0 and "▏" in lines[2]
+    assert all(len(line) <= 72 for line in lines)
+    assert lines[0].endswith("10 s") and "time per epoch" in lines[-1]
+
+
+def test_bars_refuse_what_they_cannot_draw():
+    from tutor.charts import bars
+
+    with pytest.raises(ValueError):
+        bars([], unit="s")
+    with pytest.raises(ValueError):
+        bars([("x", -1.0, "-1")], unit="s")
