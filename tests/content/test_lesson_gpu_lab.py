@@ -117,7 +117,7 @@ def test_identity_and_place_after_the_practice(lesson):
 
 
 def test_steps_follow_the_outline(lesson):
-    assert [s.id for s in lesson.steps] == ["welcome"] + [i for part in OUTLINE.values() for i in part]
+    assert [s.id for s in lesson.steps] == ["welcome", "scale-read"] + [i for part in OUTLINE.values() for i in part]
 
 
 def test_every_step_has_a_title_and_text(lesson):

@@ -76,6 +76,14 @@ def test_the_roofline_is_built_from_the_measured_numbers(cpu_run):
     assert m["matmul_bound"] == ("compute" if m["matmul_intensity"] >= m["ridge_point"] else "memory")
 
 
+def test_the_labs_a100_is_set_beside_the_measured_roofs(cpu_run):
+    events, m = cpu_run
+    [note] = [e.text for e in events if isinstance(e, Note) and "lab's A100" in e.text]
+    assert "1,555 GB/s" in note and "6,912 FP32 cores" in note
+    assert f"{1555 / m['bandwidth_gbps']:.3g}x" in note.replace("\n", " ")  # a ratio of this run's roof
+    assert "not measured here" in note
+
+
 def test_the_elementwise_share_is_the_typical_repeats_inside_its_interval(cpu_run):
     """Quick settings: the share graded is the median of the blocks PyTorch's timer measured,
     inside its interval."""

@@ -390,6 +390,16 @@ def measure(p: BandwidthParams, dev: Device) -> Iterator[Event]:
             "memory, but .to('mps') still copies into the GPU's buffers; pinned memory is a CUDA idea "
             "(n/a here)."
         )
+    a100_peak = vendor_peaks.vendor_peak_tflops("A100", "float32")
+    assert a100_peak is not None
+    a100_ridge = a100_peak[0] * 1e12 / (vendor_peaks.A100_40GB_BANDWIDTH_GBPS * 1e9)
+    yield Note(
+        f"Beside the lab's A100 (40 GB): its spec sheet gives {number(vendor_peaks.A100_40GB_BANDWIDTH_GBPS, 'GB/s')} "
+        f"of HBM2, {metric(vendor_peaks.A100_40GB_BANDWIDTH_GBPS / bandwidth_gbps, 'x')} the memory roof measured "
+        f"here, and {flops_text(a100_peak[0])} float32 on {vendor_peaks.A100_FP32_CORES:,} FP32 cores (108 SMs), "
+        f"{metric(a100_peak[0] / peak_tflops, 'x')} the compute roof here: a ridge at {number(a100_ridge)} FLOP/B "
+        f"against {number(ridge)} here. Spec figures, not measured here: real kernels reach somewhat less."
+    )
     if cpu:
         yield Note(
             "On a GPU both roofs are far higher (its memory bandwidth is many times a CPU's, its FLOP/s "

@@ -40,6 +40,11 @@ VENDOR_PEAKS: list[tuple[str, str, int, dict[str, float]]] = [
     ),
 ]
 
+# The lab's reference GPU, from NVIDIA's A100 data sheet and the Ampere whitepaper: the 40 GB card's
+# HBM2 bandwidth (the 80 GB card's HBM2e: 2,039 GB/s) and its FP32 cores (108 SMs x 64).
+A100_40GB_BANDWIDTH_GBPS = 1555.0
+A100_FP32_CORES = 6912
+
 
 def vendor_peak_tflops(gpu_name: str, dtype: str, sms: int | None = None) -> tuple[float, str] | None:
     """(TFLOP/s, GPU label) from the vendor's dense spec, or None for an unknown GPU or dtype.
