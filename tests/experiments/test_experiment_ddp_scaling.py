@@ -88,6 +88,23 @@ def test_throughput_and_efficiency_follow_their_formulas(monkeypatch):
     assert "Up to a per-rank batch of 4 the all-reduce" in notes and "from 64 up the compute outweighed it" in notes
 
 
+@pytest.mark.parametrize(("cores", "oversubscribed"), [(1, True), (2, False)])
+def test_more_processes_than_cores_is_called_oversubscription(monkeypatch, cores, oversubscribed):
+    from tutor.experiments import ddp_scaling, distributed
+    from tutor.experiments.devices import Device
+    from tutor.experiments.specs.ddp_scaling import DdpScalingParams
+
+    def launched(module, plan, args):
+        return {"results": {0: RANK_0}, "seconds": 9.0, "ready_s": 3.0, "attempts": 1}
+        yield
+
+    monkeypatch.setattr(distributed, "launch", launched)
+    monkeypatch.setattr(ddp_scaling.os, "cpu_count", lambda: cores)
+    params = DdpScalingParams(**{**PARAMS, "world_size": 2, "batch_size": 64})
+    notes = " ".join(e.text for e in ddp_scaling.measure(params, Device("cpu", None, "CPU")) if isinstance(e, Note))
+    assert ("measures oversubscription, not scaling" in notes) is oversubscribed
+
+
 def test_the_sweep_table_has_a_row_per_batch_and_both_ranks_report(cpu_run):
     events, m = cpu_run
     sweep = next(e for e in events if isinstance(e, Table) and "compute against all-reduce" in e.title)

@@ -307,7 +307,14 @@ def measure(p: DdpScalingParams, dev: Device) -> Iterator[Event]:
         busy = f"; load average {load:.1f} when it started" if load is not None else ""
         bound = (
             f" Here {n} processes of one thread each share {cores} CPU cores with torchrun, the engine and the "
-            f"screen{busy}: efficiency on this machine is bounded by its cores, not by DDP alone. A GPU box "
+            f"screen{busy}: efficiency on this machine is bounded by its cores, not by DDP alone."
+            + (
+                f" With more processes ({n}) than cores ({cores}) some ranks always wait for a core: this "
+                "measures oversubscription, not scaling."
+                if cores and n > cores
+                else ""
+            )
+            + " A GPU box "
             "(NCCL over NVLink, one GPU per rank) follows the same formula with its own compute and all-reduce "
             "times; this run measured none of them."
         )
