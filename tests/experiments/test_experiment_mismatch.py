@@ -43,6 +43,13 @@ def test_the_fix_runs_a_real_step():
     assert math.isfinite(m["fix_loss"]) and 1.5 < m["fix_loss"] < 3.5
 
 
+def test_the_labs_batch_to_device_fails_on_the_list_a_loader_yields():
+    events, m = run("cpu")
+    assert m["batch_to_error"] == "AttributeError: 'list' object has no attribute 'to'"
+    said = " ".join(e.text for e in events if isinstance(e, Note))
+    assert "batch.to('cuda')" in said and "a list of 2 tensors" in said
+
+
 def test_the_reverse_batch_moved_model_left_on_the_cpu():
     events, m = run_reverse("cpu")
     assert m["method"] == "meta"

@@ -160,4 +160,21 @@ def measure(p: DeviceMismatchParams, dev: Device) -> Iterator[Event]:
         "result",
     )
     metrics.update(fix_ran=True, fix_device=str(fix_device), fix_loss=fix_loss)
+
+    # The lab's own fix moves the whole batch at once: `batch.to('cuda')`. Tried for real, on what
+    # this loader hands over.
+    batch = next(iter(loader))
+    try:
+        batch.to(fix_device)
+        batch_error = None
+    except AttributeError as exc:
+        batch_error = f"{type(exc).__name__}: {exc}"
+    metrics["batch_to_error"] = batch_error
+    if batch_error is not None:
+        yield Note(
+            f"The lab's fix writes `batch_gpu = batch.to('cuda')`. Tried on this DataLoader's batch (a "
+            f"{type(batch).__name__} of {len(batch)} tensors): {batch_error}. A DataLoader over (inputs, "
+            "labels) pairs yields a list, and a list has no .to: move each tensor, as the fix above does.",
+            "result",
+        )
     yield Finished(metrics)

@@ -23,6 +23,9 @@ SPEC = Experiment(
         "error_line": Metric("line that raised it", "text", "the source line that raised it"),
         "model_device": Metric("model's device", "text", "where the model's parameters were"),
         "input_device": Metric("batch's device", "text", "where the batch was"),
+        "batch_to_error": Metric(
+            "the lab's batch.to(device)", "text", "what batch.to(device) on a loader's batch raised", none="no error"
+        ),
         "method": Metric(
             "how the mismatch was made", "text", "cuda/mps (real accelerator) or meta (stand-in without one)"
         ),
