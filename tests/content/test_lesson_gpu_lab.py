@@ -41,7 +41,16 @@ OUTLINE = {
         "attention-run",
         "attention-read",
     ],
-    "memory anatomy": ["memory-read", "memory-predict", "memory-run", "memory-reflect", "check-memory"],
+    "memory anatomy": [
+        "memory-read",
+        "memory-predict",
+        "memory-run",
+        "memory-reflect",
+        "check-memory",
+        "conv-predict",
+        "conv-run",
+        "conv-read",
+    ],
     "memory optimisation": [
         "sweep-predict",
         "sweep-run",
@@ -232,6 +241,22 @@ def test_memory_arithmetic_in_prose(lesson):
         for partial in (4, 8, 12):
             gb = params * partial / 1e9
             assert any(lo <= gb <= hi for lo, hi in bands), (step.id, partial)
+
+
+def test_conv_worked_example_in_prose(lesson):
+    """conv-read's torch.amp layout for ResNet-50 (P = 25.6M), the batch conv-run scales to, and
+    Korthikanti et al.'s layer activations over the lab's 2BLH for GPT-2 small."""
+    params = 25.6e6
+    target = experiments.get("conv-activations").make_params(lesson.step("conv-run").params).target_batch
+    predict, read = _flat(lesson.step("conv-predict").body), _flat(lesson.step("conv-read").body)
+    assert f"a batch of {target}, beside the weights: 4 x 25.6M = {4 * params / 1e6:.0f} MB" in predict
+    for per_param in (4, 8, 2):
+        assert f"{per_param}P = {per_param * params / 1e6:.0f} MB" in read
+    assert f"batch {target}" in read and f"{target} x the run's per-image figure" in read
+    assert f"holds {4 + 4 + 8 + 2} bytes per parameter, not the {4 + 4 + 8} of float32" in read
+    s, h, a = 1024, 768, 12
+    assert f"(s = {s}, h = {h}, a = {a})" in read
+    assert f"is {(34 + 5 * a * s / h) / 2:.0f} times the lab's figure; {34 / 2:.0f} times even without" in read
 
 
 def _flat(text: str) -> str:
