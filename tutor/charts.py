@@ -99,6 +99,33 @@ def bars(rows: list[tuple[str, float, str]], *, unit: str, width: int = 72) -> s
     return "\n".join(line[:width] for line in lines)
 
 
+def stacked_bars(
+    rows: list[tuple[str, list[float], str]], parts: list[tuple[str, str]], *, unit: str, width: int = 72
+) -> str:
+    """Horizontal bars from zero, each made of its parts in order (one (glyph, name) per part, the
+    same in every row), scaled so the largest total fills the room; a legend of the glyphs below.
+    Each part ends where its running total does, so the parts add up to the bar a total would draw."""
+    if not rows or any(len(values) != len(parts) or min(values) < 0 for _, values, _ in rows):
+        raise ValueError("stacked bars need rows with one value, none negative, per part")
+    label_w = max(len(label) for label, _, _ in rows)
+    text_w = max(len(text) for _, _, text in rows)
+    room = max(width - label_w - text_w - 4, 8)
+    top = max(sum(values) for _, values, _ in rows)
+    lines = []
+    for label, values, text in rows:
+        bar, total, drawn = "", 0.0, 0
+        for (glyph, _), value in zip(parts, values):
+            total += value
+            end = round(total / top * room) if top > 0 else 0
+            bar += glyph * (end - drawn)
+            drawn = end
+        lines.append(f"{label:>{label_w}} |{bar:<{room}} {text:<{text_w}}".rstrip())
+    lines.append(f"{'':>{label_w}} +{'-' * room}")
+    lines.append(f"{'':>{label_w}}  " + "  ".join(f"{glyph} {name}" for glyph, name in parts))
+    lines.append(f"{'':>{label_w}}  {unit}, from 0")
+    return "\n".join(line[:width] for line in lines)
+
+
 @dataclass(frozen=True)
 class Miss:
     """One prediction on the calibration chart: its concept's mark and how far off it was."""
