@@ -53,9 +53,11 @@ def test_training_iron_law_predictions_are_revealed_by_instruments():
     lesson = load_file(builtin_lessons_dir() / "training-iron-law.yaml")
     for predict_id, revealer in (
         ("act1-predict", "ledger"),
+        ("act2-baseline", "pipeline"),
         ("act2-predict", "pipeline"),
         ("measure-predict", "measure"),
         ("mfu-predict", "mfu-measure"),
+        ("batch-predict", "mfu-measure"),
     ):
         after = lesson.run_after(lesson.index(predict_id))
         assert after is not None and after.id == revealer
@@ -64,7 +66,11 @@ def test_training_iron_law_predictions_are_revealed_by_instruments():
         if isinstance(after, InstrumentStep):
             assert predict.compare in REGISTRY[after.instrument].outputs
     assert [p.id for p in lesson.predictions_before(lesson.index("ledger"))] == ["act1-predict"]
-    assert [p.id for p in lesson.predictions_before(lesson.index("pipeline"))] == ["act2-predict"]
+    # the baseline first (the chapter's 35%, predicted before it is told), then prefetch + mixed
+    assert [p.id for p in lesson.predictions_before(lesson.index("pipeline"))] == ["act2-baseline", "act2-predict"]
+    baseline = lesson.step("act2-baseline")
+    assert isinstance(baseline, PredictStep) and baseline.at == {"prefetch": False, "precision": "fp32"}
+    assert "35%" not in baseline.body + baseline.prompt
     assert lesson.predictions_before(lesson.index("challenge")) == []
 
 
@@ -91,7 +97,7 @@ def test_set_key_that_is_not_a_control():
     )
     assert issues(text) == [
         "t.yaml:9:7: step 'i': instrument 'memory-ledger' has no control 'optimiser' (did you mean 'optimizer'?); "
-        "it has: model, optimizer, precision, batch, checkpointing, parallel, gpus, budget",
+        "it has: model, optimizer, precision, batch, checkpointing, parallel, gpus, budget, switch_off",
     ]
 
 
@@ -412,7 +418,7 @@ def test_a_goal_nobody_can_reach_is_an_error():
         LINT_HEAD
         + (
             "  - id: i\n    kind: instrument\n    instrument: pipeline\n"
-            "    fixed: [profile, prefetch, precision, checkpointing, batch]\n"
+            "    fixed: [profile, prefetch, precision, checkpointing, batch, price, power, grid]\n"
             "    goal: {output: fits, equals: true}\n"
         )
     )
@@ -472,6 +478,14 @@ def test_the_lessons_figures_are_what_the_instruments_compute():
     fp32 = ledger.compute({}).outputs
     assert fp32["adam_extra_gb"] == 12.0 and "= **12 GB**" in text
     assert fp32["static_gb"] == 24.0 and "24 GB for GPT-2 XL" in text
+    assert fp32["m_bytes"] == fp32["v_bytes"] == 6e9 and "two bars, m and v, 6 GB each" in " ".join(text.split())
+    from tutor.instruments import pipeline as pl
+
+    assert f"LLaMA-2 70B's {pl.LLAMA2_70B_GPU_HOURS:,} GPU-hours" in " ".join(text.split())
+    gpt3 = ledger.compute({"model": "gpt3"}).outputs
+    assert gpt3["weights_16bit_gb"] == 350 and "16-bit weights alone are 350 GB" in " ".join(text.split())
+    assert gpt3["weights_16bit_gb"] * 1e9 > max(c.memory or 0 for c in ml.BUDGETS.values())
+    assert f"ResNet-50 ({ml.PRESETS['resnet50'].params / 1e6:.1f}M parameters)" in " ".join(text.split())
     mixed = ledger.compute({"precision": "mixed"}).outputs
     assert (round(fp32["total_gb"]), round(mixed["total_gb"])) == (92, 64)
     saved = fp32["activations_gb"] - mixed["activations_gb"]

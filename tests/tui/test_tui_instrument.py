@@ -51,6 +51,13 @@ async def open_at(pilot, step_id: str) -> LessonScreen:
     return app.screen
 
 
+def lock_predictions_before(app: TutorApp, step_id: str) -> None:
+    """Every prediction that keeps `step_id` locked, locked (whatever predict steps the lesson adds)."""
+    lesson = app.catalog.get(LESSON).lesson
+    for step in lesson.predictions_before(lesson.index(step_id)):
+        app.progress.lock_prediction(LESSON, step.id, "35", 35.0)
+
+
 async def lock_choice(pilot, index: int) -> None:
     view = pilot.app.screen.view
     assert isinstance(view, PredictStepView)
@@ -159,7 +166,16 @@ async def test_ledger_gpus_row_appears_once_training_is_spread_over_gpus(tmp_pat
         def shown() -> list[str]:
             return [r.control.name for r in view.query(ControlRow) if r.display]
 
-        assert shown() == ["model", "optimizer", "precision", "batch", "checkpointing", "parallel", "budget"]
+        assert shown() == [
+            "model",
+            "optimizer",
+            "precision",
+            "batch",
+            "checkpointing",
+            "parallel",
+            "budget",
+            "switch_off",
+        ]
         await pilot.press("enter", *["down"] * 5)  # model ... checkpointing, then Parallelism
         assert app.focused.control.name == "parallel"
         await pilot.press("right")  # DDP
@@ -199,6 +215,7 @@ async def test_run_step_settings_switch_and_are_remembered(tmp_path: Path, monke
     app = TutorApp(home=tmp_path, device="cpu", engine=ScriptedEngine())
     async with app.run_test(size=(80, 24)) as pilot:
         app.progress.lock_prediction(LESSON, "mfu-predict", "1", 1.0)
+        lock_predictions_before(app, "mfu-measure")  # and any other predict step the run reveals
         screen = await open_at(pilot, "mfu-measure")
         view = screen.view
         assert isinstance(view, RunStepView)
@@ -328,9 +345,54 @@ async def test_at_80x24_each_instrument_figure_says_what_it_is_against(tmp_path:
         assert "Adam adds" not in reading
         assert "Adam instead would add 6.00 GB to this SGD + momentum (12.0 GB over plain SGD)" in reading
 
-        app.progress.lock_prediction(LESSON, "act2-predict", "35", 35.0)
+        lock_predictions_before(app, "pipeline")
         screen = await open_at(pilot, "pipeline")
         reading = " ".join(text_of(screen.view.query_one("#reading", Static)).split())
         assert "▲ chapter's claim, base 45%" in reading and "chapter base 45%" not in reading
         assert "its baseline's 35% computing gives 28% (the gauge at the baseline settings), not 45%" in reading
         assert screen.view.query_one("#reading", Static).region.right <= 80
+
+
+async def test_at_80x24_a_part_switched_off_leaves_the_bar_and_the_verdict_stays(tmp_path: Path):
+    """Issue 38 (004-06): m and v are two bars, and switching one off shortens the bar by its bytes
+    while the verdict still counts it; the rows a model does not use (ResNet-50's batch) hide."""
+    app = TutorApp(home=tmp_path, device="cpu", engine=ScriptedEngine())
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.progress.lock_prediction(LESSON, "act1-predict", "about 12 GB", None)
+        screen = await open_at(pilot, "ledger")
+        view = screen.view
+        assert isinstance(view, InstrumentStepView)
+        verdict = view.reading.verdict
+        await pilot.press("enter", *["down"] * 7, *["right"] * 5)  # Switch off: v (exp_avg_sq)
+        await pilot.pause()
+        assert app.focused.control.name == "switch_off" and view.settings["switch_off"] == "v"
+        reading = " ".join(text_of(view.query_one("#reading", Static)).split())
+        assert "□ v exp_avg_sq 6.00 GB off" in reading and "■ m exp_avg 6.00 GB" in reading
+        assert "the bar shows 85.7 GB of 91.7 GB" in reading
+        assert view.reading.verdict == verdict  # training keeps v: still out of memory
+        await pilot.press(*["up"] * 7, *["left"] * 5)  # Model: GPT-2 XL -> ResNet-50
+        await pilot.pause()
+        assert view.settings["model"] == "resnet50"
+        shown = [r.control.name for r in view.query(ControlRow) if r.display]
+        assert "batch" not in shown and "checkpointing" not in shown
+        assert "Activations not counted" in view.reading.verdict
+
+
+async def test_at_80x24_the_price_moves_the_cost_in_the_verdict(tmp_path: Path):
+    """Issue 38 (002-02, 002-44, 002-46): the pipeline prices its Iron Law hours, in the verdict, which
+    stays on screen beside the controls."""
+    app = TutorApp(home=tmp_path, device="cpu", engine=ScriptedEngine())
+    async with app.run_test(size=(80, 24)) as pilot:
+        lock_predictions_before(app, "pipeline")
+        screen = await open_at(pilot, "pipeline")
+        view = screen.view
+        assert isinstance(view, InstrumentStepView)
+        hours = view.reading.outputs["hours_per_billion_tokens"]
+        await pilot.press("enter", *["down"] * 5, "right")  # Price: $2.00 -> $3.00
+        await pilot.pause()
+        assert app.focused.control.name == "price" and view.settings["price"] == 3.0
+        assert view.reading.outputs["cost_per_billion_tokens"] == 3.0 * hours
+        assert f"${3.0 * hours:,.2f}" in view.reading.verdict
+        assert isinstance(app.focused, ControlRow) and "$3.00 per GPU-hour" in app.focused.render().plain
+        reading = view.query_one("#reading", Static).region
+        assert reading.right <= 80 and 0 < reading.y <= 24 - 2 - 3  # the verdict above the keys lines

@@ -795,8 +795,9 @@ def test_control_parse_gives_an_option_or_a_settings_error(data, raw):
         assert str(e).startswith(control.name)
         assert len(str(e)) <= FEEDBACK_LIMIT  # `--set batch=<100k chars>` is quoted cut short
         return
-    if control.kind == "stepper":
-        assert isinstance(value, int) and control.options[0] <= value <= control.options[-1]
+    if control.kind == "stepper":  # a whole number, or a float for a decimal stepper (a price)
+        assert isinstance(value, float if control.decimal else int) and not isinstance(value, bool)
+        assert control.options[0] <= value <= control.options[-1]
     else:
         assert value in control.options
     assert isinstance(control.label_of(value), str)

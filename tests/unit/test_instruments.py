@@ -18,6 +18,7 @@ from tutor.instruments.instrument import GB, GIB, gb, gb_gib
 LEDGER = REGISTRY["memory-ledger"]
 PIPELINE = REGISTRY["pipeline"]
 XL = ml.PRESETS["gpt2-xl"]
+TRANSFORMERS = sorted(name for name, p in ml.PRESETS.items() if p.layers)  # the presets with activations
 
 
 def mem(**given):
@@ -135,7 +136,7 @@ def test_layer_activations_match_korthikanti_in_fp32():
     assert ml.layer_activation_bytes(XL, "fp32") == pytest.approx(korthikanti_fp32(1024, 1600, 25), rel=1e-12)
 
 
-@pytest.mark.parametrize("name", sorted(ml.PRESETS))
+@pytest.mark.parametrize("name", TRANSFORMERS)
 def test_every_preset_follows_the_formula(name):
     p = ml.PRESETS[name]
     assert ml.layer_activation_bytes(p, "fp16") == pytest.approx(korthikanti_16bit(p.seq, p.hidden, p.heads))
@@ -264,13 +265,189 @@ def test_memory_chart_segments_add_up_to_the_total():
         "weights",
         "gradients",
         "16-bit weight copies",
-        "optimizer state",
+        "m exp_avg",
+        "v exp_avg_sq",
         "activations",
     ]
     assert bar.total == pytest.approx(r.outputs["total_bytes"])
     assert r.chart.limit == 80 * GIB
     fp32 = mem(precision="fp32").chart.bars[0]
     assert "16-bit weight copies" not in [s.name for s in fp32.segments]
+
+
+# ---------------------------------------------------------------- memory ledger: m and v, switching parts off
+
+
+@pytest.mark.parametrize(
+    "optimizer, precision, m, v",
+    [
+        ("adam", "fp32", 4, 4),  # exp_avg and exp_avg_sq, FP32 like the weights
+        ("adam", "mixed", 4, 4),  # torch.amp keeps the state FP32
+        ("adam", "fp16", 2, 2),
+        ("momentum", "fp32", 4, 0),  # one momentum_buffer
+        ("momentum", "fp16", 2, 0),
+        ("sgd", "fp32", 0, 0),
+    ],
+)
+def test_optimizer_state_is_m_and_v_each_the_size_of_the_weights(optimizer, precision, m, v):
+    o = mem(model="gpt2-xl", optimizer=optimizer, precision=precision).outputs
+    assert o["m_bytes"] == m * PSI and o["v_bytes"] == v * PSI
+    assert o["optimizer_bytes"] == o["m_bytes"] + o["v_bytes"]
+    assert o["static_bytes"] == pytest.approx(
+        o["weights_bytes"] + o["gradients_bytes"] + o["weight_copies_bytes"] + o["m_bytes"] + o["v_bytes"]
+    )
+
+
+def test_adam_is_drawn_as_two_bars_m_and_v_and_momentum_as_one():
+    r = mem(model="gpt2-xl", optimizer="adam", precision="fp32")
+    parts = {s.name: s.value for s in r.chart.bars[0].segments}
+    assert parts["m exp_avg"] == parts["v exp_avg_sq"] == 6e9  # 1.5e9 x 4 B each: the chapter's 12 GB, split
+    momentum = [s.name for s in mem(optimizer="momentum").chart.bars[0].segments]
+    assert momentum == ["weights", "gradients", "m momentum_buffer", "activations"]
+    assert [s.name for s in mem(optimizer="sgd").chart.bars[0].segments] == ["weights", "gradients", "activations"]
+    assert "  m exp_avg = N x 4 B = 6.00 GB;  v exp_avg_sq = N x 4 B = 6.00 GB" in r.math
+    z1 = mem(optimizer="adam", parallel="zero1", gpus=8).outputs  # sharded like the rest of the state
+    assert z1["m_bytes"] == z1["v_bytes"] == 6e9 / 8
+    assert (
+        "  m exp_avg = N x 4 B / 8 = 750 MB;  v exp_avg_sq = N x 4 B / 8 = 750 MB"
+        in mem(optimizer="adam", parallel="zero1", gpus=8).math
+    )
+
+
+@pytest.mark.parametrize("part", [p for p in ml.PARTS if p != "none"])
+def test_switching_a_part_off_takes_exactly_its_bytes_off_the_bar(part):
+    """Mixed precision with ZeRO-3 over 8 GPUs has every part; switching one off leaves the bar
+    (and counted_bytes) that many bytes shorter, and the verdict, the total and fits as they were."""
+    given = dict(model="gpt2-xl", optimizer="adam", precision="mixed", parallel="zero3", gpus=8, batch=4)
+    full, off = mem(**given), mem(**given, switch_off=part)
+    key = {"copies": "weight_copies_bytes", "m": "m_bytes", "v": "v_bytes", "gathered": "gathered_bytes"}.get(
+        part, f"{part}_bytes"
+    )
+    size = full.outputs[key]
+    assert size > 0
+    assert off.outputs["switched_off_bytes"] == size
+    assert off.outputs["counted_bytes"] == pytest.approx(full.outputs["total_bytes"] - size)
+    assert off.outputs["counted_gb"] == pytest.approx(off.outputs["counted_bytes"] / 1e9)
+    (bar,) = off.chart.bars
+    assert bar.total == pytest.approx(off.outputs["counted_bytes"])
+    assert [s.name for s in bar.segments if s.off] == [ml.part_names("adam")[part]]
+    for k in ("total_bytes", "static_bytes", "fits", "breaks", key):  # a what-if: the plan is unchanged
+        assert off.outputs[k] == full.outputs[k]
+    assert off.verdict == full.verdict
+    assert off.figures[0][0] == "switched off" and any(n.startswith("A what-if") for n in off.notes)
+    assert "off" in rendered(off)
+
+
+def test_switching_v_off_by_hand():
+    """GPT-2 XL, Adam, FP32, batch 4: 91.7 GB in all; without v's 1.5e9 x 4 B the bar is 6 GB shorter."""
+    full = mem(model="gpt2-xl", optimizer="adam", precision="fp32", batch=4)
+    r = mem(model="gpt2-xl", optimizer="adam", precision="fp32", batch=4, switch_off="v")
+    assert r.outputs["counted_bytes"] == pytest.approx(full.outputs["total_bytes"] - 6e9)
+    assert r.figures[0] == ("switched off", "v exp_avg_sq, 6.00 GB: the bar shows 85.7 GB of 91.7 GB")
+    assert r.outputs["fits"] is False  # training keeps v: still out of memory on the H100
+    assert any("Without v, Adam is roughly SGD + momentum" in n for n in r.notes)
+    text = rendered(r)
+    assert "□ v exp_avg_sq 6.00 GB off" in text
+    # activations off: the bar is the static floor
+    floor = mem(model="gpt2-xl", switch_off="activations").outputs
+    assert floor["counted_bytes"] == floor["static_bytes"] == 24e9
+
+
+def test_switching_off_a_part_this_setup_lacks_moves_nothing():
+    r = mem(optimizer="sgd", switch_off="v")
+    assert r.outputs["switched_off_bytes"] == 0 and r.outputs["counted_bytes"] == r.outputs["total_bytes"]
+    assert r.figures[0] == ("switched off", "v: this setup has none, so the bar does not move")
+
+
+# ---------------------------------------------------------------- memory ledger: cards and their power
+
+
+@pytest.mark.parametrize(
+    "card, gib, watts",
+    [
+        ("h100", 80, 700),
+        ("a100", 80, 400),
+        ("a100-40", 40, 400),
+        ("rtx4090", 24, 450),
+        ("rtx3090", 24, 350),
+        ("laptop", 8, 115),
+    ],
+)
+def test_each_budget_is_its_cards_memory_and_power(card, gib, watts):
+    o = mem(budget=card).outputs
+    assert o["budget_bytes"] == gib * GIB and o["budget_watts"] == watts
+    label = mem(budget=card).chart.limit_label
+    assert f'"{gib} GB"' in label and f"{watts} W" in label
+    assert ml.BUDGETS["this"].watts is None and mem(budget="this").outputs["budget_watts"] is None
+
+
+def test_gpt2_xl_on_a_24_gb_card_fits_in_fp32_but_not_in_mixed_precision():
+    """24 GiB = 25.8 GB: FP32 with Adam (16 B a parameter, 24.0 GB) fits at batch 1 checkpointed;
+    torch.amp's mixed precision (18 B, 27.0 GB) does not fit before the first batch."""
+    given = dict(model="gpt2-xl", optimizer="adam", batch=1, checkpointing=True, budget="rtx3090")
+    fp32, mixed = mem(precision="fp32", **given), mem(precision="mixed", **given)
+    assert fp32.outputs["fits"] is True and fp32.outputs["total_bytes"] <= 24 * GIB
+    assert mixed.outputs["breaks"] == "static floor" and mixed.outputs["static_bytes"] == 27e9
+    assert mem(precision="mixed", **{**given, "budget": "a100-40"}).outputs["fits"] is True
+
+
+# ---------------------------------------------------------------- memory ledger: ResNet-50, Stable Diffusion, GPT-3
+
+
+def test_resnet50_is_torchvisions_count_with_no_activations_modelled():
+    r = mem(model="resnet50", optimizer="adam", precision="fp32")
+    o = r.outputs
+    assert o["parameters"] == 25_557_032
+    assert o["static_bytes"] == o["total_bytes"] == 16 * 25_557_032
+    assert o["activations_bytes"] == 0 and o["activations_modelled"] is False
+    assert {"batch", "checkpointing"} <= set(r.ignored)  # they move nothing: hidden
+    moved = mem(model="resnet50", batch=64, checkpointing=True).outputs
+    assert {k: v for k, v in moved.items() if k != "global_batch"} == {
+        k: v for k, v in o.items() if k != "global_batch"
+    }
+    assert "Activations not counted" in r.verdict and "0.5% full" in r.verdict
+    assert "activations" not in [s.name for s in r.chart.bars[0].segments]
+    assert 'GPU Lab: "ResNet-50: ~100 MB". Its FP32 weights: N x 4 B = 102 MB.' in r.reference
+
+
+def test_stable_diffusion_counts_its_unet_and_names_what_it_leaves_out():
+    r = mem(model="sd-unet", optimizer="adam", precision="fp32")
+    assert r.outputs["parameters"] == 860_000_000 and r.outputs["static_bytes"] == 16 * 860e6
+    whole = (860e6 + 123e6 + 83.7e6) * 4  # UNet, text encoder, VAE in FP32: the course's "~5 GB"
+    assert gb(whole) == "4.27 GB" and "4.27 GB" in r.reference[0] and "~5 GB" in r.reference[0]
+    assert any("counted is its UNet" in n and gb((123e6 + 83.7e6) * 4) in n for n in r.notes)
+
+
+def test_gpt3_weights_alone_are_350_gb_and_fit_no_single_gpu():
+    n = 175e9
+    for card in ("h100", "a100", "laptop"):
+        for precision, optimizer in itertools.product(("fp32", "fp16", "mixed"), ("sgd", "adam")):
+            o = mem(model="gpt3", budget=card, precision=precision, optimizer=optimizer, batch=1).outputs
+            assert o["breaks"] == "static floor"
+    r = mem(model="gpt3", optimizer="adam", precision="fp32")
+    assert r.outputs["weights_16bit_gb"] == 350 and r.outputs["static_bytes"] == 16 * n
+    assert "the least, SGD in pure FP16, is 700 GB" in r.verdict  # 4 B x 175e9: no optimizer or precision helps
+    assert "static floor is 2.80 TB" in r.verdict
+    assert any("The weights alone, in 16-bit (N x 2 B), are 350 GB" in note for note in r.notes)
+    assert "350 GB (just weights!)" in r.reference[0] and "N x 2 B = 350 GB" in r.reference[0]
+    assert "weights alone in 16-bit = N x 2 B = 350 GB" in r.math
+
+
+def test_gpt3_fits_64_h100s_with_zero3_and_checkpointing_by_hand():
+    h, s, layers, v = 12288, 2048, 96, 50_257
+    gathered = (v * h + s * h + 2 * h) + (12 * h**2 + 13 * h)  # the root unit and one block
+    p = ml.PRESETS["gpt3"]
+    acts = layers * s * h * 4 + ml.layer_activation_bytes(p, "fp32") + s * v * (4 + 4)  # batch 1, checkpointed
+    o = mem(
+        model="gpt3", optimizer="adam", precision="fp32", parallel="zero3", gpus=64, batch=1, checkpointing=True
+    ).outputs
+    assert o["static_bytes"] == pytest.approx(16 * 175e9 / 64 + 4 * gathered)
+    assert o["activations_bytes"] == pytest.approx(acts)
+    assert o["fits"] is True and o["total_gb"] == pytest.approx(69.34, abs=0.01)
+
+
+def test_gb_goes_to_terabytes():
+    assert gb(2.8e12) == "2.80 TB" and gb(999.4e9) == "999 GB" and gb(999.96e9) == "1.00 TB"
 
 
 # ---------------------------------------------------------------- memory ledger: my model
@@ -406,7 +583,7 @@ def test_one_gpu_ignores_the_gpus_control_and_says_so():
     assert any("nothing to replicate or shard" in n for n in lone.notes)
 
 
-@pytest.mark.parametrize("name", sorted(ml.PRESETS))
+@pytest.mark.parametrize("name", TRANSFORMERS)
 def test_more_sharding_never_costs_more_per_gpu(name):
     """ZeRO-3 <= ZeRO-2 <= ZeRO-1 <= DDP per GPU, at every precision, optimizer and GPU count
     (the gathered weights included), and more GPUs never cost more."""
@@ -489,6 +666,7 @@ def test_goal_search_with_the_parallel_controls_is_fast_and_finds_the_fewest_mov
         fixed=["model", "budget", "gpus", "optimizer"],
         goal={"output": "fits", "equals": True},
     )
+    start = LEDGER.settings(start)  # switch_off at its default: a what-if that never makes a plan fit
     best, tried = goal_settings(step)
     assert {k: v for k, v in best.items() if start[k] != v} == {"checkpointing": True, "parallel": "zero3"}
     assert tried < 100  # one and two moves, not the product of every control's options
@@ -496,7 +674,7 @@ def test_goal_search_with_the_parallel_controls_is_fast_and_finds_the_fewest_mov
     free = step.model_copy(update={"fixed": ["model", "budget"]})
     best, tried = goal_settings(free)
     assert {k: v for k, v in best.items() if start[k] != v} == {"checkpointing": True, "parallel": "zero3"}
-    assert tried < 200
+    assert tried < 300  # switch_off's 7 parts join the two-move level; the product would be ~10^5
 
 
 def test_zero_stage_math_and_figures_say_per_gpu_and_the_global_batch():
@@ -526,7 +704,8 @@ def test_zero3_draws_the_gathered_weights_and_mixed_says_how_fsdp_casts():
         "weights",
         "gradients",
         "16-bit weight copies",
-        "optimizer state",
+        "m exp_avg",
+        "v exp_avg_sq",
         "gathered weights",
         "activations",
     ]
@@ -696,6 +875,75 @@ def test_pipeline_chart_shares_sum_to_one():
         assert bar.total == pytest.approx(1.0)
 
 
+# ---------------------------------------------------------------- pipeline: money and energy
+
+BASE_HOURS = 6 * 1.5e9 * 1e9 / (156e12 * 0.35 * 0.8) / 3600  # the baseline: MFU 28% of TF32's peak
+
+
+def test_cost_energy_and_co2_per_billion_tokens_by_hand():
+    o = pipe().outputs  # $2 per GPU-hour, 400 W, 0.4 kg CO2 per kWh
+    assert round(BASE_HOURS, 3) == 57.234
+    assert o["hours_per_billion_tokens"] == pytest.approx(BASE_HOURS)
+    assert o["cost_per_billion_tokens"] == pytest.approx(2 * BASE_HOURS)  # $114.47
+    assert o["energy_kwh_per_billion_tokens"] == pytest.approx(400 * BASE_HOURS / 1000)  # 22.9 kWh
+    assert o["co2_kg_per_billion_tokens"] == pytest.approx(0.4 * 400 * BASE_HOURS / 1000)  # 9.16 kg
+    other = pipe(price=3.5, power=700, grid=0.05).outputs
+    assert other["cost_per_billion_tokens"] == pytest.approx(3.5 * BASE_HOURS)
+    assert other["energy_kwh_per_billion_tokens"] == pytest.approx(0.7 * BASE_HOURS)
+    assert other["co2_kg_per_billion_tokens"] == pytest.approx(0.05 * 0.7 * BASE_HOURS)
+    # the levers move money and energy, never the time: MFU and hours stay
+    assert other["mfu"] == o["mfu"] and other["hours_per_billion_tokens"] == o["hours_per_billion_tokens"]
+    # a faster setup is cheaper by exactly its hours
+    best = pipe(prefetch=True, precision="mixed").outputs
+    assert best["cost_per_billion_tokens"] == pytest.approx(2 * best["hours_per_billion_tokens"])
+    assert best["cost_per_billion_tokens"] < o["cost_per_billion_tokens"]
+
+
+def test_llama2_70b_is_priced_from_its_papers_gpu_hours():
+    o = pipe().outputs
+    assert o["llama2_70b_cost"] == 1_720_320 * 2 == 3_440_640  # $3.44M, the course's "$2M" is too low
+    assert o["llama2_70b_energy_mwh"] == pytest.approx(1_720_320 * 400 / 1e6)  # 688 MWh
+    assert o["llama2_70b_co2_t"] == pytest.approx(688.128 * 0.4)  # 275 t; the paper's own estimate is 291 t
+    r = pipe()
+    text = "\n".join(r.reference)
+    assert "~1M GPU-hours" in text and "1,720,320 A100-80GB GPU-hours" in text and "3,311,616" in text
+    assert "$3.44M at the lab's $2, not $2M" in text
+    assert "implies a grid of 0.42 kg CO2 per kWh" in text  # 291.42 t / 688.128 MWh
+    assert dict(r.figures)["LLaMA-2 70B"] == "1,720,320 GPU-h x $2.00 = $3.44M; 688 MWh, 275 t CO2"
+    mfu = 6 * 70e9 * 2e12 / (1_720_320 * 3600 * 312e12)
+    assert round(mfu * 100) == 43 and any(line.endswith(f"= {round(mfu * 100)}%") for line in r.math)
+    assert pipe(price=1.0).outputs["llama2_70b_cost"] == 1_720_320
+
+
+def test_money_and_energy_are_formulas_on_screen():
+    r = pipe()
+    text = rendered(r)
+    assert "cost   = GPU-hours x price = 57.2 h x $2.00 = $114.47 per billion tokens" in text
+    assert "energy = GPUs x TDP x hours = 1 x 400 W x 57.2 h = 22.9 kWh" in text
+    assert "CO2    = energy x grid = 22.9 kWh x 0.4 kg/kWh (assumed) = 9.2 kg" in text
+    assert "A billion tokens: 57.2 GPU-hours, $114.47, 22.9 kWh, 9.2 kg CO2." in r.verdict
+    assert not any("Power" in n for n in r.notes)
+    assert any(n.startswith("Power 700 W is not the A100's 400 W") for n in pipe(power=700).notes)
+
+
+def test_price_power_and_grid_controls_parse_step_and_label():
+    price, power, grid = (PIPELINE.control(n) for n in ("price", "power", "grid"))
+    assert price.default == 2.0 and power.default == 400 and grid.default == 0.4
+    assert price.parse("2.5") == 2.5 and price.parse("$1.50") == 1.5 and price.parse(3) == 3.0
+    for bad in ("abc", "nan", "inf", True):
+        with pytest.raises(SettingsError, match="expected a number"):
+            price.parse(bad)
+    with pytest.raises(SettingsError, match=r"outside 0\.5\.\.8"):
+        price.parse("20")
+    assert price.step(2.0, +1) == 3.0 and price.step(2.5, -1) == 2.0
+    assert price.label_of(2.0) == "$2.00 per GPU-hour" and price.label_of(2.5) == "$2.50 per GPU-hour"
+    assert power.options == (115, 350, 400, 450, 700)  # each card the ledger names, at its vendor TDP
+    assert power.label_of(400) == "400 W (A100 SXM)" and power.label_of(115) == "115 W (RTX 4060 laptop)"
+    assert power.label_of(250) == "250 W" and power.parse("250") == 250
+    assert grid.label_of(0.4) == "0.4 kg CO2 per kWh (assumed)" and grid.parse("0.05") == 0.05
+    assert PIPELINE.describe({"price": 3}) == "price $3.00 per GPU-hour"
+
+
 # ---------------------------------------------------------------- pipeline: measured profile
 
 
@@ -745,7 +993,10 @@ def test_measured_profile_draws_the_run():
 def test_measured_profile_ignores_the_model_levers():
     for ctx in (None, Context(my_pipeline=MEASURED)):
         r = PIPELINE.compute({"profile": "measured"}, ctx)
-        assert set(r.ignored) == {"prefetch", "precision", "checkpointing", "batch"}
+        assert set(r.ignored) == {"prefetch", "precision", "checkpointing", "batch", "price", "power", "grid"}
+        assert all(
+            r.outputs[k] is None for k in ("cost_per_billion_tokens", "llama2_70b_cost", "co2_kg_per_billion_tokens")
+        )
         assert set(r.ignored) < {c.name for c in PIPELINE.controls}
     assert pipe().ignored == ()
     assert mem().ignored == ("gpus",)  # one GPU: the GPUs control does not matter, and is hidden
@@ -854,6 +1105,10 @@ READINGS = {
     ),
     "pipeline default": lambda: pipe(),
     "pipeline best": lambda: pipe(prefetch=True, precision="mixed", checkpointing=True, batch=64),
+    "pipeline money": lambda: pipe(price=8, power=700, grid=0.9, prefetch=True),
+    "ledger gpt3": lambda: mem(model="gpt3", budget="laptop", switch_off="v"),
+    "ledger resnet50": lambda: mem(model="resnet50", budget="rtx3090", switch_off="activations"),
+    "ledger sd zero3": lambda: mem(model="sd-unet", parallel="zero3", gpus=4, precision="mixed"),
     "pipeline measured": lambda: PIPELINE.compute({"profile": "measured"}, Context(my_pipeline=MEASURED)),
     "pipeline no run": lambda: PIPELINE.compute({"profile": "measured"}),
 }

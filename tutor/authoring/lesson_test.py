@@ -43,7 +43,7 @@ from tutor.course.lesson import (
     SourceRequirement,
 )
 from tutor.course.loader import load_file, without_pack_knock_ons
-from tutor.course.session import decide_params
+from tutor.course.session import Evidence, computed_evidence, decide_params, ratio_evidence
 from tutor.experiments.spec import NOISE_WHY
 from tutor.threads import usable_cores
 
@@ -141,33 +141,70 @@ class Player:
             yield replace(outcome, where=f"{path}:{lines.get(outcome.step, 1)}")
 
     def play(self, lesson: Lesson) -> Iterator[Outcome]:
-        predict: PredictStep | None = None  # waiting for the run whose metric it compares
+        waiting: list[PredictStep] = []  # predictions waiting for the run or instrument that reveals them
         for step in lesson.steps:
             if isinstance(step, PredictStep) and step.compare:
-                predict = step
+                waiting.append(step)
             elif isinstance(step, RunStep):
-                changes: list[dict[str, Any]] = [{}, *_tweak_choices(step)]
-                if predict is not None and self.repeats > 1:
-                    outcome, runs = self._repeated_run_step(lesson, step, predict)
-                    yield outcome
-                    if runs:
-                        yield self._noise_outcome(lesson, predict, runs)
-                    changes = changes[1:]
-                # The step's own params, then each value a learner may switch one setting to.
-                for changed in changes:
-                    outcome, metrics = self._run_step(lesson, step, predict, changed)
-                    yield outcome
-                    if predict is not None and metrics is not None:
-                        yield self._predict_outcome(lesson, predict, metrics, changed)
-                predict = None
+                yield from self._run_step_outcomes(lesson, step, waiting)
+                waiting = []
             elif isinstance(step, InstrumentStep):
-                predict = None
+                yield from self._instrument_step(lesson, step)
+                yield from self._computed_predictions(lesson, step, waiting)
+                waiting = []
             elif isinstance(step, CheckStep):
                 yield from self._check_step(lesson, step)
             elif isinstance(step, ExerciseStep):
                 yield from self._exercise_step(lesson, step)
-            if isinstance(step, InstrumentStep):
-                yield from self._instrument_step(lesson, step)
+
+    def _run_step_outcomes(self, lesson: Lesson, step: RunStep, predicts: list[PredictStep]) -> Iterator[Outcome]:
+        """The run step with its own params, then with each value a learner may switch one setting
+        to, then at any settings a prediction names (`at`, `against`); each prediction judged by the
+        runs the learner's would be: one that names its settings by the runs at those only."""
+        plain = [p for p in predicts if not p.names_settings]
+        named = [p for p in predicts if p.names_settings]
+        changes: list[dict[str, Any]] = [{}, *_tweak_choices(step)]
+        for p in named:
+            for change in _named_changes(step, p):
+                if change not in changes:
+                    changes.append(change)
+        made: dict[str, list[dict[str, Any]]] = {}  # each change's metrics, one per run (per repeat)
+        if predicts and self.repeats > 1:
+            needed: list[dict[str, Any]] = [{}] if plain else []
+            for p in named:
+                needed += [c for c in _named_changes(step, p) if c not in needed]
+            for change in needed:
+                outcome, runs = self._repeated_run_step(lesson, step, predicts[0], change)
+                yield outcome
+                if runs:
+                    made[_key(change)] = runs
+            changes = [c for c in changes if c not in needed]
+        for changed in changes:
+            outcome, metrics = self._run_step(lesson, step, predicts, changed)
+            yield outcome
+            if metrics is None:
+                continue
+            made.setdefault(_key(changed), [metrics])
+            for p in plain:
+                yield self._predict_outcome(lesson, p, metrics, changed)
+
+        def judged(p: PredictStep, top: dict[str, Any], bottom: dict[str, Any] | None) -> Evidence:
+            at = Evidence(top, "measured", experiment=step.experiment)
+            if bottom is None or not p.compare:
+                return at
+            return ratio_evidence(p.compare, at, Evidence(bottom, "measured", experiment=step.experiment))
+
+        for p in predicts:
+            at_change, *against_change = _named_changes(step, p)
+            tops = made.get(_key(at_change), [])
+            bottoms = made.get(_key(against_change[0]), []) if against_change else []
+            if not tops or (against_change and not bottoms):
+                continue  # a run failed (said above)
+            pairs = [judged(p, t, b if against_change else None) for t, b in zip(tops, bottoms or tops, strict=False)]
+            if self.repeats > 1 and (p.names_settings or len(tops) > 1):
+                yield self._noise_outcome(lesson, p, pairs)
+            elif p.names_settings:
+                yield self._predict_outcome(lesson, p, pairs[0].metrics, p.at, evidence=pairs[0])
 
     # ------------------------------------------------------------------ runs
 
@@ -197,7 +234,7 @@ class Player:
         return self._runs[key]
 
     def _run_step(
-        self, lesson: Lesson, step: RunStep, predict: PredictStep | None, changed: dict[str, Any]
+        self, lesson: Lesson, step: RunStep, predicts: list[PredictStep], changed: dict[str, Any]
     ) -> tuple[Outcome, dict[str, Any] | None]:
         """The run's outcome, and its metrics when it reported them all. `changed`: the tweak
         values a learner switched to (over the step's params)."""
@@ -218,19 +255,23 @@ class Player:
             return Outcome(
                 lesson.id, step.id, "run", what, False, f"metrics not reported: {', '.join(missing)}", seconds
             ), None
-        detail = f"{predict.compare} = {_short(_metric(metrics, predict.compare))}" if predict else ""
+        compared = dict.fromkeys(p.compare for p in predicts if p.compare)
+        detail = ", ".join(f"{name} = {_short(_metric(metrics, name))}" for name in compared)
         return Outcome(lesson.id, step.id, "run", what, True, detail, seconds), metrics
 
     def _repeated_run_step(
-        self, lesson: Lesson, step: RunStep, predict: PredictStep
+        self, lesson: Lesson, step: RunStep, predict: PredictStep, changed: dict[str, Any] | None = None
     ) -> tuple[Outcome, list[dict[str, Any]]]:
-        """The run step made `repeats` times with the lesson's own parameters; the metrics of each."""
+        """The run step made `repeats` times with the lesson's own parameters (and `changed` over
+        them: settings a prediction names); the metrics of each."""
         t0 = time.perf_counter()
-        what = f"runs {step.experiment} {self.repeats} times (the lesson's own parameters)"
+        what = f"runs {step.experiment} {self.repeats} times (the lesson's own parameters{_with(changed or {})})"
         runs: list[dict[str, Any]] = []
         for repeat in range(1, self.repeats + 1):
             metrics, problem = self.run(
-                step.experiment, {**step.start_params(), **decide_params(lesson, step, lambda _: None)}, repeat=repeat
+                step.experiment,
+                {**step.start_params(), **decide_params(lesson, step, lambda _: None), **(changed or {})},
+                repeat=repeat,
             )
             if metrics is None:
                 return Outcome(
@@ -242,16 +283,17 @@ class Player:
             lesson.id, step.id, "run", what, True, f"{predict.compare} = {shown}", time.perf_counter() - t0
         ), runs
 
-    def _noise_outcome(self, lesson: Lesson, step: PredictStep, runs: list[dict[str, Any]]) -> Outcome:
+    def _noise_outcome(self, lesson: Lesson, step: PredictStep, judged: list[Evidence]) -> Outcome:
         """Each option's verdicts over the repeated runs. Fails where an option is a hit in one run
         and a miss in another, or undecided in most: its boundary sits in this machine's noise. A
         number prediction fails where the interval is, in most runs, too wide for any number to
         be a hit within its tolerance."""
         from tutor.checks.answers import ChoiceAnswer, NumberAnswer
-        from tutor.course.session import Evidence, grade
+        from tutor.course.session import grade
         from tutor.measurement.intervals import GUARD
 
-        what = f"{step.compare}: verdicts over {len(runs)} runs"
+        runs = [e.metrics for e in judged]  # each run's (or each pair's ratio, for `against`)
+        what = f"{step.compare}{' ratio' if step.against else ''}: verdicts over {len(runs)} runs"
         measured = [
             [_number_or_none(_metric(m, step.compare)), *(checks.interval_of(m, step.compare) or (None, None))]
             for m in runs
@@ -271,9 +313,7 @@ class Player:
             o.min is not None or o.max is not None for o in step.answer.options
         ):
             verdicts: dict[str, Counter[str]] = {o.text: Counter() for o in step.answer.options}
-            made_by = lesson.run_after(lesson.index(step.id))
-            for metrics in runs:
-                evidence = Evidence(metrics, "measured", experiment=getattr(made_by, "experiment", ""))
+            for evidence in judged:
                 for o in step.answer.options:
                     verdicts[o.text][_call(grade(step, o.text, evidence))] += 1
             counts = {text: dict(c) for text, c in verdicts.items()}
@@ -313,8 +353,7 @@ class Player:
                 measured=measured,
             )
         if isinstance(step.answer, NumberAnswer) and step.answer.abs_tolerance is None and runs:
-            made_by = lesson.run_after(lesson.index(step.id))
-            guard = Evidence(experiment=getattr(made_by, "experiment", "")).guard(step.compare)
+            guard = judged[0].guard(step.compare)
             guard = GUARD if guard is None else guard
             tol = step.answer.tolerance
             widest = (1 + tol) / (1 - tol) if 0 < tol < 1 else math.inf
@@ -334,13 +373,24 @@ class Player:
         return Outcome(lesson.id, step.id, "predict", what, True, f"measured {shown}", measured=measured)
 
     def _predict_outcome(
-        self, lesson: Lesson, step: PredictStep, metrics: dict[str, Any], changed: dict[str, Any] | None = None
+        self,
+        lesson: Lesson,
+        step: PredictStep,
+        metrics: dict[str, Any],
+        changed: dict[str, Any] | None = None,
+        *,
+        evidence: Evidence | None = None,
     ) -> Outcome:
-        """Some answer must be judged right against the measurement, or the learner never can be."""
+        """Some answer must be judged right against the measurement, or the learner never can be.
+        `evidence`: what the prediction is judged against, where it is not the run's own metrics
+        (a ratio of two runs, an instrument's outputs)."""
         from tutor.checks.answers import ChoiceAnswer, NumberAnswer
-        from tutor.course.session import Evidence, grade
+        from tutor.course.session import grade
 
         what = f"{step.compare} can be judged against the prediction" + _with(changed or {})
+        if step.against:
+            what = f"{step.compare} ratio{_with(changed or {}) or ' at its own settings'} over{_with(step.against)}"
+            what += " can be judged against the prediction"
         measured = _metric(metrics, step.compare)
         if measured is None:
             return Outcome(
@@ -368,7 +418,8 @@ class Player:
             )
         if isinstance(step.answer, ChoiceAnswer):
             made_by = lesson.run_after(lesson.index(step.id))  # judged as the learner's locked choice will be
-            evidence = Evidence(metrics, "measured", experiment=getattr(made_by, "experiment", ""))
+            if evidence is None:
+                evidence = Evidence(metrics, "measured", experiment=getattr(made_by, "experiment", ""))
             # Each option as the list submits it, by its words (a bare number may be asked about).
             calls = {o.text: _call(grade(step, o.text, evidence)) for o in step.answer.options}
             interval = checks.interval_of(metrics, step.compare)
@@ -647,6 +698,26 @@ class Player:
         if step.goal is not None:
             yield self._goal_outcome(lesson, step, step.goal)
 
+    def _computed_predictions(
+        self, lesson: Lesson, step: InstrumentStep, predicts: list[PredictStep]
+    ) -> Iterator[Outcome]:
+        """Each prediction the instrument step reveals, judged where it is judged (its `at`, else the
+        step's scenario): some answer must be right there too."""
+        for p in predicts:
+            try:
+                evidence = computed_evidence(step, p)
+            except Exception as e:  # noqa: BLE001 - a formula that fails is the outcome to report
+                yield Outcome(
+                    lesson.id,
+                    p.id,
+                    "predict",
+                    f"{p.compare} computed where it is judged",
+                    False,
+                    f"{type(e).__name__}: {e}",
+                )
+                continue
+            yield self._predict_outcome(lesson, p, evidence.metrics, p.at, evidence=evidence)
+
     def _goal_outcome(self, lesson: Lesson, step: InstrumentStep, goal: Goal) -> Outcome:
         """The challenge can be met by some setting the learner may choose, and is not met before
         they move anything."""
@@ -787,6 +858,20 @@ def _last_line(text: str) -> str:
     """A traceback's last line (the exception), for a one-line result; the whole is in `exercise --json`."""
     lines = [line for line in (text or "").strip().splitlines() if line.strip()]
     return lines[-1].strip() if lines else ""
+
+
+def _named_changes(step: RunStep, predict: PredictStep) -> list[dict[str, Any]]:
+    """The settings `predict` is judged at (`at`, then `against` when it has one), each as the
+    values that differ from the step's start ({}: the step's own)."""
+    start = step.start_params()
+    named = [predict.at, *([predict.against] if predict.against else [])]
+    return [{k: v for k, v in settings.items() if start.get(k) != v} for settings in named]
+
+
+def _key(changed: dict[str, Any]) -> str:
+    import json
+
+    return json.dumps(changed, sort_keys=True, default=str)
 
 
 def _tweak_choices(step: RunStep) -> list[dict[str, Any]]:

@@ -47,13 +47,14 @@ def grade(answer: str, spec: AnyAnswer | dict[str, Any], metrics: dict[str, Any]
         )
 
 
-def describe_spec(spec: AnyAnswer | dict[str, Any]) -> str:
-    """What kind of answer is expected, for an input's placeholder."""
+def describe_spec(spec: AnyAnswer | dict[str, Any], *, example: bool = True) -> str:
+    """What kind of answer is expected, for an input's placeholder. `example` False (a prediction):
+    a number's description shows no value, which could give the answer away."""
     spec = as_spec(spec)
     if isinstance(spec, ChoiceAnswer):
         return describe_choice(spec)
     if isinstance(spec, NumberAnswer):
-        return describe_number(spec)
+        return describe_number(spec, example)
     if spec.rubric is None:
         return "a short answer in your own words"
     return "a sentence or two"

@@ -335,10 +335,15 @@ def example_for(unit: str) -> str:
     return _EXAMPLES.get(info[0], f"12 {unit}")
 
 
-def describe_number(spec: NumberAnswer) -> str:
-    if not spec.unit:
-        return "a number, e.g. 42"
-    return f"a number in {spec.unit}, e.g. {example_for(spec.unit)}"
+def describe_number(spec: NumberAnswer, example: bool = True) -> str:
+    """What to type. Without `example` (a prediction) no value is shown: any value could be the
+    answer or near it (every % question showed "e.g. 35%", the very share a prediction asked for)."""
+    if example:
+        return f"a number in {spec.unit}, e.g. {example_for(spec.unit)}" if spec.unit else "a number, e.g. 42"
+    sign = (unit_info(spec.unit) or (spec.unit,))[0] if spec.unit else ""
+    if sign in ("%", "x"):
+        return f"a number followed by {sign}"
+    return f"a number in {spec.unit}" if spec.unit else "a number"
 
 
 # ----------------------------------------------------------------------------- grade

@@ -93,6 +93,17 @@ class PredictStep(StepBase):
     answer: AnswerSpec
     compare: str | None = None  # metric of the next run step, revealed beside the guess
     unit: str = ""  # unit the compared metric is shown in ("x", "s", "%")
+    # The settings it is judged at, over the revealing step's own: a run step's tweaks (only a run
+    # at these counts) or an instrument's controls (over its `set`, in place of its `scenario`).
+    at: dict[str, Any] = {}
+    # Judged as a ratio: `compare` at `at` over `compare` at these settings, each measured (unit "x").
+    against: dict[str, Any] = {}
+
+    @property
+    def names_settings(self) -> bool:
+        """Judged only at the settings it names (`at`, `against`), not at whatever the learner last ran."""
+        return bool(self.at or self.against)
+
     # What the prediction is about ("gpu-speedup", "memory"): the prediction profile
     # (tutor/course/profile.py) sums up the learner's errors per concept.
     concept: str | None = Field(default=None, pattern=ID_PATTERN)
@@ -114,6 +125,12 @@ class RunStep(StepBase):
     def start_params(self) -> dict[str, Any]:
         """What a run uses before the learner switches anything: params, each tweak at its start."""
         return {**self.params, **{name: self.tweak_default(name) for name in self.tweak}}
+
+    def made_at(self, params: dict[str, Any], named: dict[str, Any]) -> bool:
+        """Was a run with `params` made at the settings `named` (a prediction's `at` or `against`),
+        every other setting the learner may switch at its start?"""
+        wanted = {**self.start_params(), **named}
+        return all(params.get(k) == wanted[k] for k in (*self.tweak, *named))
 
 
 class Verify(Strict):
@@ -384,9 +401,10 @@ class InstrumentStep(StepBase):
     # aggregate over every move the learner made: "min:outputs.total_gb", "any:outputs.fits".
     ledger: dict[str, str] = {}
 
-    def scenario_settings(self) -> dict[str, Any]:
-        """The control values a prediction before this step is revealed at."""
-        return {**self.set, **self.scenario}
+    def scenario_settings(self, named: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The control values a prediction before this step is revealed at: `named` (its `at` or
+        `against`) over `set`, else the step's scenario."""
+        return {**self.set, **named} if named else {**self.set, **self.scenario}
 
 
 Step = Annotated[

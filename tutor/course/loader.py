@@ -420,12 +420,23 @@ def _semantic_issues(data: dict[str, Any], marks: dict[Path_, Pos], path: str) -
             issues += _check_answer_issues(step, loc, marks, path)
         elif kind == "instrument":
             issues += _instrument_issues(step, loc, marks, path, steps)
+        elif kind == "predict" and not isinstance(step.get("compare"), str):
+            for key in ("at", "against"):
+                if key in step:
+                    add(
+                        (*loc, key),
+                        f"step {step.get('id')!r}: `{key}` names the settings a prediction is judged at, and this "
+                        "step compares nothing: give it `compare` (or leave `at` and `against` out)",
+                        at_key=True,
+                    )
         elif kind == "predict" and isinstance(step.get("compare"), str):
             issues += _range_issues(step, loc, marks, path)
             metric = step["compare"]
             run = next(
                 (s for s in steps[i + 1 :] if isinstance(s, dict) and s.get("kind") in ("run", "instrument")), None
             )
+            if run is not None:
+                issues += _named_settings_issues(step, loc, run, marks, path)
             if run is None:
                 add(
                     (*loc, "compare"),
@@ -460,13 +471,109 @@ def _semantic_issues(data: dict[str, Any], marks: dict[Path_, Pos], path: str) -
                         at_key=True,
                     )
                 unit = step.get("unit", "")
-                problem = isinstance(unit, str) and _unit_problem(unit, declared.unit, step.get("answer"))
+                problem = isinstance(unit, str) and (
+                    _ratio_unit_problem(unit, declared.unit)
+                    if "against" in step
+                    else _unit_problem(unit, declared.unit, step.get("answer"))
+                )
                 if problem:
                     add(
                         (*loc, "unit") if "unit" in step else (*loc, "compare"),
                         f"step {step.get('id')!r}: {metric!r} of experiment {run['experiment']!r} {problem}",
                     )
     return issues
+
+
+def _named_settings_issues(
+    step: dict[str, Any], loc: tuple[Any, ...], run: dict[str, Any], marks: dict[Path_, Pos], path: str
+) -> list[LessonIssue]:
+    """A prediction's `at` and `against` against the step that reveals it: a run step's tweaks
+    (a run counts only at settings the learner can pick) or an instrument's controls; and a ratio
+    of two settings that differ."""
+    issues: list[LessonIssue] = []
+
+    def add(where: tuple[Any, ...], message: str, at_key: bool = False) -> None:
+        line, col = position(marks, (*loc, *where), at_key)
+        issues.append(LessonIssue(path, line, col, f"step {step.get('id')!r}: {message}"))
+
+    named: dict[str, dict[str, Any]] = {k: step[k] for k in ("at", "against") if isinstance(step.get(k), dict)}
+    top: dict[str, Any]
+    bottom: dict[str, Any]
+    if run.get("kind") == "run":
+        tweak: dict[str, Any] = run["tweak"] if isinstance(run.get("tweak"), dict) else {}
+        for field_name, settings in named.items():
+            for key, value in settings.items():
+                offered = tweak.get(key)
+                if not isinstance(offered, list):
+                    add(
+                        (field_name, key),
+                        f"{field_name} {key}: run step {run.get('id')!r} offers no setting {key!r} to switch"
+                        f"{_did_you_mean(str(key), list(tweak))}; a prediction is judged only at settings a "
+                        f"learner can pick (its tweak offers: {', '.join(tweak) or 'none'})",
+                        at_key=True,
+                    )
+                elif value not in offered:
+                    add(
+                        (field_name, key),
+                        f"{field_name} {key}={value!r} is not one of the values run step {run.get('id')!r} "
+                        f"offers: {offered}",
+                    )
+        params: dict[str, Any] = run["params"] if isinstance(run.get("params"), dict) else {}
+        start = {
+            k: params[k] if k in params and params[k] in v else v[0]
+            for k, v in tweak.items()
+            if isinstance(v, list) and v
+        }
+        top, bottom = {**start, **named.get("at", {})}, {**start, **named.get("against", {})}
+    elif run.get("kind") == "instrument":
+        name = run.get("instrument")
+        inst = instruments.REGISTRY.get(name) if isinstance(name, str) else None
+        if inst is None:
+            return issues  # the instrument step says so
+        controls = [c.name for c in inst.controls]
+        for field_name, settings in named.items():
+            for key, value in settings.items():
+                if key not in controls:
+                    add(
+                        (field_name, key),
+                        f"{field_name}: instrument {name!r} (step {run.get('id')!r}) has no control {key!r}"
+                        f"{_did_you_mean(str(key), controls)}; it has: {', '.join(controls)}",
+                        at_key=True,
+                    )
+                    continue
+                try:
+                    inst.control(key).parse(value)
+                except instruments.SettingsError as e:
+                    add((field_name, key), f"{field_name} {e}")
+        base: dict[str, Any] = run["set"] if isinstance(run.get("set"), dict) else {}
+        scenario: dict[str, Any] = run["scenario"] if isinstance(run.get("scenario"), dict) else {}
+        try:  # as the reveal computes them: `at` over set, else the scenario
+            top = inst.settings({**base, **(named.get("at") or scenario)})
+            bottom = inst.settings({**base, **named.get("against", {})})
+        except (instruments.SettingsError, TypeError, ValueError):
+            return issues  # said above, or by the instrument step
+    else:
+        return issues
+    if "against" in named and not issues and top == bottom:
+        add(
+            ("against",),
+            "`against` names the settings the prediction is judged at too: a ratio of a setting "
+            "over itself is 1 whatever is measured; name the other setting to compare with",
+            at_key=True,
+        )
+    return issues
+
+
+def _ratio_unit_problem(given: str, declared: str) -> str | None:
+    """A prediction with `against` compares a ratio of two measurements: read in x."""
+    if declared in ("text", "bool"):
+        return "is not a number, so it has no ratio: leave `against` out"
+    if given.strip() != "x":
+        return (
+            "is read as a ratio with `against` (its value at `at` over its value at `against`), a number of "
+            'times: write unit: "x" and give the answer in x'
+        )
+    return None
 
 
 def _unit_problem(given: str, declared: str, answer: Any) -> str | None:

@@ -587,8 +587,10 @@ class Progress:
         step_id: str | None = None,
         experiment: str | None = None,
         status: str | None = "finished",
+        params_match: Callable[[dict[str, Any]], bool] | None = None,
     ) -> RunRecord | None:
-        """The most recent run matching every filter given (None = any); status None = any status."""
+        """The most recent run matching every filter given (None = any); status None = any status;
+        `params_match`: true of the run's params (a prediction judged at named settings)."""
         where, args = [], []
         for column, value in (
             ("lesson_id", lesson_id),
@@ -602,11 +604,12 @@ class Progress:
         sql = "SELECT id, lesson_id, step_id, experiment, params, device, metrics, status, error, at FROM runs"
         if where:
             sql += " WHERE " + " AND ".join(where)
-        rows = self._query(sql + " ORDER BY id DESC LIMIT 1", tuple(args))
-        if not rows:
-            return None
-        rid, lid, sid, exp, params, device, metrics, st, err, at = rows[0]
-        return RunRecord(rid, lid, sid, exp, loads(params), loads(device), loads(metrics), st, err, at)
+        rows = self._query(sql + " ORDER BY id DESC" + ("" if params_match else " LIMIT 1"), tuple(args))
+        for rid, lid, sid, exp, params, device, metrics, st, err, at in rows:
+            decoded = loads(params)
+            if params_match is None or params_match(decoded if isinstance(decoded, dict) else {}):
+                return RunRecord(rid, lid, sid, exp, decoded, loads(device), loads(metrics), st, err, at)
+        return None
 
     # -- instruments
 

@@ -14,9 +14,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
-from tutor import checks, instruments
+from tutor import checks, instruments, present
 from tutor.checks.answers import ChoiceAnswer, NumberAnswer, PredictionScore, Verdict
 from tutor.checks.choice import TypedChoice, read_typed
 from tutor.checks.number import range_unit_question
@@ -34,6 +34,7 @@ from tutor.course.lesson import (
 from tutor.course.progress import AnswerRecord, Move, Prediction, Progress, RunRecord
 from tutor.experiments.spec import DECIDE, NOISE_GATE, NOISE_WHY, Metric
 from tutor.measurement import method
+from tutor.measurement.intervals import GUARD
 
 GIVE_UP_AFTER = 1  # graded attempts before the answer may be shown without asking twice
 EMPTY_PREDICTION = "Type your prediction first: any honest guess is fine."
@@ -42,8 +43,8 @@ EMPTY_PREDICTION = "Type your prediction first: any honest guess is fine."
 def empty_answer(step: PredictStep | CheckStep) -> str:
     """What to say to an answer left empty, in the words of the answer this step takes."""
     spec = step.answer
-    if isinstance(spec, NumberAnswer):
-        return f"Type a number first ({checks.describe_spec(spec)})."
+    if isinstance(spec, NumberAnswer):  # a prediction is shown no value: it could be the answer
+        return f"Type a number first ({checks.describe_spec(spec, example=isinstance(step, CheckStep))})."
     if isinstance(spec, ChoiceAnswer):
         return f"Pick one of the {len(spec.options)} options first."
     return "Write your answer first: a sentence or two in your own words."
@@ -65,7 +66,7 @@ def decide_params(lesson: Lesson, step: RunStep, answer_of: Callable[[PredictSte
         return {}
     edges: set[float] = set()
     for predict in lesson.predictions_before(lesson.index(step.id)):
-        if predict.compare == spec.decides:
+        if predict.compare == spec.decides and not predict.against:  # a ratio's edges are not one run's
             edges.update(checks.judged_edges(predict.answer, predict.unit, answer_of(predict)))
     return {DECIDE: tuple(sorted(edges))} if edges else {}
 
@@ -94,16 +95,21 @@ class Evidence:
     run: RunRecord | None = None
     setting: str = ""  # the settings it was taken at, when they are not the lesson's own
     experiment: str = ""  # the experiment that measured it, where no stored run says so (lesson test)
+    ratio: bool = False  # the metric at one setting over the same at another (`ratio_evidence`)
 
     def guard(self, metric: str | None) -> float | None:
-        """The guard band of `metric` as its experiment declares it (None: the default one)."""
+        """The guard band of `metric` as its experiment declares it (None: the default one). A
+        ratio of two runs moves as far as both do: each run's band, one on top of the other."""
         declared = self._declared(metric)
-        return declared.guard if declared is not None else None
+        own = declared.guard if declared is not None else None
+        if not self.ratio:
+            return own
+        return (1 + (GUARD if own is None else own)) ** 2 - 1
 
     def interval_words(self, metric: str | None) -> str:
         """What `metric`'s interval is, where its experiment says it is not a typical value's."""
         declared = self._declared(metric)
-        return declared.interval_words if declared is not None else ""
+        return declared.interval_words if declared is not None and not self.ratio else ""
 
     def _declared(self, metric: str | None) -> Metric | None:
         from tutor import experiments
@@ -144,7 +150,7 @@ class Reveal:
             guard=evidence.guard(metric),
             interval_words=evidence.interval_words(metric),
         )
-        if evidence.run is not None and evidence.setting:
+        if evidence.run is not None and evidence.setting and not step.names_settings:
             # The prediction was for the lesson's settings; a tweaked run measured something else.
             return Judged(
                 score,
@@ -178,6 +184,7 @@ class Pending:
     """A locked prediction whose measurement does not exist yet, and where to get it."""
 
     text: str
+    step: PredictStep | None = None  # the prediction it is about, where one is said beside others
 
 
 @dataclass(frozen=True)
@@ -234,16 +241,20 @@ class LessonSession:
 
         A check with a verify run: the run this step made, else the latest run of that experiment
         (from another lesson or `gpututor run`). A prediction: the run its run step made, else the
-        latest run of that experiment; or, revealed by an instrument, what the instrument computes
-        at the lesson's scenario. Nothing measured yet: empty evidence."""
+        latest run of that experiment; one that names its settings (`at`, `against`), only its run
+        step's runs at those; or, revealed by an instrument, what the instrument computes where the
+        prediction is judged. Nothing measured yet: empty evidence."""
         if isinstance(step, CheckStep):
             if step.verify is None:
                 return Evidence()
             return self._run_evidence(step.id, step.verify.experiment)
         after = self.lesson.run_after(self.lesson.index(step.id))
         if isinstance(after, InstrumentStep):
-            return self._computed(after)
+            return self._computed(after, step)
         if isinstance(after, RunStep):
+            if step.names_settings:
+                found = self._named_runs(step, after)
+                return found if isinstance(found, Evidence) else Evidence()
             return self._run_evidence(after.id, after.experiment)
         return Evidence()
 
@@ -258,11 +269,42 @@ class LessonSession:
                 return Evidence(dict(record.metrics), "measured", record)
         return Evidence()
 
-    def _computed(self, step: InstrumentStep) -> Evidence:
-        inst = instruments.REGISTRY[step.instrument]
-        outputs = inst.compute(inst.settings(step.scenario_settings()), self.instrument_context).outputs
-        setting = f"with {inst.describe(step.scenario)}" if step.scenario else ""
-        return Evidence(dict(outputs), "computed", None, setting)
+    def _computed(self, step: InstrumentStep, predict: PredictStep | None = None, context: Any = None) -> Evidence:
+        return computed_evidence(step, predict, self.instrument_context if context is None else context)
+
+    def _run_at(self, step: RunStep, named: dict[str, Any]) -> RunRecord | None:
+        """The latest finished run of `step` at the settings `named`."""
+        return self.progress.latest_run(
+            lesson_id=self.id, step_id=step.id, params_match=lambda params: step.made_at(params, named)
+        )
+
+    def _named_runs(self, predict: PredictStep, step: RunStep, on_step: bool = False) -> Evidence | Pending:
+        """The evidence of a prediction that names its settings: `step`'s latest run at `at` (with
+        `against`, over its latest run at those), each measured here the current way; else what to
+        run to get it (`on_step`: said on the run step itself, whose settings are right there)."""
+        name = step.title or step.id
+        wanted = [predict.at, *([predict.against] if predict.against else [])]
+        records = [self._run_at(step, named) for named in wanted]
+        missing = [_said_settings(named) for named, record in zip(wanted, records, strict=True) if record is None]
+        if missing and on_step:
+            runs = "a run" if len(missing) == 1 else "runs"
+            return Pending(f"It is judged by {runs} {' and '.join(missing)}: set that above and press r.", predict)
+        if missing:
+            return Pending(
+                f"Now go on (n) to the run step “{name}” and run it {' and '.join(missing)}: your prediction "
+                "is judged at those settings.",
+                predict,
+            )
+        found = []
+        for named, record in zip(wanted, records, strict=True):
+            assert record is not None  # none is missing
+            stale = _stale(record, name, predict.compare)
+            if stale is not None:
+                return Pending(stale.text, predict)
+            found.append(Evidence(dict(record.metrics), "measured", record, _said_settings(named)))
+        if len(found) == 1 or not predict.compare:
+            return found[0]
+        return ratio_evidence(predict.compare, found[0], found[1])
 
     # ------------------------------------------------------------------ grading
 
@@ -387,7 +429,9 @@ class LessonSession:
                 raise Unreadable(question)
             value = checks.parse_number(text, spec.unit)
             if value is None:
-                raise Unreadable(f"I couldn't read a number in that. Try something like {checks.describe_spec(spec)}.")
+                raise Unreadable(
+                    f"I couldn't read a number in that. Write {checks.describe_spec(spec, example=False)}."
+                )
             if (spec.min is not None and value < spec.min) or (spec.max is not None and value > spec.max):
                 raise Unreadable(f"That's outside the range this question allows ({_allowed_range(spec)}).")
         locked = self.progress.lock_prediction(self.id, step.id, text, value)
@@ -405,33 +449,47 @@ class LessonSession:
         if isinstance(after, InstrumentStep):
             if after.id not in self.completed():
                 return Pending(f"Now go on (n) to the instrument “{name}” and work it out.")
-            return Reveal(step, locked.answer, self._computed(after))
+            return Reveal(step, locked.answer, self._computed(after, step))
+        if step.names_settings:
+            found = self._named_runs(step, after)
+            return found if isinstance(found, Pending) else Reveal(step, locked.answer, found)
         record = self.progress.latest_run(lesson_id=self.id, step_id=after.id)
         if record is None:
             return Pending(f"Now go on (n) to the run step “{name}” and measure it.")
-        if not machine.measured_here(record.device):
-            return Pending(
-                f"Your last run of “{name}” was measured on {machine.elsewhere(record.device)}, not "
-                "this machine: go on (n) and run it here to see your prediction against it."
-            )
-        if _has_interval(record.experiment, step.compare) and not method.is_current(record.device):
-            return Pending(
-                f"Your last run of “{name}” was measured the older way ({method.CHANGED}): go on (n) "
-                "and run it again to see your prediction against it."
-            )
+        stale = _stale(record, name, step.compare)
+        if stale is not None:
+            return stale
         return Reveal(
             step,
             locked.answer,
             Evidence(dict(record.metrics), "measured", record, self.changed_settings(after, record.params)),
         )
 
-    def revealed_by(self, step: RunStep | InstrumentStep, evidence: Evidence) -> list[Reveal]:
-        """The locked predictions that `step` reveals, each beside `evidence`."""
+    def revealed_by(self, step: RunStep | InstrumentStep, evidence: Evidence) -> list[Reveal | Pending]:
+        """The locked predictions that `step` reveals, each beside `evidence` (the run just made),
+        or, for one that names its settings, beside the runs at those (or what to run to get them)."""
+        found: list[Reveal | Pending] = []
+        for p in self.lesson.predictions_before(self.lesson.index(step.id)):
+            locked = self.prediction(p)
+            if not p.compare or locked is None:
+                continue
+            if p.names_settings and isinstance(step, RunStep):
+                named = self._named_runs(p, step, on_step=True)
+                found.append(named if isinstance(named, Pending) else Reveal(p, locked.answer, named))
+            elif p.names_settings and isinstance(step, InstrumentStep):
+                found.append(Reveal(p, locked.answer, self._computed(step, p)))
+            else:
+                found.append(Reveal(p, locked.answer, evidence))
+        return found
+
+    def computed_reveals(self, step: InstrumentStep, context: Any = None) -> list[Reveal]:
+        """The locked predictions instrument `step` reveals, each beside what it computes where that
+        prediction is judged (`context`: the device and runs the instrument reads; None: the session's)."""
         found = []
         for p in self.lesson.predictions_before(self.lesson.index(step.id)):
             locked = self.prediction(p)
             if p.compare and locked is not None:
-                found.append(Reveal(p, locked.answer, evidence))
+                found.append(Reveal(p, locked.answer, self._computed(step, p, context)))
         return found
 
     def unlocked_before(self, step: Step) -> list[PredictStep]:
@@ -443,7 +501,7 @@ class LessonSession:
     def latest_run(self, step: Step, *, any_status: bool = False) -> RunRecord | None:
         return self.progress.latest_run(lesson_id=self.id, step_id=step.id, status=None if any_status else "finished")
 
-    def record_run(self, step: RunStep | CheckStep, outcome: RunOutcome) -> list[Reveal]:
+    def record_run(self, step: RunStep | CheckStep, outcome: RunOutcome) -> list[Reveal | Pending]:
         """Store how a run ended (a cancelled run leaves no record). A run step that finished is
         complete, and reveals its predictions: returned, at the settings the run used."""
         if outcome.status == "cancelled":
@@ -478,7 +536,7 @@ class LessonSession:
             step, Evidence(dict(outcome.metrics), "measured", record, self.changed_settings(step, outcome.params))
         )
 
-    def run_reveals(self, step: RunStep) -> list[Reveal]:
+    def run_reveals(self, step: RunStep) -> list[Reveal | Pending]:
         """What the learner's last finished run of `step` revealed (shown again on return)."""
         record = self.latest_run(step)
         if record is None:
@@ -560,6 +618,80 @@ def grade(step: PredictStep | CheckStep, answer: str, evidence: Evidence) -> Gra
     else:
         verdict = checks.grade(answer, step.answer, metrics)
     return Graded(shown_answer(step, answer), verdict, evidence)
+
+
+def computed_evidence(step: InstrumentStep, predict: PredictStep | None = None, context: Any = None) -> Evidence:
+    """What instrument `step` computes where `predict` is judged: its `at` over the step's `set`
+    (without one, the step's scenario); with `against`, that over the same output there.
+    `context`: the device and runs the instrument reads (None: its defaults)."""
+    inst = instruments.REGISTRY[step.instrument]
+
+    def at(named: dict[str, Any]) -> Evidence:
+        outputs = inst.compute(inst.settings(step.scenario_settings(named)), context).outputs
+        shown = named or step.scenario
+        return Evidence(dict(outputs), "computed", None, f"with {inst.describe(shown)}" if shown else "")
+
+    top = at(predict.at if predict is not None else {})
+    if predict is None or not predict.against or not predict.compare:
+        return top
+    return ratio_evidence(predict.compare, top, at(predict.against))
+
+
+def ratio_evidence(metric: str, top: Evidence, bottom: Evidence) -> Evidence:
+    """`metric` in `top` over the same in `bottom` (two runs, or an instrument at two settings) as
+    the evidence of one number, the ratio, under the same name. Where both report an interval, the
+    ratio's is each end of the top one's over the opposite end of the bottom one's: whatever holds
+    both typical values holds their ratio. Its guard band is both runs' (`Evidence.ratio`); what
+    else the machine did is said for both."""
+    above, below = top.metrics.get(metric), bottom.metrics.get(metric)
+    value = above / below if _positive(above) and _positive(below) else None
+    metrics: dict[str, Any] = {metric: value}
+    upper, lower = checks.interval_of(top.metrics, metric), checks.interval_of(bottom.metrics, metric)
+    if value is not None and upper is not None and lower is not None and lower[0] > 0:
+        metrics[f"{metric}_low"], metrics[f"{metric}_high"] = upper[0] / lower[1], upper[1] / lower[0]
+    said = [w for w in (top.metrics.get(NOISE_WHY), bottom.metrics.get(NOISE_WHY)) if isinstance(w, str) and w]
+    if said:
+        metrics[NOISE_WHY] = " ".join(dict.fromkeys(said))
+    gate = top.metrics.get(NOISE_GATE) or bottom.metrics.get(NOISE_GATE)
+    if gate:
+        metrics[NOISE_GATE] = gate
+    run = top.run or bottom.run
+    experiment = run.experiment if run is not None else top.experiment
+    from tutor import experiments
+
+    spec = experiments.REGISTRY.get(experiment)
+    declared: Metric | str = spec.metric(metric) if spec is not None else metric
+    setting = (
+        f"{present.metric_value(declared, above)} {top.setting or 'at its own settings'}, over "
+        f"{present.metric_value(declared, below)} {bottom.setting or 'at its own settings'}"
+    )
+    return Evidence(metrics, top.source, top.run, setting, experiment, ratio=True)
+
+
+def _positive(value: Any) -> TypeGuard[float]:
+    """A number a ratio can be taken of: above 0 and finite (not a bool, None or NaN)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value < float("inf")
+
+
+def _said_settings(named: dict[str, Any]) -> str:
+    """'with batch_size=1024' for a prediction's `at` or `against`; {}: the step's own settings."""
+    return "with " + ", ".join(f"{k}={v}" for k, v in named.items()) if named else "at its own settings"
+
+
+def _stale(record: RunRecord, name: str, compare: str | None) -> Pending | None:
+    """Why `record` (of the run step named `name`) cannot reveal a prediction of `compare` here:
+    it was measured on another machine, or timed the older way; None when it can."""
+    if not machine.measured_here(record.device):
+        return Pending(
+            f"Your last run of “{name}” was measured on {machine.elsewhere(record.device)}, not "
+            "this machine: go on (n) and run it here to see your prediction against it."
+        )
+    if _has_interval(record.experiment, compare) and not method.is_current(record.device):
+        return Pending(
+            f"Your last run of “{name}” was measured the older way ({method.CHANGED}): go on (n) "
+            "and run it again to see your prediction against it."
+        )
+    return None
 
 
 def _has_interval(experiment: str, metric: str | None) -> bool:

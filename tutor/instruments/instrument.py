@@ -32,10 +32,10 @@ def _sig3(value: float) -> str:
 
 
 def gb(n: float) -> str:
-    """Bytes in decimal units, three significant figures: '6.00 GB', '90.1 GB', '51.4 MB'."""
+    """Bytes in decimal units, three significant figures: '6.00 GB', '90.1 GB', '51.4 MB', '2.80 TB'."""
     if n == 0:
         return "0 GB"
-    for unit, size in (("GB", GB), ("MB", 10**6), ("kB", 10**3)):
+    for unit, size in (("TB", 10**12), ("GB", GB), ("MB", 10**6), ("kB", 10**3)):
         if abs(float(f"{n:.3g}")) >= size:  # 999.96 MB rounds to 1.00 GB, not "1,000 MB"
             return f"{_sig3(n / size)} {unit}"
     return f"{n:,.0f} B"
@@ -63,8 +63,9 @@ def _brief(raw: Any, limit: int = 60) -> str:
 
 @dataclass(frozen=True)
 class Control:
-    """One input. `choice` and `toggle` take one of `options`; a `stepper` takes any whole
-    number from its first to its last option, and its keys step through the options."""
+    """One input. `choice` and `toggle` take one of `options`; a `stepper` takes any number
+    from its first to its last option (a whole number unless an option is a float: a price, a
+    rate), and its keys step through the options."""
 
     name: str
     label: str
@@ -73,12 +74,20 @@ class Control:
     default: Any
     labels: tuple[str, ...] = ()  # shown instead of the raw option values
     help: str = ""
+    fmt: str = ""  # how a stepper's value without a label is shown: "{:,} W", "${:,.2f} per GPU-hour"
+
+    @property
+    def decimal(self) -> bool:
+        """A stepper over real numbers (a price, a rate), not whole ones."""
+        return self.kind == "stepper" and any(isinstance(o, float) for o in self.options)
 
     def label_of(self, value: Any) -> str:
         if self.kind == "toggle":
             return "on" if value else "off"
         if value in self.options and self.labels:
             return self.labels[self.options.index(value)]
+        if self.fmt:
+            return self.fmt.format(value)
         return f"{value:,}" if isinstance(value, int) else str(value)
 
     def parse(self, raw: Any) -> Any:
@@ -92,6 +101,8 @@ class Control:
             if text in ("off", "false", "no", "0"):
                 return False
             raise SettingsError(f"{self.name}: expected on or off, got {_brief(raw)}")
+        if self.kind == "stepper" and self.decimal:
+            return self._parse_decimal(raw)
         if self.kind == "stepper":
             digits = str(raw).replace(",", "").replace("_", "")
             try:
@@ -110,6 +121,20 @@ class Control:
             if text == str(option).lower():
                 return option
         raise SettingsError(f"{self.name}: {_brief(raw)} is not one of {', '.join(map(str, self.options))}")
+
+    def _parse_decimal(self, raw: Any) -> float:
+        """'2.5', '$2.50', 3 -> a float within the stepper's range (no nan, no infinity)."""
+        text = str(raw).strip().replace(",", "").replace("_", "").removeprefix("$")
+        try:
+            value = float(text) if len(text) <= 30 and not isinstance(raw, bool) else math.nan
+        except ValueError:
+            value = math.nan
+        if not math.isfinite(value):
+            raise SettingsError(f"{self.name}: expected a number, got {_brief(raw)}")
+        lo, hi = self.options[0], self.options[-1]
+        if not lo <= value <= hi:
+            raise SettingsError(f"{self.name}: {value:g} is outside {lo:g}..{hi:g}")
+        return value
 
     def step(self, value: Any, direction: int) -> Any:
         """The next option to the left (-1) or right (+1); toggles flip; ends stay put."""
@@ -131,6 +156,7 @@ class Segment:
     name: str
     value: float  # bytes, seconds or a share, as the chart's unit says
     style: str  # a Rich colour
+    off: bool = False  # switched off by the learner: named in the legend, not drawn or added up
 
 
 @dataclass(frozen=True)
@@ -140,7 +166,8 @@ class Bar:
 
     @property
     def total(self) -> float:
-        return sum(s.value for s in self.segments)
+        """What the bar draws: the segments switched on."""
+        return sum(s.value for s in self.segments if not s.off)
 
 
 @dataclass(frozen=True)

@@ -61,13 +61,23 @@ of the gradients unless gradient_as_bucket_view=True), communication buffers.
 
 `batch` is the per-GPU micro-batch: the activations follow it, and the global batch is
 d x batch.
+
+The optimizer state is two parts, as PyTorch keeps it: Adam's `exp_avg` (m) and `exp_avg_sq`
+(v), each the size of the weights in the state's precision (4 B in FP32 and mixed, 2 B in
+pure FP16); SGD with momentum keeps one buffer (`momentum_buffer`, drawn as m); plain SGD
+none. `switch_off` leaves one part out of the bar, a what-if to see what each part weighs:
+the verdict, the total and `fits` still count every part, because training keeps them all.
+
+Models without a transformer's shape (ResNet-50, Stable Diffusion's UNet) get their exact
+weights, gradients and optimizer state; their activations are not modelled here (the
+formula above is a transformer's), and the screen says so.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from tutor.instruments.instrument import (
     GIB,
@@ -87,30 +97,64 @@ from tutor.instruments.instrument import (
 class Preset:
     label: str
     params: float
-    layers: int = 0
+    layers: int = 0  # 0: not a GPT-style transformer stack; its activations are not modelled
     hidden: int = 0
     heads: int = 0
     seq: int = 1024
 
 
-# Parameter counts as they are usually quoted (GPT-2 XL is "1.5B"; exactly 1,557,611,200).
+# Parameter counts, each from its source, as usually quoted:
+# - ResNet-50: 25,557,032, torchvision's ResNet50_Weights.IMAGENET1K_V1 (He et al. 2016).
+# - GPT-2: Radford et al. 2019 (the sizes as Hugging Face counts them; GPT-2 XL is "1.5B",
+#   exactly 1,557,611,200), 1,024-token context.
+# - Stable Diffusion v1: its UNet, the part training updates, "860M" (the CompVis/stable-diffusion
+#   README: "a 860M UNet and 123M text encoder"); the frozen text encoder and VAE are in SD_FROZEN.
+# - GPT-3: 175.0B, 96 layers, d_model 12,288, 96 heads, 2,048-token context, GPT-2's 50,257-token
+#   vocabulary (Brown et al. 2020, Table 2.1).
 PRESETS: dict[str, Preset] = {
+    "resnet50": Preset("ResNet-50 (25.6M)", 25_557_032),
     "gpt2": Preset("GPT-2 small (124M)", 124e6, 12, 768, 12),
     "gpt2-medium": Preset("GPT-2 medium (355M)", 355e6, 24, 1024, 16),
     "gpt2-large": Preset("GPT-2 large (774M)", 774e6, 36, 1280, 20),
+    "sd-unet": Preset("Stable Diffusion v1 UNet (860M)", 860e6),
     "gpt2-xl": Preset("GPT-2 XL (1.5B)", 1.5e9, 48, 1600, 25),
+    "gpt3": Preset("GPT-3 (175B)", 175e9, 96, 12288, 96, 2048),
 }
 MY_MODEL = "mine"
+# Stable Diffusion v1's frozen parts, not in the preset: the CLIP ViT-L/14 text encoder (123M, the
+# README above) and the VAE (83.7M, diffusers' AutoencoderKL for v1). Their weights are loaded, with
+# no gradients or optimizer state.
+SD_FROZEN = {"text encoder": 123e6, "VAE": 83.7e6}
 
-# Cards are sold as "80 GB" and "8 GB", but HBM and GDDR come in powers of two: they have
-# 80 GiB and 8 GiB. PyTorch sees a little less (the driver keeps some), and the CUDA
-# context takes a few hundred MiB more before any tensor.
-BUDGETS: dict[str, tuple[str, int | None]] = {
-    "h100": ('H100, sold as "80 GB"', 80 * GIB),
-    "a100": ('A100, sold as "80 GB"', 80 * GIB),
-    "laptop": ('laptop GPU, sold as "8 GB"', 8 * GIB),
-    "this": ("this machine's device", None),
+
+class Card(NamedTuple):
+    name: str
+    memory: int | None  # bytes; None: this machine's, known only once detected
+    watts: int | None  # the vendor's TDP (total graphics power for the GeForce cards)
+
+    @property
+    def label(self) -> str:
+        """'H100 SXM, "80 GB", 700 W': the name, the size it is sold as, its power."""
+        if self.memory is None or self.watts is None:
+            return self.name
+        return f'{self.name}, "{self.memory // GIB} GB", {self.watts} W'
+
+
+# Cards are sold as "80 GB", "24 GB" and "8 GB", but HBM and GDDR come in powers of two: they
+# have 80, 24 and 8 GiB. PyTorch sees a little less (the driver keeps some), and the CUDA
+# context takes a few hundred MiB more before any tensor. Power is each vendor's spec sheet:
+# H100 SXM5 700 W, A100 SXM4 400 W (40 GB and 80 GB alike), GeForce RTX 4090 450 W and RTX 3090
+# 350 W total graphics power, RTX 4060 Laptop GPU 35-115 W (its maximum, the course's figure).
+BUDGETS: dict[str, Card] = {
+    "h100": Card("H100 SXM", 80 * GIB, 700),
+    "a100": Card("A100 SXM", 80 * GIB, 400),
+    "a100-40": Card("A100 SXM", 40 * GIB, 400),
+    "rtx4090": Card("RTX 4090", 24 * GIB, 450),
+    "rtx3090": Card("RTX 3090", 24 * GIB, 350),
+    "laptop": Card("RTX 4060 laptop", 8 * GIB, 115),
+    "this": Card("this machine's device", None, None),
 }
+LARGEST_CARD = max(c.memory for c in BUDGETS.values() if c.memory is not None)
 
 # bytes per parameter: (weights, gradients, autocast's 16-bit weight copies, {optimizer: state})
 BYTES_PER_PARAM: dict[str, tuple[int, int, int, dict[str, int]]] = {
@@ -119,14 +163,36 @@ BYTES_PER_PARAM: dict[str, tuple[int, int, int, dict[str, int]]] = {
     "mixed": (4, 4, 2, {"sgd": 0, "momentum": 4, "adam": 8}),
 }
 ELEMENT_BYTES = {"fp32": 4, "fp16": 2, "mixed": 2}
+# The optimizer's state, buffer by buffer, as torch.optim names them: (m, v)
+MOMENTS = {"sgd": (), "momentum": ("momentum_buffer",), "adam": ("exp_avg", "exp_avg_sq")}
+
+
+def moment_bytes(precision: str, optimizer: str) -> tuple[int, int]:
+    """Bytes per parameter of m and v: each buffer is the size of the weights in the state's precision."""
+    buffers = MOMENTS[optimizer]
+    each = BYTES_PER_PARAM[precision][3][optimizer] // len(buffers) if buffers else 0
+    return each, each if len(buffers) == 2 else 0
+
 
 COLOURS = {
     "weights": "blue",
     "gradients": "magenta",
-    "16-bit weight copies": "cyan",
-    "optimizer state": "yellow",
-    "gathered weights": "bright_blue",
+    "copies": "cyan",
+    "m": "yellow",
+    "v": "dark_orange",
+    "gathered": "bright_blue",
     "activations": "green",
+}
+# The parts `switch_off` can leave out of the bar: (the option's label, why training keeps it)
+PARTS: dict[str, tuple[str, str]] = {
+    "none": ("nothing: every part counted", ""),
+    "weights": ("weights", "the model is its weights"),
+    "gradients": ("gradients", "backward writes one per parameter"),
+    "copies": ("16-bit weight copies", "autocast keeps them from forward to backward"),
+    "m": ("m: exp_avg or momentum_buffer", "the optimizer reads it every step"),
+    "v": ("v: exp_avg_sq (Adam)", "Adam reads it every step"),
+    "gathered": ("gathered weights (ZeRO-3)", "ZeRO-3 computes a unit only when it is whole"),
+    "activations": ("activations", "backward needs them; without them the bar is the static floor"),
 }
 
 # Data parallelism: (the control's label, the short name, the parts split 1/d across the GPUs)
@@ -201,10 +267,15 @@ class Ledger:
     weights: float
     gradients: float
     copies: float  # autocast's 16-bit casts of the weights, kept for the backward pass
-    optimizer: float
+    m: float  # Adam's exp_avg, or SGD's momentum_buffer
+    v: float  # Adam's exp_avg_sq
     activations: float
     gathered: float = 0.0  # ZeRO-3: the weights all-gathered whole at once (per GPU)
     gpus: int = 1  # d: every figure above is per GPU
+
+    @property
+    def optimizer(self) -> float:
+        return self.m + self.v
 
     @property
     def static(self) -> float:
@@ -213,6 +284,10 @@ class Ledger:
     @property
     def total(self) -> float:
         return self.static + self.activations
+
+    def part(self, name: str) -> float:
+        """One part by its `switch_off` name; 'none' is 0."""
+        return 0.0 if name == "none" else float(getattr(self, name))
 
 
 def ledger(
@@ -226,7 +301,8 @@ def ledger(
     gpus: int = 1,
 ) -> Ledger:
     """Bytes per GPU; `batch` is each GPU's micro-batch."""
-    w, g, m, opt = BYTES_PER_PARAM[precision]
+    w, g, c, _ = BYTES_PER_PARAM[precision]
+    m, v = moment_bytes(precision, optimizer)
     n = preset.params
     d = data_parallel(parallel, gpus)
     sharded = PARALLEL[parallel][2] if d > 1 else ()
@@ -236,15 +312,18 @@ def ledger(
 
     if activation_per_sample is not None:  # measured ("my model"): float32, scaled for 16-bit
         acts = activation_per_sample * batch * ELEMENT_BYTES[precision] / 4
-    else:
+    elif preset.layers:
         acts = activation_bytes(preset, precision, batch, checkpointing)
+    else:
+        acts = 0.0  # not modelled: the formula here is a transformer's
     gathered = gathered_params(preset) * ELEMENT_BYTES[precision] if "weights" in sharded else 0.0
     return Ledger(
         n,
         part("weights", w),
         part("gradients", g),
-        part("copies", m),
-        part("optimizer", opt[optimizer]),
+        part("copies", c),
+        part("optimizer", m),
+        part("optimizer", v),
         acts,
         gathered,
         d,
@@ -261,6 +340,7 @@ class _Numbers:
     budget: float | None
     budget_label: str
     adam_extra: float
+    acts_modelled: bool  # False: a model this ledger has no activation formula for
     outputs: dict[str, Any]
 
 
@@ -276,6 +356,7 @@ class MemoryLedger(Instrument):
             (*PRESETS, MY_MODEL),
             "gpt2-xl",
             labels=(*(p.label for p in PRESETS.values()), "my model (latest memory-ledger run)"),
+            help="GPT-2 and GPT-3 with their activations; ResNet-50 and the SD UNet without",
         ),
         Control(
             "optimizer",
@@ -312,20 +393,44 @@ class MemoryLedger(Instrument):
             help="how the model's states are spread over the GPUs; one GPU ignores `gpus`",
         ),
         Control("gpus", "GPUs", "stepper", GPUS, 1, help="data-parallel GPUs; ignored on one GPU"),
-        Control("budget", "Budget", "choice", tuple(BUDGETS), "h100", labels=tuple(v[0] for v in BUDGETS.values())),
+        Control(
+            "budget",
+            "Budget",
+            "choice",
+            tuple(BUDGETS),
+            "h100",
+            labels=tuple(card.label for card in BUDGETS.values()),
+            help="each GPU's memory, with the card's power (TDP)",
+        ),
+        Control(
+            "switch_off",
+            "Switch off",
+            "choice",
+            tuple(PARTS),
+            "none",
+            labels=tuple(label for label, _ in PARTS.values()),
+            help="leave one part out of the bar to see what it weighs; the verdict still counts it",
+        ),
     )
     outputs = {
         "parameters": "parameters of the model",
         "weights_bytes": "the weights, per GPU (B)",
         "gradients_bytes": "one gradient per parameter, per GPU (B)",
         "weight_copies_bytes": "autocast's 16-bit copies of the weights, kept for the backward pass, per GPU (B)",
-        "optimizer_bytes": "optimizer state, per GPU (B)",
+        "optimizer_bytes": "optimizer state, per GPU (B): m_bytes + v_bytes",
+        "m_bytes": "m: Adam's exp_avg or SGD's momentum_buffer, per GPU (B); 0 for plain SGD",
+        "v_bytes": "v: Adam's exp_avg_sq, per GPU (B); 0 for SGD",
         "gathered_bytes": "ZeRO-3: the weights all-gathered whole at once, per GPU (B); 0 otherwise",
-        "activations_bytes": "activations saved for the backward pass, per GPU (B)",
+        "activations_bytes": "activations saved for the backward pass, per GPU (B); 0 where not modelled",
+        "activations_modelled": "whether this model's activations are counted (not for ResNet-50 or the SD UNet)",
         "static_bytes": "weights + gradients + 16-bit copies + optimizer state + gathered weights: "
         "the floor at any batch size, per GPU (B)",
         "total_bytes": "static + activations, per GPU (B)",
         "bytes_per_param": "static bytes per GPU per parameter of the model",
+        "weights_16bit_gb": "the weights alone in 16-bit, 2 B x parameters, in GB, on all GPUs together",
+        "switched_off_bytes": "the part switch_off leaves out of the bar, per GPU (B); 0 with nothing off",
+        "counted_bytes": "what the bar draws: total_bytes - switched_off_bytes, per GPU (B)",
+        "counted_gb": "the same, in GB",
         "adam_extra_bytes": "what Adam adds over plain SGD at this precision, per GPU (B)",
         "adam_extra_gb": "the same, in GB (10^9 bytes)",
         "static_gb": "the static floor per GPU, in GB",
@@ -336,10 +441,11 @@ class MemoryLedger(Instrument):
         "all_gpus_gb": "total over all the GPUs, in GB: gpus_used x total_gb",
         "budget_bytes": "the chosen device's memory (B), each GPU's; null when unknown",
         "budget_gb": "the same, in GB",
+        "budget_watts": "the chosen card's power, the vendor's TDP (W); null for this machine",
         "fits": "total per GPU <= budget (null when the budget is unknown)",
         "breaks": "what breaks the budget: none, static floor, activations, or unknown (no budget)",
     }
-    outputs_kind = {"fits": bool, "breaks": str}
+    outputs_kind = {"fits": bool, "breaks": str, "activations_modelled": bool}
 
     def needs_context(self, settings: Mapping[str, Any]) -> bool:
         return settings.get("model") == MY_MODEL or settings.get("budget") == "this"
@@ -358,8 +464,10 @@ class MemoryLedger(Instrument):
             per_sample = float(mine["activation_bytes_per_sample"])
         else:
             preset = PRESETS[s["model"]]
+        acts_modelled = per_sample is not None or bool(preset.layers)
         led = ledger(preset, precision, optimizer, batch, ckpt, per_sample, parallel, d)
-        budget_label, budget = BUDGETS[s["budget"]]
+        card = BUDGETS[s["budget"]]
+        budget_label, budget = card.label, card.memory
         if s["budget"] == "this":
             budget = ctx.device_memory
             budget_label = f"this machine: {ctx.device_name}" if ctx.device_name else "this machine (not detected yet)"
@@ -375,17 +483,25 @@ class MemoryLedger(Instrument):
             breaks = "activations"
         else:
             breaks = "none"
+        off = led.part(s["switch_off"])
         outputs = {
             "parameters": int(led.params),
             "weights_bytes": led.weights,
             "gradients_bytes": led.gradients,
             "weight_copies_bytes": led.copies,
             "optimizer_bytes": led.optimizer,
+            "m_bytes": led.m,
+            "v_bytes": led.v,
             "gathered_bytes": led.gathered,
             "activations_bytes": led.activations,
+            "activations_modelled": acts_modelled,
             "static_bytes": led.static,
             "total_bytes": led.total,
             "bytes_per_param": led.static / led.params,
+            "weights_16bit_gb": 2 * led.params / 1e9,
+            "switched_off_bytes": off,
+            "counted_bytes": led.total - off,
+            "counted_gb": (led.total - off) / 1e9,
             "adam_extra_bytes": adam_extra,
             "adam_extra_gb": adam_extra / 1e9,
             "static_gb": led.static / 1e9,
@@ -396,10 +512,11 @@ class MemoryLedger(Instrument):
             "all_gpus_gb": d * led.total / 1e9,
             "budget_bytes": budget,
             "budget_gb": None if budget is None else budget / 1e9,
+            "budget_watts": card.watts,
             "fits": fits,
             "breaks": breaks,
         }
-        return _Numbers(preset, per_sample, led, budget, budget_label, adam_extra, outputs)
+        return _Numbers(preset, per_sample, led, budget, budget_label, adam_extra, acts_modelled, outputs)
 
     def compute_outputs(self, settings: Mapping[str, Any], context: Context | None = None) -> dict[str, Any]:
         numbers = self._numbers(self.settings(settings), context or Context())
@@ -437,13 +554,24 @@ class MemoryLedger(Instrument):
             verdict = (
                 f"Out of memory before the first batch: the static floor is {gb(led.static)}{per_gpu} "
                 f"({per_param} B per parameter), more than the {gb_gib(budget)} budget. "
-                "No batch size or checkpointing can fix that: change the optimizer or the precision"
-                + {
+            )
+            least = ledger(preset, "fp16", "sgd", 1, False, numbers.per_sample, parallel, d).static
+            if least > budget:  # no optimizer or precision fits either: say so, not "change them"
+                verdict += (
+                    "No batch size, checkpointing, optimizer or precision can fix that: the least, SGD in "
+                    f"pure FP16, is {gb(least)}{per_gpu}. "
+                    + {
+                        "single": "Only spreading it over GPUs can (Parallelism).",
+                        "ddp": "DDP puts all of it on every GPU: shard it (a ZeRO stage).",
+                        "zero3": "Add GPUs.",
+                    }.get(parallel, "Shard more (a higher ZeRO stage) or add GPUs.")
+                )
+            else:
+                verdict += "No batch size or checkpointing can fix that: change the optimizer or the precision" + {
                     "single": ".",
                     "ddp": ", or shard it: DDP puts all of it on every GPU, so more GPUs do not help.",
                     "zero3": ", or add GPUs.",
                 }.get(parallel, ", shard more (a higher ZeRO stage) or add GPUs.")
-            )
         elif breaks == "activations":
             level = "error"
             verdict = (
@@ -457,7 +585,10 @@ class MemoryLedger(Instrument):
             )
         else:
             level = "ok"
-            verdict = f"Fits: {gb(led.total)} of {gb_gib(budget)}{per_gpu}, {led.total / budget:.0%} full."
+            filled = led.total / budget
+            verdict = f"Fits: {gb(led.total)} of {gb_gib(budget)}{per_gpu}, " + (
+                f"{filled:.0%} full." if filled >= 0.01 else f"{filled:.1%} full."
+            )
             if led.total > 0.85 * budget:
                 notes.append(
                     "Tight: the CUDA context takes a few hundred MiB before any tensor, and the "
@@ -476,18 +607,16 @@ class MemoryLedger(Instrument):
                 "Pure FP16 keeps no FP32 master copy: an update smaller than half an FP16 step rounds "
                 "away, so training stalls or diverges. It saves memory; it does not train well."
             )
+        if not numbers.acts_modelled:
+            verdict += " Activations not counted: this ledger has no formula for this model's."
+        notes += _model_notes(s["model"], preset, budget)
         notes += self._parallel_notes(parallel, s["gpus"], d, precision, preset, led)
+        off = s["switch_off"]
+        names = part_names(optimizer)
+        if off != "none":
+            notes.append(_switch_off_note(off, names[off], led, optimizer, per_gpu))
 
-        segments = [
-            Segment("weights", led.weights, COLOURS["weights"]),
-            Segment("gradients", led.gradients, COLOURS["gradients"]),
-        ]
-        if led.copies:
-            segments.append(Segment("16-bit weight copies", led.copies, COLOURS["16-bit weight copies"]))
-        segments.append(Segment("optimizer state", led.optimizer, COLOURS["optimizer state"]))
-        if led.gathered:
-            segments.append(Segment("gathered weights", led.gathered, COLOURS["gathered weights"]))
-        segments.append(Segment("activations", led.activations, COLOURS["activations"]))
+        segments = [Segment(names[p], led.part(p), COLOURS[p], off=p == off) for p in _drawn_parts(led, numbers)]
         w, g, m, opt = BYTES_PER_PARAM[precision]
         n = led.params
 
@@ -538,6 +667,10 @@ class MemoryLedger(Instrument):
             else f"no state; each GPU updates its 1/{d} of the weights"
         )
         math_lines.append(share("optimizer", optimizer, opt[optimizer], led.optimizer, state_full, state_sharded))
+        if optimizer == "adam":
+            each, split = moment_bytes(precision, optimizer)[0], ("optimizer" in sharded)
+            per = f"N x {each} B" + (f" / {d}" if split else "")
+            math_lines.append(f"  m exp_avg = {per} = {gb(led.m)};  v exp_avg_sq = {per} = {gb(led.v)}")
         if led.gathered:
             e = ELEMENT_BYTES[precision]
             if preset.layers:
@@ -549,11 +682,13 @@ class MemoryLedger(Instrument):
                     "backward, and one block at a time joins it)",
                 ]
             else:
+                whose = "your model is" if s["model"] == MY_MODEL else "counted as"
                 math_lines.append(
-                    f"gathered    = N x {e} B = {gb(led.gathered)}  ({mode}: your model is one FSDP "
-                    "unit, gathered whole)"
+                    f"gathered    = N x {e} B = {gb(led.gathered)}  ({mode}: {whose} one FSDP unit, gathered whole)"
                 )
-        if s["model"] != MY_MODEL:
+        if not numbers.acts_modelled:
+            math_lines.append("activations: not modelled (the formula here is a GPT-style transformer's)")
+        elif s["model"] != MY_MODEL:
             p = preset
             ckpt_text = (
                 f"checkpointing: b x (L x s x h x {ELEMENT_BYTES[precision]} B + one layer + output)"
@@ -578,16 +713,23 @@ class MemoryLedger(Instrument):
             )
         else:
             math_lines.append(f"static floor = {gb(led.static)}; total = {gb(led.total)}")
+        if off != "none":
+            math_lines.append(
+                f"the bar, {names[off]} switched off = total - {gb(led.part(off))} = {gb(led.total - led.part(off))}"
+            )
+        math_lines.append(f"weights alone in 16-bit = N x 2 B = {gb(2 * n)}")
         math_lines.append("GB = 10^9 bytes, GiB = 2^30 bytes")
 
         figures: tuple[tuple[str, str], ...]
+        acts = (
+            f"{gb(led.activations)}{per_gpu}  (batch {batch}{per_gpu}{', checkpointed' if ckpt else ''})"
+            if numbers.acts_modelled
+            else "not modelled for this model: the total is the static floor"
+        )
         if multi:
             figures = (
                 ("static floor", f"{gb(led.static)} per GPU  ({per_param} B per parameter)"),
-                (
-                    "activations",
-                    f"{gb(led.activations)} per GPU  (batch {batch} per GPU{', checkpointed' if ckpt else ''})",
-                ),
+                ("activations", acts),
                 ("total", f"{gb_gib(led.total)} per GPU; {gb(d * led.total)} on all {d}"),
                 (
                     "global batch",
@@ -599,18 +741,24 @@ class MemoryLedger(Instrument):
         else:
             figures = (
                 ("static floor", f"{gb(led.static)}  ({per_param} B per parameter)"),
-                ("activations", f"{gb(led.activations)}  (batch {batch}{', checkpointed' if ckpt else ''})"),
+                ("activations", acts),
                 ("total", gb_gib(led.total)),
                 _adam_line(optimizer, adam_extra, precision),
             )
+        if off != "none":
+            figures = (_switched_off_line(off, names[off], led, per_gpu), *figures)
         reference: tuple[str, ...] = ()
         if s["model"] == "gpt2-xl":
             reference += (
                 "Chapter: GPT-2 XL in FP32 needs 6 GB of weights, 6 GB of gradients and 12 GB of Adam "
                 "state (24 GB before one activation).",
             )
+        reference += _course_reference(s["model"], preset)
         if multi:
             reference += (ZERO_PAPER,)
+        ignored: tuple[str, ...] = () if multi else ("gpus",)
+        if not numbers.acts_modelled:
+            ignored += ("batch", "checkpointing")
         return Reading(
             outputs=outputs,
             chart=Chart("bytes", (Bar("per GPU" if multi else "memory", tuple(segments)),), budget, budget_label),
@@ -620,7 +768,7 @@ class MemoryLedger(Instrument):
             math=tuple(math_lines),
             notes=tuple(notes),
             reference=reference,
-            ignored=() if multi else ("gpus",),
+            ignored=ignored,
         )
 
     @staticmethod
@@ -669,9 +817,10 @@ class MemoryLedger(Instrument):
                 f"reduce-scatter, up to {gb(block_params(preset) * e)} each."
             )
         if parallel == "zero3" and not preset.layers:
+            whose = f"{preset.label} is" if preset in PRESETS.values() else "Your model is"
             notes.append(
-                "Your model is counted as one FSDP unit (FSDP(model) with no wrap policy): all its "
-                "weights are gathered at once."
+                f"{whose} counted as one FSDP unit (FSDP(model) with no wrap policy): all its weights are "
+                "gathered at once. Wrapping each block as a unit would gather less."
             )
         if parallel == "zero3" and precision == "mixed":
             notes.append(
@@ -718,3 +867,108 @@ def _adam_line(optimizer: str, adam_extra: float, precision: str, per_gpu: str =
         f"would add {gb(over_momentum)}{per_gpu} to this SGD + momentum "
         f"({gb(adam_extra)} over plain SGD), at this precision",
     )
+
+
+def part_names(optimizer: str) -> dict[str, str]:
+    """Each part's name on the chart; m and v by the names torch.optim keeps them under."""
+    buffers = MOMENTS[optimizer]
+    return {
+        "weights": "weights",
+        "gradients": "gradients",
+        "copies": "16-bit weight copies",
+        "m": f"m {buffers[0]}" if buffers else "m",
+        "v": f"v {buffers[1]}" if len(buffers) == 2 else "v",
+        "gathered": "gathered weights",
+        "activations": "activations",
+    }
+
+
+def _drawn_parts(led: Ledger, numbers: _Numbers) -> list[str]:
+    """The parts this setup has, in the order the bar stacks them."""
+    has = {
+        "weights": True,
+        "gradients": True,
+        "copies": bool(led.copies),
+        "m": bool(led.m),
+        "v": bool(led.v),
+        "gathered": bool(led.gathered),
+        "activations": numbers.acts_modelled,
+    }
+    return [p for p in PARTS if p != "none" and has[p]]
+
+
+def _switched_off_line(off: str, name: str, led: Ledger, per_gpu: str) -> tuple[str, str]:
+    part = led.part(off)
+    if not part:
+        return ("switched off", f"{name}: this setup has none, so the bar does not move")
+    return ("switched off", f"{name}, {gb(part)}: the bar shows {gb(led.total - part)} of {gb(led.total)}{per_gpu}")
+
+
+def _switch_off_note(off: str, name: str, led: Ledger, optimizer: str, per_gpu: str) -> str:
+    """Why the verdict still counts the part the bar leaves out."""
+    if not led.part(off):
+        return f"Switch off {name}: this setup keeps none of it."
+    why = PARTS[off][1]
+    real = {
+        ("v", "adam"): " Without v, Adam is roughly SGD + momentum: the Optimizer control gives that for real.",
+        ("m", "adam"): " Plain SGD keeps neither m nor v: the Optimizer control gives it for real.",
+        ("m", "momentum"): " Plain SGD keeps no momentum: the Optimizer control gives it for real.",
+        ("activations", optimizer): "",
+    }.get((off, optimizer), "")
+    return (
+        f"A what-if: the bar leaves out {name} ({gb(led.part(off))}{per_gpu}), but training keeps it ({why}), "
+        f"so the verdict, the total and fits still count it.{real}"
+    )
+
+
+def _model_notes(model: str, preset: Preset, budget: float | None) -> list[str]:
+    """What a preset counts, where that needs saying, and a model whose 16-bit weights alone outgrow a GPU."""
+    notes = []
+    if model == "resnet50":
+        notes.append(
+            f"ResNet-50 ({preset.params:,.0f} parameters, torchvision): weights, gradients and optimizer state "
+            "are exact. A CNN's activations (batch x channels x height x width per layer) are not modelled "
+            "here: this ledger's formula is a transformer's."
+        )
+    if model == "sd-unet":
+        frozen = sum(SD_FROZEN.values())
+        notes.append(
+            f"Stable Diffusion v1: counted is its UNet ({preset.params / 1e6:,.0f}M), the part training updates. "
+            f"The frozen text encoder and VAE ({frozen / 1e6:,.0f}M) add {gb(4 * frozen)} of FP32 weights with "
+            "no gradients or optimizer state. Its activations (a UNet's) are not modelled here."
+        )
+    if model == "gpt3":
+        notes.append(
+            "GPT-3 alternates dense and locally banded sparse attention layers (Brown et al. 2020); the "
+            "activations here count every layer dense."
+        )
+    weights = 2 * preset.params
+    if weights > LARGEST_CARD:
+        notes.append(
+            f"The weights alone, in 16-bit (N x 2 B), are {gb(weights)}: more than the largest card here, "
+            f"{gb_gib(LARGEST_CARD)}, so no one of these GPUs can even hold the model, let alone train it. "
+            "Training it takes many GPUs, each holding a share (Parallelism: ZeRO-3)."
+        )
+    elif budget is not None and weights > budget:
+        notes.append(f"The weights alone, in 16-bit (N x 2 B), are {gb(weights)}: more than this budget.")
+    return notes
+
+
+def _course_reference(model: str, preset: Preset) -> tuple[str, ...]:
+    """The model sizes GPU Lab's source gives (the course's Lab 5, "Modern models are HUGE"), each beside
+    what it counts."""
+    n = preset.params
+    if model == "resnet50":
+        return (f'GPU Lab: "ResNet-50: ~100 MB". Its FP32 weights: N x 4 B = {gb(4 * n)}.',)
+    if model == "sd-unet":
+        whole = n + sum(SD_FROZEN.values())
+        return (
+            f'GPU Lab: "Stable Diffusion: ~5 GB". The whole v1 model (UNet, text encoder, VAE: '
+            f"{whole / 1e9:.2f}B parameters) in FP32 is {gb(4 * whole)}; the UNet alone {gb(4 * n)}.",
+        )
+    if model == "gpt3":
+        return (
+            f'GPU Lab: "GPT-3: 350 GB (just weights!)". Right for 16-bit weights: N x 2 B = {gb(2 * n)}; '
+            f"in FP32 {gb(4 * n)}, and training with Adam in FP32 needs 16 B a parameter: {gb(16 * n)}.",
+        )
+    return ()

@@ -24,6 +24,20 @@ From there each lever changes the phases by a formula:
 MFU = model FLOPs per second / peak = 6 N tokens / (iteration time x peak). It can never
 exceed the share of time spent computing times E: that is the check the chapter's own
 reference figures fail (45% MFU with 35% of the time computing).
+
+Compute is money and energy (the course's Lab 5). The Iron Law's hours are GPU-hours: spread
+over G GPUs at the same MFU, a run takes 1/G of the time on each of G GPUs. Per billion tokens:
+
+    cost   = GPU-hours x price                    ($ per GPU-hour, a control)
+    energy = GPUs x TDP x hours = GPU-hours x TDP  (W per GPU, a control: each GPU drawing its
+                                                    TDP the whole run, an upper bound for the
+                                                    GPUs; host, network and cooling not counted)
+    CO2    = energy x the grid's carbon intensity  (kg CO2 per kWh, an assumption, a control)
+
+LLaMA-2 70B is priced the same way from its paper's own figure, 1,720,320 A100-80GB GPU-hours
+(Touvron et al. 2023, Table 2; 3,311,616 for all four sizes): the course's "~1M GPU-hours, $2M
+at $2/hour" is too low. Its Iron Law check: 6 x 70e9 x 2e12 tokens in those hours at the A100's
+312 TFLOP/s is 43% MFU, beside PaLM's 46%.
 """
 
 from __future__ import annotations
@@ -110,7 +124,44 @@ def chapter_marks_note() -> str:
     )
 
 
-MODEL_LEVERS = ("prefetch", "precision", "checkpointing", "batch")  # meaningless for a measured run
+# Compute is money and energy: the learner's price, power and grid.
+PRICES = (0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0)  # $ per GPU-hour
+COURSE_PRICE = 2.0  # the course's Lab 5 (GPU Lab here): "At $2/hour"
+A100_WATTS = ml.BUDGETS["a100"].watts or 400  # the A100 SXM's TDP, the card this model runs on
+# The power control's steps: each card the memory ledger names, at its vendor TDP.
+POWERS = tuple(sorted({c.watts for c in ml.BUDGETS.values() if c.watts}))
+POWER_CARDS = {w: " / ".join(dict.fromkeys(c.name for c in ml.BUDGETS.values() if c.watts == w)) for w in POWERS}
+# kg CO2 per kWh of the grid: an assumption the learner moves. Lifecycle medians (IPCC AR5, 2014):
+# coal 0.82, gas 0.49, hydro 0.024, nuclear 0.012. 0.4 is about what LLaMA-2's own estimate implies.
+GRIDS = (0.02, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.7, 0.9)
+# LLaMA-2 (Touvron et al. 2023, Table 2): A100-80GB GPU-hours, at a 400 W cap, and the paper's CO2.
+LLAMA2_70B_GPU_HOURS = 1_720_320
+LLAMA2_ALL_GPU_HOURS = 3_311_616
+LLAMA2_70B_CO2_T = 291.42
+LLAMA2_70B_PARAMS, LLAMA2_TOKENS = 70e9, 2e12  # Table 1: 2.0T pretraining tokens
+COURSE_LLAMA = 'GPU Lab (reference): "Training LLaMA-2 70B: ~1M GPU-hours. At $2/hour: $2M in compute costs!"'
+
+
+def dollars(x: float) -> str:
+    """'$114.40', '$1,234', '$3.44M'."""
+    if x >= 1e6:
+        return f"${x / 1e6:,.2f}M"
+    return f"${x:,.0f}" if x >= 1000 else f"${x:,.2f}"
+
+
+def llama_correction() -> str:
+    """The course's LLaMA-2 figure against the paper's, at the course's own price."""
+    implied = LLAMA2_70B_CO2_T * 1000 / (LLAMA2_70B_GPU_HOURS * A100_WATTS / 1000)
+    return (
+        f"The LLaMA-2 paper (Touvron et al. 2023, Table 2) gives {LLAMA2_70B_GPU_HOURS:,} A100-80GB GPU-hours "
+        f"for 70B ({LLAMA2_ALL_GPU_HOURS:,} for all four sizes): {dollars(LLAMA2_70B_GPU_HOURS * COURSE_PRICE)} "
+        f"at the lab's ${COURSE_PRICE:.0f}, not $2M. Its own estimate, {LLAMA2_70B_CO2_T:g} t CO2 at "
+        f"{A100_WATTS} W, implies a grid of {implied:.2f} kg CO2 per kWh."
+    )
+
+
+MONEY_LEVERS = ("price", "power", "grid")
+MODEL_LEVERS = ("prefetch", "precision", "checkpointing", "batch", *MONEY_LEVERS)  # meaningless for a measured run
 COLOURS = {"data loading": "red", "memory traffic": "yellow", "compute": "green", "copy to device": "yellow"}
 
 
@@ -162,6 +213,34 @@ class Pipeline(Instrument):
         ),
         Control("checkpointing", "Checkpointing", "toggle", (False, True), False),
         Control("batch", "Batch size", "stepper", (1, 2, 4, 8, 16, 32, 64), 4),
+        Control(
+            "price",
+            "Price",
+            "stepper",
+            PRICES,
+            COURSE_PRICE,
+            fmt="${:,.2f} per GPU-hour",
+            help="what one GPU-hour costs; the GPU Lab's source uses $2",
+        ),
+        Control(
+            "power",
+            "Power (TDP)",
+            "stepper",
+            POWERS,
+            A100_WATTS,
+            labels=tuple(f"{w} W ({POWER_CARDS[w]})" for w in POWERS),
+            fmt="{:,} W",
+            help="watts each GPU draws, at its TDP; the model's hours stay an A100's",
+        ),
+        Control(
+            "grid",
+            "Grid CO2",
+            "stepper",
+            GRIDS,
+            0.4,
+            fmt="{:g} kg CO2 per kWh (assumed)",
+            help="the grid's carbon intensity, an assumption: hydro or nuclear under 0.05, coal about 0.8",
+        ),
     )
     outputs = {
         "data_share": "share of the iteration waiting for data (0..1)",
@@ -171,6 +250,12 @@ class Pipeline(Instrument):
         "mfu": "model FLOPs utilisation (0..1)",
         "tokens_per_second": "training tokens per second",
         "hours_per_billion_tokens": "the Iron Law: 6 N x 1e9 / (peak x MFU), in hours",
+        "cost_per_billion_tokens": "$ per billion tokens: hours_per_billion_tokens (GPU-hours) x price",
+        "energy_kwh_per_billion_tokens": "kWh per billion tokens: GPUs x TDP x hours = GPU-hours x power / 1000",
+        "co2_kg_per_billion_tokens": "kg CO2 per billion tokens: energy x grid",
+        "llama2_70b_cost": "$: LLaMA-2 70B's 1,720,320 A100-hours (its paper) x price",
+        "llama2_70b_energy_mwh": "MWh: those GPU-hours x power",
+        "llama2_70b_co2_t": "t CO2: that energy x grid",
         "memory_bytes": "training memory with Adam (memory-ledger formula, B)",
         "memory_gb": "the same, in GB",
         "fits": "memory fits the A100's 80 GiB",
@@ -195,6 +280,12 @@ class Pipeline(Instrument):
         shares = {k: v / total for k, v in t.items()}
         hours = 6 * N * 1e9 / (peak * mfu) / 3600
         bottleneck = max(shares, key=shares.__getitem__)
+        price, watts, grid = s["price"], s["power"], s["grid"]
+        cost, kwh = hours * price, hours * watts / 1000
+        co2 = kwh * grid
+        llama_mwh = LLAMA2_70B_GPU_HOURS * watts / 1e6
+        llama_cost, llama_t = LLAMA2_70B_GPU_HOURS * price, llama_mwh * grid  # MWh x kg/kWh = t
+        llama_mfu = 6 * LLAMA2_70B_PARAMS * LLAMA2_TOKENS / (LLAMA2_70B_GPU_HOURS * 3600 * PEAK["mixed"])
         outputs = {
             "data_share": shares["data loading"],
             "transfer_share": shares["memory traffic"],
@@ -203,6 +294,12 @@ class Pipeline(Instrument):
             "mfu": mfu,
             "tokens_per_second": tokens / total,
             "hours_per_billion_tokens": hours,
+            "cost_per_billion_tokens": cost,
+            "energy_kwh_per_billion_tokens": kwh,
+            "co2_kg_per_billion_tokens": co2,
+            "llama2_70b_cost": llama_cost,
+            "llama2_70b_energy_mwh": llama_mwh,
+            "llama2_70b_co2_t": llama_t,
             "memory_bytes": mem,
             "memory_gb": mem / 1e9,
             "fits": fits,
@@ -213,7 +310,8 @@ class Pipeline(Instrument):
             if bottleneck != "compute"
             else f"MFU {percent(mfu)}: compute is now the largest phase ({percent(shares['compute'])} of {total:.2f} s)"
         )
-        verdict += "." if fits else f". Memory: {gb(mem)} does not fit the A100's 80 GiB."
+        verdict += f". A billion tokens: {hours:.1f} GPU-hours, {dollars(cost)}, {kwh:,.1f} kWh, {co2:,.1f} kg CO2."
+        verdict += "" if fits else f" Memory: {gb(mem)} does not fit the A100's 80 GiB."
         level: Literal["ok", "warning", "error"] = "ok" if fits else "error"
         ckpt = 8 if s["checkpointing"] else 6
         math_lines = (
@@ -236,13 +334,39 @@ class Pipeline(Instrument):
             + f"{t['data loading']:.3f} s",
             f"MFU = 6 N tokens / (iteration {total:.3f} s x peak) = {percent(mfu)}",
             f"Iron Law: T = 6 N D / (peak x MFU) = {hours:.1f} h per billion tokens on one A100",
+            f"cost   = GPU-hours x price = {hours:.1f} h x ${price:,.2f} = {dollars(cost)} per billion tokens",
+            f"energy = GPUs x TDP x hours = 1 x {watts} W x {hours:.1f} h = {kwh:,.1f} kWh",
+            "  (each GPU at its TDP the whole run: an upper bound for the GPUs; host, network, cooling not counted)",
+            f"CO2    = energy x grid = {kwh:,.1f} kWh x {grid:g} kg/kWh (assumed) = {co2:,.1f} kg",
+            "  (over G GPUs at this MFU the run takes T / G: the GPU-hours, cost and energy stay)",
+            f"LLaMA-2 70B: {LLAMA2_70B_GPU_HOURS:,} A100-hours x ${price:,.2f} = {dollars(llama_cost)}; "
+            f"x {watts} W = {llama_mwh:,.0f} MWh; x {grid:g} = {llama_t:,.0f} t CO2",
+            f"  its MFU = 6 x 70e9 x 2e12 tokens / ({LLAMA2_70B_GPU_HOURS:,} h x 3600 s x 312e12) = {percent(llama_mfu)}",
             f"memory (Adam, memory-ledger formula) = {gb(mem)}",
         )
         bars = (Bar("this setup", tuple(Segment(k, v, COLOURS[k]) for k, v in shares.items())), *CHAPTER_BARS)
         figures = (
             ("iteration", f"{total:.3f} s, {tokens / total:,.0f} tokens/s"),
             ("memory", f"{gb(mem)} with Adam" + ("" if fits else "  (over 80 GiB)")),
+            ("1B tokens", f"{hours:.1f} GPU-h x ${price:,.2f} = {dollars(cost)}; {kwh:,.1f} kWh, {co2:,.1f} kg CO2"),
+            (
+                "LLaMA-2 70B",
+                f"{LLAMA2_70B_GPU_HOURS:,} GPU-h x ${price:,.2f} = {dollars(llama_cost)}; "
+                f"{llama_mwh:,.0f} MWh, {llama_t:,.0f} t CO2",
+            ),
         )
+        notes = [
+            chapter_marks_note(),
+            "Batch size scales every phase alike here (for a model this size), so it moves memory and "
+            "the time per iteration, not the shares or the MFU.",
+            "The chapter gives only 5% data loading and 75% compute for its optimised run; the bar "
+            'draws the remaining 20% as memory traffic (the chapter\'s "transfers").',
+        ]
+        if watts != A100_WATTS:
+            notes.append(
+                f"Power {watts} W is not the A100's {A100_WATTS} W: the hours are still an A100's (its peak, this "
+                "MFU), so this is their energy at that power; another card would also take other hours."
+            )
         return Reading(
             outputs=outputs,
             chart=Chart("share", bars),
@@ -251,14 +375,8 @@ class Pipeline(Instrument):
             figures=figures,
             gauge=Gauge("MFU", mfu, CHAPTER_MARKS),
             math=math_lines,
-            reference=(*CHAPTER, CORRECTION),
-            notes=(
-                chapter_marks_note(),
-                "Batch size scales every phase alike here (for a model this size), so it moves memory and "
-                "the time per iteration, not the shares or the MFU.",
-                "The chapter gives only 5% data loading and 75% compute for its optimised run; the bar "
-                'draws the remaining 20% as memory traffic (the chapter\'s "transfers").',
-            ),
+            reference=(*CHAPTER, CORRECTION, COURSE_LLAMA, llama_correction()),
+            notes=tuple(notes),
         )
 
     def _measured(self, run: dict[str, Any] | None) -> Reading:

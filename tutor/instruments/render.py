@@ -17,7 +17,7 @@ def _bar_line(bar: Bar, width: int, scale: float, limit: float | None) -> Text:
     cells: list[tuple[str, str]] = []
     edge = 0.0
     scale = scale if math.isfinite(scale) else 0.0
-    for seg in bar.segments:
+    for seg in (s for s in bar.segments if not s.off):
         start = _column(edge, scale, width)
         edge += seg.value
         end = _column(edge, scale, width)
@@ -32,16 +32,18 @@ def _bar_line(bar: Bar, width: int, scale: float, limit: float | None) -> Text:
     return line
 
 
-def _legend(items: list[tuple[str, str]], width: int) -> list[Text]:
-    """'■ weights 6.00 GB  ■ gradients ...', wrapped under the bars (not under their labels)."""
+def _legend(items: list[tuple[str, str, bool]], width: int) -> list[Text]:
+    """'■ weights 6.00 GB  ■ gradients ...', wrapped under the bars (not under their labels);
+    a part switched off is '□ name value off', dim: named, not drawn."""
     lines: list[Text] = []
     line = Text(" " * LABEL)
-    for style, text in items:
+    for style, text, off in items:
+        text = f"{text} off" if off else text
         if line.cell_len > LABEL and line.cell_len + len(text) + 2 > LABEL + width:
             lines.append(line)
             line = Text(" " * LABEL)
-        line.append("■ ", style)
-        line.append(text + "  ")
+        line.append("□ " if off else "■ ", "dim" if off else style)
+        line.append(text + "  ", "dim" if off else "")
     lines.append(line)
     return lines
 
@@ -57,14 +59,14 @@ def chart(c: Chart, width: int) -> Group:
         smallest = min(b.total for b in c.bars)
         if scale and smallest * width < scale:
             lines.append(Text(" " * LABEL + f"(too small to draw: {smallest / scale:.2%} of the scale)", style="dim"))
-        lines += _legend([(s.style, f"{s.name} {gb(s.value)}") for s in c.bars[0].segments], width)
+        lines += _legend([(s.style, f"{s.name} {gb(s.value)}", s.off) for s in c.bars[0].segments], width)
         if c.limit is not None:
             lines.append(Text.assemble(" " * LABEL, ("┃ ", "bold red"), f"budget {gb_gib(c.limit)}: {c.limit_label}"))
         elif c.limit_label:
             lines.append(Text.assemble(" " * LABEL, (f"budget: {c.limit_label}", "dim")))
     else:
         lines += [_bar_line(b, width, 1.0, None) for b in c.bars]
-        lines += _legend([(s.style, f"{s.name} {percent(s.value)}") for s in c.bars[0].segments], width)
+        lines += _legend([(s.style, f"{s.name} {percent(s.value)}", s.off) for s in c.bars[0].segments], width)
     return Group(*lines)
 
 

@@ -190,7 +190,7 @@ class AnswerBox(Vertical):
             yield WhichList(id="which")
         else:
             yield Input(
-                placeholder=checks.describe_spec(spec),
+                placeholder=checks.describe_spec(spec, example=not self.confirm),  # a prediction: no value
                 id="answer",
                 max_length=min(getattr(spec, "max_length", MAX_CHARS), MAX_CHARS),
             )

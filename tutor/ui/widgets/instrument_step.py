@@ -18,7 +18,7 @@ from textual.widgets import Markdown, Static
 
 from tutor import instruments
 from tutor.course.lesson import InstrumentStep, PredictStep
-from tutor.course.session import Evidence, LessonSession
+from tutor.course.session import LessonSession
 from tutor.instruments import Context, Reading
 from tutor.instruments.render import reading as render_reading
 from tutor.ui.widgets.controls import ControlRow
@@ -154,12 +154,10 @@ class InstrumentStepView(StepView[InstrumentStep]):
         self.query_one("#goal", Static).update(text)
 
     def _show_reveal(self) -> None:
-        """Each prediction this step reveals, against the instrument at the lesson's scenario."""
-        settings = self.instrument.settings(self.step.scenario_settings())
-        scenario = self.instrument.compute(settings, self.context).outputs
-        setting = f"with {self.instrument.describe(self.step.scenario)}" if self.step.scenario else ""
-        reveals = self.session.revealed_by(self.step, Evidence(dict(scenario), "computed", None, setting))
-        shown = [reveal_text(r) for r in reveals]
+        """Each prediction this step reveals, against the instrument where it is judged (its `at`,
+        else the lesson's scenario)."""
+        reveals = self.session.computed_reveals(self.step, self.context)
+        shown = [reveal_text(r, named=len(reveals) > 1) for r in reveals]
         widget = self.query_one("#reveal", Static)
         widget.update(Group(*shown) if shown else "")
         widget.display = bool(shown)

@@ -15,11 +15,13 @@ from tutor.present import metric as fmt
 from tutor.present import metric_value
 
 
-def reveal_text(reveal: Reveal | Pending) -> Text:
+def reveal_text(reveal: Reveal | Pending, named: bool = False) -> Text:
     """'You predicted X · measured Y · off by 3.1x' for a locked prediction and its evidence (a
-    run's metrics, or an instrument's outputs: "computed"), or what to do to get the evidence."""
+    run's metrics, or an instrument's outputs: "computed"), or what to do to get the evidence.
+    `named`: one of several on a step, so each says which prediction it is."""
     if isinstance(reveal, Pending):
-        return Text(reveal.text, style="dim")
+        said = f"{reveal.step.title or reveal.step.id}: {reveal.text}" if named and reveal.step else reveal.text
+        return Text(said, style="dim")
     step, answer, evidence = reveal.step, reveal.answer, reveal.evidence
     source = evidence.source or "measured"
     metric = step.compare or ""
@@ -43,8 +45,10 @@ def reveal_text(reveal: Reveal | Pending) -> Text:
     if isinstance(step.answer, TextAnswer) and measured is not None:
         # Words are not scored, and both are already on the two lines above: say so, not them again.
         summary = "Not scored: set your words beside what was measured."
+    header = "Prediction vs measurement" if source == "measured" else f"Prediction vs {source} value"
     return Text.assemble(
-        ("Prediction vs measurement" if source == "measured" else f"Prediction vs {source} value", "bold underline"),
+        (header, "bold underline"),
+        (f" · {step.title or step.id}" if named else "", "bold"),
         "\n",
         ("  you predicted: ", "bold"),
         (answer, "cyan"),
@@ -70,14 +74,16 @@ def _label(reveal: Reveal) -> str:
     without the unit suffix the value already shows)."""
     declared = _declared(reveal)
     if declared is not None:
-        return declared.label
-    return re.sub(r"_(gb|gib|mb|mib|bytes|s|x)$", "", reveal.step.compare or "").replace("_", " ")
+        label = declared.label
+    else:
+        label = re.sub(r"_(gb|gib|mb|mib|bytes|s|x)$", "", reveal.step.compare or "").replace("_", " ")
+    return f"{label} ratio" if reveal.evidence.ratio else label
 
 
 def _value(reveal: Reveal, measured: object) -> str:
     """The value in the step's unit, which the prediction was made and scored in; without one,
     in the metric's declared unit. Not measured: the metric's own words ("n/a off CUDA")."""
-    declared = _declared(reveal)
+    declared = None if reveal.evidence.ratio else _declared(reveal)  # a ratio is in x, not the metric's unit
     if declared is not None and (measured is None or not reveal.step.unit):
         return metric_value(declared, measured)
     return fmt(measured, reveal.step.unit)

@@ -67,7 +67,8 @@ class RunStepView(StepView[RunStep]):
                 f"{metric(k).label}: {metric_value(metric(k), v)}" for k, v in list(record.metrics.items())[:3]
             )
             parts: list = [Text.assemble(("Your last run ", "bold"), (f"({stamp} on {device}): ", "dim"), shown)]
-            parts.extend(reveal_text(r) for r in self.session.run_reveals(self.step))
+            reveals = self.session.run_reveals(self.step)
+            parts.extend(reveal_text(r, named=len(reveals) > 1) for r in reveals)
             self.query_one("#previous", Static).update(Group(*parts))
 
     # ------------------------------------------------------------------ actions
@@ -98,7 +99,8 @@ class RunStepView(StepView[RunStep]):
         if event.status == "finished":
             self.post_message(self.Completed(self.step.id))
             if reveals:
-                self.query_one(RunPanel).show_reveal(Group(*(reveal_text(r) for r in reveals)))
+                shown = (reveal_text(r, named=len(reveals) > 1) for r in reveals)
+                self.query_one(RunPanel).show_reveal(Group(*shown))
         self.refresh_hint()
 
     def keys_hint(self) -> str:
