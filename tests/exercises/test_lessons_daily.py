@@ -184,22 +184,171 @@ def test_the_unbroken_starter_of_a_break_it_exercise_does_not_pass(small_lab, tm
     assert "ran to the end without an error" in result.requirements[0].feedback
 
 
+# Where CUDA is absent, what asking for it raises, by PyTorch build; with a GPU, what the
+# forward pass raises when the batch was left on the CPU; and the meta stand-in's version of that.
+REAL_DEVICE_ERRORS = [
+    ("RuntimeError", "Found no NVIDIA driver on your system. Please check that you have an NVIDIA GPU ..."),
+    ("RuntimeError", "No CUDA GPUs are available"),
+    ("AssertionError", "Torch not compiled with CUDA enabled"),
+    ("RuntimeError", "CUDA error: no CUDA-capable device is detected"),
+    ("RuntimeError", "The NVIDIA driver on your system is too old (found version 11040)."),
+    ("RuntimeError", "Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!"),
+    (
+        "RuntimeError",
+        "Expected all tensors to be on the same device, but got mat1 is on cpu, different from other tensors "
+        "on cuda:0 (when checking argument in method wrapper_CUDA_addmm)",
+    ),
+    ("RuntimeError", "Tensor on device meta is not on the expected device cpu!"),
+]
+NOT_THE_DEVICE_BREAK = [
+    ("RuntimeError", "Expected one of cpu, cuda, ipu, xpu, mkldnn, meta device type at start of device string: gpu"),
+    ("RuntimeError", "mat1 and mat2 shapes cannot be multiplied (1792x28 and 784x128)"),
+    ("TypeError", "Torch not compiled with CUDA enabled"),  # the message, but not an error PyTorch raises
+]
+
+
+@pytest.mark.parametrize("error_type, message", REAL_DEVICE_ERRORS + NOT_THE_DEVICE_BREAK)
+def test_the_device_break_accepts_each_real_device_error_and_nothing_else(error_type, message):
+    (req,) = load_file(LESSONS["cpu-vs-gpu"]).step("practice-advanced").requirements
+    assert isinstance(req, ErrorRequirement)
+    accepted = error_type in req.errors and re.search(req.pattern, message) is not None
+    assert accepted is ((error_type, message) in REAL_DEVICE_ERRORS), (error_type, message)
+
+
+def _with_device(code: str, device: str) -> str:
+    changed = code.replace('torch.device("cuda")', f'torch.device("{device}")')
+    assert changed != code
+    return changed
+
+
 @posix
-def test_the_wrong_break_says_what_happened_instead(small_lab, tmp_path):
+@pytest.mark.parametrize(
+    "break_, happened",
+    [
+        ('torch.device("gpu")', "raised RuntimeError, but with another message: Expected one of cpu, cuda"),
+        ('"cuda" + 0', "raised TypeError, not RuntimeError or AssertionError: can only concatenate str"),
+    ],
+    ids=["no such device", "not a device error"],
+)
+def test_the_wrong_break_says_what_happened_instead(small_lab, tmp_path, break_, happened):
     step = load_file(LESSONS["cpu-vs-gpu"]).step("practice-advanced")
-    wrong = step.starter.replace("cross_entropy(outputs, labels)", "cross_entropy(outputs, labels.float())")
+    wrong = step.starter.replace('torch.device("cpu")', break_)
     assert wrong != step.starter
     result = grade_exercise(step, wrong, tmp_path)
     assert not result.passed
     feedback = result.requirements[0].feedback
     assert feedback.startswith(step.requirements[0].feedback)
-    assert "raised RuntimeError, but with another message: expected target dtype" in feedback
+    assert happened in feedback, feedback
 
 
 @posix
-def test_the_expected_error_passes_and_keeps_the_traceback_to_read(small_lab, tmp_path):
+def test_the_cuda_break_stops_at_the_move_here_and_keeps_the_traceback_to_read(small_lab, tmp_path):
+    """Without CUDA the break stops where the model is sent to it, with this build's own error."""
+    import torch
+
+    from tutor.exercises.behaviour import _NO_CUDA
+
+    if torch.cuda.is_available():
+        pytest.skip("with CUDA the break stops at the forward pass (the GPU test below)")
     step = load_file(LESSONS["cpu-vs-gpu"]).step("practice-advanced")
     result = grade_exercise(step, step.solution, tmp_path)
     assert result.passed, [r.feedback for r in result.requirements]
-    assert result.sandbox.error_type == "RuntimeError"
-    assert re.search(r"1792x28 and 784x128", result.traceback)
+    assert result.sandbox.error_type in ("RuntimeError", "AssertionError")
+    assert _NO_CUDA.search(result.sandbox.error_message or ""), result.sandbox.error_message
+    line = step.solution.splitlines()[result.sandbox.error_line - 1]
+    assert line.strip() == "model = model.to(device)"
+    assert "model = model.to(device)" in result.traceback
+
+
+@posix
+def test_a_cpu_only_pytorch_raises_an_assertion_error_and_that_passes_too(small_lab, tmp_path):
+    """A CPU-only build (the CPU wheel, macOS) has no CUDA bindings: torch.cuda's lazy init raises
+    AssertionError. This CUDA build without its `_cuda_getDeviceCount` binding is such a build."""
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("the child may hold CUDA already; the stand-in is for a machine without it")
+    step = load_file(LESSONS["cpu-vs-gpu"]).step("practice-advanced")
+    code = step.solution.replace(
+        "import torch\n", "import torch\ndelattr(torch._C, '_cuda_getDeviceCount')  # a CPU-only build\n", 1
+    )
+    result = grade_exercise(step, code, tmp_path)
+    assert result.sandbox.error_type == "AssertionError", result.sandbox.output[-2000:]
+    assert result.sandbox.error_message == "Torch not compiled with CUDA enabled"
+    assert result.passed, [r.feedback for r in result.requirements]
+
+
+@posix
+def test_on_a_gpu_the_same_break_stops_at_the_forward_pass(small_lab, tmp_path):
+    """The meta device stands in for the GPU (tests/exercises/test_gpu_stand_in.py): the model gets
+    there, the batch stays on the CPU, and the forward pass raises the device error."""
+    step = load_file(LESSONS["cpu-vs-gpu"]).step("practice-advanced")
+    result = grade_exercise(step, _with_device(step.solution, "meta"), tmp_path)
+    assert result.passed, [r.feedback for r in result.requirements]
+    assert "not on the expected device" in (result.sandbox.error_message or "")
+    line = step.solution.splitlines()[result.sandbox.error_line - 1]
+    assert line.strip().startswith("outputs = model(images)")
+    # Moving the batch as well is the port done right: it runs, so it does not pass.
+    (done_right,) = [m for m in step.mistakes if m.only_on == ["cuda"]]
+    result = grade_exercise(step, _with_device(done_right.code, "meta"), tmp_path / "done-right")
+    assert not result.passed and done_right.says in result.requirements[0].feedback
+
+
+@pytest.mark.gpu
+@posix
+def test_on_a_real_gpu_the_break_raises_the_device_mismatch(tmp_path):
+    import torch
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs CUDA: hard-coded cuda on MPS stops at the move, as without a GPU")
+    step = load_file(LESSONS["cpu-vs-gpu"]).step("practice-advanced")
+    result = grade_exercise(step, step.solution, tmp_path)
+    assert result.passed, [r.feedback for r in result.requirements]
+    assert "same device" in (result.sandbox.error_message or ""), result.sandbox.error_message
+    (done_right,) = [m for m in step.mistakes if m.only_on == ["cuda"]]
+    result = grade_exercise(step, done_right.code, tmp_path / "done-right")
+    assert result.sandbox.ok and not result.passed
+
+
+# ------------------------------------------------------------------ the devices cell
+
+
+@pytest.mark.parametrize(
+    "printed, met",
+    [
+        (
+            "tensor after x.to(device): cpu\ntensor after x = x.to(device): cuda:0\n"
+            "module after layer.to(device): cuda:0",
+            {"dropped", "kept", "module"},
+        ),
+        (
+            "tensor after x.to(device): cpu\ntensor after x = x.to(device): mps:0\n"
+            "module after layer.to(device): mps:0",
+            {"dropped", "kept", "module"},
+        ),
+        (
+            "tensor after x.to(device): meta\ntensor after x = x.to(device): meta\nmodule after layer.to(device): cpu",
+            {"kept"},
+        ),
+        (
+            "tensor after x.to(device): cpu\ntensor after x = x.to(device): cpu\nmodule after layer.to(device): cpu",
+            {"dropped"},
+        ),
+    ],
+    ids=["cuda", "mps", "dropped result kept, module not moved", "all on the CPU"],
+)
+def test_the_devices_cell_reads_what_each_device_prints(printed, met):
+    step = load_file(LESSONS["devices"]).step("practice-intermediate")
+    assert {r.id for r in step.requirements if re.search(r.pattern, printed)} == met
+
+
+@posix
+def test_the_devices_cell_says_when_meta_stands_in(small_lab, tmp_path):
+    import torch
+
+    step = load_file(LESSONS["devices"]).step("practice-intermediate")
+    result = grade_exercise(step, step.starter, tmp_path)
+    assert result.passed, [r.feedback for r in result.requirements]
+    gpu = torch.cuda.is_available() or torch.backends.mps.is_available()
+    assert ("the meta device stands in" in result.sandbox.output) is not gpu
+    assert re.search(r"target device: (cuda|mps|meta)", result.sandbox.output), result.sandbox.output

@@ -440,6 +440,26 @@ def test_lint_reports_an_error_requirement_pattern_that_cannot_compile(tmp_path)
     assert issue.message.endswith("expected one of output, source, report, file, function, behaviour, error, python")
 
 
+def test_an_error_requirement_may_accept_several_types(tmp_path):
+    """CUDA asked for where there is none raises AssertionError or RuntimeError, by PyTorch build."""
+    from tutor.course.lesson import ErrorRequirement, LessonError
+    from tutor.course.loader import load_file
+
+    head = (
+        "id: either\ntitle: Break it\nsteps:\n  - id: ex\n    kind: exercise\n"
+        '    starter: "x = 1"\n    solution: "raise RuntimeError(\'boom\')"\n    requirements:\n'
+    )
+    path = tmp_path / "either.yaml"
+    path.write_text(head + "      - {type: error, id: e, error: [RuntimeError, AssertionError], feedback: x}\n")
+    [req] = load_file(path).steps[0].requirements
+    assert isinstance(req, ErrorRequirement) and req.errors == ("RuntimeError", "AssertionError")
+    path.write_text(head + "      - {type: error, id: e, error: RuntimeError, feedback: x}\n")
+    assert load_file(path).steps[0].requirements[0].errors == ("RuntimeError",)
+    path.write_text(head + "      - {type: error, id: e, error: [], feedback: x}\n")
+    with pytest.raises(LessonError):  # no type at all would accept nothing
+        load_file(path)
+
+
 def test_lint_reports_a_reference_or_example_its_own_rubric_grades_the_other_way(tmp_path):
     from tutor.course.lesson import LessonError
     from tutor.course.loader import load_file

@@ -236,14 +236,21 @@ class BehaviourRequirement(Strict):
 
 class ErrorRequirement(Strict):
     """The program must stop with this error (a "break it on purpose" exercise): `error` is the
-    exception's type, `pattern` a regex its message must match."""
+    exception's type, or a list of types any of which will do (CUDA asked for where there is none
+    raises AssertionError in a CPU-only PyTorch, RuntimeError in a CUDA build); `pattern` a regex
+    its message must match."""
 
     type: Literal["error"]
     id: str = Field(pattern=ID_PATTERN)
     title: str = Field("", max_length=80)
-    error: str  # e.g. RuntimeError
+    error: str | Annotated[list[str], Field(min_length=1)]  # e.g. RuntimeError, [RuntimeError, AssertionError]
     pattern: str = ""
     feedback: str
+
+    @property
+    def errors(self) -> tuple[str, ...]:
+        """The exception types that count, in the lesson's order."""
+        return (self.error,) if isinstance(self.error, str) else tuple(self.error)
 
 
 class PythonRequirement(Strict):

@@ -563,7 +563,7 @@ def grade_exercise(
         if isinstance(req, ErrorRequirement):
             ok = _error_matches(req, run)
             fb = "" if ok else _error_feedback(req, run)
-            results.append(RequirementResult(req.id, req.type, ok, fb, True))
+            results.append(RequirementResult(req.id, req.type, ok, fb, True, title=req.title))
             continue
         if isinstance(req, (OutputRequirement, SourceRequirement)):
             found = _search(req.pattern, run.output if isinstance(req, OutputRequirement) else source)
@@ -662,7 +662,7 @@ def source_requirement_met(req: SourceRequirement, code: str) -> bool | None:
 
 
 def _error_matches(req: ErrorRequirement, run: SandboxResult) -> bool:
-    if run.error_type != req.error:
+    if run.error_type not in req.errors:
         return False
     return not req.pattern or bool(_search(req.pattern, run.error_message or ""))
 
@@ -671,8 +671,8 @@ def _error_feedback(req: ErrorRequirement, run: SandboxResult) -> str:
     """The lesson's feedback, plus what did happen (the learner needs both to adjust the break)."""
     if run.error_type is None:
         happened = "the program ran to the end without an error"
-    elif run.error_type != req.error:
-        happened = f"it raised {run.error_type}, not {req.error}: {run.error_message}"
+    elif run.error_type not in req.errors:
+        happened = f"it raised {run.error_type}, not {' or '.join(req.errors)}: {run.error_message}"
     else:
         happened = f"it raised {run.error_type}, but with another message: {run.error_message}"
     return f"{req.feedback} (This time {happened}.)"
