@@ -1,4 +1,4 @@
-"""The lesson `gpu-training-practice`: its four exercises and the checks they declare.
+"""The lesson `gpu-training-practice`: its exercises and the checks they declare.
 
 Static tests: the lesson's structure and its code. Its requirements judge what a program
 does (behaviour, function, report, file), so every verdict is tested through the grader, which
@@ -26,7 +26,13 @@ ROOT = Path(__file__).resolve().parents[2]
 LESSON = ROOT / "lessons" / "gpu-training-practice.yaml"
 MAX_CODE = 76  # an 80-column terminal, less the panel's border and padding
 EDITOR_COLUMNS = 69  # what the editor shows at 80 wide (tests/tui/test_tui_exercise.py)
-EXERCISE_IDS = ["ex1-move-and-time", "ex2-checkpoint", "ex3-mixed-precision", "ex4-portable-script"]
+EXERCISE_IDS = [
+    "ex1-move-and-time",
+    "ex2-checkpoint",
+    "ex3-mixed-precision",
+    "ex4-portable-script",
+    "ex4-profile",  # exercise 4's memory profiling (the lab's task 4)
+]
 
 # The mistakes the issue lists, by the exercise and requirement that must catch each.
 ISSUE_MISTAKES = {
@@ -36,6 +42,10 @@ ISSUE_MISTAKES = {
     ("ex3-mixed-precision", "backward-outside-autocast"),  # autocast around backward
     ("ex3-mixed-precision", "autocast-used"),  # GradScaler without autocast
     ("ex4-portable-script", "best-accuracy-kept"),  # best_accuracy never updated: every epoch saved
+    # Lab 5's exercise 4, "add memory profiling" (coverage 002-40):
+    ("ex4-profile", "profiled-steps"),  # profiling zero steps, or the wrong region
+    ("ex4-profile", "peak-memory"),  # a made-up peak, tracemalloc's, CUDA's never reset
+    ("ex4-profile", "synchronized-timing"),  # no synchronize around the clock
 }
 
 
@@ -68,7 +78,7 @@ def test_opens_and_closes_with_read_steps(lesson: Lesson) -> None:
     assert isinstance(lesson.steps[-1], ReadStep)
 
 
-def test_four_exercises_in_order(lesson: Lesson) -> None:
+def test_the_exercises_in_order(lesson: Lesson) -> None:
     assert [s.id for s in _exercises(lesson)] == EXERCISE_IDS
 
 
@@ -80,7 +90,7 @@ def test_every_step_has_a_title(lesson: Lesson) -> None:
     assert all(s.title for s in lesson.steps)
 
 
-@pytest.mark.parametrize("index", range(4))
+@pytest.mark.parametrize("index", range(len(EXERCISE_IDS)))
 def test_exercise_has_hint_and_mistakes(lesson: Lesson, index: int) -> None:
     step = _exercises(lesson)[index]
     assert len(step.tiered_hints) >= 2 and step.body  # hints in tiers (issue 26)
@@ -90,14 +100,14 @@ def test_exercise_has_hint_and_mistakes(lesson: Lesson, index: int) -> None:
 # ---------------------------------------------------------------- code
 
 
-@pytest.mark.parametrize("index", range(4))
+@pytest.mark.parametrize("index", range(len(EXERCISE_IDS)))
 def test_code_is_valid_python(lesson: Lesson, index: int) -> None:
     step = _exercises(lesson)[index]
     for name, code in _code_blocks(step):
         ast.parse(code, filename=f"{step.id} {name}")
 
 
-@pytest.mark.parametrize("index", range(4))
+@pytest.mark.parametrize("index", range(len(EXERCISE_IDS)))
 def test_code_lines_fit_the_terminal(lesson: Lesson, index: int) -> None:
     step = _exercises(lesson)[index]
     too_long = [
@@ -115,7 +125,7 @@ def test_read_step_code_fits_the_terminal(lesson: Lesson) -> None:
             assert all(len(line) <= MAX_CODE for line in step.body.splitlines()), step.id
 
 
-@pytest.mark.parametrize("index", range(4))
+@pytest.mark.parametrize("index", range(len(EXERCISE_IDS)))
 def test_starter_and_solution_import_the_lab_in_one_statement(lesson: Lesson, index: int) -> None:
     step = _exercises(lesson)[index]
     for code in (step.starter, step.solution):
@@ -123,7 +133,7 @@ def test_starter_and_solution_import_the_lab_in_one_statement(lesson: Lesson, in
         assert len(imports) == 1
 
 
-@pytest.mark.parametrize("index", range(4))
+@pytest.mark.parametrize("index", range(len(EXERCISE_IDS)))
 def test_starter_has_blanks_and_solution_none(lesson: Lesson, index: int) -> None:
     step = _exercises(lesson)[index]
     assert "____" in step.starter
@@ -133,7 +143,7 @@ def test_starter_has_blanks_and_solution_none(lesson: Lesson, index: int) -> Non
 # ---------------------------------------------------------------- requirements
 
 
-@pytest.mark.parametrize("index", range(4))
+@pytest.mark.parametrize("index", range(len(EXERCISE_IDS)))
 def test_requirement_ids_unique_and_regexes_compile(lesson: Lesson, index: int) -> None:
     step = _exercises(lesson)[index]
     ids = [r.id for r in step.requirements]
@@ -144,7 +154,7 @@ def test_requirement_ids_unique_and_regexes_compile(lesson: Lesson, index: int) 
         assert len(req.feedback) > 40, f"{step.id}/{req.id}: feedback too thin to be a hint"
 
 
-@pytest.mark.parametrize("index", range(4))
+@pytest.mark.parametrize("index", range(len(EXERCISE_IDS)))
 def test_every_mistake_names_a_requirement_of_its_step(lesson: Lesson, index: int) -> None:
     step = _exercises(lesson)[index]
     ids = {r.id for r in step.requirements}

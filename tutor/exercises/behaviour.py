@@ -14,7 +14,7 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 _NO_CUDA = re.compile(
@@ -57,6 +57,7 @@ class Context:
     error_type: str | None = None
     error_message: str | None = None
     stopped: bool = False  # the program did not run to its end
+    reports: dict[str, Any] = field(default_factory=dict)  # what it gave tutor.lab.report
 
     @property
     def trained(self) -> list[dict[str, Any]]:
@@ -746,6 +747,271 @@ def saves_on_rank_zero(ctx: Context) -> Judgement:
     return PASS
 
 
+# ---------------------------------------------------------------- profiling and peak memory
+
+PEAK_REPORT = "peak_memory_mb"  # the report that peak_memory_measured holds to the run's readings
+_NO_PROFILE = re.compile(r"Profiler must be initialized", re.I)  # key_averages() of a profiler that recorded nothing
+# A reported figure matches a reading within rounding: 3% or 0.05, in MiB (2**20 bytes) or MB (10**6).
+MB_RTOL, MB_ATOL = 0.03, 0.05
+READINGS = {
+    "cuda_peak": "torch.cuda.max_memory_allocated()",
+    "cuda_reserved_peak": "torch.cuda.max_memory_reserved()",
+    "cuda_now": "torch.cuda.memory_allocated()",
+    "cuda_reserved_now": "torch.cuda.memory_reserved()",
+    "max_rss": "ru_maxrss",
+    "max_rss_children": "ru_maxrss of RUSAGE_CHILDREN",
+    "tracemalloc_peak": "tracemalloc's peak",
+    "tracemalloc_now": "tracemalloc's current size",
+    "mps_now": "torch.mps.current_allocated_memory()",
+    "mps_driver_now": "torch.mps.driver_allocated_memory()",
+}
+# The readings that are a peak of the memory training used, by the device it trained on. MPS has no
+# peak counter: its current figures and the process's peak (unified memory) stand in.
+PEAKS = {
+    "cuda": {"cuda_peak", "cuda_reserved_peak"},
+    "mps": {"max_rss", "mps_now", "mps_driver_now"},
+    "cpu": {"max_rss"},
+}
+
+
+def _whole_steps(window: dict[str, Any]) -> bool:
+    """The window recorded a whole training step: a layer's forward matmul, a backward function and
+    an optimizer step; or, profiling the GPU alone, kernels while training steps ran."""
+    if window.get("matmuls") and window.get("backward") and window.get("optimizer_steps"):
+        return True
+    ran = window.get("end", {}).get("steps", 0) - window.get("start", {}).get("steps", 0)
+    return bool(window.get("kernels")) and not window.get("ops") and ran > 0
+
+
+def profiles_training_steps(ctx: Context) -> Judgement:
+    """A torch.profiler window recorded whole training steps (forward matmuls, a backward pass, an
+    optimizer step), read from the profiler's own events."""
+    profiler = ctx.observed.get("profiler") or {}
+    windows = profiler.get("windows") or []
+    if any(_whole_steps(w) for w in windows):
+        return PASS
+    stop = bool(ctx.error_type and _NO_PROFILE.search(ctx.error_message or ""))
+    if not windows:
+        started = profiler.get("profilers") or []
+        scheduled = [p for p in started if p.get("scheduled")]
+        if not scheduled:
+            if ctx.stopped and not stop:
+                return _unknown("the program stopped before it profiled anything")
+            return Judgement(
+                False,
+                "Your program never recorded a torch.profiler window: no `with profile(...)` block "
+                "(or prof.start() and prof.stop()) ran around its training.",
+                explains_stop=stop,
+            )
+        prof = scheduled[0]
+        where = f" on line {prof['line']}" if prof.get("line") else ""
+        steps = int(prof.get("steps", 0))
+        if steps:
+            cause = (
+                f"The profiler{where} recorded nothing: prof.step() ran {_count(steps, 'time')}, too few for "
+                "its schedule to pass its wait and warmup steps and record an active one."
+            )
+        else:
+            cause = (
+                f"The profiler{where} recorded nothing: it was given a schedule, whose phases (wait, "
+                "warmup, active) move on only at prof.step(), and prof.step() never ran."
+            )
+        if stop:
+            cause += f" Reading its results then stopped the program ({_first_line(ctx.error_message, 90)})."
+        return Judgement(False, cause, explains_stop=stop)
+    window = max(windows, key=lambda w: (w.get("matmuls", 0), w.get("events", 0)))
+    if window.get("unreadable"):
+        return _unknown("the checker could not read what the profiler recorded")
+    where = f"The profiler window on line {window['line']}" if window.get("line") else "The profiler window"
+    top = [str(name) for name, _ in window.get("top", [])[:3]]
+    held = f" (it recorded {_count(int(window.get('ops', 0)), 'op')}, most often {_list(top)})" if top else ""
+    if not window.get("matmuls"):
+        cause = f"{where} recorded no layer's matrix multiply (aten::addmm, aten::mm): no forward pass ran in it{held}."
+    else:
+        parts = (("a backward pass", "backward"), ("an optimizer step", "optimizer_steps"))
+        missing = [what for what, key in parts if not window.get(key)]
+        cause = (
+            f"{where} recorded forward passes ({_count(int(window['matmuls']), 'matmul op')}) but not "
+            f"{' or '.join(missing)}: no whole training step (an evaluation under no_grad records forward passes only)."
+        )
+    total = int(ctx.observed.get("optimizer_steps", 0))
+    after = total - max(int(w.get("end", {}).get("steps", 0)) for w in windows)
+    if after > 0:
+        cause += f" {_count(after, 'training step')} ran after it had stopped: profile some of them, inside the `with` block."
+    elif total:
+        cause += f" All {_count(total, 'training step')} ran before it started."
+    return Judgement(False, cause)
+
+
+def _as_mb(number: float, nbytes: float) -> bool:
+    """`number` is `nbytes` in MiB or MB, as rounded."""
+    return any(abs(number - nbytes / unit) <= MB_RTOL * nbytes / unit + MB_ATOL for unit in (2**20, 10**6))
+
+
+def _reading(r: dict[str, Any]) -> str:
+    where = f" on line {r['line']}" if r.get("line") else ""
+    return f"{READINGS.get(str(r.get('kind')), 'a memory reading')}{where} ({r['bytes'] / 2**20:,.1f} MiB)"
+
+
+def _trained_on(ctx: Context) -> str:
+    kinds = {key.split("/")[1] for m in ctx.trained for key in m.get("devices", {})}
+    return "cuda" if "cuda" in kinds else "mps" if "mps" in kinds else "cpu"
+
+
+def _unmatched(number: float, readings: list[dict[str, Any]], ctx: Context, device: str) -> str:
+    """Why a reported figure matches no reading: another unit, a difference of two, or none read."""
+    told = (
+        f"You reported {PEAK_REPORT}={number:,.0f}"
+        if abs(number) >= 1000
+        else f"You reported {PEAK_REPORT}={number:.4g}"
+    )
+    mac = ctx.observed.get("memory", {}).get("platform") == "darwin"
+    for r in readings:
+        nbytes = r["bytes"]
+        if nbytes <= 0:
+            continue
+        if _as_mb(number / 2**20, nbytes) or _as_mb(number / 10**6, nbytes):
+            return f"{told}: that is {_reading(r)} in bytes. Divide bytes by 2**20 for MiB."
+        if _as_mb(number / 1024, nbytes) or _as_mb(number / 1000, nbytes):
+            if r.get("kind") == "max_rss" and mac:
+                return (
+                    f"{told}: that is {_reading(r)} in kilobytes. On macOS ru_maxrss comes in bytes: "
+                    "divide it by 2**20 for MiB."
+                )
+            if r.get("kind") == "max_rss":
+                return f"{told}: that is {_reading(r)} as it comes, in kilobytes on Linux. Divide it by 1024 for MiB."
+            return f"{told}: that is {_reading(r)} in kilobytes. Divide bytes by 2**20 for MiB."
+        if _as_mb(number * 1024, nbytes) or _as_mb(number * 1000, nbytes):
+            return f"{told}: that is {_reading(r)} in gigabytes; {PEAK_REPORT} is in megabytes."
+    for later in readings:
+        for earlier in readings:
+            gap = later["bytes"] - earlier["bytes"]
+            if later["work"] >= earlier["work"] and later is not earlier and gap > 0 and _as_mb(number, gap):
+                return (
+                    f"{told}: that is the difference of two readings, {_reading(later)} less "
+                    f"{_reading(earlier)}: what those steps added, not the peak. Report the peak itself."
+                )
+    weights = sum(int(m.get("param_bytes", 0)) for m in ctx.trained)
+    below = (
+        f" It is less than the model's weights alone ({weights / 2**20:.2f} MiB)."
+        if weights and 0 <= number * 2**20 < weights
+        else ""
+    )
+    if readings:
+        return f"{told}, but no memory figure your program read matches it: it read {_list([_reading(r) for r in readings[:3]])}.{below}"
+    how = "torch.cuda.max_memory_allocated()" if device == "cuda" else "resource.getrusage(...).ru_maxrss"
+    return (
+        f"{told}, but your program read no memory figure in this run (no {how}): a number typed in, "
+        f"such as the lab's 8.2 GB, is not a measurement of this run.{below}"
+    )
+
+
+def _wrong_kind(r: dict[str, Any], device: str) -> str:
+    kind, read = str(r.get("kind")), _reading(r)
+    if kind.startswith("tracemalloc"):
+        return (
+            f"Your {PEAK_REPORT} is {read}. tracemalloc counts Python's own objects only: a tensor's "
+            "storage is allocated by PyTorch in C++, which tracemalloc never sees."
+        )
+    if kind == "max_rss_children":
+        return f"Your {PEAK_REPORT} is {read}: the peak of the processes this one started, not its own."
+    if kind in ("cuda_now", "cuda_reserved_now"):
+        return (
+            f"Your {PEAK_REPORT} is {read}: what is held now, after the steps freed their activations, "
+            "not the most held at once."
+        )
+    if kind.startswith("cuda"):
+        return (
+            f"Your {PEAK_REPORT} is {read}, but the model trained on the {device}: torch.cuda's counters "
+            "count GPU tensors only."
+        )
+    if device == "cuda":
+        return (
+            f"Your {PEAK_REPORT} is {read}: the host process's memory. The model trained on the GPU, "
+            "whose memory it does not count."
+        )
+    return f"Your {PEAK_REPORT} is {read}, which is not a peak of the memory training used on the {device}."
+
+
+def _check_reading(r: dict[str, Any], ctx: Context, device: str, span: dict[str, Any] | None) -> Judgement:
+    """One reading the report matches: of the right kind, taken after the measured steps, and on
+    CUDA with the peak reset right before them."""
+    if r.get("kind") not in PEAKS[device]:
+        return Judgement(False, _wrong_kind(r, device))
+    read = _reading(r)
+    end = span["end"] if span else {"work": max((int(m.get("last_train_work", 0)) for m in ctx.trained), default=0)}
+    if r["work"] < end["work"]:
+        steps = ctx.observed.get("optimizer_steps", 0) - int(r.get("steps", 0))
+        what = "the profiled steps" if span else "training"
+        return Judgement(
+            False,
+            f"Your {PEAK_REPORT} is {read}, read before {what} had finished ({_count(steps, 'training step')} "
+            "came after it): it cannot count them.",
+        )
+    if device != "cuda":
+        return PASS  # ru_maxrss only rises: nothing to reset
+    resets = [x for x in ctx.observed.get("memory", {}).get("resets", []) if x["work"] <= r["work"]]
+    if not resets:
+        before = int(span["start"]["steps"]) if span else 0
+        earlier = f", and the {_count(before, 'training step')} before the profiled ones" if before else ""
+        return Judgement(
+            False,
+            f"No torch.cuda.reset_peak_memory_stats() ran before {read}: it is the most held since the "
+            f"program started, the model's creation included{earlier}.",
+        )
+    last = resets[-1]
+    if span:
+        start = span["start"]
+        line = f" on line {last['line']}" if last.get("line") else ""
+        if int(last["steps"]) < int(start["steps"]):
+            ahead = int(start["steps"]) - int(last["steps"])
+            return Judgement(
+                False,
+                f"torch.cuda.reset_peak_memory_stats(){line} ran before {_count(ahead, 'training step')} that "
+                f"came ahead of the profiled ones: {read} counts those too.",
+            )
+        if int(last["work"]) > int(start["work"]):
+            return Judgement(
+                False,
+                f"torch.cuda.reset_peak_memory_stats(){line} ran after the profiled steps had begun: "
+                f"{read} misses what they held before it.",
+            )
+    return PASS
+
+
+def peak_memory_measured(ctx: Context) -> Judgement:
+    """The reported peak_memory_mb is a figure the run read: the device's peak (CUDA's
+    max_memory_allocated after reset_peak_memory_stats; on a CPU the process's ru_maxrss), taken
+    after the profiled steps. Judged against what each reading returned, so a made-up number fails."""
+    if PEAK_REPORT not in ctx.reports:
+        if ctx.stopped:
+            return _unknown(f"the program stopped before it reported {PEAK_REPORT}")
+        return Judgement(False, f"Your program did not report {PEAK_REPORT}: call report({PEAK_REPORT}=...).")
+    value = ctx.reports[PEAK_REPORT]
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value or abs(value) == float("inf"):
+        return Judgement(False, f"You reported {PEAK_REPORT}={value!r:.40}, which is not a number of megabytes.")
+    number = float(value)
+    device = _trained_on(ctx)
+    readings = [
+        r for r in ctx.observed.get("memory", {}).get("readings", []) if isinstance(r.get("bytes"), (int, float))
+    ]
+    matches = [r for r in readings if _as_mb(number, r["bytes"])]
+    if not matches:
+        return Judgement(False, _unmatched(number, readings, ctx, device))
+    windows = [w for w in (ctx.observed.get("profiler") or {}).get("windows", []) if _whole_steps(w)]
+    span = None
+    if windows:
+        span = {
+            "start": min((w["start"] for w in windows), key=lambda p: p["work"]),
+            "end": max((w["end"] for w in windows), key=lambda p: p["work"]),
+        }
+    verdicts = [_check_reading(r, ctx, device, span) for r in matches]
+    if any(v.passed for v in verdicts):
+        return PASS
+    right = [v for r, v in zip(matches, verdicts, strict=True) if r.get("kind") in PEAKS[device]]
+    return (right or verdicts)[-1]
+
+
 BEHAVIOUR_JUDGES: dict[str, Callable[[Context], Judgement]] = {
     "device_fallback": device_fallback,
     "asks_mps": asks_mps,
@@ -768,6 +1034,8 @@ BEHAVIOUR_JUDGES: dict[str, Callable[[Context], Judgement]] = {
     "reshuffles_each_epoch": reshuffles_each_epoch,
     "gradients_synchronized": gradients_synchronized,
     "saves_on_rank_zero": saves_on_rank_zero,
+    "profiles_training_steps": profiles_training_steps,
+    "peak_memory_measured": peak_memory_measured,
 }
 
 

@@ -553,7 +553,9 @@ def grade_exercise(
         stopped = None
     source = strip_comments(code)
     written = written_since(workdir, before) if graded_by_pack else []
-    context = Context(observed or {}, code, run.error_type, run.error_message, stopped=bool(stopped))
+    context = Context(
+        observed or {}, code, run.error_type, run.error_message, stopped=bool(stopped), reports=run.reports
+    )
     results: list[RequirementResult] = []
     notes: list[str] = []
     for req in step.requirements:

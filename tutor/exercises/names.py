@@ -52,6 +52,8 @@ BEHAVIOURS = (
             "loads_to_cpu",
             "compares_with_tolerance",
             "compares_outputs_and_gradients",
+            "profiles_training_steps",
+            "peak_memory_measured",
         }
     )
     | DISTRIBUTED

@@ -17,6 +17,12 @@ hooks the few places every training program passes through, whatever its names a
   only when a comparison needs it), and whether it found them equal;
 - the weights at each evaluation after training (snapshots, on request), so the grader can tell
   which epoch a saved checkpoint holds;
+- the memory figures the learner's code reads (torch.cuda's peak and current counters and their
+  reset, `resource.getrusage`'s ru_maxrss, tracemalloc, torch.mps), each with what it returned
+  and how far the program had got, so a reported peak can be told from a made-up one;
+- each window a profiler recorded (`torch.profiler.profile`, `torch.autograd.profiler.profile`):
+  how many layer matmuls, backward functions and optimizer steps it holds, its kernels, and the
+  work before and after it; and each `torch.profiler.profile` started, with its `step()` calls;
 - in one rank of a torchrun launch (`ranks=True`): each pass over a DataLoader (the sampler, the
   dataset's length, a fingerprint of every sample it yielded, in order, and whether a training
   forward pass used its batches), a fingerprint of the weights after every optimizer step (a fixed
@@ -45,6 +51,21 @@ MAX_PASS_SAMPLES = 70_000  # sample fingerprints kept per pass (all of MNIST's t
 MAX_STEP_PRINTS = 5_000  # weight fingerprints kept, one per optimizer step
 MAX_RESULT_PRINTS = 64  # outputs of top-level module calls fingerprinted, for telling what a comparison held
 MAX_GRADIENT_PASSES = 8  # backward passes whose gradients are fingerprinted
+MAX_WINDOWS = 32  # profiler windows recorded
+MAX_PROFILED_EVENTS = 2_000_000  # events of one window read (5 steps of MNIST through the DataLoader: ~25,000)
+# The ops a layer's forward pass records: a Linear's matmul (addmm with a bias, mm without), a convolution.
+MATMUL_OPS = frozenset(
+    {
+        "aten::addmm",
+        "aten::mm",
+        "aten::matmul",
+        "aten::linear",
+        "aten::bmm",
+        "aten::baddbmm",
+        "aten::_addmm_activation",
+        "aten::convolution",
+    }
+)
 CLOCKS = ("time", "perf_counter", "monotonic", "time_ns", "perf_counter_ns", "monotonic_ns")
 
 
@@ -119,6 +140,12 @@ class Observer:
         self.mps_asked = 0
         self.cuda_available = False
         self.tensor_moves = 0  # .to(device)/.cuda() calls from the learner's code
+        self.train_forwards = 0  # forward passes of a model with gradients on
+        self.optimizer_steps = 0
+        self.memory_readings: list[dict[str, Any]] = []
+        self.memory_resets: list[dict[str, Any]] = []
+        self.profilers: list[dict[str, Any]] = []  # each torch.profiler.profile started
+        self.windows: list[dict[str, Any]] = []  # what each profiler recorded
         self.snapshots: list[dict[str, Any]] = []
         self._depth = 0
         self._in_scaler_step = False
@@ -162,6 +189,8 @@ class Observer:
         self._install_optim(torch)
         self._install_amp(torch)
         self._install_io(torch)
+        self._install_memory(torch)
+        self._install_profiler(torch)
         if self.ranks_wanted:
             self._install_data(torch)
             self._install_steps(torch)
@@ -321,6 +350,7 @@ class Observer:
                 "snapshots": 0,
                 "phases": 0,
                 "last_train_work": 0,
+                "param_bytes": sum(p.numel() * p.element_size() for p in module.parameters()),
                 "_trained_since_snapshot": False,
             }
             self.models[module] = info
@@ -356,6 +386,7 @@ class Observer:
             training = torch.is_grad_enabled()  # evaluation runs under no_grad, whatever the mode
             if training:
                 info["train_calls"] += 1
+                self.train_forwards += 1
                 info["last_train_work"] = self.work
                 info["_trained_since_snapshot"] = True
                 if self._current_pass is not None:
@@ -489,6 +520,7 @@ class Observer:
                 self.optimizers[optimizer] = info
                 self.optimizer_list.append(info)
             info["steps"] += 1
+            self.optimizer_steps += 1
             if not self._in_scaler_step and self._scaled_since_step:
                 info["bypassed_scaler"] += 1  # the loss went through scaler.scale, the step did not
             self._scaled_since_step = False
@@ -760,6 +792,190 @@ class Observer:
             return type(obj)(self._plain(v, depth + 1) for v in obj)
         return obj
 
+    # ------------------------------------------------------------ memory readings and the profiler
+
+    def _progress(self) -> dict[str, int]:
+        """How far the program had got: device work, training forward passes, optimizer steps."""
+        return {"work": self.work, "trained": self.train_forwards, "steps": self.optimizer_steps}
+
+    def _caller_line(self, limit: int = 16) -> int | None:
+        """The line in the learner's files that led to this call, however deep in torch it is."""
+        frame: Any = sys._getframe(1)
+        for _ in range(limit):
+            if frame is None:
+                return None
+            name = frame.f_code.co_filename
+            if name.startswith(self.learner_dir) and os.path.dirname(name) == self.learner_dir:
+                return frame.f_lineno
+            frame = frame.f_back
+        return None
+
+    def _install_memory(self, torch: Any) -> None:
+        """Each memory figure the learner's code reads, with what it returned (in bytes) and when;
+        and each reset of CUDA's peak counter."""
+
+        def note(kind: str, value: Any, line: int, **extra: Any) -> None:
+            if len(self.memory_readings) < MAX_EVENTS and isinstance(value, (int, float)):
+                self.memory_readings.append(
+                    {"kind": kind, "bytes": float(value), "line": line, **self._progress(), **extra}
+                )
+
+        def wrap(owner: Any, name: str, read: Callable[..., None]) -> None:
+            real = getattr(owner, name, None)
+            if real is None:
+                return
+
+            def reader(*args: Any, **kwargs: Any) -> Any:
+                out = real(*args, **kwargs)
+                if self.active:
+                    line = self._learner_line()
+                    if line is not None:
+                        try:
+                            read(out, line, *args, **kwargs)
+                        except Exception:  # noqa: BLE001 - watching must never break the learner's program
+                            pass
+                return out
+
+            reader.__name__ = name
+            self._patch(owner, name, reader)
+
+        def reset(out: Any, line: int, *args: Any, **kwargs: Any) -> None:
+            if len(self.memory_resets) < MAX_EVENTS:
+                self.memory_resets.append({"line": line, **self._progress()})
+
+        def stats(out: Any, line: int, *args: Any, **kwargs: Any) -> None:
+            for key, kind in (
+                ("allocated_bytes.all.peak", "cuda_peak"),
+                ("reserved_bytes.all.peak", "cuda_reserved_peak"),
+                ("allocated_bytes.all.current", "cuda_now"),
+            ):
+                if key in out:
+                    note(kind, out[key], line)
+
+        # torch.cuda re-exports torch.cuda.memory's functions: either name may be called. Their own
+        # calls to each other come from torch's file, not the learner's, and are not counted twice.
+        for owner in {id(m): m for m in (torch.cuda, getattr(torch.cuda, "memory", None)) if m is not None}.values():
+            for name, kind in (
+                ("max_memory_allocated", "cuda_peak"),
+                ("max_memory_reserved", "cuda_reserved_peak"),
+                ("memory_allocated", "cuda_now"),
+                ("memory_reserved", "cuda_reserved_now"),
+            ):
+                wrap(owner, name, lambda out, line, *_, _kind=kind, **__: note(_kind, out, line))
+            wrap(owner, "memory_stats", stats)
+            for name in ("reset_peak_memory_stats", "reset_max_memory_allocated"):
+                wrap(owner, name, reset)
+        mps = getattr(torch, "mps", None)
+        if mps is not None:
+            wrap(mps, "current_allocated_memory", lambda out, line, *_, **__: note("mps_now", out, line))
+            wrap(mps, "driver_allocated_memory", lambda out, line, *_, **__: note("mps_driver_now", out, line))
+
+        import tracemalloc
+
+        def traced(out: Any, line: int, *args: Any, **kwargs: Any) -> None:
+            note("tracemalloc_now", out[0], line)
+            note("tracemalloc_peak", out[1], line)
+
+        wrap(tracemalloc, "get_traced_memory", traced)
+        try:
+            import resource
+        except ImportError:  # Windows
+            return
+        # ru_maxrss is in kilobytes on Linux, in bytes on macOS.
+        rss_unit = 1 if sys.platform == "darwin" else 1024
+
+        def usage(out: Any, line: int, who: Any = None, *args: Any, **kwargs: Any) -> None:
+            own = who in (None, resource.RUSAGE_SELF)
+            note("max_rss" if own else "max_rss_children", out.ru_maxrss * rss_unit, line, raw=out.ru_maxrss)
+
+        wrap(resource, "getrusage", usage)
+
+    def _install_profiler(self, torch: Any) -> None:
+        """What each profiler window recorded. Every profiler records through
+        torch.autograd.profiler.profile (torch.profiler.profile drives one): it starts recording in
+        `_start_trace` and stops in `__exit__`, after which its events can be read."""
+        from torch.autograd import profiler as autograd_profiler
+
+        recorder = autograd_profiler.profile
+        real_start, real_exit = recorder._start_trace, recorder.__exit__
+
+        def start_trace(prof: Any) -> Any:
+            out = real_start(prof)
+            if self.active:
+                prof._gt_window = {"line": self._caller_line(), **self._progress()}
+            return out
+
+        def exit_(prof: Any, *args: Any) -> Any:
+            out = real_exit(prof, *args)
+            begin = getattr(prof, "_gt_window", None)
+            if self.active and begin is not None and len(self.windows) < MAX_WINDOWS:
+                prof._gt_window = None
+                window = {
+                    "line": begin["line"],
+                    "stop_line": self._caller_line(),
+                    "start": {k: begin[k] for k in ("work", "trained", "steps")},
+                    "end": self._progress(),
+                }
+                try:
+                    window.update(self._recorded(getattr(prof, "kineto_results", None)))
+                except Exception:  # noqa: BLE001 - watching must never break the learner's program
+                    window["unreadable"] = True
+                self.windows.append(window)
+            return out
+
+        self._patch(recorder, "_start_trace", start_trace)
+        self._patch(recorder, "__exit__", exit_)
+
+        scheduler = torch.profiler.profile
+        real_pstart, real_step = scheduler.start, scheduler.step
+
+        def start(prof: Any) -> Any:
+            if self.active and getattr(prof, "_gt_profiler", None) is None and len(self.profilers) < MAX_EVENTS:
+                # record_steps: the profiler was given a schedule, whose phases move on at step()
+                prof._gt_profiler = {"line": self._caller_line(), "scheduled": bool(prof.record_steps), "steps": 0}
+                self.profilers.append(prof._gt_profiler)
+            return real_pstart(prof)
+
+        def step(prof: Any) -> Any:
+            info = getattr(prof, "_gt_profiler", None)
+            if self.active and info is not None:
+                info["steps"] += 1
+            return real_step(prof)
+
+        self._patch(scheduler, "start", start)
+        self._patch(scheduler, "step", step)
+
+    @staticmethod
+    def _recorded(results: Any) -> dict[str, Any]:
+        """What one window holds, read from the profiler's own events: the layer matmuls, backward
+        functions and optimizer steps (the ops a training step records), the kernels on a GPU and
+        their time, and the ops it recorded most often."""
+        counts: dict[str, Any] = {"events": 0, "ops": 0, "matmuls": 0, "backward": 0, "optimizer_steps": 0}
+        counts.update(kernels=0, device_us=0.0, top=[])
+        if results is None:
+            return counts
+        names: dict[str, int] = {}
+        events = results.events()
+        counts["events"] = len(events)
+        for event in events[:MAX_PROFILED_EVENTS]:
+            name = event.name()
+            if name == "[memory]":
+                continue
+            if not str(event.device_type()).endswith("CPU"):  # a kernel or a copy on the GPU
+                counts["kernels"] += 1
+                counts["device_us"] += event.duration_ns() / 1000
+                continue
+            counts["ops"] += 1
+            names[name] = names.get(name, 0) + 1
+            if name in MATMUL_OPS:
+                counts["matmuls"] += 1
+            elif name.startswith("autograd::engine::evaluate_function"):
+                counts["backward"] += 1
+            elif name.startswith("Optimizer.step#"):
+                counts["optimizer_steps"] += 1
+        counts["top"] = [[n, c] for n, c in sorted(names.items(), key=lambda item: -item[1])[:5]]
+        return counts
+
     # ------------------------------------------------------------ ranks of a launch
 
     def _install_data(self, torch: Any) -> None:
@@ -908,6 +1124,11 @@ class Observer:
             "mps_asked": self.mps_asked,
             "cuda_available": self.cuda_available,
             "tensor_moves": self.tensor_moves,
+            "work": self.work,
+            "train_forwards": self.train_forwards,
+            "optimizer_steps": self.optimizer_steps,
+            "memory": {"readings": self.memory_readings, "resets": self.memory_resets, "platform": sys.platform},
+            "profiler": {"profilers": self.profilers, "windows": self.windows},
             **(self._rank_summary() if self.ranks_wanted else {}),
         }
 
