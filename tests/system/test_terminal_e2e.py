@@ -129,7 +129,7 @@ def test_first_steps_in_a_real_terminal(terminal, tmp_path):
     terminal.send("n")
     terminal.wait_for("When each one fits")
     terminal.send("n")
-    terminal.wait_for("a number in x")  # a number this time, typed into the box
+    terminal.wait_for("a number followed by x")  # a number this time, typed into the box
     terminal.send("2")
     terminal.send("\r")
     terminal.wait_for("Your prediction")

@@ -1143,3 +1143,22 @@ def test_pipeline_render_shows_the_gauge_and_reference():
     assert "chapter's claim, base 45%" in text and "chapter's claim, best 85%" in text
     assert "MFU = 6 N tokens / (iteration" in text
     assert "Chapter (reference)" in text
+
+
+@pytest.mark.parametrize("name", sorted(REGISTRY))
+def test_a_control_changes_only_the_outputs_it_says_it_affects(name):
+    """`affects` lets lesson test's goal search leave a control out: it must be true. Checked at
+    the defaults and with every other control at each of its options in turn."""
+    instrument = REGISTRY[name]
+    narrow = [c for c in instrument.controls if c.affects]
+    base = instrument.settings({})
+    starts = [base] + [{**base, other.name: option} for other in instrument.controls for option in other.options]
+    for control in narrow:
+        for start in starts:
+            if instrument.needs_context(start):  # the learner's own runs: nothing to compare here
+                continue
+            reference = instrument.compute_outputs(start)
+            for option in control.options:
+                outputs = instrument.compute_outputs({**start, control.name: option})
+                changed = {k for k in outputs if outputs[k] != reference[k]}
+                assert changed <= set(control.affects), (control.name, option, changed - set(control.affects))

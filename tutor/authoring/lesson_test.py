@@ -782,7 +782,8 @@ def goal_settings(step: InstrumentStep) -> tuple[dict[str, Any] | None, int]:
 
     instrument = REGISTRY[step.instrument]
     start = instrument.settings(step.set)
-    free = [c for c in instrument.controls if c.name not in step.fixed]
+    output = step.goal.output if step.goal is not None else None
+    free = [c for c in instrument.controls if c.name not in step.fixed and (not c.affects or output in c.affects)]
     # Level by level, one moved control, then two...: the first level with a setting that meets
     # the goal ends the search, so its cost grows with the moves needed, not with the product of
     # every control's options. Within a level, settings go in the order of that product (the

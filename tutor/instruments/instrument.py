@@ -75,6 +75,9 @@ class Control:
     labels: tuple[str, ...] = ()  # shown instead of the raw option values
     help: str = ""
     fmt: str = ""  # how a stepper's value without a label is shown: "{:,} W", "${:,.2f} per GPU-hour"
+    # The only outputs this control can change (empty: any). A goal on another output is searched
+    # without it, so a what-if or a price does not multiply `lesson test`'s search; a test checks it.
+    affects: tuple[str, ...] = ()
 
     @property
     def decimal(self) -> bool:

@@ -410,6 +410,7 @@ class MemoryLedger(Instrument):
             "none",
             labels=tuple(label for label, _ in PARTS.values()),
             help="leave one part out of the bar to see what it weighs; the verdict still counts it",
+            affects=("switched_off_bytes", "counted_bytes", "counted_gb"),
         ),
     )
     outputs = {

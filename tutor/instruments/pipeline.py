@@ -221,6 +221,7 @@ class Pipeline(Instrument):
             COURSE_PRICE,
             fmt="${:,.2f} per GPU-hour",
             help="what one GPU-hour costs; the GPU Lab's source uses $2",
+            affects=("cost_per_billion_tokens", "llama2_70b_cost"),
         ),
         Control(
             "power",
@@ -231,6 +232,12 @@ class Pipeline(Instrument):
             labels=tuple(f"{w} W ({POWER_CARDS[w]})" for w in POWERS),
             fmt="{:,} W",
             help="watts each GPU draws, at its TDP; the model's hours stay an A100's",
+            affects=(
+                "energy_kwh_per_billion_tokens",
+                "co2_kg_per_billion_tokens",
+                "llama2_70b_energy_mwh",
+                "llama2_70b_co2_t",
+            ),
         ),
         Control(
             "grid",
@@ -240,6 +247,7 @@ class Pipeline(Instrument):
             0.4,
             fmt="{:g} kg CO2 per kWh (assumed)",
             help="the grid's carbon intensity, an assumption: hydro or nuclear under 0.05, coal about 0.8",
+            affects=("co2_kg_per_billion_tokens", "llama2_70b_co2_t"),
         ),
     )
     outputs = {
