@@ -67,6 +67,20 @@ LEAVE_CONFIRM_S = 3.0  # the second escape that leaves a lesson must follow the 
 TEXT_INPUTS = (Input, OptionList, TextArea, ControlRow)  # escape leaves these first, before leaving the lesson
 
 
+def trail_window(total: int, index: int, width: int) -> tuple[int, int]:
+    """The steps [first, last) the trail draws in `width` cells: all of them if they fit, else a
+    stretch around `index`, leaving a cell for "…" on each side that is cut."""
+    if total <= width:
+        return 0, total
+    room = max(width - 2, 1)
+    first = min(max(index - room // 2, 0), total - room)
+    if first == 0:
+        room += 1  # no "…" on the left
+    elif first + room >= total - 1:
+        first, room = total - room - 1, room + 1  # none on the right
+    return first, min(first + room, total)
+
+
 class LessonScreen(Screen):
     if TYPE_CHECKING:
         app = getters.app(TutorApp)
@@ -233,14 +247,21 @@ class LessonScreen(Screen):
             header = Text.assemble((lesson_title, "bold"), place, "\n", what, no_wrap=True)
         where.update(header)
         done = self.session.completed()
-        trail = Text()
-        for i, s in enumerate(self.lesson.steps):
+        trail = Text(no_wrap=True)
+        # One row: a lesson with more steps than columns shows the stretch around this step, "…"
+        # where steps are left out (gpu-lab's 82 steps at 80 columns).
+        first, last = trail_window(total, self.index, width)
+        if first > 0:
+            trail.append("…", style="dim")
+        for i in range(first, last):
             if i == self.index:
                 trail.append("◆", style="bold cyan")
-            elif s.id in done:
+            elif self.lesson.steps[i].id in done:
                 trail.append("●", style="green")
             else:
                 trail.append("○", style="dim")
+        if last < total:
+            trail.append("…", style="dim")
         self.query_one("#trail", Static).update(trail)
 
     SAY_TIMEOUT_S = 4
