@@ -16,12 +16,11 @@ import math
 from collections.abc import Callable, Iterator
 
 import torch
-from torch import nn
-from torch.utils.checkpoint import checkpoint_sequential
 
 from tutor.charts import bars
 from tutor.experiments.devices import Device
 from tutor.experiments.events import Event, Finished, Note, Started, Table
+from tutor.experiments.grad_checkpoint import loss_of, peak_above_start
 from tutor.experiments.model import linear_stack
 from tutor.experiments.specs.checkpoint_segments import CheckpointSegmentsParams, kept_activations, segment_counts
 from tutor.experiments.training import grad_of, saved_for_backward, seed_everything
@@ -31,23 +30,6 @@ from tutor.present import mib, seconds
 
 CALLS = 2  # steps per timed round and count
 WARMUP_BUDGET_S = 0.5  # per count: the counts share one model, so its first calls warm them all
-
-
-def loss_of(model: nn.Sequential, x: torch.Tensor, segments: int) -> torch.Tensor:
-    out = checkpoint_sequential(model, segments, x, use_reentrant=False)
-    return out.pow(2).mean()
-
-
-def peak_above_start(step: Callable[[], None], device: torch.device) -> int | None:
-    """Peak bytes allocated above the start of one step (CUDA only)."""
-    if device.type != "cuda":
-        return None
-    torch.cuda.synchronize(device)
-    start = torch.cuda.memory_allocated(device)
-    torch.cuda.reset_peak_memory_stats(device)
-    step()
-    torch.cuda.synchronize(device)
-    return torch.cuda.max_memory_allocated(device) - start
 
 
 def measure(p: CheckpointSegmentsParams, dev: Device) -> Iterator[Event]:

@@ -33,12 +33,12 @@ WARMUP_STEPS = 2
 MIB = 2**20
 
 
-def _forward(model: nn.Sequential, x: torch.Tensor, segments: int | None) -> torch.Tensor:
+def loss_of(model: nn.Sequential, x: torch.Tensor, segments: int | None) -> torch.Tensor:
     out = model(x) if segments is None else checkpoint_sequential(model, segments, x, use_reentrant=False)
     return out.pow(2).mean()
 
 
-def _peak(step: Callable[[], None], device: torch.device) -> int | None:
+def peak_above_start(step: Callable[[], None], device: torch.device) -> int | None:
     """Peak bytes allocated above the start of one step (CUDA only)."""
     if device.type != "cuda":
         return None
@@ -68,7 +68,7 @@ def measure(p: GradCheckpointParams, dev: Device) -> Iterator[Event]:
     for name, model, segments in (("plain", plain, None), ("checkpointed", ckpt, p.segments)):
         model.zero_grad()
         with saved_for_backward(model) as saved:
-            loss = _forward(model, x, segments)
+            loss = loss_of(model, x, segments)
         kept[name] = sum(saved.values())
         loss.backward()
     grads_match = all(
@@ -80,11 +80,14 @@ def measure(p: GradCheckpointParams, dev: Device) -> Iterator[Event]:
     def step(model: nn.Sequential, segments: int | None) -> Callable[[], None]:
         def one() -> None:
             model.zero_grad(set_to_none=False)  # gradients stay allocated: the peak is the step's own
-            _forward(model, x, segments).backward()
+            loss_of(model, x, segments).backward()
 
         return one
 
-    peaks = {"plain": _peak(step(plain, None), device), "checkpointed": _peak(step(ckpt, p.segments), device)}
+    peaks = {
+        "plain": peak_above_start(step(plain, None), device),
+        "checkpointed": peak_above_start(step(ckpt, p.segments), device),
+    }
     seconds = {
         "plain": seconds_per_call(step(plain, None), dev.torch_device, p.steps, WARMUP_STEPS),
         "checkpointed": seconds_per_call(step(ckpt, p.segments), dev.torch_device, p.steps, WARMUP_STEPS),
