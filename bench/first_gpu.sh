@@ -72,10 +72,11 @@ else
     step install 180 python3 -m pip install -q -e ".[test]"
 fi
 timeout_flag=()
-python3 -c "import pytest_timeout" 2> /dev/null && timeout_flag=(--timeout=90)  # one hung test, not the budget
+python3 -c "import pytest_timeout" 2> /dev/null && timeout_flag=(--timeout=60)  # one hung test, not the budget
 
 step selftest 60 python3 -m tutor doctor --selftest
-step pytest-gpu 240 python3 -m pytest -m gpu -p no:cacheprovider -v -rs --durations=15 "${timeout_flag[@]}"
+export GPUTUTOR_FAILURES_AT_ONCE=1  # a failure's traceback at once: a cut-off run never prints the summary
+step pytest-gpu 300 python3 -m pytest -m gpu -p no:cacheprovider -v -rs --durations=15 "${timeout_flag[@]}"
 step calibrate 90 python3 bench/calibrate.py --repeats 1
 step precision 90 python3 bench/precision.py --repeats 3
 step data-path 60 python3 bench/data_path.py

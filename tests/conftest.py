@@ -212,6 +212,11 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     tier = _tier(report.nodeid)
     if tier is not None:
         _tier_seconds[tier] = _tier_seconds.get(tier, 0.0) + (report.duration or 0.0)
+    if report.failed and os.environ.get("GPUTUTOR_FAILURES_AT_ONCE"):
+        # A run cut off by a time limit (bench/first_gpu.sh on a lent GPU) never reaches pytest's
+        # failure summary: each failure's traceback is printed the moment it happens instead.
+        sys.stdout.write(f"\n--- FAILED {report.nodeid} ({report.when})\n{report.longreprtext}\n")
+        sys.stdout.flush()
     if report.skipped:
         reason = str(report.longrepr[-1]) if isinstance(report.longrepr, tuple) else str(report.longrepr)
         _skips.append((report.nodeid, reason, "gpu" in report.keywords))
