@@ -115,6 +115,19 @@ RULES = {
         "tutor",
     },
     "tutor.instruments": {"tutor.instruments", "tutor"},
+    # bundles a learner submits and the class report: read by the hundred, so pure Python over
+    # the course model and the progress store (device facts come from stored runs, not torch)
+    "tutor.classroom": {
+        "tutor.classroom",
+        "tutor.course",
+        "tutor.checks",
+        "tutor.measurement",
+        "tutor.paths",
+        "tutor.settings",
+        "tutor.present",
+        "tutor.charts",
+        "tutor",
+    },
 }
 # torch is for the processes that train: the engine, the sandbox, and the headless CLI verbs
 # that run experiments in their own process (lazily, inside the verb). An experiment's spec is
@@ -128,6 +141,7 @@ NO_TORCH = (
     "tutor.ui",
     "tutor.course",
     "tutor.instruments",
+    "tutor.classroom",
     "tutor.authoring",
     "tutor.experiments.spec",
     "tutor.experiments.specs",
