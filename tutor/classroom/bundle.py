@@ -22,7 +22,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-FORMAT = "gpututor-bundle"
+FORMAT: Literal["gpututor-bundle"] = "gpututor-bundle"
 VERSION = 1  # a bundle of a later version is named and skipped by an older `gpututor class`
 
 Verdict = Literal["hit", "miss", "undecided", "unmeasured"]
@@ -184,7 +184,7 @@ def read(path: Path) -> Bundle:
     except json.JSONDecodeError as e:
         raise Unreadable(f"{path}:{e.lineno}: not JSON ({e.msg}); cut short or not a bundle") from None
     if not isinstance(data, dict) or data.get("format") != FORMAT:
-        raise Unreadable(f"{path}: not a gpututor bundle (no \"format\": \"{FORMAT}\")")
+        raise Unreadable(f'{path}: not a gpututor bundle (no "format": "{FORMAT}")')
     version = data.get("version")
     if not isinstance(version, int) or version > VERSION:
         raise Unreadable(

@@ -1,7 +1,7 @@
 """`gpututor`: the TUI with no sub-command, and its headless twins for scripts and instructors.
 
-Sub-commands: list, doctor, calibrate, roofline, run, check, exercise, instrument, export, profile for
-learners; lint, schema, new, lesson test for instructors (see DESIGN.md, "CLI contract").
+Sub-commands: list, doctor, calibrate, roofline, run, check, exercise, instrument, export, profile,
+submit for learners; lint, schema, new, lesson test, class for instructors (see DESIGN.md, "CLI contract").
 Exit codes: 0 ok, 1 a run failed, 2 bad input, 130 cancelled (Ctrl-C).
 
 Only argparse and the standard library load at start-up, so `gpututor --help` is
@@ -37,9 +37,11 @@ HANDLERS = {
     "instrument": ("learner", "cmd_instrument"),
     "export": ("learner", "cmd_export"),
     "profile": ("learner", "cmd_profile"),
+    "submit": ("learner", "cmd_submit"),
     "schema": ("instructor", "cmd_schema"),
     "new": ("instructor", "cmd_new"),
     "lesson": ("instructor", "cmd_lesson"),
+    "class": ("instructor", "cmd_class"),
 }
 
 
@@ -88,7 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
         "(MNIST location), GPUTUTOR_CACHE_DIR (downloaded MNIST, measured peaks, scratch files), "
         "GPUTUTOR_DEVICE (as --device), GPUTUTOR_MEMORY_MB (memory each run may allocate, host and GPU), "
         "GPUTUTOR_GPU_MEMORY_MB (GPU memory each run may use, on a shared GPU; settings.toml: "
-        "gpu_memory_mb), GPUTUTOR_THREADS (CPU threads training uses), GPUTUTOR_FORKSERVER=0 (start each exercise program afresh, not from the warm fork server), GPUTUTOR_CPU_BUDGET_S (seconds "
+        "gpu_memory_mb), GPUTUTOR_CLASS_DIR (the class folder; settings.toml: class_dir), GPUTUTOR_THREADS (CPU threads training uses), GPUTUTOR_FORKSERVER=0 (start each exercise program afresh, not from the warm fork server), GPUTUTOR_CPU_BUDGET_S (seconds "
         "of timed CPU work a run step plans for; heavier work is projected, and says so), NO_COLOR "
         "(plain output), GPUTUTOR_DEBUG=1 (show tracebacks). "
         "Exit codes: 0 ok, 1 a run failed, 2 bad input, 130 cancelled.",
@@ -184,10 +186,18 @@ def build_parser() -> argparse.ArgumentParser:
         help="set a parameter (repeatable), e.g. --set epochs=1 --set amp=bf16",
     )
     p.add_argument(
+        "--record",
+        metavar="LESSON:STEP",
+        help="run a lesson's run step as the tutor does and record it against that step: its own "
+        "parameters (a --set changes one), the step completed, and the predictions before it "
+        "revealed and printed; NAME may be left out (e.g. gpututor run --record gpu-training:run-1)",
+    )
+    p.add_argument(
         "--json",
         action="store_true",
         help='one JSON object per event; the last is {"event": "finished", "metrics": {...}} '
-        "(without NAME: the list of experiments as one object)",
+        '(with --record, then {"event": "recorded", "reveals": [...]}; '
+        "without NAME: the list of experiments as one object)",
     )
 
     p = sub.add_parser(
@@ -213,7 +223,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="grade one answer to a check, as the TUI does",
         description="Grade an answer to a lesson's check (or predict) step exactly as the "
         "TUI does, with the metrics of your latest recorded run of its verify experiment. "
-        "Exit 0 once graded, right or wrong (read `correct`), 2 for an empty answer or an "
+        "Nothing is recorded unless --record: then a check's answer counts in your progress "
+        "as in the TUI (a right one completes the step), and a prediction is locked, once, "
+        "and revealed if a recorded run of its run step measures it (`gpututor run --record "
+        "LESSON:STEP` records one). Exit 0 once graded, right or wrong (read `correct`), 2 for "
+        "an empty or unreadable answer (nothing recorded), a prediction already locked, or an "
         "unknown lesson or step.",
     )
     p.add_argument("lesson", metavar="LESSON", help="lesson id, e.g. gpu-training")
@@ -228,7 +242,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--json",
         action="store_true",
         help='print {"correct", "feedback", "missing", "matched_misconception", "score", "judged"}; '
-        "judged is false when it could not be graded (no option it names, nothing measured yet)",
+        "judged is false when it could not be graded (no option it names, nothing measured yet); "
+        'with --record, "recorded": true, and for a prediction the bundle\'s record of it instead',
+    )
+    p.add_argument(
+        "--record",
+        action="store_true",
+        help="record it in your progress as the TUI does (a check's attempt; a prediction locked)",
     )
 
     p = sub.add_parser(
@@ -294,6 +314,63 @@ def build_parser() -> argparse.ArgumentParser:
         "many were on target, a chart of them over time, and the steps to revisit for the worst.",
     )
     p.add_argument("--json", action="store_true", help='print {"concepts", "unscored", "worst", "advice", "message"}')
+
+    p = sub.add_parser(
+        "submit",
+        parents=[common],
+        help="write your results as one bundle file to hand in",
+        description="Write your results as one file for your instructor (`gpututor class` reads "
+        "a folder of them): for each lesson, every locked prediction with what was measured and "
+        "the verdict, every check answer, each exercise's verdict per requirement with the code "
+        "graded, hints and solutions seen, instrument moves; the machine your runs measured on "
+        "and each lesson file's version. Default: every lesson, to LEARNER-DATE.gpututor.json "
+        "here, or in the class folder's submissions/ when one is set (class_dir in "
+        "settings.toml, or $GPUTUTOR_CLASS_DIR). Your name is settings.toml's `learner`, asked "
+        "once in a terminal and saved there. The file carries a digest of its content, so a "
+        "bundle edited by hand shows as edited; that is a check against accidents, not proof.",
+    )
+    p.add_argument("lessons", nargs="*", metavar="LESSON", help="lesson ids (default: all)")
+    p.add_argument("-o", "--output", metavar="FILE", help="write to FILE (default: see above)")
+    p.add_argument("--learner", metavar="NAME", help="your name for this bundle (default: settings.toml's learner)")
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help='print {"file", "learner", "digest", "lessons", "predictions", "checks", "exercises", ...}',
+    )
+
+    p = sub.add_parser(
+        "class",
+        parents=[common],
+        help="the class report of a folder of learners' bundles, and a gradebook",
+        description="Read every learner's bundle (`gpututor submit`) in DIR and its subfolders and "
+        "report on the class: completion per lesson; the checks most missed first try, with the "
+        "misconception each wrong answer matched; each exercise's requirements failed first and how "
+        "many tries they took; the class's prediction profile per concept (the geometric mean of "
+        "predicted / measured over every learner's predictions, beside the spread of each learner's "
+        "own); the machines seen. Flagged: bundles edited after submit, from another version of a "
+        "lesson file, or measured by an older measurement method. A file that is not a bundle (cut "
+        "short, foreign, a newer format) is named and skipped; of two bundles from one learner the "
+        "later is kept. Gradebook scoring: a lesson's completion is the % of its steps done (of "
+        "100); a check scores 1 if any attempt was right; an exercise 1 if its last graded run "
+        "passed; a lesson missing from a bundle is blank, a step not tried 0. Predictions are not "
+        "graded. Exit 2 when DIR is missing or holds no bundle.",
+    )
+    p.add_argument("directory", metavar="DIR", help="the folder of bundles (searched with its subfolders)")
+    p.add_argument(
+        "--csv",
+        metavar="FILE",
+        help="write the gradebook in Canvas's Gradebook Import form: Student, ID, SIS User ID, SIS Login ID, "
+        "Section, a column per lesson's completion, check and exercise, and a Points Possible row "
+        "(the learner's name fills Student and SIS Login ID: name learners by their login)",
+    )
+    p.add_argument(
+        "--long-csv",
+        metavar="FILE",
+        help="write one row per learner and step: learner, lesson, step, kind, verdict, score (for any "
+        "other LMS or a spreadsheet; a prediction scores 1 hit, 0 miss, blank undecided)",
+    )
+    p.add_argument("--html", metavar="FILE", help="write the report as one HTML file that opens with no network")
+    p.add_argument("--json", action="store_true", help="print the report as one JSON object")
 
     p = sub.add_parser(
         "schema",

@@ -1,4 +1,4 @@
-"""The learner's verbs: the TUI, list, doctor, check, exercise, instrument, export, profile."""
+"""The learner's verbs: the TUI, list, doctor, check, exercise, instrument, export, profile, submit."""
 
 from __future__ import annotations
 
@@ -393,6 +393,8 @@ def cmd_check(args: argparse.Namespace, ctx: Context) -> int:
     answer = sys.stdin.read() if args.answer == "-" else args.answer
     if not answer.strip():
         return bad(args, "check", "the answer is empty: give it with --answer TEXT (or --answer - to read stdin)")
+    if getattr(args, "record", False):
+        return _check_recorded(args, lesson, step, answer)
     with Progress() as progress:
         if progress.warning:
             eprint(f"warning: {progress.warning}")
@@ -418,6 +420,71 @@ def cmd_check(args: argparse.Namespace, ctx: Context) -> int:
             style="dim",
             markup=False,
         )
+    return OK
+
+
+def _check_recorded(args: argparse.Namespace, lesson: Any, step: Any, answer: str) -> int:
+    """`check --record`: a check's answer graded and recorded as the TUI records it (a right one
+    completes the step); a prediction locked (once), and revealed where a stored run measures it."""
+    from tutor.cli.run import VERDICT_WORDS, reveal_line
+    from tutor.course.lesson import PredictStep, RunStep
+    from tutor.course.progress import Progress
+    from tutor.course.session import LessonSession, Reveal, Unreadable
+
+    with Progress() as progress:
+        if progress.warning:
+            eprint(f"warning: {progress.warning}")
+        session = LessonSession(lesson, progress)
+        if isinstance(step, PredictStep):
+            locked = session.prediction(step)
+            if locked is not None:
+                from tutor.classroom.collect import iso
+
+                return bad(
+                    args,
+                    "check",
+                    f"your prediction for {step.id!r} is already locked ({locked.answer!r}, at "
+                    f"{iso(locked.locked_at)}): a prediction is locked once",
+                )
+            try:
+                locked = session.lock(step, answer)
+            except Unreadable as e:
+                return bad(args, "check", f"{e} (nothing was recorded)")
+            from tutor.classroom.collect import prediction_record
+
+            record = prediction_record(session, step, locked)
+            revealed = session.reveal(step)
+            if args.json:
+                print_json({"recorded": True, **record.model_dump(mode="json")})
+                return OK
+            c = rich_console()
+            c.print(f"locked: {locked.answer}", markup=False)
+            if isinstance(revealed, Reveal):  # a stored run of its step measures it: the reveal, as the TUI shows it
+                c.print(f"{VERDICT_WORDS[record.verdict]}: {record.feedback}", markup=False)
+            else:
+                c.print(reveal_line(revealed), markup=False)
+                after = lesson.run_after(lesson.index(step.id))
+                if isinstance(after, RunStep):
+                    c.print(
+                        f"(without the tutor: gpututor run {after.experiment} --record {lesson.id}:{after.id})",
+                        style="dim",
+                        markup=False,
+                    )
+            return OK
+        try:
+            graded = session.answer(step, answer)
+        except Unreadable as e:
+            return bad(args, "check", f"{e} (nothing was recorded)")
+    verdict = graded.verdict
+    if args.json:
+        print_json({"recorded": True, **verdict.as_dict()})
+        return OK
+    c = rich_console()
+    c.print("[bold green]correct[/] (recorded)" if verdict.correct else "[bold yellow]not yet[/] (recorded)")
+    if verdict.feedback:
+        c.print(verdict.feedback, markup=False)
+    if verdict.missing:
+        c.print(f"missing: {', '.join(verdict.missing)}", markup=False)
     return OK
 
 
@@ -468,7 +535,7 @@ def _grade_exercise_file(args: argparse.Namespace, lesson: Any, step: Any, path:
     def grade(code: str) -> Any:
         result = grade_exercise(step, code, workdir, on_output=stream)
         if session is not None:
-            session.record_exercise(step, result.passed, result.summary)
+            session.record_exercise(step, result, code)
         return result
 
     if not args.file and not args.json:
@@ -706,3 +773,127 @@ def cmd_profile(args: argparse.Namespace, ctx: Context) -> int:
         for u in found.unscored:
             c.print(f"  {u.place.name()}: {u.why}", style="dim", markup=False)
     return OK
+
+
+LEARNER_UNSET = (
+    'no learner name: add `learner = "Your Name"` to {settings}, or give --learner NAME '
+    "(asked once, and saved, when gpututor submit runs in a terminal)"
+)
+
+
+def _learner_name(args: argparse.Namespace, saved: Any) -> str | None:
+    """--learner, else settings.toml's `learner`, else asked once in a terminal (and saved)."""
+    given = (args.learner or "").strip() or saved.learner
+    if given or not sys.stdin.isatty():
+        return given or None
+    from tutor import settings as user_settings
+
+    try:
+        typed = input("Your name, as your instructor knows you (saved in settings.toml): ").strip()
+    except EOFError:
+        return None
+    if typed:
+        path = user_settings.save_learner(typed, saved.path)
+        eprint(f"saved learner = {typed!r} in {path}")
+    return typed or None
+
+
+def _file_slug(name: str) -> str:
+    """A learner's name as part of a file name: letters, digits and dashes."""
+    import re
+    import unicodedata
+
+    plain = unicodedata.normalize("NFKD", name).encode("ascii", "ignore").decode()
+    return re.sub(r"[^a-z0-9]+", "-", plain.lower()).strip("-") or "learner"
+
+
+def cmd_submit(args: argparse.Namespace, ctx: Context) -> int:
+    check_lesson_dirs(ctx)
+    import datetime
+
+    from tutor import settings as user_settings
+    from tutor.classroom import bundle as bundles
+    from tutor.classroom.collect import build
+    from tutor.course.catalog import discover
+    from tutor.course.progress import Progress
+
+    catalog = discover(ctx.lessons_dirs)
+    ids = [item.lesson.id for item in catalog.lessons]
+    for wanted in args.lessons:
+        if wanted not in ids:
+            return bad(args, "submit", f"unknown lesson {wanted!r}{closest(wanted, ids)}; available: {', '.join(ids)}")
+    chosen = [
+        (item.lesson, item.path) for item in catalog.lessons if not args.lessons or item.lesson.id in args.lessons
+    ]
+    saved = user_settings.load()
+    learner = _learner_name(args, saved)
+    if not learner:
+        return bad(args, "submit", LEARNER_UNSET.format(settings=saved.path))
+    if args.output:
+        target = args.output
+    else:
+        name = f"{_file_slug(learner)}-{datetime.date.today().isoformat()}.gpututor.json"
+        class_dir = user_settings.class_dir(saved)
+        if class_dir is None:
+            target = name
+        elif not class_dir.is_dir():
+            return bad(
+                args,
+                "submit",
+                f"the class folder {class_dir} does not exist (class_dir in {saved.path}, or "
+                f"${user_settings.CLASS_DIR_ENV}); ask your instructor for its path, or give -o FILE",
+            )
+        else:
+            submissions = class_dir / "submissions"
+            try:
+                submissions.mkdir(exist_ok=True)
+            except OSError as e:
+                return bad(args, "submit", f"cannot make {submissions} ({e.strerror or e}); give -o FILE")
+            target = str(submissions / name)
+    with Progress() as progress:
+        if progress.warning:
+            eprint(f"warning: {progress.warning}")
+        sealed = build(chosen, progress, learner)
+    out = write_file(target, bundles.dumps(sealed), "bundle.gpututor.json")
+    counts = _bundle_counts(sealed)
+    if args.json:
+        print_json({"file": str(out), "learner": learner, "digest": sealed.digest, **counts})
+        return OK
+    c = rich_console()
+    c.print(
+        f"Bundle for {learner}: {counts['lessons']} lesson(s), {counts['started']} started, "
+        f"{counts['steps_completed']} step(s) completed",
+        markup=False,
+    )
+    c.print(
+        f"  predictions: {counts['predictions']} locked, {counts['predictions_measured']} measured "
+        f"({counts['hits']} on target)",
+        markup=False,
+    )
+    c.print(f"  checks: {counts['checks']} answered, {counts['checks_first_try']} right first try", markup=False)
+    c.print(f"  exercises: {counts['exercises']} tried, {counts['exercises_passed']} passed", markup=False)
+    c.print(f"  machine: {sealed.machine.device}", markup=False)
+    c.print(f"Wrote {out}", markup=False)
+    return OK
+
+
+def _bundle_counts(sealed: Any) -> dict[str, int]:
+    lessons = sealed.lessons
+    predictions = [p for lesson in lessons for p in lesson.predictions]
+    checks = [c for lesson in lessons for c in lesson.checks]
+    exercises = [e for lesson in lessons for e in lesson.exercises]
+    return {
+        "lessons": len(lessons),
+        "started": sum(
+            bool(lesson.completed or lesson.predictions or lesson.checks or lesson.exercises or lesson.instruments)
+            for lesson in lessons
+        ),
+        "steps_completed": sum(len(lesson.completed) for lesson in lessons),
+        "predictions": len(predictions),
+        "predictions_measured": sum(p.verdict != "unmeasured" for p in predictions),
+        "hits": sum(p.verdict == "hit" for p in predictions),
+        "checks": len(checks),
+        "checks_first_try": sum(c.first_try for c in checks),
+        "exercises": len(exercises),
+        "exercises_passed": sum(e.passed for e in exercises),
+    }

@@ -147,6 +147,13 @@ def cmd_run(args: argparse.Namespace, ctx: Context) -> int:
 
     for issue in activate_packs(ctx.lessons_dirs):
         eprint(f"warning: lesson pack not loaded: {issue}")
+    target = None
+    if getattr(args, "record", None):
+        try:
+            target = run_step_target(ctx, args.record, args.name)
+        except UsageError as e:
+            return bad(str(e))
+        args.name = target[1].experiment
     if not args.name:  # the list of experiments, as `instrument` lists the instruments: a success
         if args.json:
             print_json(_experiments_json())
@@ -162,6 +169,14 @@ def cmd_run(args: argparse.Namespace, ctx: Context) -> int:
         values = parse_sets(args.sets)
     except UsageError as e:
         return bad(str(e))
+    if target is not None:  # as the TUI runs the step: its own settings, repeated until its predictions are decided
+        lesson, step = target
+        from tutor.course.progress import Progress
+        from tutor.course.session import LessonSession
+
+        with Progress() as progress:
+            decide = LessonSession(lesson, progress).decide_params(step)
+        values = {**step.start_params(), **decide, **values}
     try:
         params = exp.make_params(values)
     except ValidationError as e:
@@ -187,7 +202,7 @@ def cmd_run(args: argparse.Namespace, ctx: Context) -> int:
                 checkpoint_target(str(getattr(params, key)), key)
             except ValueError as e:
                 return bad(str(e))
-    return _run_stream(exp.name, values, params.model_dump(), device, ctx, emit, errors)
+    return _run_stream(exp.name, values, params.model_dump(), device, ctx, emit, errors, target)
 
 
 def _params_problem(exp: Any, e: Any) -> str:
@@ -206,7 +221,36 @@ def _params_problem(exp: Any, e: Any) -> str:
     return "; ".join(problems)
 
 
-def _run_stream(name: str, values: dict, params: dict, device: Any, ctx: Context, emit: Any, errors: Any) -> int:
+def run_step_target(ctx: Context, given: str, name: str | None) -> tuple[Any, Any]:
+    """(lesson, run step) named by --record LESSON:STEP; its experiment must be NAME, where given."""
+    from tutor.cli.context import BadInput, find_step
+    from tutor.course.lesson import RunStep
+
+    lesson_id, sep, step_id = given.partition(":")
+    if not sep or not lesson_id or not step_id:
+        raise UsageError(f"--record expects LESSON:STEP (e.g. --record gpu-training:run-1), got {given!r}")
+    try:
+        lesson, step = find_step(ctx, lesson_id, step_id, (RunStep,), "run steps", "not a run step")
+    except BadInput as e:
+        raise UsageError(str(e)) from None
+    if name and name != step.experiment:
+        raise UsageError(
+            f"step {step.id!r} of {lesson.id!r} runs {step.experiment!r}, not {name!r}: "
+            f"gpututor run {step.experiment} --record {given}"
+        )
+    return lesson, step
+
+
+def _run_stream(
+    name: str,
+    values: dict,
+    params: dict,
+    device: Any,
+    ctx: Context,
+    emit: Any,
+    errors: Any,
+    target: tuple[Any, Any] | None = None,
+) -> int:
     from tutor import experiments
     from tutor.experiments.events import Finished
 
@@ -236,16 +280,18 @@ def _run_stream(name: str, values: dict, params: dict, device: Any, ctx: Context
             import traceback
 
             traceback.print_exc()
-        _record(name, params, device, {}, "failed", message)
+        _record(name, params, device, {}, "failed", message, target)
         emit.error(message)
         return FAILED
     if metrics is None:
         message = f"experiment {name!r} ended without reporting its results (no Finished event)"
-        _record(name, params, device, {}, "failed", message)
+        _record(name, params, device, {}, "failed", message, target)
         emit.error(message)
         return FAILED
-    _record(name, params, device, metrics, "finished", None)
+    reveals = _record(name, params, device, metrics, "finished", None, target)
     emit.done(metrics, time.monotonic() - start)
+    if target is not None:
+        emit.revealed(target[0].id, target[1], reveals)
     return OK
 
 
@@ -257,25 +303,72 @@ def _close(gen: Any) -> None:
         pass
 
 
-def _record(name: str, params: dict, device: Any, metrics: dict, status: str, error: str | None) -> None:
-    """Keep the run in the progress store; a store problem is a warning, not a failed run."""
+def _record(
+    name: str,
+    params: dict,
+    device: Any,
+    metrics: dict,
+    status: str,
+    error: str | None,
+    target: tuple[Any, Any] | None = None,
+) -> list[Any]:
+    """Keep the run in the progress store; a store problem is a warning, not a failed run. With a
+    lesson's run step (`--record`), recorded against it as the TUI records it: a finished run
+    completes the step; returned, the predictions it reveals (Reveal or Pending)."""
     try:
         from tutor.course import machine
         from tutor.course.progress import Progress
+        from tutor.course.session import LessonSession, RunOutcome
 
         with Progress() as progress:
-            progress.record_run(
-                experiment=name,
-                params=params,
-                device={**device.as_dict(), **machine.stamp()},
-                metrics=metrics,
-                status=status,
-                error=error,
-            )
+            if target is not None:
+                lesson, step = target
+                outcome = RunOutcome(name, params, status, metrics, device.as_dict(), error)
+                reveals = LessonSession(lesson, progress).record_run(step, outcome)
+            else:
+                reveals = []
+                progress.record_run(
+                    experiment=name,
+                    params=params,
+                    device={**device.as_dict(), **machine.stamp()},
+                    metrics=metrics,
+                    status=status,
+                    error=error,
+                )
             if progress.warning:
                 eprint(f"warning: {progress.warning}")
+            return reveals
     except Exception as e:  # noqa: BLE001
         eprint(f"warning: the run was not recorded in your progress ({type(e).__name__}: {e})")
+        return []
+
+
+VERDICT_WORDS = {
+    "hit": "on target",
+    "miss": "off target",
+    "undecided": "can't tell yet",
+    "unmeasured": "not scored",
+}
+
+
+def reveal_facts(revealed: Any) -> dict[str, Any]:
+    """A Reveal or Pending as values: {"step", "verdict", "summary"}; verdict as a bundle says it."""
+    from tutor.classroom.collect import verdict_of
+    from tutor.course.session import Pending
+
+    if isinstance(revealed, Pending):
+        return {"step": revealed.step.id if revealed.step else None, "verdict": "unmeasured", "summary": revealed.text}
+    judged = revealed.judge()
+    summary = judged.score.summary + (f"; {judged.not_scored}" if judged.not_scored else "")
+    return {"step": revealed.step.id, "verdict": verdict_of(judged), "summary": summary}
+
+
+def reveal_line(revealed: Any) -> str:
+    facts = reveal_facts(revealed)
+    where = f"{facts['step']}: " if facts["step"] else ""
+    if facts["verdict"] == "unmeasured" and not hasattr(revealed, "judge"):
+        return f"{where}{facts['summary']}"
+    return f"{where}{VERDICT_WORDS[facts['verdict']]}: {facts['summary']}"
 
 
 class _JsonEvents:
@@ -296,6 +389,11 @@ class _JsonEvents:
     def cancelled(self) -> None:
         print_json({"event": "cancelled", "message": "cancelled"})
         eprint("cancelled")
+
+    def revealed(self, lesson_id: str, step: Any, reveals: list[Any]) -> None:
+        print_json(
+            {"event": "recorded", "lesson": lesson_id, "step": step.id, "reveals": [reveal_facts(r) for r in reveals]}
+        )
 
 
 class _HumanEvents:
@@ -389,3 +487,8 @@ class _HumanEvents:
 
     def cancelled(self) -> None:
         eprint("cancelled")
+
+    def revealed(self, lesson_id: str, step: Any, reveals: list[Any]) -> None:
+        self.console.print(f"recorded as step {step.id!r} of {lesson_id!r}: the step is complete", markup=False)
+        for r in reveals:
+            self.console.print(f"  your prediction {reveal_line(r)}", markup=False)

@@ -32,7 +32,8 @@ from typing import Any, TypeVar
 
 T = TypeVar("T")
 
-SCHEMA_VERSION = 5  # 2: drafts (exercise code as the learner types); 3: instrument moves; 4: reviews; 5: aids
+SCHEMA_VERSION = 6  # 2: drafts (exercise code as the learner types); 3: instrument moves; 4: reviews; 5: aids;
+# 6: gradings (each graded run of an exercise, per requirement) and the misconception an answer matched
 
 # How long to wait for another program's lock: briefly at start-up (the first screen is
 # due within a second), a little longer for a write (another gpututor's writes take ms).
@@ -119,7 +120,25 @@ CREATE TABLE IF NOT EXISTS aids (
     at        REAL NOT NULL
 );
 CREATE INDEX IF NOT EXISTS aids_step ON aids (lesson_id, step_id);
+CREATE TABLE IF NOT EXISTS gradings (
+    id           INTEGER PRIMARY KEY AUTOINCREMENT,
+    lesson_id    TEXT NOT NULL,
+    step_id      TEXT NOT NULL,
+    code         TEXT NOT NULL,
+    requirements TEXT NOT NULL,  -- JSON: [{id, title, passed, judged, feedback}]
+    passed       INTEGER NOT NULL,
+    summary      TEXT NOT NULL,
+    at           REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS gradings_step ON gradings (lesson_id, step_id);
 """
+
+# Columns added to a table after it first shipped: (table, column, its declaration). CREATE TABLE
+# IF NOT EXISTS leaves an older file's table as it was, so `_migrate` adds these where missing.
+_ADDED_COLUMNS = (
+    ("answers", "misconception", "TEXT"),  # the rubric misconception a wrong answer matched (6)
+    ("reviews", "misconception", "TEXT"),
+)
 
 
 @dataclass(frozen=True)
@@ -146,6 +165,20 @@ class AnswerRecord:
     answer: str
     correct: bool
     feedback: str
+    at: float
+    misconception: str | None = None  # the rubric misconception it matched, where the grader named one
+
+
+@dataclass(frozen=True)
+class Grading:
+    """One graded run of a learner's exercise program: the code, and each requirement's verdict."""
+
+    lesson_id: str
+    step_id: str
+    code: str
+    requirements: list[dict[str, Any]]  # {id, title, passed, judged, feedback}
+    passed: bool
+    summary: str
     at: float
 
 
@@ -305,6 +338,9 @@ class Progress:
             for statement in _SCHEMA.split(";"):
                 if statement.strip():
                     conn.execute(statement)
+            for table, column, declared in _ADDED_COLUMNS:
+                if column not in {r[1] for r in conn.execute(f"PRAGMA table_info({table})")}:
+                    conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {declared}")
             if version < SCHEMA_VERSION:
                 conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
             conn.execute("COMMIT")
@@ -486,8 +522,16 @@ class Progress:
 
     # -- answers
 
-    def record_answer(self, lesson_id: str, step_id: str, answer: str, correct: bool, feedback: str) -> None:
-        self._add_answer("answers", lesson_id, step_id, answer, correct, feedback)
+    def record_answer(
+        self,
+        lesson_id: str,
+        step_id: str,
+        answer: str,
+        correct: bool,
+        feedback: str,
+        misconception: str | None = None,
+    ) -> None:
+        self._add_answer("answers", lesson_id, step_id, answer, correct, feedback, misconception)
 
     def answers(self, lesson_id: str, step_id: str) -> list[AnswerRecord]:
         """Every answer to one step in its lesson, oldest first."""
@@ -495,8 +539,16 @@ class Progress:
 
     # -- review (a finished lesson's checks asked again; kept apart from the lesson's own answers)
 
-    def record_review(self, lesson_id: str, step_id: str, answer: str, correct: bool, feedback: str) -> None:
-        self._add_answer("reviews", lesson_id, step_id, answer, correct, feedback)
+    def record_review(
+        self,
+        lesson_id: str,
+        step_id: str,
+        answer: str,
+        correct: bool,
+        feedback: str,
+        misconception: str | None = None,
+    ) -> None:
+        self._add_answer("reviews", lesson_id, step_id, answer, correct, feedback, misconception)
 
     def reviews(self, lesson_id: str, step_id: str) -> list[AnswerRecord]:
         """Every review answer to one check, oldest first."""
@@ -505,13 +557,23 @@ class Progress:
     # The two tables have the same columns; `table` is one of these two names, never input.
     _ANSWER_TABLES = ("answers", "reviews")
 
-    def _add_answer(self, table: str, lesson_id: str, step_id: str, answer: str, correct: bool, feedback: str) -> None:
+    def _add_answer(
+        self,
+        table: str,
+        lesson_id: str,
+        step_id: str,
+        answer: str,
+        correct: bool,
+        feedback: str,
+        misconception: str | None = None,
+    ) -> None:
         assert table in self._ANSWER_TABLES
 
         def write(c: sqlite3.Connection) -> None:
             c.execute(
-                f"INSERT INTO {table} (lesson_id, step_id, answer, correct, feedback, at) VALUES (?, ?, ?, ?, ?, ?)",
-                (lesson_id, step_id, str(answer), int(bool(correct)), str(feedback or ""), time.time()),
+                f"INSERT INTO {table} (lesson_id, step_id, answer, correct, feedback, at, misconception) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (lesson_id, step_id, str(answer), int(bool(correct)), str(feedback or ""), time.time(), misconception),
             )
 
         self._write(write)
@@ -519,10 +581,48 @@ class Progress:
     def _answers_in(self, table: str, lesson_id: str, step_id: str) -> list[AnswerRecord]:
         assert table in self._ANSWER_TABLES
         rows = self._query(
-            f"SELECT answer, correct, feedback, at FROM {table} WHERE lesson_id = ? AND step_id = ? ORDER BY id",
+            f"SELECT answer, correct, feedback, at, misconception FROM {table} "
+            "WHERE lesson_id = ? AND step_id = ? ORDER BY id",
             (lesson_id, step_id),
         )
-        return [AnswerRecord(lesson_id, step_id, a, bool(c), f, at) for a, c, f, at in rows]
+        return [AnswerRecord(lesson_id, step_id, a, bool(c), f, at, m) for a, c, f, at, m in rows]
+
+    # -- gradings: each graded run of an exercise, with the code and every requirement's verdict
+
+    def record_grading(
+        self,
+        lesson_id: str,
+        step_id: str,
+        code: str,
+        requirements: list[dict[str, Any]],
+        passed: bool,
+        summary: str,
+    ) -> None:
+        def write(c: sqlite3.Connection) -> None:
+            c.execute(
+                "INSERT INTO gradings (lesson_id, step_id, code, requirements, passed, summary, at) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (lesson_id, step_id, code, dumps(requirements), int(bool(passed)), str(summary or ""), time.time()),
+            )
+
+        self._write(write)
+
+    def gradings(self, lesson_id: str, step_id: str) -> list[Grading]:
+        """Every graded run of one exercise, oldest first."""
+        rows = self._query(
+            "SELECT code, requirements, passed, summary, at FROM gradings WHERE lesson_id = ? AND step_id = ? "
+            "ORDER BY id",
+            (lesson_id, step_id),
+        )
+        found = []
+        for code, requirements, passed, summary, at in rows:
+            decoded = loads(requirements)
+            found.append(
+                Grading(
+                    lesson_id, step_id, code, decoded if isinstance(decoded, list) else [], bool(passed), summary, at
+                )
+            )
+        return found
 
     # -- aids: the hints and solutions a learner asked for
 
@@ -692,6 +792,7 @@ class Progress:
                 "drafts",
                 "instrument_moves",
                 "reviews",
+                "gradings",
             ):
                 c.execute(f"DELETE FROM {table} WHERE lesson_id = ?", (lesson_id,))
 

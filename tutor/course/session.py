@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeGuard
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 from tutor import checks, instruments, present
 from tutor.checks.answers import ChoiceAnswer, NumberAnswer, PredictionScore, Verdict
@@ -35,6 +35,9 @@ from tutor.course.progress import AnswerRecord, Move, Prediction, Progress, RunR
 from tutor.experiments.spec import DECIDE, NOISE_GATE, NOISE_WHY, Metric
 from tutor.measurement import method
 from tutor.measurement.intervals import GUARD
+
+if TYPE_CHECKING:
+    from tutor.exercises.grader import ExerciseResult
 
 GIVE_UP_AFTER = 1  # graded attempts before the answer may be shown without asking twice
 EMPTY_PREDICTION = "Type your prediction first: any honest guess is fine."
@@ -105,6 +108,14 @@ class Evidence:
         if not self.ratio:
             return own
         return (1 + (GUARD if own is None else own)) ** 2 - 1
+
+    def unit(self, metric: str | None) -> str:
+        """The unit `metric` is measured in, as its experiment declares it ("" where none says); a
+        ratio of two runs' is a factor, "x"."""
+        if self.ratio:
+            return "x"
+        declared = self._declared(metric)
+        return declared.unit if declared is not None else ""
 
     def interval_words(self, metric: str | None) -> str:
         """What `metric`'s interval is, where its experiment says it is not a typical value's."""
@@ -339,7 +350,14 @@ class LessonSession:
         graded = self.grade(step, answer)
         if not graded.judged:
             raise Unreadable(graded.verdict.feedback)
-        self.progress.record_answer(self.id, step.id, graded.answer, graded.correct, graded.verdict.feedback)
+        self.progress.record_answer(
+            self.id,
+            step.id,
+            graded.answer,
+            graded.correct,
+            graded.verdict.feedback,
+            graded.verdict.matched_misconception,
+        )
         if graded.correct:
             self.complete(step)
         return graded
@@ -400,7 +418,14 @@ class LessonSession:
         graded = self.grade(step, answer)
         if not graded.judged:
             raise Unreadable(graded.verdict.feedback)
-        self.progress.record_review(self.id, step.id, graded.answer, graded.correct, graded.verdict.feedback)
+        self.progress.record_review(
+            self.id,
+            step.id,
+            graded.answer,
+            graded.correct,
+            graded.verdict.feedback,
+            graded.verdict.matched_misconception,
+        )
         return graded
 
     # ------------------------------------------------------------------ predictions
@@ -573,10 +598,17 @@ class LessonSession:
         self.progress.save_draft(self.id, step.id, code)
         workspace.write_code(self.code_file(step), code)
 
-    def record_exercise(self, step: ExerciseStep, passed: bool, summary: str) -> None:
-        """A graded run of the learner's program; a pass completes the step."""
-        self.progress.record_answer(self.id, step.id, "(code)", passed, summary)
-        if passed:
+    def record_exercise(self, step: ExerciseStep, result: ExerciseResult, code: str) -> None:
+        """A graded run of the learner's program (`code`): each requirement's verdict and the code
+        (for the bundle a learner submits), and an answer row (review and export count those); a
+        pass completes the step."""
+        requirements = [
+            {"id": r.id, "title": r.name, "passed": r.passed, "judged": r.judged, "feedback": r.feedback}
+            for r in result.requirements
+        ]
+        self.progress.record_grading(self.id, step.id, code, requirements, result.passed, result.summary)
+        self.progress.record_answer(self.id, step.id, "(code)", result.passed, result.summary)
+        if result.passed:
             self.complete(step)
 
     # ------------------------------------------------------------------ instruments

@@ -52,6 +52,7 @@ class ExerciseStepView(StepView[ExerciseStep]):
     class Graded(Message):
         result: Any  # tutor.exercises.grader.ExerciseResult, or None when the run could not start
         error: str | None = None
+        code: str = ""  # the code that was graded (recorded with its verdicts)
 
     def __init__(self, session: LessonSession, index: int) -> None:
         super().__init__(session, index)
@@ -336,7 +337,7 @@ class ExerciseStepView(StepView[ExerciseStep]):
                 on_output=lambda text: self.post_message(self.Output(text)),
                 cancelled=lambda: worker.is_cancelled,
             )
-            self.post_message(self.Graded(result))
+            self.post_message(self.Graded(result, code=code))
         except Exception as exc:  # noqa: BLE001 - shown as a sentence, the lesson goes on
             from tutor import errors
 
@@ -367,11 +368,11 @@ class ExerciseStepView(StepView[ExerciseStep]):
                 ),
                 top=True,
             )
-            self.session.record_exercise(self.step, True, result.summary)  # and completes it
+            self.session.record_exercise(self.step, result, message.code)  # and completes it
             self.post_message(self.Completed(self.step.id))
         else:
             self._status(Text.assemble(("✗ Not yet: ", "bold red"), result.summary), top=True)
-            self.session.record_exercise(self.step, False, result.summary)
+            self.session.record_exercise(self.step, result, message.code)
         self.refresh_hint()
 
     def action_stop_or_leave(self) -> None:
