@@ -1,4 +1,4 @@
-"""The instructor's verbs: lint, schema, new, lesson test."""
+"""The instructor's verbs: lint, schema, new, lesson test, class."""
 
 from __future__ import annotations
 
@@ -17,9 +17,11 @@ from tutor.cli.context import (
     Context,
     UsageError,
     activate_packs,
+    bad,
     eprint,
     json_safe,
     pack_dirs,
+    print_json,
     rich_console,
     write_file,
 )
@@ -264,4 +266,47 @@ def cmd_new(args: argparse.Namespace, ctx: Context) -> int:
 
     if any(p.stem == lesson_id for p in builtin_lessons_dir().glob("*.y*ml")):
         eprint(f"note: {lesson_id!r} is a built-in lesson's id: loaded with --lessons-dir, this file replaces it")
+    return OK
+
+
+def cmd_class(args: argparse.Namespace, ctx: Context) -> int:
+    """The class report of a folder of learners' bundles: terminal, JSON, gradebook CSVs, HTML."""
+    from tutor.classroom import gradebook, report
+    from tutor.course.catalog import discover
+
+    directory = Path(args.directory).expanduser()
+    if not directory.is_dir():
+        return bad(args, "class", f"{args.directory}: no such folder; name the folder the bundles were handed in to")
+    loaded = report.load_dir(directory)
+    if not loaded.bundles:
+        found = (
+            f"{loaded.files} .json file{'s' if loaded.files != 1 else ''}, none a bundle"
+            if loaded.files
+            else "no .json files"
+        )
+        skipped = "".join(f"\n  {s.path}: {s.reason}" for s in loaded.skipped[:5])
+        return bad(args, "class", f"{args.directory}: no learner's bundle in it ({found}){skipped}")
+    catalog = discover(ctx.lessons_dirs)
+    built = report.build(loaded, [(item.lesson, item.path) for item in catalog.lessons])
+    outputs = [
+        (args.csv, lambda: gradebook.gradebook_csv(built), "grades.csv"),
+        (args.long_csv, lambda: gradebook.long_csv(built), "grades-long.csv"),
+    ]
+    if args.html:
+        import importlib
+
+        # helper-3's module: render(ClassReport) -> str, one self-contained page (imported by name
+        # until it lands; the lead may make this a plain import)
+        class_html = importlib.import_module("tutor.classroom.html")
+        outputs.append((args.html, lambda: class_html.render(built), "class.html"))
+    written = [str(write_file(name, make(), example)) for name, make, example in outputs if name]
+    if args.json:
+        print_json({**built.as_dict(), "written": written})
+        return OK
+    from tutor.classroom.terminal import render
+
+    console = rich_console()
+    console.print(render(built))
+    for path in written:
+        console.print(f"Wrote {path}")
     return OK
