@@ -343,3 +343,41 @@ def test_the_terminal_report_reads_at_80_columns(tmp_path, lessons, cpu_hash):
 def _in_order(needle: str, haystack: str) -> bool:
     rest = iter(haystack)
     return all(ch in rest for ch in needle)
+
+
+def test_the_cli_report_folds_at_80_columns_never_crops(tmp_path, capsys, monkeypatch, cpu_hash):
+    """As `gpututor class` prints it (rich_console, not a test console): a sentence longer than the
+    screen folds onto the next line, whole."""
+    monkeypatch.setenv("COLUMNS", "80")
+    class_of_three(tmp_path, cpu_hash)
+    assert main(["class", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert max(len(line) for line in out.splitlines()) <= 80
+    sentence = "The class over-predicts GPU speed-ups x4 (2 predictions by 2 learners, 0 on target)"
+    assert re.sub(r"\s+", "", sentence) in re.sub(r"\s+", "", out)
+
+
+@pytest.mark.parametrize("bad_error", [math.nan, math.inf, -math.inf, 800.0])
+def test_a_hand_edited_error_without_a_ratio_is_left_out_not_a_traceback(tmp_path, bad_error):
+    """JSON takes NaN and Infinity, and a learner may forge a digest: such an error has no ratio (as
+    profile.py gives none past a float's range), so the bias is the other learner's alone."""
+    write(tmp_path, "a.json", bundle("A", [lesson_record("sha256:h", 1, predictions=[prediction("p", bad_error)])]))
+    write(tmp_path, "b.json", bundle("B", [lesson_record("sha256:h", 1, predictions=[prediction("p", math.log(3))])]))
+    built = report.build(report.load_dir(tmp_path))
+    (c,) = built.concepts
+    assert c.bias == pytest.approx(3.0)
+    assert (c.predictions, c.with_ratio, c.learner_biases) == (2, 1, pytest.approx((3.0,)))
+    console = Console(width=80, record=True, file=io.StringIO())
+    console.print(render(built))
+    assert "GPU speed-ups" in console.export_text()
+    assert json.dumps(built.as_dict(), allow_nan=False)
+
+
+def test_a_learner_name_that_is_a_formula_is_inert_in_both_csvs(tmp_path, cpu_hash):
+    write(tmp_path, "f.json", bundle('=HYPERLINK("http://x","y")', [lesson_record(cpu_hash, 1)]))
+    write(tmp_path, "z.json", bundle("Zoë", [lesson_record(cpu_hash, 1)]))
+    built = report.build(report.load_dir(tmp_path))
+    rows = list(csv.reader(io.StringIO(gradebook.gradebook_csv(built))))[2:]
+    assert [(r[0], r[3]) for r in rows] == [('\'=HYPERLINK("http://x","y")',) * 2, ("Zoë", "Zoë")]
+    long_rows = list(csv.DictReader(io.StringIO(gradebook.long_csv(built))))
+    assert {r["learner"] for r in long_rows} == {'\'=HYPERLINK("http://x","y")', "Zoë"}

@@ -37,6 +37,13 @@ def _cell(value: float | None) -> str:
     return str(int(value)) if float(value).is_integer() else number(value)
 
 
+def _text(typed: str) -> str:
+    """A learner's name as they typed it, made inert for a spreadsheet: a cell starting with = + - @
+    (or a tab or return) is a formula to Excel and LibreOffice, so it gets a leading apostrophe
+    (OWASP's advice for CSV injection); any other name is left exactly as typed, for Canvas to match."""
+    return "'" + typed if typed.startswith(("=", "+", "-", "@", "\t", "\r")) else typed
+
+
 def gradebook_csv(report: ClassReport) -> str:
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
@@ -44,7 +51,8 @@ def gradebook_csv(report: ClassReport) -> str:
     writer.writerow(["    Points Possible", "", "", "", "", *(_cell(item.points) for item in report.items)])
     for learner in report.learners:
         scores = [_cell(learner.scores.get(item.key)) for item in report.items]
-        writer.writerow([learner.learner, "", "", learner.learner, "", *scores])
+        name = _text(learner.learner)
+        writer.writerow([name, "", "", name, "", *scores])
     return out.getvalue()
 
 
@@ -61,5 +69,5 @@ def long_csv(report: ClassReport) -> str:
     writer.writerow(LONG_COLUMNS)
     for learner in report.learners:
         for r in learner.results:
-            writer.writerow([learner.learner, r.lesson, r.step, r.kind, r.verdict, _cell(r.score)])
+            writer.writerow([_text(learner.learner), r.lesson, r.step, r.kind, r.verdict, _cell(r.score)])
     return out.getvalue()

@@ -639,7 +639,7 @@ def _concepts(chosen: list[tuple[Path, Bundle]]) -> list[ConceptSummary]:
                     p.answer,
                     None,
                     profile.SignedError(
-                        p.log_error,
+                        _ratio(p.log_error),
                         0 if p.verdict == "hit" or p.log_error is None else (p.log_error > 0) - (p.log_error < 0),
                         p.verdict == "hit",
                         p.feedback,
@@ -652,17 +652,18 @@ def _concepts(chosen: list[tuple[Path, Bundle]]) -> list[ConceptSummary]:
         )
         per_learner: dict[str, list[float]] = {}
         for who, p in scored:
-            if p.log_error is not None:
-                per_learner.setdefault(who, []).append(p.log_error)
+            if (error := _ratio(p.log_error)) is not None:
+                per_learner.setdefault(who, []).append(error)
         biases = tuple(sorted(math.exp(sum(es) / len(es)) for es in per_learner.values()))
         verdicts = Counter(p.verdict for _, p in found)
+        learners = len({who for who, _ in scored})
         rows.append(
             (
                 same.badness() if same.count else (0.0, 0.0),
                 ConceptSummary(
                     concept=concept,
                     label=profile.concept_label(concept),
-                    learners=len({who for who, _ in scored}),
+                    learners=learners,
                     predictions=len(found),
                     scored=len(scored),
                     with_ratio=len(same.errors),
@@ -674,12 +675,20 @@ def _concepts(chosen: list[tuple[Path, Bundle]]) -> list[ConceptSummary]:
                     typical=same.typical,
                     learner_biases=biases,
                     verdict=same.verdict if same.count else "unrated",
-                    sentence=class_sentence(same, len(per_learner)) if same.count else _nothing_yet(concept),
+                    sentence=class_sentence(same, learners) if same.count else _nothing_yet(concept),
                 ),
             )
         )
     rows.sort(key=lambda r: (-r[0][0], -r[0][1], r[1].concept))
     return [summary for _, summary in rows]
+
+
+def _ratio(log_error: float | None) -> float | None:
+    """A bundle's signed error as profile.py would have it: a NaN, an infinity or a factor past a
+    float's range (a hand-edited file) has no ratio, as profile._log_ratio gives none."""
+    if log_error is None or not math.isfinite(log_error) or abs(log_error) > profile.MAX_LOG_ERROR:
+        return None
+    return log_error
 
 
 def _nothing_yet(concept: str) -> str:

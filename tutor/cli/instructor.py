@@ -306,7 +306,9 @@ def cmd_class(args: argparse.Namespace, ctx: Context) -> int:
     from tutor.classroom.terminal import render
 
     console = rich_console()
-    console.print(render(built))
+    # Wrapped here, not by the terminal: rich_console's soft wrap would crop a folded sentence at 80
+    # columns ("... 0 on ta").
+    console.print(render(built), soft_wrap=False)
     for path in written:
         console.print(f"Wrote {path}")
     return OK
