@@ -165,3 +165,60 @@ def test_submit_asks_for_the_name_once_in_a_terminal_and_refuses_without_one(tmp
     monkeypatch.chdir(tmp_path)
     code, out, _ = cli(capsys, home, "submit", LESSON)  # the default name, here
     assert code == 0 and list(tmp_path.glob("barbara-liskov-*.gpututor.json"))
+
+
+# gpu-lab's basics-predict: MNISTClassifier's parameters in float32, worked out by hand
+# (fc1 784x256+256, fc2 256x128+128, fc3 128x10+10) = 235,146 parameters x 4 bytes.
+PARAMETER_BYTES = (784 * 256 + 256 + 256 * 128 + 128 + 128 * 10 + 10) * 4
+
+
+def test_a_class_report_from_real_runs_graded_cell_by_cell(tmp_path, capsys, class_dir):
+    """Two learners measure the same model with a real run and predict 2x and 8x what it holds: the
+    class over-predicts memory x4 (the geometric mean). The gradebook's cells are worked out by hand
+    from what each learner did; a truncated file in the folder is named and skipped."""
+    lab = "gpu-lab"
+    did = {"ada": (2, ["2", "1"]), "grace": (8, ["2"])}  # factor predicted, check-tf32 answers in order
+    for name, (factor, answers) in did.items():
+        home = tmp_path / name
+        home.mkdir()
+        (home / "settings.toml").write_text(f'learner = "{name.title()}"\n', encoding="utf-8")
+        guess = str(factor * PARAMETER_BYTES)
+        assert cli(capsys, home, "check", lab, "basics-predict", "--answer", guess, "--record")[0] == 0
+        assert cli(capsys, home, "run", "--record", f"{lab}:basics-run", "--json")[0] == 0
+        for answer in answers:
+            assert cli(capsys, home, "check", lab, "check-tf32", "--answer", answer, "--record")[0] == 0
+        assert cli(capsys, home, "submit", lab, "--json")[0] == 0
+    (class_dir / "submissions" / "cut.gpututor.json").write_text('{"format": "gpututor-bundle", "vers', "utf-8")
+
+    gradebook, long_csv = tmp_path / "grades.csv", tmp_path / "long.csv"
+    code, out, err = cli(capsys, tmp_path, "class", str(class_dir), "--csv", str(gradebook),
+                         "--long-csv", str(long_csv), "--json")  # fmt: skip
+    assert code == 0, err
+    report = json.loads(out)
+
+    # the gradebook: one row per learner, a column per graded item (Canvas's form)
+    import csv
+
+    rows = list(csv.DictReader(gradebook.open(encoding="utf-8")))
+    learners = {r["Student"]: r for r in rows if r["Student"].strip() != "Points Possible"}
+    assert sorted(learners) == ["Ada", "Grace"]
+    check_column = next(c for c in rows[0] if "check-tf32" in c)
+    # ada answered option 2 (wrong: "float32 matmuls run in TF32"), then 1 (right); grace only 2
+    assert (learners["Ada"][check_column], learners["Grace"][check_column]) == ("1", "0")
+    # completion: both did basics-predict, basics-run and (ada) check-tf32, of gpu-lab's steps
+    steps = len(discover().get(lab).lesson.steps)
+    completion = next(c for c in rows[0] if lab in c and "complet" in c.lower())
+    assert float(learners["Ada"][completion]) == round(100 * 3 / steps, 1)  # one decimal
+    assert float(learners["Grace"][completion]) == round(100 * 2 / steps, 1)
+
+    # the long CSV: each prediction a miss (x2 and x8 off), measured by each learner's own run
+    long_rows = list(csv.DictReader(long_csv.open(encoding="utf-8")))
+    predicted = {(r["learner"], r["verdict"]) for r in long_rows if r["step"] == "basics-predict"}
+    assert predicted == {("Ada", "miss"), ("Grace", "miss")}
+
+    # the class's prediction profile: bias = exp(mean(log 2, log 8)) = 4, learners at 2 and 8
+    (memory,) = [c for c in report["concepts"] if c["concept"] == "memory"]
+    assert memory["bias"] == pytest.approx(4.0, rel=1e-6)
+    assert "over" in memory["sentence"] and "memory" in memory["sentence"]
+    # the truncated file, named
+    assert any("cut.gpututor.json" in s["path"] for s in report["skipped"])
