@@ -115,6 +115,18 @@ RULES = {
         "tutor",
     },
     "tutor.instruments": {"tutor.instruments", "tutor"},
+    # `gpututor inspect`: the learner's own script run in the sandbox's process (torch only in the
+    # child's side: hooks, watched_main), its report beside the memory ledger and the measured roof
+    "tutor.inspect": {
+        "tutor.inspect",
+        "tutor.exercises.sandbox",
+        "tutor.exercises.child",
+        "tutor.instruments.memory_ledger",
+        "tutor.experiments.devices",
+        "tutor.measurement.peak",
+        "tutor.measurement.vendor_peaks",
+        "tutor",
+    },
     # bundles a learner submits and the class report: read by the hundred, so pure Python over
     # the course model and the progress store (device facts come from stored runs, not torch)
     "tutor.classroom": {

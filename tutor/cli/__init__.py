@@ -1,6 +1,6 @@
 """`gpututor`: the TUI with no sub-command, and its headless twins for scripts and instructors.
 
-Sub-commands: list, doctor, calibrate, roofline, run, check, exercise, instrument, export, profile,
+Sub-commands: list, doctor, calibrate, roofline, run, inspect, check, exercise, instrument, export, profile,
 submit for learners; lint, schema, new, lesson test, class for instructors (see DESIGN.md, "CLI contract").
 Exit codes: 0 ok, 1 a run failed, 2 bad input, 130 cancelled (Ctrl-C).
 
@@ -31,6 +31,7 @@ HANDLERS = {
     "calibrate": ("hardware", "cmd_calibrate"),
     "roofline": ("hardware", "cmd_roofline"),
     "run": ("run", "cmd_run"),
+    "inspect": ("inspect", "cmd_inspect"),
     "lint": ("instructor", "cmd_lint"),
     "check": ("learner", "cmd_check"),
     "exercise": ("learner", "cmd_exercise"),
@@ -166,6 +167,30 @@ def build_parser() -> argparse.ArgumentParser:
         help='print {"calibration", "stale", "roof", "points", "listed", "elsewhere"} (before any '
         'calibrate: calibration, stale and roof null, and a "message")',
     )
+
+    p = sub.add_parser(
+        "inspect",
+        parents=[common],
+        help="watch your own training script: step-time split, MFU, memory, mistakes",
+        description="Run your own training script as `python SCRIPT ARGS` would (its folder, its imports), "
+        "watched for a window of optimizer steps, then stopped on purpose: where a step's time goes, MFU "
+        "against this machine's measured roof, memory beside the ledger's formula, and the course's mistakes "
+        "it shows, each with its evidence and lesson. Options go before SCRIPT or between SCRIPT and --; "
+        "the script's own arguments after --. Exit 0 watched, 1 it crashed, hung or did not train, 2 no such file.",
+    )
+    p.add_argument("script", metavar="SCRIPT", help="the training script, e.g. main.py")
+    p.add_argument("script_args", nargs="*", metavar="-- ARGS", help="the script's own arguments, after --")
+    p.add_argument("--steps", type=_positive_int, default=20, metavar="N", help="steps timed (default 20)")
+    p.add_argument("--warmup", type=_positive_int, default=3, metavar="N", help="steps before the window (default 3)")
+    p.add_argument(
+        "--timeout", type=_positive_int, default=120, metavar="S", help="time limit in seconds (default 120)"
+    )
+    p.add_argument(
+        "--compare-plain",
+        action="store_true",
+        help="also run the script with only a step clock and report watching's overhead on the timed steps",
+    )
+    p.add_argument("--json", action="store_true", help="print the report as one JSON object")
 
     p = sub.add_parser(
         "run",
@@ -520,8 +545,19 @@ def _silence_stdout() -> None:
         pass
 
 
+def _script_args(argv: list[str]) -> tuple[list[str], list[str] | None]:
+    """`inspect SCRIPT [OPTIONS] -- ARGS`: everything after the -- is the script's own, options included."""
+    if "inspect" in argv and "--" in argv[argv.index("inspect") :]:
+        cut = argv.index("--", argv.index("inspect"))
+        return argv[:cut], argv[cut + 1 :]
+    return argv, None
+
+
 def _main(argv: list[str] | None) -> int:
+    argv, script_args = _script_args(list(sys.argv[1:] if argv is None else argv))
     args = build_parser().parse_args(argv)
+    if script_args is not None:
+        args.script_args = script_args
     ctx = _context(args)
     from tutor import paths, threads
 

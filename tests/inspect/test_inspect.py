@@ -1,0 +1,203 @@
+"""`gpututor inspect`: each planted mistake found, none on the clean script, FLOPs and MFU against
+a hand count, the step-time split summing to the step, and bad scripts named plainly. Short
+windows (a few steps) keep each run to a few seconds."""
+
+from __future__ import annotations
+
+import json
+import math
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from tutor.cli import main
+from tutor.inspect import findings, launch
+
+SCRIPTS = Path(__file__).resolve().parents[1] / "inspect_scripts"
+SMALL = SCRIPTS / "small_train.py"
+WARMUP, STEPS = 2, 6
+
+
+def inspect(script: Path, args: list[str], timeout: float = 60, **kw) -> findings.Report:
+    ran = launch.run_script(script, args, warmup=WARMUP, steps=STEPS, timeout=timeout, **kw)
+    return findings.build(script, args, ran, timeout)
+
+
+@pytest.fixture(scope="module")
+def small_runs() -> dict[str, findings.Report]:
+    mistakes = ["none", "item", "keep-losses", "no-zero-grad", "cpu-model", "slow-data"]
+    return {m: inspect(SMALL, ["--mistake", m]) for m in mistakes}
+
+
+def keys(report: findings.Report) -> set[str]:
+    return {f.key for f in report.findings}
+
+
+def small_mlp_flops(batch: int) -> int:
+    """By hand: a matmul (m x k)(k x n) is 2mkn. Forward: every layer. Backward: every weight's
+    gradient (the forward's count again) and every layer's input gradient but the first's."""
+    layers = [(784, 512), (512, 512), (512, 10)]
+    forward = sum(2 * batch * i * o for i, o in layers)
+    input_grads = sum(2 * batch * i * o for i, o in layers[1:])
+    return 2 * forward + input_grads
+
+
+def test_the_clean_script_is_watched_and_stopped_with_no_finding(small_runs):
+    report = small_runs["none"]
+    assert report.ok, report.problem
+    assert report.outcome == "stopped" and "stopped on purpose" in (report.stopped_note or "")
+    assert report.steps_timed == STEPS and report.steps_done == WARMUP + 1 + STEPS
+    assert report.findings == []
+
+
+@pytest.mark.parametrize(
+    "mistake,key",
+    [
+        ("item", "sync-per-step"),
+        ("keep-losses", "losses-kept"),
+        ("no-zero-grad", "no-zero-grad"),
+        ("slow-data", "data-wait"),
+    ],
+)
+def test_each_planted_mistake_is_found_alone(small_runs, mistake, key):
+    report = small_runs[mistake]
+    assert report.ok, report.problem
+    assert keys(report) == {key}, [f.evidence for f in report.findings]
+    found = report.findings[0]
+    assert found.evidence and ":" in found.lesson
+
+
+def test_a_model_left_on_the_cpu_is_no_finding_where_there_is_no_accelerator(small_runs):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("an accelerator is here: test_cpu_model_on_a_gpu_machine covers it")
+    assert keys(small_runs["cpu-model"]) == set()
+
+
+@pytest.mark.gpu
+def test_cpu_model_on_a_gpu_machine():
+    report = inspect(SMALL, ["--mistake", "cpu-model"])
+    assert "model-on-cpu" in keys(report)
+    clean = inspect(SMALL, [])
+    assert "model-on-cpu" not in keys(clean) and clean.split_how.startswith("GPU")
+
+
+def test_flops_match_the_hand_count_and_mfu_follows_from_them(small_runs):
+    report = small_runs["none"]
+    hand = small_mlp_flops(batch=64)
+    assert report.flops_per_step == pytest.approx(hand, rel=0.05)
+    assert report.roof_tflops, report.mfu_how
+    assert report.steps_per_s is not None and report.mfu is not None
+    by_hand = hand * report.steps_per_s / (report.roof_tflops * 1e12)
+    assert report.mfu == pytest.approx(by_hand, rel=0.05)
+    assert report.roof_dtype == "float32"
+
+
+def test_the_split_sums_to_the_step(small_runs):
+    for report in small_runs.values():
+        parts = {p.name: p.seconds for p in report.split}
+        assert all(v >= 0 for v in parts.values())
+        assert parts["forward"] > 0 and parts["backward"] > 0 and parts["optimizer"] > 0
+        assert math.isclose(sum(p.share for p in report.split), 1.0, rel_tol=1e-6)
+    slow = {p.name: p.share for p in small_runs["slow-data"].split}
+    clean = {p.name: p.share for p in small_runs["none"].split}
+    assert slow["data"] > 2 * clean["data"]
+
+
+def test_memory_parts_beside_the_ledger(small_runs):
+    report = small_runs["none"]
+    parts = {p.name: p for p in report.memory}
+    params = 784 * 512 + 512 + 512 * 512 + 512 + 512 * 10 + 10
+    assert parts["weights"].measured_bytes == parts["weights"].formula_bytes == params * 4
+    assert parts["gradients"].measured_bytes == params * 4
+    assert parts["optimizer state"].measured_bytes == parts["optimizer state"].formula_bytes == params * 4  # momentum
+    # saved for backward: the batch, two ReLU outputs, log-softmax and the labels, at the least
+    assert parts["activations"].measured_bytes >= 64 * 784 * 4 + 2 * 64 * 512 * 4
+    assert report.peak_bytes and report.peak_bytes >= sum(p.measured_bytes or 0 for p in report.memory)
+
+
+def mnist_cnn_flops(batch: int) -> int:
+    conv1 = 2 * batch * 32 * 26 * 26 * 1 * 9  # the first layer: no input gradient
+    rest = 2 * batch * (64 * 24 * 24 * 32 * 9 + 9216 * 128 + 128 * 10)
+    return 2 * conv1 + 3 * rest
+
+
+def test_a_script_shaped_like_pytorch_examples_mnist():
+    report = inspect(SCRIPTS / "mnist_example.py", ["--batch-size", "32", "--workers", "1"])
+    assert report.ok, (report.problem, report.output_tail)
+    assert report.flops_per_step == pytest.approx(mnist_cnn_flops(32), rel=0.05)
+    assert report.findings == [], [f.evidence for f in report.findings]
+    assert "Train Epoch: 1" in report.output_tail
+    optimizer = next(p for p in report.memory if p.name == "optimizer state")
+    # Adadelta: two buffers a parameter, and a one-number step counter per weight the formula leaves out
+    assert optimizer.measured_bytes == pytest.approx(optimizer.formula_bytes, rel=1e-4)
+
+
+def write(tmp_path: Path, name: str, code: str) -> Path:
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(code), encoding="utf-8")
+    return path
+
+
+TRAIN = """
+import torch
+model = torch.nn.Linear(8, 2)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for step in range(1000):
+    opt.zero_grad()
+    model(torch.randn(4, 8)).sum().backward()
+    opt.step()
+"""
+
+
+def run_cli(capsys, *argv: str) -> tuple[int, dict]:
+    code = main(["inspect", "--json", *argv])
+    return code, json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+
+
+def test_a_crash_is_named_with_its_line(tmp_path, capsys):
+    script = write(
+        tmp_path,
+        "crash.py",
+        TRAIN.replace("opt.step()", "opt.step()\n    if step == 2:\n        raise ValueError('bad batch')"),
+    )
+    code, out = run_cli(capsys, str(script))
+    assert code == 1 and out["outcome"] == "crashed"
+    assert "ValueError at line 10: bad batch" in out["problem"] and "after 3 optimizer steps" in out["problem"]
+
+
+def test_a_hang_is_stopped_at_the_limit_and_says_where(tmp_path, capsys):
+    script = write(
+        tmp_path,
+        "hang.py",
+        TRAIN.replace("opt.step()", "opt.step()\n    if step == 1:\n        import time; time.sleep(600)"),
+    )
+    code, out = run_cli(capsys, "--timeout", "8", str(script))
+    assert code == 1 and out["outcome"] == "timed_out"
+    assert "time limit" in out["problem"] and "after 2 optimizer steps" in out["problem"]
+
+
+def test_no_torch_and_what_it_wrote(tmp_path, capsys):
+    script = write(tmp_path, "hello.py", "print('hello from the script')\nopen('notes.txt', 'w').write('x')\n")
+    code, out = run_cli(capsys, str(script))
+    assert code == 1 and out["outcome"] == "no_torch" and "does not use torch" in out["problem"]
+    assert "hello from the script" in out["output_tail"] and out["files_written"] == ["notes.txt"]
+
+
+def test_a_script_that_does_not_train(tmp_path, capsys):
+    script = write(tmp_path, "eval.py", "import torch\nprint(torch.nn.Linear(3, 1)(torch.ones(3)))\n")
+    code, out = run_cli(capsys, str(script))
+    assert code == 1 and out["outcome"] == "no_training" and "without taking an optimizer step" in out["problem"]
+
+
+def test_a_missing_script_is_bad_input(tmp_path, capsys):
+    assert main(["inspect", str(tmp_path / "nope.py")]) == 2
+    assert "no such file" in capsys.readouterr().err
+
+
+def test_the_scripts_own_arguments_go_after_the_double_dash(capsys):
+    code, out = run_cli(capsys, "--steps", "3", str(SMALL), "--warmup", "1", "--", "--mistake", "item")
+    assert code == 0 and out["args"] == ["--mistake", "item"] and out["steps_timed"] == 3
+    assert [f["key"] for f in out["findings"]] == ["sync-per-step"]

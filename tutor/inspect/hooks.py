@@ -1,0 +1,611 @@
+"""What `gpututor inspect` watches inside the learner's own training script (its own process).
+
+A step is one optimizer step: it ends where `optimizer.step()` returns (PyTorch's global step
+post-hook). The run is cut into windows of steps, each with one job:
+
+- warm-up (`warmup` steps): nothing timed; from the second on, whether the gradients are still
+  the last step's when backward starts (zero_grad missing);
+- the probe step: FLOPs (`torch.utils.flop_counter.FlopCounterMode`), the activations autograd
+  saves (saved-tensor hooks: unique storage bytes) or the CUDA allocator's peak, the weights,
+  gradients and optimizer state; slow instruments, so on a step of its own, never a timed one;
+- the timed window (`steps` steps): a clock read at each phase boundary and nothing else. On a
+  CPU the work is done when the call returns, so the split is the real split; on a GPU the
+  phases only queue work, so the window times the steps as a whole (synchronised at its two
+  ends) and
+- the split window (a GPU only, `split_steps`): the same steps again with a synchronize at each
+  phase boundary, which stalls the queue, so it says where the time goes, not how long a step
+  takes unwatched.
+
+Then the script is stopped on purpose (`Stopped`, raised from the optimizer step).
+
+Phases: data (inside a DataLoader iterator's `__next__`), copy (a `Tensor.to`/`.cuda()` that
+moved a tensor to another device), forward (from the first top-level module call of a training
+step with gradients on until backward: the model and the loss), backward (`Tensor.backward`),
+optimizer (`step` and `zero_grad`), other (the rest of the step: logging, the script's own code).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+import weakref
+from typing import Any
+
+PHASES = ("data", "copy", "forward", "backward", "optimizer", "other")
+LOSSES_KEPT = 64  # weak references to the latest losses backward was called on
+OLD_AFTER = 3  # a loss this many steps old that is still alive is held by the script
+
+
+class Stopped(BaseException):
+    """Raised from the optimizer step after the last watched step: the script is stopped on
+    purpose (a BaseException, so the script's own `except Exception` lets it through)."""
+
+
+class Watch:
+    def __init__(self, script: str, warmup: int = 3, steps: int = 20, split_steps: int = 5) -> None:
+        self.script_dir = os.path.dirname(os.path.abspath(script))
+        self.warmup = max(1, warmup)
+        self.steps = max(1, steps)
+        self.split_steps = split_steps
+        self.clock = time.perf_counter  # the real one, before any script patches time
+        self.step = 0  # optimizer steps finished
+        self.phase = "other"
+        self.mark = self.clock()
+        self.step_start = self.mark
+        self.acc = dict.fromkeys(PHASES, 0.0)
+        self.reads = 0  # .item()/.tolist()/.cpu() of a device tensor, from the script's files, this step
+        self.syncs = 0  # of those, reads of a tensor on an accelerator (each waits for the queue)
+        self.clock_reads = 0  # the script's own clock reads this step (a GPU only)
+        self.script_syncs = 0  # synchronize calls the script made (a GPU only), all steps
+        self.timed: list[dict[str, float]] = []
+        self.split: list[dict[str, float]] = []
+        self.window_s: float | None = None  # the timed window, end to end
+        self.window_start = 0.0
+        self.real_sync: Any = None
+        self.sync: Any = None  # torch.cuda.synchronize while the split window runs
+        self.cuda = False
+        self.accelerator: str | None = None
+        self.depth = 0
+        self.forward_this_step = False
+        self.backward_this_step = False
+        self.forward_info: dict[str, Any] | None = None
+        self.backward_autocast = False
+        self.zero_grads = 0
+        self.grad_checks: list[dict[str, Any]] = []
+        self.losses: list[tuple[int, Any]] = []
+        self.losses_alive_old = 0
+        self.losses_checked = 0
+        self.loader: dict[str, Any] | None = None
+        self.loaders_seen = 0
+        self.scaler_calls = 0
+        self.saves: list[dict[str, Any]] = []
+        self.probe: dict[str, Any] = {}
+        self._flop_mode: Any = None
+        self._saved_hooks: Any = None
+        self._saved: dict[int, int] = {}
+        self._param_ptrs: set[int] = set()
+        self._optimizer: Any = None
+        self._mine: dict[str, bool] = {}
+        self._patches: list[tuple[Any, str, Any]] = []
+        self._handles: list[Any] = []
+        self.finished = False
+
+    # ------------------------------------------------------------ windows
+
+    @property
+    def probe_step(self) -> int:
+        return self.warmup + 1
+
+    @property
+    def last_timed(self) -> int:
+        return self.probe_step + self.steps
+
+    @property
+    def last_step(self) -> int:
+        return self.last_timed + (self.split_steps if self.cuda else 0)
+
+    def _in_probe(self) -> bool:
+        return self.step + 1 == self.probe_step  # the step under way
+
+    def _checked(self) -> bool:
+        """Steps where a slower look is allowed: warm-up from the second on, and the probe step."""
+        return 2 <= self.step + 1 <= self.probe_step
+
+    # ------------------------------------------------------------ the phase clock
+
+    def _enter(self, phase: str) -> None:
+        if self.sync is not None:
+            self.sync()
+        now = self.clock()
+        self.acc[self.phase] += now - self.mark
+        self.mark = now
+        self.phase = phase
+
+    def _mine_file(self, depth: int = 2) -> bool:
+        name = sys._getframe(depth).f_code.co_filename
+        mine = self._mine.get(name)
+        if mine is None:
+            mine = os.path.dirname(os.path.abspath(name)) == self.script_dir
+            self._mine[name] = mine
+        return mine
+
+    # ------------------------------------------------------------ install
+
+    def _patch(self, owner: Any, name: str, new: Any) -> None:
+        self._patches.append((owner, name, getattr(owner, name)))
+        setattr(owner, name, new)
+
+    def uninstall(self) -> None:
+        for owner, name, original in reversed(self._patches):
+            setattr(owner, name, original)
+        for handle in self._handles:
+            handle.remove()
+        self._patches.clear()
+        self._handles.clear()
+
+    def install(self) -> None:
+        import torch
+
+        self.cuda = torch.cuda.is_available()
+        mps = getattr(torch.backends, "mps", None)
+        self.accelerator = "cuda" if self.cuda else "mps" if mps is not None and mps.is_available() else None
+        self._install_modules(torch)
+        self._install_moves(torch)
+        self._install_data(torch)
+        self._install_backward(torch)
+        self._install_optim(torch)
+        self._install_reads(torch)
+        self._install_saves(torch)
+        if self.cuda:
+            self._install_clocks(torch)
+
+    def _install_modules(self, torch: Any) -> None:
+        from torch.nn.modules import module as nn_module
+
+        watch = self
+
+        def pre(module: Any, args: tuple) -> None:
+            if watch.depth == 0 and torch.is_grad_enabled():
+                if watch.phase == "other":
+                    watch._enter("forward")
+                if not watch.forward_this_step:
+                    watch.forward_this_step = True
+                    if watch.forward_info is None or watch._in_probe():
+                        watch.forward_info = _forward_info(torch, module, args)
+            watch.depth += 1
+
+        def post(module: Any, args: tuple, output: Any) -> None:
+            watch.depth = max(0, watch.depth - 1)
+
+        self._handles.append(nn_module.register_module_forward_pre_hook(pre))
+        self._handles.append(nn_module.register_module_forward_hook(post, always_call=True))
+
+    def _install_moves(self, torch: Any) -> None:
+        watch = self
+
+        def timed_move(real: Any) -> Any:
+            def move(tensor: Any, *args: Any, **kwargs: Any) -> Any:
+                if watch.sync is not None:
+                    watch.sync()
+                start = watch.clock()
+                out = real(tensor, *args, **kwargs)
+                if out is tensor or not isinstance(out, torch.Tensor) or out.device == tensor.device:
+                    return out
+                if watch.sync is not None:
+                    watch.sync()
+                now = watch.clock()
+                watch.acc[watch.phase] += start - watch.mark
+                watch.acc["copy"] += now - start
+                watch.mark = now
+                return out
+
+            return move
+
+        self._patch(torch.Tensor, "to", timed_move(torch.Tensor.to))
+        self._patch(torch.Tensor, "cuda", timed_move(torch.Tensor.cuda))
+
+    def _install_data(self, torch: Any) -> None:
+        from torch.utils.data import dataloader
+
+        watch = self
+        real_next = dataloader._BaseDataLoaderIter.__next__
+
+        def next_batch(iterator: Any) -> Any:
+            if watch.sync is not None:
+                watch.sync()
+            start = watch.clock()
+            try:
+                return real_next(iterator)
+            finally:
+                now = watch.clock()
+                watch.acc[watch.phase] += start - watch.mark
+                watch.acc["data"] += now - start
+                watch.mark = now
+                if watch.loader is None or watch._in_probe():
+                    watch.loader = {
+                        "num_workers": getattr(iterator, "_num_workers", None),
+                        "pin_memory": bool(getattr(iterator, "_pin_memory", False)),
+                        "batch_size": getattr(getattr(iterator, "_index_sampler", None), "batch_size", None),
+                    }
+
+        self._patch(dataloader._BaseDataLoaderIter, "__next__", next_batch)
+
+    def _install_backward(self, torch: Any) -> None:
+        watch = self
+        real = torch.Tensor.backward
+
+        def backward(tensor: Any, *args: Any, **kwargs: Any) -> Any:
+            first = not watch.backward_this_step
+            watch.backward_this_step = True
+            if first and watch._checked() and watch.step >= 1:
+                watch._check_stale_gradients(torch)
+            if watch._in_probe():
+                watch._stop_saved_hooks()
+                kind = watch.forward_info.get("device_type", "cpu") if watch.forward_info else "cpu"
+                watch.backward_autocast = watch.backward_autocast or _autocast_on(torch, kind)
+            if tensor.grad_fn is not None:
+                watch.losses.append((watch.step, weakref.ref(tensor)))
+                del watch.losses[:-LOSSES_KEPT]
+            watch._enter("backward")
+            try:
+                return real(tensor, *args, **kwargs)
+            finally:
+                watch._enter("other")
+
+        self._patch(torch.Tensor, "backward", backward)
+
+    def _install_optim(self, torch: Any) -> None:
+        from torch.optim import optimizer as optim
+
+        watch = self
+
+        def pre(opt: Any, args: tuple, kwargs: dict) -> None:
+            watch._enter("optimizer")
+            watch._optimizer = weakref.ref(opt)
+
+        def post(opt: Any, args: tuple, kwargs: dict) -> None:
+            watch._end_step(torch)
+
+        self._handles.append(optim.register_optimizer_step_pre_hook(pre))
+        self._handles.append(optim.register_optimizer_step_post_hook(post))
+
+        def zeroing(real: Any) -> Any:
+            def zero_grad(owner: Any, *args: Any, **kwargs: Any) -> Any:
+                watch.zero_grads += 1
+                was = watch.phase
+                watch._enter("optimizer")
+                try:
+                    return real(owner, *args, **kwargs)
+                finally:
+                    watch._enter(was)
+
+            return zero_grad
+
+        self._patch(torch.optim.Optimizer, "zero_grad", zeroing(torch.optim.Optimizer.zero_grad))
+        self._patch(torch.nn.Module, "zero_grad", zeroing(torch.nn.Module.zero_grad))
+        scaler = getattr(getattr(torch, "amp", None), "GradScaler", None)
+        if scaler is not None:
+            real_scale = scaler.scale
+
+            def scale(owner: Any, outputs: Any) -> Any:
+                watch.scaler_calls += 1
+                return real_scale(owner, outputs)
+
+            self._patch(scaler, "scale", scale)
+
+    def _install_reads(self, torch: Any) -> None:
+        watch = self
+
+        def counted(real: Any, always: bool) -> Any:
+            def read(tensor: Any, *args: Any, **kwargs: Any) -> Any:
+                if watch._mine_file():
+                    on_device = tensor.device.type != "cpu"
+                    if always or on_device:
+                        watch.reads += 1
+                        watch.syncs += on_device
+                return real(tensor, *args, **kwargs)
+
+            return read
+
+        self._patch(torch.Tensor, "item", counted(torch.Tensor.item, True))
+        self._patch(torch.Tensor, "tolist", counted(torch.Tensor.tolist, True))
+        self._patch(torch.Tensor, "cpu", counted(torch.Tensor.cpu, False))
+
+    def _install_saves(self, torch: Any) -> None:
+        watch = self
+        real = torch.save
+
+        def save(obj: Any, f: Any, *args: Any, **kwargs: Any) -> Any:
+            devices: dict[str, int] = {}
+            _tensor_devices(torch, obj, devices, 0)
+            watch.saves.append({"step": watch.step, "file": str(f)[:200], "devices": devices})
+            del watch.saves[:-20]
+            return real(obj, f, *args, **kwargs)
+
+        self._patch(torch, "save", save)
+
+    def _install_clocks(self, torch: Any) -> None:
+        """The script's own clock reads and synchronize calls (a GPU's work is queued: a clock
+        read without a synchronize before it times the queueing, not the work)."""
+        watch = self
+        for name in ("time", "perf_counter", "monotonic"):
+            real = getattr(time, name)
+
+            def clock(_real: Any = real) -> Any:
+                if watch._mine_file():
+                    watch.clock_reads += 1
+                return _real()
+
+            self._patch(time, name, clock)
+        real_sync = torch.cuda.synchronize
+
+        def synchronize(*args: Any, **kwargs: Any) -> Any:
+            if watch._mine_file():
+                watch.script_syncs += 1
+            return real_sync(*args, **kwargs)
+
+        self._patch(torch.cuda, "synchronize", synchronize)
+        self.real_sync = real_sync
+
+    # ------------------------------------------------------------ checks on untimed steps
+
+    def _params(self) -> list[Any]:
+        opt = self._optimizer() if self._optimizer is not None else None
+        if opt is None:
+            return []
+        return [p for group in opt.param_groups for p in group["params"]]
+
+    def _check_stale_gradients(self, torch: Any) -> None:
+        grads = [p.grad for p in self._params() if p.grad is not None]
+        stale = bool(grads) and any(bool(g.detach().any()) for g in grads)
+        norm = (
+            float(torch.linalg.vector_norm(torch.stack([g.detach().float().norm() for g in grads]))) if grads else 0.0
+        )
+        self.grad_checks.append({"step": self.step + 1, "stale": stale, "norm": norm, "zero_grads": self.zero_grads})
+
+    def _start_probes(self, torch: Any) -> None:
+        from torch.utils.flop_counter import FlopCounterMode
+
+        self._param_ptrs = {p.data_ptr() for p in self._params()}
+        self._saved = {}
+        if self.cuda:
+            self.real_sync()
+            torch.cuda.reset_peak_memory_stats()
+            self.probe["allocated_before"] = torch.cuda.memory_allocated()
+        else:
+            saved = self._saved
+            ptrs = self._param_ptrs
+
+            def pack(t: Any) -> Any:
+                try:
+                    storage = t.untyped_storage()
+                    if storage.data_ptr() not in ptrs:
+                        saved[storage.data_ptr()] = storage.nbytes()
+                except (RuntimeError, NotImplementedError):
+                    pass
+                return t
+
+            self._saved_hooks = torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t)
+            self._saved_hooks.__enter__()
+        self._flop_mode = FlopCounterMode(display=False)
+        self._flop_mode.__enter__()
+
+    def _stop_saved_hooks(self) -> None:
+        if self._saved_hooks is not None:
+            self._saved_hooks.__exit__(None, None, None)
+            self._saved_hooks = None
+            self.probe["activation_bytes"] = sum(self._saved.values())
+
+    def _finish_probes(self, torch: Any) -> None:
+        self._stop_saved_hooks()
+        if self._flop_mode is not None:
+            mode, self._flop_mode = self._flop_mode, None
+            mode.__exit__(None, None, None)
+            self.probe["flops"] = int(mode.get_total_flops())
+        params = self._params()
+        seen: set[int] = set()
+        weights = grads = 0
+        for p in params:
+            if p.data_ptr() in seen:
+                continue
+            seen.add(p.data_ptr())
+            weights += p.numel() * p.element_size()
+            if p.grad is not None:
+                grads += p.grad.numel() * p.grad.element_size()
+        opt = self._optimizer() if self._optimizer is not None else None
+        state = 0
+        if opt is not None:
+            for entry in opt.state.values():
+                for value in entry.values() if isinstance(entry, dict) else ():
+                    if isinstance(value, torch.Tensor):
+                        state += value.numel() * value.element_size()
+            self.probe["optimizer"] = type(opt).__name__
+            self.probe["optimizer_keys"] = sorted(
+                {k for e in opt.state.values() if isinstance(e, dict) for k in e if k != "step"}
+            )
+        self.probe.update(
+            params=sum(p.numel() for p in params),
+            weight_bytes=weights,
+            gradient_bytes=grads,
+            optimizer_bytes=state,
+            param_dtype=str(params[0].dtype).replace("torch.", "") if params else None,
+        )
+        if self.cuda:
+            self.real_sync()
+            self.probe["peak_allocated"] = torch.cuda.max_memory_allocated()
+            self.probe["allocated_after"] = torch.cuda.memory_allocated()
+
+    # ------------------------------------------------------------ the end of a step
+
+    def _end_step(self, torch: Any) -> None:
+        step = self.step + 1
+        if self.cuda and step == self.last_timed:
+            self.real_sync()  # the window's queued work belongs to the window
+        now = self.clock()
+        self.acc[self.phase] += now - self.mark
+        total = now - self.step_start
+        self.step = step
+        record = {"step": step, "total": total, **self.acc, "reads": self.reads, "syncs": self.syncs}
+        if self.cuda:
+            record["clock_reads"] = self.clock_reads
+        if self.probe_step < step <= self.last_timed:
+            self.timed.append(record)
+        elif self.last_timed < step <= self.last_step:
+            self.split.append(record)
+        if step == self.last_timed:
+            self.window_s = now - self.window_start
+        self._check_losses()
+        if step == self.warmup:
+            self._start_probes(torch)
+        elif step == self.probe_step:
+            self._finish_probes(torch)
+        if self.cuda and step == self.last_timed:
+            self.sync = self.real_sync  # the split window: a synchronize at each boundary
+        self.acc = dict.fromkeys(PHASES, 0.0)
+        self.reads = self.syncs = self.clock_reads = 0
+        self.forward_this_step = self.backward_this_step = False
+        self.phase = "other"
+        if self.cuda and step == self.probe_step:
+            self.real_sync()
+        self.step_start = self.mark = self.clock()
+        if step == self.probe_step:
+            self.window_start = self.step_start
+        if step >= self.last_step:
+            self.finished = True
+            raise Stopped
+
+    def _check_losses(self) -> None:
+        old = [ref for made, ref in self.losses if made <= self.step - OLD_AFTER]
+        if len(old) >= 2:
+            self.losses_checked = len(old)
+            self.losses_alive_old = sum(1 for ref in old if ref() is not None)
+
+    # ------------------------------------------------------------ what was seen
+
+    def close(self) -> None:
+        """Undo what an interrupted step left entered (a crash inside the probe step)."""
+        try:
+            self._stop_saved_hooks()
+            if self._flop_mode is not None:
+                self._flop_mode.__exit__(None, None, None)
+                self._flop_mode = None
+        except Exception:  # noqa: BLE001 - the report is written anyway
+            pass
+
+    def result(self) -> dict[str, Any]:
+        return {
+            "steps_done": self.step,
+            "warmup": self.warmup,
+            "steps_wanted": self.steps,
+            "split_steps": self.split_steps if self.cuda else 0,
+            "finished_window": self.finished,
+            "phase_now": self.phase,
+            "timed": self.timed,
+            "split": self.split,
+            "window_s": self.window_s,
+            "cuda": self.cuda,
+            "accelerator": self.accelerator,
+            "forward": self.forward_info,
+            "backward_autocast": self.backward_autocast,
+            "zero_grads": self.zero_grads,
+            "grad_checks": self.grad_checks,
+            "losses_checked": self.losses_checked,
+            "losses_alive_old": self.losses_alive_old,
+            "loader": self.loader,
+            "scaler_calls": self.scaler_calls,
+            "script_syncs": self.script_syncs,
+            "saves": self.saves,
+            "probe": self.probe,
+        }
+
+
+def _autocast_on(torch: Any, kind: str) -> bool:
+    try:
+        return bool(torch.is_autocast_enabled(kind))
+    except TypeError:  # an older PyTorch: no device argument
+        return bool(torch.is_autocast_enabled())
+
+
+def _forward_info(torch: Any, module: Any, args: tuple) -> dict[str, Any]:
+    """Where the model's weights and the batch were at a training forward, and autocast's state."""
+    param = next(module.parameters(), None)
+    batch = next((a for a in args if isinstance(a, torch.Tensor)), None)
+    kind = param.device.type if param is not None else batch.device.type if batch is not None else "cpu"
+    on = _autocast_on(torch, kind)
+    dtype = None
+    if on:
+        try:
+            dtype = str(torch.get_autocast_dtype(kind)).replace("torch.", "")
+        except (AttributeError, RuntimeError):
+            dtype = None
+    return {
+        "module": type(module).__name__,
+        "device_type": kind,
+        "weights_device": str(param.device) if param is not None else None,
+        "weights_dtype": str(param.dtype).replace("torch.", "") if param is not None else None,
+        "batch_device": str(batch.device) if batch is not None else None,
+        "batch_shape": list(batch.shape) if batch is not None else None,
+        "autocast": on,
+        "autocast_dtype": dtype,
+        "tf32": bool(torch.backends.cuda.matmul.allow_tf32) or torch.get_float32_matmul_precision() != "highest",
+    }
+
+
+def _tensor_devices(torch: Any, obj: Any, out: dict[str, int], depth: int) -> None:
+    """Count the tensors a saved object holds, by device (dicts, lists, modules; bounded)."""
+    if depth > 5 or sum(out.values()) > 10_000:
+        return
+    if isinstance(obj, torch.Tensor):
+        out[obj.device.type] = out.get(obj.device.type, 0) + 1
+    elif isinstance(obj, torch.nn.Module):
+        _tensor_devices(torch, obj.state_dict(), out, depth + 1)
+    elif isinstance(obj, dict):
+        for value in list(obj.values())[:10_000]:
+            _tensor_devices(torch, value, out, depth + 1)
+    elif isinstance(obj, (list, tuple)):
+        for value in obj[:10_000]:
+            _tensor_devices(torch, value, out, depth + 1)
+    elif hasattr(obj, "state_dict") and callable(obj.state_dict):  # an optimizer
+        try:
+            _tensor_devices(torch, obj.state_dict(), out, depth + 1)
+        except Exception:  # noqa: BLE001 - an object whose state_dict wants arguments
+            pass
+
+
+class PlainClock:
+    """The same script with nothing watched but the clock at each optimizer step's end (one hook
+    per step): the baseline the watched run's overhead is measured against."""
+
+    def __init__(self, warmup: int = 3, steps: int = 20) -> None:
+        self.first, self.last = max(1, warmup) + 1, max(1, warmup) + 1 + max(1, steps)
+        self.step = 0
+        self.ends: list[float] = []
+        self.cuda = False
+        self.finished = False
+        self._handle: Any = None
+
+    def install(self) -> None:
+        import torch
+        from torch.optim import optimizer as optim
+
+        self.cuda = torch.cuda.is_available()
+
+        def post(opt: Any, args: tuple, kwargs: dict) -> None:
+            self.step += 1
+            if self.step in (self.first, self.last):
+                if self.cuda:
+                    torch.cuda.synchronize()
+                self.ends.append(time.perf_counter())
+            if self.step >= self.last:
+                self.finished = True
+                raise Stopped
+
+        self._handle = optim.register_optimizer_step_post_hook(post)
+
+    def close(self) -> None:
+        pass
+
+    def result(self) -> dict[str, Any]:
+        window = self.ends[1] - self.ends[0] if len(self.ends) == 2 else None
+        return {"steps_done": self.step, "plain": True, "window_s": window, "steps_wanted": self.last - self.first}
