@@ -59,7 +59,10 @@ def test_a_missing_directory_is_a_warning_not_an_error(capsys, home):
 @pytest.mark.parametrize(
     "text, expected",
     [
-        ('lesson_dirs = ["x"]\n', "unknown setting 'lesson_dirs' (known: lessons_dirs, gpu_memory_mb, learner, class_dir)"),
+        (
+            'lesson_dirs = ["x"]\n',
+            "unknown setting 'lesson_dirs' (known: lessons_dirs, gpu_memory_mb, learner, class_dir)",
+        ),
         ("lessons_dirs = [x\n", "not valid TOML"),
         ('lessons_dirs = "x"\n', "lessons_dirs: input should be a valid list"),
         ("\x00\x01", "not valid TOML"),
