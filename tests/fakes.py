@@ -11,7 +11,7 @@ from typing import Any
 
 from tutor import experiments
 from tutor.experiments.devices import Device
-from tutor.experiments.events import Epoch, Event, Finished, Started, Step
+from tutor.experiments.events import Epoch, Event, Finished, Started, Step, Waiting
 
 TEST_CPU = Device("cpu", None, "Test CPU", threads=1, cores=2)
 
@@ -35,8 +35,12 @@ class ScriptedEngine:
         pace_s: float = 0.0,
         ranks: int = 0,
         events: dict[str, list[Event]] | None = None,
+        in_line: tuple[int, int] | None = None,
     ) -> None:
         self.metrics = metrics or {}
+        # (running, waiting ahead): each run first waits in a class's line, its choice offered at
+        # once, until cancelled or run now (then its metrics say timing_shared)
+        self.in_line = in_line
         self.fail = fail or {}
         self.hold = hold
         self.steps = steps
@@ -51,11 +55,28 @@ class ScriptedEngine:
         return [TEST_CPU], TEST_CPU, None
 
     def run(
-        self, name: str, params: dict[str, Any], device: str | None, cancelled: Callable[[], bool]
+        self,
+        name: str,
+        params: dict[str, Any],
+        device: str | None,
+        cancelled: Callable[[], bool],
+        run_now: Callable[[], bool] | None = None,
     ) -> Iterator[tuple]:
         self.runs.append((name, dict(params), device))
         self.running.set()
+        shared = {}
         try:
+            waited = 0.0
+            while self.in_line is not None:
+                if cancelled() or self.closed:
+                    yield ("ended", "cancelled", None)
+                    return
+                if run_now is not None and run_now():
+                    shared = {"timing_shared": True}
+                    break
+                yield ("event", Waiting("cpu", "the CPU", self.in_line[1], self.in_line[0], waited, True))
+                time.sleep(0.02)
+                waited += 0.02
             yield ("event", Started(name, "cpu", TEST_CPU.name, "scripted (no data)"))
             for i in range(1, self.steps + 1):
                 if cancelled():
@@ -79,7 +100,7 @@ class ScriptedEngine:
             for event in self.events.get(name, []):
                 yield ("event", event)
             declared = experiments.get(name).metrics
-            yield ("event", Finished({**{m: None for m in declared}, **self.metrics.get(name, {})}))
+            yield ("event", Finished({**{m: None for m in declared}, **self.metrics.get(name, {}), **shared}))
             yield ("ended", "finished", None)
         finally:
             self.running.clear()

@@ -86,6 +86,7 @@ def score_prediction(
     gate: str | None = None,
     guard: float | None = None,
     interval_words: str = "",
+    shared: bool = False,
 ) -> PredictionScore:
     """Score a prediction against a measurement.
 
@@ -107,10 +108,23 @@ def score_prediction(
     `guard`: the metric's own guard band (how far its separate runs move); None: GUARD.
     `interval_words`: what the interval is, where it is not the interval of a typical value
     ("the batch sizes tied with it": a set of settings a run cannot tell apart).
+    `shared`: the run was timed beside another on a device a class shares (its `timing_shared`:
+    the learner chose not to wait their turn); whatever it measured is undecided, never a hit or
+    a miss.
     Never raises.
     """
     try:
         text = answer if isinstance(answer, str) else str(answer or "")
+        if shared and _number(measured) is not None:
+            return PredictionScore(
+                f"Not graded: measured {_shown(_as_percent(measured, spec, unit or ''), unit or getattr(spec, 'unit', '') or '')}, "
+                "but the run was timed beside another learner's run on the same device (you chose not "
+                f"to wait your turn). Your prediction ({_said(text, spec)}) stays locked: run it again "
+                "in your turn to score it.",
+                None,
+                False,
+                undecided=True,
+            )
         if interval is not None and _number(measured) is not None:
             return _score_interval(
                 text, spec, measured, unit or "", interval, why, gate, GUARD if guard is None else guard, interval_words

@@ -224,6 +224,12 @@ def build_parser() -> argparse.ArgumentParser:
         '(with --record, then {"event": "recorded", "reveals": [...]}; '
         "without NAME: the list of experiments as one object)",
     )
+    p.add_argument(
+        "--no-wait",
+        action="store_true",
+        help="on a machine a class shares (a class folder): when another run holds the device, run "
+        "now instead of waiting in line; the timing is then marked shared and no prediction is graded on it",
+    )
 
     p = sub.add_parser(
         "lint",
@@ -493,6 +499,8 @@ def _context(args: argparse.Namespace) -> Context:
         os.environ["GPUTUTOR_DEVICE"] = device
     if saved.gpu_memory_mb and not os.environ.get("GPUTUTOR_GPU_MEMORY_MB"):
         os.environ["GPUTUTOR_GPU_MEMORY_MB"] = str(saved.gpu_memory_mb)  # the engine process inherits it
+    if saved.class_dir and not os.environ.get(user_settings.CLASS_DIR_ENV, "").strip():
+        os.environ[user_settings.CLASS_DIR_ENV] = saved.class_dir  # the class's queue (measurement/slots.py) reads it
     return ctx
 
 

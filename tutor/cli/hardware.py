@@ -230,3 +230,84 @@ def cmd_roofline(args: argparse.Namespace, ctx: Context) -> int:
         else:
             c.print(Text(line, style=style), highlight=False)
     return OK
+
+
+# ---------------------------------------------------------------- the class's queue
+
+
+def class_report(dev: Any) -> dict[str, Any]:
+    """doctor's "class" entry: the class folder, each device's queue (who holds each slot, who
+    waits), and for a CUDA device whether it is a MIG slice and what else NVML sees on it."""
+    from tutor.measurement import noise, slots
+
+    folder = slots.class_dir()
+    report: dict[str, Any] = {"class_dir": str(folder) if folder else None, "queue": [], "note": None}
+    if folder is not None:
+        if slots.fcntl is None:
+            report["note"] = slots.NO_FCNTL
+        key = slots.device_key(dev.kind, dev.index) if dev is not None else None
+        report["this_device"] = {"device": key, "slots": slots.slots_for(key)} if key else None
+        report["queue"] = [
+            {
+                "device": q.device,
+                "slots": q.slots,
+                "holders": [h.as_dict() for h in q.holders],
+                "waiting": len(q.waiting),
+                "waiters": [h.as_dict() for h in q.waiting],
+            }
+            for q in slots.state(folder)
+        ]
+    shared = noise.sharing(dev) if dev is not None else None
+    report["gpu_sharing"] = (
+        None
+        if shared is None
+        else {
+            "mig_slice": shared.mig,
+            "other_processes": shared.others,
+            "other_processes_mib": round(shared.others_mib, 1),
+            "time_slicing": "cannot be seen from inside: only the processes NVML lists here are",
+        }
+    )
+    return report
+
+
+def print_class(c: Any, report: dict[str, Any]) -> None:
+    from rich.markup import escape
+
+    folder = report["class_dir"]
+    if folder is None:
+        c.print(
+            "[bold]class folder[/]: none (settings.toml class_dir or $GPUTUTOR_CLASS_DIR): runs time without a queue"
+        )
+    else:
+        this = report.get("this_device") or {}
+        slots_said = f"; {this['device']} has {this['slots']} slot(s)" if this else ""
+        c.print(f"[bold]class folder[/]: {escape(folder)}{escape(slots_said)}")
+        if report["note"]:
+            c.print(f"  [yellow]{escape(report['note'])}[/]")
+        if not report["queue"]:
+            c.print("  queue: empty (no run has held a slot since the folder was made)")
+        for q in report["queue"]:
+            held = ", ".join(
+                f"{h['user']} (pid {h['pid']}, {h['experiment'] or '?'}, since {time.strftime('%H:%M:%S', time.localtime(h['since']))})"
+                for h in q["holders"]
+            )
+            c.print(
+                f"  {escape(q['device'])}: {len(q['holders'])}/{q['slots']} slot(s) held"
+                + (f" by {escape(held)}" if held else "")
+                + f"; {q['waiting']} waiting",
+                highlight=False,
+            )
+    shared = report.get("gpu_sharing")
+    if shared is not None:
+        mig = {True: "a MIG slice of its card", False: "a whole card (no MIG)", None: "MIG unknown"}[
+            shared["mig_slice"]
+        ]
+        others = shared["other_processes"]
+        if others is None:
+            seen = "NVML would not list its processes"
+        elif others:
+            seen = f"[yellow]other processes are using this GPU[/]: {others} holding {shared['other_processes_mib']:,.0f} MiB"
+        else:
+            seen = "no other process on it now"
+        c.print(f"[bold]GPU sharing[/]: {mig}; {seen}. Time-slicing {shared['time_slicing']}.")

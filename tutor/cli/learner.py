@@ -177,6 +177,7 @@ def _doctor_report(ctx: Context, remeasure_peak: bool = False) -> tuple[dict[str
         "python": platform.python_version(),
         "platform": platform.platform(),
     }
+    selected: Any = None
     try:
         import torch
     except Exception as e:  # noqa: BLE001 - a broken torch install is exactly what doctor reports
@@ -211,7 +212,6 @@ def _doctor_report(ctx: Context, remeasure_peak: bool = False) -> tuple[dict[str
             {**d.as_dict(), "describe": d.describe(), "sharing": d.sharing(cap, gpu_share.cap_source())}
             for d in map(devices.with_free_memory, devices.available())
         ]
-        selected: devices.Device | None
         try:
             selected = devices.resolve(ctx.device)
             report["selected_device"] = selected.torch_device
@@ -223,6 +223,9 @@ def _doctor_report(ctx: Context, remeasure_peak: bool = False) -> tuple[dict[str
             from tutor.cli.hardware import doctor_report
 
             report["calibration"] = doctor_report(selected)
+    from tutor.cli.hardware import class_report
+
+    report["class"] = class_report(report.get("selected_device") and selected)  # the queue even without torch
     report["data"] = _data_report()
     builtin = builtin_lessons_dir()
     report["paths"] = {
@@ -317,6 +320,10 @@ def _print_doctor(report: dict[str, Any]) -> None:
             from tutor.cli.hardware import print_doctor
 
             print_doctor(c, report["calibration"])
+    if "class" in report:
+        from tutor.cli.hardware import print_class
+
+        print_class(c, report["class"])
     data = report["data"]
     c.print("[bold]data[/]:")
     if "source" in data:

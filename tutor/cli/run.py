@@ -202,6 +202,10 @@ def cmd_run(args: argparse.Namespace, ctx: Context) -> int:
                 checkpoint_target(str(getattr(params, key)), key)
             except ValueError as e:
                 return bad(str(e))
+    if getattr(args, "no_wait", False):
+        from tutor.measurement import slots
+
+        slots.choose_run_now()  # in line, the run goes at once, its timing marked shared
     return _run_stream(exp.name, values, params.model_dump(), device, ctx, emit, errors, target)
 
 
@@ -371,12 +375,29 @@ def reveal_line(revealed: Any) -> str:
     return f"{where}{VERDICT_WORDS[facts['verdict']]}: {facts['summary']}"
 
 
+def _waiting_changed(event: Any, last: Any) -> bool:
+    """A place in a class's line is said when it changes, not every look (five a second)."""
+    return last is None or (event.waiting_ahead, event.running, event.choice) != (
+        last.waiting_ahead,
+        last.running,
+        last.choice,
+    )
+
+
 class _JsonEvents:
-    """--json: one object per event line; the last is finished, error or cancelled."""
+    """--json: one object per event line; the last is finished, error or cancelled. A waiting
+    event (a class's line) only when the place changes."""
+
+    def __init__(self) -> None:
+        self.last_waiting: Any = None
 
     def __call__(self, event: Any) -> None:
-        from tutor.experiments.events import to_json
+        from tutor.experiments.events import Waiting, to_json
 
+        if isinstance(event, Waiting):
+            if not _waiting_changed(event, self.last_waiting):
+                return
+            self.last_waiting = event
         print_json(to_json(event))
 
     def done(self, metrics: dict, seconds: float) -> None:
@@ -404,6 +425,7 @@ class _HumanEvents:
         self.console = rich_console()
         self.last_step = -math.inf
         self.pending: Any = None  # the newest Step not printed yet
+        self.last_waiting: Any = None  # the place in a class's line last printed
 
     def __call__(self, event: Any) -> None:
         from rich.markup import escape
@@ -425,6 +447,9 @@ class _HumanEvents:
         if self.pending is not None:  # show where training got to before the epoch summary
             self._step(self.pending)
             self.pending = None
+        if isinstance(event, ev.Waiting):
+            self._waiting(event)
+            return
         if isinstance(event, ev.Started):
             c.print(
                 f"[bold]{escape(event.experiment)}[/] on [bold]{escape(event.device)}[/] ({escape(event.device_name)})"
@@ -453,6 +478,21 @@ class _HumanEvents:
             c.print(table)
         elif isinstance(event, ev.Finished):
             pass  # printed by done(), after the run is recorded
+
+    def _waiting(self, w: Any) -> None:
+        """The place in a class's line when it changes; at a minute, the choice (waiting goes on)."""
+        if not _waiting_changed(w, self.last_waiting):
+            return
+        offered = w.choice and (self.last_waiting is None or not self.last_waiting.choice)
+        self.last_waiting = w
+        self.console.print(w.text(), markup=False, highlight=False)
+        if offered:
+            self.console.print(
+                f"Waited a minute for {w.device_words}: still waiting (ctrl+c cancels). To run now instead, "
+                f"with the timing shared and not graded: gpututor run {self.exp.name} --no-wait",
+                style="yellow",
+                markup=False,
+            )
 
     def _step(self, s: Any) -> None:
         label = f"[{s.label}] " if s.label else ""

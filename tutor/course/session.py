@@ -35,6 +35,7 @@ from tutor.course.progress import AnswerRecord, Move, Prediction, Progress, RunR
 from tutor.experiments.spec import DECIDE, NOISE_GATE, NOISE_WHY, Metric
 from tutor.measurement import method
 from tutor.measurement.intervals import GUARD
+from tutor.measurement.slots import TIMING_SHARED
 
 if TYPE_CHECKING:
     from tutor.exercises.grader import ExerciseResult
@@ -160,6 +161,7 @@ class Reveal:
             gate=evidence.metrics.get(NOISE_GATE),
             guard=evidence.guard(metric),
             interval_words=evidence.interval_words(metric),
+            shared=bool(evidence.metrics.get(TIMING_SHARED)),
         )
         if evidence.run is not None and evidence.setting and not step.names_settings:
             # The prediction was for the lesson's settings; a tweaked run measured something else.
@@ -167,6 +169,12 @@ class Reveal:
                 score,
                 f"the run was {evidence.setting}, and your prediction was for the lesson's own "
                 "settings: run it at those to score it",
+            )
+        if score.undecided and evidence.metrics.get(TIMING_SHARED):
+            return Judged(
+                score,
+                "the run was timed beside another learner's run (you chose not to wait your turn): "
+                "run it again in your turn to score it",
             )
         if score.undecided:
             return Judged(
@@ -643,6 +651,7 @@ def grade(step: PredictStep | CheckStep, answer: str, evidence: Evidence) -> Gra
             gate=metrics.get(NOISE_GATE),
             guard=evidence.guard(step.compare),
             interval_words=evidence.interval_words(step.compare),
+            shared=bool(metrics.get(TIMING_SHARED)),
         )
         summary = score.summary.replace("measured ", f"{evidence.source} ") if evidence.source else score.summary
         # Undecided is neither right nor wrong: a review does not count it against the learner.
@@ -687,6 +696,8 @@ def ratio_evidence(metric: str, top: Evidence, bottom: Evidence) -> Evidence:
     gate = top.metrics.get(NOISE_GATE) or bottom.metrics.get(NOISE_GATE)
     if gate:
         metrics[NOISE_GATE] = gate
+    if top.metrics.get(TIMING_SHARED) or bottom.metrics.get(TIMING_SHARED):  # either run timed beside another
+        metrics[TIMING_SHARED] = True
     run = top.run or bottom.run
     experiment = run.experiment if run is not None else top.experiment
     from tutor import experiments

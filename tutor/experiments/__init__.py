@@ -64,32 +64,43 @@ def start(name: str, values: dict[str, Any] | None = None, device: str | None = 
     exp = get(name)
     params = exp.make_params(values)
     dev = devices.resolve(params.device or device)
-    return _within_the_gpu_cap(exp.load(), params, dev)
+    return _within_the_gpu_cap(exp.load(), params, dev, exp.name)
 
 
-def _within_the_gpu_cap(measure: Any, params: Params, dev: Any) -> Generator[Event, None, None]:
+def _within_the_gpu_cap(measure: Any, params: Params, dev: Any, name: str = "") -> Generator[Event, None, None]:
     """The run, under the shared-GPU cap (gpu_share.py) while it runs, whoever iterates it. A run
     that reports an interval beside a metric (NAME_low, NAME_high) also reports what else the
-    machine was doing meanwhile (noise.py), so an undecided verdict comes with its reason."""
+    machine was doing meanwhile (noise.py), so an undecided verdict comes with its reason. On a
+    machine a class shares (a class folder), the run first waits its turn for a slot of its
+    device and holds it to the end (measurement/slots.py); run now instead, its metrics say
+    `timing_shared` and no prediction is graded on them."""
     from tutor import threads
-    from tutor.experiments import gpu_share
+    from tutor.experiments import gpu_share, turns
     from tutor.experiments.events import Finished
-    from tutor.measurement import noise
+    from tutor.measurement import noise, slots
 
     with gpu_share.capped(dev):
-        threads.apply()  # decided once for the whole run: its timings compare like with like
-        before = noise.read(dev)
-        for event in measure(params, dev):
-            if isinstance(event, Finished) and _has_interval(event.metrics):
-                after = noise.read(dev)
-                event = Finished(
-                    {
-                        **event.metrics,
-                        noise.NOISE_WHY: noise.why(before, after),
-                        noise.NOISE_GATE: noise.gate(before, after),
-                    }
-                )
-            yield event
+        key = slots.device_key(dev.kind, dev.index)
+        turn = yield from turns.wait_turn(key, name)
+        try:
+            threads.apply()  # decided once for the whole run, in its turn: its timings compare like with like
+            before = noise.read(dev)
+            for event in measure(params, dev):
+                if isinstance(event, Finished) and _has_interval(event.metrics):
+                    after = noise.read(dev)
+                    event = Finished(
+                        {
+                            **event.metrics,
+                            noise.NOISE_WHY: noise.why(before, after),
+                            noise.NOISE_GATE: noise.gate(before, after),
+                        }
+                    )
+                if isinstance(event, Finished) and turn.shared:
+                    event = Finished({**event.metrics, slots.TIMING_SHARED: True})
+                yield event
+        finally:
+            turn.release()
+            slots.choose_run_now(False)  # a choice is for one run
 
 
 def _has_interval(metrics: dict[str, Any]) -> bool:

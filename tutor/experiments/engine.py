@@ -10,6 +10,7 @@ Protocol over one duplex pipe (all values are plain picklable data):
     parent -> child   ("detect",)                        child -> ("devices", [Device...], chosen, problem)
     parent -> child   ("run", name, params, device)       child -> ("event", Event)* then ("ended", status, error)
     parent -> child   ("cancel",)                         (between events; the run ends "cancelled")
+    parent -> child   ("run_now",)                        (while in a class's line: run now, timing shared)
 
 A run that does not reach its next event within CANCEL_GRACE_S of a cancel (a long epoch on
 the CPU, a big allocation) is stopped by killing the child; a fresh one is started at once.
@@ -56,6 +57,7 @@ def _serve(conn, log_path: str | None) -> None:
     _start_children_as_in_process()
     from tutor import errors, experiments
     from tutor.experiments import devices, gpu_share, packs
+    from tutor.measurement import slots
 
     while True:
         try:
@@ -83,6 +85,7 @@ def _serve(conn, log_path: str | None) -> None:
                     except devices.DeviceError:
                         pass  # said by experiments.start below, as for any run
                     limit_memory(budget)
+                slots.choose_run_now(False)  # a choice made for an earlier run is not this one's
                 if name not in experiments.REGISTRY:
                     # This process starts with the built-ins only: load the packs the app loaded.
                     packs.load_from_environment()
@@ -90,7 +93,9 @@ def _serve(conn, log_path: str | None) -> None:
                 for event in gen:
                     if conn.poll():
                         control = conn.recv()[0]
-                        if control in ("cancel", "quit"):
+                        if control == "run_now":  # seen by the waiting run at its next look
+                            slots.choose_run_now()
+                        elif control in ("cancel", "quit"):
                             status = "cancelled"
                             if control == "quit":
                                 return
@@ -290,11 +295,18 @@ class Engine:
             return found, chosen, problem
 
     def run(
-        self, name: str, params: dict[str, Any], device: str | None, cancelled: Callable[[], bool]
+        self,
+        name: str,
+        params: dict[str, Any],
+        device: str | None,
+        cancelled: Callable[[], bool],
+        run_now: Callable[[], bool] | None = None,
     ) -> Iterator[tuple]:
         """Yield ("event", Event) items, then one ("ended", status, error).
 
         `cancelled` is polled while waiting; when it turns true the child is asked to stop.
+        `run_now` likewise: when it turns true a run waiting in a class's line runs at once, its
+        timing marked shared (measurement/slots.py).
         Raises EngineDied if the child dies (or the engine is closed) mid-run.
         """
         with self._lock:
@@ -303,6 +315,7 @@ class Engine:
             assert conn is not None and proc is not None  # _ensure() leaves a live child and its pipe
             conn.send(("run", name, params, device))
             asked_at: float | None = None
+            run_now_sent = False
             while True:
                 if asked_at is not None and time.monotonic() - asked_at > CANCEL_GRACE_S:
                     # Still busy between two events: stop it for sure, and have the next one ready.
@@ -316,6 +329,9 @@ class Engine:
                     if asked_at is None and cancelled():
                         conn.send(("cancel",))
                         asked_at = time.monotonic()
+                    elif not run_now_sent and run_now is not None and run_now():
+                        conn.send(("run_now",))
+                        run_now_sent = True
                     ready = conn.poll(0.05)
                 except (OSError, ValueError):
                     raise EngineDied("The experiment process was stopped.") from None

@@ -66,15 +66,45 @@ class Table:
 
 
 @dataclass(frozen=True)
+class Waiting:
+    """In line for the device a run times, on a machine a class shares (measurement/slots.py):
+    sent every fraction of a second while it waits, before the run's own events."""
+
+    device: str  # the slot's device: "cuda:0", "cpu"
+    device_words: str  # "the GPU", "the CPU"
+    waiting_ahead: int  # live tickets ahead of this run in the line
+    running: int  # slots of the device held now
+    waited_s: float
+    choice: bool = False  # waited past a minute: the learner may run now, the timing marked shared
+
+    def text(self) -> str:
+        """ "waiting for the GPU: 2 runs ahead of you (1 running, 1 waiting) · 12 s" """
+        ahead = self.running + self.waiting_ahead
+        runs = f"{ahead} run{'s' if ahead != 1 else ''} ahead of you"
+        return (
+            f"waiting for {self.device_words}: {runs} "
+            f"({self.running} running, {self.waiting_ahead} waiting) · {self.waited_s:.0f} s"
+        )
+
+
+@dataclass(frozen=True)
 class Finished:
     """Last event of a successful run: the metrics a prediction or check compares with."""
 
     metrics: dict[str, Metric] = field(default_factory=dict)
 
 
-Event = Started | Step | Epoch | Note | Table | Finished
+Event = Started | Step | Epoch | Note | Table | Waiting | Finished
 
-_NAMES = {Started: "started", Step: "step", Epoch: "epoch", Note: "note", Table: "table", Finished: "finished"}
+_NAMES = {
+    Started: "started",
+    Step: "step",
+    Epoch: "epoch",
+    Note: "note",
+    Table: "table",
+    Waiting: "waiting",
+    Finished: "finished",
+}
 
 
 def event_name(event: Event) -> str:

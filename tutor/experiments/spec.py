@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from tutor import present
 from tutor.experiments.events import Event
 from tutor.measurement.noise import NOISE_GATE, NOISE_WHY  # named where they are measured
+from tutor.measurement.slots import TIMING_SHARED
 
 # Marks a parameter that names a file the run writes. The learner may set it (`gpututor run
 # --set`); a lesson may not, or opening a lesson could overwrite any file of theirs.
@@ -122,6 +123,12 @@ COMMON_METRICS: dict[str, Metric] = {
         "hardware limit, or another program's kernels had it busy as the run began): every "
         "prediction of its timed metrics is then undecided. None on a CPU, or when neither was seen",
         none="nothing held the GPU back",
+    ),
+    TIMING_SHARED: Metric(
+        "timed beside another run",
+        "bool",
+        "set when, on a machine a class shares, the learner chose to run now rather than wait for "
+        "the device another run held (measurement/slots.py): no prediction is graded on this run",
     ),
 }
 

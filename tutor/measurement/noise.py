@@ -25,7 +25,7 @@ from typing import Any
 from tutor.cpu_load import own_cpu, proc_stat
 from tutor.threads import usable_cores
 
-__all__ = ["NOISE_GATE", "NOISE_WHY", "Reading", "gate", "read", "why"]
+__all__ = ["NOISE_GATE", "NOISE_WHY", "Reading", "Sharing", "gate", "read", "sharing", "why"]
 
 # The metrics experiments.start adds beside a run's interval (declared in experiments/spec.py).
 NOISE_WHY = "noise_why"
@@ -200,6 +200,46 @@ def _gpu(dev: Any) -> GpuReading | None:
         except Exception:
             utilization = None
         return GpuReading(others, mib, utilization, _throttle(pynvml, card))  # clocks are the card's
+    except Exception:
+        return None
+    finally:
+        try:
+            pynvml.nvmlShutdown()
+        except Exception:
+            pass
+
+
+@dataclass(frozen=True)
+class Sharing:
+    """How a CUDA card is shared, as NVML sees it (`doctor`): a MIG slice, other processes on it."""
+
+    mig: bool | None  # the card is split into MIG slices and this device is one (None: unreadable)
+    others: int | None  # other processes holding memory on this device (None: NVML would not list them)
+    others_mib: float
+
+
+def sharing(dev: Any) -> Sharing | None:
+    """Whether `dev` is a MIG slice, and the other processes NVML lists on it; None off CUDA or
+    without NVML. Time-slicing (several containers handed one card in turns) cannot be seen from
+    inside: only the processes NVML lists here are."""
+    if getattr(dev, "kind", "") != "cuda":
+        return None
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+    except Exception:  # not installed, or no NVIDIA driver library
+        return None
+    try:
+        index = dev.index or 0
+        card = _nvml_handle(pynvml, index)
+        try:
+            mig: bool | None = pynvml.nvmlDeviceGetMigMode(card)[0] == pynvml.NVML_DEVICE_MIG_ENABLE
+        except Exception:  # a card without MIG (or a driver that will not say): not a slice
+            mig = False
+        own = _slice_handle(pynvml, card, index)
+        others, mib = _others(pynvml, own, index) if own is not None else (None, 0.0)
+        return Sharing(mig, others, mib)
     except Exception:
         return None
     finally:

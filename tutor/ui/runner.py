@@ -13,6 +13,7 @@ from __future__ import annotations
 import itertools
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -20,7 +21,7 @@ from textual.message import Message
 from textual.widget import Widget
 from textual.worker import Worker, get_current_worker
 
-from tutor.experiments.events import Event, Finished, Started, Step
+from tutor.experiments.events import Event, Finished, Started, Step, Waiting
 
 if TYPE_CHECKING:
     from tutor.experiments.engine import Engine
@@ -42,6 +43,10 @@ class RunUpdate(Message):
 
     def can_replace(self, message: Message) -> bool:
         # A newer Step replaces an older queued Step of the same run: the UI only needs the latest.
+        if isinstance(self.event, Waiting):  # likewise the place in a class's line
+            return (
+                isinstance(message, RunUpdate) and isinstance(message.event, Waiting) and message.run_id == self.run_id
+            )
         return (
             isinstance(message, RunUpdate)
             and isinstance(self.event, Step)
@@ -65,11 +70,18 @@ def new_run_id() -> int:
 
 
 def start(
-    owner: Widget, run_id: int, experiment: str, params: dict[str, Any], device: str | None, engine: Engine
+    owner: Widget,
+    run_id: int,
+    experiment: str,
+    params: dict[str, Any],
+    device: str | None,
+    engine: Engine,
+    run_now: Callable[[], bool] | None = None,
 ) -> Worker:
-    """Run `experiment` in the engine process; a thread worker relays its events to `owner`."""
+    """Run `experiment` in the engine process; a thread worker relays its events to `owner`.
+    `run_now`: polled while the run waits in a class's line; true, it runs at once, timing shared."""
     return owner.run_worker(
-        lambda: _pump(owner, engine, run_id, experiment, params, device),
+        lambda: _pump(owner, engine, run_id, experiment, params, device, run_now),
         name=f"run:{experiment}",
         group="experiment",
         thread=True,
@@ -79,7 +91,13 @@ def start(
 
 
 def _pump(
-    owner: Widget, engine: Engine, run_id: int, experiment: str, params: dict[str, Any], device: str | None
+    owner: Widget,
+    engine: Engine,
+    run_id: int,
+    experiment: str,
+    params: dict[str, Any],
+    device: str | None,
+    run_now: Callable[[], bool] | None = None,
 ) -> None:
     from tutor.experiments.engine import EngineDied
 
@@ -90,7 +108,7 @@ def _pump(
     # The latest Step not yet shown, per series: the ranks of a distributed run each keep theirs.
     pending: dict[str, Step] = {}
     try:
-        for message in engine.run(experiment, params, device, cancelled=lambda: worker.is_cancelled):
+        for message in engine.run(experiment, params, device, cancelled=lambda: worker.is_cancelled, run_now=run_now):
             if message[0] == "ended":
                 _, status, error = message
                 for step in pending.values():

@@ -20,7 +20,7 @@ from textual.widgets import DataTable, ProgressBar, Sparkline, Static
 
 from tutor import experiments
 from tutor.course.session import RunOutcome
-from tutor.experiments.events import Epoch, Finished, Note, Started, Step, Table
+from tutor.experiments.events import Epoch, Finished, Note, Started, Step, Table, Waiting
 from tutor.experiments.spec import DECIDE
 from tutor.present import metric as fmt
 from tutor.present import metric_value, setting
@@ -88,6 +88,8 @@ class RunPanel(Vertical):
         self._series: str | None = None
         self._other_ranks: dict[str, float] = {}  # a distributed run's other ranks: their latest loss
         self._tick_timer: Timer | None = None
+        self._waiting: Waiting | None = None  # the latest place in a class's line, while in it
+        self._run_now = False  # the learner chose to stop waiting: run now, timing shared
 
     def _title(self) -> Text:
         exp = experiments.REGISTRY.get(self.experiment)
@@ -139,7 +141,9 @@ class RunPanel(Vertical):
             Text("Starting… (loading PyTorch and the data the first time takes a few seconds)", style="italic")
         )
         self.query_one("#bar", ProgressBar).display = True
-        runner.start(self, self.run_id, self.experiment, self.params, device, self.app.engine)
+        runner.start(
+            self, self.run_id, self.experiment, self.params, device, self.app.engine, run_now=lambda: self._run_now
+        )
         self.call_after_refresh(self.scroll_visible, animate=False)
         self._stop_tick()
         self._tick_timer = self.set_interval(0.5, self._tick)
@@ -152,8 +156,23 @@ class RunPanel(Vertical):
         self._set_status(Text("Cancelling… (stops at the next step)", style="yellow"))
         return True
 
+    @property
+    def waiting(self) -> Waiting | None:
+        """The run's place in a class's line while it waits for its device (None: not waiting)."""
+        return self._waiting if self.running else None
+
+    def run_now(self) -> bool:
+        """The learner's choice after a minute in line: run now, the timing marked shared."""
+        if self.waiting is None or not self.waiting.choice or self._run_now:
+            return False
+        self._run_now = True
+        self._set_status(Text("Running now: the timing will be shared and not graded.", style="yellow"))
+        return True
+
     def _reset(self) -> None:
         self.metrics = {}
+        self._waiting = None
+        self._run_now = False
         self._losses = []
         self._first_loss = None
         self._last_step = None
@@ -180,7 +199,7 @@ class RunPanel(Vertical):
         live.text = text
 
     def _tick(self) -> None:
-        if self.running and self._last_step is None:
+        if self.running and self._last_step is None and self._waiting is None:
             elapsed = time.monotonic() - self._t0
             self._set_live(Text(f"Working… {elapsed:.0f} s", style="italic"))
 
@@ -199,6 +218,10 @@ class RunPanel(Vertical):
         if message.run_id != self.run_id:
             return  # a late message from an earlier, cancelled run
         event = message.event
+        if isinstance(event, Waiting):
+            self._on_waiting(event)
+            return
+        self._waiting = None  # the run's own events: its turn came
         if isinstance(event, Started):
             self._set_status(
                 Text.assemble(
@@ -221,6 +244,29 @@ class RunPanel(Vertical):
             self._add_table(event)
         elif isinstance(event, Finished):
             self.metrics = dict(event.metrics)
+
+    def _on_waiting(self, waiting: Waiting) -> None:
+        """In line for the device (measurement/slots.py): the place on the live line (a repaint
+        only: a classmate's run is timing on this machine), the status said once and at the choice."""
+        before, self._waiting = self._waiting, waiting
+        if before is None or before.choice != waiting.choice:
+            if waiting.choice and not self._run_now:
+                self._set_status(
+                    Text.assemble(
+                        ("Waited a minute. ", "bold yellow"),
+                        "Keep waiting, or press ",
+                        ("r", "bold"),
+                        " to run now (the timing is then shared and not graded). Escape cancels.",
+                    )
+                )
+            elif not waiting.choice:
+                self._set_status(
+                    Text(
+                        f"In line: another learner's run is timing on {waiting.device_words}. Escape cancels.",
+                        style="italic",
+                    )
+                )
+        self._set_live(Text("⏳ " + waiting.text(), style="bold"))
 
     def _on_step(self, step: Step) -> None:
         self._last_step = step

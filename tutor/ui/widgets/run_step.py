@@ -75,6 +75,10 @@ class RunStepView(StepView[RunStep]):
 
     def action_run(self) -> bool:
         panel = self.query_one(RunPanel)
+        if panel.running:  # in a class's line past a minute: r runs now, timing shared
+            if panel.run_now():
+                self.refresh_hint()
+            return True
         if not panel.running:
             if self.step.tweak:
                 panel.set_params(self.params)
@@ -105,6 +109,9 @@ class RunStepView(StepView[RunStep]):
 
     def keys_hint(self) -> str:
         if self.running:
+            waiting = self.query_one(RunPanel).waiting
+            if waiting is not None and waiting.choice:
+                return "r run now (shared, not graded) · escape cancel · ? help"
             return "escape cancel the run · ? help"
         if isinstance(self.screen.focused, ControlRow):
             return "↑↓ setting · ←→ change · r run · esc leave settings · n next"
