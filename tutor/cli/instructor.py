@@ -293,11 +293,8 @@ def cmd_class(args: argparse.Namespace, ctx: Context) -> int:
         (args.long_csv, lambda: gradebook.long_csv(built), "grades-long.csv"),
     ]
     if args.html:
-        import importlib
+        from tutor.classroom import html as class_html
 
-        # helper-3's module: render(ClassReport) -> str, one self-contained page (imported by name
-        # until it lands; the lead may make this a plain import)
-        class_html = importlib.import_module("tutor.classroom.html")
         outputs.append((args.html, lambda: class_html.render(built), "class.html"))
     written = [str(write_file(name, make(), example)) for name, make, example in outputs if name]
     if args.json:
