@@ -161,3 +161,12 @@ def test_nvml_reads_this_gpu():
         pynvml.nvmlShutdown()
     assert reading.gpu.throttle is not None
     assert isinstance(noise.why(reading, noise.read(dev), cores=1), str)
+
+
+def test_doctor_reads_a_mig_slice_and_the_other_processes_on_it(monkeypatch):
+    """`doctor`'s sharing line, through the same NVML session the noise reading opens."""
+    dev = fake_nvml(monkeypatch, mig=True, processes={"slice1": [(os.getpid(), 900), (800, 2048)]})
+    assert noise.sharing(dev) == noise.Sharing(mig=True, others=1, others_mib=2048)
+    whole = fake_nvml(monkeypatch, processes={"card": [(91240, 10240)]}, context=False)
+    assert noise.sharing(whole) == noise.Sharing(mig=False, others=1, others_mib=10240)
+    assert noise.sharing(types.SimpleNamespace(kind="cpu", index=None)) is None

@@ -17,8 +17,10 @@ left out of the sentence, never guessed.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -180,33 +182,45 @@ def _throttle(pynvml: Any, handle: Any) -> tuple[str, ...] | None:
     return None
 
 
-def _gpu(dev: Any) -> GpuReading | None:
-    if getattr(dev, "kind", "") != "cuda":
-        return None
+@contextlib.contextmanager
+def _nvml_session() -> Iterator[Any]:
+    """pynvml, initialised for the block and shut down after it; None where NVML cannot start
+    (not installed, no NVIDIA driver library)."""
     try:
         import pynvml
 
         pynvml.nvmlInit()
-    except Exception:  # not installed, or no NVIDIA driver library
-        return None
-    try:
-        # Each reading on its own: one refused (MIG, a container) loses only itself.
-        index = dev.index or 0
-        card = _nvml_handle(pynvml, index)
-        own = _slice_handle(pynvml, card, index)
-        others, mib = _others(pynvml, own, index) if own is not None else (None, 0.0)
-        try:  # not supported on MIG
-            utilization = int(pynvml.nvmlDeviceGetUtilizationRates(own).gpu) if own is not None else None
-        except Exception:
-            utilization = None
-        return GpuReading(others, mib, utilization, _throttle(pynvml, card))  # clocks are the card's
     except Exception:
-        return None
+        yield None
+        return
+    try:
+        yield pynvml
     finally:
         try:
             pynvml.nvmlShutdown()
         except Exception:
             pass
+
+
+def _gpu(dev: Any) -> GpuReading | None:
+    if getattr(dev, "kind", "") != "cuda":
+        return None
+    with _nvml_session() as pynvml:
+        if pynvml is None:
+            return None
+        try:
+            # Each reading on its own: one refused (MIG, a container) loses only itself.
+            index = dev.index or 0
+            card = _nvml_handle(pynvml, index)
+            own = _slice_handle(pynvml, card, index)
+            others, mib = _others(pynvml, own, index) if own is not None else (None, 0.0)
+            try:  # not supported on MIG
+                utilization = int(pynvml.nvmlDeviceGetUtilizationRates(own).gpu) if own is not None else None
+            except Exception:
+                utilization = None
+            return GpuReading(others, mib, utilization, _throttle(pynvml, card))  # clocks are the card's
+        except Exception:
+            return None
 
 
 @dataclass(frozen=True)
@@ -224,29 +238,21 @@ def sharing(dev: Any) -> Sharing | None:
     inside: only the processes NVML lists here are."""
     if getattr(dev, "kind", "") != "cuda":
         return None
-    try:
-        import pynvml
-
-        pynvml.nvmlInit()
-    except Exception:  # not installed, or no NVIDIA driver library
-        return None
-    try:
-        index = dev.index or 0
-        card = _nvml_handle(pynvml, index)
+    with _nvml_session() as pynvml:
+        if pynvml is None:
+            return None
         try:
-            mig: bool | None = pynvml.nvmlDeviceGetMigMode(card)[0] == pynvml.NVML_DEVICE_MIG_ENABLE
-        except Exception:  # a card without MIG (or a driver that will not say): not a slice
-            mig = False
-        own = _slice_handle(pynvml, card, index)
-        others, mib = _others(pynvml, own, index) if own is not None else (None, 0.0)
-        return Sharing(mig, others, mib)
-    except Exception:
-        return None
-    finally:
-        try:
-            pynvml.nvmlShutdown()
+            index = dev.index or 0
+            card = _nvml_handle(pynvml, index)
+            try:
+                mig: bool | None = pynvml.nvmlDeviceGetMigMode(card)[0] == pynvml.NVML_DEVICE_MIG_ENABLE
+            except Exception:  # a card without MIG (or a driver that will not say): not a slice
+                mig = False
+            own = _slice_handle(pynvml, card, index)
+            others, mib = _others(pynvml, own, index) if own is not None else (None, 0.0)
+            return Sharing(mig, others, mib)
         except Exception:
-            pass
+            return None
 
 
 def read(dev: Any = None) -> Reading:
