@@ -100,6 +100,24 @@ def shared_runs(tmp_path_factory):
     experiments.start = original
 
 
+@pytest.fixture
+def shared_gradings(shared_runs, monkeypatch):
+    """Exercise gradings made once in the whole test session, as shared_runs makes runs: a test
+    that grades a built-in lesson's program as `lesson test` grades it (the same data slice, accuracy
+    bars and threads: tests/experiment_runs.py's shared_grade) judges that one grading, whichever
+    test, in whichever worker, asked first. Only tests that ask for this fixture share."""
+    from experiment_runs import shared_grade
+
+    from tutor.exercises import grader
+
+    original = grader.grade_exercise
+    monkeypatch.setattr(
+        grader,
+        "grade_exercise",
+        lambda step, code, workdir, **kw: shared_grade(original, shared_runs, step, code, workdir, **kw),
+    )
+
+
 @pytest.fixture(autouse=True)
 def gpututor_env(tmp_path: Path):
     """No test touches the real user dirs; env changes made by the code under test are undone.

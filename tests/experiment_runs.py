@@ -1,5 +1,5 @@
 """One run of an experiment, in this process, for the experiment tests; and the runs that tests
-in every worker share (`shared_start`)."""
+in every worker share (`shared_start`), and the exercise gradings they share (`shared_grade`)."""
 
 from __future__ import annotations
 
@@ -68,3 +68,73 @@ def shared_path(cache_dir: Path, name: str, values: dict[str, Any] | None = None
         ).encode()
     ).hexdigest()[:20]
     return cache_dir / f"{name}-{key}.pickle"
+
+
+# ---------------------------------------------------------------- one grading, shared the same way
+
+# What an exercise program's grading does not depend on: where the test keeps its own files, how
+# many programs a runner starts at once, CI's strictness; GPUTUTOR_DEVICE, read as the device it
+# resolves to (`lesson test` sets "cpu", the exercise tests leave it unset: one device here); and
+# the thread variables the tutor set itself, which the sandbox sets again for each program from
+# GPUTUTOR_THREADS (tutor/threads.py: only a user's own OMP_NUM_THREADS reaches a program).
+_NOT_THE_PROGRAMS = frozenset(
+    {
+        "GPUTUTOR_HOME",
+        "GPUTUTOR_CACHE_DIR",
+        "GPUTUTOR_PROGRAMS_AT_ONCE",
+        "GPUTUTOR_STRICT_TESTS",
+        "GPUTUTOR_DEVICE",
+        "GPUTUTOR_THREADS_SET",
+    }
+)
+
+
+def shared_grade(
+    grade,
+    cache_dir: Path,
+    step,
+    code: str,
+    workdir: Path,
+    *,
+    on_output=None,
+    cancelled=None,
+    accuracy_bars: bool = True,
+):
+    """`grade_exercise` (passed as `grade`), but a grading of the same code for the same step, with
+    the same data slice, threads and device, is made once per test session and its result kept in
+    `cache_dir`, under a lock the workers share: `lesson test` and the exercise tests grade many of
+    the built-in lessons' programs alike. A grading that streams its output or can be cancelled is
+    made as asked; one served from the cache leaves `workdir` empty (a test that reads the files a
+    program wrote must not ask for a shared grading)."""
+    if on_output is not None or cancelled is not None:
+        kwargs = {"on_output": on_output, **({"cancelled": cancelled} if cancelled is not None else {})}
+        return grade(step, code, workdir, accuracy_bars=accuracy_bars, **kwargs)
+    from filelock import FileLock
+
+    path = grading_path(cache_dir, step, code, accuracy_bars)
+    with FileLock(str(path) + ".lock"):
+        if path.exists():
+            return pickle.loads(path.read_bytes())
+        result = grade(step, code, workdir, accuracy_bars=accuracy_bars)  # a grading that raises is not kept
+        path.write_bytes(pickle.dumps(result))
+    return result
+
+
+def grading_path(cache_dir: Path, step, code: str, accuracy_bars: bool) -> Path:
+    """Where the shared grading of `code` for `step` is kept: keyed by the step as loaded, the code,
+    whether accuracy bars apply, the GPUTUTOR_* and CUDA_* environment the program inherits (the
+    data slice, the threads, the memory caps), a user's own thread counts and the device tutor.lab
+    resolves for it."""
+    from tutor import threads
+    from tutor.experiments import devices
+
+    dev = devices.resolve(None, free_memory=False)
+    env = {k: v for k, v in os.environ.items() if k.startswith(("GPUTUTOR_", "CUDA_")) and k not in _NOT_THE_PROGRAMS}
+    ours = os.environ.get(threads.OURS, "").split(",")
+    env.update({k: os.environ[k] for k in threads.ENV_KEYS if k in os.environ and k not in ours})
+    key = hashlib.sha256(
+        json.dumps(
+            [step.model_dump(mode="json"), code, accuracy_bars, env, dev.kind, dev.index], sort_keys=True
+        ).encode()
+    ).hexdigest()[:20]
+    return cache_dir / f"grading-{step.id}-{key}.pickle"

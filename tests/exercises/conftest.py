@@ -2,7 +2,10 @@
 keeps a run's time limit (the sandbox, a lesson's grader) with one that a test moves past the limit
 once the event it waits for has come (the program is in its loop, every rank is up, the grader
 has printed). So the limit never has to cover Python's or torch's start-up, which a loaded machine
-can stretch past any fixed figure, and the test does not wait the limit out."""
+can stretch past any fixed figure, and the test does not wait the limit out.
+
+`as_lesson_test`: a built-in lesson's own program graded on the data slice `lesson test` grades
+it on, that one grading shared with it (tests/conftest.py's shared_gradings)."""
 
 from __future__ import annotations
 
@@ -50,3 +53,14 @@ def limit_clock(monkeypatch) -> Callable[[ModuleType], LimitClock]:
         return clock
 
     return install
+
+
+@pytest.fixture
+def as_lesson_test(monkeypatch: pytest.MonkeyPatch, shared_gradings: None) -> None:
+    """The data slice `lesson test` grades on (its QUICK_LAB): a test that grades one of a built-in
+    lesson's programs with accuracy_bars=False, as `lesson test` does without --full, judges the
+    grading `lesson test` makes of it in the same session (or makes it for both)."""
+    from tutor.authoring.lesson_test import QUICK_LAB
+
+    for key, value in QUICK_LAB.items():
+        monkeypatch.setenv(key, value)

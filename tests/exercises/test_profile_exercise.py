@@ -18,6 +18,7 @@ import pytest
 
 from tutor.course.lesson import ExerciseStep
 from tutor.course.loader import load_file
+from tutor.exercises import grader
 from tutor.exercises.grader import grade_exercise
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -92,11 +93,11 @@ def test_each_mistake_fails_naming_its_cause(step, small_lab, tmp_path, program,
     assert failed[req_id].endswith(next(r.feedback for r in step.requirements if r.id == req_id))
 
 
-def test_a_schedule_never_stepped_is_why_the_program_stopped(step, small_lab, tmp_path) -> None:
+def test_a_schedule_never_stepped_is_why_the_program_stopped(step, as_lesson_test, tmp_path) -> None:
     # key_averages() of a profiler that recorded nothing raises: that stop is the mistake, named
     # first; what the program never got to (its table, its peak) is not checked, not blamed.
     mistake = next(m for m in step.mistakes if m.fails == "profiled-steps" and "prof.step()" in m.name)
-    result = grade_exercise(step, mistake.code, tmp_path)
+    result = grader.grade_exercise(step, mistake.code, tmp_path, accuracy_bars=False)  # as lesson test grades it
     assert result.sandbox.error_type == "AssertionError"
     assert result.hint is not None and result.hint.startswith(
         "The profiler on line 41 recorded nothing: it was given a schedule, whose phases (wait, warmup, "
@@ -107,9 +108,9 @@ def test_a_schedule_never_stepped_is_why_the_program_stopped(step, small_lab, tm
     assert judged == {"profiled-steps": True, "profile-printed": False, "peak-memory": False}
 
 
-def test_the_solution_reports_the_process_peak_above_its_weights(step, small_lab, tmp_path) -> None:
+def test_the_solution_reports_the_process_peak_above_its_weights(step, as_lesson_test, tmp_path) -> None:
     # On a CPU the peak is the process's: torch's code and the data dwarf the model's 0.90 MiB.
-    result = grade_exercise(step, step.solution, tmp_path)
+    result = grader.grade_exercise(step, step.solution, tmp_path, accuracy_bars=False)  # as lesson test grades it
     assert result.passed, _failed(result)
     peak = result.sandbox.reports["peak_memory_mb"]
     assert 100 < peak < step.memory_mb + 2048, peak
