@@ -1,4 +1,4 @@
-"""The Textual app: one App, six screens (tutor/ui/screens/), one stylesheet.
+"""The Textual app: one App, seven screens (tutor/ui/screens/), one stylesheet.
 
 torch is never imported in this process: the engine process (tutor/experiments/engine.py) imports
 it, detects the device and runs the experiments, starting in the background once the

@@ -46,6 +46,7 @@ Your position, predictions and answers are saved as you go: quit any time and
 | `r` (home) | review: the checks of finished lessons asked again, the ones you missed more often |
 | `p` (home) | your prediction profile: how far your predictions were from what was measured, per concept |
 | `f` (home) | this machine's roofline (once calibrated: gpu-lab's calibrate step or `gpututor calibrate`) with your runs placed on it |
+| `i` (home) | inspect your own training script (or a shipped example): step-time split, MFU, memory, the course's mistakes it shows; `escape` stops it |
 | `?` | this help |
 | `q` | quit (a running experiment is stopped first) |
 

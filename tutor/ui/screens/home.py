@@ -17,6 +17,7 @@ from textual.widgets.option_list import Option
 
 from tutor.course import review
 from tutor.course.lesson import LoadedLesson
+from tutor.ui.screens.inspect import InspectScreen
 from tutor.ui.screens.profile import ProfileScreen
 from tutor.ui.screens.review import ReviewScreen
 from tutor.ui.screens.roofline import RooflineScreen
@@ -39,6 +40,7 @@ class HomeScreen(Screen):
         Binding("r", "review", "review"),
         Binding("p", "profile", "profile"),
         Binding("f", "roofline", "roofline"),
+        Binding("i", "inspect", "inspect"),
         Binding("question_mark", "app.help", "help"),
         Binding("q", "app.quit", "quit"),
     ]
@@ -52,7 +54,7 @@ class HomeScreen(Screen):
             yield OptionList(id="lessons")
             yield Static("", id="review-line")
             yield Static("", id="broken")
-        yield Static("↑↓ choose · enter open · r review · p profile · f roofline · ? help · q quit", id="keys-hint")
+        yield Static("enter open · r review · p profile · f roofline · i inspect · ? help · q quit", id="keys-hint")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -133,6 +135,9 @@ class HomeScreen(Screen):
 
     def action_roofline(self) -> None:
         self.app.push_screen(RooflineScreen())
+
+    def action_inspect(self) -> None:
+        self.app.push_screen(InspectScreen())
 
     def update_device(self) -> None:
         self.query_one("#device", Static).update(_hanging(self.app.device_text))
