@@ -15,6 +15,7 @@ from tutor.cli import main
 from tutor.inspect import findings, launch
 
 SCRIPTS = Path(__file__).resolve().parents[1] / "inspect_scripts"
+EXAMPLES = Path(launch.__file__).resolve().parent / "examples"  # the scripts the package ships
 SMALL = SCRIPTS / "small_train.py"
 WARMUP, STEPS = 2, 6
 
@@ -125,7 +126,7 @@ def mnist_cnn_flops(batch: int) -> int:
 
 
 def test_a_script_shaped_like_pytorch_examples_mnist():
-    report = inspect(SCRIPTS / "mnist_example.py", ["--batch-size", "32", "--workers", "1"])
+    report = inspect(EXAMPLES / "mnist_cnn.py", ["--batch-size", "32", "--workers", "1"])
     assert report.ok, (report.problem, report.output_tail)
     assert report.flops_per_step == pytest.approx(mnist_cnn_flops(32), rel=0.05)
     assert report.findings == [], [f.evidence for f in report.findings]

@@ -95,6 +95,8 @@ RULES = {
     "tutor.experiments": {
         "tutor.experiments",
         "tutor.measurement",
+        "tutor.inspect.launch",  # inspect-example: `gpututor inspect` on a shipped script, as a run
+        "tutor.inspect.findings",
         "tutor.paths",
         "tutor.errors",
         "tutor.threads",
@@ -107,6 +109,9 @@ RULES = {
         "tutor.course.lesson",
         "tutor.experiments",
         "tutor.measurement.timing",
+        "tutor.measurement.intervals",  # an `inspect` requirement's speed-up, judged as a prediction is
+        "tutor.inspect.launch",  # an `inspect` requirement watches the program as `gpututor inspect` does
+        "tutor.inspect.findings",
         "tutor.paths",
         "tutor.errors",
         "tutor.threads",

@@ -437,7 +437,9 @@ def test_lint_reports_an_error_requirement_pattern_that_cannot_compile(tmp_path)
         load_file(path)
     [issue] = info.value.issues
     assert issue.line == 9 and "unknown requirement type 'eror' (did you mean 'error'?)" in issue.message
-    assert issue.message.endswith("expected one of output, source, report, file, function, behaviour, error, python")
+    assert issue.message.endswith(
+        "expected one of output, source, report, file, function, behaviour, error, python, inspect"
+    )
 
 
 def test_an_error_requirement_may_accept_several_types(tmp_path):
@@ -734,3 +736,19 @@ steps:
         in issue.message
     )
     assert "concept 'cores': 'core*' matched 'cores', but 'no' negates it there" in issue.message
+
+
+def test_an_inspect_requirement_names_a_known_finding_and_something_to_judge():
+    text = (
+        "id: t\ntitle: T\nsteps:\n  - id: ex\n    kind: exercise\n    starter: x = 1\n    solution: x = 1\n"
+        "    requirements:\n      - {type: inspect, id: a, finding: data-wiat, feedback: f}\n"
+        "      - {type: inspect, id: b, feedback: f}\n"
+        "      - {type: inspect, id: c, finding: data-wait, min_speedup: 1.5, feedback: f}\n"
+    )
+    with pytest.raises(LessonError) as info:
+        load_text(text, "t.yaml")
+    messages = [str(i) for i in info.value.issues]
+    assert len(messages) == 2, messages
+    assert messages[0].startswith("t.yaml:9:41: step 'ex' requirement 'a': unknown finding 'data-wiat'")
+    assert "did you mean 'data-wait'" in messages[0]
+    assert "requirement 'b': an inspect requirement needs a finding" in messages[1]

@@ -308,6 +308,21 @@ class PythonRequirement(Strict):
         return None if self._lesson_dir is None else self._lesson_dir / self.grader_file
 
 
+class InspectRequirement(Strict):
+    """The program watched as `gpututor inspect` watches a script (tutor/inspect/): `finding` (a
+    finding's name, tutor/exercises/names.py INSPECT_FINDINGS) must be gone from its report, and
+    with `min_speedup` its steps must be measured that many times faster than the starter's, by the
+    two runs' intervals (tutor/measurement/intervals.py): a difference the runs cannot tell apart
+    yet is said so, not graded."""
+
+    type: Literal["inspect"]
+    id: str = Field(pattern=ID_PATTERN)
+    title: str = Field("", max_length=80)
+    finding: str | None = None
+    min_speedup: float | None = Field(None, gt=0)
+    feedback: str
+
+
 Requirement = Annotated[
     OutputRequirement
     | SourceRequirement
@@ -316,7 +331,8 @@ Requirement = Annotated[
     | FunctionRequirement
     | BehaviourRequirement
     | ErrorRequirement
-    | PythonRequirement,
+    | PythonRequirement
+    | InspectRequirement,
     Field(discriminator="type"),
 ]
 

@@ -30,6 +30,7 @@ from tutor.course.lesson import (
     ExerciseStep,
     FunctionRequirement,
     Goal,
+    InspectRequirement,
     InstrumentStep,
     Lesson,
     LessonError,
@@ -47,7 +48,7 @@ from tutor.course.lesson_yaml import Path_, Pos, parse, position
 
 _UNION_TAGS = {  # for an error that does not list them (a missing tag)
     "step kind": "read, predict, run, check, exercise, instrument",
-    "requirement type": "output, source, report, file, function, behaviour, error, python",
+    "requirement type": "output, source, report, file, function, behaviour, error, python, inspect",
     "answer type": "choice, number, text",
 }
 _TAGS = {
@@ -68,6 +69,7 @@ _TAGS = {
     "behaviour",
     "error",
     "python",
+    "inspect",
 }
 
 
@@ -1037,7 +1039,7 @@ def _graded_example_issues(
 
 
 def _requirement_issues(step: ExerciseStep, i: int, marks: dict[Path_, Pos], path: str) -> list[LessonIssue]:
-    from tutor.exercises.names import BEHAVIOURS, DISTRIBUTED, PROBES
+    from tutor.exercises.names import BEHAVIOURS, DISTRIBUTED, INSPECT_FINDINGS, PROBES
 
     issues = []
     for j, req in enumerate(step.requirements):
@@ -1064,6 +1066,16 @@ def _requirement_issues(step: ExerciseStep, i: int, marks: dict[Path_, Pos], pat
                 f"behaviour check {req.check!r} compares the processes of a torchrun launch: give the step "
                 "launch: {nproc: 2}"
             )
+        elif isinstance(req, InspectRequirement) and req.finding is not None and req.finding not in INSPECT_FINDINGS:
+            close = _did_you_mean(req.finding, INSPECT_FINDINGS)
+            problem, at = (
+                (f"unknown finding {req.finding!r}" + (close or f"; available: {', '.join(sorted(INSPECT_FINDINGS))}")),
+                "finding",
+            )
+        elif isinstance(req, InspectRequirement) and req.finding is None and req.min_speedup is None:
+            problem = "an inspect requirement needs a finding that must be gone, a min_speedup, or both"
+        elif isinstance(req, InspectRequirement) and step.launch is not None:
+            problem = "gpututor inspect watches one process; a step with launch runs several"
         elif isinstance(req, PythonRequirement):
             found = _grader_issue(req, path)
             if isinstance(found, LessonIssue):  # the grader file itself does not parse: point into it

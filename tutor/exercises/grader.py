@@ -31,11 +31,13 @@ from tutor.course.lesson import (
     ExerciseStep,
     FileRequirement,
     FunctionRequirement,
+    InspectRequirement,
     OutputRequirement,
     PythonRequirement,
     ReportRequirement,
     SourceRequirement,
 )
+from tutor.exercises import inspected
 from tutor.exercises.behaviour import (
     PROBE_JUDGES,
     Context,
@@ -558,6 +560,7 @@ def grade_exercise(
     )
     results: list[RequirementResult] = []
     notes: list[str] = []
+    watched: inspected.Watched | None = None  # the program under `gpututor inspect`, once for all its requirements
     for req in step.requirements:
         judged = True
         explains_stop = False
@@ -597,6 +600,13 @@ def grade_exercise(
                     seen = judge(fallback, context)
                     if not seen.passed and seen.explains_stop:
                         ok, fb, explains_stop = False, f"{seen.cause} {req.feedback}", True
+        elif isinstance(req, InspectRequirement):
+            if watched is None:
+                watched = inspected.watch(code, workdir, inspected.LEARNER_FILE, step, cancelled)
+            ok, judged, fb = inspected.check(req, step, watched, workdir, cancelled)
+            if ok and fb:
+                notes.append(fb)  # the measured gain, said beside the pass
+                fb = ""
         elif isinstance(req, PythonRequirement):
             graded = run_grader(
                 req,

@@ -1,6 +1,12 @@
-"""Shaped like PyTorch's examples/mnist/main.py (argparse, a Net of conv layers, train() and
-test(), DataLoaders over torchvision's MNIST), re-created for `gpututor inspect`'s tests. MNIST is
-read from $GPUTUTOR_DATA_DIR (MNIST/raw), never downloaded."""
+"""A CNN on MNIST, shaped like PyTorch's examples/mnist/main.py: argparse, a Net of two convolutions
+and two linear layers, train() and test(), DataLoaders over torchvision's MNIST, Adadelta.
+
+Try it under the tutor's instruments: `gpututor inspect mnist_cnn.py -- --epochs 1`.
+
+Where it differs from the original: --device picks the device (cuda, then mps, then cpu, by
+default), its DataLoaders use --workers worker processes on every device (the original uses one
+only with an accelerator) and shuffle, and MNIST is read from --data-dir (default
+$GPUTUTOR_DATA_DIR, else ../data), downloaded only with --download."""
 
 import argparse
 import os
@@ -78,7 +84,9 @@ def main():
     parser.add_argument("--epochs", type=int, default=14, metavar="N")
     parser.add_argument("--lr", type=float, default=1.0, metavar="LR")
     parser.add_argument("--gamma", type=float, default=0.7, metavar="M")
-    parser.add_argument("--no-accel", action="store_true")
+    parser.add_argument("--device", default=None, help="cuda, cuda:1, mps or cpu (default: the best here)")
+    parser.add_argument("--data-dir", default=os.environ.get("GPUTUTOR_DATA_DIR", "../data"))
+    parser.add_argument("--download", action="store_true", help="download MNIST into --data-dir if missing")
     parser.add_argument("--dry-run", action="store_true")
     parser.add_argument("--seed", type=int, default=1, metavar="S")
     parser.add_argument("--log-interval", type=int, default=10, metavar="N")
@@ -86,23 +94,28 @@ def main():
     parser.add_argument("--save-model", action="store_true")
     args = parser.parse_args()
 
-    use_accel = not args.no_accel and torch.cuda.is_available()
     torch.manual_seed(args.seed)
-    device = torch.device("cuda" if use_accel else "cpu")
-
-    train_kwargs = {"batch_size": args.batch_size}
-    test_kwargs = {"batch_size": args.test_batch_size}
-    if use_accel:
-        accel_kwargs = {"num_workers": args.workers, "pin_memory": True, "shuffle": True}
-        train_kwargs.update(accel_kwargs)
-        test_kwargs.update(accel_kwargs)
+    if args.device:
+        device = torch.device(args.device)
+    elif torch.cuda.is_available():
+        device = torch.device("cuda")
+    elif torch.backends.mps.is_available():
+        device = torch.device("mps")
     else:
-        train_kwargs.update({"num_workers": args.workers})
+        device = torch.device("cpu")
+    use_accel = device.type != "cpu"
+
+    train_kwargs = {"batch_size": args.batch_size, "num_workers": args.workers, "shuffle": True}
+    test_kwargs = {"batch_size": args.test_batch_size, "num_workers": args.workers}
+    if use_accel:
+        train_kwargs["pin_memory"] = test_kwargs["pin_memory"] = True
 
     transform = transforms.Compose([transforms.ToTensor(), transforms.Normalize((0.1307,), (0.3081,))])
-    root = os.environ.get("GPUTUTOR_DATA_DIR", "../data")
-    dataset1 = datasets.MNIST(root, train=True, download=False, transform=transform)
-    dataset2 = datasets.MNIST(root, train=False, transform=transform)
+    try:
+        dataset1 = datasets.MNIST(args.data_dir, train=True, download=args.download, transform=transform)
+        dataset2 = datasets.MNIST(args.data_dir, train=False, download=args.download, transform=transform)
+    except RuntimeError as error:  # torchvision's "Dataset not found"
+        raise SystemExit(f"MNIST is not in {args.data_dir} ({error}): pass --data-dir DIR, or --download") from None
     train_loader = torch.utils.data.DataLoader(dataset1, **train_kwargs)
     test_loader = torch.utils.data.DataLoader(dataset2, **test_kwargs)
 

@@ -1,0 +1,103 @@
+"""An exercise's `inspect` requirements: the learner's program watched as `gpututor inspect` watches
+a script (tutor/inspect/), its findings and its step time judged against the starter's own run.
+
+The starter's run is measured once per process and kept (the same starter on the same machine), so
+a second grading costs one watched run, not two. The speed-up is a ratio of two runs timed one after
+the other, with the interval `intervals.ratio_interval` gives it: hit, miss, or not told apart yet.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tutor.course.lesson import ExerciseStep, InspectRequirement
+from tutor.measurement.intervals import GUARD, Decision, judge, ratio_interval
+
+WARMUP, STEPS = 3, 20  # what `gpututor inspect` watches by default
+LEARNER_FILE = "inspected.py"
+STARTER_FILE = "starter_inspected.py"
+
+
+@dataclass
+class Watched:
+    """One watched run: the report (tutor/inspect/findings.py) and each timed step's seconds."""
+
+    report: Any
+    step_seconds: list[float]
+
+
+_starters: dict[str, Watched] = {}
+
+
+def watch(code: str, workdir: Path, name: str, step: ExerciseStep, cancelled: Callable[[], bool]) -> Watched:
+    from tutor.inspect import findings, launch
+
+    script = workdir / name
+    script.write_text(code, encoding="utf-8")
+    ran = launch.run_script(
+        script,
+        [],
+        warmup=WARMUP,
+        steps=STEPS,
+        timeout=step.timeout,
+        memory_mb=step.memory_mb,
+        measure_roof=False,
+        cancelled=cancelled,
+    )
+    report = findings.build(script, [], ran, step.timeout)
+    return Watched(report, [float(r["total"]) for r in ran.watched.get("timed") or []])
+
+
+def starter(step: ExerciseStep, workdir: Path, cancelled: Callable[[], bool]) -> Watched:
+    key = hashlib.sha256(step.starter.encode()).hexdigest()
+    if key not in _starters:
+        watched = watch(step.starter, workdir, STARTER_FILE, step, cancelled)
+        if not watched.report.ok:
+            return watched  # not kept: a cancelled or failed run says nothing of the starter
+        _starters[key] = watched
+    return _starters[key]
+
+
+def check(
+    req: InspectRequirement,
+    step: ExerciseStep,
+    learner: Watched,
+    workdir: Path,
+    cancelled: Callable[[], bool],
+) -> tuple[bool, bool, str]:
+    """(passed, judged, feedback) for one requirement against the learner's watched run."""
+    report = learner.report
+    if not report.ok:
+        return False, True, f"gpututor inspect could not watch your program through: {report.problem}."
+    if req.finding is not None:
+        seen = next((f for f in report.findings if f.key == req.finding), None)
+        if seen is not None:
+            return False, True, f"The run still shows it ({seen.title}): {seen.evidence}. {req.feedback}"
+    if req.min_speedup is None:
+        return True, True, ""
+    before = starter(step, workdir, cancelled)
+    if not before.report.ok:
+        return False, False, f"not checked: the starter's own run could not be watched ({before.report.problem})"
+    speedup = ratio_interval(before.step_seconds, learner.step_seconds)
+    if speedup is None:
+        return False, False, "not checked: no timed steps to compare"
+    said = (
+        f"your steps took {_ms(learner.step_seconds)} against the starter's {_ms(before.step_seconds)}: "
+        f"{speedup.median:.2f}x (95% interval {speedup.low:.2f}x to {speedup.high:.2f}x)"
+    )
+    decision = judge(speedup, req.min_speedup, None, GUARD)
+    if decision is Decision.HIT:
+        return True, True, said
+    if decision is Decision.MISS:
+        return False, True, f"Measured: {said}, short of {req.min_speedup:g}x. {req.feedback}"
+    return False, False, f"this machine can't tell yet whether it reaches {req.min_speedup:g}x: {said}; run it again"
+
+
+def _ms(seconds: list[float]) -> str:
+    """The median step, as the speed-up's own median is read."""
+    return f"{statistics.median(seconds) * 1e3:.2f} ms" if seconds else "-"
