@@ -24,6 +24,7 @@ from tutor.classroom.bundle import (
     Grading,
     LessonRecord,
     MachineRecord,
+    Measured,
     PredictionRecord,
     RequirementVerdict,
     content_hash,
@@ -381,3 +382,51 @@ def test_a_learner_name_that_is_a_formula_is_inert_in_both_csvs(tmp_path, cpu_ha
     assert [(r[0], r[3]) for r in rows] == [('\'=HYPERLINK("http://x","y")',) * 2, ("Zoë", "Zoë")]
     long_rows = list(csv.DictReader(io.StringIO(gradebook.long_csv(built))))
     assert {r["learner"] for r in long_rows} == {'\'=HYPERLINK("http://x","y")', "Zoë"}
+
+
+def test_a_wrong_choice_is_told_by_the_option_it_chose(tmp_path, lessons, cpu_hash):
+    """A choice check's wrong answers matched no rubric misconception: the report names the options
+    they chose, read as the check read them (its number, a letter or its text), most chosen first."""
+
+    def chose(*answers: str) -> CheckRecord:
+        tries = [Attempt(answer=a, correct=False, feedback="", at="2026-11-28T10:00:00+00:00") for a in answers]
+        tries.append(attempt(True))
+        return CheckRecord(step="intermediate-check", attempts=tries, correct=True, first_try=False)
+
+    learners = [("ada", chose("1")), ("bo", chose("about the same", "c", "a")), ("cy", chose("a")), ("di", chose())]
+    for name, record in learners:
+        write(tmp_path, f"{name}.json", bundle(name, [lesson_record(cpu_hash, 3, checks=[record])]))
+    (check,) = report.build(report.load_dir(tmp_path), lessons).checks
+    assert check.misconceptions == ()
+    assert check.wrong_options == (("about the same", 3), ("about nine times as big", 1))
+    assert check.wrong_answers_in_words() == '"about the same" (3 of 4)'
+    assert report.build(report.load_dir(tmp_path), lessons).as_dict()["checks"][0]["wrong_options"][0] == {
+        "option": "about the same",
+        "count": 3,
+    }
+
+
+def test_one_learner_however_the_name_is_spelt(tmp_path, cpu_hash):
+    """ "Ada", "ada " and a fullwidth "ＡＤＡ" are one learner; the later bundle's spelling is shown."""
+    write(tmp_path, "1.json", bundle("Ada", [lesson_record(cpu_hash, 2)], at="2026-11-28T10:00:00+00:00"))
+    write(tmp_path, "2.json", bundle(" ada  ", [lesson_record(cpu_hash, 4)], at="2026-11-28T11:00:00+00:00"))
+    write(tmp_path, "3.json", bundle("ＡＤＡ", [lesson_record(cpu_hash, 9)], at="2026-11-28T12:00:00+00:00"))
+    write(tmp_path, "4.json", bundle("Ada Lovelace", [lesson_record(cpu_hash, 1)]))
+    built = report.build(report.load_dir(tmp_path))
+    assert sorted(learner.learner for learner in built.learners) == ["Ada Lovelace", "ＡＤＡ"]
+    assert sorted(Path(d.path).name for d in built.superseded) == ["1.json", "2.json"]
+
+
+def test_a_prediction_judged_on_an_older_method_s_run_flags_the_bundle(tmp_path, cpu_hash):
+    """The machine is up to date, but a run stored before the update judged two predictions."""
+    judged = [
+        prediction("p1", 0.5).model_copy(update={"measured": Measured(value=2.0, method=METHOD - 1)}),
+        prediction("p2", 0.5).model_copy(update={"measured": Measured(value=2.0, method=METHOD - 1)}),
+        prediction("p3", 0.5).model_copy(update={"measured": Measured(value=2.0, method=METHOD)}),
+    ]
+    write(tmp_path, "old-runs.json", bundle("Ru", [lesson_record(cpu_hash, 3, predictions=judged)]))
+    (flag,) = report.build(report.load_dir(tmp_path)).flags
+    assert (flag.learner, flag.kind) == ("Ru", "older-method")
+    assert flag.reason.startswith(
+        f"2 predictions judged on runs of method {METHOD - 1}, older than this tutor's {METHOD}"
+    )

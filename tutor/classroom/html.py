@@ -261,7 +261,7 @@ def _checks_table(report: ClassReport) -> str:
             f"{c.wrong_first}/{c.answered} ({c.missed_share:.0%})",
             f"{c.right_eventually}/{c.answered}",
             number(round(c.mean_attempts, 1)),
-            "; ".join(f"{m} ×{k}" for m, k in c.misconceptions) or "–",
+            c.wrong_answers_in_words("; "),
         ]
         for c in report.checks
     ]
@@ -271,11 +271,12 @@ def _checks_table(report: ClassReport) -> str:
         "wrong first",
         "right in the end",
         "tries",
-        "misconceptions the wrong answers matched",
+        "what the wrong answers were",
     ]
     return (
-        '<p class="muted small">Most missed first try first. A misconception is counted once per wrong answer '
-        "that matched it.</p>" + _table(head, rows, frozenset({2, 3, 4}))
+        '<p class="muted small">Most missed first try first. Each wrong answer is counted once: by the '
+        "misconception it matched, or, on a choice, by the option it chose (in quotes).</p>"
+        + _table(head, rows, frozenset({2, 3, 4}))
     )
 
 

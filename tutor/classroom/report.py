@@ -24,12 +24,15 @@ from __future__ import annotations
 import datetime
 import math
 import re
+import unicodedata
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from tutor.checks.answers import ChoiceAnswer
+from tutor.checks.choice import resolve
 from tutor.classroom.bundle import Bundle, LessonRecord, Unreadable, content_hash, read
 from tutor.course import profile
 from tutor.course.lesson import Lesson
@@ -129,10 +132,20 @@ class CheckSummary:
     right_eventually: int
     mean_attempts: float
     misconceptions: tuple[tuple[str, int], ...]  # misconception -> wrong answers matching it, most first
+    # A choice's wrong options (its text -> learners who chose it, most first): what a wrong choice
+    # tells, where no rubric misconception names it
+    wrong_options: tuple[tuple[str, int], ...] = ()
 
     @property
     def missed_share(self) -> float:
         return self.wrong_first / self.answered if self.answered else 0.0
+
+    def wrong_answers_in_words(self, separator: str = ", ") -> str:
+        """'grads-reset ×2, "4x" (3 of 5)': misconceptions matched, then the wrong option most learners
+        chose (of those who answered), or '–' when nothing wrong was told apart."""
+        said = [f"{m} ×{k}" for m, k in self.misconceptions]
+        said += [f'"{o}" ({k} of {self.answered})' for o, k in self.wrong_options[:1]]
+        return separator.join(said) or "–"
 
 
 @dataclass(frozen=True)
@@ -239,6 +252,7 @@ class ClassReport:
         for row, check in zip(data["checks"], self.checks, strict=True):
             row["missed_share"] = check.missed_share
             row["misconceptions"] = [{"misconception": m, "count": n} for m, n in check.misconceptions]
+            row["wrong_options"] = [{"option": o, "count": n} for o, n in check.wrong_options]
         return data
 
 
@@ -294,19 +308,26 @@ def latest_per_learner(
     kept: dict[str, tuple[Path, Bundle]] = {}
     dropped: list[tuple[Path, Bundle, str]] = []
     for path, bundle in bundles:
-        name = bundle.learner.strip()
-        before = kept.get(name)
+        key = learner_key(bundle.learner)
+        before = kept.get(key)
         if before is None:
-            kept[name] = (path, bundle)
+            kept[key] = (path, bundle)
         elif _when(bundle) >= _when(before[1]):
-            kept[name] = (path, bundle)
-            dropped.append((*before, name))
+            kept[key] = (path, bundle)
+            dropped.append((*before, key))
         else:
-            dropped.append((path, bundle, name))
+            dropped.append((path, bundle, key))
     superseded = [
-        Superseded(str(path), name, bundle.submitted_at, str(kept[name][0])) for path, bundle, name in dropped
+        Superseded(str(path), bundle.learner.strip(), bundle.submitted_at, str(kept[key][0]))
+        for path, bundle, key in dropped
     ]
-    return sorted(kept.values(), key=lambda pb: pb[1].learner.strip().casefold()), superseded
+    return sorted(kept.values(), key=lambda pb: learner_key(pb[1].learner)), superseded
+
+
+def learner_key(name: str) -> str:
+    """Who a bundle's name means: "Ada", "ada " and "ADA" are one learner (Unicode's compatibility
+    form, case folded, inner spaces collapsed); the later bundle's spelling is the one shown."""
+    return " ".join(unicodedata.normalize("NFKC", name).casefold().split())
 
 
 # ---------------------------------------------------------------- building the report
@@ -371,14 +392,24 @@ def _flags(chosen: list[tuple[Path, Bundle]], lesson_files: dict[str, str]) -> l
                 other.append(f"{rec.id} (not the version most bundles hold)")
         if other:
             flags.append(Flag(who, str(path), "lesson-version", "another version of " + ", ".join(other)))
-        if b.machine.method < METHOD:
+        older = [
+            p.measured.method
+            for rec in b.lessons
+            for p in rec.predictions
+            if p.measured is not None and p.measured.method is not None and p.measured.method < METHOD
+        ]
+        if b.machine.method < METHOD or older:
+            # the machine's method, and each revealed prediction's own run (a run stored before an update)
+            said = [f"made by method {b.machine.method}"] if b.machine.method < METHOD else []
+            if older:
+                judged = f"{len(older)} prediction{'s' if len(older) != 1 else ''} judged on runs"
+                said.append(f"{judged} of method {', '.join(str(m) for m in sorted(set(older)))}")
             flags.append(
                 Flag(
                     who,
                     str(path),
                     "older-method",
-                    f"measured by method {b.machine.method}, older than this tutor's {METHOD}: "
-                    "its timings are not comparable",
+                    f"{'; '.join(said)}, older than this tutor's {METHOD}: its timings are not comparable",
                 )
             )
     return flags
@@ -540,6 +571,7 @@ def _checks(
                     by_step.setdefault(c.step, []).append(c)
         for step, tried in by_step.items():
             wrong = Counter(a.misconception for c in tried for a in c.attempts if not a.correct and a.misconception)
+            options = _wrong_options(known, lid, step, tried)
             rows.append(
                 CheckSummary(
                     lesson=lid,
@@ -550,10 +582,36 @@ def _checks(
                     right_eventually=sum(c.correct for c in tried),
                     mean_attempts=sum(len(c.attempts) for c in tried) / len(tried),
                     misconceptions=tuple(sorted(wrong.items(), key=lambda mc: (-mc[1], mc[0]))),
+                    wrong_options=tuple(sorted(options.items(), key=lambda oc: (-oc[1], oc[0]))),
                 )
             )
     rows.sort(key=lambda c: (-c.missed_share, -c.wrong_first, c.lesson, c.step))
     return rows
+
+
+def _wrong_options(
+    known: dict[str, tuple[Lesson, Path]], lesson_id: str, step_id: str, tried: list[Any]
+) -> Counter[str]:
+    """How many learners chose each wrong option of a choice check, read as the check read them (a
+    number, a letter, the text); answers that matched a misconception are counted there instead."""
+    if lesson_id not in known:
+        return Counter()
+    try:
+        step = known[lesson_id][0].step(step_id)
+    except KeyError:
+        return Counter()
+    spec = getattr(step, "answer", None)
+    if not isinstance(spec, ChoiceAnswer):
+        return Counter()
+    learners: Counter[str] = Counter()
+    for record in tried:  # one record per learner: a learner choosing one option twice counts once
+        chosen = {resolve(a.answer, spec) for a in record.attempts if not a.correct and not a.misconception}
+        learners.update({_clip(spec.options[i].text) for i in chosen if i is not None})
+    return learners
+
+
+def _clip(text: str, limit: int = 40) -> str:
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 
 def _exercises(

@@ -123,10 +123,12 @@ def _profile(report: ClassReport) -> Iterator[RenderableType]:
 def _checks(report: ClassReport) -> Iterator[RenderableType]:
     if not report.checks:
         return
-    table = _table("check", "wrong 1st", "right", "misconceptions matched", title="Checks most missed first try")
+    table = _table(
+        "check", "wrong 1st", "right", "wrong answers: misconception or option", title="Checks most missed first try"
+    )
     table.columns[3].justify = "left"
     for c in report.checks[:MOST_MISSED]:
-        matched = ", ".join(f"{m} ×{k}" for m, k in c.misconceptions) or "–"
+        matched = c.wrong_answers_in_words()
         table.add_row(f"{c.title} ({c.lesson})", f"{c.wrong_first}/{c.answered}", str(c.right_eventually), matched)
     yield Text()
     yield table
