@@ -4,6 +4,7 @@ timed window; a holder killed with -9 and a waiter killed in line must not block
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import os
@@ -326,3 +327,91 @@ def test_the_engine_waits_in_line_cancels_and_runs_now(tmp_path: Path, monkeypat
     finally:
         engine.close()
         release.touch()
+
+
+def test_an_exercise_program_waits_its_turn_and_says_its_place(tmp_path: Path, monkeypatch) -> None:
+    """A learner's exercise program (the sandbox's child) holds the CPU's slot while it runs: with
+    every slot held by another learner it waits, saying its place, and starts once one is free."""
+    from tutor.exercises.sandbox import run_code
+
+    folder = tmp_path / "class"
+    monkeypatch.setenv(slots.CLASS_DIR_ENV, str(folder))
+    queue = slots.queue_for("cpu")
+    assert queue is not None
+    held = []
+    for _ in range(slots.slots_for("cpu")):  # every CPU slot, held by "another learner" (this process)
+        ticket = queue.join("other")
+        assert ticket.take()
+        held.append(ticket)
+    freed: list[float] = []
+
+    def free_later() -> None:
+        time.sleep(6.0)
+        freed.append(time.time())
+        for ticket in held:
+            ticket.release()
+
+    import threading
+
+    threading.Thread(target=free_later, daemon=True).start()
+    code = "import time\nprint('started at', time.time())\n"
+    run = run_code(code, tmp_path / "work", timeout=60, memory_mb=2048)
+    assert run.ok, run.output
+    started = float(run.output.split("started at ")[1].split()[0])
+    assert freed and started >= freed[0]
+    assert "[gpututor] waiting for the CPU: " in run.output and "run(s) ahead of you" in run.output
+    assert "[gpututor] your turn on the CPU after" in run.output
+    (record,) = [r for r in slots.read_history(folder) if r.get("experiment") == "exercise"]
+    assert record["device"] == "cpu" and not record["shared"]
+
+
+def test_gpututor_inspect_holds_the_slot_while_the_script_runs(tmp_path: Path, monkeypatch) -> None:
+    from tutor.inspect import launch
+
+    folder = tmp_path / "class"
+    monkeypatch.setenv(slots.CLASS_DIR_ENV, str(folder))
+    script = ROOT / "tests" / "inspect_scripts" / "small_train.py"
+    ran = launch.run_script(script, [], warmup=1, steps=2, timeout=60, measure_roof=False)
+    assert ran.watched.get("outcome") == "stopped" and ran.watched.get("timing_shared") is False
+    (record,) = slots.read_history(folder)
+    assert (record["experiment"], record["device"], record["shared"]) == ("inspect", "cpu", False)
+
+
+def test_a_distributed_run_holds_a_slot_of_every_gpu_it_uses_in_index_order(monkeypatch) -> None:
+    """NCCL gives each of N ranks its own GPU: the run waits for cuda:0, then cuda:1 ... (in that
+    order, so two such runs never hold one each), and holds them all to its end; a gloo run is
+    the CPU's, whatever device it was asked for."""
+    from types import SimpleNamespace
+
+    from tutor import experiments
+    from tutor.experiments import turns
+    from tutor.experiments.events import Finished
+    from tutor.experiments.spec import Params
+
+    class Ranks(Params):
+        world_size: int = 2
+
+    cuda = SimpleNamespace(kind="cuda", index=0, torch_device="cuda:0")
+    monkeypatch.setattr(experiments, "gpu_count", lambda: 3)  # a box with three GPUs
+    assert experiments.slot_keys(Ranks(world_size=3), cuda) == ["cuda:0", "cuda:1", "cuda:2"]
+    assert experiments.slot_keys(Params(), cuda) == ["cuda:0"]
+    assert experiments.slot_keys(Ranks(world_size=4), cuda) == ["cpu"]  # gloo: one GPU short of NCCL
+    assert experiments.slot_keys(Ranks(), SimpleNamespace(kind="cpu", index=None)) == ["cpu"]
+
+    log: list[str] = []
+
+    def wait_turn(key, name, folder=None):
+        log.append(f"wait {key}")
+        yield from ()
+        return SimpleNamespace(shared=False, release=lambda: log.append(f"release {key}"))
+
+    def measure(params, dev):
+        log.append("measure")
+        yield Finished({})
+
+    monkeypatch.setattr(turns, "wait_turn", wait_turn)
+    from tutor.experiments import gpu_share
+
+    monkeypatch.setattr(gpu_share, "capped", lambda dev: contextlib.nullcontext())
+    list(experiments._within_the_gpu_cap(measure, Ranks(), cuda, "ddp"))
+    assert log == ["wait cuda:0", "wait cuda:1", "measure", "release cuda:0", "release cuda:1"]

@@ -110,6 +110,7 @@ RULES = {
         "tutor.experiments",
         "tutor.measurement.timing",
         "tutor.measurement.intervals",  # an `inspect` requirement's speed-up, judged as a prediction is
+        "tutor.measurement.slots",  # a program's turn on a device a class shares
         "tutor.inspect.launch",  # an `inspect` requirement watches the program as `gpututor inspect` does
         "tutor.inspect.findings",
         "tutor.paths",

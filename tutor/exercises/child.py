@@ -69,6 +69,16 @@ def start_torch(rank: int | None = None):
         return None
 
 
+def take_turn(dev, what: str):
+    """On a machine a class shares (a class folder), wait for a slot of the program's device and
+    hold it while this process lives (measurement/slots.py), the place in line said on stderr.
+    Returns the slots.Turn: `shared` when it ran beside another run after a minute in line."""
+    from tutor.measurement import slots
+
+    key = slots.device_key(dev.kind, dev.index) if dev is not None else "cpu"
+    return slots.hold_for_this_process(key, what, lambda text: print(text, file=sys.stderr, flush=True))
+
+
 def limit_gpu_memory(dev) -> None:
     """Hold the program to the shared-GPU cap on the device it trains on, as the tutor holds each
     experiment run (tutor/experiments/gpu_share.py: $GPUTUTOR_GPU_MEMORY_MB, settings.toml's
@@ -321,9 +331,13 @@ def main(argv: list[str]) -> None:
     if rank is not None:
         _enter_rank(rank)
     mb = os.environ.get("GPUTUTOR_SANDBOX_MEMORY_MB")
+    dev = None
     if mb and mb.isdigit():
-        limit_gpu_memory(start_torch(rank))
+        dev = start_torch(rank)
+        limit_gpu_memory(dev)
         limit_memory(int(mb))
+    if rank is None:  # a launch's ranks are not queued one by one: each would wait on the others' slots
+        take_turn(dev, "exercise")
     solution = os.path.abspath(argv[1])
     error_file = os.path.abspath(ERROR_FILE if rank is None else per_rank(ERROR_FILE, rank))  # before a chdir
     ranks_dir = os.path.abspath(RANKS_DIR)

@@ -29,6 +29,7 @@ class Watched:
 
     report: Any
     step_seconds: list[float]
+    timing_shared: bool = False  # it ran beside another run on a class's machine (measurement/slots.py)
 
 
 _starters: dict[str, Watched] = {}
@@ -50,7 +51,8 @@ def watch(code: str, workdir: Path, name: str, step: ExerciseStep, cancelled: Ca
         cancelled=cancelled,
     )
     report = findings.build(script, [], ran, step.timeout)
-    return Watched(report, [float(r["total"]) for r in ran.watched.get("timed") or []])
+    timed = [float(r["total"]) for r in ran.watched.get("timed") or []]
+    return Watched(report, timed, bool(ran.watched.get("timing_shared")))
 
 
 def starter(step: ExerciseStep, workdir: Path, cancelled: Callable[[], bool]) -> Watched:
@@ -83,6 +85,8 @@ def check(
     before = starter(step, workdir, cancelled)
     if not before.report.ok:
         return False, False, f"not checked: the starter's own run could not be watched ({before.report.problem})"
+    if learner.timing_shared or before.timing_shared:
+        return False, False, "not checked: a run waited past a minute for its turn and ran beside another; run it again"
     speedup = ratio_interval(before.step_seconds, learner.step_seconds)
     if speedup is None:
         return False, False, "not checked: no timed steps to compare"

@@ -80,9 +80,13 @@ def _within_the_gpu_cap(measure: Any, params: Params, dev: Any, name: str = "") 
     from tutor.measurement import noise, slots
 
     with gpu_share.capped(dev):
-        key = slots.device_key(dev.kind, dev.index)
-        turn = yield from turns.wait_turn(key, name)
+        held: list[slots.Turn] = []
         try:
+            # each device the run times, in index order: two runs wanting cuda:0 and cuda:1 never
+            # hold one each while waiting for the other
+            for key in slot_keys(params, dev):
+                held.append((yield from turns.wait_turn(key, name)))
+            turn = slots.Turn(shared=any(t.shared for t in held))
             threads.apply()  # decided once for the whole run, in its turn: its timings compare like with like
             before = noise.read(dev)
             for event in measure(params, dev):
@@ -99,8 +103,29 @@ def _within_the_gpu_cap(measure: Any, params: Params, dev: Any, name: str = "") 
                     event = Finished({**event.metrics, slots.TIMING_SHARED: True})
                 yield event
         finally:
-            turn.release()
+            for taken in held:
+                taken.release()
             slots.choose_run_now(False)  # a choice is for one run
+
+
+def slot_keys(params: Params, dev: Any) -> list[str]:
+    """The class-queue slots a run holds: its device's; a distributed run's (world_size ranks)
+    one per GPU where NCCL gives each rank its own (cuda:0 ... cuda:N-1), else the CPU's, where
+    its gloo processes run whatever device was asked for."""
+    from tutor.measurement import slots
+
+    world_size = getattr(params, "world_size", None)
+    if not isinstance(world_size, int):
+        return [slots.device_key(dev.kind, dev.index)]
+    if dev.kind == "cuda" and gpu_count() >= world_size:  # distributed.choose's rule for NCCL
+        return [slots.device_key("cuda", rank) for rank in range(world_size)]
+    return [slots.device_key("cpu")]
+
+
+def gpu_count() -> int:
+    import torch  # only for a CUDA run, in the engine, where torch is loaded already
+
+    return torch.cuda.device_count()
 
 
 def _has_interval(metrics: dict[str, Any]) -> bool:

@@ -22,7 +22,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tutor.exercises.child import learner_traceback, limit_gpu_memory, limit_memory, start_torch, watch_parent
+from tutor.exercises.child import (
+    learner_traceback,
+    limit_gpu_memory,
+    limit_memory,
+    start_torch,
+    take_turn,
+    watch_parent,
+)
 from tutor.inspect.hooks import PlainClock, Stopped, Watch
 
 ENV_STEPS = "GPUTUTOR_INSPECT_STEPS"  # "warmup,steps,split"
@@ -102,9 +109,13 @@ def main(argv: list[str]) -> None:
     owner = os.environ.get("GPUTUTOR_SANDBOX_OWNER", "")
     watch_parent(int(owner) if owner.isdigit() else None, False)
     mb = os.environ.get("GPUTUTOR_SANDBOX_MEMORY_MB")
+    dev = None
     if mb and mb.isdigit():
-        limit_gpu_memory(start_torch(None))
+        dev = start_torch(None)
+        limit_gpu_memory(dev)
         limit_memory(int(mb))
+    turn = take_turn(dev, "inspect")  # a class's shared machine: the script's timed window in its turn
+    shared = turn.shared
     warmup, steps, split = (int(x) for x in (os.environ.get(ENV_STEPS) or "3,20,5").split(","))
     watcher: Watch | PlainClock | None = None
     try:
@@ -121,6 +132,7 @@ def main(argv: list[str]) -> None:
         with lock:
             data: dict[str, Any] = watcher.result() if watcher is not None else {"steps_done": 0}
             data.update(outcome=outcome, seconds=time.perf_counter() - started, torch_imported="torch" in sys.modules)
+            data.update(timing_shared=shared)
             data.update(extra)
             _write(out_file, data)
 
@@ -163,6 +175,7 @@ def main(argv: list[str]) -> None:
     except Exception:  # noqa: BLE001
         pass
     report(outcome, **extra)
+    turn.release()  # into the class queue's history: os._exit runs no atexit handler
     os._exit(0)  # not sys.exit: DataLoader workers and the script's atexit handlers could hang
 
 

@@ -29,6 +29,7 @@ Torch-free: the device is a key ("cuda:0", "cpu") and the threads a number.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import getpass
 import json
@@ -386,6 +387,47 @@ class Turn:
         if self.ticket is not None:
             self.ticket.release(self.shared)
             self.ticket = None
+
+
+def hold_for_this_process(key: str, what: str, say: Any = print, every_s: float = 5.0) -> Turn:
+    """For a program the tutor starts as a process of its own (an exercise, a script under `gpututor
+    inspect`): wait in line for a slot of `key`, saying the place through `say` every `every_s`,
+    then hold it until the process ends (the kernel drops the flock with it; its parent's kill
+    of the group is the cancel). Past CHOICE_S it stops waiting and runs with the timing shared,
+    said so: a program has no one to ask. No class folder: returns at once."""
+    queue = queue_for(key)
+    if queue is None or fcntl is None:
+        return Turn()
+    try:
+        ticket = queue.join(what)
+    except OSError as e:
+        say(f"[gpututor] the class queue in {queue.dir} cannot be used ({e.strerror or e}): timed without it")
+        return Turn()
+    words, started, said = device_words(key), time.monotonic(), -every_s
+    while True:
+        ahead, running = ticket.look()
+        if ahead == 0 and ticket.take():
+            waited = time.monotonic() - started
+            if said >= 0:
+                say(f"[gpututor] your turn on {words} after {waited:.0f} s in line: the timing is yours alone")
+            turn = Turn(ticket, waited_s=waited)
+            atexit.register(turn.release)  # into the history at a normal exit; a kill drops the flock alone
+            return turn
+        waited = time.monotonic() - started
+        if waited >= CHOICE_S:
+            ticket.leave()
+            say(
+                f"[gpututor] still in line for {words} after {waited:.0f} s: running now beside "
+                f"{running} other run(s), so this run's timings are shared"
+            )
+            return Turn(shared=True, waited_s=waited)
+        if waited - said >= every_s:
+            said = waited
+            say(
+                f"[gpututor] waiting for {words}: {running + ahead} run(s) ahead of you "
+                f"({running} running, {ahead} waiting) · {waited:.0f} s"
+            )
+        time.sleep(POLL_S if ahead == 0 else LOOK_S)
 
 
 CLASS_DIR_ENV = "GPUTUTOR_CLASS_DIR"  # tutor.settings' name: the CLI sets it from settings.toml's class_dir
