@@ -115,7 +115,7 @@ def test_every_built_in_lesson_passes(capsys, monkeypatch, path, shared_gradings
         assert "bar is not applied on a data slice" in out
 
 
-def test_the_built_in_lessons_are_the_seven_the_course_has_and_the_step_beyond():
+def test_the_built_in_lessons_are_the_course_s_the_steps_beyond_and_the_capstone():
     assert sorted(p.stem for p in BUILT_IN) == [
         "beyond-one-gpu",
         "cpu-vs-gpu",
@@ -125,6 +125,7 @@ def test_the_built_in_lessons_are_the_seven_the_course_has_and_the_step_beyond()
         "gpu-training",
         "gpu-training-practice",
         "training-iron-law",
+        "your-own-loop",
     ]
 
 
