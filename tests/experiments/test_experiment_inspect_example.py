@@ -40,7 +40,7 @@ def test_mnist_cnn_is_reported_in_the_course_s_words(mnist_cnn):
 
 
 def test_the_char_model_trains_clean():
-    _, m = run_experiment("inspect-example", {**QUICK, "example": "char-gpt"})
+    _, m = run_experiment("inspect-example", {**QUICK, "example": "char-gpt", "batch_size": 4})
     assert m["flops_per_step"] > 0 and m["findings"] == 0, m
 
 

@@ -28,7 +28,7 @@ OUTPUT_LINES_SHOWN = 6
 
 def script_args(p: InspectExampleParams, device: str) -> list[str]:
     """The example's own flags: its device and batch, and for MNIST where the tutor's data is."""
-    args = ["--device", device, "--batch-size", str(p.batch_size)]
+    args = ["--device", device, *(["--batch-size", str(p.batch_size)] if p.batch_size else [])]
     if p.example == "mnist-cnn":
         from tutor import paths
 

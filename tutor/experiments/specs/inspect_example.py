@@ -18,7 +18,9 @@ class InspectExampleParams(Params):
     )
     steps: int = Field(20, ge=2, le=500, description="timed training steps (after the warm-up and the probe step)")
     warmup: int = Field(3, ge=1, le=50, description="untimed steps before the probe step")
-    batch_size: int = Field(64, ge=1, le=4096)
+    batch_size: int | None = Field(
+        None, ge=1, le=4096, description="passed as --batch-size; default: the script's own (mnist-cnn 64, char-gpt 16)"
+    )
 
 
 SPEC = Experiment(
