@@ -52,3 +52,19 @@ def test_a_cancel_stops_the_script():
     run.close()  # what a cancel does to the generator: its watcher returns once the script's group is killed
     assert time.monotonic() - started < 10
     assert not [t for t in threading.enumerate() if t.name == "inspect-example"]
+
+
+@pytest.mark.gpu
+def test_on_a_cuda_gpu_the_split_is_synchronised_and_the_peak_is_the_allocator_s():
+    import torch
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    events, m = run_experiment("inspect-example", {**QUICK, "example": "mnist-cnn"}, device="cuda")
+    assert m["device"].startswith("cuda")
+    assert m["flops_per_step"] == pytest.approx(mnist_cnn_flops(64), rel=0.05)
+    assert m["mfu"] is not None and 0 < m["mfu_low"] <= m["mfu"] <= m["mfu_high"] < 1
+    # the allocator's peak: at least the weights, gradients and Adadelta's two buffers
+    assert m["peak_mb"] >= 1_199_882 * 16 / 1e6
+    how = next(e.text for e in events if isinstance(e, Note) and e.text.startswith("How: "))
+    assert "synchronize" in how
