@@ -79,3 +79,22 @@ def test_a_planted_mistake_is_found(tmp_path, line, key):
     report = inspect(script, [*ARGS, "--text", str(EXAMPLES / "corpus.txt")])
     assert report.ok, (report.problem, report.output_tail)
     assert keys(report) == {key}, [f.evidence for f in report.findings]
+
+
+def test_its_hand_rolled_get_batch_is_timed_as_data(clean):
+    # no DataLoader: the data phase is the script's code before the training forward (get_batch)
+    data = next(p for p in clean.split if p.name == "data")
+    assert data.seconds > 0 and "get_batch" in clean.split_how
+
+
+def test_a_slow_get_batch_shows_as_data_not_other(tmp_path):
+    delay = 0.03  # as if each batch were read from disk
+    script = planted(
+        tmp_path, 'source = train_data if split == "train" else val_data', f"__import__('time').sleep({delay})"
+    )
+    report = inspect(script, [*ARGS, "--text", str(EXAMPLES / "corpus.txt")])
+    assert report.ok, (report.problem, report.output_tail)
+    parts = {p.name: p.seconds for p in report.split}
+    assert delay <= parts["data"] < delay + 0.01, parts
+    assert parts["other"] < 0.005, parts
+    assert keys(report) == set(), [f.evidence for f in report.findings]  # the loader finding is for DataLoaders

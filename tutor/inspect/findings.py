@@ -186,6 +186,19 @@ def _timing(report: Report, w: dict[str, Any], timed: list[dict[str, Any]]) -> N
             f"a clock read at each phase boundary of {len(timed)} timed steps; on a CPU each call finishes its work "
             "before it returns, so no synchronize is needed"
         )
+    report.split_how += _data_how(rows)
+
+
+def _data_how(rows: list[dict[str, Any]]) -> str:
+    """How the data phase was timed: inside a DataLoader's __next__, or, in steps without one, the
+    script's own code before the training forward (a hand-rolled get_batch)."""
+    made = sum(1 for r in rows if r.get("data_from") == "script")
+    if not made:
+        return ""
+    return (
+        f"; data, in the {made} of {len(rows)} steps with no DataLoader: the script's own code from the step's "
+        "start to its first training forward (its get_batch), copies and zero_grad left out"
+    )
 
 
 def _mfu(report: Report, w: dict[str, Any]) -> None:

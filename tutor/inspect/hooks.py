@@ -18,7 +18,9 @@ post-hook). The run is cut into windows of steps, each with one job:
 
 Then the script is stopped on purpose (`Stopped`, raised from the optimizer step).
 
-Phases: data (inside a DataLoader iterator's `__next__`), copy (a `Tensor.to`/`.cuda()` that
+Phases: data (inside a DataLoader iterator's `__next__`; in a step that takes no batch from a
+DataLoader, the script's own code from the step's start to its first training forward, which is
+where a hand-rolled `get_batch()` runs: see PRELUDE), copy (a `Tensor.to`/`.cuda()` that
 moved a tensor to another device), forward (from the first top-level module call of a training
 step with gradients on until backward: the model and the loss), backward (`Tensor.backward`),
 optimizer (`step` and `zero_grad`), other (the rest of the step: logging, the script's own code).
@@ -33,6 +35,10 @@ import weakref
 from typing import Any
 
 PHASES = ("data", "copy", "forward", "backward", "optimizer", "other")
+# The time from a step's start (the last optimizer step's end) to its first training forward, less
+# loader, copies and zero_grad: a hand-rolled get_batch() when no DataLoader gave the step its
+# batch and no evaluation (a forward without gradients) ran in it; otherwise the loop's own code.
+PRELUDE = "prelude"
 LOSSES_KEPT = 64  # weak references to the latest losses backward was called on
 OLD_AFTER = 3  # a loss this many steps old that is still alive is held by the script
 
@@ -50,16 +56,18 @@ class Watch:
         self.split_steps = split_steps
         self.clock = time.perf_counter  # the real one, before any script patches time
         self.step = 0  # optimizer steps finished
-        self.phase = "other"
+        self.phase = PRELUDE
         self.mark = self.clock()
         self.step_start = self.mark
-        self.acc = dict.fromkeys(PHASES, 0.0)
+        self.acc = dict.fromkeys((*PHASES, PRELUDE), 0.0)
+        self.loader_this_step = False  # a DataLoader's __next__ ran in this step
+        self.eval_this_step = False  # a forward without gradients ran before the training forward
         self.reads = 0  # .item()/.tolist()/.cpu() of a device tensor, from the script's files, this step
         self.syncs = 0  # of those, reads of a tensor on an accelerator (each waits for the queue)
         self.clock_reads = 0  # the script's own clock reads this step (a GPU only)
         self.script_syncs = 0  # synchronize calls the script made (a GPU only), all steps
-        self.timed: list[dict[str, float]] = []
-        self.split: list[dict[str, float]] = []
+        self.timed: list[dict[str, Any]] = []  # a step's phases in seconds, its reads, where its data came from
+        self.split: list[dict[str, Any]] = []
         self.window_s: float | None = None  # the timed window, end to end
         self.window_start = 0.0
         self.real_sync: Any = None
@@ -166,8 +174,10 @@ class Watch:
         watch = self
 
         def pre(module: Any, args: tuple) -> None:
-            if watch.depth == 0 and torch.is_grad_enabled():
-                if watch.phase == "other":
+            if watch.depth == 0 and not torch.is_grad_enabled() and watch.phase == PRELUDE:
+                watch.eval_this_step = True
+            elif watch.depth == 0 and torch.is_grad_enabled():
+                if watch.phase in ("other", PRELUDE):
                     watch._enter("forward")
                 if not watch.forward_this_step:
                     watch.forward_this_step = True
@@ -222,6 +232,7 @@ class Watch:
                 watch.acc[watch.phase] += start - watch.mark
                 watch.acc["data"] += now - start
                 watch.mark = now
+                watch.loader_this_step = True
                 if watch.loader is None or watch._in_probe():
                     watch.loader = {
                         "num_workers": getattr(iterator, "_num_workers", None),
@@ -442,11 +453,18 @@ class Watch:
         step = self.step + 1
         if self.cuda and step == self.last_timed:
             self.real_sync()  # the window's queued work belongs to the window
+        elif self.sync is not None:
+            self.sync()  # the split window: the optimizer's queued work is the optimizer's
         now = self.clock()
         self.acc[self.phase] += now - self.mark
         total = now - self.step_start
         self.step = step
-        record = {"step": step, "total": total, **self.acc, "reads": self.reads, "syncs": self.syncs}
+        prelude = self.acc.pop(PRELUDE)
+        made_batch = self.forward_this_step and not self.loader_this_step and not self.eval_this_step
+        self.acc["data" if made_batch else "other"] += prelude
+        data_from = "loader" if self.loader_this_step else "script" if made_batch else ""
+        record = {"step": step, "total": total, **self.acc, "data_from": data_from}
+        record.update(reads=self.reads, syncs=self.syncs)
         if self.cuda:
             record["clock_reads"] = self.clock_reads
         if self.probe_step < step <= self.last_timed:
@@ -462,10 +480,11 @@ class Watch:
             self._finish_probes(torch)
         if self.cuda and step == self.last_timed:
             self.sync = self.real_sync  # the split window: a synchronize at each boundary
-        self.acc = dict.fromkeys(PHASES, 0.0)
+        self.acc = dict.fromkeys((*PHASES, PRELUDE), 0.0)
         self.reads = self.syncs = self.clock_reads = 0
         self.forward_this_step = self.backward_this_step = False
-        self.phase = "other"
+        self.loader_this_step = self.eval_this_step = False
+        self.phase = PRELUDE
         if self.cuda and step == self.probe_step:
             self.real_sync()
         self.step_start = self.mark = self.clock()
@@ -500,7 +519,7 @@ class Watch:
             "steps_wanted": self.steps,
             "split_steps": self.split_steps if self.cuda else 0,
             "finished_window": self.finished,
-            "phase_now": self.phase,
+            "phase_now": "other" if self.phase == PRELUDE else self.phase,
             "timed": self.timed,
             "split": self.split,
             "window_s": self.window_s,
