@@ -235,6 +235,7 @@ def compare_split(script: Path, args: list[str], warmup: int, steps: int) -> boo
 def compare_overhead(script: Path, args: list[str], warmup: int, steps: int, pairs: int) -> None:
     from tutor.cli.inspect import overhead
     from tutor.inspect import findings, launch
+    from tutor.measurement.intervals import median_interval
 
     ratios = []
     for _ in range(pairs):
@@ -253,6 +254,13 @@ def compare_overhead(script: Path, args: list[str], warmup: int, steps: int, pai
             f"  overhead: median {statistics.median(ratios):.3f}x of {len(ratios)} pairs, "
             f"{min(ratios):.3f} to {max(ratios):.3f}"
         )
+        held = median_interval(ratios)
+        if held is not None and held.n >= 6:
+            print(
+                f"  the median's {held.coverage:.0%} interval (order statistics): {held.low:.3f}x to {held.high:.3f}x: "
+                + ("within" if held.high <= 1.05 else "not shown within")
+                + " the 5% goal"
+            )
 
 
 def main() -> None:

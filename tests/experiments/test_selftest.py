@@ -21,6 +21,7 @@ CPU_PATHS = {
     "autocast + GradScaler step",
     "checkpoint: save on the device, load on the CPU",
     "torchrun: processes that all-reduce",
+    "gpututor inspect on a script",
 }
 
 
@@ -39,6 +40,7 @@ def test_on_this_cpu_each_path_that_applies_runs_for_real_and_the_rest_say_why_n
         "2 processes under torchrun, gloo on cpu: all-reduce gave 3 on every rank"
         in checks["torchrun: processes that all-reduce"]["detail"]
     )
+    assert checks["gpututor inspect on a script"]["detail"].startswith("char_gpt.py on cpu: 4 steps clocked")
 
 
 def test_a_failing_check_is_said_with_its_reason_and_the_exit_code_is_1(monkeypatch, capsys):

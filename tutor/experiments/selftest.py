@@ -379,6 +379,28 @@ def _torchrun(dev: Any) -> str:
     )
 
 
+def _inspect(dev: Any) -> str:
+    """`gpututor inspect` on the shipped char_gpt.py, made small: the script in a process of its
+    own on this device, its steps split and its FLOPs counted."""
+    from pathlib import Path
+
+    from tutor.inspect import findings, launch
+
+    script = Path(launch.__file__).with_name("examples") / "char_gpt.py"
+    args = ["--device", dev.torch_device, "--batch-size", "4", "--block-size", "16", "--n-layer", "1", "--n-embd", "32"]
+    ran = launch.run_script(script, args, warmup=1, steps=4, split_steps=2, timeout=90, measure_roof=False)
+    report = findings.build(script, args, ran, 90)
+    if not report.ok:
+        raise AssertionError(f"{script.name} was not watched through: {report.problem}")
+    if not (report.flops_per_step and report.split and str(report.device).startswith(dev.kind)):
+        raise AssertionError(f"watched on {report.device}, {report.flops_per_step} FLOPs, split {report.split}")
+    how = "synchronised at each phase" if report.split_how.startswith("GPU") else "clocked at each phase"
+    return (
+        f"{script.name} on {report.device}: {report.steps_timed} steps {how}, "
+        f"{report.flops_per_step / 1e6:.1f} MFLOP a step, {len(report.findings)} finding(s)"
+    )
+
+
 CHECKS: list[tuple[str, Callable[[Any], str]]] = [
     ("device detection", _detect),
     ("synchronised timing", _timing),
@@ -392,6 +414,7 @@ CHECKS: list[tuple[str, Callable[[Any], str]]] = [
     ("profiler: kernel time per phase", _kernels_by_phase),
     ("GPU activity read through NVML", _gpu_reading),
     ("torchrun: processes that all-reduce", _torchrun),
+    ("gpututor inspect on a script", _inspect),
 ]
 
 
