@@ -193,6 +193,13 @@ def test_a_script_that_does_not_train(tmp_path, capsys):
     assert code == 1 and out["outcome"] == "no_training" and "without taking an optimizer step" in out["problem"]
 
 
+def test_a_script_that_exits_with_a_message_says_it_as_python_would(tmp_path, capsys):
+    script = write(tmp_path, "nodata.py", "import sys\nimport torch\nsys.exit('MNIST is not in ./data')\n")
+    code, out = run_cli(capsys, str(script))
+    assert code == 1 and "exited with code 1" in out["problem"]
+    assert out["output_tail"].strip().endswith("MNIST is not in ./data")
+
+
 def test_a_missing_script_is_bad_input(tmp_path, capsys):
     assert main(["inspect", str(tmp_path / "nope.py")]) == 2
     assert "no such file" in capsys.readouterr().err

@@ -96,7 +96,9 @@ def measure(p: InspectExampleParams, dev: Device) -> Iterator[Event]:
     ran = done[0]
     report = findings.build(script, args, ran, TIMEOUT_S)
     if not report.ok:
-        raise RuntimeError(f"{script.name} was not watched through: {report.problem}")
+        said = report.output_tail.strip().splitlines()[-1:] if report.output_tail.strip() else []
+        last = f"; its last words: {said[0].strip()[:200]}" if said else ""
+        raise RuntimeError(f"{script.name} was not watched through: {report.problem}{last}")
     yield from _report(report, ran.watched)
 
 

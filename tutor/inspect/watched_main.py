@@ -156,6 +156,8 @@ def main(argv: list[str]) -> None:
         outcome = "stopped"
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 1
+        if exc.code is not None and not isinstance(exc.code, int):  # sys.exit("message"): python prints it
+            print(exc.code, file=sys.stderr, flush=True)
         outcome, extra = "exited", {"exit_code": code}
     except BaseException as exc:  # noqa: BLE001 - every error the script raises is reported
         text, line = learner_traceback(exc, script)
