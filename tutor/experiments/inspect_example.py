@@ -28,13 +28,10 @@ OUTPUT_LINES_SHOWN = 6
 
 def script_args(p: InspectExampleParams, device: str) -> list[str]:
     """The example's own flags: its device and batch, and for MNIST where the tutor's data is."""
-    args = ["--device", device, *(["--batch-size", str(p.batch_size)] if p.batch_size else [])]
-    if p.example == "mnist-cnn":
-        from tutor import paths
+    from tutor.inspect import launch
 
-        root, may_download = paths.data_dir()
-        args += ["--data-dir", str(root), *(["--download"] if may_download else [])]
-    return args
+    args = ["--device", device, *(["--batch-size", str(p.batch_size)] if p.batch_size else [])]
+    return args + launch.example_args(EXAMPLES / SCRIPTS[p.example])
 
 
 def measure(p: InspectExampleParams, dev: Device) -> Iterator[Event]:

@@ -113,6 +113,17 @@ def run_script(
     )
 
 
+def example_args(script: Path) -> list[str]:
+    """The arguments a shipped example needs from the tutor: for mnist_cnn.py, where the tutor's own
+    MNIST is (and leave to download it there, where the tutor itself would download)."""
+    if script.name != "mnist_cnn.py":
+        return []
+    from tutor import paths
+
+    root, may_download = paths.data_dir()
+    return ["--data-dir", str(root), *(["--download"] if may_download else [])]
+
+
 def uses_torch(script: Path) -> bool:
     """Whether the script's own text imports torch (or a package that names it)."""
     try:

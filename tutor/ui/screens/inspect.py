@@ -167,8 +167,11 @@ class InspectScreen(Screen):
 
     @on(OptionList.OptionSelected, "#examples")
     def _example(self, event: OptionList.OptionSelected) -> None:
-        self.query_one("#script", Input).value = str(event.option.id)
-        self.query_one("#args", Input).value = ""
+        from tutor.inspect.launch import example_args
+
+        script = Path(str(event.option.id))
+        self.query_one("#script", Input).value = str(script)
+        self.query_one("#args", Input).value = shlex.join(example_args(script))  # shown: nothing hidden
         self.action_start()
 
     def _say(self, text: Text | str, *, report_shown: bool = False) -> None:
