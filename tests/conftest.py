@@ -165,16 +165,6 @@ def accelerator() -> str:
     pytest.skip("needs a CUDA or MPS device")
 
 
-def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
-    """`-n auto`: one worker more than the cores. Many tests spend their time waiting on a process
-    of their own (a sandboxed program, torchrun's ranks, a terminal), so on 2 cores two workers
-    kept the CPU about 60% busy in CI (12m26s of user time over 12m15s). Unset on a machine with
-    PYTEST_XDIST_AUTO_NUM_WORKERS, which xdist itself reads."""
-    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
-        return None
-    return (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1) + 1
-
-
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The long tests first (a worker that draws one last would finish alone), then skip
     @pytest.mark.gpu tests where neither CUDA nor MPS is available."""
