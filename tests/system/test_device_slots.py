@@ -415,3 +415,17 @@ def test_a_distributed_run_holds_a_slot_of_every_gpu_it_uses_in_index_order(monk
     monkeypatch.setattr(gpu_share, "capped", lambda dev: contextlib.nullcontext())
     list(experiments._within_the_gpu_cap(measure, Ranks(), cuda, "ddp"))
     assert log == ["wait cuda:0", "wait cuda:1", "measure", "release cuda:0", "release cuda:1"]
+
+
+def test_the_capstone_run_with_a_class_folder_holds_one_slot_not_two(tmp_path: Path, monkeypatch) -> None:
+    """inspect-example's own turn (experiments.start) holds the CPU's slot; the script it starts
+    must not stand in line behind its own parent (it once waited there until its time limit)."""
+    from experiment_runs import run_experiment
+
+    folder = tmp_path / "class"
+    monkeypatch.setenv(slots.CLASS_DIR_ENV, str(folder))
+    monkeypatch.setattr(slots, "slots_for", lambda key: 1)  # one slot: a second place in line would wait
+    _, m = run_experiment("inspect-example", {"steps": 4, "warmup": 1, "example": "char-gpt", "batch_size": 4})
+    assert m["flops_per_step"] > 0 and not m.get(slots.TIMING_SHARED)
+    (record,) = slots.read_history(folder)
+    assert (record["experiment"], record["device"]) == ("inspect-example", "cpu")

@@ -132,6 +132,7 @@ RULES = {
         "tutor.measurement.peak",
         "tutor.measurement.vendor_peaks",
         "tutor.paths",  # where the tutor's MNIST is, for the shipped mnist_cnn.py
+        "tutor.measurement.slots",  # the class queue's names: a run already in its turn queues no more
         "tutor",
     },
     # bundles a learner submits and the class report: read by the hundred, so pure Python over

@@ -74,3 +74,22 @@ def test_a_program_the_inspector_could_not_watch_says_why():
     ok, judged, said = inspected.check(requirement(finding="data-wait"), STEP, broken, Path(), bool)
     assert (ok, judged) == (False, True)
     assert said == "gpututor inspect could not watch your program through: the script crashed: NameError."
+
+
+def test_a_starter_run_timed_beside_another_is_not_kept(monkeypatch):
+    """A starter watched while sharing the machine says nothing of the starter: it is not kept, so
+    the next grading watches it again instead of answering "run it again" for good."""
+    runs = []
+
+    def watch(code, workdir, name, step, cancelled):
+        runs.append(name)
+        shared = len(runs) == 1
+        return inspected.Watched(Report("x.py", [], "stopped", None), [0.01] * 20, timing_shared=shared)
+
+    monkeypatch.setattr(inspected, "watch", watch)
+    monkeypatch.setattr(inspected, "_starters", {})
+    assert inspected.starter(STEP, Path(), bool).timing_shared
+    assert not inspected.starter(STEP, Path(), bool).timing_shared
+    assert len(runs) == 2
+    inspected.starter(STEP, Path(), bool)
+    assert len(runs) == 2  # the quiet one is kept

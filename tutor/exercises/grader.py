@@ -49,6 +49,7 @@ from tutor.exercises.child import per_rank, strip_escapes
 from tutor.exercises.pack_grader import run_grader, snapshot, written_since
 from tutor.exercises.sandbox import SandboxResult, run_code
 from tutor.exercises.sandbox import prestart as sandbox_prestart
+from tutor.measurement.slots import CHOICE_S, class_dir
 
 CHECK_TIMEOUT_S = 180.0  # loading and evaluating a checkpoint on the CPU
 OBSERVED = ".observed.json"  # what the program did (tutor/exercises/observe.py), written by the sandbox child
@@ -539,7 +540,7 @@ def grade_exercise(
     run = run_code(
         code,
         workdir,
-        timeout=step.timeout,
+        timeout=step.timeout + (CHOICE_S if class_dir() else 0.0),  # a minute in the class queue at most
         memory_mb=step.memory_mb,
         on_output=on_output,
         cancelled=cancelled,

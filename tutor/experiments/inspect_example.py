@@ -64,6 +64,7 @@ def measure(p: InspectExampleParams, dev: Device) -> Iterator[Event]:
                     warmup=p.warmup,
                     steps=p.steps,
                     timeout=TIMEOUT_S,
+                    hold_slot=False,  # this run's turn (experiments.start) holds the device already
                     on_output=lines.put,
                     cancelled=stop.is_set,
                 )
@@ -101,10 +102,15 @@ def measure(p: InspectExampleParams, dev: Device) -> Iterator[Event]:
 
 def _report(report: Any, watched: dict[str, Any]) -> Iterator[Event]:
     timed = watched.get("timed") or []
+    # On a GPU only the window's two ends are synchronised, so one step's clock times its launches:
+    # the step is the window's mean (no interval), the shares come from the split steps, which
+    # synchronise at each boundary. On a CPU each step's own clock is its time.
+    on_gpu = bool(watched.get("split"))
+    phases = watched.get("split") or timed
     totals = [float(r["total"]) for r in timed]
-    data_shares = [float(r.get("data", 0.0)) / float(r["total"]) for r in timed if float(r["total"]) > 0]
-    step = statistics.median(totals)
-    step_low, step_high = bounds(median_interval(totals))
+    data_shares = [float(r.get("data", 0.0)) / float(r["total"]) for r in phases if float(r["total"]) > 0]
+    step = report.step_s if on_gpu and report.step_s else statistics.median(totals)
+    step_low, step_high = (None, None) if on_gpu else bounds(median_interval(totals))
     data_low, data_high = bounds(median_interval(data_shares))
     shares = {phase.name: phase.share for phase in report.split}
     yield Table(
@@ -121,8 +127,9 @@ def _report(report: Any, watched: dict[str, Any]) -> Iterator[Event]:
             return report.flops_per_step / seconds / roof if seconds else None
 
         mfu, mfu_low, mfu_high = utilisation(step), utilisation(step_high), utilisation(step_low)
+        which = "the window's mean step, synchronised at its ends" if on_gpu else "the median step"
         yield Note(
-            f"MFU {mfu:.1%}: {report.flops_per_step / 1e9:.3f} GFLOP a step / {step * 1e3:.2f} ms (the median step) "
+            f"MFU {mfu:.1%}: {report.flops_per_step / 1e9:.3f} GFLOP a step / {step * 1e3:.2f} ms ({which}) "
             f"= {report.flops_per_step / step / 1e12:.3f} TFLOP/s, against this machine's measured "
             f"{report.roof_dtype} dense peak of {report.roof_tflops:.3f} TFLOP/s.",
             level="result",

@@ -20,6 +20,7 @@ from typing import Any
 
 from tutor.exercises import sandbox
 from tutor.inspect.watched_main import ENV_DEADLINE, ENV_PLAIN, ENV_ROOF, ENV_STEPS
+from tutor.measurement.slots import CHOICE_S, CLASS_DIR_ENV
 
 WATCHDOG_MARGIN_S = 3.0  # the child writes what it saw this long before the limit
 ROOF_ALLOWANCE_S = 20.0  # after the script stops: measuring the roof once (cached after)
@@ -73,6 +74,7 @@ def run_script(
     memory_mb: int = 4096,
     plain: bool = False,
     measure_roof: bool = True,
+    hold_slot: bool = True,
     on_output: Callable[[str], None] | None = None,
     cancelled: Callable[[], bool] = lambda: False,
 ) -> Ran:
@@ -89,6 +91,10 @@ def run_script(
         env[ENV_PLAIN] = "1" if plain else "0"
         env[ENV_ROOF] = "1" if measure_roof else "0"
         env.pop("GPUTUTOR_REPORT", None)  # the exercises' report file: not this run's
+        if not hold_slot:  # its caller holds the device's slot already (an experiment's turn): no second place in line
+            env.pop(CLASS_DIR_ENV, None)
+        elif env.get(CLASS_DIR_ENV):  # a minute in the class queue at most, not taken from the script's time
+            timeout += CHOICE_S
         ran = sandbox._run(
             [sys.executable, "-m", "tutor.inspect.watched_main", str(out_file), str(script), *args],
             folder,

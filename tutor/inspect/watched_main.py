@@ -138,6 +138,7 @@ def main(argv: list[str]) -> None:
 
     deadline = float(os.environ.get(ENV_DEADLINE) or 0)
     if deadline:
+        deadline += turn.waited_s  # time in the class queue is not the script's
 
         def watchdog() -> None:
             time.sleep(max(0.0, deadline - time.time()))

@@ -403,6 +403,21 @@ def hold_for_this_process(key: str, what: str, say: Any = print, every_s: float 
     except OSError as e:
         say(f"[gpututor] the class queue in {queue.dir} cannot be used ({e.strerror or e}): timed without it")
         return Turn()
+    try:
+        return _wait_holding(queue, ticket, key, say, every_s)
+    except OSError as e:  # the class folder removed or unwritable mid-wait: timed without it
+        ticket.release()
+        say(f"[gpututor] the class queue in {queue.dir} cannot be used ({e.strerror or e}): timed without it")
+        return Turn()
+
+
+def _release_in(owner: int, turn: Turn) -> None:
+    """A forked child inherits the exit handler, not the slot (its copy of the lock is closed)."""
+    if os.getpid() == owner:
+        turn.release()
+
+
+def _wait_holding(queue: DeviceQueue, ticket: Ticket, key: str, say: Any, every_s: float) -> Turn:
     words, started, said = device_words(key), time.monotonic(), -every_s
     while True:
         ahead, running = ticket.look()
@@ -411,7 +426,7 @@ def hold_for_this_process(key: str, what: str, say: Any = print, every_s: float 
             if said >= 0:
                 say(f"[gpututor] your turn on {words} after {waited:.0f} s in line: the timing is yours alone")
             turn = Turn(ticket, waited_s=waited)
-            atexit.register(turn.release)  # into the history at a normal exit; a kill drops the flock alone
+            atexit.register(_release_in, os.getpid(), turn)  # at a normal exit; a kill drops the flock alone
             return turn
         waited = time.monotonic() - started
         if waited >= CHOICE_S:

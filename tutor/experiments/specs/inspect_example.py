@@ -32,8 +32,8 @@ SPEC = Experiment(
         "step_seconds": Metric(
             "time per step",
             "s",
-            "the median of the timed steps' seconds (a clock at each step's end; on a GPU the window is "
-            "synchronised at its two ends)",
+            "the median of the timed steps' seconds (a clock at each step's end); on a GPU, where one step's "
+            "clock times its launches, the timed window's mean, synchronised at its two ends, with no interval",
         ),
         "step_seconds_low": Metric(
             "time per step, interval low", "s", "the low end of that median's 95% interval (order statistics)"
@@ -42,7 +42,8 @@ SPEC = Experiment(
         "data_share": Metric(
             "step time waiting for data",
             "%",
-            "the median over the timed steps of each step's share spent getting the next batch (0..1)",
+            "the median over the timed steps (a GPU: the split steps, synchronised at each boundary) of each "
+            "step's share spent getting the next batch (0..1)",
         ),
         "data_share_low": Metric("data wait, interval low", "%", "the low end of that median's 95% interval"),
         "data_share_high": Metric("data wait, interval high", "%", "the high end of the same interval"),

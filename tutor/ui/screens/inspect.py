@@ -167,6 +167,8 @@ class InspectScreen(Screen):
 
     @on(OptionList.OptionSelected, "#examples")
     def _example(self, event: OptionList.OptionSelected) -> None:
+        if self.watching is not None:
+            return
         from tutor.inspect.launch import example_args
 
         script = Path(str(event.option.id))
@@ -207,6 +209,8 @@ class InspectScreen(Screen):
         log.display = True
         for box in self.query(Input):
             box.disabled = True
+        for examples in self.query("#examples"):  # a pick mid-run would rename the script being watched
+            examples.disabled = True
         self._say(
             Text.assemble(
                 ("Watching ", "bold"),
@@ -265,6 +269,8 @@ class InspectScreen(Screen):
         self.watching = None
         for box in self.query(Input):
             box.disabled = False
+        for examples in self.query("#examples"):
+            examples.disabled = False
         if message.report is not None:
             self._show(message.report)
             return
