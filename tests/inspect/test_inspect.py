@@ -74,7 +74,8 @@ def test_a_model_left_on_the_cpu_is_no_finding_where_there_is_no_accelerator(sma
 
     if torch.cuda.is_available():
         pytest.skip("an accelerator is here: test_cpu_model_on_a_gpu_machine covers it")
-    assert keys(small_runs["cpu-model"]) == set()
+    # nothing of the model's place; the loader's share can cross data-wait's bar on a loaded machine
+    assert keys(small_runs["cpu-model"]) <= {"data-wait"}
 
 
 @pytest.mark.gpu
