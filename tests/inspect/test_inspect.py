@@ -159,6 +159,38 @@ def run_cli(capsys, *argv: str) -> tuple[int, dict]:
     return code, json.loads(capsys.readouterr().out.strip().splitlines()[-1])
 
 
+def test_a_transform_module_in_the_loader_is_data_not_the_model(tmp_path):
+    # torchvision's transforms are nn.Modules, called inside the loader's __next__ with grad on: the
+    # model's forward (its device, dtype, batch) is the one the report and the findings read
+    script = write(
+        tmp_path,
+        "loader_transform.py",
+        """
+        import torch
+        from torch.utils.data import DataLoader, Dataset
+
+        class Scaled(Dataset):
+            def __init__(self):
+                self.x, self.y, self.scale = torch.randn(512, 8), torch.randint(0, 2, (512,)), torch.nn.Identity()
+            def __len__(self):
+                return 512
+            def __getitem__(self, i):
+                return self.scale(self.x[i]), self.y[i]
+
+        model = torch.nn.Linear(8, 2)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        for epoch in range(50):
+            for x, y in DataLoader(Scaled(), batch_size=16):
+                opt.zero_grad()
+                torch.nn.functional.cross_entropy(model(x), y).backward()
+                opt.step()
+        """,
+    )
+    ran = launch.run_script(script, [], warmup=WARMUP, steps=STEPS, timeout=60)
+    assert ran.watched["forward"]["module"] == "Linear"
+    assert ran.watched["forward"]["batch_shape"] == [16, 8]
+    assert all(row["data_from"] == "loader" for row in ran.watched["timed"])
+
 def test_a_crash_is_named_with_its_line(tmp_path, capsys):
     script = write(
         tmp_path,

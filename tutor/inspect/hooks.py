@@ -75,6 +75,7 @@ class Watch:
         self.cuda = False
         self.accelerator: str | None = None
         self.depth = 0
+        self.in_loader = False  # inside a DataLoader's __next__: its transforms' modules are data, not the model
         self.forward_this_step = False
         self.backward_this_step = False
         self.forward_info: dict[str, Any] | None = None
@@ -174,7 +175,9 @@ class Watch:
         watch = self
 
         def pre(module: Any, args: tuple) -> None:
-            if watch.depth == 0 and not torch.is_grad_enabled() and watch.phase == PRELUDE:
+            if watch.in_loader:
+                pass  # a transform (torchvision's are modules) decoding a batch: the loader's time
+            elif watch.depth == 0 and not torch.is_grad_enabled() and watch.phase == PRELUDE:
                 watch.eval_this_step = True
             elif watch.depth == 0 and torch.is_grad_enabled():
                 if watch.phase in ("other", PRELUDE):
@@ -225,9 +228,11 @@ class Watch:
             if watch.sync is not None:
                 watch.sync()
             start = watch.clock()
+            watch.in_loader = True
             try:
                 return real_next(iterator)
             finally:
+                watch.in_loader = False
                 now = watch.clock()
                 watch.acc[watch.phase] += start - watch.mark
                 watch.acc["data"] += now - start
