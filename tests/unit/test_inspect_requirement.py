@@ -22,6 +22,9 @@ STEP = ExerciseStep.model_validate(
 )
 
 
+REPORT = Report("x.py", [], "stopped", None)
+
+
 def watched(step_ms: list[float], *findings: Finding) -> inspected.Watched:
     report = Report("x.py", [], "stopped", None, findings=list(findings))
     return inspected.Watched(report, [ms / 1e3 for ms in step_ms])
@@ -95,12 +98,24 @@ def test_a_starter_run_timed_beside_another_is_not_kept(monkeypatch):
     assert len(runs) == 2  # the quiet one is kept
 
 
+def test_a_smaller_batch_is_no_speed_up(monkeypatch):
+    """The speed-up is per sample where the batches differ: half the batch in half the time is 1x."""
+    monkeypatch.setattr(
+        inspected, "starter", lambda step, workdir, cancelled: inspected.Watched(REPORT, [0.010] * 20, batch=64)
+    )
+    halved = inspected.Watched(REPORT, [0.005] * 20, batch=32)
+    ok, judged, said = inspected.check(requirement(min_speedup=1.5), STEP, halved, Path(), bool)
+    assert (ok, judged) == (False, True)
+    assert said.startswith("Measured: per sample (batches of 32 against 64), yours took 156.25 µs against")
+    assert ": 1.00x" in said
+
+
 def test_a_starter_run_older_than_ten_minutes_is_watched_again(monkeypatch):
     runs = []
 
     def watch(code, workdir, name, step, cancelled):
         runs.append(name)
-        return inspected.Watched(Report("x.py", [], "stopped", None), [0.01] * 20)
+        return inspected.Watched(REPORT, [0.01] * 20)
 
     monkeypatch.setattr(inspected, "watch", watch)
     monkeypatch.setattr(inspected, "_starters", {})

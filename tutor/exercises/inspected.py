@@ -32,7 +32,15 @@ class Watched:
     report: Any
     step_seconds: list[float]
     timing_shared: bool = False  # it ran beside another run on a class's machine (measurement/slots.py)
+    batch: int | None = None  # the training forward's batch (its input's first dimension), when seen
     at: float = field(default_factory=time.monotonic)
+
+    def per_sample(self, other: Watched) -> tuple[list[float], bool]:
+        """Its step times, per sample where its batch and `other`'s differ (so a smaller batch is no
+        speed-up), and whether they did."""
+        if self.batch and other.batch and self.batch != other.batch:
+            return [t / self.batch for t in self.step_seconds], True
+        return self.step_seconds, False
 
 
 _starters: dict[str, Watched] = {}
@@ -57,7 +65,9 @@ def watch(code: str, workdir: Path, name: str, step: ExerciseStep, cancelled: Ca
     # a GPU's timed steps are synchronised only at the window's ends: its split steps, at each boundary
     rows = ran.watched.get("split") or ran.watched.get("timed") or []
     timed = [float(r["total"]) for r in rows]
-    return Watched(report, timed, bool(ran.watched.get("timing_shared")))
+    shape = (ran.watched.get("forward") or {}).get("batch_shape") or []
+    batch = int(shape[0]) if shape and isinstance(shape[0], int) and shape[0] > 0 else None
+    return Watched(report, timed, bool(ran.watched.get("timing_shared")), batch)
 
 
 def starter(step: ExerciseStep, workdir: Path, cancelled: Callable[[], bool]) -> Watched:
@@ -93,11 +103,18 @@ def check(
         return False, False, f"not checked: the starter's own run could not be watched ({before.report.problem})"
     if learner.timing_shared or before.timing_shared:
         return False, False, "not checked: a run waited past a minute for its turn and ran beside another; run it again"
-    speedup = ratio_interval(before.step_seconds, learner.step_seconds)
+    theirs, per_sample = before.per_sample(learner)
+    yours, _ = learner.per_sample(before)
+    speedup = ratio_interval(theirs, yours)
     if speedup is None:
         return False, False, "not checked: no timed steps to compare"
+    what = (
+        f"per sample (batches of {learner.batch} against {before.batch}), yours took {_ms(yours, 1e6, 'µs')}"
+        if per_sample
+        else f"your steps took {_ms(yours)}"
+    )
     said = (
-        f"your steps took {_ms(learner.step_seconds)} against the starter's {_ms(before.step_seconds)}: "
+        f"{what} against the starter's {_ms(theirs, 1e6, 'µs') if per_sample else _ms(theirs)}: "
         f"{speedup.median:.2f}x (95% interval {speedup.low:.2f}x to {speedup.high:.2f}x)"
     )
     decision = judge(speedup, req.min_speedup, None, GUARD)
@@ -108,6 +125,6 @@ def check(
     return False, False, f"this machine can't tell yet whether it reaches {req.min_speedup:g}x: {said}; run it again"
 
 
-def _ms(seconds: list[float]) -> str:
+def _ms(seconds: list[float], scale: float = 1e3, unit: str = "ms") -> str:
     """The median step, as the speed-up's own median is read."""
-    return f"{statistics.median(seconds) * 1e3:.2f} ms" if seconds else "-"
+    return f"{statistics.median(seconds) * scale:.2f} {unit}" if seconds else "-"
