@@ -191,6 +191,7 @@ def test_a_transform_module_in_the_loader_is_data_not_the_model(tmp_path):
     assert ran.watched["forward"]["batch_shape"] == [16, 8]
     assert all(row["data_from"] == "loader" for row in ran.watched["timed"])
 
+
 def test_a_crash_is_named_with_its_line(tmp_path, capsys):
     script = write(
         tmp_path,
