@@ -68,6 +68,16 @@ from tutor import threads as _threads  # noqa: E402 - stdlib only, no torch
 os.environ.setdefault("GPUTUTOR_THREADS", str(_threads.training_threads(others_busy=None)))
 
 
+@pytest.fixture(autouse=True)
+def peaks_kept_under_test_load(monkeypatch):
+    """A CPU peak swept while other programs took its cores is not kept (tutor/measurement/peak.py);
+    in tests those programs are the other tests, so every sweep in a test process is kept, as on a
+    quiet machine. tests/experiments/test_peak.py puts the rule back to test it."""
+    from tutor.measurement import peak
+
+    monkeypatch.setattr(peak, "crowded", lambda before, threads: None)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def session_dirs(tmp_path_factory):
     """A throwaway home and cache dir for the whole test process, set before any fixture runs:

@@ -7,13 +7,17 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import json
+import os
 import time
 
 import pytest
 import torch
 
+from tutor import cpu_load
 from tutor.experiments import devices
 from tutor.measurement import peak as matmul_peak
+
+CROWDED = matmul_peak.crowded  # the real rule: tests/conftest.py keeps every sweep made under test load
 
 
 @pytest.fixture(autouse=True)
@@ -135,6 +139,21 @@ def test_a_stale_entry_is_not_reused_and_measuring_replaces_it(cpu, cache, fake_
         fresh = matmul_peak.measure(cpu, "float32")
         assert matmul_peak.cached(cpu, "float32") == fresh
         assert len(matmul_peak.load()) == 1  # replaced, not piled up
+
+
+@pytest.mark.parametrize("others_busy,kept", [(0.3, True), (None, True), (float(os.cpu_count() or 1), False)])
+def test_a_sweep_crowded_by_other_programs_is_used_but_not_kept(cpu, fake_sweep, monkeypatch, others_busy, kept):
+    """A CPU sweep that lost cores its threads needed reads low, and every later MFU against it high."""
+    monkeypatch.setattr(matmul_peak, "crowded", CROWDED)
+    monkeypatch.setattr(cpu_load, "others_busy_cores", lambda before, after: others_busy)
+    swept = matmul_peak.measure(cpu, "float32")
+    assert (matmul_peak.cached(cpu, "float32") == swept) is kept
+    words = matmul_peak.not_kept_words(swept)
+    if kept:
+        assert swept.others_busy_cores is None and words is None
+    else:
+        assert swept.others_busy_cores == others_busy and "not kept" in swept.how_text()
+        assert words and words.startswith(f"Other programs kept {others_busy:.1f} cores busy")
 
 
 def test_another_thread_count_is_another_entry(cpu, fake_sweep):

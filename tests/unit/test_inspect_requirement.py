@@ -126,3 +126,16 @@ def test_a_starter_run_older_than_ten_minutes_is_watched_again(monkeypatch):
     kept.at -= inspected.STARTER_KEEP_S + 1
     inspected.starter(STEP, Path(), bool)
     assert len(runs) == 2
+
+
+def test_an_mfu_against_a_crowded_peak_says_it_reads_high():
+    from tutor.inspect import findings
+
+    report = Report("x.py", [], "stopped", None)
+    report.steps_per_s = 10.0
+    roof = {"dtype": "float32", "tflops": 0.1, "how": "sweep", "measured_on": "2026-11-29", "others_busy_cores": 1.6}
+    findings._mfu(report, {"probe": {"flops": 1e9}, "roof": roof})
+    assert report.mfu == pytest.approx(0.1)
+    assert "other programs kept 1.6 cores busy, so it reads low and this MFU high" in report.mfu_how
+    findings._mfu(report, {"probe": {"flops": 1e9}, "roof": {**roof, "others_busy_cores": None}})
+    assert "busy" not in report.mfu_how

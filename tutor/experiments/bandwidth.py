@@ -224,6 +224,8 @@ def measure(p: BandwidthParams, dev: Device) -> Iterator[Event]:
             f"(`{matmul_peak.MEASURE_COMMAND}` measures it again)."
         )
         peak = matmul_peak.measure(dev, "float32")
+        if (crowded := matmul_peak.not_kept_words(peak)) is not None:
+            yield Note(crowded, "warning")
     else:
         peak = matmul_peak.cached(dev, "float32")
     assert peak is not None

@@ -169,6 +169,8 @@ def measure(p: PipelineBreakdownParams, dev: Device) -> Iterator[Event]:
             f"(`{matmul_peak.MEASURE_COMMAND}` measures it again)."
         )
         measured = matmul_peak.measure(dev, dtype_name)
+        if (crowded := matmul_peak.not_kept_words(measured)) is not None:
+            yield Note(crowded, "warning")
 
     pin = p.pin_memory and p.data_path == "loader" and dev.kind == "cuda"
     if p.pin_memory and not pin:

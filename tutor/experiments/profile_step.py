@@ -167,6 +167,8 @@ def measure(p: ProfileStepParams, dev: Device) -> Iterator[Event]:
             f"(`{matmul_peak.MEASURE_COMMAND}` measures it again)."
         )
         peak = matmul_peak.measure(dev, dtype)
+        if (crowded := matmul_peak.not_kept_words(peak)) is not None:
+            yield Note(crowded, "warning")
 
     model = MNISTClassifier().to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)

@@ -214,9 +214,16 @@ def _mfu(report: Report, w: dict[str, Any]) -> None:
     report.sheet_tflops, report.sheet_label = roof.get("sheet_tflops"), roof.get("sheet_label")
     if report.roof_tflops:
         report.mfu = report.achieved_tflops / report.roof_tflops
+    busy = roof.get("others_busy_cores")
+    loaded = (
+        f"; measured just now while other programs kept {busy:.1f} cores busy, so it reads low and this MFU high,"
+        " and it was not kept: the next run measures it again"
+        if busy is not None
+        else ""
+    )
     where = (
         f"against this machine's measured {report.roof_dtype} dense matmul peak ({roof.get('how')}, "
-        f"{roof.get('measured_on')})"
+        f"{roof.get('measured_on')}{loaded})"
         if report.roof_tflops
         else f"no measured {report.roof_dtype} peak for this machine ({roof.get('error') or 'not cached'}): "
         "run `gpututor doctor --peak`"

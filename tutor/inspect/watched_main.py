@@ -80,6 +80,7 @@ def _roof(forward: dict[str, Any] | None, measure: bool) -> dict[str, Any] | Non
             "typical_tflops": found.typical_tflops if found else None,
             "how": found.how if found else None,
             "measured_on": found.measured_on if found else None,
+            "others_busy_cores": found.others_busy_cores if found else None,
             "sheet_tflops": sheet[0] if sheet else None,
             "sheet_label": sheet[1] if sheet else None,
         }

@@ -11,7 +11,9 @@ The sweep is kept in the cache dir (peaks.json), one entry per device, dtype and
 count (a CPU's peak scales with the threads training uses, so it is measured with the same
 count: the process's own intra-op pool, set by tutor/threads.py). An entry is reused while it
 was measured with this torch version and within MAX_AGE_DAYS (a driver or BIOS change keeps
-the torch version); otherwise it is measured again. `gpututor doctor --peak` re-measures.
+the torch version); otherwise it is measured again. `gpututor doctor --peak` re-measures. A CPU
+sweep during which other programs took cores its threads needed is used for that run but not
+kept: its lower peak would make every later MFU read high.
 
 Reading the cache needs no torch; measuring imports it.
 """
@@ -70,6 +72,8 @@ class Peak:
     # lands between the two, so a figure divided by the peak (MFU) carries that spread too. None:
     # not known (a peak raised by a run, or cached before it was kept).
     typical_tflops: float | None = None
+    # Cores other programs kept busy during the sweep, where that many that it was not kept (measure())
+    others_busy_cores: float | None = None
 
     def identity(self) -> tuple[str, str, int | None]:
         return (self.device, self.dtype, self.threads)
@@ -139,7 +143,13 @@ class Peak:
             f"{self.sizes[0]}..{self.sizes[-1]}" if len(self.sizes) > 1 else str(self.sizes[0]) if self.sizes else "?"
         )
         cut = f"; {', '.join(map(str, self.sizes_cut))} left out by {self.cut_by}" if self.sizes_cut else ""
-        return f"best of a sweep of {sizes} square matmuls, at {self.best_size}{cut}"
+        loaded = (
+            f"; measured while other programs kept {self.others_busy_cores:.1f} cores busy, so not kept"
+            " (it reads low, and an MFU against it high)"
+            if self.others_busy_cores is not None
+            else ""
+        )
+        return f"best of a sweep of {sizes} square matmuls, at {self.best_size}{cut}{loaded}"
 
 
 def _typical(value: Any, best: float) -> float | None:
@@ -349,10 +359,39 @@ def cached(dev: Device, dtype: str) -> Peak | None:
 
 
 def measure(dev: Device, dtype: str, **kwargs: Any) -> Peak:
-    """Sweep now and cache the result (in place of the entry it re-measures)."""
+    """Sweep now and cache the result (in place of the entry it re-measures), unless other programs
+    kept a CPU's cores busy meanwhile: that peak is returned, marked, and measured again next time."""
+    from tutor import cpu_load
+
+    before = cpu_load.read() if dev.kind == "cpu" else None
     p = sweep(dev, dtype, **kwargs)
+    busy = crowded(before, p.threads) if before is not None else None
+    if busy is not None:
+        return replace(p, others_busy_cores=busy)
     store(p)
     return p
+
+
+def not_kept_words(peak: Peak) -> str | None:
+    """What a run that swept says where its sweep was crowded and not kept (None: it was kept)."""
+    if peak.others_busy_cores is None:
+        return None
+    return (
+        f"Other programs kept {peak.others_busy_cores:.1f} cores busy during that sweep, taking cores its "
+        f"{peak.threads or 1} thread(s) needed: its peak reads low (and an MFU against it high), so it is "
+        "used for this run only, not kept."
+    )
+
+
+def crowded(before: Any, threads: int | None) -> float | None:
+    """The cores other programs kept busy since `before` (a cpu_load reading), where that left the
+    sweep fewer free cores than its threads; None where it had them (or the load is unreadable)."""
+    from tutor import cpu_load
+    from tutor import threads as thread_policy
+
+    busy = cpu_load.others_busy_cores(before, cpu_load.read())
+    spare = thread_policy.usable_cores() - (threads or 1)
+    return busy if busy is not None and busy > spare + thread_policy.BUSY_CORE else None
 
 
 def raise_to(peak: Peak, achieved_tflops: float, how: str = RAISED) -> Peak:
