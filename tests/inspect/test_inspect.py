@@ -243,3 +243,58 @@ def test_the_scripts_own_arguments_go_after_the_double_dash(capsys):
     code, out = run_cli(capsys, "--steps", "3", str(SMALL), "--warmup", "1", "--", "--mistake", "item")
     assert code == 0 and out["args"] == ["--mistake", "item"] and out["steps_timed"] == 3
     assert [f["key"] for f in out["findings"]] == ["sync-per-step"]
+
+
+def test_the_overhead_window_takes_every_hook_off_for_its_plain_blocks_and_puts_them_back(tmp_path):
+    """--compare-plain's blocks in turns: a plain block runs with PyTorch's own functions and no
+    module hook (only the step clock), a watched one with the watch, and uninstall leaves nothing."""
+    import torch
+    from torch.nn.modules import module as nn_module
+
+    from tutor.inspect import hooks
+
+    real_to, hooks_before = torch.Tensor.to, len(nn_module._global_forward_pre_hooks)
+    watch = hooks.Watch(str(tmp_path / "train.py"), warmup=1, steps=2, split_steps=0, overhead_pairs=2)
+    watch.install()
+    model = torch.nn.Linear(4, 2)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    watched_at: dict[int, bool] = {}  # step under way -> watched (a patch and the module hook on)
+    try:
+        for _ in range(5000):
+            on = torch.Tensor.to is not real_to
+            assert on == (len(nn_module._global_forward_pre_hooks) > hooks_before)
+            watched_at[watch.step + 1] = on
+            opt.zero_grad()
+            model(torch.randn(8, 4).to(torch.float32)).sum().backward()
+            opt.step()
+    except hooks.Stopped:
+        pass
+    finally:
+        watch.uninstall()
+    assert torch.Tensor.to is real_to and len(nn_module._global_forward_pre_hooks) == hooks_before
+    n = watch.block_steps
+    assert watch.finished and [b["plain"] for b in watch.blocks] == [True, False, False, True]
+    assert all(b["seconds"] > 0 for b in watch.blocks)
+    first = watch.last_step + 1
+    for i, block in enumerate(watch.blocks):
+        steps = range(first + i * n, first + (i + 1) * n)
+        assert {watched_at[s] for s in steps} == {not block["plain"]}, i
+    assert all(watched_at[s] for s in range(1, first))  # the report's own windows are all watched
+
+
+def test_compare_plain_reports_the_overhead_with_its_interval(capsys):
+    code, out = run_cli(capsys, "--warmup", "2", "--steps", "6", "--compare-plain", str(SMALL), "--", "--steps", "3000")
+    assert code == 0 and out["findings"] == []
+    o = out["overhead"]
+    assert o["pairs"] == 10 and o["block_steps"] >= 2 and not o["short"]
+    assert 0 < o["low"] <= o["ratio"] <= o["high"] and o["watched_ms"] > 0 and o["plain_ms"] > 0
+
+
+@pytest.mark.gpu
+def test_compare_plain_on_a_gpu_times_each_block_synchronised(capsys):
+    code, out = run_cli(
+        capsys, "--warmup", "2", "--steps", "6", "--compare-plain", str(SMALL), "--", "--steps", "20000"
+    )
+    assert code == 0 and out["split_how"].startswith("GPU")
+    o = out["overhead"]
+    assert o["pairs"] == 10 and 0 < o["low"] <= o["ratio"] <= o["high"]

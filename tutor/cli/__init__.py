@@ -188,7 +188,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--compare-plain",
         action="store_true",
-        help="also run the script with only a step clock and report watching's overhead on the timed steps",
+        help="then run blocks of steps plain (only a step clock) and watched in turns, in the same run, "
+        "and report watching's overhead with its interval",
     )
     p.add_argument("--json", action="store_true", help="print the report as one JSON object")
 

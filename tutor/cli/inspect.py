@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import argparse
 import os
+import statistics
 from pathlib import Path
 from typing import Any
 
 from tutor.cli.context import BAD_INPUT, FAILED, OK, Context, bad, eprint, print_json, rich_console
+
+OVERHEAD_PAIRS = 10  # --compare-plain: pairs of blocks, plain and watched in turns
 
 
 def cmd_inspect(args: argparse.Namespace, ctx: Context) -> int:
@@ -23,23 +26,18 @@ def cmd_inspect(args: argparse.Namespace, ctx: Context) -> int:
     memory_mb = int(os.environ.get("GPUTUTOR_MEMORY_MB") or 4096)
     if not args.json:
         eprint(f"watching {script.name}: {args.warmup} warm-up steps, 1 probe step, {args.steps} timed ...")
+    pairs = OVERHEAD_PAIRS if args.compare_plain else 0
     ran = launch.run_script(
-        script, script_args, warmup=args.warmup, steps=args.steps, timeout=args.timeout, memory_mb=memory_mb
+        script,
+        script_args,
+        warmup=args.warmup,
+        steps=args.steps,
+        timeout=args.timeout,
+        memory_mb=memory_mb,
+        overhead_pairs=pairs,
     )
     report = findings.build(script, script_args, ran, args.timeout)
-    extra: dict[str, Any] = {}
-    if args.compare_plain and report.ok and ran.watched.get("window_s"):
-        plain = launch.run_script(
-            script,
-            script_args,
-            warmup=args.warmup,
-            steps=args.steps,
-            timeout=args.timeout,
-            memory_mb=memory_mb,
-            plain=True,
-            measure_roof=False,
-        )
-        extra["overhead"] = overhead(ran.watched, plain.watched)
+    extra: dict[str, Any] = {"overhead": overhead(ran.watched)} if pairs and report.ok else {}
     if args.json:
         print_json({**report.as_dict(), **extra})
     else:
@@ -49,20 +47,52 @@ def cmd_inspect(args: argparse.Namespace, ctx: Context) -> int:
         for item in renderables(report):
             console.print(item)
         if "overhead" in extra:
-            o = extra["overhead"]
-            if o.get("ratio"):
-                console.print(
-                    f"Watching's overhead: the timed steps took {o['ratio']:.3f}x the plain run's "
-                    f"({o['watched_ms']:.2f} against {o['plain_ms']:.2f} ms a step, back to back)"
-                )
+            console.print(overhead_words(extra["overhead"]))
     return OK if report.ok else FAILED
 
 
-def overhead(watched: dict[str, Any], plain: dict[str, Any]) -> dict[str, Any]:
-    """The watched run's timed steps against the same steps of a run with only the step clock."""
-    w, p = watched.get("window_s"), plain.get("window_s")
-    n_w = len(watched.get("timed") or []) or 1
-    n_p = int(plain.get("steps_wanted") or 1)
-    if not w or not p:
-        return {"ratio": None}
-    return {"ratio": (w / n_w) / (p / n_p), "watched_ms": w / n_w * 1e3, "plain_ms": p / n_p * 1e3}
+def overhead(watched: dict[str, Any]) -> dict[str, Any]:
+    """Watching's cost, from the overhead window's pairs of blocks (one plain, one watched, in turns
+    in the same run): the median of the pairs' ratios, with its order-statistic interval."""
+    from tutor.measurement.intervals import median_interval
+
+    blocks = watched.get("overhead_blocks") or []
+    steps = int(watched.get("overhead_block_steps") or 1)
+    pairs = [(blocks[i], blocks[i + 1]) for i in range(0, len(blocks) - 1, 2)]
+    ratios, plain, watch = [], [], []
+    for a, b in pairs:
+        p, w = (a, b) if a["plain"] else (b, a)
+        if p["seconds"] > 0 and w["seconds"] > 0:
+            ratios.append(w["seconds"] / p["seconds"])
+            plain.append(p["seconds"] / steps)
+            watch.append(w["seconds"] / steps)
+    found = median_interval(ratios)
+    if found is None:
+        return {"ratio": None, "pairs": 0}
+    return {
+        "ratio": found.median,
+        "low": found.low,
+        "high": found.high,
+        "coverage": found.coverage,
+        "short": found.short,
+        "pairs": len(ratios),
+        "block_steps": steps,
+        "watched_ms": statistics.median(watch) * 1e3,
+        "plain_ms": statistics.median(plain) * 1e3,
+    }
+
+
+def overhead_words(o: dict[str, Any]) -> str:
+    if not o.get("ratio"):
+        return "Watching's overhead: not measured (the script stopped before the blocks in turns were done)"
+    pairs = f"{o['pairs']} pair{'s' if o['pairs'] != 1 else ''}"
+    spread = (
+        f"only {pairs} before the script ended: too few for an interval"
+        if o.get("short")
+        else f"{o['coverage']:.0%} interval {o['low']:.3f}x to {o['high']:.3f}x"
+    )
+    return (
+        f"Watching's overhead, measured in this run: {pairs} of {o['block_steps']}-step blocks, "
+        f"plain and watched in turns: watched steps took {o['ratio']:.3f}x the plain ones "
+        f"({spread}; {o['watched_ms']:.2f} against {o['plain_ms']:.2f} ms a step)"
+    )

@@ -14,7 +14,12 @@ post-hook). The run is cut into windows of steps, each with one job:
   ends) and
 - the split window (a GPU only, `split_steps`): the same steps again with a synchronize at each
   phase boundary, which stalls the queue, so it says where the time goes, not how long a step
-  takes unwatched.
+  takes unwatched;
+- the overhead window (only when asked, `overhead_pairs`): blocks of steps (about BLOCK_S each,
+  from the timed window's median step) in turns, one plain (every patch and module hook taken off, only the optimizer's step hook left:
+  the step clock), one watched as in the timed window, each block timed end to end (synchronised
+  at its ends on a GPU); each pair's ratio is watching's cost, measured in this run, beside the
+  plain steps it is compared with. The order inside a pair alternates, so a slow drift cancels.
 
 Then the script is stopped on purpose (`Stopped`, raised from the optimizer step).
 
@@ -28,6 +33,7 @@ optimizer (`step` and `zero_grad`), other (the rest of the step: logging, the sc
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 import time
@@ -39,6 +45,9 @@ PHASES = ("data", "copy", "forward", "backward", "optimizer", "other")
 # loader, copies and zero_grad: a hand-rolled get_batch() when no DataLoader gave the step its
 # batch and no evaluation (a forward without gradients) ran in it; otherwise the loop's own code.
 PRELUDE = "prelude"
+# The overhead window's blocks last about BLOCK_S (so a short step's block is still timed well
+# above the clock's and the scheduler's jitter), between these many steps:
+BLOCK_S, BLOCK_STEPS_MIN, BLOCK_STEPS_MAX = 0.1, 2, 100
 LOSSES_KEPT = 64  # weak references to the latest losses backward was called on
 OLD_AFTER = 3  # a loss this many steps old that is still alive is held by the script
 
@@ -49,11 +58,18 @@ class Stopped(BaseException):
 
 
 class Watch:
-    def __init__(self, script: str, warmup: int = 3, steps: int = 20, split_steps: int = 5) -> None:
+    def __init__(
+        self, script: str, warmup: int = 3, steps: int = 20, split_steps: int = 5, overhead_pairs: int = 0
+    ) -> None:
         self.script_dir = os.path.dirname(os.path.abspath(script))
         self.warmup = max(1, warmup)
         self.steps = max(1, steps)
         self.split_steps = split_steps
+        self.overhead_pairs = max(0, overhead_pairs)
+        self.blocks: list[dict[str, Any]] = []  # the overhead window's blocks: plain or watched, seconds
+        self._block_start = 0.0
+        self.block_steps = BLOCK_STEPS_MIN
+        self._stripped: list[tuple[Any, str, Any]] = []  # (owner, name, wrapper) taken off for a plain block
         self.clock = time.perf_counter  # the real one, before any script patches time
         self.step = 0  # optimizer steps finished
         self.phase = PRELUDE
@@ -98,6 +114,7 @@ class Watch:
         self._mine: dict[str, bool] = {}
         self._patches: list[tuple[Any, str, Any]] = []
         self._handles: list[Any] = []
+        self._module_handles: list[Any] = []
         self.finished = False
 
     # ------------------------------------------------------------ windows
@@ -113,6 +130,10 @@ class Watch:
     @property
     def last_step(self) -> int:
         return self.last_timed + (self.split_steps if self.cuda else 0)
+
+    @property
+    def end_step(self) -> int:
+        return self.last_step + 2 * self.overhead_pairs * self.block_steps
 
     def _in_probe(self) -> bool:
         return self.step + 1 == self.probe_step  # the step under way
@@ -145,7 +166,24 @@ class Watch:
         self._patches.append((owner, name, getattr(owner, name)))
         setattr(owner, name, new)
 
+    def _strip(self) -> None:
+        """Take every patch and module hook off for a plain block (the optimizer's hooks stay)."""
+        self._stripped = [(owner, name, getattr(owner, name)) for owner, name, _ in self._patches]
+        for owner, name, original in reversed(self._patches):
+            setattr(owner, name, original)
+        for handle in self._module_handles:
+            handle.remove()
+
+    def _unstrip(self, torch: Any) -> None:
+        for owner, name, wrapper in self._stripped:
+            setattr(owner, name, wrapper)
+        self._stripped = []
+        self._install_modules(torch)
+
     def uninstall(self) -> None:
+        if self._stripped:  # stopped in a plain block: its originals are in place already
+            self._stripped = []
+            self._patches.clear()
         for owner, name, original in reversed(self._patches):
             setattr(owner, name, original)
         for handle in self._handles:
@@ -191,8 +229,11 @@ class Watch:
         def post(module: Any, args: tuple, output: Any) -> None:
             watch.depth = max(0, watch.depth - 1)
 
-        self._handles.append(nn_module.register_module_forward_pre_hook(pre))
-        self._handles.append(nn_module.register_module_forward_hook(post, always_call=True))
+        self._module_handles = [
+            nn_module.register_module_forward_pre_hook(pre),
+            nn_module.register_module_forward_hook(post, always_call=True),
+        ]
+        self._handles.extend(self._module_handles)
 
     def _install_moves(self, torch: Any) -> None:
         watch = self
@@ -456,6 +497,9 @@ class Watch:
 
     def _end_step(self, torch: Any) -> None:
         step = self.step + 1
+        if step > self.last_step:
+            self._end_overhead_step(torch, step)
+            return
         if self.cuda and step == self.last_timed:
             self.real_sync()  # the window's queued work belongs to the window
         elif self.sync is not None:
@@ -495,9 +539,63 @@ class Watch:
         self.step_start = self.mark = self.clock()
         if step == self.probe_step:
             self.window_start = self.step_start
-        if step >= self.last_step:
+        if step >= self.last_step and self.overhead_pairs:
+            self.finished = True  # the report's windows are done; the script may end in this one
+            self.sync = None
+            self.block_steps = _block_steps(self.window_s / self.steps if self.window_s else None)
+            self._start_block(torch, 0)
+        elif step >= self.last_step:
             self.finished = True
             raise Stopped
+
+    # ------------------------------------------------------------ the overhead window
+
+    def _plain_block(self, block: int) -> bool:
+        """Pair i is (plain, watched) when i is even, (watched, plain) when odd."""
+        pair, second = divmod(block, 2)
+        return (pair % 2 == 0) != bool(second)
+
+    def _start_block(self, torch: Any, block: int) -> None:
+        if self._plain_block(block):
+            self._strip()
+        elif self._stripped:
+            self._unstrip(torch)
+        self.acc = dict.fromkeys((*PHASES, PRELUDE), 0.0)
+        self.reads = self.syncs = self.clock_reads = 0
+        self.forward_this_step = self.backward_this_step = False
+        self.loader_this_step = self.eval_this_step = False
+        self.phase = PRELUDE
+        if self.cuda:
+            self.real_sync()
+        self._block_start = self.step_start = self.mark = self.clock()
+
+    def _end_overhead_step(self, torch: Any, step: int) -> None:
+        block, at = divmod(step - self.last_step - 1, self.block_steps)
+        plain = self._plain_block(block)
+        if not plain:  # a watched step's own bookkeeping, as in the timed window, kept nowhere
+            now = self.clock()
+            self.acc[self.phase] += now - self.mark
+            self.acc["data"] += self.acc.pop(PRELUDE)
+            _ = {"step": step, "total": now - self.step_start, **self.acc, "reads": self.reads, "syncs": self.syncs}
+            self._check_losses()
+            self.acc = dict.fromkeys((*PHASES, PRELUDE), 0.0)
+            self.reads = self.syncs = self.clock_reads = 0
+            self.forward_this_step = self.backward_this_step = False
+            self.loader_this_step = self.eval_this_step = False
+            self.phase = PRELUDE
+            self.step_start = self.mark = self.clock()
+        self.step = step
+        if at < self.block_steps - 1:
+            return
+        if self.cuda:
+            self.real_sync()
+        self.blocks.append({"plain": plain, "seconds": self.clock() - self._block_start})
+        if step >= self.end_step:
+            if self._stripped:
+                self._unstrip(torch)  # uninstall() then puts back the originals, as after any run
+            self.finished = True
+            raise Stopped
+        self._start_block(torch, block + 1)
 
     def _check_losses(self) -> None:
         old = [ref for made, ref in self.losses if made <= self.step - OLD_AFTER]
@@ -523,6 +621,8 @@ class Watch:
             "warmup": self.warmup,
             "steps_wanted": self.steps,
             "split_steps": self.split_steps if self.cuda else 0,
+            "overhead_blocks": self.blocks,
+            "overhead_block_steps": self.block_steps,
             "finished_window": self.finished,
             "phase_now": "other" if self.phase == PRELUDE else self.phase,
             "timed": self.timed,
@@ -542,6 +642,13 @@ class Watch:
             "saves": self.saves,
             "probe": self.probe,
         }
+
+
+def _block_steps(step_s: float | None) -> int:
+    """Steps in an overhead block: about BLOCK_S of them."""
+    if not step_s or step_s <= 0:
+        return BLOCK_STEPS_MIN
+    return max(BLOCK_STEPS_MIN, min(BLOCK_STEPS_MAX, math.ceil(BLOCK_S / step_s)))
 
 
 def _autocast_on(torch: Any, kind: str) -> bool:
@@ -595,41 +702,3 @@ def _tensor_devices(torch: Any, obj: Any, out: dict[str, int], depth: int) -> No
             _tensor_devices(torch, obj.state_dict(), out, depth + 1)
         except Exception:  # noqa: BLE001 - an object whose state_dict wants arguments
             pass
-
-
-class PlainClock:
-    """The same script with nothing watched but the clock at each optimizer step's end (one hook
-    per step): the baseline the watched run's overhead is measured against."""
-
-    def __init__(self, warmup: int = 3, steps: int = 20) -> None:
-        self.first, self.last = max(1, warmup) + 1, max(1, warmup) + 1 + max(1, steps)
-        self.step = 0
-        self.ends: list[float] = []
-        self.cuda = False
-        self.finished = False
-        self._handle: Any = None
-
-    def install(self) -> None:
-        import torch
-        from torch.optim import optimizer as optim
-
-        self.cuda = torch.cuda.is_available()
-
-        def post(opt: Any, args: tuple, kwargs: dict) -> None:
-            self.step += 1
-            if self.step in (self.first, self.last):
-                if self.cuda:
-                    torch.cuda.synchronize()
-                self.ends.append(time.perf_counter())
-            if self.step >= self.last:
-                self.finished = True
-                raise Stopped
-
-        self._handle = optim.register_optimizer_step_post_hook(post)
-
-    def close(self) -> None:
-        pass
-
-    def result(self) -> dict[str, Any]:
-        window = self.ends[1] - self.ends[0] if len(self.ends) == 2 else None
-        return {"steps_done": self.step, "plain": True, "window_s": window, "steps_wanted": self.last - self.first}

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from tutor.exercises import sandbox
-from tutor.inspect.watched_main import ENV_DEADLINE, ENV_PLAIN, ENV_ROOF, ENV_STEPS
+from tutor.inspect.watched_main import ENV_DEADLINE, ENV_ROOF, ENV_STEPS
 from tutor.measurement.slots import CHOICE_S, CLASS_DIR_ENV
 
 WATCHDOG_MARGIN_S = 3.0  # the child writes what it saw this long before the limit
@@ -72,13 +72,14 @@ def run_script(
     split_steps: int = 5,
     timeout: float = 120.0,
     memory_mb: int = 4096,
-    plain: bool = False,
+    overhead_pairs: int = 0,
     measure_roof: bool = True,
     hold_slot: bool = True,
     on_output: Callable[[str], None] | None = None,
     cancelled: Callable[[], bool] = lambda: False,
 ) -> Ran:
-    """Run `script` watched (or, `plain`, with only the step clock: the overhead's baseline)."""
+    """Run `script` watched; with `overhead_pairs`, then that many pairs of blocks of steps plain and
+    watched in turns (hooks.py: watching's overhead, measured in this run)."""
     script = script.resolve()
     folder = script.parent
     before = _listing(folder)
@@ -86,9 +87,8 @@ def run_script(
     with tempfile.TemporaryDirectory(prefix="gpututor-inspect-") as tmp:
         out_file = Path(tmp, "watched.json")
         env = sandbox._child_env(folder, memory_mb, None)
-        env[ENV_STEPS] = f"{warmup},{steps},{split_steps}"
+        env[ENV_STEPS] = f"{warmup},{steps},{split_steps},{overhead_pairs}"
         env[ENV_DEADLINE] = str(time.time() + max(1.0, timeout - WATCHDOG_MARGIN_S))
-        env[ENV_PLAIN] = "1" if plain else "0"
         env[ENV_ROOF] = "1" if measure_roof else "0"
         env.pop("GPUTUTOR_REPORT", None)  # the exercises' report file: not this run's
         if not hold_slot:  # its caller holds the device's slot already (an experiment's turn): no second place in line

@@ -30,11 +30,10 @@ from tutor.exercises.child import (
     take_turn,
     watch_parent,
 )
-from tutor.inspect.hooks import PlainClock, Stopped, Watch
+from tutor.inspect.hooks import Stopped, Watch
 
-ENV_STEPS = "GPUTUTOR_INSPECT_STEPS"  # "warmup,steps,split"
+ENV_STEPS = "GPUTUTOR_INSPECT_STEPS"  # "warmup,steps,split,overhead_pairs"
 ENV_DEADLINE = "GPUTUTOR_INSPECT_DEADLINE"  # time.time() by which OUT.json must be written
-ENV_PLAIN = "GPUTUTOR_INSPECT_PLAIN"  # "1": the baseline, only the step clock
 ENV_ROOF = "GPUTUTOR_INSPECT_ROOF"  # "0": do not measure a roof that is not cached
 
 
@@ -117,12 +116,12 @@ def main(argv: list[str]) -> None:
         limit_memory(int(mb))
     turn = take_turn(dev, "inspect")  # a class's shared machine: the script's timed window in its turn
     shared = turn.shared
-    warmup, steps, split = (int(x) for x in (os.environ.get(ENV_STEPS) or "3,20,5").split(","))
-    watcher: Watch | PlainClock | None = None
+    warmup, steps, split, pairs = (int(x) for x in (os.environ.get(ENV_STEPS) or "3,20,5,0").split(","))
+    watcher: Watch | None = None
     try:
         import torch  # noqa: F401 - the watch needs it; a script without it still runs
 
-        watcher = PlainClock(warmup, steps) if os.environ.get(ENV_PLAIN) == "1" else Watch(script, warmup, steps, split)
+        watcher = Watch(script, warmup, steps, split, pairs)
         watcher.install()
     except ImportError:
         watcher = None
@@ -170,10 +169,9 @@ def main(argv: list[str]) -> None:
         extra = {"error_type": type(exc).__name__, "error": str(exc)[:1000], "error_line": line, "traceback": text}
     if watcher is not None:
         watcher.close()
-        if isinstance(watcher, Watch):
-            watcher.uninstall()
-            if watcher.timed:
-                extra["roof"] = _roof(watcher.forward_info, os.environ.get(ENV_ROOF) != "0")
+        watcher.uninstall()
+        if watcher.timed:
+            extra["roof"] = _roof(watcher.forward_info, os.environ.get(ENV_ROOF) != "0")
     try:
         sys.stdout.flush()
     except Exception:  # noqa: BLE001
