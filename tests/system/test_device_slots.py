@@ -365,6 +365,17 @@ def test_an_exercise_program_waits_its_turn_and_says_its_place(tmp_path: Path, m
     assert record["device"] == "cpu" and not record["shared"]
 
 
+def test_an_exercise_program_that_crashes_still_writes_its_turn_into_the_history(tmp_path: Path, monkeypatch) -> None:
+    """The child leaves through os._exit after a crash (no atexit handler runs): it releases first."""
+    from tutor.exercises.sandbox import run_code
+
+    folder = tmp_path / "class"
+    monkeypatch.setenv(slots.CLASS_DIR_ENV, str(folder))
+    run = run_code("raise ValueError('planted')\n", tmp_path / "work", timeout=60, memory_mb=2048)
+    assert not run.ok and "planted" in run.output
+    (record,) = [r for r in slots.read_history(folder) if r.get("experiment") == "exercise"]
+    assert record["device"] == "cpu" and record["released"] >= record["took"]
+
 def test_gpututor_inspect_holds_the_slot_while_the_script_runs(tmp_path: Path, monkeypatch) -> None:
     from tutor.inspect import launch
 

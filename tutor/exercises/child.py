@@ -336,8 +336,8 @@ def main(argv: list[str]) -> None:
         dev = start_torch(rank)
         limit_gpu_memory(dev)
         limit_memory(int(mb))
-    if rank is None:  # a launch's ranks are not queued one by one: each would wait on the others' slots
-        take_turn(dev, "exercise")
+    # A launch's ranks are not queued one by one: each would wait on the others' slots.
+    turn = take_turn(dev, "exercise") if rank is None else None
     solution = os.path.abspath(argv[1])
     error_file = os.path.abspath(ERROR_FILE if rank is None else per_rank(ERROR_FILE, rank))  # before a chdir
     ranks_dir = os.path.abspath(RANKS_DIR)
@@ -391,6 +391,8 @@ def main(argv: list[str]) -> None:
         except OSError:
             pass
         mark("exit", "1")
+        if turn is not None:
+            turn.release()  # into the class queue's history: os._exit runs no atexit handler
         os._exit(1)  # not sys.exit: atexit handlers of the learner's libraries could hang
     _finish(observer, observe_file, namespace)
     mark("exit", "0")
