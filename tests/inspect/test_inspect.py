@@ -298,3 +298,44 @@ def test_compare_plain_on_a_gpu_times_each_block_synchronised(capsys):
     assert code == 0 and out["split_how"].startswith("GPU")
     o = out["overhead"]
     assert o["pairs"] == 10 and 0 < o["low"] <= o["ratio"] <= o["high"]
+
+
+def test_a_loop_with_two_optimizers_is_one_step_a_turn(tmp_path):
+    """A GAN steps a discriminator and a generator each turn of its loop: one step is the turn, its
+    FLOPs and memory both models', the second optimizer's step optimizer time inside it."""
+    script = write(
+        tmp_path,
+        "gan.py",
+        """
+        import torch
+        import torch.nn.functional as F
+
+        torch.manual_seed(0)
+        gen, disc = torch.nn.Linear(16, 32), torch.nn.Linear(32, 1)
+        opt_g = torch.optim.Adam(gen.parameters(), lr=1e-3)
+        opt_d = torch.optim.SGD(disc.parameters(), lr=1e-2)
+        real = torch.randn(64, 32)
+        for step in range(2000):
+            opt_d.zero_grad()
+            fake = gen(torch.randn(64, 16)).detach()
+            d_loss = F.softplus(-disc(real)).mean() + F.softplus(disc(fake)).mean()
+            d_loss.backward()
+            opt_d.step()
+            opt_g.zero_grad()
+            g_loss = F.softplus(-disc(gen(torch.randn(64, 16)))).mean()
+            g_loss.backward()
+            opt_g.step()
+        """,
+    )
+    report = inspect(script, [])
+    assert report.ok and report.steps_timed == STEPS, (report.problem, report.output_tail)
+    weights = next(p for p in report.memory if p.name == "weights")
+    assert weights.measured_bytes == (16 * 32 + 32 + 32 + 1) * 4  # both models
+    state = next(p for p in report.memory if p.name == "optimizer state")
+    # Adam's two buffers for the generator, and its step counter (one float per tensor); SGD none
+    assert state.measured_bytes == (16 * 32 + 32) * 4 * 2 + 2 * 4
+    # a turn: the discriminator on real, on fake, on the generator's output; the generator twice
+    forward = 2 * 64 * (32 * 1) * 3 + 2 * 64 * (16 * 32) * 2
+    backward = 2 * 64 * 32 * 1 * 2 + 2 * 64 * 32 * 1 + 2 * 64 * 32 * 1 + 2 * 64 * 16 * 32
+    assert report.flops_per_step == forward + backward
+    assert report.findings == [], [f.evidence for f in report.findings]

@@ -1,7 +1,9 @@
 """What `gpututor inspect` watches inside the learner's own training script (its own process).
 
 A step is one optimizer step: it ends where `optimizer.step()` returns (PyTorch's global step
-post-hook). The run is cut into windows of steps, each with one job:
+post-hook). Where a loop steps two optimizers (a GAN's generator and discriminator), the step is
+one turn of the loop: it ends at the step of the optimizer that stepped first (the anchor; a new
+one is taken if it is garbage collected), and the others' steps are optimizer time inside it. The run is cut into windows of steps, each with one job:
 
 - warm-up (`warmup` steps): nothing timed; from the second on, whether the gradients are still
   the last step's when backward starts (zero_grad missing);
@@ -110,7 +112,8 @@ class Watch:
         self._saved_hooks: Any = None
         self._saved: dict[int, int] = {}
         self._param_ptrs: set[int] = set()
-        self._optimizer: Any = None
+        self._optimizers: list[Any] = []  # weak references to every optimizer that stepped
+        self._anchor: Any = None  # the one whose step ends a step
         self._mine: dict[str, bool] = {}
         self._patches: list[tuple[Any, str, Any]] = []
         self._handles: list[Any] = []
@@ -295,7 +298,9 @@ class Watch:
         def backward(tensor: Any, *args: Any, **kwargs: Any) -> Any:
             first = not watch.backward_this_step
             watch.backward_this_step = True
-            if first and watch._checked() and watch.step >= 1:
+            # With two optimizers one's gradients are legitimately full at the other's backward (a
+            # GAN's generator loss flows into the discriminator): the check is for one optimizer only.
+            if first and watch._checked() and watch.step >= 1 and len(watch._optimizers) == 1:
                 watch._check_stale_gradients(torch)
             if watch._in_probe():
                 watch._stop_saved_hooks()
@@ -319,10 +324,17 @@ class Watch:
 
         def pre(opt: Any, args: tuple, kwargs: dict) -> None:
             watch._enter("optimizer")
-            watch._optimizer = weakref.ref(opt)
+            if not any(ref() is opt for ref in watch._optimizers):
+                watch._optimizers.append(weakref.ref(opt))
 
         def post(opt: Any, args: tuple, kwargs: dict) -> None:
-            watch._end_step(torch)
+            anchor = watch._anchor() if watch._anchor is not None else None
+            if anchor is None:
+                watch._anchor, anchor = weakref.ref(opt), opt
+            if opt is anchor:
+                watch._end_step(torch)
+            else:
+                watch._enter("other")  # another optimizer of the same turn of the loop
 
         self._handles.append(optim.register_optimizer_step_pre_hook(pre))
         self._handles.append(optim.register_optimizer_step_post_hook(post))
@@ -407,11 +419,11 @@ class Watch:
 
     # ------------------------------------------------------------ checks on untimed steps
 
+    def _live_optimizers(self) -> list[Any]:
+        return [opt for opt in (ref() for ref in self._optimizers) if opt is not None]
+
     def _params(self) -> list[Any]:
-        opt = self._optimizer() if self._optimizer is not None else None
-        if opt is None:
-            return []
-        return [p for group in opt.param_groups for p in group["params"]]
+        return [p for opt in self._live_optimizers() for group in opt.param_groups for p in group["params"]]
 
     def _check_stale_gradients(self, torch: Any) -> None:
         grads = [p.grad for p in self._params() if p.grad is not None]
@@ -470,16 +482,17 @@ class Watch:
             weights += p.numel() * p.element_size()
             if p.grad is not None:
                 grads += p.grad.numel() * p.grad.element_size()
-        opt = self._optimizer() if self._optimizer is not None else None
+        optimizers = self._live_optimizers()
         state = 0
-        if opt is not None:
+        for opt in optimizers:
             for entry in opt.state.values():
                 for value in entry.values() if isinstance(entry, dict) else ():
                     if isinstance(value, torch.Tensor):
                         state += value.numel() * value.element_size()
-            self.probe["optimizer"] = type(opt).__name__
+        if optimizers:
+            self.probe["optimizer"] = " + ".join(type(opt).__name__ for opt in optimizers)
             self.probe["optimizer_keys"] = sorted(
-                {k for e in opt.state.values() if isinstance(e, dict) for k in e if k != "step"}
+                {k for opt in optimizers for e in opt.state.values() if isinstance(e, dict) for k in e if k != "step"}
             )
         self.probe.update(
             params=sum(p.numel() for p in params),
