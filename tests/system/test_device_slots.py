@@ -376,6 +376,7 @@ def test_an_exercise_program_that_crashes_still_writes_its_turn_into_the_history
     (record,) = [r for r in slots.read_history(folder) if r.get("experiment") == "exercise"]
     assert record["device"] == "cpu" and record["released"] >= record["took"]
 
+
 def test_gpututor_inspect_holds_the_slot_while_the_script_runs(tmp_path: Path, monkeypatch) -> None:
     from tutor.inspect import launch
 

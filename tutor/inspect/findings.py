@@ -153,7 +153,8 @@ def _problem(report: Report, w: dict[str, Any], ran: Ran, script: Path, timeout:
         split_words = f", {split} split with a synchronize at each phase" if split else ""
         report.stopped_note = (
             f"stopped on purpose after {steps} optimizer steps ({w.get('warmup')} warm-up, 1 probe, "
-            f"{len(w.get('timed') or [])} timed{split_words})"
+            f"{len(w.get('timed') or [])} timed{split_words}), so what it would do after them (a checkpoint "
+            "saved at the end, say) did not run and is not checked"
         )
     elif report.outcome == "exited" and w.get("exit_code"):
         return f"the script exited with code {w.get('exit_code')} {where}"
