@@ -41,6 +41,32 @@ def test_the_scaffold_passes_with_a_table(capsys, scaffold, monkeypatch):
     assert "lesson test" in out and "8 passed, 0 failed" in out
 
 
+def test_a_solution_graded_beside_other_programs_that_could_not_tell_is_graded_again_alone(
+    capsys, scaffold, monkeypatch
+):
+    """lesson test grades a step's programs side by side; a speed-up judged under that load may be
+    "can't tell yet": the solution is then graded once more, alone, and passes on that grading."""
+    import dataclasses
+
+    from tutor.exercises import grader
+
+    monkeypatch.setenv("GPUTUTOR_DEVICE", "cpu")
+    real, calls = grader.grade_exercise, []
+
+    def grade(step, code, workdir, **kw):
+        result = real(step, code, workdir, **kw)
+        calls.append(workdir.name)
+        if workdir.name == "solution":  # the first, side-by-side grading: undecided
+            undecided = [dataclasses.replace(r, passed=False, judged=False) for r in result.requirements]
+            return dataclasses.replace(result, passed=False, requirements=undecided)
+        return result
+
+    monkeypatch.setattr(grader, "grade_exercise", grade)
+    code, out, err = run_cli(capsys, "lesson", "test", str(scaffold.parent))
+    assert code == 0, out + err
+    assert "solution-alone" in calls and calls.index("solution-alone") == len(calls) - 1
+    assert "✓ demo · practice · exercise: solution passes" in out and "graded again alone" in out
+
 def test_a_mistake_not_for_this_machine_is_counted_as_skipped(capsys, scaffold, monkeypatch):
     monkeypatch.setenv("GPUTUTOR_DEVICE", "cpu")
     text = scaffold.read_text(encoding="utf-8")
