@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import textwrap
 from pathlib import Path
 
@@ -20,8 +21,19 @@ SMALL = SCRIPTS / "small_train.py"
 WARMUP, STEPS = 2, 6
 
 
-def inspect(script: Path, args: list[str], timeout: float = 60, **kw) -> findings.Report:
-    ran = launch.run_script(script, args, warmup=WARMUP, steps=STEPS, timeout=timeout, **kw)
+def inspect(script: Path, args: list[str], timeout: float = 60, gpu: bool = False, **kw) -> findings.Report:
+    """The script watched; on a CUDA machine with CUDA hidden from it unless `gpu`, so what these
+    tests expect of a machine with no accelerator holds on a GPU box too (the @gpu tests ask for it)."""
+    hidden = None if gpu else os.environ.get("CUDA_VISIBLE_DEVICES", "unset")
+    if not gpu:
+        os.environ["CUDA_VISIBLE_DEVICES"] = ""
+    try:
+        ran = launch.run_script(script, args, warmup=WARMUP, steps=STEPS, timeout=timeout, **kw)
+    finally:
+        if hidden == "unset":
+            os.environ.pop("CUDA_VISIBLE_DEVICES", None)
+        elif hidden is not None:
+            os.environ["CUDA_VISIBLE_DEVICES"] = hidden
     return findings.build(script, args, ran, timeout)
 
 
@@ -80,10 +92,28 @@ def test_a_model_left_on_the_cpu_is_no_finding_where_there_is_no_accelerator(sma
 
 @pytest.mark.gpu
 def test_cpu_model_on_a_gpu_machine():
-    report = inspect(SMALL, ["--mistake", "cpu-model"])
+    report = inspect(SMALL, ["--mistake", "cpu-model"], gpu=True)
     assert "model-on-cpu" in keys(report)
-    clean = inspect(SMALL, [])
+    clean = inspect(SMALL, [], gpu=True)
     assert "model-on-cpu" not in keys(clean) and clean.split_how.startswith("GPU")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(
+    "args,key",
+    [
+        ([], "no-autocast"),  # float32 on a GPU with fast 16-bit matmuls
+        (["--mistake", "clock"], "timing-no-sync"),
+        (["--mistake", "save-on-gpu"], "checkpoint-on-device"),
+    ],
+)
+def test_the_gpu_only_findings_on_a_gpu(args, key):
+    report = inspect(SMALL, args, gpu=True)
+    assert report.ok and key in keys(report), (report.problem, [f.evidence for f in report.findings])
+    amp = inspect(SMALL, [*args, "--amp"], gpu=True)
+    assert "no-autocast" not in keys(amp)
+    if key != "no-autocast":
+        assert key in keys(amp)  # the planted mistake, with autocast on as well
 
 
 def test_flops_match_the_hand_count_and_mfu_follows_from_them(small_runs):
@@ -282,7 +312,8 @@ def test_the_overhead_window_takes_every_hook_off_for_its_plain_blocks_and_puts_
     assert all(watched_at[s] for s in range(1, first))  # the report's own windows are all watched
 
 
-def test_compare_plain_reports_the_overhead_with_its_interval(capsys):
+def test_compare_plain_reports_the_overhead_with_its_interval(capsys, monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # no GPU finding (no-autocast) on a GPU box either
     code, out = run_cli(capsys, "--warmup", "2", "--steps", "6", "--compare-plain", str(SMALL), "--", "--steps", "3000")
     assert code == 0 and out["findings"] == []
     o = out["overhead"]
@@ -339,3 +370,43 @@ def test_a_loop_with_two_optimizers_is_one_step_a_turn(tmp_path):
     backward = 2 * 64 * 32 * 1 * 2 + 2 * 64 * 32 * 1 + 2 * 64 * 32 * 1 + 2 * 64 * 16 * 32
     assert report.flops_per_step == forward + backward
     assert report.findings == [], [f.evidence for f in report.findings]
+
+
+AMP = """
+import sys
+import torch
+import torch.nn.functional as F
+
+backward_inside, scaled = sys.argv[1] == "inside", sys.argv[2] == "scaler"
+model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 4))
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+scaler = torch.amp.GradScaler("cpu", enabled=scaled)
+x, y = torch.randn(64, 32), torch.randint(0, 4, (64,))
+for step in range(500):
+    opt.zero_grad()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        loss = F.cross_entropy(model(x), y)
+        if backward_inside:
+            scaler.scale(loss).backward()
+    if not backward_inside:
+        scaler.scale(loss).backward()
+    scaler.step(opt)
+    scaler.update()
+"""
+
+
+@pytest.mark.parametrize(
+    "where,scaler,expected",
+    [
+        ("inside", "scaler", {"autocast-backward", "scaler-bf16"}),
+        ("outside", "scaler", {"scaler-bf16"}),
+        ("inside", "none", {"autocast-backward"}),
+        ("outside", "none", set()),
+    ],
+)
+def test_autocast_around_backward_and_a_scaler_with_bfloat16_are_found_on_a_cpu_too(tmp_path, where, scaler, expected):
+    """CPU autocast runs in bfloat16 and torch.amp.GradScaler("cpu") exists: both mistakes of the
+    mixed-precision lesson are watched for real here, not only on a GPU."""
+    report = inspect(write(tmp_path, "amp.py", AMP), [where, scaler])
+    assert report.ok, (report.problem, report.output_tail)
+    assert keys(report) == expected, [f.evidence for f in report.findings]

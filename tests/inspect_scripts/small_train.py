@@ -8,6 +8,8 @@ weight (the same count again) and of every layer's input but the first's (the ba
 """
 
 import argparse
+import os
+import tempfile
 import time
 
 import torch
@@ -51,8 +53,11 @@ def main():
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument(
-        "--mistake", default="none", choices=["none", "item", "keep-losses", "no-zero-grad", "cpu-model", "slow-data"]
+        "--mistake",
+        default="none",
+        choices=["none", "item", "keep-losses", "no-zero-grad", "cpu-model", "slow-data", "clock", "save-on-gpu"],
     )
+    parser.add_argument("--amp", action="store_true", help="the forward and loss in bfloat16 autocast")
     args = parser.parse_args()
     torch.manual_seed(0)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -71,13 +76,20 @@ def main():
             x, y = x.to(device), y.to(device)
             if args.mistake != "no-zero-grad":
                 optimizer.zero_grad()
-            loss = F.cross_entropy(model(x), y)
+            if args.mistake == "clock":
+                began = time.perf_counter()  # a step timed with no synchronize: a GPU's queue, not its work
+            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=args.amp):
+                loss = F.cross_entropy(model(x), y)
             loss.backward()
             optimizer.step()
             if args.mistake == "item":
                 losses.append(loss.item())
             elif args.mistake == "keep-losses":
                 losses.append(loss)
+            elif args.mistake == "clock":
+                losses.append(time.perf_counter() - began)
+            elif args.mistake == "save-on-gpu" and step == 1:
+                torch.save(model.state_dict(), os.path.join(tempfile.mkdtemp(), "ckpt.pt"))  # on a GPU: CUDA tensors
             step += 1
             if step >= args.steps:
                 break

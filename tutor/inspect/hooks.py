@@ -358,7 +358,8 @@ class Watch:
             real_scale = scaler.scale
 
             def scale(owner: Any, outputs: Any) -> Any:
-                watch.scaler_calls += 1
+                # GradScaler(enabled=False) passes outputs through: nanoGPT builds one so under bfloat16
+                watch.scaler_calls += bool(getattr(owner, "is_enabled", lambda: True)())
                 return real_scale(owner, outputs)
 
             self._patch(scaler, "scale", scale)
