@@ -67,6 +67,7 @@ def test_a_solution_graded_beside_other_programs_that_could_not_tell_is_graded_a
     assert "solution-alone" in calls and calls.index("solution-alone") == len(calls) - 1
     assert "✓ demo · practice · exercise: solution passes" in out and "graded again alone" in out
 
+
 def test_a_mistake_not_for_this_machine_is_counted_as_skipped(capsys, scaffold, monkeypatch):
     monkeypatch.setenv("GPUTUTOR_DEVICE", "cpu")
     text = scaffold.read_text(encoding="utf-8")

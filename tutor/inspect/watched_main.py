@@ -19,6 +19,7 @@ import runpy
 import sys
 import threading
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -147,6 +148,8 @@ def main(argv: list[str]) -> None:
 
         threading.Thread(target=watchdog, name="gpututor-inspect-watchdog", daemon=True).start()
 
+    # torch.compile warns of global module hooks: the watch's own, not the script's to read about
+    warnings.filterwarnings("ignore", message=r"Using `torch.compile\(module\)` when there are global hooks")
     sys.argv = [script, *args]
     sys.path[0] = os.path.dirname(script)  # as `python SCRIPT` would
     outcome, code = "finished", 0
