@@ -283,8 +283,10 @@ def test_the_overhead_window_takes_every_hook_off_for_its_plain_blocks_and_puts_
 
     from tutor.inspect import hooks
 
-    real_to, hooks_before = torch.Tensor.to, len(nn_module._global_forward_pre_hooks)
-    watch = hooks.Watch(str(tmp_path / "train.py"), warmup=1, steps=2, split_steps=0, overhead_pairs=2)
+    real_to, real_backward = torch.Tensor.to, torch.Tensor.backward
+    hooks_before = len(nn_module._global_forward_pre_hooks)
+    # three pairs: plain, watched | watched, plain | plain, watched (two plain blocks in a row)
+    watch = hooks.Watch(str(tmp_path / "train.py"), warmup=1, steps=2, split_steps=0, overhead_pairs=3)
     watch.install()
     model = torch.nn.Linear(4, 2)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
@@ -292,6 +294,7 @@ def test_the_overhead_window_takes_every_hook_off_for_its_plain_blocks_and_puts_
     try:
         for _ in range(5000):
             on = torch.Tensor.to is not real_to
+            assert on == (torch.Tensor.backward is not real_backward)
             assert on == (len(nn_module._global_forward_pre_hooks) > hooks_before)
             watched_at[watch.step + 1] = on
             opt.zero_grad()
@@ -301,9 +304,10 @@ def test_the_overhead_window_takes_every_hook_off_for_its_plain_blocks_and_puts_
         pass
     finally:
         watch.uninstall()
-    assert torch.Tensor.to is real_to and len(nn_module._global_forward_pre_hooks) == hooks_before
+    assert torch.Tensor.to is real_to and torch.Tensor.backward is real_backward
+    assert len(nn_module._global_forward_pre_hooks) == hooks_before
     n = watch.block_steps
-    assert watch.finished and [b["plain"] for b in watch.blocks] == [True, False, False, True]
+    assert watch.finished and [b["plain"] for b in watch.blocks] == [True, False, False, True, True, False]
     assert all(b["seconds"] > 0 for b in watch.blocks)
     first = watch.last_step + 1
     for i, block in enumerate(watch.blocks):
@@ -410,3 +414,106 @@ def test_autocast_around_backward_and_a_scaler_with_bfloat16_are_found_on_a_cpu_
     report = inspect(write(tmp_path, "amp.py", AMP), [where, scaler])
     assert report.ok, (report.problem, report.output_tail)
     assert keys(report) == expected, [f.evidence for f in report.findings]
+
+
+def test_the_overhead_window_takes_only_the_pairs_that_fit_before_the_deadline(tmp_path):
+    """Its blocks come after the report's windows: a slow step gets fewer pairs, never a timed-out
+    run that loses a finished report."""
+    import time
+
+    import torch
+
+    from tutor.inspect import hooks
+
+    watch = hooks.Watch(str(tmp_path / "train.py"), warmup=1, steps=2, split_steps=0, overhead_pairs=10)
+    watch.deadline = time.time() + 1.5
+    watch.install()
+    model = torch.nn.Linear(4, 2)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    try:
+        for _ in range(200):
+            opt.zero_grad()
+            model(torch.randn(8, 4)).sum().backward()
+            time.sleep(0.05)
+            opt.step()
+    except hooks.Stopped:
+        pass
+    finally:
+        watch.uninstall()
+    assert watch.finished and time.time() < watch.deadline
+    assert 1 <= watch.overhead_pairs < 10 and len(watch.blocks) == 2 * watch.overhead_pairs
+    assert watch.result()["overhead_pairs_wanted"] == 10
+
+
+def test_an_optimizer_that_steps_another_is_counted_once(tmp_path):
+    """A wrapper (shaped like timm's Lookahead) steps its base optimizer inside its own step: one
+    step, its parameters and state once, and the zero_grad check still on."""
+    script = write(
+        tmp_path,
+        "wrapped.py",
+        """
+        import torch
+
+        class Wrapper(torch.optim.Optimizer):
+            def __init__(self, base):
+                self.base = base
+                super().__init__(base.param_groups, base.defaults)
+                self.param_groups, self.state = base.param_groups, base.state
+
+            @torch.no_grad()
+            def step(self, closure=None):
+                return self.base.step(closure)
+
+        model = torch.nn.Linear(100, 10)
+        opt = Wrapper(torch.optim.Adam(model.parameters()))
+        for i in range(1000):
+            loss = model(torch.randn(8, 100)).sum()
+            loss.backward()  # no zero_grad: gradients pile up
+            opt.step()
+        """,
+    )
+    report = inspect(script, [])
+    assert report.ok and report.steps_timed == STEPS, report.problem
+    parts = {p.name: p.measured_bytes for p in report.memory}
+    assert parts["weights"] == 1010 * 4 and parts["optimizer state"] == 1010 * 4 * 2 + 2 * 4
+    assert "no-zero-grad" in keys(report)
+
+
+def test_a_loaders_thread_beside_the_training_thread_is_not_the_step(tmp_path):
+    """A prefetching thread iterates the DataLoader (its transforms are modules) while the main
+    thread trains: the model's forward is the one read, and the step's clock is the main thread's."""
+    script = write(
+        tmp_path,
+        "prefetch.py",
+        """
+        import queue, threading
+        import torch
+        import torch.nn.functional as F
+        from torch.utils.data import DataLoader, Dataset
+
+        class Decoded(Dataset):
+            def __init__(self):
+                self.decode = torch.nn.Identity()  # a transform, as torchvision's are modules
+            def __len__(self):
+                return 10**6
+            def __getitem__(self, i):
+                return self.decode(torch.randn(32)), 0
+
+        def prefetch(q):
+            for batch in DataLoader(Decoded(), batch_size=16):
+                q.put(batch)
+
+        q = queue.Queue(maxsize=4)
+        threading.Thread(target=prefetch, args=(q,), daemon=True).start()
+        model = torch.nn.Sequential(torch.nn.Linear(32, 256), torch.nn.ReLU(), torch.nn.Linear(256, 2))
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        for step in range(5000):
+            x, y = q.get()
+            opt.zero_grad()
+            F.cross_entropy(model(x), y).backward()
+            opt.step()
+        """,
+    )
+    ran = launch.run_script(script, [], warmup=WARMUP, steps=STEPS, timeout=60)
+    assert ran.watched["forward"]["module"] == "Sequential" and ran.watched["forward"]["batch_shape"] == [16, 32]
+    assert all(row["forward"] > 0 and row["backward"] > 0 for row in ran.watched["timed"])

@@ -67,9 +67,11 @@ def overhead(watched: dict[str, Any]) -> dict[str, Any]:
             plain.append(p["seconds"] / steps)
             watch.append(w["seconds"] / steps)
     found = median_interval(ratios)
+    wanted = int(watched.get("overhead_pairs_wanted") or 0)
     if found is None:
-        return {"ratio": None, "pairs": 0}
+        return {"ratio": None, "pairs": 0, "pairs_wanted": wanted}
     return {
+        "pairs_wanted": wanted,
         "ratio": found.median,
         "low": found.low,
         "high": found.high,
@@ -84,15 +86,23 @@ def overhead(watched: dict[str, Any]) -> dict[str, Any]:
 
 def overhead_words(o: dict[str, Any]) -> str:
     if not o.get("ratio"):
-        return "Watching's overhead: not measured (the script stopped before the blocks in turns were done)"
+        return (
+            "Watching's overhead: not measured (the script ended before a pair of blocks in turns was done, "
+            "or none fitted in the time limit left: --timeout)"
+        )
     pairs = f"{o['pairs']} pair{'s' if o['pairs'] != 1 else ''}"
+    cut = (
+        f"; {o['pairs_wanted'] - o['pairs']} more did not fit in the time limit or the script's steps"
+        if o.get("pairs_wanted", 0) > o["pairs"]
+        else ""
+    )
     spread = (
-        f"only {pairs} before the script ended: too few for an interval"
+        f"only {pairs}: too few for an interval"
         if o.get("short")
         else f"{o['coverage']:.0%} interval {o['low']:.3f}x to {o['high']:.3f}x"
     )
     return (
         f"Watching's overhead, measured in this run: {pairs} of {o['block_steps']}-step blocks, "
         f"plain and watched in turns: watched steps took {o['ratio']:.3f}x the plain ones "
-        f"({spread}; {o['watched_ms']:.2f} against {o['plain_ms']:.2f} ms a step)"
+        f"({spread}; {o['watched_ms']:.2f} against {o['plain_ms']:.2f} ms a step{cut})"
     )

@@ -151,6 +151,8 @@ def _problem(report: Report, w: dict[str, Any], ran: Ran, script: Path, timeout:
     if report.outcome == "stopped":
         split = int(w.get("split_steps") or 0)
         split_words = f", {split} split with a synchronize at each phase" if split else ""
+        blocks = len(w.get("overhead_blocks") or []) * int(w.get("overhead_block_steps") or 0)
+        split_words += f", {blocks} in blocks for watching's overhead" if blocks else ""
         report.stopped_note = (
             f"stopped on purpose after {steps} optimizer steps ({w.get('warmup')} warm-up, 1 probe, "
             f"{len(w.get('timed') or [])} timed{split_words}), so what it would do after them (a checkpoint "

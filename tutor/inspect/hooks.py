@@ -38,6 +38,7 @@ from __future__ import annotations
 import math
 import os
 import sys
+import threading
 import time
 import weakref
 from typing import Any
@@ -50,6 +51,7 @@ PRELUDE = "prelude"
 # The overhead window's blocks last about BLOCK_S (so a short step's block is still timed well
 # above the clock's and the scheduler's jitter), between these many steps:
 BLOCK_S, BLOCK_STEPS_MIN, BLOCK_STEPS_MAX = 0.1, 2, 100
+OVERHEAD_ROOM = 0.7  # the share of the time left before the deadline the overhead window may take
 LOSSES_KEPT = 64  # weak references to the latest losses backward was called on
 OLD_AFTER = 3  # a loss this many steps old that is still alive is held by the script
 
@@ -67,7 +69,8 @@ class Watch:
         self.warmup = max(1, warmup)
         self.steps = max(1, steps)
         self.split_steps = split_steps
-        self.overhead_pairs = max(0, overhead_pairs)
+        self.overhead_pairs = self.overhead_wanted = max(0, overhead_pairs)
+        self.deadline: float | None = None  # time.time() by which the run must be done (watched_main's)
         self.blocks: list[dict[str, Any]] = []  # the overhead window's blocks: plain or watched, seconds
         self._block_start = 0.0
         self.block_steps = BLOCK_STEPS_MIN
@@ -94,6 +97,9 @@ class Watch:
         self.accelerator: str | None = None
         self.depth = 0
         self.in_loader = False  # inside a DataLoader's __next__: its transforms' modules are data, not the model
+        # The thread that trains (the script's main thread): a prefetching thread's loader, copies and
+        # transforms run beside the step, not in it, and are left out of its clock.
+        self.training_thread = threading.get_ident()
         self.forward_this_step = False
         self.backward_this_step = False
         self.forward_info: dict[str, Any] | None = None
@@ -114,6 +120,8 @@ class Watch:
         self._param_ptrs: set[int] = set()
         self._optimizers: list[Any] = []  # weak references to every optimizer that stepped
         self._anchor: Any = None  # the one whose step ends a step
+        self._stepped_last: Any = None  # the last optimizer to step, where it was not the anchor
+        self.optimizer_depth = 0  # optimizer steps under way (one steps another inside a wrapper)
         self._mine: dict[str, bool] = {}
         self._patches: list[tuple[Any, str, Any]] = []
         self._handles: list[Any] = []
@@ -216,8 +224,8 @@ class Watch:
         watch = self
 
         def pre(module: Any, args: tuple) -> None:
-            if watch.in_loader:
-                pass  # a transform (torchvision's are modules) decoding a batch: the loader's time
+            if watch.in_loader or threading.get_ident() != watch.training_thread:
+                return  # a transform (torchvision's are modules) decoding a batch: the loader's time
             elif watch.depth == 0 and not torch.is_grad_enabled() and watch.phase == PRELUDE:
                 watch.eval_this_step = True
             elif watch.depth == 0 and torch.is_grad_enabled():
@@ -230,6 +238,8 @@ class Watch:
             watch.depth += 1
 
         def post(module: Any, args: tuple, output: Any) -> None:
+            if watch.in_loader or threading.get_ident() != watch.training_thread:
+                return
             watch.depth = max(0, watch.depth - 1)
 
         self._module_handles = [
@@ -243,6 +253,8 @@ class Watch:
 
         def timed_move(real: Any) -> Any:
             def move(tensor: Any, *args: Any, **kwargs: Any) -> Any:
+                if threading.get_ident() != watch.training_thread:
+                    return real(tensor, *args, **kwargs)
                 if watch.sync is not None:
                     watch.sync()
                 start = watch.clock()
@@ -269,6 +281,8 @@ class Watch:
         real_next = dataloader._BaseDataLoaderIter.__next__
 
         def next_batch(iterator: Any) -> Any:
+            if threading.get_ident() != watch.training_thread:
+                return real_next(iterator)
             if watch.sync is not None:
                 watch.sync()
             start = watch.clock()
@@ -300,7 +314,7 @@ class Watch:
             watch.backward_this_step = True
             # With two optimizers one's gradients are legitimately full at the other's backward (a
             # GAN's generator loss flows into the discriminator): the check is for one optimizer only.
-            if first and watch._checked() and watch.step >= 1 and len(watch._optimizers) == 1:
+            if first and watch._checked() and watch.step >= 1 and len(watch._live_optimizers()) == 1:
                 watch._check_stale_gradients(torch)
             if watch._in_probe():
                 watch._stop_saved_hooks()
@@ -323,14 +337,23 @@ class Watch:
         watch = self
 
         def pre(opt: Any, args: tuple, kwargs: dict) -> None:
+            watch.optimizer_depth += 1
+            if watch.optimizer_depth > 1:
+                return  # an optimizer stepped by another (a wrapper such as Lookahead): the outer one counts
             watch._enter("optimizer")
             if not any(ref() is opt for ref in watch._optimizers):
                 watch._optimizers.append(weakref.ref(opt))
 
         def post(opt: Any, args: tuple, kwargs: dict) -> None:
+            watch.optimizer_depth = max(0, watch.optimizer_depth - 1)
+            if watch.optimizer_depth:
+                return
             anchor = watch._anchor() if watch._anchor is not None else None
-            if anchor is None:
+            if anchor is None or opt is watch._stepped_last:
+                # none yet, or the anchor was collected, or another optimizer stepped twice while the
+                # anchor did not: a loop that moved on (a warm-up optimizer kept, then the main one)
                 watch._anchor, anchor = weakref.ref(opt), opt
+            watch._stepped_last = None if opt is anchor else opt
             if opt is anchor:
                 watch._end_step(torch)
             else:
@@ -424,7 +447,13 @@ class Watch:
         return [opt for opt in (ref() for ref in self._optimizers) if opt is not None]
 
     def _params(self) -> list[Any]:
-        return [p for opt in self._live_optimizers() for group in opt.param_groups for p in group["params"]]
+        """Every parameter the optimizers step, once (two optimizers may share param_groups)."""
+        seen: dict[int, Any] = {}
+        for opt in self._live_optimizers():
+            for group in opt.param_groups:
+                for p in group["params"]:
+                    seen.setdefault(id(p), p)
+        return list(seen.values())
 
     def _check_stale_gradients(self, torch: Any) -> None:
         grads = [p.grad for p in self._params() if p.grad is not None]
@@ -469,6 +498,8 @@ class Watch:
 
     def _finish_probes(self, torch: Any) -> None:
         self._stop_saved_hooks()
+        if len(self._live_optimizers()) > 1:  # a second optimizer first stepped after some checks ran
+            self.grad_checks = []
         if self._flop_mode is not None:
             mode, self._flop_mode = self._flop_mode, None
             mode.__exit__(None, None, None)
@@ -485,7 +516,7 @@ class Watch:
                 grads += p.grad.numel() * p.grad.element_size()
         optimizers = self._live_optimizers()
         state = 0
-        for opt in optimizers:
+        for opt in {id(opt.state): opt for opt in optimizers}.values():  # a wrapper may share its state
             for entry in opt.state.values():
                 for value in entry.values() if isinstance(entry, dict) else ():
                     if isinstance(value, torch.Tensor):
@@ -556,7 +587,13 @@ class Watch:
         if step >= self.last_step and self.overhead_pairs:
             self.finished = True  # the report's windows are done; the script may end in this one
             self.sync = None
-            self.block_steps = _block_steps(self.window_s / self.steps if self.window_s else None)
+            step_s = self.window_s / self.steps if self.window_s else None
+            self.block_steps = _block_steps(step_s)
+            if self.deadline is not None and step_s:  # only the pairs that fit: the report is done already
+                room = (self.deadline - time.time()) * OVERHEAD_ROOM
+                self.overhead_pairs = max(0, min(self.overhead_pairs, int(room / (2 * self.block_steps * step_s))))
+            if not self.overhead_pairs:
+                raise Stopped
             self._start_block(torch, 0)
         elif step >= self.last_step:
             self.finished = True
@@ -570,9 +607,10 @@ class Watch:
         return (pair % 2 == 0) != bool(second)
 
     def _start_block(self, torch: Any, block: int) -> None:
-        if self._plain_block(block):
-            self._strip()
-        elif self._stripped:
+        plain = self._plain_block(block)
+        if plain and not self._stripped:  # two plain blocks in a row: already off (a second strip would
+            self._strip()  # save the originals over the wrappers)
+        elif not plain and self._stripped:
             self._unstrip(torch)
         self.acc = dict.fromkeys((*PHASES, PRELUDE), 0.0)
         self.reads = self.syncs = self.clock_reads = 0
@@ -637,6 +675,7 @@ class Watch:
             "split_steps": self.split_steps if self.cuda else 0,
             "overhead_blocks": self.blocks,
             "overhead_block_steps": self.block_steps,
+            "overhead_pairs_wanted": self.overhead_wanted,
             "finished_window": self.finished,
             "phase_now": "other" if self.phase == PRELUDE else self.phase,
             "timed": self.timed,

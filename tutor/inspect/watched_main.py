@@ -140,10 +140,13 @@ def main(argv: list[str]) -> None:
     deadline = float(os.environ.get(ENV_DEADLINE) or 0)
     if deadline:
         deadline += turn.waited_s  # time in the class queue is not the script's
+        if watcher is not None:
+            watcher.deadline = deadline  # the overhead window is cut to what fits before it
 
         def watchdog() -> None:
             time.sleep(max(0.0, deadline - time.time()))
             report("timed_out")
+            turn.release()  # into the class queue's history: os._exit runs no atexit handler
             os._exit(3)
 
         threading.Thread(target=watchdog, name="gpututor-inspect-watchdog", daemon=True).start()
