@@ -61,9 +61,13 @@ def test_a_solution_graded_beside_other_programs_that_could_not_tell_is_graded_a
             return dataclasses.replace(result, passed=False, requirements=undecided)
         return result
 
+    from tutor.exercises import inspected
+
     monkeypatch.setattr(grader, "grade_exercise", grade)
+    monkeypatch.setitem(inspected._starters, "kept beside the others", None)
     code, out, err = run_cli(capsys, "lesson", "test", str(scaffold.parent))
     assert code == 0, out + err
+    assert inspected._starters == {}  # the starter is watched again, alone, for the second grading
     assert "solution-alone" in calls and calls.index("solution-alone") == len(calls) - 1
     assert "✓ demo · practice · exercise: solution passes" in out and "graded again alone" in out
 

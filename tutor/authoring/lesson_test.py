@@ -565,6 +565,7 @@ class Player:
         already), then each mistake, in the lesson's order. The programs that must run run side by
         side (each in its own sandbox process, one per CPU core): on a 2-core machine the practice
         lesson's 21 programs took 130 s one after another."""
+        from tutor.exercises import inspected
         from tutor.exercises.grader import grade_exercise, source_requirement_met
 
         def graded(code: str, where: Path) -> tuple[Any, float]:
@@ -595,6 +596,7 @@ class Player:
                 # A timing judged beside the programs graded side by side with it: once more, alone.
                 for other in [starter, *runs.values()]:
                     other.result()
+                inspected.forget_starter_runs()  # its starter's run was timed beside them too
                 result, more = graded(step.solution, Path(tmp) / "solution-alone")
                 seconds += more
                 again = "graded again alone (beside the other programs this machine could not tell)"
