@@ -17,8 +17,6 @@ from tutor import cpu_load
 from tutor.experiments import devices
 from tutor.measurement import peak as matmul_peak
 
-CROWDED = matmul_peak.crowded  # the real rule: tests/conftest.py keeps every sweep made under test load
-
 
 @pytest.fixture(autouse=True)
 def cache(tmp_path, monkeypatch):
@@ -144,7 +142,7 @@ def test_a_stale_entry_is_not_reused_and_measuring_replaces_it(cpu, cache, fake_
 @pytest.mark.parametrize("others_busy,kept", [(0.3, True), (None, True), (float(os.cpu_count() or 1), False)])
 def test_a_sweep_crowded_by_other_programs_is_used_but_not_kept(cpu, fake_sweep, monkeypatch, others_busy, kept):
     """A CPU sweep that lost cores its threads needed reads low, and every later MFU against it high."""
-    monkeypatch.setattr(matmul_peak, "crowded", CROWDED)
+    monkeypatch.delenv(matmul_peak.IGNORE_LOAD_ENV)  # tests/conftest.py keeps every sweep made under test load
     monkeypatch.setattr(cpu_load, "others_busy_cores", lambda before, after: others_busy)
     swept = matmul_peak.measure(cpu, "float32")
     assert (matmul_peak.cached(cpu, "float32") == swept) is kept
@@ -154,6 +152,14 @@ def test_a_sweep_crowded_by_other_programs_is_used_but_not_kept(cpu, fake_sweep,
     else:
         assert swept.others_busy_cores == others_busy and "not kept" in swept.how_text()
         assert words and words.startswith(f"Other programs kept {others_busy:.1f} cores busy")
+        raised = matmul_peak.raise_to(swept, swept.tflops * 2)  # a run beat it under the same load
+        assert raised.tflops == swept.tflops * 2 and matmul_peak.cached(cpu, "float32") is None
+
+
+def test_more_threads_than_cores_on_an_idle_machine_is_no_crowd(monkeypatch):
+    monkeypatch.delenv(matmul_peak.IGNORE_LOAD_ENV)
+    monkeypatch.setattr(cpu_load, "others_busy_cores", lambda before, after: 0.0)
+    assert matmul_peak.crowded(cpu_load.read(), threads=4 * (os.cpu_count() or 1)) is None
 
 
 def test_another_thread_count_is_another_entry(cpu, fake_sweep):

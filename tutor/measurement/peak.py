@@ -40,6 +40,8 @@ if TYPE_CHECKING:
 CACHE_NAME = "peaks.json"
 CACHE_VERSION = 1
 MAX_AGE_DAYS = 30
+# Set: every sweep is kept whatever the load (a test suite, where the load is the suite itself).
+IGNORE_LOAD_ENV = "GPUTUTOR_PEAKS_IGNORE_LOAD"
 # Square sizes swept per device kind: a CPU's best is often mid-size (cache-resident blocks),
 # a GPU's at the large end (enough tiles to fill every SM).
 SIZES = {"cpu": (256, 512, 1024, 2048), "mps": (512, 1024, 2048, 4096), "cuda": (1024, 2048, 4096, 8192)}
@@ -389,14 +391,17 @@ def crowded(before: Any, threads: int | None) -> float | None:
     from tutor import cpu_load
     from tutor import threads as thread_policy
 
+    if os.environ.get(IGNORE_LOAD_ENV):
+        return None
     busy = cpu_load.others_busy_cores(before, cpu_load.read())
-    spare = thread_policy.usable_cores() - (threads or 1)
+    spare = max(0, thread_policy.usable_cores() - (threads or 1))  # more threads than cores: none spare
     return busy if busy is not None and busy > spare + thread_policy.BUSY_CORE else None
 
 
 def raise_to(peak: Peak, achieved_tflops: float, how: str = RAISED) -> Peak:
     """A run whose model FLOP/s beat the peak proves its matmuls ran at least that fast: the
-    realistic peak is at least that, so it is raised to it (and cached) and said."""
+    realistic peak is at least that, so it is raised to it (and cached, unless the peak it raises
+    was a crowded sweep's: the run beat it under the same load) and said."""
     now = time.time()
     raised = replace(
         peak,
@@ -407,7 +412,8 @@ def raise_to(peak: Peak, achieved_tflops: float, how: str = RAISED) -> Peak:
         best_size=None,
         typical_tflops=None,
     )
-    store(raised)
+    if peak.others_busy_cores is None:
+        store(raised)
     return raised
 
 
