@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from tutor import experiments
+from tutor.authoring.lesson_test import could_not_tell
 from tutor.experiments.events import Event, Finished, Started
 
 
@@ -116,7 +117,9 @@ def shared_grade(
         if path.exists():
             return pickle.loads(path.read_bytes())
         result = grade(step, code, workdir, accuracy_bars=accuracy_bars)  # a grading that raises is not kept
-        if not any(not r.passed and not r.judged for r in result.requirements):  # nor one that could not tell
+        # Nor one lesson test would grade again alone (it failed only where it could not tell); a
+        # starter's crash or a mistake's judged failure is kept, undecided speed-up or not.
+        if not could_not_tell(result):
             path.write_bytes(pickle.dumps(result))
     return result
 

@@ -592,7 +592,7 @@ class Player:
 
             result, seconds = solution.result()
             again = ""
-            if _could_not_tell(result):
+            if could_not_tell(result):
                 # A timing judged beside the programs graded side by side with it: once more, alone.
                 for other in [starter, *runs.values()]:
                     other.result()
@@ -986,7 +986,7 @@ def _short(value: Any) -> str:
     return str(value)
 
 
-def _could_not_tell(result: Any) -> bool:
+def could_not_tell(result: Any) -> bool:
     """A grading that failed only where it could not tell (a speed-up whose interval straddles its
     bar: `judged` False) of a program that ran to its end."""
     missed = [r for r in result.requirements if not r.passed]
