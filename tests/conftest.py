@@ -206,10 +206,10 @@ TIER_BUDGET_S = {
     "unit": 40,
     "content": 5,
     "experiments": 168,
-    "exercises": 402,
+    "exercises": 345,
     "tui": 198,
     "system": 336,
-    "inspect": 60,
+    "inspect": 75,
 }
 
 # The fast tier (`pytest tests/unit tests/content`) runs in seconds because it starts no sandbox,
