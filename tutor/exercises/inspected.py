@@ -131,7 +131,9 @@ def check(
     if decision is Decision.HIT:
         return True, True, said
     if decision is Decision.MISS:
-        return False, True, f"Measured: {said}, short of {req.min_speedup:g}x. {req.feedback}"
+        smaller = per_sample and (learner.batch or 0) < (before.batch or 0)
+        why = " A smaller batch makes each step shorter, not each sample faster." if smaller else ""
+        return False, True, f"Measured: {said}, short of {req.min_speedup:g}x.{why} {req.feedback}"
     return False, False, f"this machine can't tell yet whether it reaches {req.min_speedup:g}x: {said}; run it again"
 
 
