@@ -520,3 +520,27 @@ def test_a_loaders_thread_beside_the_training_thread_is_not_the_step(tmp_path):
     ran = launch.run_script(script, [], warmup=WARMUP, steps=STEPS, timeout=60)
     assert ran.watched["forward"]["module"] == "Sequential" and ran.watched["forward"]["batch_shape"] == [16, 32]
     assert all(row["forward"] > 0 and row["backward"] > 0 for row in ran.watched["timed"])
+
+
+def test_the_samples_of_a_step_sum_gradient_accumulations_micro_batches(tmp_path):
+    """What an inspect requirement's per-sample speed-up divides by: the model's inputs, every call
+    of the step (three micro-batches of 8 are 24), never the loss module's."""
+    import torch
+
+    from tutor.inspect import hooks
+
+    watch = hooks.Watch(str(tmp_path / "train.py"), warmup=1, steps=3, split_steps=0)
+    watch.install()
+    model, loss_fn = torch.nn.Linear(4, 2), torch.nn.CrossEntropyLoss()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    try:
+        for _ in range(100):
+            for _micro in range(3):
+                loss_fn(model(torch.randn(8, 4)), torch.randint(0, 2, (8,))).backward()
+            opt.step()
+            opt.zero_grad()
+    except hooks.Stopped:
+        pass
+    finally:
+        watch.uninstall()
+    assert [row["samples"] for row in watch.timed] == [24, 24, 24]

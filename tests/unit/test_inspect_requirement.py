@@ -106,7 +106,7 @@ def test_a_smaller_batch_is_no_speed_up(monkeypatch):
     halved = inspected.Watched(REPORT, [0.005] * 20, batch=32)
     ok, judged, said = inspected.check(requirement(min_speedup=1.5), STEP, halved, Path(), bool)
     assert (ok, judged) == (False, True)
-    assert said.startswith("Measured: per sample (batches of 32 against 64), yours took 156.25 µs against")
+    assert said.startswith("Measured: per sample (32 samples a step against 64), yours took 156.25 µs against")
     assert ": 1.00x" in said and "A smaller batch makes each step shorter, not each sample faster." in said
 
 

@@ -36,7 +36,7 @@ class Watched:
     report: Any
     step_seconds: list[float]
     timing_shared: bool = False  # it ran beside another run on a class's machine (measurement/slots.py)
-    batch: int | None = None  # the training forward's batch (its input's first dimension), when seen
+    batch: int | None = None  # samples a step: the model's inputs' first dimension, summed over the step
     at: float = field(default_factory=time.monotonic)
 
     def per_sample(self, other: Watched) -> tuple[list[float], bool]:
@@ -75,8 +75,9 @@ def watch(code: str, workdir: Path, name: str, step: ExerciseStep, cancelled: Ca
     # a GPU's timed steps are synchronised only at the window's ends: its split steps, at each boundary
     rows = ran.watched.get("split") or ran.watched.get("timed") or []
     timed = [float(r["total"]) for r in rows]
-    shape = (ran.watched.get("forward") or {}).get("batch_shape") or []
-    batch = int(shape[0]) if shape and isinstance(shape[0], int) and shape[0] > 0 else None
+    # summed over the step's calls of the model, so gradient accumulation's micro-batches count whole
+    counted = [int(r.get("samples") or 0) for r in rows]
+    batch = int(statistics.median(counted)) if counted and min(counted) > 0 else None
     return Watched(report, timed, bool(ran.watched.get("timing_shared")), batch)
 
 
@@ -119,7 +120,7 @@ def check(
     if speedup is None:
         return False, False, "not checked: no timed steps to compare"
     what = (
-        f"per sample (batches of {learner.batch} against {before.batch}), yours took {_ms(yours, 1e6, 'µs')}"
+        f"per sample ({learner.batch} samples a step against {before.batch}), yours took {_ms(yours, 1e6, 'µs')}"
         if per_sample
         else f"your steps took {_ms(yours)}"
     )

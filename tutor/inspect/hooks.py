@@ -128,6 +128,8 @@ class Watch:
         self._module_handles: list[Any] = []
         self._tops_seen: dict[int, Any] = {}  # weak references to modules called at the top level
         self._tops: dict[int, Any] | None = None  # those, once hooked alone (after the probe step)
+        self._model_id = 0  # id() of the module whose call began the training forward
+        self.samples = 0  # this step's: the model's inputs' first dimension, summed over its calls
         self.finished = False
 
     # ------------------------------------------------------------ windows
@@ -239,6 +241,10 @@ class Watch:
                     watch.forward_this_step = True
                     if watch.forward_info is None or watch._in_probe():
                         watch.forward_info = _forward_info(torch, module, args)
+                        watch._model_id = id(module)
+                if id(module) == watch._model_id:  # the model, not the loss module: its batch's samples
+                    batch = next((a for a in args if isinstance(a, torch.Tensor)), None)
+                    watch.samples += int(batch.shape[0]) if batch is not None and batch.dim() else 0
             watch.depth += 1
 
         def post(module: Any, args: tuple, output: Any) -> None:
@@ -581,7 +587,7 @@ class Watch:
         self.acc["data" if made_batch else "other"] += prelude
         data_from = "loader" if self.loader_this_step else "script" if made_batch else ""
         record = {"step": step, "total": total, **self.acc, "data_from": data_from}
-        record.update(reads=self.reads, syncs=self.syncs)
+        record.update(reads=self.reads, syncs=self.syncs, samples=self.samples)
         if self.cuda:
             record["clock_reads"] = self.clock_reads
         if self.probe_step < step <= self.last_timed:
@@ -600,7 +606,7 @@ class Watch:
         if self.cuda and step == self.last_timed:
             self.sync = self.real_sync  # the split window: a synchronize at each boundary
         self.acc = dict.fromkeys((*PHASES, PRELUDE), 0.0)
-        self.reads = self.syncs = self.clock_reads = 0
+        self.reads = self.syncs = self.clock_reads = self.samples = 0
         self.forward_this_step = self.backward_this_step = False
         self.loader_this_step = self.eval_this_step = False
         self.phase = PRELUDE
@@ -638,7 +644,7 @@ class Watch:
         elif not plain and self._stripped:
             self._unstrip(torch)
         self.acc = dict.fromkeys((*PHASES, PRELUDE), 0.0)
-        self.reads = self.syncs = self.clock_reads = 0
+        self.reads = self.syncs = self.clock_reads = self.samples = 0
         self.forward_this_step = self.backward_this_step = False
         self.loader_this_step = self.eval_this_step = False
         self.phase = PRELUDE
@@ -655,7 +661,7 @@ class Watch:
             self.acc["data"] += self.acc.pop(PRELUDE)
             _ = {"step": step, "total": now - self.step_start, **self.acc, "reads": self.reads, "syncs": self.syncs}
             self.acc = dict.fromkeys((*PHASES, PRELUDE), 0.0)
-            self.reads = self.syncs = self.clock_reads = 0
+            self.reads = self.syncs = self.clock_reads = self.samples = 0
             self.forward_this_step = self.backward_this_step = False
             self.loader_this_step = self.eval_this_step = False
             self.phase = PRELUDE
