@@ -295,9 +295,16 @@ def test_the_overhead_window_takes_every_hook_off_for_its_plain_blocks_and_puts_
         for _ in range(5000):
             on = torch.Tensor.to is not real_to
             assert on == (torch.Tensor.backward is not real_backward)
+            if watch._in_probe():  # the FLOP counter's own module tracker hooks every module then
+                watched_at[watch.step + 1] = on
+                opt.zero_grad()
+                model(torch.randn(8, 4)).sum().backward()
+                opt.step()
+                continue
             everywhere = len(nn_module._global_forward_pre_hooks) > hooks_before
-            # every module call hooked up to the probe step; after it only the loop's own call (the model)
-            assert (everywhere if watch.step < watch.probe_step else bool(model._forward_pre_hooks)) == on
+            # every module call hooked in the warm-up; after it only the loop's own call (the model)
+            switched = watch.step >= max(1, watch.warmup - 1)
+            assert (bool(model._forward_pre_hooks) if switched else everywhere) == on
             assert not (everywhere and model._forward_pre_hooks)
             watched_at[watch.step + 1] = on
             opt.zero_grad()
@@ -544,3 +551,76 @@ def test_the_samples_of_a_step_sum_gradient_accumulations_micro_batches(tmp_path
     finally:
         watch.uninstall()
     assert [row["samples"] for row in watch.timed] == [24, 24, 24]
+
+
+def watch_in_process(tmp_path, loop, warmup=3, steps=4):
+    """`loop(watch)` run under a Watch in this process until it stops; the watch."""
+    from tutor.inspect import hooks
+
+    watch = hooks.Watch(str(tmp_path / "train.py"), warmup=warmup, steps=steps, split_steps=0)
+    watch.install()
+    try:
+        loop()
+    except hooks.Stopped:
+        pass
+    finally:
+        watch.uninstall()
+    return watch
+
+
+def test_a_gan_that_steps_its_generator_twice_a_turn_keeps_one_step_a_turn(tmp_path):
+    import torch
+
+    gen, disc = torch.nn.Linear(8, 16), torch.nn.Linear(16, 1)
+    opt_g, opt_d = torch.optim.Adam(gen.parameters()), torch.optim.SGD(disc.parameters(), lr=0.1)
+
+    def loop():
+        for _ in range(200):
+            opt_d.zero_grad()
+            disc(gen(torch.randn(32, 8)).detach()).mean().backward()
+            opt_d.step()
+            for _twice in range(2):  # a DCGAN tweak: the generator twice a turn
+                opt_g.zero_grad()
+                (-disc(gen(torch.randn(32, 8)))).mean().backward()
+                opt_g.step()
+
+    watch = watch_in_process(tmp_path, loop)
+    assert watch._anchor() is opt_d
+    # a turn is counted by the module its first forward calls, the generator: three calls of 32
+    assert [row["samples"] for row in watch.timed] == [96] * 4
+
+
+def test_a_checkpointed_forward_recomputed_in_backward_is_not_counted_twice(tmp_path):
+    import torch
+    from torch.utils.checkpoint import checkpoint
+
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 2))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+    def loop():
+        for _ in range(100):
+            opt.zero_grad()
+            checkpoint(model, torch.randn(64, 8), use_reentrant=False).sum().backward()
+            opt.step()
+
+    assert [row["samples"] for row in watch_in_process(tmp_path, loop).timed] == [64] * 4
+
+
+def test_a_model_first_called_after_the_warm_up_puts_the_hooks_back_on_every_module(tmp_path):
+    import torch
+
+    model = torch.nn.Linear(8, 2)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+    def loop():
+        for i in range(100):
+            # from the fifth step a fresh module each step (a meta-learning inner loop), sharing the weights
+            net = model if i < 4 else torch.nn.Linear(8, 2)
+            net.weight, net.bias = model.weight, model.bias
+            opt.zero_grad()
+            net(torch.randn(16, 8)).sum().backward()
+            opt.step()
+
+    watch = watch_in_process(tmp_path, loop)
+    assert watch._tops is None  # back to every module
+    assert all(row["forward"] > 0 and row["samples"] == 16 for row in watch.timed[1:])

@@ -51,7 +51,8 @@ PRELUDE = "prelude"
 # The overhead window's blocks last about BLOCK_S (so a short step's block is still timed well
 # above the clock's and the scheduler's jitter), between these many steps:
 BLOCK_S, BLOCK_STEPS_MIN, BLOCK_STEPS_MAX = 0.1, 2, 100
-OVERHEAD_ROOM = 0.7  # the share of the time left before the deadline the overhead window may take
+OVERHEAD_ROOM = 0.5  # the share of the time left before the deadline the overhead window may take (a roof
+# measured after the script stops needs the rest)
 LOSSES_KEPT = 64  # weak references to the latest losses backward was called on
 OLD_AFTER = 3  # a loss this many steps old that is still alive is held by the script
 
@@ -120,7 +121,8 @@ class Watch:
         self._param_ptrs: set[int] = set()
         self._optimizers: list[Any] = []  # weak references to every optimizer that stepped
         self._anchor: Any = None  # the one whose step ends a step
-        self._stepped_last: Any = None  # the last optimizer to step, where it was not the anchor
+        self._others_run = 0  # other optimizers' steps since the anchor's last
+        self._others_longest = 0  # the most of them seen between two of the anchor's steps
         self.optimizer_depth = 0  # optimizer steps under way (one steps another inside a wrapper)
         self._mine: dict[str, bool] = {}
         self._patches: list[tuple[Any, str, Any]] = []
@@ -128,7 +130,7 @@ class Watch:
         self._module_handles: list[Any] = []
         self._tops_seen: dict[int, Any] = {}  # weak references to modules called at the top level
         self._tops: dict[int, Any] | None = None  # those, once hooked alone (after the probe step)
-        self._model_id = 0  # id() of the module whose call began the training forward
+        self._model_id = 0  # id() of the module whose call began this step's training forward
         self.samples = 0  # this step's: the model's inputs' first dimension, summed over its calls
         self.finished = False
 
@@ -231,7 +233,9 @@ class Watch:
             if watch.in_loader or threading.get_ident() != watch.training_thread:
                 return  # a transform (torchvision's are modules) decoding a batch: the loader's time
             if watch.depth == 0 and watch._tops is None:
-                watch._tops_seen.setdefault(id(module), weakref.ref(module))
+                seen = watch._tops_seen.get(id(module))
+                if seen is None or seen() is not module:  # an id reused by a new module
+                    watch._tops_seen[id(module)] = weakref.ref(module)
             if watch.depth == 0 and not torch.is_grad_enabled() and watch.phase == PRELUDE:
                 watch.eval_this_step = True
             elif watch.depth == 0 and torch.is_grad_enabled():
@@ -239,10 +243,11 @@ class Watch:
                     watch._enter("forward")
                 if not watch.forward_this_step:
                     watch.forward_this_step = True
+                    watch._model_id = id(module)  # each step's: a model swapped mid-run counts too
                     if watch.forward_info is None or watch._in_probe():
                         watch.forward_info = _forward_info(torch, module, args)
-                        watch._model_id = id(module)
-                if id(module) == watch._model_id:  # the model, not the loss module: its batch's samples
+                # the model's inputs, not the loss module's, nor a checkpointed forward recomputed in backward
+                if id(module) == watch._model_id and watch.phase != "backward":
                     batch = next((a for a in args if isinstance(a, torch.Tensor)), None)
                     watch.samples += int(batch.shape[0]) if batch is not None and batch.dim() else 0
             watch.depth += 1
@@ -253,7 +258,7 @@ class Watch:
             watch.depth = max(0, watch.depth - 1)
 
         tops = [m for m in (ref() for ref in (self._tops or {}).values()) if m is not None]
-        if tops:  # after the probe step: only the modules the loop calls itself, so the rest run hook-free
+        if tops:  # after the warm-up: only the modules the loop calls itself, so the rest run hook-free
             self._module_handles = [
                 handle
                 for m in tops
@@ -268,11 +273,18 @@ class Watch:
 
     def _hook_tops_only(self, torch: Any) -> None:
         """Global module hooks make every module call take PyTorch's slow path (about 8 us each, 4% of
-        a 2 ms step measured); the timed steps need only the calls the loop makes itself, seen in the
-        warm-up and probe steps."""
+        a 2 ms step measured); the last warm-up, probe and timed steps need only the calls the loop
+        makes itself, seen in the warm-up steps before. Where a step reaches backward with no forward seen (a model first called
+        later, a fresh copy each step), the hooks go back on every module (`_hook_everywhere`)."""
         if not self._tops_seen:
             return
         self._tops = dict(self._tops_seen)
+        for handle in self._module_handles:
+            handle.remove()
+        self._install_modules(torch)
+
+    def _hook_everywhere(self, torch: Any) -> None:
+        self._tops = None
         for handle in self._module_handles:
             handle.remove()
         self._install_modules(torch)
@@ -341,6 +353,8 @@ class Watch:
         def backward(tensor: Any, *args: Any, **kwargs: Any) -> Any:
             first = not watch.backward_this_step
             watch.backward_this_step = True
+            if first and not watch.forward_this_step and watch._tops is not None:
+                watch._hook_everywhere(torch)  # the forward came through a module not hooked alone
             # With two optimizers one's gradients are legitimately full at the other's backward (a
             # GAN's generator loss flows into the discriminator): the check is for one optimizer only.
             if first and watch._checked() and watch.step >= 1 and len(watch._live_optimizers()) == 1:
@@ -378,12 +392,16 @@ class Watch:
             if watch.optimizer_depth:
                 return
             anchor = watch._anchor() if watch._anchor is not None else None
-            if anchor is None or opt is watch._stepped_last:
-                # none yet, or the anchor was collected, or another optimizer stepped twice while the
-                # anchor did not: a loop that moved on (a warm-up optimizer kept, then the main one)
+            if anchor is not None and opt is not anchor:
+                watch._others_run += 1
+            if anchor is None or watch._others_run > max(3, 2 * watch._others_longest):
+                # none yet, or collected, or other steps ran far longer than any turn of the loop had
+                # (a warm-up optimizer kept, then the main one): the loop moved on
                 watch._anchor, anchor = weakref.ref(opt), opt
-            watch._stepped_last = None if opt is anchor else opt
+                watch._others_longest = watch._others_run = 0
             if opt is anchor:
+                watch._others_longest = max(watch._others_longest, watch._others_run)
+                watch._others_run = 0
                 watch._end_step(torch)
             else:
                 watch._enter("other")  # another optimizer of the same turn of the loop
@@ -598,11 +616,14 @@ class Watch:
             self.window_s = now - self.window_start
         if not self.probe_step < step < self.last_timed:  # not on the timed steps: it walks 64 weakrefs
             self._check_losses()
+        if step == max(1, self.warmup - 1):
+            # a warm-up step before the probe: a model compiled in place (model.compile()) recompiles
+            # when its hooks change, and under the probe's FLOP counter it runs uncompiled
+            self._hook_tops_only(torch)
         if step == self.warmup:
             self._start_probes(torch)
         elif step == self.probe_step:
             self._finish_probes(torch)
-            self._hook_tops_only(torch)
         if self.cuda and step == self.last_timed:
             self.sync = self.real_sync  # the split window: a synchronize at each boundary
         self.acc = dict.fromkeys((*PHASES, PRELUDE), 0.0)
