@@ -624,3 +624,31 @@ def test_a_model_first_called_after_the_warm_up_puts_the_hooks_back_on_every_mod
     watch = watch_in_process(tmp_path, loop)
     assert watch._tops is None  # back to every module
     assert all(row["forward"] > 0 and row["samples"] == 16 for row in watch.timed[1:])
+
+
+def test_an_optimizer_step_that_raised_and_was_caught_does_not_stop_the_count(tmp_path):
+    import torch
+
+    model = torch.nn.Linear(4, 2)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    state = {"raised": False}
+
+    def failing_once(optimizer, args, kwargs):  # a step that raises once, in the optimizer's own step
+        if not state["raised"]:
+            state["raised"] = True
+            raise RuntimeError("planted")
+
+    handle = opt.register_step_pre_hook(failing_once)
+
+    def loop():
+        for _ in range(100):
+            opt.zero_grad()
+            model(torch.randn(8, 4)).sum().backward()
+            try:
+                opt.step()
+            except RuntimeError:
+                pass
+
+    watch = watch_in_process(tmp_path, loop)
+    handle.remove()
+    assert state["raised"] and watch.finished and len(watch.timed) == 4

@@ -123,7 +123,7 @@ class Watch:
         self._anchor: Any = None  # the one whose step ends a step
         self._others_run = 0  # other optimizers' steps since the anchor's last
         self._others_longest = 0  # the most of them seen between two of the anchor's steps
-        self.optimizer_depth = 0  # optimizer steps under way (one steps another inside a wrapper)
+        self.stepping = 0  # id() of the optimizer whose step is under way (a wrapper steps another inside)
         self._mine: dict[str, bool] = {}
         self._patches: list[tuple[Any, str, Any]] = []
         self._handles: list[Any] = []
@@ -380,17 +380,19 @@ class Watch:
         watch = self
 
         def pre(opt: Any, args: tuple, kwargs: dict) -> None:
-            watch.optimizer_depth += 1
-            if watch.optimizer_depth > 1:
-                return  # an optimizer stepped by another (a wrapper such as Lookahead): the outer one counts
+            # An optimizer stepped by another (a wrapper such as Lookahead): the outer one counts. A step
+            # that raised (and was caught) leaves its own id, which its next step replaces.
+            if watch.stepping and watch.stepping != id(opt):
+                return
+            watch.stepping = id(opt)
             watch._enter("optimizer")
             if not any(ref() is opt for ref in watch._optimizers):
                 watch._optimizers.append(weakref.ref(opt))
 
         def post(opt: Any, args: tuple, kwargs: dict) -> None:
-            watch.optimizer_depth = max(0, watch.optimizer_depth - 1)
-            if watch.optimizer_depth:
-                return
+            if watch.stepping != id(opt):
+                return  # the inner step of a wrapper
+            watch.stepping = 0
             anchor = watch._anchor() if watch._anchor is not None else None
             if anchor is not None and opt is not anchor:
                 watch._others_run += 1
