@@ -652,3 +652,30 @@ def test_an_optimizer_step_that_raised_and_was_caught_does_not_stop_the_count(tm
     watch = watch_in_process(tmp_path, loop)
     handle.remove()
     assert state["raised"] and watch.finished and len(watch.timed) == 4
+
+
+def test_a_model_given_its_batch_by_keyword_counts_its_samples(tmp_path):
+    """Hugging Face's loop calls model(**batch): the samples come from the keyword tensors."""
+    import torch
+
+    class Classifier(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.linear = torch.nn.Linear(8, 2)
+
+        def forward(self, input_ids=None, labels=None):
+            return torch.nn.functional.cross_entropy(self.linear(input_ids), labels)
+
+    model = Classifier()
+    opt = torch.optim.AdamW(model.parameters())
+
+    def loop():
+        for _ in range(100):
+            batch = {"input_ids": torch.randn(12, 8), "labels": torch.randint(0, 2, (12,))}
+            model(**batch).backward()
+            opt.step()
+            opt.zero_grad()
+
+    watch = watch_in_process(tmp_path, loop)
+    assert [row["samples"] for row in watch.timed] == [12] * 4
+    assert watch.forward_info["batch_shape"] == [12, 8]

@@ -252,6 +252,10 @@ class Watch:
                     watch.samples += int(batch.shape[0]) if batch is not None and batch.dim() else 0
             watch.depth += 1
 
+        def pre_with_kwargs(module: Any, args: tuple, kwargs: dict) -> None:
+            # a model given its batch by keyword (Hugging Face's model(**batch)): its tensors count too
+            pre(module, (*args, *kwargs.values()) if kwargs else args)
+
         def post(module: Any, args: tuple, output: Any) -> None:
             if watch.in_loader or threading.get_ident() != watch.training_thread:
                 return
@@ -262,7 +266,10 @@ class Watch:
             self._module_handles = [
                 handle
                 for m in tops
-                for handle in (m.register_forward_pre_hook(pre), m.register_forward_hook(post, always_call=True))
+                for handle in (
+                    m.register_forward_pre_hook(pre_with_kwargs, with_kwargs=True),
+                    m.register_forward_hook(post, always_call=True),
+                )
             ]
         else:
             self._module_handles = [
