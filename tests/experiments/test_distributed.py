@@ -248,3 +248,25 @@ def test_a_rank_ends_when_its_parent_is_gone(tmp_path):
     else:
         os.kill(child, 9)
         pytest.fail("the watched process outlived its parent")
+
+
+def test_the_root_cause_signal_is_named_not_torchruns_sigterm_to_the_others():
+    """torchrun prints the other failures first, often its own SIGTERM to the ranks still running."""
+    tail = textwrap.dedent(
+        """
+        Failures:
+        [1]:
+          rank      : 0 (local_rank: 0)
+          exitcode  : -15 (pid: 101)
+          error_file: <N/A>
+          traceback : Signal 15 (SIGTERM) received by PID 101
+        ------------------------------------------------------------
+        Root Cause (first observed failure):
+        [0]:
+          rank      : 1 (local_rank: 1)
+          exitcode  : -6 (pid: 102)
+          traceback : Signal 6 (SIGABRT) received by PID 102
+        """
+    )
+    assert distributed._failure(tail, 1) == "a process was killed by SIGABRT"
+    assert distributed._failure("traceback : Signal 15 (SIGTERM) received by PID 7", 1).endswith("SIGTERM")

@@ -135,9 +135,13 @@ def _environment(plan: Plan, args: dict[str, Any], lock: str) -> dict[str, str]:
 
 def _failure(stderr_tail: str, code: int | None) -> str:
     """Why torchrun says the job ended, in a few words."""
-    found = _SIGNAL.search(stderr_tail)
-    if found:
-        return f"a process was killed by {found.group(2)}"
+    # torchrun lists the other failures before the root cause, and the others are often its own
+    # SIGTERM to the ranks still running: the root cause's signal is the one to name
+    root = stderr_tail.rfind("Root Cause")
+    signals = _SIGNAL.findall(stderr_tail[root:] if root >= 0 else stderr_tail) or _SIGNAL.findall(stderr_tail)
+    if signals:
+        named = next((name for _, name in signals if name != "SIGTERM"), signals[0][1])
+        return f"a process was killed by {named}"
     if code is not None and code < 0:
         try:
             return f"torchrun was killed by {signal.Signals(-code).name}"
