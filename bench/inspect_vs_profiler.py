@@ -256,12 +256,7 @@ def compare_overhead(script: Path, args: list[str], warmup: int, steps: int, pai
         if not o.get("ratio"):
             print(f"  a run gave no overhead: {ran.watched.get('outcome')}")
             continue
-        blocks = ran.watched["overhead_blocks"]
-        ratios = [
-            (b if not b["plain"] else a)["seconds"] / (a if a["plain"] else b)["seconds"]
-            for a, b in zip(blocks[::2], blocks[1::2], strict=False)
-        ]
-        pooled += ratios
+        pooled += o["ratios"]
         print(
             f"  {o['pairs']} pairs of {o['block_steps']}-step blocks: watched {o['watched_ms']:.2f} ms a step, "
             f"plain {o['plain_ms']:.2f}: {o['ratio']:.3f}x ({o['coverage']:.0%} interval {o['low']:.3f} to {o['high']:.3f}x)"

@@ -78,6 +78,7 @@ def overhead(watched: dict[str, Any]) -> dict[str, Any]:
         "coverage": found.coverage,
         "short": found.short,
         "pairs": len(ratios),
+        "ratios": ratios,
         "block_steps": steps,
         "watched_ms": statistics.median(watch) * 1e3,
         "plain_ms": statistics.median(plain) * 1e3,
